@@ -1,0 +1,133 @@
+# hctune: GNU make, C11.
+#
+#   make              bin/hctune, bin/hctuned, lib/libhctune.{a,so}, tests
+#   make STATIC=1     the same with libuv, SQLite, jansson, xxHash linked
+#                     statically, for machines without their packages
+#   make check        CPU tests, then again under AddressSanitizer + UBSan
+#   make gpu-check    GPU tests (skip with a reason when there is no GPU)
+#   make probe        install missing packages (as root), build, probe card 0
+#   make bench-daemon round trips of hct_choose against a plain socket echo
+#
+# Sources are found by folder: a new file in jit/, db/, tuner/, daemon/ or
+# cli/ is built without touching this file.  tests/test_*.c each become one
+# cmocka test program.
+
+CC       ?= gcc
+CUDA_HOME ?= /usr/local/cuda
+BUILD    ?= release
+STATIC   ?= 0
+
+ifeq ($(STATIC),1)
+  BUILD := static
+endif
+ifeq ($(SAN),1)
+  BUILD := asan
+endif
+
+O := build/$(BUILD)
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -Icommon -Ijit -Idb -Ituner -Idaemon -Icli
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 $(WARN) -fPIC -pthread
+LDLIBS_DEPS := -luv -lsqlite3 -ljansson -lxxhash
+LDLIBS_SYS  := -ldl -lm -pthread
+
+ifeq ($(BUILD),asan)
+  CFLAGS += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+endif
+ifeq ($(BUILD),static)
+  LDLIBS_DEPS := -Wl,-Bstatic -luv_a -lsqlite3 -ljansson -lxxhash -Wl,-Bdynamic
+endif
+
+# Output folders: the default build writes bin/ and lib/ at the top; the
+# others keep theirs under build/.
+ifeq ($(BUILD),release)
+  BIN := bin
+  LIB := lib
+else ifeq ($(BUILD),static)
+  BIN := bin
+  LIB := lib
+else
+  BIN := $(O)/bin
+  LIB := $(O)/lib
+endif
+
+CORE_SRC   := $(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/cmd_*.c) \
+              $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c))
+CLIENT_SRC := common/error.c $(wildcard daemon/client*.c)
+TEST_SRC   := $(wildcard tests/test_*.c)
+TEST_HELPERS := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
+
+CORE_OBJ   := $(CORE_SRC:%.c=$(O)/%.o)
+CLIENT_OBJ := $(CLIENT_SRC:%.c=$(O)/%.o)
+TEST_BINS  := $(TEST_SRC:tests/%.c=$(O)/tests/%)
+TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
+
+# Per-file flags: vendor headers only where a backend needs them.
+$(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
+
+.PHONY: all clean check check-cpu check-asan gpu-check probe deps bench-daemon tests
+all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so tests
+
+$(O)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB)/libhctune.a: $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# The shared library is the client alone: an engine that loads it pulls in
+# neither SQLite nor libuv.
+$(LIB)/libhctune.so: $(CLIENT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libhctune.so.0 -o $@ $^ -ljansson $(LDLIBS_SYS)
+
+$(BIN)/hctune: $(O)/cli/main.o $(LIB)/libhctune.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
+
+$(BIN)/hctuned: $(O)/daemon/main.o $(LIB)/libhctune.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
+
+tests: $(TEST_BINS)
+
+$(O)/tests/%: $(O)/tests/%.o $(TEST_HELPER_OBJ) $(LIB)/libhctune.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS_DEPS) $(LDLIBS_SYS)
+
+deps:
+	@tools/install-deps.sh
+
+# check: the CPU tests twice, plainly and under the sanitizers.
+check: deps
+	$(MAKE) check-cpu
+	$(MAKE) check-asan
+
+check-cpu: all
+	tests/run.sh $(O)/tests $(BIN)
+
+check-asan:
+	$(MAKE) SAN=1 all
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  tests/run.sh build/asan/tests build/asan/bin
+
+gpu-check: all
+	tests/gpu-check.sh $(BIN)
+
+probe: deps
+	$(MAKE) all
+	$(BIN)/hctune probe --device 0
+	$(BIN)/hctune list
+
+bench-daemon: all
+	tests/bench-daemon.sh $(BIN) $(O)/tests
+
+clean:
+	rm -rf build bin lib
+
+-include $(shell find build -name '*.d' 2>/dev/null)

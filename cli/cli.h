@@ -1,0 +1,45 @@
+/*
+ * cli.h: the private header of cli/: the hctune command table and what the
+ * commands share.  One file per command (cli/cmd_probe.c ...), each
+ * exporting `int cmd_NAME(int argc, char **argv)` that returns the process
+ * exit status and prints its own errors as one line on stderr.
+ */
+#ifndef HCT_CLI_H
+#define HCT_CLI_H
+
+#include "common.h"
+
+typedef struct hct_cmd_s {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *summary;
+} hct_cmd_t;
+
+int cmd_probe(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_verify_decisions(int argc, char **argv);
+int cmd_worker(int argc, char **argv);
+int cmd_daemon(int argc, char **argv);
+int cmd_query(int argc, char **argv);
+
+/* Runs the command named argv[0] from the table; 2 for an unknown one. */
+int hct__cli_main(int argc, char **argv);
+
+/* Exit statuses: 0 success, 1 the work failed, 2 bad usage. */
+enum { HCT_EXIT_OK = 0, HCT_EXIT_FAIL = 1, HCT_EXIT_USAGE = 2 };
+
+/*
+ * Prints "hctune <cmd>: <message>" for a usage error and returns
+ * HCT_EXIT_USAGE, so commands write `return hct__usage_error("probe",
+ * "unknown option '%s'", arg);`.
+ */
+int hct__usage_error(const char *cmd, const char *fmt, ...) HCT_PRINTF(2, 3);
+/* Prints the last error of this thread (or the code's text) and returns
+ * HCT_EXIT_FAIL. */
+int hct__cli_fail(int code);
+
+#endif /* HCT_CLI_H */

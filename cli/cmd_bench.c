@@ -1,0 +1,7 @@
+/* cmd_bench.c: placeholder until the command is written. */
+#include "cli.h"
+
+int cmd_bench(int argc, char **argv) {
+  (void)argc;
+  return hct__usage_error(argv[0], "not built yet");
+}

@@ -1,0 +1,7 @@
+/* cmd_query.c: placeholder until the command is written. */
+#include "cli.h"
+
+int cmd_query(int argc, char **argv) {
+  (void)argc;
+  return hct__usage_error(argv[0], "not built yet");
+}

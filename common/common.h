@@ -1,0 +1,81 @@
+/*
+ * common.h: what every part of hctune shares: error values with detail,
+ * logging, paths, and small helpers.  Private to hctune; engines see only
+ * include/hctune.h.
+ */
+#ifndef HCT_COMMON_H
+#define HCT_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "hctune.h"
+
+#define HCT_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define HCT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define HCT_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#if defined(__GNUC__)
+#define HCT_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define HCT_PRINTF(f, a)
+#endif
+
+/* ---- errors (common/error.c) -------------------------------------------- */
+
+/*
+ * Records a one-line message for this thread and returns `code`, so that
+ * callers write `return hct__error(HCT_EIO, "cannot read '%s': %s", p, e);`.
+ * The message is lowercase, names the thing in quotes, then the cause.
+ */
+int hct__error(int code, const char *fmt, ...) HCT_PRINTF(2, 3);
+int hct__verror(int code, const char *fmt, va_list ap);
+/* Clears this thread's message. */
+void hct__error_clear(void);
+/* Prints "hctune: <last error, or the code's message>" to stderr. */
+void hct__error_print(const char *prog, int code);
+
+/* ---- logging (common/log.c) ----------------------------------------------*/
+
+typedef enum { HCT_LOG_ERROR, HCT_LOG_WARN, HCT_LOG_INFO, HCT_LOG_DEBUG } hct_log_level_t;
+extern int hct__log_level; /* messages above this level are dropped */
+void hct__log(hct_log_level_t lvl, const char *fmt, ...) HCT_PRINTF(2, 3);
+
+/* ---- paths and files (common/util.c) ------------------------------------ */
+
+/* Default DB path: $HCTUNE_DB, $XDG_STATE_HOME/hctune/hctune.db, or
+ * ~/.local/state/hctune/hctune.db.  Writes into buf; creates folders when
+ * `create_dirs`.  Returns 0 or a negative code. */
+int hct__default_db_path(char *buf, size_t len, int create_dirs);
+/* mkdir -p of the folder holding `path`. */
+int hct__mkdir_parents(const char *path);
+/* Reads a whole file into a malloc'd NUL-terminated buffer. */
+int hct__read_file(const char *path, char **out, size_t *len);
+/* Folder of the kernel templates: $HCTUNE_KERNELS, or kernels-src beside
+ * the executable's bin/ folder, or the installed share folder. */
+int hct__kernels_dir(char *buf, size_t len);
+/* Host name, never fails (falls back to "unknown"). */
+void hct__hostname(char *buf, size_t len);
+/* Monotonic time in nanoseconds / microseconds. */
+uint64_t hct__now_ns(void);
+/* Wall-clock time, seconds since the epoch, and as ISO-8601 UTC text. */
+int64_t hct__unix_time(void);
+void hct__iso_time(int64_t t, char *buf, size_t len);
+/* strdup that returns NULL only on out-of-memory, and a printf to malloc. */
+char *hct__strdup(const char *s);
+char *hct__asprintf(const char *fmt, ...) HCT_PRINTF(1, 2);
+/* Parses a token list "1-4,8" into a sorted bitmap of 1..max; returns the
+ * count or a negative code (the message names the bad part). */
+int hct__parse_token_list(const char *s, int max, uint8_t *present);
+/* Copies src into dst of size len, always NUL-terminated. */
+void hct__strlcpy(char *dst, const char *src, size_t len);
+
+/* ---- XXH3-128 hashing (common/util.c) ------------------------------------*/
+
+typedef struct { uint64_t lo, hi; } hct_hash_t;
+/* 32 lowercase hex digits plus NUL. */
+void hct__hash_hex(hct_hash_t h, char out[33]);
+
+#endif /* HCT_COMMON_H */

@@ -1,0 +1,204 @@
+/*
+ * util.c: paths, files, clocks and small string helpers shared by every
+ * part of hctune.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+void hct__strlcpy(char *dst, const char *src, size_t len) {
+  if (len == 0) return;
+  size_t n = strlen(src);
+  if (n >= len) n = len - 1;
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+char *hct__strdup(const char *s) { return s ? strdup(s) : NULL; }
+
+char *hct__asprintf(const char *fmt, ...) {
+  va_list ap;
+  char *out = NULL;
+  va_start(ap, fmt);
+  if (vasprintf(&out, fmt, ap) < 0) out = NULL;
+  va_end(ap);
+  return out;
+}
+
+int hct__mkdir_parents(const char *path) {
+  char buf[PATH_MAX];
+  hct__strlcpy(buf, path, sizeof buf);
+  char *slash = strrchr(buf, '/');
+  if (slash == NULL || slash == buf) return 0;
+  *slash = '\0';
+  for (char *p = buf + 1; ; p++) {
+    if (*p == '/' || *p == '\0') {
+      char saved = *p;
+      *p = '\0';
+      if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return hct__error(HCT_EIO, "cannot create folder '%s': %s", buf, strerror(errno));
+      *p = saved;
+      if (saved == '\0') break;
+    }
+  }
+  return 0;
+}
+
+int hct__default_db_path(char *buf, size_t len, int create_dirs) {
+  const char *env = getenv("HCTUNE_DB");
+  int n;
+  if (env != NULL && env[0] != '\0') {
+    n = snprintf(buf, len, "%s", env);
+  } else if ((env = getenv("XDG_STATE_HOME")) != NULL && env[0] == '/') {
+    n = snprintf(buf, len, "%s/hctune/hctune.db", env);
+  } else {
+    const char *home = getenv("HOME");
+    if (home == NULL || home[0] == '\0')
+      return hct__error(HCT_EINVAL, "cannot place the database: HOME is not set (set HCTUNE_DB)");
+    n = snprintf(buf, len, "%s/.local/state/hctune/hctune.db", home);
+  }
+  if (n < 0 || (size_t)n >= len)
+    return hct__error(HCT_ERANGE, "database path is too long");
+  return create_dirs ? hct__mkdir_parents(buf) : 0;
+}
+
+int hct__read_file(const char *path, char **out, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return hct__error(errno == ENOENT ? HCT_ENOENT : HCT_EIO, "cannot open '%s': %s", path,
+                      strerror(errno));
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  if (buf == NULL) {
+    fclose(f);
+    return hct__error(HCT_ENOMEM, "out of memory reading '%s'", path);
+  }
+  for (;;) {
+    if (cap - n < 2) {
+      char *nb = realloc(buf, cap * 2);
+      if (nb == NULL) {
+        free(buf);
+        fclose(f);
+        return hct__error(HCT_ENOMEM, "out of memory reading '%s'", path);
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    size_t r = fread(buf + n, 1, cap - n - 1, f);
+    n += r;
+    if (r == 0) break;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    free(buf);
+    return hct__error(HCT_EIO, "cannot read '%s'", path);
+  }
+  buf[n] = '\0';
+  *out = buf;
+  if (len) *len = n;
+  return 0;
+}
+
+static int is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int hct__kernels_dir(char *buf, size_t len) {
+  const char *env = getenv("HCTUNE_KERNELS");
+  if (env != NULL && env[0] != '\0') {
+    if (!is_dir(env))
+      return hct__error(HCT_ENOENT, "kernel templates '%s' (HCTUNE_KERNELS): no such folder", env);
+    hct__strlcpy(buf, env, len);
+    return 0;
+  }
+  /* The build tree: <root>/bin/hctune next to <root>/kernels-src. */
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    for (int up = 0; up < 3; up++) {
+      char *slash = strrchr(exe, '/');
+      if (slash == NULL) break;
+      *slash = '\0';
+      char cand[PATH_MAX + 64];
+      snprintf(cand, sizeof cand, "%s/kernels-src", exe);
+      if (is_dir(cand)) {
+        hct__strlcpy(buf, cand, len);
+        return 0;
+      }
+      snprintf(cand, sizeof cand, "%s/share/hctune/kernels-src", exe);
+      if (is_dir(cand)) {
+        hct__strlcpy(buf, cand, len);
+        return 0;
+      }
+    }
+  }
+  if (is_dir("kernels-src")) {
+    hct__strlcpy(buf, "kernels-src", len);
+    return 0;
+  }
+  return hct__error(HCT_ENOENT, "kernel templates: no kernels-src folder found (set HCTUNE_KERNELS)");
+}
+
+void hct__hostname(char *buf, size_t len) {
+  if (gethostname(buf, len) != 0 || buf[0] == '\0') hct__strlcpy(buf, "unknown", len);
+  buf[len - 1] = '\0';
+}
+
+uint64_t hct__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int64_t hct__unix_time(void) { return (int64_t)time(NULL); }
+
+void hct__iso_time(int64_t t, char *buf, size_t len) {
+  time_t tt = (time_t)t;
+  struct tm tm;
+  gmtime_r(&tt, &tm);
+  strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int hct__parse_token_list(const char *s, int max, uint8_t *present) {
+  memset(present, 0, (size_t)max + 1);
+  if (s == NULL || *s == '\0') return hct__error(HCT_EINVAL, "token list is empty");
+  const char *p = s;
+  int count = 0;
+  while (*p) {
+    char *end;
+    errno = 0;
+    long a = strtol(p, &end, 10), b;
+    if (end == p || errno) return hct__error(HCT_EINVAL, "token list '%s': '%s' is not a number", s, p);
+    p = end;
+    b = a;
+    if (*p == '-') {
+      p++;
+      b = strtol(p, &end, 10);
+      if (end == p) return hct__error(HCT_EINVAL, "token list '%s': range has no end", s);
+      p = end;
+    }
+    if (a < 1 || b > max || a > b)
+      return hct__error(HCT_ERANGE, "token list '%s': %ld-%ld is outside 1..%d", s, a, b, max);
+    for (long t = a; t <= b; t++)
+      if (!present[t]) {
+        present[t] = 1;
+        count++;
+      }
+    if (*p == ',') p++;
+    else if (*p != '\0') return hct__error(HCT_EINVAL, "token list '%s': unexpected '%c'", s, *p);
+  }
+  return count;
+}
+
+void hct__hash_hex(hct_hash_t h, char out[33]) {
+  snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.hi, (unsigned long long)h.lo);
+}

@@ -1,0 +1,153 @@
+/*
+ * hctune.h: the one header an inference engine includes.
+ *
+ * An engine asks the hctune daemon which variant of a kernel to run for T
+ * tokens on its card.  When the daemon is absent or slow, the library answers
+ * with the op's safe baseline within the timeout, so an engine always starts.
+ *
+ * Every function returns 0 (or a non-negative count) on success and a
+ * negative HCT_E* code on failure; hct_strerror() and hct_err_name() turn a
+ * code into text.
+ */
+#ifndef HCTUNE_H
+#define HCTUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HCT_VERSION_MAJOR 0
+#define HCT_VERSION_MINOR 1
+#define HCT_VERSION_PATCH 0
+#define HCT_VERSION_STRING "0.1.0"
+
+/*
+ * The error list.  XX(name, message): the enum gets HCT_E<name> with a
+ * negative value, hct_err_name() returns "E<name>", hct_strerror() the
+ * message.  Append only: the numbers travel over the socket and into logs.
+ */
+#define HCT_ERRNO_MAP(XX)                                                     \
+  XX(INVAL, "invalid argument")                                               \
+  XX(NOMEM, "out of memory")                                                  \
+  XX(IO, "input/output error")                                                \
+  XX(NOENT, "not found")                                                      \
+  XX(EXIST, "already exists")                                                 \
+  XX(PERM, "permission denied")                                               \
+  XX(RANGE, "value out of range")                                             \
+  XX(NODRIVER, "gpu driver not found")                                        \
+  XX(NODEV, "no gpu device found")                                            \
+  XX(NOCOMPILER, "runtime compiler not found")                                \
+  XX(NOSYM, "symbol missing from vendor library")                             \
+  XX(UNSUPPORTED, "not supported on this device")                             \
+  XX(COMPILE, "kernel compile failed")                                        \
+  XX(LAUNCH, "kernel launch failed")                                          \
+  XX(FAULT, "device fault")                                                   \
+  XX(HANG, "kernel did not finish in time")                                   \
+  XX(PARITY, "output differs from the reference")                             \
+  XX(UNWRITTEN, "output element left unwritten")                              \
+  XX(GPU, "gpu runtime error")                                                \
+  XX(DB, "database error")                                                    \
+  XX(DBCORRUPT, "database file is corrupt")                                   \
+  XX(DBREADONLY, "database is read-only")                                     \
+  XX(DBVERSION, "database schema is newer than this hctune")                  \
+  XX(MANIFEST, "bad op manifest")                                             \
+  XX(TEMPLATE, "bad kernel template")                                         \
+  XX(TIMEDOUT, "timed out")                                                   \
+  XX(NODAEMON, "daemon not reachable")                                        \
+  XX(PROTO, "protocol error")                                                 \
+  XX(TOOLONG, "request line too long")                                        \
+  XX(BUSY, "resource busy")                                                   \
+  XX(WORKER, "worker process failed")                                         \
+  XX(INTERRUPTED, "interrupted")
+
+typedef enum {
+  HCT_OK = 0,
+#define HCT__ERR_ENUM(name, msg) HCT_E##name,
+  HCT__ERR_FIRST = -1000,
+  HCT_ERRNO_MAP(HCT__ERR_ENUM)
+#undef HCT__ERR_ENUM
+  HCT__ERR_LAST
+} hct_errno_t;
+
+/* Message for a code ("invalid argument"); "unknown error" for others. */
+const char *hct_strerror(int err);
+/* Symbolic name for a code ("EINVAL"); "EUNKNOWN" for others. */
+const char *hct_err_name(int err);
+/* Code for a symbolic name, or HCT_EINVAL when the name is not known. */
+int hct_err_from_name(const char *name);
+
+/*
+ * The detail of the last error set on this thread: the one-line message
+ * naming the thing and the cause ("database '/x.db': file is not a
+ * database").  Empty when no error was recorded.
+ */
+const char *hct_last_error(void);
+
+/* ---- client library ---------------------------------------------------- */
+
+/* hct_choose() returned the baseline because the daemon could not answer;
+ * this is not negative: the answer is usable. */
+#define HCT_FALLBACK 1
+
+#define HCT_DEFAULT_TIMEOUT_MS 50
+
+typedef struct hct_client_s hct_client_t;
+
+typedef enum {
+  HCT_SOURCE_PROBE,   /* measured on this card */
+  HCT_SOURCE_FLEET,   /* measured on a card of the same model elsewhere */
+  HCT_SOURCE_PIN,     /* forced by an administrator */
+  HCT_SOURCE_ENV,     /* forced by HCTUNE_FORCE in this process */
+  HCT_SOURCE_DEFAULT  /* the op's baseline: no decision or no daemon */
+} hct_source_t;
+
+typedef struct hct_choice_s {
+  char variant[64];
+  char params[256];       /* JSON object text, e.g. {"ROWS":4} */
+  char parity_class[16];  /* "baseline", "bitwise", "kl" */
+  char template_hash[40];
+  hct_source_t source;
+  double median_us;       /* winner's time per call, 0 when unknown */
+  double baseline_us;     /* baseline's time per call, 0 when unknown */
+} hct_choice_t;
+
+/*
+ * Connects to the daemon at `path` (NULL: $HCTUNE_SOCKET, then
+ * $XDG_RUNTIME_DIR/hctune.sock, then /run/hctune/hctune.sock).  Waits at most
+ * timeout_ms (<= 0: HCT_DEFAULT_TIMEOUT_MS).  A client is always returned in
+ * *out unless out of memory, even when the daemon is absent: hct_choose()
+ * then falls back at once.
+ */
+int hct_connect(const char *path, int timeout_ms, hct_client_t **out);
+
+/*
+ * Which variant of `op` to run for `tokens` tokens on `device` (a card UUID
+ * such as "GPU-8d1c...", or NULL for the first card the daemon knows).
+ * `parity` is "bitwise" (NULL means that) or "kl".
+ * Returns 0 with the daemon's answer, HCT_FALLBACK with the op's baseline
+ * when the daemon is absent or too slow, or a negative code.
+ */
+int hct_choose(hct_client_t *c, const char *op, int tokens, const char *device,
+               const char *parity, hct_choice_t *out);
+
+/*
+ * The compiled binary of a choice for `device`, so the engine can load it
+ * with cuModuleLoadData / hipModuleLoadData.  On success *image is malloc'd
+ * (free it with free()), and *entries a malloc'd JSON text describing the
+ * entry points and launch geometry.
+ */
+int hct_module(hct_client_t *c, const char *op, int tokens, const char *device,
+               const char *parity, void **image, size_t *image_size,
+               char **entries);
+
+void hct_close(hct_client_t *c);
+
+const char *hct_source_name(hct_source_t s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HCTUNE_H */

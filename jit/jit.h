@@ -1,0 +1,372 @@
+/*
+ * jit.h: the private header of jit/: op manifests, launch expressions,
+ * devices, run-time compilation, the compile cache, and the GPU runtime
+ * (memory, modules, launches, events, graphs) behind one backend interface.
+ *
+ * Files:
+ *   jit/expr.c      integer expressions of the manifests ("cdiv(K,ROWS)")
+ *   jit/manifest.c  loads kernels-src/<op>/manifest.json
+ *   jit/backend.c   the backend table, device discovery across vendors,
+ *                   and the hct__gpu_* dispatch
+ *   jit/cuda.c      CUDA driver + NVRTC, both loaded with dlopen
+ *   jit/hip.c       HIP + hiprtc, loaded with dlopen
+ *   jit/cache.c     cache keys (XXH3-128 of everything that shapes a
+ *                   binary) and the parallel compile of a set of jobs
+ *
+ * Thread rules: hct__backends_load() and device discovery are safe from any
+ * thread (uv_once inside).  Compiles are thread-safe and run on libuv's
+ * thread pool.  A hct_gpu_t and everything made from it belong to the
+ * thread that opened it.
+ */
+#ifndef HCT_JIT_H
+#define HCT_JIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+/* ---- integer expressions (jit/expr.c) ----------------------------------- */
+
+/*
+ * Manifests give grids, shared memory and constraints as integer
+ * expressions over named values: + - * / % ( ) == != < <= > >= && || !
+ * and the functions min(a,b), max(a,b), cdiv(a,b) (ceiling division).
+ * Division by zero is an error, not a crash.
+ */
+typedef struct hct_sym_s {
+  const char *name;
+  int64_t value;
+} hct_sym_t;
+
+typedef struct hct_symtab_s {
+  hct_sym_t syms[64];
+  int n;
+} hct_symtab_t;
+
+void hct__symtab_set(hct_symtab_t *t, const char *name, int64_t value);
+int hct__symtab_get(const hct_symtab_t *t, const char *name, int64_t *value);
+/* Evaluates `expr`; on error returns HCT_EINVAL with a message naming the
+ * expression and the cause. */
+int hct__expr_eval(const char *expr, const hct_symtab_t *syms, int64_t *out);
+
+/* ---- manifests (jit/manifest.c) ----------------------------------------- */
+
+#define HCT_MAX_PARAMS 8
+#define HCT_MAX_PARAM_VALUES 16
+#define HCT_MAX_LAUNCHES 8
+#define HCT_MAX_ARGS 16
+#define HCT_MAX_VARIANTS 32
+#define HCT_MAX_BUFFERS 16
+#define HCT_MAX_CONSTRAINTS 8
+
+typedef enum { HCT_DT_F32, HCT_DT_BF16, HCT_DT_F16, HCT_DT_U32, HCT_DT_I32 } hct_dtype_t;
+
+typedef enum {
+  HCT_BUF_INPUT,   /* read by the op; drawn fresh per check */
+  HCT_BUF_WEIGHT,  /* read by the op; rotated through sets when timing cold */
+  HCT_BUF_OUTPUT,  /* written by the op; poisoned before each run, checked */
+  HCT_BUF_INOUT,   /* read and written (resid with pending); checked */
+  HCT_BUF_OPTIONAL /* an input that may be absent: passed as a null pointer */
+} hct_buf_role_t;
+
+/* A tensor of the op, shared by every variant: "resid" f32 [T][S][C]. */
+typedef struct hct_buffer_s {
+  char name[32];
+  hct_dtype_t dtype;
+  hct_buf_role_t role;
+  char elems[128];  /* expression: element count, may use T */
+} hct_buffer_t;
+
+/* A variant's own scratch memory: "ws" of `bytes`, zeroed before each run
+ * when `zero`. */
+typedef struct hct_scratch_s {
+  char name[32];
+  char bytes[128];
+  int zero;
+} hct_scratch_t;
+
+/* A launch argument: a buffer or scratch by name (a device pointer), or an
+ * integer expression passed as int ("T", "cdiv(T,TPL)"). */
+typedef struct hct_arg_s {
+  char text[64];
+  int is_pointer;
+} hct_arg_t;
+
+typedef struct hct_launch_s {
+  char entry[64];
+  char grid[3][96];   /* expressions */
+  char block[3][96];
+  char smem[128];     /* dynamic shared memory, bytes */
+  hct_arg_t args[HCT_MAX_ARGS];
+  int n_args;
+} hct_launch_t;
+
+typedef struct hct_param_s {
+  char name[32];
+  int64_t values[HCT_MAX_PARAM_VALUES];
+  int n_values;
+} hct_param_t;
+
+typedef enum { HCT_PARITY_BASELINE, HCT_PARITY_BITWISE, HCT_PARITY_KL } hct_parity_t;
+
+typedef struct hct_variant_s {
+  char name[32];
+  char template_file[64];   /* relative to the op folder */
+  hct_parity_t parity;
+  char reference[32];       /* variant its bits must equal (bitwise) */
+  int min_arch;             /* NVIDIA compute capability x10 (e.g. 80) */
+  int hip;                  /* may run on HIP */
+  int wave64;               /* may run with 64-wide waves */
+  int tmin, tmax;           /* supported token counts */
+  int grid_barrier;         /* persist: checked once per T with a timeout */
+  char description[160];
+  hct_param_t params[HCT_MAX_PARAMS];
+  int n_params;
+  char constraints[HCT_MAX_CONSTRAINTS][128]; /* must all be non-zero */
+  int n_constraints;
+  hct_scratch_t scratch[4];
+  int n_scratch;
+  hct_launch_t launches[HCT_MAX_LAUNCHES];
+  int n_launches;
+} hct_variant_t;
+
+typedef struct hct_op_s {
+  char name[32];
+  char dir[512];            /* folder of the manifest and templates */
+  char description[160];
+  int selftest;             /* never offered to engines */
+  int tmin, tmax;           /* token counts the op is probed at by default */
+  hct_symtab_t constants;   /* S, C, K ...: also passed as -D defines */
+  hct_buffer_t buffers[HCT_MAX_BUFFERS];
+  int n_buffers;
+  /* kl parity factors, relative to the baseline's own error */
+  double kl_mean_factor, kl_abs_floor, maxerr_factor;
+  int timing_cold;          /* 1: cold (rotating weights) decides */
+  int batch;                /* launches per timed graph (96) */
+  hct_variant_t variants[HCT_MAX_VARIANTS];
+  int n_variants;
+} hct_op_t;
+
+/* Loads <kernels_dir>/<op>/manifest.json.  Every error names the file and
+ * the field. */
+int hct__manifest_load(const char *kernels_dir, const char *op, hct_op_t **out);
+void hct__manifest_free(hct_op_t *op);
+/* Names of the ops under kernels_dir (folders holding a manifest.json),
+ * sorted; returns the count or a negative code. */
+int hct__manifest_list(const char *kernels_dir, char names[][32], int max);
+const hct_variant_t *hct__variant_find(const hct_op_t *op, const char *name);
+const char *hct__parity_name(hct_parity_t p);
+size_t hct__dtype_size(hct_dtype_t t);
+
+/*
+ * A parameter point of a variant: one value per parameter, in the order of
+ * variant->params.  hct__param_points() enumerates the cartesian product;
+ * returns the count (at most max).
+ */
+typedef struct hct_point_s {
+  int64_t v[HCT_MAX_PARAMS];
+} hct_point_t;
+int hct__param_points(const hct_variant_t *v, hct_point_t *out, int max);
+/* {"ROWS":4,"TPL":2} */
+void hct__point_json(const hct_variant_t *v, const hct_point_t *p, char *buf, size_t len);
+/* Fills syms with the op constants, the point's params, and T. */
+void hct__point_symtab(const hct_op_t *op, const hct_variant_t *v, const hct_point_t *p,
+                       hct_symtab_t *syms);
+
+/* ---- devices (jit/backend.c) ------------------------------------------- */
+
+typedef enum { HCT_BACKEND_CUDA, HCT_BACKEND_HIP, HCT_BACKEND_COUNT } hct_backend_kind_t;
+
+typedef struct hct_device_s {
+  hct_backend_kind_t backend;
+  int ordinal;              /* index within its backend */
+  char vendor[16];          /* "nvidia", "amd" */
+  char name[128];
+  char uuid[64];            /* "GPU-8d1c...": NVIDIA's form for CUDA */
+  char pci_bus_id[32];
+  char arch[64];            /* "sm_90", "gfx90a:sramecc+:xnack-" */
+  int arch_num;             /* 90 for sm_90; 0x90a style for gfx not needed */
+  int sm_count;             /* SMs or CUs */
+  int warp_size;
+  int64_t l2_bytes;
+  int64_t smem_optin;       /* opt-in shared memory per block */
+  int64_t mem_bytes;
+  int clock_khz;            /* max SM clock */
+  char driver_version[32];
+  char compiler_version[32];
+} hct_device_t;
+
+/* The card model key shared by every card of the same kind across hosts:
+ * "nvidia|NVIDIA H200|sm_90|132|143" (memory in GiB). */
+void hct__device_model_key(const hct_device_t *d, char *buf, size_t len);
+
+/*
+ * Lists the cards of every backend whose driver loads.  Returns the count
+ * (0 when drivers load and find no card), or HCT_ENODRIVER when no backend's
+ * driver could be loaded, with a message that says which were tried.
+ */
+int hct__devices(hct_device_t *out, int max);
+/* Finds a card by index ("0") or UUID (or a unique prefix of it). */
+int hct__device_find(const char *spec, hct_device_t *out);
+
+/* ---- compiling (jit/cuda.c, jit/hip.c, jit/cache.c) --------------------- */
+
+typedef struct hct_compile_job_s {
+  /* in */
+  hct_backend_kind_t backend;
+  char arch[64];                 /* "sm_90", "gfx90a" */
+  const hct_op_t *op;
+  const hct_variant_t *variant;
+  hct_point_t point;
+  /* out */
+  int status;                    /* 0 or negative */
+  char error[512];               /* one line, when status < 0 */
+  char key[33];                  /* cache key, hex */
+  char template_hash[33];        /* the template and its includes */
+  void *image;                   /* cubin, PTX or code object (malloc'd) */
+  size_t image_size;
+  int is_ptx;                    /* PTX for an arch NVRTC does not know */
+  char *log;                     /* compiler log (malloc'd), may be NULL */
+  double compile_ms;
+  int cache_hit;
+  int regs, spill_bytes, smem_static, stack_bytes; /* per kernel: max */
+} hct_compile_job_t;
+
+void hct__compile_job_clear(hct_compile_job_t *job);
+
+/*
+ * Where compiled binaries are kept between runs: the db layer provides one.
+ * get returns 0 and a malloc'd image, HCT_ENOENT when absent.
+ */
+typedef struct hct_binary_store_s {
+  void *ctx;
+  int (*get)(void *ctx, const char *key, void **image, size_t *size, int *is_ptx,
+             char **log);
+  int (*put)(void *ctx, const hct_compile_job_t *job);
+} hct_binary_store_t;
+
+/* The compiler's version as text ("nvrtc 13.0", "hiprtc 5.2"), or a negative
+ * code when the compiler cannot be loaded. */
+int hct__compiler_version(hct_backend_kind_t b, char *buf, size_t len);
+
+/* Fills job->key and job->template_hash (reads the template and every header
+ * it includes). */
+int hct__compile_key(hct_compile_job_t *job);
+
+/*
+ * Compiles jobs in parallel on libuv's thread pool; a job whose key is in
+ * `store` (may be NULL) is loaded from it instead.  New binaries are put
+ * into the store from the calling thread.  `progress` (may be NULL) is
+ * called on the calling thread after each job.  Returns 0 when every job
+ * ran (each job has its own status), or a negative code.
+ */
+int hct__compile_all(hct_compile_job_t *jobs, int n, const hct_binary_store_t *store,
+                     void (*progress)(void *arg, const hct_compile_job_t *job, int done,
+                                      int total),
+                     void *arg);
+
+/* Compiles one job on the calling thread, no cache. */
+int hct__compile_one(hct_compile_job_t *job);
+
+/* ---- the GPU runtime (jit/backend.c dispatching to a backend) ------------ */
+
+typedef struct hct_gpu_s hct_gpu_t;        /* a context and a stream */
+typedef struct hct_module_s hct_module_t;
+typedef struct hct_function_s hct_function_t;
+typedef struct hct_event_s hct_event_t;
+typedef struct hct_graph_s hct_graph_t;
+typedef uint64_t hct_dptr_t;
+
+int hct__gpu_open(const hct_device_t *dev, hct_gpu_t **out);
+void hct__gpu_close(hct_gpu_t *g);
+const hct_device_t *hct__gpu_device(const hct_gpu_t *g);
+
+int hct__gpu_alloc(hct_gpu_t *g, size_t bytes, hct_dptr_t *out);
+void hct__gpu_free(hct_gpu_t *g, hct_dptr_t p);
+int hct__gpu_upload(hct_gpu_t *g, hct_dptr_t dst, const void *src, size_t bytes);
+int hct__gpu_download(hct_gpu_t *g, void *dst, hct_dptr_t src, size_t bytes);
+/* Fills `count` 32-bit words with `value` (async on the stream). */
+int hct__gpu_fill32(hct_gpu_t *g, hct_dptr_t dst, uint32_t value, size_t count);
+/* Fills `count` 16-bit words with `value` (async on the stream). */
+int hct__gpu_fill16(hct_gpu_t *g, hct_dptr_t dst, uint16_t value, size_t count);
+
+int hct__gpu_module_load(hct_gpu_t *g, const void *image, size_t size, hct_module_t **out);
+void hct__gpu_module_unload(hct_gpu_t *g, hct_module_t *m);
+int hct__gpu_function(hct_module_t *m, const char *entry, hct_function_t **out);
+/* Raises the function's dynamic shared memory limit (needed above 48 KB). */
+int hct__gpu_function_smem(hct_function_t *f, int bytes);
+/* `args` as for cuLaunchKernel: an array of pointers to each argument. */
+int hct__gpu_launch(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
+                    const unsigned block[3], unsigned smem, void **args);
+int hct__gpu_sync(hct_gpu_t *g);
+
+int hct__gpu_event_create(hct_gpu_t *g, hct_event_t **out);
+void hct__gpu_event_destroy(hct_gpu_t *g, hct_event_t *e);
+int hct__gpu_event_record(hct_gpu_t *g, hct_event_t *e);
+/* Milliseconds between two recorded events (waits for `end`). */
+int hct__gpu_event_elapsed(hct_gpu_t *g, hct_event_t *start, hct_event_t *end, float *ms);
+
+/* Launches between begin and end are captured into a graph, not run. */
+int hct__gpu_capture_begin(hct_gpu_t *g);
+int hct__gpu_capture_end(hct_gpu_t *g, hct_graph_t **out);
+int hct__gpu_graph_launch(hct_gpu_t *g, hct_graph_t *graph);
+void hct__gpu_graph_destroy(hct_gpu_t *g, hct_graph_t *graph);
+
+/* Current SM clock in MHz (NVML when present), or a negative code. */
+int hct__gpu_sm_clock(hct_gpu_t *g, int *mhz);
+
+/*
+ * The backend interface: one table per vendor, filled by jit/cuda.c and
+ * jit/hip.c.  hct__gpu_* above dispatch through the device's table.
+ */
+typedef struct hct_backend_ops_s {
+  const char *name;                  /* "cuda", "hip" */
+  hct_backend_kind_t kind;
+  /* Loads the driver library; HCT_ENODRIVER with a message when absent. */
+  int (*load)(void);
+  int (*device_count)(int *n);
+  int (*device_get)(int ordinal, hct_device_t *out);
+  int (*compiler_version)(char *buf, size_t len);
+  /* Compiles job (thread-safe); fills image, log, resources. */
+  int (*compile)(hct_compile_job_t *job, const char *source, const char *include_dir);
+  int (*open)(const hct_device_t *dev, hct_gpu_t **out);
+  void (*close)(hct_gpu_t *g);
+  int (*alloc)(hct_gpu_t *g, size_t bytes, hct_dptr_t *out);
+  void (*free)(hct_gpu_t *g, hct_dptr_t p);
+  int (*upload)(hct_gpu_t *g, hct_dptr_t dst, const void *src, size_t bytes);
+  int (*download)(hct_gpu_t *g, void *dst, hct_dptr_t src, size_t bytes);
+  int (*fill32)(hct_gpu_t *g, hct_dptr_t dst, uint32_t value, size_t count);
+  int (*fill16)(hct_gpu_t *g, hct_dptr_t dst, uint16_t value, size_t count);
+  int (*module_load)(hct_gpu_t *g, const void *image, size_t size, hct_module_t **out);
+  void (*module_unload)(hct_gpu_t *g, hct_module_t *m);
+  int (*function)(hct_module_t *m, const char *entry, hct_function_t **out);
+  int (*function_smem)(hct_function_t *f, int bytes);
+  int (*launch)(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
+                const unsigned block[3], unsigned smem, void **args);
+  int (*sync)(hct_gpu_t *g);
+  int (*event_create)(hct_gpu_t *g, hct_event_t **out);
+  void (*event_destroy)(hct_gpu_t *g, hct_event_t *e);
+  int (*event_record)(hct_gpu_t *g, hct_event_t *e);
+  int (*event_elapsed)(hct_gpu_t *g, hct_event_t *a, hct_event_t *b, float *ms);
+  int (*capture_begin)(hct_gpu_t *g);
+  int (*capture_end)(hct_gpu_t *g, hct_graph_t **out);
+  int (*graph_launch)(hct_gpu_t *g, hct_graph_t *graph);
+  void (*graph_destroy)(hct_gpu_t *g, hct_graph_t *graph);
+  int (*sm_clock)(hct_gpu_t *g, int *mhz);
+} hct_backend_ops_t;
+
+extern const hct_backend_ops_t hct__cuda_backend;
+extern const hct_backend_ops_t hct__hip_backend;
+const hct_backend_ops_t *hct__backend(hct_backend_kind_t kind);
+
+/*
+ * Every hct_gpu_t begins with this, so the dispatch in backend.c can find
+ * the table; backends put their own state after it.
+ */
+struct hct_gpu_s {
+  const hct_backend_ops_t *ops;
+  hct_device_t dev;
+};
+
+#endif /* HCT_JIT_H */

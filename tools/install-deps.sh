@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs the Debian packages hctune builds with, when run as root; as any
+# other user, prints the apt-get line and stops.
+set -e
+pkgs="build-essential libuv1-dev libsqlite3-dev libjansson-dev libxxhash-dev libcmocka-dev libamdhip64-dev"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "hctune: missing packages:$missing" >&2
+  echo "hctune: run as root: apt-get install -y$missing" >&2
+  exit 1
+fi
+echo "hctune: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q || true
+apt-get install -y -q $missing

@@ -1,0 +1,113 @@
+/*
+ * tuner.h: the private header of tuner/: inputs and float64 references of
+ * each op, parity checks, timing statistics, and the probe that puts them
+ * together.
+ *
+ * Files:
+ *   tuner/hostset.c   host-side buffer sets of an op (allocation, random
+ *                     normal inputs from a recorded seed)
+ *   tuner/op_hc_read.c the hc_read op: inputs and float64 reference
+ *   tuner/op_selftest.c the selftest op (never offered to engines)
+ *   tuner/ops.c       the table of op implementations
+ *   tuner/parity.c    bitwise comparison, normwise error, KL metrics
+ *   tuner/stats.c     medians, confidence intervals, stopping and
+ *                     significance rules, range merging
+ *   tuner/run.c       running a variant on a GPU: buffers, launches, graphs
+ *   tuner/probe.c     the probe: compile, check, time, decide, record
+ */
+#ifndef HCT_TUNER_H
+#define HCT_TUNER_H
+
+#include <stdint.h>
+
+#include "jit.h"
+
+/* ---- host buffer sets (tuner/hostset.c) --------------------------------- */
+
+/* One tensor of an op on the host, with its float64 reference when it is an
+ * output. */
+typedef struct hct_hbuf_s {
+  const hct_buffer_t *spec;  /* from the manifest */
+  size_t elems;              /* evaluated for this T */
+  void *data;                /* host data, dtype of spec; NULL when absent */
+  double *ref;               /* float64 reference (outputs, inouts) */
+  int row_len;               /* elements per row for KL metrics (0: whole) */
+} hct_hbuf_t;
+
+typedef struct hct_hostset_s {
+  const hct_op_t *op;
+  int T;
+  int pending;               /* optional inputs present */
+  uint64_t seed;
+  hct_hbuf_t bufs[HCT_MAX_BUFFERS];  /* same order as op->buffers */
+  int n;
+} hct_hostset_t;
+
+/* Allocates every buffer of `op` for T tokens (optional ones only when
+ * `pending`).  Data is zero until an op fills it. */
+int hct__hostset_init(hct_hostset_t *s, const hct_op_t *op, int T, int pending);
+void hct__hostset_free(hct_hostset_t *s);
+hct_hbuf_t *hct__hostset_buf(hct_hostset_t *s, const char *name);
+
+/* A small, fast, seedable generator (splitmix64 + xoshiro256**), so every
+ * check's inputs can be drawn again from the seed stored with the trial. */
+typedef struct hct_rng_s {
+  uint64_t s[4];
+} hct_rng_t;
+void hct__rng_seed(hct_rng_t *r, uint64_t seed);
+uint64_t hct__rng_next(hct_rng_t *r);
+double hct__rng_normal(hct_rng_t *r);
+
+/* bf16 and f16 conversions, round to nearest even. */
+uint16_t hct__f32_to_bf16(float f);
+float hct__bf16_to_f32(uint16_t h);
+uint16_t hct__f32_to_f16(float f);
+float hct__f16_to_f32(uint16_t h);
+
+/* ---- op implementations (tuner/ops.c) ----------------------------------- */
+
+/*
+ * What the tuner needs to know about an op beyond its manifest: how to draw
+ * inputs and how to compute the float64 reference.
+ */
+typedef struct hct_op_impl_s {
+  const char *name;
+  /* Fills every input, weight and present optional buffer from `seed`:
+   * normal values, weights scaled by 1/sqrt(fan-in), never zeros. */
+  int (*fill_inputs)(hct_hostset_t *s, uint64_t seed);
+  /* Fills ->ref (and ->row_len) of every output and inout buffer from the
+   * inputs, in float64.  May use several threads. */
+  int (*reference)(hct_hostset_t *s);
+} hct_op_impl_t;
+
+const hct_op_impl_t *hct__op_impl(const char *name);
+
+/* ---- parity (tuner/parity.c) --------------------------------------------- */
+
+typedef struct hct_parity_figs_s {
+  size_t elems;
+  size_t mismatches;      /* bitwise: elements whose bits differ */
+  size_t first_mismatch;  /* index of the first differing element */
+  size_t unwritten;       /* elements still holding the poison pattern */
+  size_t nonfinite;       /* NaN or Inf that are not the poison */
+  double rel_err;         /* ||out - ref|| / ||ref|| (normwise, L2) */
+  double max_err_ratio;   /* max |out - ref| / max |ref| */
+  double kl_mean, kl_max; /* KL(softmax(ref row) || softmax(out row)) */
+  double argmax_agree;    /* fraction of rows whose argmax agrees */
+} hct_parity_figs_t;
+
+/* The poison pattern written into outputs before each run. */
+#define HCT_POISON_F32 0x7fc0dead
+#define HCT_POISON_16 0x7fd3   /* bf16 and f16: a NaN in both */
+
+/* Compares `out` (device result, dtype of b->spec) with `ref` (same dtype),
+ * bit for bit; fills mismatches, first_mismatch, unwritten. */
+void hct__parity_bitwise(const hct_hbuf_t *b, const void *out, const void *ref,
+                         hct_parity_figs_t *f);
+/* Compares `out` with b->ref in float64: rel_err, max_err_ratio, KL,
+ * argmax, unwritten, nonfinite. */
+void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t *f);
+/* The figures as a JSON object text. */
+void hct__parity_json(const hct_parity_figs_t *f, char *buf, size_t len);
+
+#endif /* HCT_TUNER_H */
