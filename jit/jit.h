@@ -231,6 +231,7 @@ typedef struct hct_compile_job_s {
   double compile_ms;
   int cache_hit;
   int regs, spill_bytes, smem_static, stack_bytes; /* per kernel: max */
+                                 /* (-1 each for PTX: no ptxas ran) */
 } hct_compile_job_t;
 
 void hct__compile_job_clear(hct_compile_job_t *job);
@@ -268,6 +269,49 @@ int hct__compile_all(hct_compile_job_t *jobs, int n, const hct_binary_store_t *s
 
 /* Compiles one job on the calling thread, no cache. */
 int hct__compile_one(hct_compile_job_t *job);
+
+/*
+ * The option list of a compile.  hct__compile_options() builds it, and both
+ * the cache key and the backend's compile call that one function, so the
+ * key always covers what the compiler is given.  The first n_include
+ * options are the -I folders (kernels-src/common, then the op folder): the
+ * key hashes the headers found there rather than their paths, so a moved
+ * kernels folder keeps its cache.
+ */
+#define HCT_MAX_COMPILE_OPTS 64
+typedef struct hct_compile_opts_s {
+  const char *argv[HCT_MAX_COMPILE_OPTS];
+  int n;
+  int n_include;
+  int is_ptx;          /* set by the backend: PTX, not a binary */
+  int arch_num;        /* set by the backend: 90 for sm_90 */
+  int warp;            /* set by the backend: the HCT_WARP define */
+  size_t used;
+  char text[8192];     /* storage of argv */
+} hct_compile_opts_t;
+int hct__compile_options(const hct_compile_job_t *job, hct_compile_opts_t *o);
+/* Appends one printf-formatted option; HCT_ERANGE when the list is full. */
+int hct__compile_opt_add(hct_compile_opts_t *o, const char *fmt, ...) HCT_PRINTF(2, 3);
+/* <kernels dir>/common: the folder beside op->dir. */
+void hct__common_include_dir(const hct_op_t *op, char *buf, size_t len);
+/* Checks that `arch` names a target of backend b (an unknown one is
+ * HCT_EINVAL with a message listing the known); fills *arch_num and *warp
+ * (either may be NULL). */
+int hct__arch_check(hct_backend_kind_t b, const char *arch, int *arch_num, int *warp);
+/* Reads the per-kernel resources ptxas -v wrote into a compile log ("Used N
+ * registers", "N bytes spill stores", "N bytes smem", "N bytes stack
+ * frame") into job: the largest over the kernels. */
+void hct__log_resources(const char *log, hct_compile_job_t *job);
+
+/* CUresult and nvrtcResult values mapped to HCT codes (jit/cuda.c); a table,
+ * usable without the libraries. */
+int hct__cuda_result_code(int cu_result);
+int hct__nvrtc_result_code(int nvrtc_result);
+
+/* NVML (jit/nvml.c), loaded with dlopen: SM clock of the card with `uuid`
+ * in MHz, the current one or (max != 0) the highest.  HCT_ENODRIVER when
+ * libnvidia-ml.so.1 is absent (logged once). */
+int hct__nvml_sm_clock(const char *uuid, int max, int *mhz);
 
 /* ---- the GPU runtime (jit/backend.c dispatching to a backend) ------------ */
 
@@ -354,6 +398,10 @@ typedef struct hct_backend_ops_s {
   int (*graph_launch)(hct_gpu_t *g, hct_graph_t *graph);
   void (*graph_destroy)(hct_gpu_t *g, hct_graph_t *graph);
   int (*sm_clock)(hct_gpu_t *g, int *mhz);
+  /* Appends the options that depend on the target (arch flags, the
+   * HCT_WARP, HCT_ARCH, HCT_CUDA / HCT_HIP defines) and sets o->is_ptx,
+   * o->arch_num, o->warp; HCT_EINVAL naming an unknown arch. */
+  int (*target_options)(const char *arch, hct_compile_opts_t *o);
 } hct_backend_ops_t;
 
 extern const hct_backend_ops_t hct__cuda_backend;
