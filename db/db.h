@@ -118,7 +118,8 @@ typedef struct hct_db_trial_s {
 /* Commits one trial; *id (may be NULL) gets its rowid. */
 int hct__db_trial_add(hct_db_t *db, const hct_db_trial_t *t, int64_t *id);
 
-/* Trials matching uuid/op/variant (NULL or "" matches all), newest first,
+/* Trials matching uuid (or a prefix of it)/op/variant (NULL or "" matches
+ * all) and tokens (<= 0 matches all), newest first,
  * as a JSON array (malloc'd text) for `hctune show`. */
 int hct__db_trials_json(hct_db_t *db, const char *uuid, const char *op, const char *variant,
                         int tokens, char **json);
@@ -188,6 +189,8 @@ typedef struct hct_db_pin_s {
   int64_t created_at;
 } hct_db_pin_t;
 
+/* Adds a pin; pins of the same (uuid, op) overlapping [tmin, tmax] are
+ * removed first, in the same transaction, so ranges never conflict. */
 int hct__db_pin_add(hct_db_t *db, const hct_db_pin_t *p);
 /* Removes pins of (uuid, op) overlapping [tmin, tmax]; returns the count. */
 int hct__db_pin_remove(hct_db_t *db, const char *uuid, const char *op, int tmin, int tmax);
@@ -201,5 +204,19 @@ void hct__db_binary_store(hct_db_t *db, struct hct_binary_store_s *store);
 /* Stored binary by key, for the daemon's `module` verb. */
 int hct__db_binary_get(hct_db_t *db, const char *key, void **image, size_t *size, int *is_ptx,
                        char **log);
+
+/* ---- for the files of db/ only ---------------------------------------- */
+
+struct sqlite3;
+struct sqlite3 *hct__db_sqlite(hct_db_t *db);
+/* Records "database '<path>': <what>: <sqlite message>" with the HCT code
+ * that SQLite's result code `rc` maps to, and returns that code. */
+int hct__db_fail(hct_db_t *db, int rc, const char *what);
+/* Opens a transaction for one API call: BEGIN IMMEDIATE in autocommit
+ * mode, a savepoint inside a caller's hct__db_begin.  tx_end commits (or
+ * releases) when rc >= 0, rolls back otherwise, and returns rc (or the
+ * commit's error). */
+int hct__db_tx_begin(hct_db_t *db);
+int hct__db_tx_end(hct_db_t *db, int rc);
 
 #endif /* HCT_DB_H */
