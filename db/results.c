@@ -217,7 +217,7 @@ int hct__db_trial_add(hct_db_t *db, const hct_db_trial_t *t, int64_t *id) {
                     " median_us, min_us, p10_us, p90_us, ci_lo_us, ci_hi_us, converged,"
                     " throttled, cold, figures_json, log, created_at)"
                     " VALUES (" NEW_UID ",?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-                    "?,?,?)",
+                    "?,?)",
                     &st);
   if (err) return err;
   int i = bind_keys(st, 1, &t->keys);
