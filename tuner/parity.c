@@ -1,0 +1,178 @@
+/*
+ * parity.c: how a device result is compared: bit for bit with the result
+ * of the variant it must equal, and in float64 with the op's reference
+ * (normwise error, worst error, KL divergence of the softmax of each row,
+ * argmax agreement).  Elements still holding the poison pattern are
+ * unwritten; other NaN or Inf are non-finite.  Both make the float figures
+ * infinite, so no bound can pass them.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner.h"
+
+/* Reads element i of a buffer of dtype dt: its raw bits (zero-extended)
+ * and its value. */
+static uint32_t raw_bits(hct_dtype_t dt, const void *p, size_t i) {
+  if (hct__dtype_size(dt) == 2) return ((const uint16_t *)p)[i];
+  return ((const uint32_t *)p)[i];
+}
+
+static double value(hct_dtype_t dt, const void *p, size_t i) {
+  switch (dt) {
+  case HCT_DT_F32:
+    return ((const float *)p)[i];
+  case HCT_DT_BF16:
+    return hct__bf16_to_f32(((const uint16_t *)p)[i]);
+  case HCT_DT_F16:
+    return hct__f16_to_f32(((const uint16_t *)p)[i]);
+  case HCT_DT_U32:
+    return ((const uint32_t *)p)[i];
+  case HCT_DT_I32:
+    return ((const int32_t *)p)[i];
+  }
+  return NAN;
+}
+
+static uint32_t poison_of(hct_dtype_t dt) {
+  return hct__dtype_size(dt) == 2 ? HCT_POISON_16 : HCT_POISON_F32;
+}
+
+static int is_float(hct_dtype_t dt) { return dt == HCT_DT_F32 || dt == HCT_DT_BF16 || dt == HCT_DT_F16; }
+
+void hct__parity_bitwise(const hct_hbuf_t *b, const void *out, const void *ref,
+                         hct_parity_figs_t *f) {
+  const hct_dtype_t dt = b->spec->dtype;
+  const uint32_t poison = poison_of(dt);
+  f->elems = b->elems;
+  f->mismatches = 0;
+  f->first_mismatch = 0;
+  f->unwritten = 0;
+  for (size_t i = 0; i < b->elems; i++) {
+    const uint32_t o = raw_bits(dt, out, i);
+    if (o == poison) f->unwritten++;
+    if (o != raw_bits(dt, ref, i)) {
+      if (f->mismatches == 0) f->first_mismatch = i;
+      f->mismatches++;
+    }
+  }
+}
+
+/*
+ * KL(p || q) with p = softmax(r), q = softmax(o), for one row, in a form
+ * that stays exact to float64 for tiny differences: with d = o - r and
+ * mu = sum p d, KL = log(sum p exp(d - mu)) = log1p(sum p expm1(d - mu)).
+ * Differences near 1e-7 give KL near 1e-15, which the textbook form would
+ * lose to cancellation.
+ */
+static double row_kl(const double *r, const double *o, size_t n) {
+  double mx = -INFINITY;
+  for (size_t i = 0; i < n; i++) mx = fmax(mx, r[i]);
+  double z = 0.0;
+  for (size_t i = 0; i < n; i++) z += exp(r[i] - mx);
+  double mu = 0.0;
+  for (size_t i = 0; i < n; i++) mu += exp(r[i] - mx) / z * (o[i] - r[i]);
+  double acc = 0.0;
+  for (size_t i = 0; i < n; i++) acc += exp(r[i] - mx) / z * expm1((o[i] - r[i]) - mu);
+  const double kl = log1p(acc);
+  return kl > 0.0 ? kl : 0.0; /* rounding can leave -1e-20 */
+}
+
+static size_t argmax(const double *v, size_t n) {
+  size_t k = 0;
+  for (size_t i = 1; i < n; i++)
+    if (v[i] > v[k]) k = i;
+  return k;
+}
+
+void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t *f) {
+  const hct_dtype_t dt = b->spec->dtype;
+  const uint32_t poison = poison_of(dt);
+  const size_t n = b->elems;
+  f->elems = n;
+  f->unwritten = 0;
+  f->nonfinite = 0;
+  double se = 0.0, sr = 0.0, maxe = 0.0, maxr = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    if (raw_bits(dt, out, i) == poison) {
+      f->unwritten++;
+      continue;
+    }
+    const double o = value(dt, out, i);
+    if (is_float(dt) && !isfinite(o)) {
+      f->nonfinite++;
+      continue;
+    }
+    const double r = b->ref ? b->ref[i] : 0.0;
+    se += (o - r) * (o - r);
+    sr += r * r;
+    maxe = fmax(maxe, fabs(o - r));
+    maxr = fmax(maxr, fabs(r));
+  }
+  const int bad = f->unwritten > 0 || f->nonfinite > 0;
+  f->rel_err = bad ? INFINITY : sr > 0.0 ? sqrt(se / sr) : se > 0.0 ? INFINITY : 0.0;
+  f->max_err_ratio = bad ? INFINITY : maxr > 0.0 ? maxe / maxr : maxe > 0.0 ? INFINITY : 0.0;
+
+  /* Rows: KL and argmax need the row in float64; a bad row counts as
+   * infinite KL and as an argmax disagreement. */
+  const size_t len = b->row_len > 0 ? (size_t)b->row_len : n;
+  const size_t rows = len > 0 ? n / len : 0;
+  f->kl_mean = 0.0;
+  f->kl_max = 0.0;
+  f->argmax_agree = rows ? 0.0 : 1.0;
+  if (rows == 0 || b->ref == NULL) return;
+  double *ov = malloc(len * sizeof *ov);
+  if (ov == NULL) {
+    f->kl_mean = f->kl_max = INFINITY;
+    return;
+  }
+  size_t agree = 0;
+  double sum = 0.0;
+  for (size_t r = 0; r < rows; r++) {
+    const double *rv = b->ref + r * len;
+    int row_bad = 0;
+    for (size_t i = 0; i < len; i++) {
+      const size_t e = r * len + i;
+      ov[i] = value(dt, out, e);
+      if (raw_bits(dt, out, e) == poison || !isfinite(ov[i])) row_bad = 1;
+    }
+    const double kl = row_bad ? INFINITY : row_kl(rv, ov, len);
+    sum += kl;
+    f->kl_max = fmax(f->kl_max, kl);
+    if (!row_bad && argmax(ov, len) == argmax(rv, len)) agree++;
+  }
+  free(ov);
+  f->kl_mean = sum / (double)rows;
+  f->argmax_agree = (double)agree / (double)rows;
+}
+
+/* JSON has no Inf or NaN: those print as null. */
+static int put_num(char *buf, size_t len, const char *key, double v) {
+  if (!isfinite(v)) return snprintf(buf, len, ",\"%s\":null", key);
+  return snprintf(buf, len, ",\"%s\":%.6g", key, v);
+}
+
+void hct__parity_json(const hct_parity_figs_t *f, char *buf, size_t len) {
+  if (len == 0) return;
+  size_t off = 0;
+  int w = snprintf(buf, len, "{\"elems\":%zu,\"mismatches\":%zu", f->elems, f->mismatches);
+  off = w > 0 ? (size_t)w : 0;
+#define HCT_PUT(expr)                                        \
+  do {                                                       \
+    if (off < len) {                                         \
+      int k = (expr);                                        \
+      off += k > 0 ? (size_t)k : 0;                          \
+    }                                                        \
+  } while (0)
+  if (f->mismatches > 0) HCT_PUT(snprintf(buf + off, len - off, ",\"first_mismatch\":%zu", f->first_mismatch));
+  HCT_PUT(snprintf(buf + off, len - off, ",\"unwritten\":%zu,\"nonfinite\":%zu", f->unwritten, f->nonfinite));
+  HCT_PUT(put_num(buf + off, len - off, "rel_err", f->rel_err));
+  HCT_PUT(put_num(buf + off, len - off, "max_err_ratio", f->max_err_ratio));
+  HCT_PUT(put_num(buf + off, len - off, "kl_mean", f->kl_mean));
+  HCT_PUT(put_num(buf + off, len - off, "kl_max", f->kl_max));
+  HCT_PUT(put_num(buf + off, len - off, "argmax_agree", f->argmax_agree));
+  HCT_PUT(snprintf(buf + off, len - off, "}"));
+#undef HCT_PUT
+}
