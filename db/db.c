@@ -228,9 +228,15 @@ int hct__db_integrity_check(hct_db_t *db) {
  * A truncated file keeps a header that promises more pages than it holds;
  * SQLite would only notice on reading a missing page.  The header's page
  * count is trusted only when its "version-valid-for" matches the change
- * counter, as SQLite itself does.
+ * counter, as SQLite itself does.  With a non-empty WAL beside it the
+ * check is skipped: a checkpoint killed midway leaves the header of the new
+ * size on a file not yet grown, which the WAL repairs on the next open.
  */
 static int check_size(hct_db_t *db) {
+  char wal[PATH_MAX + 8];
+  struct stat ws;
+  snprintf(wal, sizeof wal, "%s-wal", db->path);
+  if (stat(wal, &ws) == 0 && ws.st_size > 0) return 0;
   FILE *f = fopen(db->path, "rb");
   if (f == NULL) return 0; /* SQLite reports why, with the open */
   unsigned char h[100];
