@@ -1,0 +1,907 @@
+/*
+ * cuda.c: the CUDA backend: the driver API (libcuda.so.1) for devices,
+ * memory, modules, launches, events and graphs, and NVRTC for compiles.
+ * Both are loaded with dlopen, separately, so that a machine without a GPU
+ * still compiles and a machine without NVRTC still lists its cards.
+ * cuda.h and nvrtc.h are included for their types only; nothing of the
+ * toolkit is needed at run time but the two libraries.
+ *
+ * Thread rules: loading is guarded by uv_once.  Compiles are independent
+ * NVRTC programs and run on any thread.  A hct_gpu_t belongs to the thread
+ * that opened it; each call makes its context current on that thread
+ * first, so one thread may drive several cards.
+ */
+#include <ctype.h>
+#include <dlfcn.h>
+#include <glob.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <nvrtc.h>
+#include <uv.h>
+
+#include "jit.h"
+
+enum { OPT = 0, REQ = 1 };
+
+/*
+ * The driver symbols: XX(return type, field, arguments, symbol, required).
+ * cuda.h #defines many plain names to versioned ones (cuMemAlloc is
+ * cuMemAlloc_v2); fields carry the versioned name itself so that what is
+ * called is what is looked up.  Old unversioned symbols kept as fallbacks
+ * get a _v1 field name.
+ */
+#define HCT_CU_SYMBOLS(XX)                                                                \
+  XX(CUresult, cuInit, (unsigned int), "cuInit", REQ)                                     \
+  XX(CUresult, cuDriverGetVersion, (int *), "cuDriverGetVersion", REQ)                    \
+  XX(CUresult, cuGetErrorName, (CUresult, const char **), "cuGetErrorName", REQ)          \
+  XX(CUresult, cuGetErrorString, (CUresult, const char **), "cuGetErrorString", REQ)      \
+  XX(CUresult, cuDeviceGetCount, (int *), "cuDeviceGetCount", REQ)                        \
+  XX(CUresult, cuDeviceGet, (CUdevice *, int), "cuDeviceGet", REQ)                        \
+  XX(CUresult, cuDeviceGetName, (char *, int, CUdevice), "cuDeviceGetName", REQ)          \
+  XX(CUresult, cuDeviceGetUuid_v2, (CUuuid *, CUdevice), "cuDeviceGetUuid_v2", OPT)       \
+  XX(CUresult, cuDeviceGetUuid_v1, (CUuuid *, CUdevice), "cuDeviceGetUuid", OPT)          \
+  XX(CUresult, cuDeviceGetAttribute, (int *, CUdevice_attribute, CUdevice),               \
+     "cuDeviceGetAttribute", REQ)                                                         \
+  XX(CUresult, cuDeviceTotalMem_v2, (size_t *, CUdevice), "cuDeviceTotalMem_v2", REQ)     \
+  XX(CUresult, cuDeviceGetPCIBusId, (char *, int, CUdevice), "cuDeviceGetPCIBusId", REQ)  \
+  XX(CUresult, cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice),                         \
+     "cuDevicePrimaryCtxRetain", REQ)                                                     \
+  XX(CUresult, cuDevicePrimaryCtxRelease_v2, (CUdevice), "cuDevicePrimaryCtxRelease_v2",  \
+     REQ)                                                                                 \
+  XX(CUresult, cuCtxSetCurrent, (CUcontext), "cuCtxSetCurrent", REQ)                      \
+  XX(CUresult, cuStreamCreate, (CUstream *, unsigned int), "cuStreamCreate", REQ)         \
+  XX(CUresult, cuStreamDestroy_v2, (CUstream), "cuStreamDestroy_v2", REQ)                 \
+  XX(CUresult, cuStreamSynchronize, (CUstream), "cuStreamSynchronize", REQ)               \
+  XX(CUresult, cuMemAlloc_v2, (CUdeviceptr *, size_t), "cuMemAlloc_v2", REQ)              \
+  XX(CUresult, cuMemFree_v2, (CUdeviceptr), "cuMemFree_v2", REQ)                          \
+  XX(CUresult, cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream),       \
+     "cuMemcpyHtoDAsync_v2", REQ)                                                         \
+  XX(CUresult, cuMemcpyDtoHAsync_v2, (void *, CUdeviceptr, size_t, CUstream),             \
+     "cuMemcpyDtoHAsync_v2", REQ)                                                         \
+  XX(CUresult, cuMemsetD32Async, (CUdeviceptr, unsigned int, size_t, CUstream),           \
+     "cuMemsetD32Async", REQ)                                                             \
+  XX(CUresult, cuMemsetD16Async, (CUdeviceptr, unsigned short, size_t, CUstream),         \
+     "cuMemsetD16Async", REQ)                                                             \
+  XX(CUresult, cuModuleLoadData, (CUmodule *, const void *), "cuModuleLoadData", REQ)     \
+  XX(CUresult, cuModuleUnload, (CUmodule), "cuModuleUnload", REQ)                         \
+  XX(CUresult, cuModuleGetFunction, (CUfunction *, CUmodule, const char *),               \
+     "cuModuleGetFunction", REQ)                                                          \
+  XX(CUresult, cuFuncSetAttribute, (CUfunction, CUfunction_attribute, int),               \
+     "cuFuncSetAttribute", REQ)                                                           \
+  XX(CUresult, cuLaunchKernel,                                                            \
+     (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,   \
+      CUstream, void **, void **),                                                        \
+     "cuLaunchKernel", REQ)                                                               \
+  XX(CUresult, cuEventCreate, (CUevent *, unsigned int), "cuEventCreate", REQ)            \
+  XX(CUresult, cuEventDestroy_v2, (CUevent), "cuEventDestroy_v2", REQ)                    \
+  XX(CUresult, cuEventRecord, (CUevent, CUstream), "cuEventRecord", REQ)                  \
+  XX(CUresult, cuEventSynchronize, (CUevent), "cuEventSynchronize", REQ)                  \
+  XX(CUresult, cuEventElapsedTime_v2, (float *, CUevent, CUevent),                        \
+     "cuEventElapsedTime_v2", OPT)                                                        \
+  XX(CUresult, cuEventElapsedTime_v1, (float *, CUevent, CUevent), "cuEventElapsedTime",  \
+     OPT)                                                                                 \
+  XX(CUresult, cuStreamBeginCapture_v2, (CUstream, CUstreamCaptureMode),                  \
+     "cuStreamBeginCapture_v2", REQ)                                                      \
+  XX(CUresult, cuStreamEndCapture, (CUstream, CUgraph *), "cuStreamEndCapture", REQ)      \
+  XX(CUresult, cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long), \
+     "cuGraphInstantiateWithFlags", REQ)                                                  \
+  XX(CUresult, cuGraphLaunch, (CUgraphExec, CUstream), "cuGraphLaunch", REQ)              \
+  XX(CUresult, cuGraphExecDestroy, (CUgraphExec), "cuGraphExecDestroy", REQ)              \
+  XX(CUresult, cuGraphDestroy, (CUgraph), "cuGraphDestroy", REQ)
+
+/* The NVRTC symbols, the same way.  nvrtcGetSupportedArchs appeared in
+ * 11.2 and nvrtcGetCUBIN in 11.1: without them every arch gets PTX. */
+#define HCT_NVRTC_SYMBOLS(XX)                                                            \
+  XX(nvrtcResult, nvrtcVersion, (int *, int *), "nvrtcVersion", REQ)                     \
+  XX(const char *, nvrtcGetErrorString, (nvrtcResult), "nvrtcGetErrorString", REQ)      \
+  XX(nvrtcResult, nvrtcCreateProgram,                                                    \
+     (nvrtcProgram *, const char *, const char *, int, const char *const *,              \
+      const char *const *),                                                              \
+     "nvrtcCreateProgram", REQ)                                                          \
+  XX(nvrtcResult, nvrtcDestroyProgram, (nvrtcProgram *), "nvrtcDestroyProgram", REQ)     \
+  XX(nvrtcResult, nvrtcCompileProgram, (nvrtcProgram, int, const char *const *),         \
+     "nvrtcCompileProgram", REQ)                                                         \
+  XX(nvrtcResult, nvrtcGetProgramLogSize, (nvrtcProgram, size_t *),                      \
+     "nvrtcGetProgramLogSize", REQ)                                                      \
+  XX(nvrtcResult, nvrtcGetProgramLog, (nvrtcProgram, char *), "nvrtcGetProgramLog", REQ) \
+  XX(nvrtcResult, nvrtcGetPTXSize, (nvrtcProgram, size_t *), "nvrtcGetPTXSize", REQ)     \
+  XX(nvrtcResult, nvrtcGetPTX, (nvrtcProgram, char *), "nvrtcGetPTX", REQ)               \
+  XX(nvrtcResult, nvrtcGetCUBINSize, (nvrtcProgram, size_t *), "nvrtcGetCUBINSize", OPT) \
+  XX(nvrtcResult, nvrtcGetCUBIN, (nvrtcProgram, char *), "nvrtcGetCUBIN", OPT)           \
+  XX(nvrtcResult, nvrtcGetNumSupportedArchs, (int *), "nvrtcGetNumSupportedArchs", OPT)  \
+  XX(nvrtcResult, nvrtcGetSupportedArchs, (int *), "nvrtcGetSupportedArchs", OPT)
+
+#define HCT_FIELD(ret, name, args, sym, req) ret (*name) args;
+static struct { HCT_CU_SYMBOLS(HCT_FIELD) } cu;
+static struct { HCT_NVRTC_SYMBOLS(HCT_FIELD) } nv;
+#undef HCT_FIELD
+
+/* A symbol table of one library: where each pointer goes, its name, and
+ * whether its absence is an error. */
+typedef struct {
+  void **slot;
+  const char *name;
+  int required;
+} sym_t;
+
+#define HCT_SYM_ROW(lib, ret, name, args, sym, req) {(void **)&lib.name, sym, req},
+#define HCT_CU_ROW(ret, name, args, sym, req) HCT_SYM_ROW(cu, ret, name, args, sym, req)
+#define HCT_NV_ROW(ret, name, args, sym, req) HCT_SYM_ROW(nv, ret, name, args, sym, req)
+static const sym_t cu_syms[] = {HCT_CU_SYMBOLS(HCT_CU_ROW)};
+static const sym_t nv_syms[] = {HCT_NVRTC_SYMBOLS(HCT_NV_ROW)};
+
+static int resolve(void *lib, const char *libname, const sym_t *syms, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    *syms[i].slot = dlsym(lib, syms[i].name);
+    if (*syms[i].slot == NULL && syms[i].required)
+      return hct__error(HCT_ENOSYM, "%s: symbol '%s' missing", libname, syms[i].name);
+  }
+  return 0;
+}
+
+/* ---- error codes -------------------------------------------------------- */
+
+/*
+ * What a CUresult means to the tuner: a fault of the kernel (quarantine the
+ * candidate), a hang, a resource limit, or a broken setup.  Codes not
+ * listed are HCT_EGPU.
+ */
+static const struct {
+  int native;
+  int code;
+} cu_codes[] = {
+    {CUDA_ERROR_INVALID_VALUE, HCT_EINVAL},
+    {CUDA_ERROR_OUT_OF_MEMORY, HCT_ENOMEM},
+    {CUDA_ERROR_NOT_INITIALIZED, HCT_ENODRIVER},
+    {CUDA_ERROR_STUB_LIBRARY, HCT_ENODRIVER},
+    {CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, HCT_ENODRIVER},
+    {CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, HCT_ENODRIVER},
+    {CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, HCT_ENODRIVER},
+    {CUDA_ERROR_NO_DEVICE, HCT_ENODEV},
+    {CUDA_ERROR_INVALID_DEVICE, HCT_ENODEV},
+    {CUDA_ERROR_DEVICE_UNAVAILABLE, HCT_EBUSY},
+    {CUDA_ERROR_NOT_READY, HCT_EBUSY},
+    {CUDA_ERROR_INVALID_IMAGE, HCT_ECOMPILE},
+    {CUDA_ERROR_INVALID_PTX, HCT_ECOMPILE},
+    {CUDA_ERROR_NO_BINARY_FOR_GPU, HCT_EUNSUPPORTED},
+    {CUDA_ERROR_UNSUPPORTED_PTX_VERSION, HCT_EUNSUPPORTED},
+    {CUDA_ERROR_NOT_SUPPORTED, HCT_EUNSUPPORTED},
+    {CUDA_ERROR_JIT_COMPILER_NOT_FOUND, HCT_ENOCOMPILER},
+    {CUDA_ERROR_FILE_NOT_FOUND, HCT_ENOENT},
+    {CUDA_ERROR_NOT_FOUND, HCT_ENOENT},
+    {CUDA_ERROR_OPERATING_SYSTEM, HCT_EIO},
+    {CUDA_ERROR_INVALID_HANDLE, HCT_EINVAL},
+    {CUDA_ERROR_INVALID_CONTEXT, HCT_EINVAL},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, HCT_EFAULT},
+    {CUDA_ERROR_MISALIGNED_ADDRESS, HCT_EFAULT},
+    {CUDA_ERROR_LAUNCH_FAILED, HCT_EFAULT},
+    {CUDA_ERROR_ILLEGAL_INSTRUCTION, HCT_EFAULT},
+    {CUDA_ERROR_HARDWARE_STACK_ERROR, HCT_EFAULT},
+    {CUDA_ERROR_INVALID_ADDRESS_SPACE, HCT_EFAULT},
+    {CUDA_ERROR_INVALID_PC, HCT_EFAULT},
+    {CUDA_ERROR_ASSERT, HCT_EFAULT},
+    {CUDA_ERROR_ECC_UNCORRECTABLE, HCT_EFAULT},
+    {CUDA_ERROR_LAUNCH_TIMEOUT, HCT_EHANG},
+    {CUDA_ERROR_TIMEOUT, HCT_ETIMEDOUT},
+    {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, HCT_ELAUNCH},
+    {CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, HCT_ELAUNCH},
+};
+
+static const struct {
+  int native;
+  int code;
+} nvrtc_codes[] = {
+    {NVRTC_ERROR_OUT_OF_MEMORY, HCT_ENOMEM},
+    {NVRTC_ERROR_INVALID_INPUT, HCT_EINVAL},
+    {NVRTC_ERROR_INVALID_PROGRAM, HCT_EINVAL},
+    {NVRTC_ERROR_INVALID_OPTION, HCT_EINVAL},
+    {NVRTC_ERROR_COMPILATION, HCT_ECOMPILE},
+    {NVRTC_ERROR_PROGRAM_CREATION_FAILURE, HCT_ECOMPILE},
+    {NVRTC_ERROR_INTERNAL_ERROR, HCT_ECOMPILE},
+    /* the builtins library (libnvrtc-builtins) could not be loaded */
+    {NVRTC_ERROR_BUILTIN_OPERATION_FAILURE, HCT_ENOCOMPILER},
+};
+
+int hct__cuda_result_code(int r) {
+  if (r == CUDA_SUCCESS) return 0;
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(cu_codes); i++)
+    if (cu_codes[i].native == r) return cu_codes[i].code;
+  return HCT_EGPU;
+}
+
+int hct__nvrtc_result_code(int r) {
+  if (r == NVRTC_SUCCESS) return 0;
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(nvrtc_codes); i++)
+    if (nvrtc_codes[i].native == r) return nvrtc_codes[i].code;
+  return HCT_ECOMPILE;
+}
+
+/* Records "cuda: <what>: <driver's message> (<CUDA_ERROR_NAME>)". */
+static int cu_fail(CUresult r, const char *what) {
+  const char *name = NULL, *msg = NULL;
+  if (cu.cuGetErrorName == NULL || cu.cuGetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
+  if (cu.cuGetErrorString == NULL || cu.cuGetErrorString(r, &msg) != CUDA_SUCCESS) msg = NULL;
+  return hct__error(hct__cuda_result_code(r), "cuda: %s: %s (%s, %d)", what,
+                    msg ? msg : "unknown error", name ? name : "CUresult", (int)r);
+}
+
+static int nv_fail(nvrtcResult r, const char *what) {
+  return hct__error(hct__nvrtc_result_code(r), "nvrtc: %s: %s", what,
+                    nv.nvrtcGetErrorString ? nv.nvrtcGetErrorString(r) : "error");
+}
+
+#define CU_TRY(call, what)                        \
+  do {                                            \
+    CUresult r_ = cu.call;                        \
+    if (r_ != CUDA_SUCCESS) return cu_fail(r_, what); \
+  } while (0)
+
+/* ---- loading the driver ------------------------------------------------- */
+
+static uv_once_t cu_once = UV_ONCE_INIT;
+static int cu_status;        /* 0 or the load error */
+static char cu_message[512]; /* its message, replayed to every caller */
+static int cu_no_device;     /* cuInit said there is no card: count 0 */
+
+static void cu_load_once(void) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) {
+    const char *why = dlerror();
+    cu_status = hct__error(HCT_ENODRIVER, "cuda: cannot load libcuda.so.1 (%s)",
+                           why ? why : "unknown reason");
+  } else if ((cu_status = resolve(lib, "libcuda.so.1", cu_syms, HCT_ARRAY_SIZE(cu_syms))) == 0) {
+    if (cu.cuDeviceGetUuid_v2 == NULL && cu.cuDeviceGetUuid_v1 == NULL)
+      cu_status = hct__error(HCT_ENOSYM, "libcuda.so.1: symbol 'cuDeviceGetUuid' missing");
+    else if (cu.cuEventElapsedTime_v2 == NULL && cu.cuEventElapsedTime_v1 == NULL)
+      cu_status = hct__error(HCT_ENOSYM, "libcuda.so.1: symbol 'cuEventElapsedTime' missing");
+    else {
+      CUresult r = cu.cuInit(0);
+      /* A driver without cards is a driver: it lists none. */
+      if (r == CUDA_ERROR_NO_DEVICE)
+        cu_no_device = 1;
+      else if (r != CUDA_SUCCESS)
+        cu_status = cu_fail(r, "cuInit");
+    }
+  }
+  if (cu_status != 0) hct__strlcpy(cu_message, hct_last_error(), sizeof cu_message);
+  /* The library stays loaded on failure too: unloading a half-initialised
+   * driver is riskier than the memory. */
+}
+
+static int cuda_load(void) {
+  uv_once(&cu_once, cu_load_once);
+  if (cu_status != 0) return hct__error(cu_status, "%s", cu_message);
+  return 0;
+}
+
+/* ---- loading NVRTC ------------------------------------------------------ */
+
+static uv_once_t nv_once = UV_ONCE_INIT;
+static int nv_status;
+static char nv_message[768];
+static int nv_major, nv_minor;
+static int nv_archs[64]; /* supported sm_XX numbers, ascending */
+static int nv_n_archs;
+
+static const char *const nv_names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+
+/*
+ * NVRTC loads its builtins (libnvrtc-builtins.so.X.Y) by name.  When NVRTC
+ * itself came from a folder off the loader path, load the builtins of that
+ * folder first: a later dlopen by name then finds them already loaded.
+ */
+static void preload_builtins(const char *dir) {
+  char pattern[1024];
+  glob_t g;
+  snprintf(pattern, sizeof pattern, "%s/libnvrtc-builtins.so.*", dir);
+  if (glob(pattern, 0, NULL, &g) != 0) return;
+  for (size_t i = 0; i < g.gl_pathc; i++) dlopen(g.gl_pathv[i], RTLD_NOW | RTLD_GLOBAL);
+  globfree(&g);
+}
+
+static void *nv_open(char *tried, size_t len) {
+  const char *dirs[4] = {getenv("CUDA_HOME"), "/usr/local/cuda/lib64", "/usr/local/cuda/lib",
+                         "/usr/local/cuda/targets/x86_64-linux/lib"};
+  size_t off = 0;
+  const char *last = NULL;
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(nv_names); i++) {
+    void *lib = dlopen(nv_names[i], RTLD_NOW | RTLD_LOCAL);
+    if (lib) return lib;
+    last = dlerror();
+    off += (size_t)snprintf(tried + off, off < len ? len - off : 0, "%s%s", off ? ", " : "",
+                            nv_names[i]);
+  }
+  for (size_t d = 0; d < HCT_ARRAY_SIZE(dirs); d++) {
+    if (dirs[d] == NULL || dirs[d][0] == '\0') continue;
+    char dir[512];
+    /* $CUDA_HOME names the toolkit, not its library folder. */
+    snprintf(dir, sizeof dir, "%s%s", dirs[d], d == 0 ? "/lib64" : "");
+    for (size_t i = 0; i < HCT_ARRAY_SIZE(nv_names); i++) {
+      char path[700];
+      snprintf(path, sizeof path, "%s/%s", dir, nv_names[i]);
+      void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+      if (lib) {
+        preload_builtins(dir);
+        return lib;
+      }
+    }
+    if (off < len)
+      off += (size_t)snprintf(tried + off, len - off, "%s%s/", off ? ", " : "", dir);
+  }
+  if (last && off < len) snprintf(tried + off, len - off, "; %s", last);
+  return NULL;
+}
+
+static void nv_load_once(void) {
+  char tried[512] = "";
+  void *lib = nv_open(tried, sizeof tried);
+  if (lib == NULL) {
+    nv_status = hct__error(HCT_ENOCOMPILER, "nvrtc: cannot load the library (tried %s)", tried);
+  } else if ((nv_status = resolve(lib, "libnvrtc", nv_syms, HCT_ARRAY_SIZE(nv_syms))) == 0) {
+    nvrtcResult r = nv.nvrtcVersion(&nv_major, &nv_minor);
+    if (r != NVRTC_SUCCESS) nv_status = nv_fail(r, "nvrtcVersion");
+    int n = 0;
+    if (nv_status == 0 && nv.nvrtcGetNumSupportedArchs && nv.nvrtcGetSupportedArchs &&
+        nv.nvrtcGetCUBIN && nv.nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0 &&
+        n <= (int)HCT_ARRAY_SIZE(nv_archs) && nv.nvrtcGetSupportedArchs(nv_archs) == NVRTC_SUCCESS)
+      nv_n_archs = n;
+  }
+  if (nv_status != 0) hct__strlcpy(nv_message, hct_last_error(), sizeof nv_message);
+}
+
+static int nvrtc_load(void) {
+  uv_once(&nv_once, nv_load_once);
+  if (nv_status != 0) return hct__error(nv_status, "%s", nv_message);
+  return 0;
+}
+
+static int cuda_compiler_version(char *buf, size_t len) {
+  int rc = nvrtc_load();
+  if (rc < 0) return rc;
+  snprintf(buf, len, "nvrtc %d.%d", nv_major, nv_minor);
+  return 0;
+}
+
+/* ---- devices ------------------------------------------------------------ */
+
+static int cuda_device_count(int *n) {
+  int rc = cuda_load();
+  if (rc < 0) return rc;
+  *n = 0;
+  if (cu_no_device) return 0;
+  CU_TRY(cuDeviceGetCount(n), "cuDeviceGetCount");
+  return 0;
+}
+
+/* The integer attributes of the fingerprint. */
+static const struct {
+  CUdevice_attribute attr;
+  size_t offset;
+  int is64;
+} dev_attrs[] = {
+    {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, offsetof(hct_device_t, sm_count), 0},
+    {CU_DEVICE_ATTRIBUTE_WARP_SIZE, offsetof(hct_device_t, warp_size), 0},
+    {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, offsetof(hct_device_t, l2_bytes), 1},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, offsetof(hct_device_t, smem_optin), 1},
+};
+
+static int cuda_device_get(int ordinal, hct_device_t *d) {
+  int rc = cuda_load();
+  if (rc < 0) return rc;
+  CUdevice dev;
+  char what[64];
+  snprintf(what, sizeof what, "cuDeviceGet(%d)", ordinal);
+  CU_TRY(cuDeviceGet(&dev, ordinal), what);
+  memset(d, 0, sizeof *d);
+  d->backend = HCT_BACKEND_CUDA;
+  d->ordinal = ordinal;
+  hct__strlcpy(d->vendor, "nvidia", sizeof d->vendor);
+  CU_TRY(cuDeviceGetName(d->name, (int)sizeof d->name, dev), "cuDeviceGetName");
+
+  CUuuid u;
+  if (cu.cuDeviceGetUuid_v2)
+    CU_TRY(cuDeviceGetUuid_v2(&u, dev), "cuDeviceGetUuid_v2");
+  else
+    CU_TRY(cuDeviceGetUuid_v1(&u, dev), "cuDeviceGetUuid");
+  const unsigned char *b = (const unsigned char *)u.bytes;
+  /* NVIDIA's form, the one nvidia-smi prints and NVML looks up. */
+  snprintf(d->uuid, sizeof d->uuid,
+           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  CU_TRY(cuDeviceGetPCIBusId(d->pci_bus_id, (int)sizeof d->pci_bus_id, dev),
+         "cuDeviceGetPCIBusId");
+
+  int major = 0, minor = 0;
+  CU_TRY(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+         "cuDeviceGetAttribute");
+  CU_TRY(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+         "cuDeviceGetAttribute");
+  d->arch_num = major * 10 + minor;
+  snprintf(d->arch, sizeof d->arch, "sm_%d", d->arch_num);
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(dev_attrs); i++) {
+    int v = 0;
+    CU_TRY(cuDeviceGetAttribute(&v, dev_attrs[i].attr, dev), "cuDeviceGetAttribute");
+    char *field = (char *)d + dev_attrs[i].offset;
+    if (dev_attrs[i].is64)
+      *(int64_t *)(void *)field = v;
+    else
+      *(int *)(void *)field = v;
+  }
+  size_t mem = 0;
+  CU_TRY(cuDeviceTotalMem_v2(&mem, dev), "cuDeviceTotalMem_v2");
+  d->mem_bytes = (int64_t)mem;
+
+  /* The clock attribute is deprecated in CUDA 13; NVML's maximum is the
+   * same figure where the driver no longer answers. */
+  int khz = 0, mhz = 0;
+  if (cu.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev) == CUDA_SUCCESS && khz > 0)
+    d->clock_khz = khz;
+  else if (hct__nvml_sm_clock(d->uuid, 1, &mhz) == 0)
+    d->clock_khz = mhz * 1000;
+
+  int ver = 0;
+  CU_TRY(cuDriverGetVersion(&ver), "cuDriverGetVersion");
+  snprintf(d->driver_version, sizeof d->driver_version, "%d.%d", ver / 1000, (ver % 1000) / 10);
+  /* A card without a compiler can still run stored binaries. */
+  if (cuda_compiler_version(d->compiler_version, sizeof d->compiler_version) < 0) {
+    d->compiler_version[0] = '\0';
+    hct__error_clear();
+  }
+  return 0;
+}
+
+/* ---- compiling ---------------------------------------------------------- */
+
+/* NVIDIA archs by compute capability x10, so that a typo ("sm_91") is an
+ * error rather than a PTX fallback.  Archs above the last are accepted as
+ * future cards. */
+static const int known_archs[] = {50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88,
+                                  89, 90, 100, 101, 103, 110, 120, 121};
+
+static int unknown_arch(const char *arch) {
+  char list[256];
+  size_t off = 0;
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(known_archs) && off < sizeof list; i++)
+    off += (size_t)snprintf(list + off, sizeof list - off, "%ssm_%d", i ? ", " : "",
+                            known_archs[i]);
+  return hct__error(HCT_EINVAL, "unknown arch '%s': expected sm_XX, one of %s", arch, list);
+}
+
+/*
+ * -arch=sm_XX gives a binary (cubin) when NVRTC knows the arch.  Otherwise
+ * the highest arch it knows below XX gives PTX, which the driver compiles
+ * for the card when the module is loaded; HCT_ARCH is then that lower arch,
+ * because the code may only use its features.
+ */
+static int cuda_target_options(const char *arch, hct_compile_opts_t *o) {
+  if (strncmp(arch, "sm_", 3) != 0 || !isdigit((unsigned char)arch[3])) return unknown_arch(arch);
+  char *end;
+  long num = strtol(arch + 3, &end, 10);
+  /* sm_90a, sm_100f: arch-specific and family-specific targets */
+  if ((*end == 'a' || *end == 'f') && end[1] == '\0') end++;
+  if (*end != '\0' || num < 10 || num > 999) return unknown_arch(arch);
+  int known = (int)num > known_archs[HCT_ARRAY_SIZE(known_archs) - 1];
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(known_archs); i++)
+    if (known_archs[i] == num) known = 1;
+  if (!known) return unknown_arch(arch);
+
+  int rc = nvrtc_load();
+  if (rc < 0) return rc;
+  int target = 0, exact = 0;
+  for (int i = 0; i < nv_n_archs; i++) {
+    if (nv_archs[i] == num) exact = 1;
+    if (nv_archs[i] <= num && nv_archs[i] > target) target = nv_archs[i];
+  }
+  /* Without nvrtcGetSupportedArchs, ask for the arch and trust NVRTC. */
+  if (nv_n_archs == 0) target = (int)num;
+  if (target == 0)
+    return hct__error(HCT_EUNSUPPORTED, "arch '%s': nvrtc %d.%d compiles for sm_%d and newer only",
+                      arch, nv_major, nv_minor, nv_archs[0]);
+  o->arch_num = (int)num;
+  o->warp = 32;
+  o->is_ptx = !exact;
+  if (exact)
+    rc = hct__compile_opt_add(o, "-arch=%s", arch);
+  else
+    rc = hct__compile_opt_add(o, "--gpu-architecture=compute_%d", target);
+  if (rc == 0) rc = hct__compile_opt_add(o, "--ptxas-options=-v");
+  if (rc == 0) rc = hct__compile_opt_add(o, "-DHCT_WARP=%d", o->warp);
+  if (rc == 0) rc = hct__compile_opt_add(o, "-DHCT_ARCH=%d", exact ? (int)num : target);
+  if (rc == 0) rc = hct__compile_opt_add(o, "-DHCT_CUDA=1");
+  return rc;
+}
+
+/* The first line of the log that reports an error (else its first line),
+ * for a one-line message. */
+static void first_error_line(const char *log, char *buf, size_t len) {
+  const char *pick = NULL;
+  size_t pick_n = 0;
+  for (const char *line = log; *line;) {
+    const char *eol = strchr(line, '\n');
+    size_t n = eol ? (size_t)(eol - line) : strlen(line);
+    if (memmem(line, n, "error", 5) != NULL) {
+      pick = line;
+      pick_n = n;
+      break;
+    }
+    if (pick == NULL && n > 0) {
+      pick = line;
+      pick_n = n;
+    }
+    line += n + (eol ? 1 : 0);
+  }
+  if (pick == NULL) {
+    hct__strlcpy(buf, "compile failed with an empty log", len);
+    return;
+  }
+  if (pick_n >= len) pick_n = len - 1;
+  memcpy(buf, pick, pick_n);
+  buf[pick_n] = '\0';
+}
+
+/*
+ * Compiles job->variant's template (`source`) with NVRTC; thread-safe.  The
+ * headers are found through the -I options of hct__compile_options, never
+ * through the toolkit's include folder, so a machine with only the NVRTC
+ * libraries compiles the same code.
+ */
+static int cuda_compile(hct_compile_job_t *job, const char *source, const char *include_dir) {
+  (void)include_dir; /* in the option list already */
+  int rc = nvrtc_load();
+  if (rc < 0) return rc;
+  hct_compile_opts_t *o = malloc(sizeof *o);
+  if (o == NULL) return hct__error(HCT_ENOMEM, "out of memory compiling '%s'", job->variant->name);
+  rc = hct__compile_options(job, o);
+  if (rc < 0) {
+    free(o);
+    return rc;
+  }
+  nvrtcProgram prog = NULL;
+  nvrtcResult r = nv.nvrtcCreateProgram(&prog, source, job->variant->template_file, 0, NULL, NULL);
+  if (r != NVRTC_SUCCESS) {
+    free(o);
+    return nv_fail(r, "nvrtcCreateProgram");
+  }
+  nvrtcResult cr = nv.nvrtcCompileProgram(prog, o->n, o->argv);
+  int is_ptx = o->is_ptx;
+  free(o);
+
+  size_t log_size = 0;
+  if (nv.nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+    job->log = malloc(log_size);
+    if (job->log && nv.nvrtcGetProgramLog(prog, job->log) != NVRTC_SUCCESS) job->log[0] = '\0';
+  }
+  if (cr != NVRTC_SUCCESS) {
+    nv.nvrtcDestroyProgram(&prog);
+    if (cr == NVRTC_ERROR_COMPILATION && job->log) {
+      char line[400];
+      first_error_line(job->log, line, sizeof line);
+      return hct__error(HCT_ECOMPILE, "%s", line);
+    }
+    return nv_fail(cr, "nvrtcCompileProgram");
+  }
+
+  size_t size = 0;
+  r = is_ptx ? nv.nvrtcGetPTXSize(prog, &size) : nv.nvrtcGetCUBINSize(prog, &size);
+  if (r == NVRTC_SUCCESS && size > 0) {
+    job->image = malloc(size);
+    if (job->image == NULL) {
+      nv.nvrtcDestroyProgram(&prog);
+      return hct__error(HCT_ENOMEM, "out of memory for a %zu-byte image", size);
+    }
+    r = is_ptx ? nv.nvrtcGetPTX(prog, job->image) : nv.nvrtcGetCUBIN(prog, job->image);
+  }
+  nv.nvrtcDestroyProgram(&prog);
+  if (r != NVRTC_SUCCESS) return nv_fail(r, is_ptx ? "nvrtcGetPTX" : "nvrtcGetCUBIN");
+  if (size == 0) return hct__error(HCT_ECOMPILE, "nvrtc produced an empty image");
+  job->image_size = size;
+  job->is_ptx = is_ptx;
+  if (is_ptx) {
+    job->regs = job->spill_bytes = job->smem_static = job->stack_bytes = -1;
+  } else {
+    job->regs = job->spill_bytes = job->smem_static = job->stack_bytes = 0;
+    hct__log_resources(job->log, job);
+  }
+  return 0;
+}
+
+/* ---- the GPU runtime ---------------------------------------------------- */
+
+typedef struct {
+  struct hct_gpu_s base; /* first: the dispatch reads base.ops */
+  CUdevice dev;
+  CUcontext ctx;
+  CUstream stream;
+} cuda_gpu_t;
+
+/* A graph and its executable instance, behind hct_graph_t. */
+typedef struct {
+  CUgraph graph;
+  CUgraphExec exec;
+} cuda_graph_t;
+
+static _Thread_local CUcontext current_ctx;
+
+/* Makes g's context current on this thread, once per switch. */
+static int enter(hct_gpu_t *gpu) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  if (current_ctx == g->ctx) return 0;
+  CU_TRY(cuCtxSetCurrent(g->ctx), "cuCtxSetCurrent");
+  current_ctx = g->ctx;
+  return 0;
+}
+
+#define ENTER(g)                 \
+  do {                           \
+    int e_ = enter(g);           \
+    if (e_ < 0) return e_;       \
+  } while (0)
+
+static int cuda_open(const hct_device_t *dev, hct_gpu_t **out) {
+  int rc = cuda_load();
+  if (rc < 0) return rc;
+  cuda_gpu_t *g = calloc(1, sizeof *g);
+  if (g == NULL) return hct__error(HCT_ENOMEM, "out of memory opening '%s'", dev->name);
+  g->base.ops = &hct__cuda_backend;
+  g->base.dev = *dev;
+  CUresult r = cu.cuDeviceGet(&g->dev, dev->ordinal);
+  if (r == CUDA_SUCCESS) r = cu.cuDevicePrimaryCtxRetain(&g->ctx, g->dev);
+  if (r != CUDA_SUCCESS) {
+    free(g);
+    return cu_fail(r, "cuDevicePrimaryCtxRetain");
+  }
+  r = cu.cuCtxSetCurrent(g->ctx);
+  if (r == CUDA_SUCCESS) {
+    current_ctx = g->ctx;
+    /* Non-blocking: the legacy default stream never serialises with it. */
+    r = cu.cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING);
+  }
+  if (r != CUDA_SUCCESS) {
+    rc = cu_fail(r, "cuStreamCreate");
+    cu.cuDevicePrimaryCtxRelease_v2(g->dev);
+    free(g);
+    return rc;
+  }
+  *out = &g->base;
+  return 0;
+}
+
+static void cuda_close(hct_gpu_t *gpu) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  if (enter(gpu) == 0) {
+    cu.cuStreamSynchronize(g->stream);
+    cu.cuStreamDestroy_v2(g->stream);
+  }
+  if (current_ctx == g->ctx) current_ctx = NULL;
+  cu.cuDevicePrimaryCtxRelease_v2(g->dev);
+  free(g);
+}
+
+static int cuda_alloc(hct_gpu_t *g, size_t bytes, hct_dptr_t *out) {
+  ENTER(g);
+  CUdeviceptr p = 0;
+  char what[64];
+  snprintf(what, sizeof what, "cuMemAlloc of %zu bytes", bytes);
+  CU_TRY(cuMemAlloc_v2(&p, bytes ? bytes : 1), what);
+  *out = (hct_dptr_t)p;
+  return 0;
+}
+
+static void cuda_free(hct_gpu_t *g, hct_dptr_t p) {
+  if (p != 0 && enter(g) == 0) cu.cuMemFree_v2((CUdeviceptr)p);
+}
+
+/* Copies go through the gpu's own stream: a copy on the legacy default
+ * stream would not wait for the fills and launches queued on it. */
+static int cuda_upload(hct_gpu_t *gpu, hct_dptr_t dst, const void *src, size_t bytes) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  ENTER(gpu);
+  CU_TRY(cuMemcpyHtoDAsync_v2((CUdeviceptr)dst, src, bytes, g->stream), "cuMemcpyHtoDAsync");
+  CU_TRY(cuStreamSynchronize(g->stream), "cuStreamSynchronize after an upload");
+  return 0;
+}
+
+static int cuda_download(hct_gpu_t *gpu, void *dst, hct_dptr_t src, size_t bytes) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  ENTER(gpu);
+  CU_TRY(cuMemcpyDtoHAsync_v2(dst, (CUdeviceptr)src, bytes, g->stream), "cuMemcpyDtoHAsync");
+  CU_TRY(cuStreamSynchronize(g->stream), "cuStreamSynchronize after a download");
+  return 0;
+}
+
+static int cuda_fill32(hct_gpu_t *gpu, hct_dptr_t dst, uint32_t value, size_t count) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  ENTER(gpu);
+  CU_TRY(cuMemsetD32Async((CUdeviceptr)dst, value, count, g->stream), "cuMemsetD32Async");
+  return 0;
+}
+
+static int cuda_fill16(hct_gpu_t *gpu, hct_dptr_t dst, uint16_t value, size_t count) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  ENTER(gpu);
+  CU_TRY(cuMemsetD16Async((CUdeviceptr)dst, value, count, g->stream), "cuMemsetD16Async");
+  return 0;
+}
+
+/* cuModuleLoadData takes a cubin or NUL-terminated PTX text. */
+static int cuda_module_load(hct_gpu_t *g, const void *image, size_t size, hct_module_t **out) {
+  ENTER(g);
+  const unsigned char *p = image;
+  void *copy = NULL;
+  int is_elf = size >= 4 && p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F';
+  if (!is_elf && size > 0 && p[size - 1] != '\0') {
+    copy = malloc(size + 1);
+    if (copy == NULL) return hct__error(HCT_ENOMEM, "out of memory loading a module");
+    memcpy(copy, image, size);
+    ((char *)copy)[size] = '\0';
+    image = copy;
+  }
+  CUmodule m = NULL;
+  CUresult r = cu.cuModuleLoadData(&m, image);
+  free(copy);
+  if (r != CUDA_SUCCESS) return cu_fail(r, is_elf ? "cuModuleLoadData (cubin)" : "cuModuleLoadData (ptx)");
+  *out = (hct_module_t *)m;
+  return 0;
+}
+
+static void cuda_module_unload(hct_gpu_t *g, hct_module_t *m) {
+  if (m != NULL && enter(g) == 0) cu.cuModuleUnload((CUmodule)m);
+}
+
+static int cuda_function(hct_module_t *m, const char *entry, hct_function_t **out) {
+  CUfunction f = NULL;
+  char what[128];
+  snprintf(what, sizeof what, "kernel '%s'", entry);
+  CU_TRY(cuModuleGetFunction(&f, (CUmodule)m, entry), what);
+  *out = (hct_function_t *)f;
+  return 0;
+}
+
+static int cuda_function_smem(hct_function_t *f, int bytes) {
+  char what[96];
+  snprintf(what, sizeof what, "dynamic shared memory of %d bytes", bytes);
+  CU_TRY(cuFuncSetAttribute((CUfunction)f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+         what);
+  return 0;
+}
+
+static int cuda_launch(hct_gpu_t *gpu, hct_function_t *f, const unsigned grid[3],
+                       const unsigned block[3], unsigned smem, void **args) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  ENTER(gpu);
+  CUresult r = cu.cuLaunchKernel((CUfunction)f, grid[0], grid[1], grid[2], block[0], block[1],
+                                 block[2], smem, g->stream, args, NULL);
+  if (r != CUDA_SUCCESS) {
+    char what[160];
+    snprintf(what, sizeof what, "cuLaunchKernel grid (%u,%u,%u) block (%u,%u,%u) smem %u", grid[0],
+             grid[1], grid[2], block[0], block[1], block[2], smem);
+    return cu_fail(r, what);
+  }
+  return 0;
+}
+
+static int cuda_sync(hct_gpu_t *gpu) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  ENTER(gpu);
+  CU_TRY(cuStreamSynchronize(g->stream), "cuStreamSynchronize");
+  return 0;
+}
+
+static int cuda_event_create(hct_gpu_t *g, hct_event_t **out) {
+  ENTER(g);
+  CUevent e = NULL;
+  CU_TRY(cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+  *out = (hct_event_t *)e;
+  return 0;
+}
+
+static void cuda_event_destroy(hct_gpu_t *g, hct_event_t *e) {
+  if (e != NULL && enter(g) == 0) cu.cuEventDestroy_v2((CUevent)e);
+}
+
+static int cuda_event_record(hct_gpu_t *gpu, hct_event_t *e) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  ENTER(gpu);
+  CU_TRY(cuEventRecord((CUevent)e, g->stream), "cuEventRecord");
+  return 0;
+}
+
+static int cuda_event_elapsed(hct_gpu_t *g, hct_event_t *a, hct_event_t *b, float *ms) {
+  ENTER(g);
+  CU_TRY(cuEventSynchronize((CUevent)b), "cuEventSynchronize");
+  if (cu.cuEventElapsedTime_v2)
+    CU_TRY(cuEventElapsedTime_v2(ms, (CUevent)a, (CUevent)b), "cuEventElapsedTime");
+  else
+    CU_TRY(cuEventElapsedTime_v1(ms, (CUevent)a, (CUevent)b), "cuEventElapsedTime");
+  return 0;
+}
+
+/* Thread-local capture: this thread may not call unsafe APIs (cuMemAlloc)
+ * while capturing, and other threads are left alone. */
+static int cuda_capture_begin(hct_gpu_t *gpu) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  ENTER(gpu);
+  CU_TRY(cuStreamBeginCapture_v2(g->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+         "cuStreamBeginCapture");
+  return 0;
+}
+
+static int cuda_capture_end(hct_gpu_t *gpu, hct_graph_t **out) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  ENTER(gpu);
+  CUgraph graph = NULL;
+  CUresult r = cu.cuStreamEndCapture(g->stream, &graph);
+  if (r != CUDA_SUCCESS) {
+    if (graph) cu.cuGraphDestroy(graph);
+    return cu_fail(r, "cuStreamEndCapture");
+  }
+  cuda_graph_t *cg = calloc(1, sizeof *cg);
+  if (cg == NULL) {
+    cu.cuGraphDestroy(graph);
+    return hct__error(HCT_ENOMEM, "out of memory ending a capture");
+  }
+  cg->graph = graph;
+  r = cu.cuGraphInstantiateWithFlags(&cg->exec, graph, 0);
+  if (r != CUDA_SUCCESS) {
+    cu.cuGraphDestroy(graph);
+    free(cg);
+    return cu_fail(r, "cuGraphInstantiateWithFlags");
+  }
+  *out = (hct_graph_t *)cg;
+  return 0;
+}
+
+static int cuda_graph_launch(hct_gpu_t *gpu, hct_graph_t *graph) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  ENTER(gpu);
+  CU_TRY(cuGraphLaunch(((cuda_graph_t *)graph)->exec, g->stream), "cuGraphLaunch");
+  return 0;
+}
+
+static void cuda_graph_destroy(hct_gpu_t *g, hct_graph_t *graph) {
+  cuda_graph_t *cg = (cuda_graph_t *)graph;
+  if (cg == NULL) return;
+  if (enter(g) == 0) {
+    cu.cuGraphExecDestroy(cg->exec);
+    cu.cuGraphDestroy(cg->graph);
+  }
+  free(cg);
+}
+
+static int cuda_sm_clock(hct_gpu_t *g, int *mhz) { return hct__nvml_sm_clock(g->dev.uuid, 0, mhz); }
+
+const hct_backend_ops_t hct__cuda_backend = {
+    .name = "cuda",
+    .kind = HCT_BACKEND_CUDA,
+    .load = cuda_load,
+    .device_count = cuda_device_count,
+    .device_get = cuda_device_get,
+    .compiler_version = cuda_compiler_version,
+    .compile = cuda_compile,
+    .open = cuda_open,
+    .close = cuda_close,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .fill32 = cuda_fill32,
+    .fill16 = cuda_fill16,
+    .module_load = cuda_module_load,
+    .module_unload = cuda_module_unload,
+    .function = cuda_function,
+    .function_smem = cuda_function_smem,
+    .launch = cuda_launch,
+    .sync = cuda_sync,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_elapsed = cuda_event_elapsed,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
+    .sm_clock = cuda_sm_clock,
+    .target_options = cuda_target_options,
+};
