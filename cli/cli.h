@@ -42,4 +42,21 @@ int hct__usage_error(const char *cmd, const char *fmt, ...) HCT_PRINTF(2, 3);
  * HCT_EXIT_FAIL. */
 int hct__cli_fail(int code);
 
+/*
+ * An aligned text table (cli/cmd_list.c), for any command that prints rows:
+ * columns sized to their widest cell, two spaces apart, a header line.
+ * align holds 'l' or 'r' per column (NULL: all left).
+ */
+typedef struct hct_table_s {
+  int ncols, nrows, cap;
+  const char *const *head;
+  const char *align;
+  char **cells; /* nrows * ncols, malloc'd */
+} hct_table_t;
+void hct__table_init(hct_table_t *t, int ncols, const char *const *head, const char *align);
+/* Appends a row of ncols cells (copied; NULL prints as "-"). */
+int hct__table_add(hct_table_t *t, const char *const *cells);
+void hct__table_print(const hct_table_t *t, FILE *f);
+void hct__table_free(hct_table_t *t);
+
 #endif /* HCT_CLI_H */

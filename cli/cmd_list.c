@@ -1,7 +1,343 @@
-/* cmd_list.c: placeholder until the command is written. */
+/*
+ * cmd_list.c: `hctune list`: the recorded decisions, the quarantined
+ * candidates (--faults) or the pins (--pins), as a table or as JSON.
+ * Also the aligned table printer the CLI commands share.
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
 #include "cli.h"
+#include "db.h"
+
+/* ---- tables ------------------------------------------------------------- */
+
+void hct__table_init(hct_table_t *t, int ncols, const char *const *head, const char *align) {
+  memset(t, 0, sizeof *t);
+  t->ncols = ncols;
+  t->head = head;
+  t->align = align;
+}
+
+int hct__table_add(hct_table_t *t, const char *const *cells) {
+  if (t->nrows == t->cap) {
+    int ncap = t->cap ? t->cap * 2 : 16;
+    char **nc = realloc(t->cells, (size_t)ncap * (size_t)t->ncols * sizeof *nc);
+    if (nc == NULL) return hct__error(HCT_ENOMEM, "out of memory building a table");
+    t->cells = nc;
+    t->cap = ncap;
+  }
+  char **row = t->cells + (size_t)t->nrows * (size_t)t->ncols;
+  for (int c = 0; c < t->ncols; c++) {
+    row[c] = strdup(cells[c] ? cells[c] : "-");
+    if (row[c] == NULL) {
+      while (c-- > 0) free(row[c]);
+      return hct__error(HCT_ENOMEM, "out of memory building a table");
+    }
+  }
+  t->nrows++;
+  return 0;
+}
+
+void hct__table_print(const hct_table_t *t, FILE *f) {
+  int width[32] = {0};
+  int n = HCT_MIN(t->ncols, 32);
+  for (int c = 0; c < n; c++) width[c] = (int)strlen(t->head[c]);
+  for (int r = 0; r < t->nrows; r++)
+    for (int c = 0; c < n; c++)
+      width[c] = HCT_MAX(width[c], (int)strlen(t->cells[(size_t)r * (size_t)t->ncols + (size_t)c]));
+  for (int r = -1; r < t->nrows; r++) {
+    for (int c = 0; c < n; c++) {
+      const char *s = r < 0 ? t->head[c] : t->cells[(size_t)r * (size_t)t->ncols + (size_t)c];
+      int right = t->align && t->align[c] == 'r';
+      int last = c == n - 1;
+      /* No trailing blanks: the last left-aligned column is not padded. */
+      if (right) fprintf(f, "%*s", width[c], s);
+      else if (last) fputs(s, f);
+      else fprintf(f, "%-*s", width[c], s);
+      if (!last) fputs("  ", f);
+    }
+    fputc('\n', f);
+  }
+}
+
+void hct__table_free(hct_table_t *t) {
+  for (size_t i = 0; i < (size_t)t->nrows * (size_t)t->ncols; i++) free(t->cells[i]);
+  free(t->cells);
+  memset(t, 0, sizeof *t);
+}
+
+/* ---- list ---------------------------------------------------------------- */
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: hctune list [--db PATH] [--json] [--faults | --pins]\n"
+          "\n"
+          "Shows the recorded decisions: for each card, op, parity class and token\n"
+          "range, the variant chosen, its time per call against the baseline's, and\n"
+          "where the decision came from.\n"
+          "\n"
+          "  --db PATH   the database (default: $HCTUNE_DB, else\n"
+          "              $XDG_STATE_HOME/hctune/hctune.db, else\n"
+          "              ~/.local/state/hctune/hctune.db)\n"
+          "  --json      print a JSON array instead of a table\n"
+          "  --faults    list the quarantined candidates instead\n"
+          "  --pins      list the pins instead\n"
+          "  --help      print this and exit\n");
+}
+
+/* "GPU-8d1c2e3f (NVIDIA H200)": the UUID cut to 12 characters, and the card
+ * name when the devices table knows it. */
+static void card_label(const char *uuid, const hct_db_device_t *devs, int ndev, char *buf,
+                       size_t len) {
+  const char *name = NULL;
+  for (int i = 0; i < ndev; i++)
+    if (strcmp(devs[i].uuid, uuid) == 0 && devs[i].name[0]) name = devs[i].name;
+  if (strcmp(uuid, "*") == 0) name = "every card";
+  if (name) snprintf(buf, len, "%.12s (%s)", uuid, name);
+  else snprintf(buf, len, "%.12s", uuid);
+}
+
+static const char *device_name(const char *uuid, const hct_db_device_t *devs, int ndev) {
+  for (int i = 0; i < ndev; i++)
+    if (strcmp(devs[i].uuid, uuid) == 0) return devs[i].name;
+  return NULL;
+}
+
+static void range_text(int tmin, int tmax, char *buf, size_t len) {
+  if (tmin == tmax) snprintf(buf, len, "%d", tmin);
+  else snprintf(buf, len, "%d-%d", tmin, tmax);
+}
+
+/* JSON text kept as JSON when it parses, as a string otherwise. */
+static json_t *json_text(const char *s) {
+  json_t *v = s && s[0] ? json_loads(s, JSON_DECODE_ANY, NULL) : NULL;
+  return v ? v : json_string(s ? s : "");
+}
+
+static int print_json(json_t *arr) {
+  char *s = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  json_decref(arr);
+  if (s == NULL) return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory writing JSON"));
+  puts(s);
+  free(s);
+  return HCT_EXIT_OK;
+}
+
+static int list_decisions(hct_db_t *db, int json, const hct_db_device_t *devs, int ndev) {
+  hct_db_decision_t *d;
+  int n;
+  int err = hct__db_decisions_list(db, &d, &n);
+  if (err) return hct__cli_fail(err);
+  if (json) {
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+      const char *name = device_name(d[i].keys.uuid, devs, ndev);
+      json_t *o = json_pack(
+          "{s:s, s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:o, s:s, s:s, s:s,"
+          " s:s, s:f, s:f, s:f, s:f, s:f, s:i, s:I, s:s, s:o}",
+          "uuid", d[i].keys.uuid, "device_name", name, "host", d[i].keys.host, "model_key",
+          d[i].keys.model_key, "driver_version", d[i].keys.driver_version, "compiler_version",
+          d[i].keys.compiler_version, "hctune_version", d[i].keys.hctune_version, "op", d[i].op,
+          "parity", d[i].parity, "tmin", d[i].tmin, "tmax", d[i].tmax, "variant", d[i].variant,
+          "params", json_text(d[i].params), "variant_class", d[i].variant_class,
+          "template_hash", d[i].template_hash, "binary_key", d[i].binary_key, "source",
+          d[i].source, "median_us", d[i].median_us, "baseline_us", d[i].baseline_us,
+          "speedup", d[i].median_us > 0 ? d[i].baseline_us / d[i].median_us : 0.0, "ci_lo_us",
+          d[i].ci_lo_us, "ci_hi_us", d[i].ci_hi_us, "samples", d[i].samples, "decided_at",
+          (json_int_t)d[i].decided_at, "run_id", d[i].run_id, "evidence",
+          json_text(d[i].evidence_json));
+      json_array_append_new(arr, o);
+    }
+    free(d);
+    return print_json(arr);
+  }
+  if (n == 0) {
+    free(d);
+    printf("no decisions recorded\n");
+    return HCT_EXIT_OK;
+  }
+  static const char *const head[] = {"CARD", "OP", "PARITY", "TOKENS", "VARIANT", "PARAMS",
+                                     "MEDIAN_US", "BASELINE_US", "SPEEDUP", "SOURCE",
+                                     "DECIDED"};
+  hct_table_t t;
+  hct__table_init(&t, (int)HCT_ARRAY_SIZE(head), head, "llllllrrrll");
+  for (int i = 0; i < n && err == 0; i++) {
+    char card[160], tokens[32], med[32], base[32], speed[32], when[32];
+    card_label(d[i].keys.uuid, devs, ndev, card, sizeof card);
+    range_text(d[i].tmin, d[i].tmax, tokens, sizeof tokens);
+    snprintf(med, sizeof med, "%.2f", d[i].median_us);
+    snprintf(base, sizeof base, "%.2f", d[i].baseline_us);
+    if (d[i].median_us > 0 && d[i].baseline_us > 0)
+      snprintf(speed, sizeof speed, "%.2fx", d[i].baseline_us / d[i].median_us);
+    else
+      snprintf(speed, sizeof speed, "-");
+    hct__iso_time(d[i].decided_at, when, sizeof when);
+    const char *row[] = {card, d[i].op, d[i].parity, tokens, d[i].variant, d[i].params,
+                         med, base, speed, d[i].source, when};
+    err = hct__table_add(&t, row);
+  }
+  free(d);
+  if (err == 0) hct__table_print(&t, stdout);
+  hct__table_free(&t);
+  return err ? hct__cli_fail(err) : HCT_EXIT_OK;
+}
+
+static void first_line(const char *s, char *buf, size_t len) {
+  if (s == NULL) {
+    hct__strlcpy(buf, "-", len);
+    return;
+  }
+  while (*s == '\n') s++;
+  size_t n = strcspn(s, "\n");
+  if (n >= len) n = len - 1;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+}
+
+static int list_faults(hct_db_t *db, int json, const hct_db_device_t *devs, int ndev) {
+  hct_db_fault_t *f;
+  int n;
+  int err = hct__db_faults_list(db, &f, &n);
+  if (err) return hct__cli_fail(err);
+  if (json) {
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++)
+      json_array_append_new(
+          arr, json_pack("{s:s, s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:i, s:s, s:s?,"
+                         " s:I}",
+                         "uuid", f[i].keys.uuid, "device_name",
+                         device_name(f[i].keys.uuid, devs, ndev), "host", f[i].keys.host,
+                         "driver_version", f[i].keys.driver_version, "compiler_version",
+                         f[i].keys.compiler_version, "op", f[i].op, "variant", f[i].variant,
+                         "template_hash", f[i].template_hash, "params", json_text(f[i].params),
+                         "reason", f[i].reason, "tokens", f[i].tokens, "model_key",
+                         f[i].keys.model_key, "log", f[i].log, "created_at",
+                         (json_int_t)f[i].created_at));
+    hct__db_faults_free(f, n);
+    return print_json(arr);
+  }
+  if (n == 0) {
+    hct__db_faults_free(f, n);
+    printf("no quarantined candidates\n");
+    return HCT_EXIT_OK;
+  }
+  static const char *const head[] = {"CARD", "REASON", "OP", "VARIANT", "PARAMS", "TOKENS",
+                                     "WHEN", "LOG"};
+  hct_table_t t;
+  hct__table_init(&t, (int)HCT_ARRAY_SIZE(head), head, NULL);
+  for (int i = 0; i < n && err == 0; i++) {
+    char card[160], tokens[32], when[32], log[120];
+    card_label(f[i].keys.uuid, devs, ndev, card, sizeof card);
+    /* The quarantine's reach, as hct__db_fault_check reads it. */
+    if (f[i].tokens == 0) snprintf(tokens, sizeof tokens, "all");
+    else if (strcmp(f[i].reason, "timeout") == 0) snprintf(tokens, sizeof tokens, "%d+", f[i].tokens);
+    else snprintf(tokens, sizeof tokens, "%d", f[i].tokens);
+    hct__iso_time(f[i].created_at, when, sizeof when);
+    first_line(f[i].log, log, sizeof log);
+    const char *row[] = {card, f[i].reason, f[i].op, f[i].variant, f[i].params, tokens, when, log};
+    err = hct__table_add(&t, row);
+  }
+  hct__db_faults_free(f, n);
+  if (err == 0) hct__table_print(&t, stdout);
+  hct__table_free(&t);
+  return err ? hct__cli_fail(err) : HCT_EXIT_OK;
+}
+
+static int list_pins(hct_db_t *db, int json, const hct_db_device_t *devs, int ndev) {
+  hct_db_pin_t *p;
+  int n;
+  int err = hct__db_pins_list(db, &p, &n);
+  if (err) return hct__cli_fail(err);
+  if (json) {
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++)
+      json_array_append_new(arr, json_pack("{s:s, s:s?, s:s, s:i, s:i, s:s, s:o, s:I, s:I}",
+                                           "uuid", p[i].uuid, "device_name",
+                                           device_name(p[i].uuid, devs, ndev), "op", p[i].op,
+                                           "tmin", p[i].tmin, "tmax", p[i].tmax, "variant",
+                                           p[i].variant, "params", json_text(p[i].params),
+                                           "until", (json_int_t)p[i].until, "created_at",
+                                           (json_int_t)p[i].created_at));
+    free(p);
+    return print_json(arr);
+  }
+  if (n == 0) {
+    free(p);
+    printf("no pins\n");
+    return HCT_EXIT_OK;
+  }
+  static const char *const head[] = {"CARD", "OP", "TOKENS", "VARIANT", "PARAMS", "UNTIL",
+                                     "CREATED"};
+  hct_table_t t;
+  hct__table_init(&t, (int)HCT_ARRAY_SIZE(head), head, NULL);
+  for (int i = 0; i < n && err == 0; i++) {
+    char card[160], tokens[32], until[32], when[32];
+    card_label(p[i].uuid, devs, ndev, card, sizeof card);
+    range_text(p[i].tmin, p[i].tmax, tokens, sizeof tokens);
+    if (p[i].until) hct__iso_time(p[i].until, until, sizeof until);
+    else snprintf(until, sizeof until, "-");
+    hct__iso_time(p[i].created_at, when, sizeof when);
+    const char *row[] = {card, p[i].op, tokens, p[i].variant, p[i].params, until, when};
+    err = hct__table_add(&t, row);
+  }
+  free(p);
+  if (err == 0) hct__table_print(&t, stdout);
+  hct__table_free(&t);
+  return err ? hct__cli_fail(err) : HCT_EXIT_OK;
+}
 
 int cmd_list(int argc, char **argv) {
-  (void)argc;
-  return hct__usage_error(argv[0], "not built yet");
+  static const struct option opts[] = {
+    {"db", required_argument, NULL, 'd'},
+    {"json", no_argument, NULL, 'j'},
+    {"faults", no_argument, NULL, 'f'},
+    {"pins", no_argument, NULL, 'p'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+  };
+  const char *db_path = NULL;
+  int json = 0, faults = 0, pins = 0, c;
+  optind = 0; /* glibc: start afresh, the command may run twice in a process */
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+    switch (c) {
+      case 'd': db_path = optarg; break;
+      case 'j': json = 1; break;
+      case 'f': faults = 1; break;
+      case 'p': pins = 1; break;
+      case 'h': usage(stdout); return HCT_EXIT_OK;
+      case ':': return hct__usage_error(argv[0], "option '%s' needs a value", argv[optind - 1]);
+      default: return hct__usage_error(argv[0], "unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return hct__usage_error(argv[0], "unexpected argument '%s'", argv[optind]);
+  if (faults && pins) return hct__usage_error(argv[0], "--faults and --pins are exclusive");
+
+  char path[PATH_MAX];
+  int err;
+  if (db_path == NULL) {
+    err = hct__default_db_path(path, sizeof path, 0);
+    if (err) return hct__cli_fail(err);
+    db_path = path;
+  }
+  hct_db_t *db;
+  err = hct__db_open(db_path, HCT_DB_NOCREATE | HCT_DB_READONLY, &db);
+  if (err) return hct__cli_fail(err);
+  hct_db_device_t *devs;
+  int ndev;
+  err = hct__db_devices_list(db, &devs, &ndev);
+  if (err) {
+    hct__db_close(db);
+    return hct__cli_fail(err);
+  }
+  int rc = faults ? list_faults(db, json, devs, ndev)
+           : pins ? list_pins(db, json, devs, ndev)
+                  : list_decisions(db, json, devs, ndev);
+  hct__db_devices_free(devs, ndev);
+  hct__db_close(db);
+  return rc;
 }
