@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "jit.h"
+#include "stats.h"
 
 /* ---- host buffer sets (tuner/hostset.c) --------------------------------- */
 
@@ -109,5 +110,99 @@ void hct__parity_bitwise(const hct_hbuf_t *b, const void *out, const void *ref,
 void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t *f);
 /* The figures as a JSON object text. */
 void hct__parity_json(const hct_parity_figs_t *f, char *buf, size_t len);
+
+
+/* ---- running candidates on a GPU (tuner/run.c) ---------------------------- */
+
+/*
+ * A candidate: one variant at one parameter point, loaded on a GPU.
+ * hct__run_* functions belong to the thread that opened the GPU.  They are
+ * what a worker process (tuner/worker.c) calls for the probe.
+ */
+typedef struct hct_cand_s {
+  const hct_op_t *op;
+  const hct_variant_t *v;
+  hct_point_t point;
+  char params[256];          /* JSON text of the point */
+  char label[320];           /* "v3 {\"TPL\":4}" for messages */
+  hct_module_t *mod;
+  hct_function_t *fn[HCT_MAX_LAUNCHES];
+} hct_cand_t;
+
+/* Device copies of one host set's buffers. */
+typedef struct hct_devset_s {
+  hct_dptr_t ptr[HCT_MAX_BUFFERS];
+  size_t bytes[HCT_MAX_BUFFERS];
+} hct_devset_t;
+
+/* A candidate's scratch memory for T tokens. */
+typedef struct hct_scratchset_s {
+  hct_dptr_t ptr[4];
+  size_t bytes[4];
+} hct_scratchset_t;
+
+/* The names every launch expression may use: op constants, the point, T,
+ * and the device's SMEM_OPTIN, SM_COUNT, WARP, ARCH. */
+void hct__run_symtab(const hct_cand_t *c, const hct_device_t *dev, int T, hct_symtab_t *syms);
+/* 1 when the candidate supports T on dev (token range, constraints);
+ * else 0 with the reason in why. */
+int hct__run_supports(const hct_cand_t *c, const hct_device_t *dev, int T, char *why, size_t len);
+/* 1 when the variant may run on dev at all (arch, HIP, wave size). */
+int hct__run_variant_fits(const hct_variant_t *v, const hct_device_t *dev, char *why, size_t len);
+
+int hct__run_load(hct_gpu_t *g, const hct_op_t *op, const hct_variant_t *v, const hct_point_t *pt,
+                  const void *image, size_t size, hct_cand_t *out);
+void hct__run_unload(hct_gpu_t *g, hct_cand_t *c);
+
+/* Allocates device buffers for a host set's shapes (absent optional
+ * buffers get no memory and pass a null pointer). */
+int hct__devset_alloc(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d);
+void hct__devset_free(hct_gpu_t *g, hct_devset_t *d);
+/* Uploads inputs, weights and inouts; poisons outputs. */
+int hct__devset_upload(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d);
+int hct__scratch_alloc(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_t *s);
+void hct__scratch_free(hct_gpu_t *g, hct_scratchset_t *s);
+
+/* Enqueues the candidate's launches (zeroing its zero scratch first) on the
+ * GPU's stream; no allocation or synchronisation, so it can be captured
+ * into a graph. */
+int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
+                     const hct_devset_t *d, const hct_scratchset_t *s);
+
+/*
+ * Runs the candidate once on the host set: upload, poison, launch, sync,
+ * download.  outs[i] receives buffer i (outputs and inouts; malloc'd by
+ * the caller with hs->bufs[i].elems elements, NULL for the others).
+ */
+int hct__run_once(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, void *outs[]);
+
+/* ---- the probe (tuner/probe.c) ---------------------------------------------- */
+
+typedef struct hct_probe_opts_s {
+  const char *device;        /* index or UUID; NULL: "0" */
+  const char *op;            /* NULL: "hc_read" */
+  const char *db_path;       /* NULL: the default path */
+  const char *kernels_dir;   /* NULL: hct__kernels_dir() */
+  uint8_t tokens[65];        /* tokens[T] != 0: probe T; all zero: the op's range */
+  const char *only_variants; /* comma list, NULL: all */
+  int json;                  /* JSON lines on stdout instead of text */
+  int quiet;                 /* no progress */
+  int retry_quarantined;
+  int check_sets;            /* input sets per (T, pending); 0: 2 */
+  double min_margin;         /* a challenger must be this much faster; 0: 0.02 */
+  int no_decide;             /* time and record trials, change no decision */
+} hct_probe_opts_t;
+
+/*
+ * Probes one op on one card: compile (cache first), check parity of every
+ * candidate at every T with and without the optional inputs, time the ones
+ * that pass, record every trial as it completes and the decisions at the
+ * end.  Returns 0, or a negative code with the one-line message set; trials
+ * committed before an error stay.
+ */
+int hct__probe(const hct_probe_opts_t *opts);
+
+/* Worker processes, watchdog and quarantine (tuner/worker.c). */
+#include "worker.h"
 
 #endif /* HCT_TUNER_H */

@@ -1,0 +1,230 @@
+/*
+ * run.c: a candidate on a GPU: load its module, size and fill its buffers,
+ * enqueue its launch sequence from the manifest, run it once and read the
+ * results back.  The probe and the worker process are built on these.
+ *
+ * Loop thread only: everything here uses the GPU handle of the calling
+ * thread.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner.h"
+
+void hct__run_symtab(const hct_cand_t *c, const hct_device_t *dev, int T, hct_symtab_t *syms) {
+  hct__point_symtab(c->op, c->v, &c->point, syms);
+  hct__symtab_set(syms, "T", T);
+  hct__symtab_set(syms, "SMEM_OPTIN", dev->smem_optin);
+  hct__symtab_set(syms, "SM_COUNT", dev->sm_count);
+  hct__symtab_set(syms, "WARP", dev->warp_size);
+  hct__symtab_set(syms, "ARCH", dev->arch_num);
+}
+
+int hct__run_variant_fits(const hct_variant_t *v, const hct_device_t *dev, char *why, size_t len) {
+  if (dev->backend == HCT_BACKEND_CUDA && v->min_arch > dev->arch_num) {
+    snprintf(why, len, "needs sm_%d or newer", v->min_arch);
+    return 0;
+  }
+  if (dev->backend == HCT_BACKEND_HIP && !v->hip) {
+    snprintf(why, len, "does not support HIP");
+    return 0;
+  }
+  if (dev->warp_size == 64 && !v->wave64) {
+    snprintf(why, len, "does not support 64-wide waves");
+    return 0;
+  }
+  return 1;
+}
+
+int hct__run_supports(const hct_cand_t *c, const hct_device_t *dev, int T, char *why, size_t len) {
+  if (T < c->v->tmin || T > c->v->tmax) {
+    snprintf(why, len, "supports T=%d..%d", c->v->tmin, c->v->tmax);
+    return 0;
+  }
+  if (!hct__run_variant_fits(c->v, dev, why, len)) return 0;
+  hct_symtab_t syms;
+  hct__run_symtab(c, dev, T, &syms);
+  for (int i = 0; i < c->v->n_constraints; i++) {
+    int64_t ok;
+    if (hct__expr_eval(c->v->constraints[i], &syms, &ok) != 0 || !ok) {
+      snprintf(why, len, "constraint '%s' fails", c->v->constraints[i]);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+int hct__run_load(hct_gpu_t *g, const hct_op_t *op, const hct_variant_t *v, const hct_point_t *pt,
+                  const void *image, size_t size, hct_cand_t *out) {
+  memset(out, 0, sizeof *out);
+  out->op = op;
+  out->v = v;
+  out->point = *pt;
+  hct__point_json(v, pt, out->params, sizeof out->params);
+  snprintf(out->label, sizeof out->label, "%s %s", v->name, out->params);
+  int rc = hct__gpu_module_load(g, image, size, &out->mod);
+  if (rc != 0) return rc;
+  for (int i = 0; i < v->n_launches; i++) {
+    rc = hct__gpu_function(out->mod, v->launches[i].entry, &out->fn[i]);
+    if (rc != 0) {
+      hct__run_unload(g, out);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+void hct__run_unload(hct_gpu_t *g, hct_cand_t *c) {
+  if (c->mod != NULL) hct__gpu_module_unload(g, c->mod);
+  c->mod = NULL;
+}
+
+int hct__devset_alloc(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d) {
+  memset(d, 0, sizeof *d);
+  for (int i = 0; i < hs->n; i++) {
+    const hct_hbuf_t *b = &hs->bufs[i];
+    if (b->data == NULL) continue; /* an absent optional buffer */
+    d->bytes[i] = b->elems * hct__dtype_size(b->spec->dtype);
+    int rc = hct__gpu_alloc(g, d->bytes[i], &d->ptr[i]);
+    if (rc != 0) {
+      hct__devset_free(g, d);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+void hct__devset_free(hct_gpu_t *g, hct_devset_t *d) {
+  for (int i = 0; i < HCT_MAX_BUFFERS; i++)
+    if (d->ptr[i]) hct__gpu_free(g, d->ptr[i]);
+  memset(d, 0, sizeof *d);
+}
+
+/* Writes the poison pattern over a device buffer. */
+static int poison(hct_gpu_t *g, const hct_hbuf_t *b, hct_dptr_t p) {
+  if (hct__dtype_size(b->spec->dtype) == 2) return hct__gpu_fill16(g, p, HCT_POISON_16, b->elems);
+  return hct__gpu_fill32(g, p, HCT_POISON_F32, b->elems);
+}
+
+int hct__devset_upload(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d) {
+  for (int i = 0; i < hs->n; i++) {
+    const hct_hbuf_t *b = &hs->bufs[i];
+    if (d->ptr[i] == 0) continue;
+    int rc = b->spec->role == HCT_BUF_OUTPUT ? poison(g, b, d->ptr[i])
+                                             : hct__gpu_upload(g, d->ptr[i], b->data, d->bytes[i]);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+int hct__scratch_alloc(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_t *s) {
+  hct_symtab_t syms;
+  memset(s, 0, sizeof *s);
+  hct__run_symtab(c, hct__gpu_device(g), T, &syms);
+  for (int i = 0; i < c->v->n_scratch; i++) {
+    int64_t bytes;
+    int rc = hct__expr_eval(c->v->scratch[i].bytes, &syms, &bytes);
+    if (rc == 0 && (bytes < 0 || bytes > ((int64_t)1 << 34)))
+      rc = hct__error(HCT_ERANGE, "%s: scratch '%s' of %lld bytes", c->label, c->v->scratch[i].name,
+                      (long long)bytes);
+    /* Round up to 4 bytes so fill32 can clear it, and never allocate 0. */
+    if (rc == 0) rc = hct__gpu_alloc(g, (size_t)((bytes + 3) & ~3LL) + 4, &s->ptr[i]);
+    if (rc != 0) {
+      hct__scratch_free(g, s);
+      return rc;
+    }
+    s->bytes[i] = (size_t)((bytes + 3) & ~3LL) + 4;
+  }
+  return 0;
+}
+
+void hct__scratch_free(hct_gpu_t *g, hct_scratchset_t *s) {
+  for (int i = 0; i < 4; i++)
+    if (s->ptr[i]) hct__gpu_free(g, s->ptr[i]);
+  memset(s, 0, sizeof *s);
+}
+
+/* The device pointer an "@name" argument stands for. */
+static hct_dptr_t resolve_pointer(const hct_cand_t *c, const hct_devset_t *d,
+                                  const hct_scratchset_t *s, const char *name) {
+  for (int i = 0; i < c->op->n_buffers; i++)
+    if (strcmp(c->op->buffers[i].name, name) == 0) return d->ptr[i];
+  for (int i = 0; i < c->v->n_scratch; i++)
+    if (strcmp(c->v->scratch[i].name, name) == 0) return s->ptr[i];
+  return 0; /* the manifest loader has checked every name */
+}
+
+int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
+                     const hct_devset_t *d, const hct_scratchset_t *s) {
+  const hct_variant_t *v = c->v;
+  hct_symtab_t syms;
+  int rc;
+  hct__run_symtab(c, hct__gpu_device(g), hs->T, &syms);
+  for (int i = 0; i < v->n_scratch; i++)
+    if (v->scratch[i].zero && (rc = hct__gpu_fill32(g, s->ptr[i], 0, s->bytes[i] / 4)) != 0)
+      return rc;
+  for (int l = 0; l < v->n_launches; l++) {
+    const hct_launch_t *L = &v->launches[l];
+    unsigned grid[3], block[3];
+    int64_t val, smem;
+    for (int k = 0; k < 3; k++) {
+      if ((rc = hct__expr_eval(L->grid[k], &syms, &val)) != 0) return rc;
+      if (val < 1 || val > 0x7fffffff)
+        return hct__error(HCT_ERANGE, "%s: %s grid[%d] = %lld", c->label, L->entry, k, (long long)val);
+      grid[k] = (unsigned)val;
+      if ((rc = hct__expr_eval(L->block[k], &syms, &val)) != 0) return rc;
+      if (val < 1 || val > 1024)
+        return hct__error(HCT_ERANGE, "%s: %s block[%d] = %lld", c->label, L->entry, k, (long long)val);
+      block[k] = (unsigned)val;
+    }
+    if ((rc = hct__expr_eval(L->smem, &syms, &smem)) != 0) return rc;
+    if (smem < 0 || smem > hct__gpu_device(g)->smem_optin)
+      return hct__error(HCT_ERANGE, "%s: %s wants %lld bytes of shared memory, the card has %lld",
+                        c->label, L->entry, (long long)smem,
+                        (long long)hct__gpu_device(g)->smem_optin);
+    if (smem > 48 * 1024 && (rc = hct__gpu_function_smem(c->fn[l], (int)smem)) != 0) return rc;
+
+    /* Argument storage: pointers and ints, each kept alive until the
+     * launch call returns (the driver copies them then). */
+    hct_dptr_t ptrs[HCT_MAX_ARGS];
+    int ints[HCT_MAX_ARGS];
+    void *args[HCT_MAX_ARGS];
+    for (int a = 0; a < L->n_args; a++) {
+      if (L->args[a].is_pointer) {
+        ptrs[a] = resolve_pointer(c, d, s, L->args[a].text + 1);
+        args[a] = &ptrs[a];
+      } else {
+        if ((rc = hct__expr_eval(L->args[a].text, &syms, &val)) != 0) return rc;
+        ints[a] = (int)val;
+        args[a] = &ints[a];
+      }
+    }
+    if ((rc = hct__gpu_launch(g, c->fn[l], grid, block, (unsigned)smem, args)) != 0) return rc;
+  }
+  return 0;
+}
+
+int hct__run_once(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, void *outs[]) {
+  hct_devset_t d;
+  hct_scratchset_t s;
+  int rc = hct__devset_alloc(g, hs, &d);
+  if (rc != 0) return rc;
+  rc = hct__scratch_alloc(g, c, hs->T, &s);
+  if (rc == 0) {
+    /* Scratch is poisoned too: a variant must not depend on what a
+     * previous run left there, only on what it zeroes itself. */
+    for (int i = 0; rc == 0 && i < c->v->n_scratch; i++)
+      rc = hct__gpu_fill32(g, s.ptr[i], HCT_POISON_F32, s.bytes[i] / 4);
+    if (rc == 0) rc = hct__devset_upload(g, hs, &d);
+    if (rc == 0) rc = hct__run_enqueue(g, c, hs, &d, &s);
+    if (rc == 0) rc = hct__gpu_sync(g);
+    for (int i = 0; rc == 0 && i < hs->n; i++) {
+      hct_buf_role_t role = hs->bufs[i].spec->role;
+      if (outs[i] != NULL && (role == HCT_BUF_OUTPUT || role == HCT_BUF_INOUT) && d.ptr[i])
+        rc = hct__gpu_download(g, outs[i], d.ptr[i], d.bytes[i]);
+    }
+    hct__scratch_free(g, &s);
+  }
+  hct__devset_free(g, &d);
+  return rc;
+}
