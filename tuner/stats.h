@@ -164,7 +164,8 @@ typedef struct hct_timing_opts_s {
  * Returns the number of candidates stopped by an error (0: none); then the
  * thread's message is that of the first of them ("candidate N: ...").
  * Returns a negative code for bad options or out of memory, before any
- * callback is called, leaving res without samples to free.
+ * callback is called; res then holds no samples (zeroed when ncand >= 1,
+ * so freeing it is harmless).
  */
 int hct__timing_run(int ncand, const hct_timing_opts_t *opts, hct_timing_res_t *res);
 

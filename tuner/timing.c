@@ -235,12 +235,12 @@ void hct__timing_res_free(hct_timing_res_t *res, int n) {
 int hct__timing_run(int ncand, const hct_timing_opts_t *opts, hct_timing_res_t *res) {
   run_t r = {.ncand = ncand, .res = res};
   if (ncand < 1) return hct__error(HCT_EINVAL, "timing run: %d candidates", ncand);
+  memset(res, 0, (size_t)ncand * sizeof *res);
   int rc = fill_defaults(opts, &r.o);
   if (rc != 0) return rc;
   r.rng = r.o.seed;
   r.clock_floor = (int)ceil(r.o.throttle_frac * r.o.max_clock_mhz);
 
-  memset(res, 0, (size_t)ncand * sizeof *res);
   int cap = HCT_MIN(r.o.max_rounds, PREALLOC_ROUNDS);
   cap = HCT_MAX(cap, 1);
   r.c = calloc((size_t)ncand, sizeof *r.c);

@@ -1,0 +1,245 @@
+/*
+ * test_stats.c: the statistics of tuner/stats.c on synthetic samples: ranks
+ * of the median's confidence interval, its coverage, summaries, the
+ * significance rule, the choice of a winner and range merging.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common.h"
+#include "stats.h"
+
+/* ---- a seeded generator for synthetic noise ------------------------------ */
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void) {
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static double uniform01(void) { return ((rnd() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+static double normal(void) {
+  return sqrt(-2 * log(uniform01())) * cos(2 * M_PI * uniform01());
+}
+
+/* ---- ranks and summaries -------------------------------------------------- */
+
+static void test_ranks_exact(void **state) {
+  (void)state;
+  /* Lower 0-based rank k-1 where k-1 is the largest count with
+   * P(B <= k-1) <= 2.5% for B ~ binomial(n, 1/2), from tables. */
+  static const struct {
+    int n, reached, lo, hi;
+  } cases[] = {
+      {1, 0, 0, 0},   {5, 0, 0, 4},    {6, 1, 0, 5},     {10, 1, 1, 8},
+      {11, 1, 1, 9},  {20, 1, 5, 14},  {100, 1, 39, 60},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
+    int lo, hi;
+    int reached = hct__median_ci_ranks(cases[i].n, &lo, &hi);
+    if (reached != cases[i].reached || lo != cases[i].lo || hi != cases[i].hi)
+      fail_msg("n=%d: got %d [%d,%d], want %d [%d,%d]", cases[i].n, reached, lo, hi,
+               cases[i].reached, cases[i].lo, cases[i].hi);
+  }
+  int lo, hi;
+  assert_int_equal(hct__median_ci_ranks(0, &lo, &hi), 0);
+  assert_int_equal(lo, -1);
+}
+
+/* The exact ranks stop at n = 1000 and the normal approximation takes over:
+ * the switch must not jump. */
+static void test_ranks_approx_continuous(void **state) {
+  (void)state;
+  int prev_lo = -1;
+  for (int n = 990; n <= 1010; n++) {
+    int lo, hi;
+    assert_int_equal(hct__median_ci_ranks(n, &lo, &hi), 1);
+    assert_int_equal(lo + hi, n - 1); /* symmetric */
+    if (prev_lo >= 0 && (lo < prev_lo || lo > prev_lo + 1))
+      fail_msg("n=%d: lower rank %d after %d", n, lo, prev_lo);
+    prev_lo = lo;
+  }
+  /* n = 10000: k = floor(5000.5 - 1.96 * 50) = 4902. */
+  int lo, hi;
+  hct__median_ci_ranks(10000, &lo, &hi);
+  assert_int_equal(lo, 4901);
+  assert_int_equal(hi, 10000 - 4902);
+}
+
+static void test_summary_values(void **state) {
+  (void)state;
+  double x[] = {7, 3, 11, 1, 9, 5, 2, 10, 4, 8, 6};
+  double orig[HCT_ARRAY_SIZE(x)];
+  memcpy(orig, x, sizeof x);
+  hct_summary_t s;
+  assert_int_equal(hct__summarize(x, 11, &s), 0);
+  assert_memory_equal(x, orig, sizeof x); /* input untouched */
+  assert_int_equal(s.n, 11);
+  assert_true(s.median == 6 && s.min == 1 && s.max == 11);
+  assert_true(s.p10 == 2 && s.p90 == 10);
+  assert_true(s.ci_lo == 2 && s.ci_hi == 10);
+  assert_true(fabs(s.rel_ci - 4.0 / 6.0) < 1e-12);
+
+  double e[] = {4, 1, 3, 2, 6, 5}; /* even n: mean of the middle two */
+  assert_int_equal(hct__summarize(e, 6, &s), 0);
+  assert_true(s.median == 3.5);
+  assert_true(fabs(s.p10 - 1.5) < 1e-12); /* h = 0.5 between 1 and 2 */
+  assert_true(s.ci_lo == 1 && s.ci_hi == 6 && isfinite(s.rel_ci));
+
+  assert_int_equal(hct__summarize(e, 5, &s), 0); /* 95% unreachable */
+  assert_true(isinf(s.rel_ci));
+  assert_true(s.ci_lo == 1 && s.ci_hi == 6);
+
+  assert_int_equal(hct__summarize(e, 0, &s), 0);
+  assert_int_equal(s.n, 0);
+  assert_true(isnan(s.median) && isinf(s.rel_ci));
+}
+
+/*
+ * Coverage: over many draws of lognormal noise, the interval holds the true
+ * median (exp(mu)) about 95% of the time.  An interval that were too wide
+ * ([min, max]) would cover nearly always and fail the upper bound; one
+ * that were too narrow would fail the lower one.
+ */
+static double coverage(int n, int trials, uint64_t seed) {
+  const double mu = log(25.0), sigma = 0.3, truth = 25.0;
+  double *x = malloc((size_t)n * sizeof *x);
+  assert_non_null(x);
+  rng_state = seed;
+  int hit = 0;
+  for (int t = 0; t < trials; t++) {
+    for (int i = 0; i < n; i++) x[i] = exp(mu + sigma * normal());
+    hct_summary_t s;
+    assert_int_equal(hct__summarize(x, n, &s), 0);
+    hit += s.ci_lo <= truth && truth <= s.ci_hi;
+  }
+  free(x);
+  return (double)hit / trials;
+}
+
+static void test_ci_coverage(void **state) {
+  (void)state;
+  static const struct {
+    int n, trials;
+  } cases[] = {{10, 1000}, {25, 1000}, {60, 1000}, {2000, 300}};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
+    double c = coverage(cases[i].n, cases[i].trials, 1234 + i);
+    print_message("coverage n=%d over %d trials: %.3f\n", cases[i].n, cases[i].trials, c);
+    if (c < 0.90 || c > 0.99)
+      fail_msg("n=%d: coverage %.3f outside [0.90, 0.99]", cases[i].n, c);
+  }
+}
+
+/* ---- significance and winners -------------------------------------------- */
+
+/* A summary of 21 samples spread +-spread around m. */
+static hct_summary_t around(double m, double spread) {
+  double x[21];
+  for (int i = 0; i < 21; i++) x[i] = m * (1 + spread * (i - 10) / 10.0);
+  hct_summary_t s;
+  hct__summarize(x, 21, &s);
+  return s;
+}
+
+static void test_significance(void **state) {
+  (void)state;
+  hct_summary_t inc = around(100, 0.002);
+  hct_summary_t faster5 = around(95, 0.002), faster15 = around(98.5, 0.002);
+  hct_summary_t wide5 = around(95, 0.2); /* 5% faster, overlapping CIs */
+  hct_summary_t slower = around(110, 0.002), none;
+  hct__summarize(NULL, 0, &none);
+
+  assert_int_equal(hct__significantly_faster(&faster5, &inc, 0.02), 1);
+  assert_int_equal(hct__significantly_faster(&faster15, &inc, 0.02), 0); /* below margin */
+  assert_int_equal(hct__significantly_faster(&faster15, &inc, 0.01), 1);
+  assert_int_equal(hct__significantly_faster(&wide5, &inc, 0.02), 0);    /* overlap */
+  assert_int_equal(hct__significantly_faster(&inc, &wide5, 0.0), 0);
+  assert_int_equal(hct__significantly_faster(&slower, &inc, 0.02), 0);
+  assert_int_equal(hct__significantly_faster(&inc, &inc, 0.0), 0);
+  assert_int_equal(hct__significantly_faster(&none, &inc, 0.02), 0);
+  assert_int_equal(hct__significantly_faster(&faster5, &none, 0.02), 0);
+}
+
+static void test_pick_winner(void **state) {
+  (void)state;
+  hct_timing_res_t r[5];
+  memset(r, 0, sizeof r);
+  r[0].s = around(100, 0.002);  /* incumbent */
+  r[1].s = around(95, 0.002);   /* significantly faster */
+  r[2].s = around(90, 0.002);   /* faster still: the winner */
+  r[3].s = around(80, 0.002);   /* fastest, but stopped by an error */
+  r[3].err = HCT_EGPU;
+  r[4].s = around(85, 0.5);     /* faster median, CI overlaps */
+  assert_int_equal(hct__pick_winner(r, 5, 0, 0.02), 2);
+  /* Only noisy or marginal challengers: the incumbent stays. */
+  r[1].s = around(99, 0.002);
+  r[2].s = around(98.6, 0.002);
+  assert_int_equal(hct__pick_winner(r, 5, 0, 0.02), 0);
+  /* No incumbent: the fastest usable candidate, noisy or not. */
+  assert_int_equal(hct__pick_winner(r, 5, -1, 0.02), 4);
+  /* An incumbent that failed cannot be defended. */
+  r[0].err = HCT_EFAULT;
+  assert_int_equal(hct__pick_winner(r, 5, 0, 0.02), 4);
+  r[0].err = 0;
+  /* A slower incumbent loses to the challenger that beats it most. */
+  r[0].s = around(200, 0.002);
+  assert_int_equal(hct__pick_winner(r, 5, 0, 0.02), 4);
+  /* Nothing usable. */
+  for (int i = 0; i < 5; i++) r[i].err = HCT_EGPU;
+  assert_int_equal(hct__pick_winner(r, 5, 0, 0.02), -1);
+}
+
+/* ---- ranges ----------------------------------------------------------------- */
+
+static void test_merge_ranges(void **state) {
+  (void)state;
+  const char *w[] = {"A", "A", "B", "B", "B", "A", "A", "A"};
+  hct_range_t r[8];
+  assert_int_equal(hct__merge_ranges(w, 1, 8, r, 8), 3);
+  assert_true(r[0].tmin == 1 && r[0].tmax == 2 && strcmp(r[0].winner, "A") == 0);
+  assert_true(r[1].tmin == 3 && r[1].tmax == 5 && strcmp(r[1].winner, "B") == 0);
+  assert_true(r[2].tmin == 6 && r[2].tmax == 8 && strcmp(r[2].winner, "A") == 0);
+
+  /* Identities are compared by content, not by pointer. */
+  char a1[] = "v3 {\"TPL\":4}", a2[] = "v3 {\"TPL\":4}";
+  const char *same[] = {a1, a2};
+  assert_int_equal(hct__merge_ranges(same, 3, 4, r, 8), 1);
+  assert_true(r[0].tmin == 3 && r[0].tmax == 4);
+
+  /* A T without a winner ends a range. */
+  const char *gap[] = {"A", NULL, "A", "A", NULL};
+  assert_int_equal(hct__merge_ranges(gap, 1, 5, r, 8), 2);
+  assert_true(r[0].tmin == 1 && r[0].tmax == 1);
+  assert_true(r[1].tmin == 3 && r[1].tmax == 4);
+
+  /* Little room: the count is still right, and what fits is right. */
+  assert_int_equal(hct__merge_ranges(w, 1, 8, r, 2), 3);
+  assert_true(r[1].tmin == 3 && r[1].tmax == 5);
+  assert_int_equal(hct__merge_ranges(w, 1, 8, NULL, 0), 3);
+
+  assert_int_equal(hct__merge_ranges(w, 1, 1, r, 8), 1);
+  assert_int_equal(hct__merge_ranges(w, 5, 4, r, 8), HCT_EINVAL);
+  assert_non_null(strstr(hct_last_error(), "5..4"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ranks_exact),   cmocka_unit_test(test_ranks_approx_continuous),
+      cmocka_unit_test(test_summary_values), cmocka_unit_test(test_ci_coverage),
+      cmocka_unit_test(test_significance),  cmocka_unit_test(test_pick_winner),
+      cmocka_unit_test(test_merge_ranges),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
