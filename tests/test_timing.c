@@ -181,6 +181,19 @@ static void test_prune(void **state) {
   assert_int_equal(r[0].rounds, 30);
   hct__timing_res_free(r, 3);
 
+  /* The incumbent is never pruned, however slow. */
+  fake_init(&f, 3, (double[]){10, 20, 12}, (double[]){0.05, 0.05, 0.05});
+  o.no_prune = (const uint8_t[]){0, 1, 0};
+  assert_int_equal(hct__timing_run(3, &o, r), 0);
+  assert_int_equal(r[1].pruned, 0);
+  assert_int_equal(r[1].rounds, 30);
+  hct__timing_res_free(r, 3);
+  fake_init(&f, 3, (double[]){20, 10, 12}, (double[]){0.05, 0.05, 0.05});
+  assert_int_equal(hct__timing_run(3, &o, r), 0);
+  assert_int_equal(r[0].pruned, 1); /* the flags are per candidate */
+  hct__timing_res_free(r, 3);
+  o.no_prune = NULL;
+
   /* A negative factor turns pruning off. */
   fake_init(&f, 3, (double[]){10, 20, 12}, (double[]){0.05, 0.05, 0.05});
   o.prune_factor = -1;

@@ -141,6 +141,10 @@ typedef struct hct_timing_opts_s {
   double max_seconds;       /* 0: 2.0 per candidate; negative: no limit */
   double prune_factor;      /* 0: 1.5; negative: never prune */
   int prune_after;          /* 0: 5 rounds before a candidate may be pruned */
+  const uint8_t *no_prune;  /* NULL, or ncand flags: 1 = never pruned.  Set
+                               it for the incumbent: every challenger is
+                               compared with it, so it must stay timed to
+                               a tight interval even when it is slow */
   uint64_t seed;            /* visit orders; the same seed, the same orders */
 } hct_timing_opts_t;
 

@@ -209,6 +209,7 @@ static void after_round(run_t *r) {
   if (!isfinite(best)) return;
   for (int i = 0; i < r->ncand; i++) {
     hct_timing_res_t *res = &r->res[i];
+    if (r->o.no_prune != NULL && r->o.no_prune[i]) continue;
     if (r->c[i].active && res->rounds >= r->o.prune_after &&
         res->s.median > r->o.prune_factor * best) {
       res->pruned = 1;
