@@ -94,7 +94,12 @@ $(BIN)/hctuned: $(O)/daemon/main.o $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
-tests: $(TEST_BINS)
+tests: $(TEST_BINS) $(O)/tests/fake_worker
+
+# A stand-in worker process for tests/test_worker.c (misbehaves on request).
+$(O)/tests/fake_worker: $(O)/tests/fake/fake_worker.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -ljansson
 
 $(O)/tests/%: $(O)/tests/%.o $(TEST_HELPER_OBJ) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)

@@ -1,0 +1,130 @@
+/*
+ * fake_worker.c: a stand-in for `hctune worker` in the CPU tests of
+ * tests/test_worker.c.  It speaks the worker protocol (tuner/worker.h) and
+ * misbehaves on request, so the parent's watchdog, fault and protocol
+ * handling can be tested without a GPU.
+ *
+ * The behaviour is the request's "behave" field, else its "cmd":
+ *   hello, open, load, unload, quit   answer like a worker, keeping state
+ *   state      answers {"opened": n, "loaded": [cand, ...]}
+ *   echo       answers {"value": <the request's value>}
+ *   fail       answers ok:false, EPARITY
+ *   fatal      answers ok:false, EFAULT, fatal, then exits 1
+ *   crash      writes a line on stderr, then abort()
+ *   hang       sleeps forever
+ *   sleep      sleeps "ms" milliseconds, then answers
+ *   garbage    writes a line that is not JSON
+ *   wrongid    answers with another id
+ *   partial    writes half a reply, then exits 3
+ *   twice      answers twice
+ * A request with "poison_file" crashes when that file exists: a test makes
+ * a setup request that succeeds once and crashes when replayed.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int opened;
+static json_t *loaded;
+
+static void put(json_t *reply) {
+  char *s = json_dumps(reply, JSON_COMPACT);
+  printf("%s\n", s);
+  fflush(stdout);
+  free(s);
+  json_decref(reply);
+}
+
+static json_t *ok(json_t *id) { return json_pack("{s:O, s:b}", "id", id, "ok", 1); }
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+int main(void) {
+  char *line = NULL;
+  size_t cap = 0;
+  loaded = json_array();
+  while (getline(&line, &cap, stdin) > 0) {
+    json_t *req = json_loads(line, 0, NULL);
+    if (req == NULL) {
+      fprintf(stderr, "fake worker: bad request\n");
+      return 2;
+    }
+    json_t *id = json_object_get(req, "id");
+    const char *b = json_string_value(json_object_get(req, "behave"));
+    if (b == NULL) b = json_string_value(json_object_get(req, "cmd"));
+    if (b == NULL) b = "";
+    const char *poison = json_string_value(json_object_get(req, "poison_file"));
+    struct stat st;
+    if (poison && stat(poison, &st) == 0) b = "crash";
+
+    if (strcmp(b, "hello") == 0) {
+      json_t *r = ok(id);
+      json_object_set_new(r, "pid", json_integer(getpid()));
+      json_object_set_new(r, "version", json_string("fake"));
+      put(r);
+    } else if (strcmp(b, "open") == 0) {
+      opened++;
+      put(ok(id));
+    } else if (strcmp(b, "load") == 0) {
+      json_array_append(loaded, json_object_get(req, "cand"));
+      put(ok(id));
+    } else if (strcmp(b, "state") == 0) {
+      json_t *r = ok(id);
+      json_object_set_new(r, "opened", json_integer(opened));
+      json_object_set(r, "loaded", loaded);
+      put(r);
+    } else if (strcmp(b, "echo") == 0) {
+      json_t *r = ok(id);
+      json_object_set(r, "value", json_object_get(req, "value"));
+      put(r);
+    } else if (strcmp(b, "fail") == 0) {
+      put(json_pack("{s:O, s:b, s:s, s:s}", "id", id, "ok", 0, "error", "EPARITY", "message",
+                    "candidate 4 at T=3: 1 mismatch"));
+    } else if (strcmp(b, "fatal") == 0) {
+      put(json_pack("{s:O, s:b, s:s, s:s, s:b}", "id", id, "ok", 0, "error", "EFAULT", "message",
+                    "illegal address", "fatal", 1));
+      return 1;
+    } else if (strcmp(b, "crash") == 0) {
+      fprintf(stderr, "fake worker: crashing on purpose\n");
+      fflush(stderr);
+      abort();
+    } else if (strcmp(b, "hang") == 0) {
+      for (;;) pause();
+    } else if (strcmp(b, "sleep") == 0) {
+      sleep_ms((long)json_integer_value(json_object_get(req, "ms")));
+      put(ok(id));
+    } else if (strcmp(b, "garbage") == 0) {
+      printf("Segmentation fault (this is not json)\n");
+      fflush(stdout);
+    } else if (strcmp(b, "wrongid") == 0) {
+      put(json_pack("{s:I, s:b}", "id", (json_int_t)(json_integer_value(id) + 1000), "ok", 1));
+    } else if (strcmp(b, "partial") == 0) {
+      char buf[64];
+      int n = snprintf(buf, sizeof buf, "{\"id\":%lld,\"ok\":tr", (long long)json_integer_value(id));
+      if (write(1, buf, (size_t)n) < 0) return 4;
+      return 3;
+    } else if (strcmp(b, "twice") == 0) {
+      put(ok(id));
+      put(ok(id));
+    } else if (strcmp(b, "quit") == 0) {
+      put(ok(id));
+      json_decref(req);
+      break;
+    } else {
+      put(json_pack("{s:O, s:b, s:s, s:s}", "id", id, "ok", 0, "error", "EINVAL", "message",
+                    "unknown command"));
+    }
+    json_decref(req);
+  }
+  free(line);
+  json_decref(loaded);
+  return 0;
+}

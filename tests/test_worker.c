@@ -1,0 +1,413 @@
+/*
+ * test_worker.c: the worker protocol, watchdog, restart and quarantine
+ * (tuner/worker.c), against tests/fake/fake_worker.c, a worker that
+ * crashes, hangs or writes garbage on request; and `hctune worker` itself
+ * on a machine without a GPU.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tuner.h"
+
+static char fake[1100];
+static char tmpdir[256];
+
+/* The fake worker is built beside this test program. */
+static void find_fake(void) {
+  char self[1024];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  assert_true(n > 0);
+  self[n] = '\0';
+  char *slash = strrchr(self, '/');
+  assert_non_null(slash);
+  *slash = '\0';
+  snprintf(fake, sizeof fake, "%s/fake_worker", self);
+  if (access(fake, X_OK) != 0) fail_msg("fake worker '%s' is missing: build it with make", fake);
+}
+
+static json_t *req(const char *cmd) { return json_pack("{s:s}", "cmd", cmd); }
+
+/* Calls `cmd` and returns the code; the reply is dropped. */
+static int call(hct_worker_t *w, const char *cmd, int ms) {
+  json_t *r = req(cmd);
+  int rc = hct__worker_call(w, r, ms, NULL);
+  json_decref(r);
+  return rc;
+}
+
+#define assert_rc(got, want)                                                                    \
+  do {                                                                                          \
+    int g_ = (got), w_ = (want);                                                                \
+    if (g_ != w_)                                                                               \
+      fail_msg("%s: got %s (%d), want %s; last error: %s", #got, hct_err_name(g_), g_,          \
+               hct_err_name(w_), hct_last_error());                                             \
+  } while (0)
+
+#define assert_msg_has(s)                                                                       \
+  do {                                                                                          \
+    if (strstr(hct_last_error(), (s)) == NULL)                                                  \
+      fail_msg("message '%s' lacks '%s'", hct_last_error(), (s));                               \
+  } while (0)
+
+static void test_round_trip(void **state) {
+  (void)state;
+  hct_worker_t *w;
+  assert_rc(hct__worker_start(fake, &w), 0);
+  assert_true(hct__worker_alive(w));
+  json_t *r = req("hello"), *rep = NULL;
+  assert_rc(hct__worker_call(w, r, 0, &rep), 0);
+  assert_non_null(rep);
+  assert_int_equal(json_integer_value(json_object_get(rep, "pid")), hct__worker_pid(w));
+  assert_string_equal(json_string_value(json_object_get(rep, "version")), "fake");
+  json_decref(rep);
+  json_decref(r);
+  /* Many calls in a row: ids advance and every reply matches its call. */
+  for (int i = 0; i < 200; i++) {
+    r = json_pack("{s:s, s:i}", "cmd", "echo", "value", i);
+    assert_rc(hct__worker_call(w, r, 0, &rep), 0);
+    assert_int_equal(json_integer_value(json_object_get(rep, "value")), i);
+    assert_int_equal(json_integer_value(json_object_get(rep, "id")),
+                     json_integer_value(json_object_get(r, "id")));
+    json_decref(rep);
+    json_decref(r);
+  }
+  /* An error answer is the code it names, with its message; the worker
+   * lives on. */
+  r = req("fail");
+  assert_rc(hct__worker_call(w, r, 0, &rep), HCT_EPARITY);
+  assert_non_null(rep);
+  assert_msg_has("1 mismatch");
+  json_decref(rep);
+  json_decref(r);
+  assert_true(hct__worker_alive(w));
+  assert_rc(call(w, "no-such-command", 0), HCT_EINVAL);
+  int pid = hct__worker_pid(w);
+  hct__worker_stop(w);
+  /* stop asked it to quit: the process is gone. */
+  assert_true(kill(pid, 0) != 0);
+}
+
+static void test_hang_killed_by_watchdog(void **state) {
+  (void)state;
+  hct_worker_t *w;
+  assert_rc(hct__worker_start(fake, &w), 0);
+  int pid = hct__worker_pid(w);
+  uint64_t t0 = hct__now_ns();
+  assert_rc(call(w, "hang", 300), HCT_EHANG);
+  double ms = (double)(hct__now_ns() - t0) / 1e6;
+  if (ms < 290 || ms > 300 + 1500) fail_msg("hang returned after %.0f ms, deadline 300", ms);
+  assert_msg_has("300 ms");
+  assert_false(hct__worker_alive(w));
+  assert_string_equal(hct__worker_exit_text(w), "signal 9 (SIGKILL)");
+  assert_true(kill(pid, 0) != 0);
+  /* A dead worker refuses calls until restarted. */
+  assert_rc(call(w, "hello", 0), HCT_EWORKER);
+  assert_rc(hct__worker_restart(w, NULL, 0), 0);
+  assert_true(hct__worker_pid(w) != pid);
+  assert_rc(call(w, "hello", 0), 0);
+  /* A slow answer within its deadline is not a hang. */
+  json_t *r = json_pack("{s:s, s:i}", "cmd", "sleep", "ms", 200);
+  assert_rc(hct__worker_call(w, r, 2000, NULL), 0);
+  json_decref(r);
+  hct__worker_stop(w);
+}
+
+static void test_crash_is_fault(void **state) {
+  (void)state;
+  hct_worker_t *w;
+  assert_rc(hct__worker_start(fake, &w), 0);
+  assert_rc(call(w, "crash", 5000), HCT_EFAULT);
+  assert_msg_has("SIGABRT");
+  assert_msg_has("crashing on purpose");
+  assert_msg_has("'crash'");
+  assert_false(hct__worker_alive(w));
+  assert_non_null(strstr(hct__worker_stderr_tail(w), "crashing on purpose"));
+  /* Exit in the middle of a reply: a fault with the status. */
+  assert_rc(hct__worker_restart(w, NULL, 0), 0);
+  assert_rc(call(w, "partial", 5000), HCT_EFAULT);
+  assert_msg_has("exit status 3");
+  /* A fatal answer: its code, and the worker is gone after it. */
+  assert_rc(hct__worker_restart(w, NULL, 0), 0);
+  assert_rc(call(w, "fatal", 5000), HCT_EFAULT);
+  assert_msg_has("illegal address");
+  assert_false(hct__worker_alive(w));
+  assert_string_equal(hct__worker_exit_text(w), "exit status 1");
+  hct__worker_stop(w);
+}
+
+static void test_garbage_is_proto(void **state) {
+  (void)state;
+  static const char *const bad[] = {"garbage", "wrongid", "twice"};
+  hct_worker_t *w;
+  assert_rc(hct__worker_start(fake, &w), 0);
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(bad); i++) {
+    if (i > 0) assert_rc(hct__worker_restart(w, NULL, 0), 0);
+    int rc = call(w, bad[i], 5000);
+    /* "twice": the first answer is good; the second is read by the next
+     * call and must end the worker there. */
+    if (strcmp(bad[i], "twice") == 0) {
+      assert_rc(rc, 0);
+      rc = call(w, "hello", 5000);
+    }
+    assert_rc(rc, HCT_EPROTO);
+    assert_false(hct__worker_alive(w));
+  }
+  assert_rc(hct__worker_restart(w, NULL, 0), 0);
+  assert_rc(call(w, "garbage", 5000), HCT_EPROTO);
+  assert_msg_has("not a JSON object");
+  assert_msg_has("Segmentation fault (this is not json)");
+  hct__worker_stop(w);
+}
+
+static int state_of(hct_worker_t *w, int *opened, int loaded[], int max) {
+  json_t *r = req("state"), *rep = NULL;
+  int rc = hct__worker_call(w, r, 0, &rep);
+  json_decref(r);
+  if (rc != 0) return -1;
+  *opened = (int)json_integer_value(json_object_get(rep, "opened"));
+  json_t *l = json_object_get(rep, "loaded");
+  int n = 0;
+  for (size_t i = 0; i < json_array_size(l) && n < max; i++)
+    loaded[n++] = (int)json_integer_value(json_array_get(l, i));
+  json_decref(rep);
+  return n;
+}
+
+static int setup_load(hct_worker_t *w, int cand, const char *poison) {
+  char key[32];
+  snprintf(key, sizeof key, "cand%d", cand);
+  json_t *r = json_pack("{s:s, s:i}", "cmd", "load", "cand", cand);
+  if (poison) json_object_set_new(r, "poison_file", json_string(poison));
+  int rc = hct__worker_setup(w, key, r, 0, NULL);
+  json_decref(r);
+  return rc;
+}
+
+static void test_restart_replays_setup(void **state) {
+  (void)state;
+  hct_worker_t *w;
+  assert_rc(hct__worker_start(fake, &w), 0);
+  json_t *o = json_pack("{s:s, s:s}", "cmd", "open", "device", "0");
+  assert_rc(hct__worker_setup(w, "open", o, 0, NULL), 0);
+  json_decref(o);
+  for (int c = 1; c <= 3; c++) assert_rc(setup_load(w, c, NULL), 0);
+  /* A failed setup call is not recorded. */
+  json_t *bad = json_pack("{s:s, s:i, s:s}", "cmd", "load", "cand", 9, "behave", "fail");
+  assert_rc(hct__worker_setup(w, "cand9", bad, 0, NULL), HCT_EPARITY);
+  json_decref(bad);
+  hct__worker_forget(w, "cand2");
+  assert_rc(call(w, "crash", 5000), HCT_EFAULT);
+  assert_rc(hct__worker_restart(w, NULL, 0), 0);
+  int opened, loaded[8];
+  int n = state_of(w, &opened, loaded, 8);
+  assert_int_equal(opened, 1);
+  assert_int_equal(n, 2);
+  assert_int_equal(loaded[0], 1);
+  assert_int_equal(loaded[1], 3);
+
+  /* A setup request that crashes when replayed is named, so the caller
+   * can drop that candidate and restart again. */
+  char poison[512], failed[32];
+  snprintf(poison, sizeof poison, "%s/poison", tmpdir);
+  assert_rc(setup_load(w, 4, poison), 0);
+  FILE *f = fopen(poison, "w");
+  assert_non_null(f);
+  fclose(f);
+  assert_rc(call(w, "crash", 5000), HCT_EFAULT);
+  assert_rc(hct__worker_restart(w, failed, sizeof failed), HCT_EFAULT);
+  assert_string_equal(failed, "cand4");
+  hct__worker_forget(w, "cand4");
+  assert_rc(hct__worker_restart(w, failed, sizeof failed), 0);
+  assert_string_equal(failed, "");
+  n = state_of(w, &opened, loaded, 8);
+  assert_int_equal(n, 2);
+  unlink(poison);
+  hct__worker_stop(w);
+}
+
+static void test_start_errors(void **state) {
+  (void)state;
+  hct_worker_t *w = (hct_worker_t *)1;
+  assert_rc(hct__worker_start("/nonexistent/hctune", &w), HCT_EWORKER);
+  assert_null(w);
+  assert_msg_has("/nonexistent/hctune");
+  hct__worker_stop(NULL);
+}
+
+static void test_deadlines(void **state) {
+  (void)state;
+  assert_int_equal(hct__worker_deadline_ms(0), HCT_WORKER_DEADLINE_MS);
+  assert_int_equal(hct__worker_deadline_ms(-1), HCT_WORKER_DEADLINE_MS);
+  assert_int_equal(hct__worker_deadline_ms(10), HCT_WORKER_DEADLINE_MS);
+  assert_int_equal(hct__worker_deadline_ms(500), 10000);
+  assert_int_equal(hct__worker_deadline_ms(1e9), 3600 * 1000);
+  assert_string_equal(hct__signal_name(11), "SIGSEGV");
+  assert_string_equal(hct__signal_name(6), "SIGABRT");
+}
+
+/* ---- quarantine -------------------------------------------------------- */
+
+static void keys_init(hct_db_keys_t *k, const char *uuid, const char *driver) {
+  memset(k, 0, sizeof *k);
+  hct__strlcpy(k->host, "testhost", sizeof k->host);
+  hct__strlcpy(k->uuid, uuid, sizeof k->uuid);
+  hct__strlcpy(k->model_key, "nvidia|NVIDIA H200|sm_90|132|143", sizeof k->model_key);
+  hct__strlcpy(k->driver_version, driver, sizeof k->driver_version);
+  hct__strlcpy(k->compiler_version, "nvrtc 13.0", sizeof k->compiler_version);
+  hct__strlcpy(k->hctune_version, HCT_VERSION_STRING, sizeof k->hctune_version);
+}
+
+static void test_quarantine(void **state) {
+  (void)state;
+  char path[512];
+  snprintf(path, sizeof path, "%s/q.db", tmpdir);
+  hct_db_t *db;
+  assert_rc(hct__db_open(path, 0, &db), 0);
+  hct_db_keys_t k, k_other_card, k_new_driver;
+  keys_init(&k, "GPU-aaaa", "580.1");
+  keys_init(&k_other_card, "GPU-bbbb", "580.1");
+  keys_init(&k_new_driver, "GPU-aaaa", "590.0");
+  hct_qcand_t hang = {&k, "selftest", "hang", "{}", "0123456789abcdef0123456789abcdef"};
+  hct_qcand_t oob = {&k, "selftest", "oob", "{\"B\":1}", "0123456789abcdef0123456789abcdef"};
+  hct_qcand_t oob2 = oob, persist = hang;
+  oob2.params = "{\"B\":2}";
+  persist.variant = "persist";
+
+  for (int T = 1; T <= 8; T++) assert_int_equal(hct__quarantine_skip(db, &hang, T, 0), 0);
+  assert_rc(hct__quarantine_add(db, &hang, 3, hct__fault_reason(HCT_EHANG), "killed after 2 s"), 0);
+  assert_rc(hct__quarantine_add(db, &oob, 2, hct__fault_reason(HCT_EFAULT), "illegal address"), 0);
+  assert_rc(hct__quarantine_add(db, &persist, 3, hct__fault_reason(HCT_ETIMEDOUT), "barrier"), 0);
+  for (int T = 1; T <= 8; T++) {
+    /* hang and fault hold at every T, not only where they happened. */
+    assert_int_equal(hct__quarantine_skip(db, &hang, T, 0), 1);
+    assert_int_equal(hct__quarantine_skip(db, &oob, T, 0), 1);
+    /* --retry-quarantined runs them anyway. */
+    assert_int_equal(hct__quarantine_skip(db, &hang, T, 1), 0);
+    /* Another point of the same variant is not quarantined. */
+    assert_int_equal(hct__quarantine_skip(db, &oob2, T, 0), 0);
+    /* A timeout at T=3 holds for 3 and larger counts only. */
+    assert_int_equal(hct__quarantine_skip(db, &persist, T, 0), T >= 3);
+  }
+  /* Another card, or a new driver: tried again. */
+  hct_qcand_t h2 = hang;
+  h2.keys = &k_other_card;
+  assert_int_equal(hct__quarantine_skip(db, &h2, 1, 0), 0);
+  h2.keys = &k_new_driver;
+  assert_int_equal(hct__quarantine_skip(db, &h2, 1, 0), 0);
+  /* A new template (another hash): tried again. */
+  h2 = hang;
+  h2.template_hash = "ffffffffffffffffffffffffffffffff";
+  assert_int_equal(hct__quarantine_skip(db, &h2, 1, 0), 0);
+
+  /* The log keeps the T it happened at. */
+  hct_db_fault_t *f;
+  int n;
+  assert_rc(hct__db_faults_list(db, &f, &n), 0);
+  assert_int_equal(n, 3);
+  int seen = 0;
+  for (int i = 0; i < n; i++) {
+    if (strcmp(f[i].variant, "hang") == 0) {
+      assert_string_equal(f[i].reason, "hang");
+      assert_int_equal(f[i].tokens, 0);
+      assert_string_equal(f[i].log, "at T=3: killed after 2 s");
+      seen++;
+    } else if (strcmp(f[i].variant, "persist") == 0) {
+      assert_string_equal(f[i].reason, "timeout");
+      assert_int_equal(f[i].tokens, 3);
+      seen++;
+    }
+  }
+  assert_int_equal(seen, 2);
+  hct__db_faults_free(f, n);
+  hct__db_close(db);
+}
+
+static void test_fault_reasons(void **state) {
+  (void)state;
+  static const struct {
+    int code;
+    const char *reason;
+  } cases[] = {
+      {HCT_ECOMPILE, "compile"}, {HCT_ELAUNCH, "launch"},       {HCT_EFAULT, "fault"},
+      {HCT_EHANG, "hang"},       {HCT_EPARITY, "parity"},       {HCT_EUNWRITTEN, "unwritten"},
+      {HCT_ETIMEDOUT, "timeout"}, {HCT_EPROTO, "fault"},        {HCT_ENOMEM, NULL},
+      {HCT_EDB, NULL},           {HCT_EINVAL, NULL},            {0, NULL},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
+    const char *r = hct__fault_reason(cases[i].code);
+    if ((r == NULL) != (cases[i].reason == NULL) || (r && strcmp(r, cases[i].reason) != 0))
+      fail_msg("%s: reason %s, want %s", hct_err_name(cases[i].code), r ? r : "none",
+               cases[i].reason ? cases[i].reason : "none");
+  }
+}
+
+/* ---- the real worker, without a GPU ------------------------------------- */
+
+static void test_hctune_worker(void **state) {
+  (void)state;
+  const char *bin = getenv("HCT_BIN");
+  char exe[1024];
+  snprintf(exe, sizeof exe, "%s/hctune", bin ? bin : "bin");
+  if (access(exe, X_OK) != 0) {
+    printf("skipped: '%s' is not built\n", exe);
+    skip();
+  }
+  hct_worker_t *w;
+  assert_rc(hct__worker_start(exe, &w), 0);
+  json_t *r = req("hello"), *rep = NULL;
+  assert_rc(hct__worker_call(w, r, HCT_WORKER_OPEN_DEADLINE_MS, &rep), 0);
+  assert_int_equal(json_integer_value(json_object_get(rep, "pid")), hct__worker_pid(w));
+  assert_string_equal(json_string_value(json_object_get(rep, "version")), HCT_VERSION_STRING);
+  json_decref(rep);
+  json_decref(r);
+  assert_rc(call(w, "frobnicate", 0), HCT_EINVAL);
+  assert_msg_has("frobnicate");
+  /* A check before open and load is refused, not a crash. */
+  r = json_pack("{s:s, s:i, s:i, s:i, s:i}", "cmd", "check", "cand", 1, "ref", -1, "tokens", 1,
+                "seed", 1);
+  int rc = hct__worker_call(w, r, 0, NULL);
+  json_decref(r);
+  assert_true(rc < 0);
+  assert_true(rc != HCT_EFAULT && rc != HCT_EHANG && rc != HCT_EPROTO);
+  assert_true(hct__worker_alive(w));
+  /* A request without cmd is an error answer too. */
+  r = json_pack("{s:i}", "x", 1);
+  assert_rc(hct__worker_call(w, r, 0, NULL), HCT_EINVAL);
+  json_decref(r);
+  int pid = hct__worker_pid(w);
+  hct__worker_stop(w);
+  assert_true(kill(pid, 0) != 0);
+}
+
+int main(void) {
+  find_fake();
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/hct-test-worker.XXXXXX");
+  if (mkdtemp(tmpdir) == NULL) return 1;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_round_trip),
+      cmocka_unit_test(test_hang_killed_by_watchdog),
+      cmocka_unit_test(test_crash_is_fault),
+      cmocka_unit_test(test_garbage_is_proto),
+      cmocka_unit_test(test_restart_replays_setup),
+      cmocka_unit_test(test_start_errors),
+      cmocka_unit_test(test_deadlines),
+      cmocka_unit_test(test_quarantine),
+      cmocka_unit_test(test_fault_reasons),
+      cmocka_unit_test(test_hctune_worker),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (system(cmd) != 0) rc = 1;
+  return rc;
+}

@@ -1,0 +1,612 @@
+/*
+ * worker.c: the parent side of the worker process (see worker.h for the
+ * design and the protocol) and the quarantine policy.
+ *
+ * One worker, one private uv loop: a call writes its line, then runs that
+ * loop until the reply, the process's exit or the deadline.  Between calls
+ * the loop does not run, so nothing is read; a line the worker writes
+ * between calls is read by the next call and, carrying the wrong id, ends
+ * the worker as a protocol error.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "tuner.h"
+
+#define LINE_MAX_BYTES (64u << 20) /* a reply longer than this is garbage */
+#define ERRTAIL_BYTES 1024
+#define STDERR_DRAIN_MS 300        /* for a dead worker's last stderr bytes */
+
+struct hct_worker_s {
+  uv_loop_t loop;
+  uv_process_t proc;
+  uv_pipe_t in, out, err;   /* the child's stdin, stdout, stderr */
+  uv_timer_t timer;
+  char *exe;
+  int spawned;              /* handles above are initialised */
+  int closing;              /* handles whose close_cb is still due */
+  int running;              /* exit_cb not seen yet */
+  int pid;
+  int64_t exit_status;
+  int term_signal;
+  char exit_text[64];
+  int out_eof, err_eof;
+  /* stdout bytes not yet split into lines */
+  char *line;
+  size_t len, cap;
+  char readbuf[65536];
+  /* the last bytes of stderr, a sliding window */
+  char errtail[ERRTAIL_BYTES + 1];
+  size_t errlen;
+  /* the call in flight */
+  int64_t next_id, want_id;
+  int waiting;
+  json_t *reply;
+  int proto_rc;             /* HCT_EPROTO once garbage was seen */
+  char proto_msg[256];
+  int timer_fired;
+  /* setup requests to replay: [{"key":..., "req":..., "timeout":...}] */
+  json_t *setup;
+};
+
+typedef struct write_req_s {
+  uv_write_t req;
+  char *data;
+} write_req_t;
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static const struct {
+  int sig;
+  const char *name;
+} signames[] = {
+    {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+    {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+    {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+    {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGSYS, "SIGSYS"},
+    {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"},
+};
+
+const char *hct__signal_name(int sig) {
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(signames); i++)
+    if (signames[i].sig == sig) return signames[i].name;
+  return "SIG?";
+}
+
+int hct__worker_deadline_ms(double expected_ms) {
+  if (!(expected_ms > 0)) return HCT_WORKER_DEADLINE_MS;
+  double d = 20.0 * expected_ms;
+  if (d < HCT_WORKER_DEADLINE_MS) return HCT_WORKER_DEADLINE_MS;
+  if (d > 3600e3) return 3600 * 1000;
+  return (int)d;
+}
+
+int hct__worker_alive(const hct_worker_t *w) { return w != NULL && w->running; }
+int hct__worker_pid(const hct_worker_t *w) { return w && w->running ? w->pid : 0; }
+
+const char *hct__worker_exit_text(const hct_worker_t *w) {
+  return w->running ? "running" : w->exit_text;
+}
+
+/* The last few lines of stderr, newlines shown as " | " so the result
+ * stays one line in a message. */
+const char *hct__worker_stderr_tail(const hct_worker_t *w) { return w->errtail; }
+
+static void tail_one_line(const hct_worker_t *w, char *buf, size_t len) {
+  size_t o = 0;
+  const char *s = w->errtail;
+  while (*s == '\n') s++;
+  for (; *s && o + 4 < len; s++) {
+    if (*s == '\n') {
+      if (s[1] == '\0') break;
+      o += (size_t)snprintf(buf + o, len - o, " | ");
+    } else {
+      buf[o++] = *s;
+    }
+  }
+  buf[o] = '\0';
+}
+
+/* ---- libuv callbacks ----------------------------------------------------- */
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  hct_worker_t *w = h->data;
+  (void)suggested;
+  *buf = uv_buf_init(w->readbuf, sizeof w->readbuf);
+}
+
+static void kill_worker(hct_worker_t *w) {
+  if (w->running) uv_process_kill(&w->proc, SIGKILL);
+}
+
+static void protocol_error(hct_worker_t *w, const char *fmt, ...) HCT_PRINTF(2, 3);
+static void protocol_error(hct_worker_t *w, const char *fmt, ...) {
+  if (w->proto_rc) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w->proto_msg, sizeof w->proto_msg, fmt, ap);
+  va_end(ap);
+  w->proto_rc = HCT_EPROTO;
+  kill_worker(w);
+}
+
+/* Quotes at most 60 bytes of a bad line, control bytes as '?'. */
+static void excerpt(const char *s, size_t n, char *out, size_t len) {
+  size_t o = 0;
+  for (size_t i = 0; i < n && i < 60 && o + 4 < len; i++)
+    out[o++] = (s[i] >= 32 && s[i] < 127) ? s[i] : '?';
+  if (n > 60 && o + 4 < len) o += (size_t)snprintf(out + o, len - o, "...");
+  out[o] = '\0';
+}
+
+static void handle_line(hct_worker_t *w, const char *s, size_t n) {
+  if (w->proto_rc) return;
+  char ex[80];
+  excerpt(s, n, ex, sizeof ex);
+  if (!w->waiting || w->reply != NULL) {
+    protocol_error(w, "worker %d wrote a line nobody asked for: '%s'", w->pid, ex);
+    return;
+  }
+  json_error_t jerr;
+  json_t *j = json_loadb(s, n, JSON_REJECT_DUPLICATES, &jerr);
+  if (j == NULL || !json_is_object(j)) {
+    json_decref(j);
+    protocol_error(w, "worker %d wrote a line that is not a JSON object: '%s'", w->pid, ex);
+    return;
+  }
+  json_t *id = json_object_get(j, "id");
+  if (!json_is_integer(id) || json_integer_value(id) != w->want_id) {
+    json_decref(j);
+    protocol_error(w, "worker %d answered id %s while request %lld was waiting: '%s'", w->pid,
+                   json_is_integer(id) ? "other" : "missing", (long long)w->want_id, ex);
+    return;
+  }
+  w->reply = j;
+}
+
+static void out_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  hct_worker_t *w = s->data;
+  if (nread < 0) {
+    w->out_eof = 1;
+    uv_read_stop(s);
+    return;
+  }
+  size_t n = (size_t)nread;
+  if (w->len + n > LINE_MAX_BYTES) {
+    protocol_error(w, "worker %d wrote a line longer than %u bytes", w->pid, LINE_MAX_BYTES);
+    w->len = 0;
+    return;
+  }
+  if (w->len + n > w->cap) {
+    size_t cap = w->cap ? w->cap : 4096;
+    while (cap < w->len + n) cap *= 2;
+    char *p = realloc(w->line, cap);
+    if (p == NULL) {
+      protocol_error(w, "out of memory reading worker %d", w->pid);
+      return;
+    }
+    w->line = p;
+    w->cap = cap;
+  }
+  memcpy(w->line + w->len, buf->base, n);
+  w->len += n;
+  size_t start = 0;
+  for (size_t i = w->len - n; i < w->len; i++) {
+    if (w->line[i] != '\n') continue;
+    handle_line(w, w->line + start, i - start);
+    start = i + 1;
+  }
+  memmove(w->line, w->line + start, w->len - start);
+  w->len -= start;
+}
+
+static void err_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  hct_worker_t *w = s->data;
+  if (nread < 0) {
+    w->err_eof = 1;
+    uv_read_stop(s);
+    return;
+  }
+  /* Keep the last ERRTAIL_BYTES: slide the window left as bytes come. */
+  size_t n = (size_t)nread;
+  const char *p = buf->base;
+  if (n > ERRTAIL_BYTES) {
+    p += n - ERRTAIL_BYTES;
+    n = ERRTAIL_BYTES;
+  }
+  if (w->errlen + n > ERRTAIL_BYTES) {
+    size_t drop = w->errlen + n - ERRTAIL_BYTES;
+    memmove(w->errtail, w->errtail + drop, w->errlen - drop);
+    w->errlen -= drop;
+  }
+  memcpy(w->errtail + w->errlen, p, n);
+  w->errlen += n;
+  w->errtail[w->errlen] = '\0';
+}
+
+static void exit_cb(uv_process_t *p, int64_t status, int sig) {
+  hct_worker_t *w = p->data;
+  w->running = 0;
+  w->exit_status = status;
+  w->term_signal = sig;
+  if (sig)
+    snprintf(w->exit_text, sizeof w->exit_text, "signal %d (%s)", sig, hct__signal_name(sig));
+  else
+    snprintf(w->exit_text, sizeof w->exit_text, "exit status %lld", (long long)status);
+}
+
+static void timer_cb(uv_timer_t *t) {
+  hct_worker_t *w = t->data;
+  w->timer_fired = 1;
+}
+
+static void write_cb(uv_write_t *req, int status) {
+  write_req_t *wr = (write_req_t *)req;
+  (void)status; /* a failed write shows as the worker's death or EOF */
+  free(wr->data);
+  free(wr);
+}
+
+/* Runs the loop until done() or the timer; the timer is (re)armed here. */
+static void run_until(hct_worker_t *w, int (*done)(hct_worker_t *), int ms) {
+  w->timer_fired = 0;
+  uv_timer_start(&w->timer, timer_cb, (uint64_t)(ms > 0 ? ms : 1), 0);
+  while (!done(w) && !w->timer_fired) uv_run(&w->loop, UV_RUN_ONCE);
+  uv_timer_stop(&w->timer);
+}
+
+static int call_done(hct_worker_t *w) { return w->reply != NULL || w->proto_rc || !w->running; }
+static int exited(hct_worker_t *w) { return !w->running; }
+static int reply_or_eof(hct_worker_t *w) { return w->reply != NULL || w->proto_rc || w->out_eof; }
+static int err_drained(hct_worker_t *w) { return w->err_eof; }
+
+/* Kills the worker (if it runs) and waits for its exit, then for the rest
+ * of its stderr, both bounded. */
+static void reap(hct_worker_t *w) {
+  if (!w->spawned) return;
+  kill_worker(w);
+  if (w->running) run_until(w, exited, HCT_WORKER_KILL_WAIT_MS);
+  if (w->running) {
+    /* Stuck in the kernel driver: give up waiting; libuv reaps it later if
+     * this loop runs again, and the process dies with its context. */
+    hct__log(HCT_LOG_WARN, "worker %d did not exit %d ms after SIGKILL", w->pid,
+             HCT_WORKER_KILL_WAIT_MS);
+    return;
+  }
+  if (!w->err_eof) run_until(w, err_drained, STDERR_DRAIN_MS);
+}
+
+/* ---- process ------------------------------------------------------------- */
+
+static void close_cb(uv_handle_t *h) {
+  hct_worker_t *w = h->data;
+  w->closing--;
+}
+
+/* Closes the process's handles and waits for libuv to let go of them, so
+ * they can be initialised again for the next process. */
+static void close_process(hct_worker_t *w) {
+  if (!w->spawned) return;
+  uv_handle_t *hs[] = {(uv_handle_t *)&w->in, (uv_handle_t *)&w->out, (uv_handle_t *)&w->err,
+                       (uv_handle_t *)&w->proc};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(hs); i++) {
+    if (uv_is_closing(hs[i])) continue;
+    hs[i]->data = w;
+    w->closing++;
+    uv_close(hs[i], close_cb);
+  }
+  while (w->closing > 0) uv_run(&w->loop, UV_RUN_NOWAIT);
+  w->spawned = 0;
+  w->running = 0;
+}
+
+static int spawn(hct_worker_t *w) {
+  w->len = 0;
+  w->errlen = 0;
+  w->errtail[0] = '\0';
+  w->out_eof = w->err_eof = 0;
+  w->exit_status = 0;
+  w->term_signal = 0;
+  w->proto_rc = 0;
+  w->proto_msg[0] = '\0';
+  snprintf(w->exit_text, sizeof w->exit_text, "not started");
+  uv_pipe_init(&w->loop, &w->in, 0);
+  uv_pipe_init(&w->loop, &w->out, 0);
+  uv_pipe_init(&w->loop, &w->err, 0);
+  w->in.data = w->out.data = w->err.data = w->proc.data = w;
+  uv_stdio_container_t stdio[3];
+  stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
+  stdio[0].data.stream = (uv_stream_t *)&w->in;
+  stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+  stdio[1].data.stream = (uv_stream_t *)&w->out;
+  stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+  stdio[2].data.stream = (uv_stream_t *)&w->err;
+  char *args[] = {w->exe, "worker", NULL};
+  uv_process_options_t o;
+  memset(&o, 0, sizeof o);
+  o.file = w->exe;
+  o.args = args;
+  o.exit_cb = exit_cb;
+  o.stdio = stdio;
+  o.stdio_count = 3;
+  w->spawned = 1;
+  int r = uv_spawn(&w->loop, &w->proc, &o);
+  if (r != 0) {
+    /* libuv's rule: the process handle must still be closed. */
+    close_process(w);
+    snprintf(w->exit_text, sizeof w->exit_text, "not started");
+    return hct__error(HCT_EWORKER, "cannot start worker '%s': %s", w->exe, uv_strerror(r));
+  }
+  w->running = 1;
+  w->pid = w->proc.pid;
+  uv_read_start((uv_stream_t *)&w->out, alloc_cb, out_read_cb);
+  uv_read_start((uv_stream_t *)&w->err, alloc_cb, err_read_cb);
+  return 0;
+}
+
+static void ignore_sigpipe(void) {
+  struct sigaction sa;
+  if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) {
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+  }
+}
+
+int hct__worker_start(const char *exe, hct_worker_t **out) {
+  *out = NULL;
+  ignore_sigpipe();
+  hct_worker_t *w = calloc(1, sizeof *w);
+  if (w == NULL || (w->exe = hct__strdup(exe)) == NULL ||
+      (w->setup = json_array()) == NULL) {
+    if (w) free(w->exe);
+    free(w);
+    return hct__error(HCT_ENOMEM, "out of memory starting worker '%s'", exe);
+  }
+  int r = uv_loop_init(&w->loop);
+  if (r != 0) {
+    json_decref(w->setup);
+    free(w->exe);
+    free(w);
+    return hct__error(HCT_EWORKER, "cannot start worker '%s': %s", exe, uv_strerror(r));
+  }
+  uv_timer_init(&w->loop, &w->timer);
+  w->timer.data = w;
+  w->next_id = 1;
+  if ((r = spawn(w)) != 0) {
+    hct__worker_stop(w);
+    return r;
+  }
+  *out = w;
+  return 0;
+}
+
+/* ---- calls --------------------------------------------------------------- */
+
+static int send_line(hct_worker_t *w, json_t *req) {
+  char *s = json_dumps(req, JSON_COMPACT);
+  write_req_t *wr = malloc(sizeof *wr);
+  if (s == NULL || wr == NULL) {
+    free(s);
+    free(wr);
+    return hct__error(HCT_ENOMEM, "out of memory writing to worker %d", w->pid);
+  }
+  size_t n = strlen(s);
+  char *line = realloc(s, n + 2);
+  if (line == NULL) {
+    free(s);
+    free(wr);
+    return hct__error(HCT_ENOMEM, "out of memory writing to worker %d", w->pid);
+  }
+  line[n] = '\n';
+  line[n + 1] = '\0';
+  wr->data = line;
+  uv_buf_t b = uv_buf_init(line, (unsigned)(n + 1));
+  int r = uv_write(&wr->req, (uv_stream_t *)&w->in, &b, 1, write_cb);
+  if (r != 0) {
+    free(line);
+    free(wr);
+    return hct__error(HCT_EWORKER, "cannot write to worker %d: %s", w->pid, uv_strerror(r));
+  }
+  return 0;
+}
+
+static const char *cmd_of(json_t *req) {
+  const char *c = json_string_value(json_object_get(req, "cmd"));
+  return c ? c : "?";
+}
+
+int hct__worker_call(hct_worker_t *w, json_t *req, int timeout_ms, json_t **reply) {
+  if (reply) *reply = NULL;
+  char cmd[32];
+  hct__strlcpy(cmd, cmd_of(req), sizeof cmd);
+  if (!w->running)
+    return hct__error(HCT_EWORKER, "worker is not running (%s): cannot send '%s'", w->exit_text,
+                      cmd);
+  int64_t id = w->next_id++;
+  if (json_object_set_new(req, "id", json_integer(id)) != 0)
+    return hct__error(HCT_ENOMEM, "out of memory calling worker %d", w->pid);
+  int rc = send_line(w, req);
+  if (rc != 0) return rc;
+  if (timeout_ms <= 0) timeout_ms = HCT_WORKER_DEADLINE_MS;
+  w->want_id = id;
+  w->waiting = 1;
+  w->reply = NULL;
+  uint64_t t0 = hct__now_ns();
+  run_until(w, call_done, timeout_ms);
+  /* A worker may answer and exit at once (a fatal error): its reply can
+   * still sit in the pipe when its exit is seen.  Read to the end. */
+  if (w->reply == NULL && !w->proto_rc && !w->running && !w->out_eof)
+    run_until(w, reply_or_eof, STDERR_DRAIN_MS);
+  w->waiting = 0;
+  int pid = w->pid;
+
+  if (w->reply != NULL && !w->proto_rc) {
+    json_t *r = w->reply;
+    w->reply = NULL;
+    rc = 0;
+    if (!json_is_true(json_object_get(r, "ok"))) {
+      const char *name = json_string_value(json_object_get(r, "error"));
+      const char *msg = json_string_value(json_object_get(r, "message"));
+      rc = name ? hct_err_from_name(name) : HCT_EPROTO;
+      if (rc >= 0) rc = HCT_EPROTO;
+      if (json_is_true(json_object_get(r, "fatal"))) {
+        /* The worker exits after a fatal error: wait for it (killing it if
+         * it lingers), so the caller sees it dead and restarts it. */
+        run_until(w, exited, 1000);
+        reap(w);
+      }
+      hct__error(rc, "%s", msg ? msg : "worker error without a message");
+    }
+    if (reply) *reply = r;
+    else json_decref(r);
+    return rc;
+  }
+  if (w->proto_rc) {
+    json_decref(w->reply);
+    w->reply = NULL;
+    char msg[256];
+    hct__strlcpy(msg, w->proto_msg, sizeof msg);
+    reap(w);
+    return hct__error(HCT_EPROTO, "%s (during '%s'; worker killed)", msg, cmd);
+  }
+  if (w->running) {
+    /* The deadline passed with the worker still running: a hang. */
+    reap(w);
+    return hct__error(HCT_EHANG, "worker %d: '%s' did not answer within %d ms (killed after %.0f ms)",
+                      pid, cmd, timeout_ms, (double)(hct__now_ns() - t0) / 1e6);
+  }
+  /* Died during the call: collect the rest of its stderr for the message. */
+  reap(w);
+  char tail[ERRTAIL_BYTES + 256];
+  tail_one_line(w, tail, sizeof tail);
+  return hct__error(HCT_EFAULT, "worker %d died during '%s': %s%s%s", pid, cmd, w->exit_text,
+                    tail[0] ? "; stderr: " : "", tail);
+}
+
+/* ---- setup replay ---------------------------------------------------------- */
+
+static int setup_index(hct_worker_t *w, const char *key) {
+  for (size_t i = 0; i < json_array_size(w->setup); i++) {
+    const char *k = json_string_value(json_object_get(json_array_get(w->setup, i), "key"));
+    if (k && strcmp(k, key) == 0) return (int)i;
+  }
+  return -1;
+}
+
+int hct__worker_setup(hct_worker_t *w, const char *key, json_t *req, int timeout_ms,
+                      json_t **reply) {
+  int rc = hct__worker_call(w, req, timeout_ms, reply);
+  if (rc != 0) return rc;
+  json_t *copy = json_deep_copy(req);
+  json_t *e = copy ? json_pack("{s:s, s:o, s:i}", "key", key, "req", copy, "timeout", timeout_ms)
+                   : NULL;
+  if (e == NULL) return hct__error(HCT_ENOMEM, "out of memory recording setup '%s'", key);
+  json_object_del(copy, "id");
+  int i = setup_index(w, key);
+  if (i >= 0) json_array_set_new(w->setup, (size_t)i, e);
+  else json_array_append_new(w->setup, e);
+  return 0;
+}
+
+void hct__worker_forget(hct_worker_t *w, const char *key) {
+  int i = setup_index(w, key);
+  if (i >= 0) json_array_remove(w->setup, (size_t)i);
+}
+
+int hct__worker_restart(hct_worker_t *w, char *failed_key, size_t len) {
+  if (failed_key && len) failed_key[0] = '\0';
+  reap(w);
+  close_process(w);
+  int rc = spawn(w);
+  if (rc != 0) return rc;
+  for (size_t i = 0; i < json_array_size(w->setup); i++) {
+    json_t *e = json_array_get(w->setup, i);
+    json_t *req = json_object_get(e, "req");
+    rc = hct__worker_call(w, req, (int)json_integer_value(json_object_get(e, "timeout")), NULL);
+    json_object_del(req, "id");
+    if (rc != 0) {
+      if (failed_key && len)
+        hct__strlcpy(failed_key, json_string_value(json_object_get(e, "key")), len);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+void hct__worker_stop(hct_worker_t *w) {
+  if (w == NULL) return;
+  if (w->running) {
+    json_t *q = json_pack("{s:s}", "cmd", "quit");
+    if (q && hct__worker_call(w, q, 1000, NULL) == 0) run_until(w, exited, 1000);
+    json_decref(q);
+  }
+  reap(w);
+  close_process(w);
+  w->closing++;
+  uv_close((uv_handle_t *)&w->timer, close_cb);
+  while (w->closing > 0) uv_run(&w->loop, UV_RUN_NOWAIT);
+  if (uv_loop_close(&w->loop) != 0) hct__log(HCT_LOG_WARN, "worker loop still has handles");
+  json_decref(w->setup);
+  json_decref(w->reply);
+  free(w->line);
+  free(w->exe);
+  free(w);
+}
+
+/* ---- quarantine -------------------------------------------------------------- */
+
+/* Error codes to fault reasons; codes not here are not the candidate's
+ * fault and are never quarantined. */
+static const struct {
+  int code;
+  const char *reason;
+} reasons[] = {
+    {HCT_ECOMPILE, "compile"},   {HCT_ETEMPLATE, "compile"}, {HCT_ELAUNCH, "launch"},
+    {HCT_EFAULT, "fault"},       {HCT_EGPU, "fault"},        {HCT_EWORKER, "fault"},
+    {HCT_EPROTO, "fault"},       {HCT_EHANG, "hang"},        {HCT_EPARITY, "parity"},
+    {HCT_EUNWRITTEN, "unwritten"}, {HCT_ETIMEDOUT, "timeout"},
+};
+
+const char *hct__fault_reason(int code) {
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(reasons); i++)
+    if (reasons[i].code == code) return reasons[i].reason;
+  return NULL;
+}
+
+/* Which token counts a reason holds for: its own T and up ("timeout": the
+ * work grows with T), or every count. */
+static int reason_from_T(const char *reason) { return strcmp(reason, "timeout") == 0; }
+
+int hct__quarantine_add(hct_db_t *db, const hct_qcand_t *c, int tokens, const char *reason,
+                        const char *log) {
+  hct_db_fault_t f;
+  memset(&f, 0, sizeof f);
+  f.keys = *c->keys;
+  hct__strlcpy(f.op, c->op, sizeof f.op);
+  hct__strlcpy(f.variant, c->variant, sizeof f.variant);
+  hct__strlcpy(f.params, c->params ? c->params : "", sizeof f.params);
+  hct__strlcpy(f.template_hash, c->template_hash, sizeof f.template_hash);
+  hct__strlcpy(f.reason, reason, sizeof f.reason);
+  f.tokens = reason_from_T(reason) ? tokens : 0;
+  char *text = NULL;
+  if (!reason_from_T(reason) && tokens > 0) {
+    text = hct__asprintf("at T=%d: %s", tokens, log ? log : reason);
+    if (text == NULL) return hct__error(HCT_ENOMEM, "out of memory recording a fault");
+    f.log = text;
+  } else {
+    f.log = (char *)log;
+  }
+  int rc = hct__db_fault_add(db, &f);
+  free(text);
+  return rc;
+}
+
+int hct__quarantine_skip(hct_db_t *db, const hct_qcand_t *c, int tokens, int retry_quarantined) {
+  if (retry_quarantined) return 0;
+  int q = hct__db_fault_check(db, c->keys, c->op, c->variant, c->params ? c->params : "",
+                              c->template_hash, tokens);
+  return q < 0 ? q : q != 0;
+}

@@ -1,0 +1,176 @@
+/*
+ * worker.h: a private sub-header of tuner/ (included from tuner.h): fault
+ * isolation.  Candidates run on the GPU in a worker process, so that a
+ * kernel that faults, hangs or corrupts its context costs one process, not
+ * the probe (or the daemon), and what failed is remembered.
+ *
+ * Files:
+ *   tuner/worker.c    the parent side: spawn (libuv), JSON-lines calls with
+ *                     a watchdog, restart and replay of the setup requests,
+ *                     and the quarantine policy
+ *   cli/cmd_worker.c  the worker side: `hctune worker`
+ *
+ * Design.  The probe (the parent) compiles candidates and records results;
+ * all GPU work for candidates happens in `hctune worker`, spawned with
+ * uv_spawn on a private uv loop, its stdin, stdout and stderr on pipes.
+ * The protocol is one JSON object per line each way.  A request carries
+ * "id" (an integer the parent assigns) and "cmd"; the reply echoes the id:
+ *
+ *   {"id":7,"ok":true, ...results}
+ *   {"id":7,"ok":false,"error":"EFAULT","message":"...","fatal":true}
+ *
+ * "error" is a name from HCT_ERRNO_MAP; "fatal" means the worker exits
+ * after this reply (a sticky GPU error: the context is poisoned until the
+ * process ends), and the parent waits for that exit.
+ *
+ * Commands (the worker answers them in order, one at a time):
+ *   hello                         -> pid, version
+ *   open   {device}               -> uuid, name, arch; opens the GPU
+ *   load   {cand, kernels_dir, op, variant, params, binary_key, db}
+ *                                 -> {}; the worker reads the manifest and
+ *                                    the binary (read-only, by key) from
+ *                                    the DB and loads it as candidate
+ *                                    number `cand`
+ *   unload {cand}                 -> {}
+ *   check  {cand, ref, tokens, pending, seed}
+ *                                 -> buffers: {name: parity figures},
+ *                                    timed_out (grid barriers), and
+ *                                    ref_buffers: the figures of candidate
+ *                                    `ref` (-1: none) on the same inputs;
+ *                                    bitwise figures are against `ref`
+ *   time   {cands:[...], tokens, seed, ...}
+ *                                 -> results: [{cand, median_us, ...}]
+ *   quit                          -> {}; then the worker exits 0
+ *
+ * Watchdog.  Every call has a deadline (hct__worker_deadline_ms: 2 s, or
+ * 20x the time the caller expects, whichever is longer).  When it passes,
+ * the worker is killed with SIGKILL and the call returns HCT_EHANG.  A
+ * worker that dies during a call (signal, or exit without a reply) gives
+ * HCT_EFAULT, its exit status or signal and its last stderr lines in the
+ * message.  A line that is not a JSON object, or carries the wrong id,
+ * gives HCT_EPROTO and the worker is killed: it cannot be trusted further.
+ *
+ * Restart is cheap: hct__worker_restart() kills what is left of the
+ * process, starts a fresh one and replays the setup requests recorded with
+ * hct__worker_setup() (open, then the loads of the still-active
+ * candidates), in the order they were first recorded.
+ *
+ * Quarantine.  A failure is recorded with hct__quarantine_add() against
+ * (card UUID, driver version, template hash, variant, params, tokens) with
+ * its reason and log; hct__quarantine_skip() tells a later probe to leave
+ * the candidate alone unless --retry-quarantined.  Every reason holds for
+ * every token count except "timeout" (a grid barrier that gave up at T),
+ * which holds for T and larger counts: the work grows with T.
+ *
+ * Thread rules: a hct_worker_t belongs to the thread that started it; its
+ * uv loop is its own, so the caller's loop and thread pool are untouched.
+ * Starting a worker sets SIGPIPE to ignored for the process (a write to a
+ * dead worker must be an error, not the parent's death).
+ */
+#ifndef HCT_WORKER_H
+#define HCT_WORKER_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "db.h"
+
+typedef struct hct_worker_s hct_worker_t;
+
+/* Deadlines, milliseconds. */
+#define HCT_WORKER_DEADLINE_MS 2000       /* a call's default */
+#define HCT_WORKER_OPEN_DEADLINE_MS 30000 /* hello, open: driver start-up */
+#define HCT_WORKER_KILL_WAIT_MS 10000     /* for a killed worker to exit */
+
+/* The deadline of a call expected to take `expected_ms` (<= 0: unknown):
+ * 20x that, at least HCT_WORKER_DEADLINE_MS, at most one hour. */
+int hct__worker_deadline_ms(double expected_ms);
+
+/*
+ * Starts `exe worker` (exe: the hctune executable, or a test's fake).
+ * Returns 0 with the handle in *out, or HCT_EWORKER naming exe and the
+ * cause; nothing is returned to free then.
+ */
+int hct__worker_start(const char *exe, hct_worker_t **out);
+
+/*
+ * Sends `req` (an object with "cmd"; its "id" is set here) and waits for
+ * the reply, the worker's death or the deadline, running the worker's loop
+ * only.  `reply` (may be NULL) receives a new reference to the reply object
+ * whenever one arrived, NULL otherwise.  Returns:
+ *   0            the reply has "ok": true
+ *   its error    "ok": false: the code named by "error", with the message
+ *   HCT_EHANG    the deadline passed; the worker was killed
+ *   HCT_EFAULT   the worker died during the call (signal or exit status,
+ *                and its last stderr lines, in the message)
+ *   HCT_EPROTO   the worker wrote something that is not a reply to this
+ *                request; it was killed
+ *   HCT_EWORKER  the worker was not running, or could not be written to
+ */
+int hct__worker_call(hct_worker_t *w, json_t *req, int timeout_ms, json_t **reply);
+
+/* A call that, when it succeeds, is also recorded as a setup request under
+ * `key` (replacing one of the same key): restart replays it. */
+int hct__worker_setup(hct_worker_t *w, const char *key, json_t *req, int timeout_ms,
+                      json_t **reply);
+/* Drops the setup request recorded under `key` (unload a candidate). */
+void hct__worker_forget(hct_worker_t *w, const char *key);
+
+/*
+ * Replaces the process: kills the old one if it still runs, starts a fresh
+ * one, and replays every setup request in order.  Returns 0, or the first
+ * error; *failed_key (may be NULL) then names the setup request that
+ * failed ("" when the start itself failed), so the caller can record that
+ * candidate and restart again without it.
+ */
+int hct__worker_restart(hct_worker_t *w, char *failed_key, size_t len);
+
+/* Asks the worker to quit, kills it if it does not within a second, and
+ * frees everything.  NULL is allowed. */
+void hct__worker_stop(hct_worker_t *w);
+
+/* 1 while the process runs. */
+int hct__worker_alive(const hct_worker_t *w);
+/* Process id of the current process (0 when none). */
+int hct__worker_pid(const hct_worker_t *w);
+/* How the last process ended: "exit status 3", "signal 6 (SIGABRT)", or
+ * "running". */
+const char *hct__worker_exit_text(const hct_worker_t *w);
+/* The last lines the worker wrote on stderr (at most ~1 KB). */
+const char *hct__worker_stderr_tail(const hct_worker_t *w);
+
+/* "SIGSEGV" for 11; "SIG?" when not known. */
+const char *hct__signal_name(int sig);
+
+/* ---- quarantine (tuner/worker.c) ------------------------------------------ */
+
+/* What identifies a candidate in the faults table (every pointer must be
+ * valid; params "" means {}). */
+typedef struct hct_qcand_s {
+  const hct_db_keys_t *keys;   /* the card's keys: UUID, driver version */
+  const char *op;
+  const char *variant;
+  const char *params;          /* JSON object text of the point */
+  const char *template_hash;
+} hct_qcand_t;
+
+/* The fault reason of an error code from a compile, a load or a worker
+ * call ("compile", "launch", "fault", "hang", "parity", "unwritten",
+ * "timeout"), or NULL when the error is not the candidate's fault (out of
+ * memory, database, bad usage): those are never quarantined. */
+const char *hct__fault_reason(int code);
+
+/*
+ * Records that `c` failed at `tokens` for `reason` with `log` (may be
+ * NULL).  "timeout" is stored at its T (it holds for T and up); every
+ * other reason at T = 0 (every token count), "at T=<n>: " prefixed to the
+ * log so the count is not lost.  Returns 0 or the DB's error.
+ */
+int hct__quarantine_add(hct_db_t *db, const hct_qcand_t *c, int tokens, const char *reason,
+                        const char *log);
+
+/* 1 when the probe must skip `c` at `tokens` (quarantined, and not
+ * retry_quarantined), 0 when it may run it, negative on a DB error. */
+int hct__quarantine_skip(hct_db_t *db, const hct_qcand_t *c, int tokens, int retry_quarantined);
+
+#endif /* HCT_WORKER_H */
