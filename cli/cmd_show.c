@@ -98,7 +98,7 @@ static int print_table(json_t *arr, const hct_db_decision_t *d, int nd) {
                                      "PENDING", "KIND", "STATUS", "SEED", "MEDIAN_US",
                                      "CI_US", "SAMPLES", "FIGURES"};
   hct_table_t tab;
-  hct__table_init(&tab, (int)HCT_ARRAY_SIZE(head), head, "lrlllllrllrrlrl");
+  hct__table_init(&tab, (int)HCT_ARRAY_SIZE(head), head, "lrllllrlllrrlrl");
   size_t i;
   json_t *t;
   int err = 0;

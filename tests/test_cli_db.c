@@ -1,0 +1,268 @@
+/*
+ * test_cli_db.c: `hctune list` and `hctune show` as a user runs them, on
+ * databases seeded through the db API.  Needs HCT_BIN (set by tests/run.sh).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "db.h"
+
+typedef struct {
+  char dir[64];
+  char path[128];
+  char bin[512];
+} fixture_t;
+
+static int setup(void **state) {
+  const char *bin = getenv("HCT_BIN");
+  if (bin == NULL || bin[0] == '\0') {
+    printf("  skip: HCT_BIN is not set (run through tests/run.sh)\n");
+    skip();
+  }
+  fixture_t *f = calloc(1, sizeof *f);
+  snprintf(f->bin, sizeof f->bin, "%s/hctune", bin);
+  if (access(f->bin, X_OK) != 0) {
+    printf("  skip: %s is not built\n", f->bin);
+    free(f);
+    skip();
+  }
+  snprintf(f->dir, sizeof f->dir, "/tmp/hct_test_cli.XXXXXX");
+  if (mkdtemp(f->dir) == NULL) return -1;
+  snprintf(f->path, sizeof f->path, "%s/hctune.db", f->dir);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *f = *state;
+  if (f == NULL) return 0;
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", f->dir);
+  free(f);
+  return 0;
+}
+
+/* Runs `hctune <args>`; returns the exit status, stdout and stderr in
+ * malloc'd buffers. */
+static int run(fixture_t *f, const char *args, char **out, char **err) {
+  char cmd[2048], o[160], e[160];
+  snprintf(o, sizeof o, "%s/out", f->dir);
+  snprintf(e, sizeof e, "%s/err", f->dir);
+  snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", f->bin, args, o, e);
+  int status = system(cmd);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(hct__read_file(o, out, NULL), 0);
+  assert_int_equal(hct__read_file(e, err, NULL), 0);
+  return WEXITSTATUS(status);
+}
+
+static int lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+static void seed(const char *path) {
+  hct_db_t *db;
+  int err = hct__db_open(path, 0, &db);
+  if (err) fail_msg("%s", hct_last_error());
+  hct_db_keys_t k;
+  memset(&k, 0, sizeof k);
+  strcpy(k.host, "h");
+  strcpy(k.uuid, "GPU-8d1c2e3f-aaaa-bbbb");
+  strcpy(k.model_key, "nvidia|NVIDIA H200|sm_90|132|143");
+  strcpy(k.driver_version, "580.1");
+  assert_int_equal(hct__db_device_upsert(db, &k, "NVIDIA H200", "sm_90", "{}"), 0);
+  hct_db_decision_t d;
+  memset(&d, 0, sizeof d);
+  d.keys = k;
+  strcpy(d.op, "hc_read");
+  strcpy(d.parity, "bitwise");
+  d.tmin = 1;
+  d.tmax = 4;
+  strcpy(d.variant, "rowsplit_zebra");
+  strcpy(d.params, "{\"ROWS\":4}");
+  strcpy(d.source, "probe");
+  d.median_us = 5;
+  d.baseline_us = 10;
+  assert_int_equal(hct__db_decisions_replace(db, &d, 1), 0);
+  hct_db_trial_t t;
+  memset(&t, 0, sizeof t);
+  t.keys = k;
+  strcpy(t.op, "hc_read");
+  strcpy(t.variant, "rowsplit_zebra");
+  strcpy(t.params, "{\"ROWS\": 4}");
+  strcpy(t.kind, "timing");
+  strcpy(t.status, "pass");
+  t.tokens = 2;
+  t.seed = 987654321;
+  t.median_us = 5;
+  t.samples = 77;
+  t.figures_json = "{\"max_abs\":0}";
+  assert_int_equal(hct__db_trial_add(db, &t, NULL), 0);
+  hct_db_fault_t fa;
+  memset(&fa, 0, sizeof fa);
+  fa.keys = k;
+  strcpy(fa.op, "hc_read");
+  strcpy(fa.variant, "persist_yak");
+  strcpy(fa.reason, "timeout");
+  fa.tokens = 8;
+  fa.log = "barrier wait exceeded 2 s\nmore";
+  assert_int_equal(hct__db_fault_add(db, &fa), 0);
+  hct__db_close(db);
+}
+
+static void test_missing_db(void **state) {
+  fixture_t *f = *state;
+  char *out, *err;
+  assert_int_equal(run(f, "list --db /nonexistent/x.db", &out, &err), 1);
+  assert_int_equal(lines(err), 1);
+  assert_non_null(strstr(err, "/nonexistent/x.db"));
+  assert_string_equal(out, "");
+  free(out);
+  free(err);
+  assert_int_equal(run(f, "show --db /nonexistent/x.db", &out, &err), 1);
+  assert_int_equal(lines(err), 1);
+  assert_non_null(strstr(err, "/nonexistent/x.db"));
+  free(out);
+  free(err);
+  assert_int_not_equal(access("/nonexistent/x.db", F_OK), 0);
+}
+
+static void test_usage(void **state) {
+  fixture_t *f = *state;
+  char *out, *err;
+  assert_int_equal(run(f, "list --help", &out, &err), 0);
+  assert_non_null(strstr(out, "usage: hctune list"));
+  free(out);
+  free(err);
+  assert_int_equal(run(f, "list --bogus", &out, &err), 2);
+  assert_non_null(strstr(err, "--bogus"));
+  assert_int_equal(lines(err), 1);
+  free(out);
+  free(err);
+  assert_int_equal(run(f, "show --tokens zero", &out, &err), 2);
+  assert_non_null(strstr(err, "zero"));
+  free(out);
+  free(err);
+  assert_int_equal(run(f, "show --help", &out, &err), 0);
+  assert_non_null(strstr(out, "usage: hctune show"));
+  free(out);
+  free(err);
+}
+
+static void test_empty_db(void **state) {
+  fixture_t *f = *state;
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(f->path, 0, &db), 0);
+  hct__db_close(db);
+  char *out, *err, args[256];
+  snprintf(args, sizeof args, "list --db '%s'", f->path);
+  assert_int_equal(run(f, args, &out, &err), 0);
+  assert_string_equal(out, "no decisions recorded\n");
+  free(out);
+  free(err);
+}
+
+static void test_seeded(void **state) {
+  fixture_t *f = *state;
+  seed(f->path);
+  char *out, *err, args[256];
+  snprintf(args, sizeof args, "list --db '%s'", f->path);
+  assert_int_equal(run(f, args, &out, &err), 0);
+  assert_non_null(strstr(out, "rowsplit_zebra"));
+  assert_non_null(strstr(out, "GPU-8d1c2e3f (NVIDIA H200)"));
+  assert_non_null(strstr(out, "1-4"));
+  assert_non_null(strstr(out, "2.00x"));
+  assert_int_equal(lines(out), 2);
+  free(out);
+  free(err);
+
+  snprintf(args, sizeof args, "list --json --db '%s'", f->path);
+  assert_int_equal(run(f, args, &out, &err), 0);
+  json_t *arr = json_loads(out, 0, NULL);
+  assert_non_null(arr);
+  assert_int_equal(json_array_size(arr), 1);
+  json_t *o = json_array_get(arr, 0);
+  assert_string_equal(json_string_value(json_object_get(o, "variant")), "rowsplit_zebra");
+  assert_true(json_real_value(json_object_get(o, "speedup")) == 2.0);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "params"), "ROWS")), 4);
+  json_decref(arr);
+  free(out);
+  free(err);
+
+  snprintf(args, sizeof args, "list --faults --db '%s'", f->path);
+  assert_int_equal(run(f, args, &out, &err), 0);
+  assert_non_null(strstr(out, "persist_yak"));
+  assert_non_null(strstr(out, "8+"));
+  assert_non_null(strstr(out, "barrier wait exceeded 2 s"));
+  assert_null(strstr(out, "more"));
+  free(out);
+  free(err);
+
+  snprintf(args, sizeof args, "list --pins --db '%s'", f->path);
+  assert_int_equal(run(f, args, &out, &err), 0);
+  assert_string_equal(out, "no pins\n");
+  free(out);
+  free(err);
+
+  /* show: the decided trial is marked, its seed and figures printed */
+  snprintf(args, sizeof args, "show --db '%s' --device GPU-8d1c --tokens 2", f->path);
+  assert_int_equal(run(f, args, &out, &err), 0);
+  assert_non_null(strstr(out, "987654321"));
+  assert_non_null(strstr(out, "max_abs=0"));
+  assert_non_null(strstr(out, "\n*"));
+  free(out);
+  free(err);
+  snprintf(args, sizeof args, "show --db '%s' --tokens 3", f->path);
+  assert_int_equal(run(f, args, &out, &err), 0);
+  assert_string_equal(out, "no trials recorded that match\n");
+  free(out);
+  free(err);
+  snprintf(args, sizeof args, "show --json --db '%s' --op hc_read", f->path);
+  assert_int_equal(run(f, args, &out, &err), 0);
+  arr = json_loads(out, 0, NULL);
+  assert_non_null(arr);
+  assert_int_equal(json_array_size(arr), 1);
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(arr, 0), "samples")), 77);
+  json_decref(arr);
+  free(out);
+  free(err);
+}
+
+static void test_corrupt_db(void **state) {
+  fixture_t *f = *state;
+  FILE *fp = fopen(f->path, "wb");
+  assert_non_null(fp);
+  for (int i = 0; i < 4096; i++) fputc((i * 131) & 0xff, fp);
+  fclose(fp);
+  char *out, *err, args[256];
+  snprintf(args, sizeof args, "list --db '%s'", f->path);
+  assert_int_equal(run(f, args, &out, &err), 1);
+  assert_int_equal(lines(err), 1);
+  assert_non_null(strstr(err, f->path));
+  free(out);
+  free(err);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_missing_db, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_usage, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_empty_db, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_seeded, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_corrupt_db, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
