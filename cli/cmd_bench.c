@@ -1,7 +1,157 @@
-/* cmd_bench.c: placeholder until the command is written. */
+/*
+ * cmd_bench.c: `hctune bench`: chosen variants side by side, measured with
+ * the probe's own method (parity first, then cold interleaved timing), so a
+ * figure from bench and one from probe mean the same thing.  Changes no
+ * decision; the trials are recorded like any others.
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "tuner.h"
+
+static const char usage[] =
+    "usage: hctune bench --variants A,B,... [--op NAME] [--tokens LIST] [--device N|UUID]\n"
+    "                    [--db PATH] [--json]\n"
+    "\n"
+    "Checks and times the variants named (every parameter point of each) with the\n"
+    "probe's method, and prints per token count each variant's best median, its\n"
+    "95% confidence interval, and its ratio to the first variant named.\n";
+
+#define MAX_ROWS 4096
+
+typedef struct row_s {
+  int T;
+  char variant[32];
+  char params[256];
+  hct_summary_t s;
+  int pruned;
+} row_t;
+
+typedef struct rows_s {
+  row_t *r;
+  int n;
+} rows_t;
+
+static void on_timed(void *arg, int T, const char *variant, const char *params,
+                     const hct_summary_t *s, int pruned) {
+  rows_t *rows = arg;
+  if (rows->n == MAX_ROWS) return;
+  row_t *r = &rows->r[rows->n++];
+  r->T = T;
+  hct__strlcpy(r->variant, variant, sizeof r->variant);
+  hct__strlcpy(r->params, params, sizeof r->params);
+  r->s = *s;
+  r->pruned = pruned;
+}
+
+/* The fastest point of `variant` at T, or NULL. */
+static const row_t *best_of(const rows_t *rows, int T, const char *variant) {
+  const row_t *best = NULL;
+  for (int i = 0; i < rows->n; i++) {
+    const row_t *r = &rows->r[i];
+    if (r->T != T || strcmp(r->variant, variant) != 0 || r->pruned) continue;
+    if (best == NULL || r->s.median < best->s.median) best = r;
+  }
+  return best;
+}
 
 int cmd_bench(int argc, char **argv) {
-  (void)argc;
-  return hct__usage_error(argv[0], "not built yet");
+  static const struct option longopts[] = {
+      {"variants", required_argument, NULL, 'v'}, {"op", required_argument, NULL, 'o'},
+      {"tokens", required_argument, NULL, 't'},   {"device", required_argument, NULL, 'd'},
+      {"db", required_argument, NULL, 'b'},       {"json", no_argument, NULL, 'j'},
+      {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
+  hct_probe_opts_t o;
+  memset(&o, 0, sizeof o);
+  int json = 0, c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    switch (c) {
+      case 'v': o.only_variants = optarg; break;
+      case 'o': o.op = optarg; break;
+      case 't':
+        if (hct__parse_token_list(optarg, 64, o.tokens) < 0)
+          return hct__usage_error("bench", "%s", hct_last_error());
+        break;
+      case 'd': o.device = optarg; break;
+      case 'b': o.db_path = optarg; break;
+      case 'j': json = 1; break;
+      case 'h': fputs(usage, stdout); return HCT_EXIT_OK;
+      case ':': return hct__usage_error("bench", "option '%s' needs a value", argv[optind - 1]);
+      default: return hct__usage_error("bench", "unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return hct__usage_error("bench", "unexpected argument '%s'", argv[optind]);
+  if (o.only_variants == NULL) return hct__usage_error("bench", "--variants is required");
+
+  /* The names, in the order given. */
+  char names[16][32];
+  int nn = 0;
+  for (const char *p = o.only_variants; *p && nn < 16;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == 0 || len >= 32) return hct__usage_error("bench", "--variants '%s': bad name", o.only_variants);
+    memcpy(names[nn], p, len);
+    names[nn++][len] = '\0';
+    p += len + (e != NULL);
+  }
+
+  rows_t rows = {calloc(MAX_ROWS, sizeof(row_t)), 0};
+  if (rows.r == NULL) return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory"));
+  o.no_decide = 1;
+  o.quiet = json;
+  o.on_timed = on_timed;
+  o.on_timed_arg = &rows;
+  o.no_table = 1; /* bench prints its own */
+  int rc = hct__probe(&o);
+  if (rc != 0) {
+    free(rows.r);
+    return hct__cli_fail(rc);
+  }
+
+  json_t *out = json_array();
+  if (!json) {
+    printf("%4s", "T");
+    for (int k = 0; k < nn; k++) printf("  %-44s", names[k]);
+    printf("\n");
+  }
+  for (int T = 1; T <= 64; T++) {
+    int any = 0;
+    for (int i = 0; i < rows.n; i++) any |= rows.r[i].T == T;
+    if (!any) continue;
+    const row_t *first = best_of(&rows, T, names[0]);
+    if (!json) printf("%4d", T);
+    for (int k = 0; k < nn; k++) {
+      const row_t *r = best_of(&rows, T, names[k]);
+      char cell[128];
+      if (r == NULL) {
+        snprintf(cell, sizeof cell, "(not timed: rejected or unsupported)");
+      } else {
+        double ratio = first ? r->s.median / first->s.median : NAN;
+        snprintf(cell, sizeof cell, "%7.2f us [%.2f, %.2f] x%.3f", r->s.median, r->s.ci_lo,
+                 r->s.ci_hi, ratio);
+        json_array_append_new(out, json_pack("{s:i, s:s, s:s, s:f, s:f, s:f, s:i, s:f}", "T", T,
+                                             "variant", r->variant, "params", r->params,
+                                             "median_us", r->s.median, "ci_lo_us", r->s.ci_lo,
+                                             "ci_hi_us", r->s.ci_hi, "samples", r->s.n,
+                                             "ratio_to_first", ratio));
+      }
+      if (!json) printf("  %-44s", cell);
+    }
+    if (!json) printf("\n");
+  }
+  if (json) {
+    char *s = json_dumps(out, JSON_INDENT(2));
+    if (s) printf("%s\n", s);
+    free(s);
+  }
+  json_decref(out);
+  free(rows.r);
+  return HCT_EXIT_OK;
 }

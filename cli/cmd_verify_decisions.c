@@ -1,7 +1,176 @@
-/* cmd_verify_decisions.c: placeholder until the command is written. */
+/*
+ * cmd_verify_decisions.c: `hctune verify-decisions`: re-times every
+ * candidate behind each recorded decision on this host's cards, with twice
+ * the samples, and prints the ratio of the chosen variant's time to the
+ * best one's.  A ratio above 1.03 means the decision no longer holds.
+ * Records the new trials; changes no decision.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "db.h"
+#include "tuner.h"
+
+static const char usage[] =
+    "usage: hctune verify-decisions [--db PATH] [--device N|UUID] [--op NAME] [--limit RATIO]\n"
+    "\n"
+    "Re-times, with twice the samples, every candidate of each recorded decision\n"
+    "for the cards of this host, and prints per decision and token count the\n"
+    "ratio of the chosen variant's median to the best median of its class.\n"
+    "Exits 1 when a ratio exceeds --limit (default 1.03).\n";
+
+#define MAX_ROWS 8192
+
+typedef struct row_s {
+  int T;
+  char variant[32];
+  char params[256];
+  double median;
+} row_t;
+
+typedef struct rows_s {
+  row_t *r;
+  int n;
+} rows_t;
+
+static void on_timed(void *arg, int T, const char *variant, const char *params,
+                     const hct_summary_t *s, int pruned) {
+  rows_t *rows = arg;
+  if (rows->n == MAX_ROWS || pruned) return;
+  row_t *r = &rows->r[rows->n++];
+  r->T = T;
+  hct__strlcpy(r->variant, variant, sizeof r->variant);
+  hct__strlcpy(r->params, params, sizeof r->params);
+  r->median = s->median;
+}
 
 int cmd_verify_decisions(int argc, char **argv) {
-  (void)argc;
-  return hct__usage_error(argv[0], "not built yet");
+  static const struct option longopts[] = {
+      {"db", required_argument, NULL, 'b'},    {"device", required_argument, NULL, 'd'},
+      {"op", required_argument, NULL, 'o'},    {"limit", required_argument, NULL, 'l'},
+      {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
+  const char *db_path = NULL, *device = NULL, *only_op = NULL;
+  double limit = 1.03;
+  int c;
+  char *end;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    switch (c) {
+      case 'b': db_path = optarg; break;
+      case 'd': device = optarg; break;
+      case 'o': only_op = optarg; break;
+      case 'l':
+        limit = strtod(optarg, &end);
+        if (*end || limit < 1.0) return hct__usage_error("verify-decisions", "--limit '%s': need a ratio >= 1", optarg);
+        break;
+      case 'h': fputs(usage, stdout); return HCT_EXIT_OK;
+      case ':': return hct__usage_error("verify-decisions", "option '%s' needs a value", argv[optind - 1]);
+      default: return hct__usage_error("verify-decisions", "unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return hct__usage_error("verify-decisions", "unexpected argument '%s'", argv[optind]);
+
+  char path[1024], kdir[1024];
+  int rc;
+  if (db_path) hct__strlcpy(path, db_path, sizeof path);
+  else if ((rc = hct__default_db_path(path, sizeof path, 0)) != 0) return hct__cli_fail(rc);
+  if ((rc = hct__kernels_dir(kdir, sizeof kdir)) != 0) return hct__cli_fail(rc);
+  hct_db_t *db;
+  if ((rc = hct__db_open(path, HCT_DB_NOCREATE | HCT_DB_READONLY, &db)) != 0) return hct__cli_fail(rc);
+  hct_db_decision_t *d = NULL;
+  int nd = 0;
+  rc = hct__db_decisions_list(db, &d, &nd);
+  hct__db_close(db);
+  if (rc != 0) return hct__cli_fail(rc);
+  if (nd == 0) {
+    printf("no decisions recorded in '%s'\n", path);
+    free(d);
+    return HCT_EXIT_OK;
+  }
+  hct_device_t want;
+  if (device && (rc = hct__device_find(device, &want)) != 0) {
+    free(d);
+    return hct__cli_fail(rc);
+  }
+
+  int worst_fail = 0, checked = 0;
+  uint8_t done[1024] = {0};
+  rows_t rows = {calloc(MAX_ROWS, sizeof(row_t)), 0};
+  if (rows.r == NULL) return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory"));
+  printf("%-14s %-10s %-8s %5s  %-28s %10s  %-28s %10s %7s\n", "card", "op", "class", "T",
+         "chosen", "us", "best", "us", "ratio");
+  /* One re-timing per (card, op): every decision of both classes shares it. */
+  for (int i = 0; i < nd; i++) {
+    if (done[i % 1024] || (only_op && strcmp(d[i].op, only_op) != 0)) continue;
+    if (device && strcmp(d[i].keys.uuid, want.uuid) != 0) continue;
+    hct_device_t dev;
+    if (hct__device_find(d[i].keys.uuid, &dev) != 0) {
+      printf("%-14.14s %-10s skipped: card not on this host\n", d[i].keys.uuid, d[i].op);
+      continue;
+    }
+    hct_op_t *op;
+    if ((rc = hct__manifest_load(kdir, d[i].op, &op)) != 0) break;
+    hct_probe_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.device = dev.uuid;
+    o.op = d[i].op;
+    o.db_path = path;
+    o.no_decide = 1;
+    o.no_table = 1;
+    o.quiet = 1;
+    o.sample_factor = 2;
+    o.on_timed = on_timed;
+    o.on_timed_arg = &rows;
+    rows.n = 0;
+    for (int j = i; j < nd; j++)
+      if (strcmp(d[j].keys.uuid, d[i].keys.uuid) == 0 && strcmp(d[j].op, d[i].op) == 0)
+        for (int T = d[j].tmin; T <= d[j].tmax && T <= 64; T++) o.tokens[T] = 1;
+    if ((rc = hct__probe(&o)) != 0) {
+      hct__manifest_free(op);
+      break;
+    }
+    for (int j = i; j < nd; j++) {
+      if (strcmp(d[j].keys.uuid, d[i].keys.uuid) != 0 || strcmp(d[j].op, d[i].op) != 0) continue;
+      done[j % 1024] = 1;
+      int allow_kl = strcmp(d[j].parity, "kl") == 0;
+      for (int T = d[j].tmin; T <= d[j].tmax; T++) {
+        const row_t *chosen = NULL, *best = NULL;
+        for (int k = 0; k < rows.n; k++) {
+          const row_t *r = &rows.r[k];
+          if (r->T != T) continue;
+          const hct_variant_t *v = hct__variant_find(op, r->variant);
+          if (v == NULL || (v->parity == HCT_PARITY_KL && !allow_kl)) continue;
+          if (strcmp(r->variant, d[j].variant) == 0 && strcmp(r->params, d[j].params) == 0) chosen = r;
+          if (best == NULL || r->median < best->median) best = r;
+        }
+        checked++;
+        if (chosen == NULL || best == NULL) {
+          printf("%-14.14s %-10s %-8s %5d  %-28.28s %10s  chosen variant not timed now (rejected or pruned)\n",
+                 d[j].keys.uuid, d[j].op, d[j].parity, T, d[j].variant, "-");
+          worst_fail = 1;
+          continue;
+        }
+        double ratio = chosen->median / best->median;
+        char cl[300], bl[300];
+        snprintf(cl, sizeof cl, "%s %s", chosen->variant, chosen->params);
+        snprintf(bl, sizeof bl, "%s %s", best->variant, best->params);
+        printf("%-14.14s %-10s %-8s %5d  %-28.28s %10.2f  %-28.28s %10.2f %7.3f%s\n", d[j].keys.uuid,
+               d[j].op, d[j].parity, T, cl, chosen->median, bl, best->median, ratio,
+               ratio > limit ? "  OVER LIMIT" : "");
+        if (ratio > limit) worst_fail = 1;
+      }
+    }
+    hct__manifest_free(op);
+  }
+  free(rows.r);
+  free(d);
+  if (rc != 0) return hct__cli_fail(rc);
+  printf("%d decisions x token counts checked; limit %.3f: %s\n", checked, limit,
+         worst_fail ? "some exceed it" : "all within");
+  return worst_fail ? HCT_EXIT_FAIL : HCT_EXIT_OK;
 }

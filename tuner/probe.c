@@ -332,10 +332,11 @@ static void judge(probe_t *P, const cand_t *c, const hct_hostset_t *hs, const ou
 
 /* Runs candidate i on hs into out; a sticky GPU error ends the probe, any
  * other error fails the candidate at every T. */
-static int run_cand(probe_t *P, int i, const hct_hostset_t *hs, outs_t *out, int *cand_failed) {
+static int run_cand(probe_t *P, int i, const hct_hostset_t *hs, hct_devset_t *d, outs_t *out,
+                    int *cand_failed) {
   cand_t *c = &P->cands[i];
   *cand_failed = 0;
-  int rc = hct__run_once(P->gpu, &c->c, hs, out->p);
+  int rc = hct__run_on(P->gpu, &c->c, hs, d, out->p);
   if (rc == 0) return 0;
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", hct_last_error());
@@ -364,6 +365,8 @@ static int check_T(probe_t *P, int T, int pending, int set) {
   if (rc != 0) return rc;
   uint64_t seed = hct__rng_next(&P->rng);
   outs_t base_out, out;
+  hct_devset_t dset;
+  memset(&dset, 0, sizeof dset);
   memset(&base_out, 0, sizeof base_out);
   memset(&out, 0, sizeof out);
   hct_parity_figs_t base_figs[HCT_MAX_BUFFERS];
@@ -372,10 +375,12 @@ static int check_T(probe_t *P, int T, int pending, int set) {
   hs.seed = seed;
   if ((rc = P->impl->reference(&hs)) != 0) goto done;
   if ((rc = outs_alloc(&hs, &base_out)) != 0 || (rc = outs_alloc(&hs, &out)) != 0) goto done;
+  if ((rc = hct__devset_alloc(P->gpu, &hs, &dset)) != 0 || (rc = hct__devset_upload(P->gpu, &hs, &dset)) != 0)
+    goto done;
 
   int failed;
   cand_t *base = &P->cands[P->baseline];
-  if ((rc = run_cand(P, P->baseline, &hs, &base_out, &failed)) != 0) goto done;
+  if ((rc = run_cand(P, P->baseline, &hs, &dset, &base_out, &failed)) != 0) goto done;
   for (int i = 0; i < hs.n; i++) {
     if (base_out.p[i] == NULL) continue;
     hct__parity_metrics(&hs.bufs[i], base_out.p[i], &base_figs[i]);
@@ -411,7 +416,7 @@ static int check_T(probe_t *P, int T, int pending, int set) {
                         c->c.label, c->c.v->reference, base->c.v->name);
         goto done;
       }
-      if ((rc = run_cand(P, i, &hs, &out, &failed)) != 0) goto done;
+      if ((rc = run_cand(P, i, &hs, &dset, &out, &failed)) != 0) goto done;
       if (failed) continue;
       judge(P, c, &hs, &out, &base_out, base_figs, &vd);
     }
@@ -446,6 +451,7 @@ static int check_T(probe_t *P, int T, int pending, int set) {
   }
   (void)set;
 done:
+  hct__devset_free(P->gpu, &dset);
   outs_free(&base_out);
   outs_free(&out);
   hct__hostset_free(&hs);
@@ -545,6 +551,13 @@ static int time_T(probe_t *P, int T) {
   to.progress = timing_progress;
   to.arg = &tm;
   to.seed = hct__rng_next(&P->rng);
+  to.max_seconds = 0.5;
+  to.max_rounds = 60;
+  if (P->o->sample_factor > 1) {
+    to.min_samples = 10 * P->o->sample_factor;
+    to.max_rounds *= P->o->sample_factor;
+    to.max_seconds *= P->o->sample_factor;
+  }
   to.max_clock_mhz = P->dev.clock_khz / 1000;
   /* Throttling checks need the SM clock: without NVML they are off, and
    * each trial records clock_checked = 0. */
@@ -578,6 +591,7 @@ static int time_T(probe_t *P, int T) {
       continue;
     }
     c->timing[T] = r->s;
+    if (P->o->on_timed) P->o->on_timed(P->o->on_timed_arg, T, c->c.v->name, c->c.params, &r->s, r->pruned);
     c->timed[T] = !r->pruned;
     hct__strlcpy(t.status, r->pruned ? "pruned" : "pass", sizeof t.status);
     t.samples = r->s.n;
@@ -839,7 +853,7 @@ int hct__probe(const hct_probe_opts_t *o) {
     char *s = json_dumps(result, JSON_COMPACT);
     if (s) printf("%s\n", s);
     free(s);
-  } else if (rc == 0) {
+  } else if (rc == 0 && !o->no_table) {
     print_table(&P);
     printf("probe took %.1f s; results in %s\n", (double)(hct__now_ns() - P.t0) / 1e9, dbpath);
   }

@@ -204,27 +204,39 @@ int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
   return 0;
 }
 
+int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
+                void *outs[]) {
+  hct_scratchset_t s;
+  int rc = 0;
+  /* Inputs and weights stay as uploaded; what a run writes is reset. */
+  for (int i = 0; rc == 0 && i < hs->n; i++) {
+    const hct_hbuf_t *b = &hs->bufs[i];
+    if (d->ptr[i] == 0) continue;
+    if (b->spec->role == HCT_BUF_OUTPUT) rc = poison(g, b, d->ptr[i]);
+    else if (b->spec->role == HCT_BUF_INOUT) rc = hct__gpu_upload(g, d->ptr[i], b->data, d->bytes[i]);
+  }
+  if (rc != 0 || (rc = hct__scratch_alloc(g, c, hs->T, &s)) != 0) return rc;
+  /* Scratch is poisoned too: a variant must not depend on what a previous
+   * run left there, only on what it zeroes itself. */
+  for (int i = 0; rc == 0 && i < c->v->n_scratch; i++)
+    rc = hct__gpu_fill32(g, s.ptr[i], HCT_POISON_F32, s.bytes[i] / 4);
+  if (rc == 0) rc = hct__run_enqueue(g, c, hs, d, &s);
+  if (rc == 0) rc = hct__gpu_sync(g);
+  for (int i = 0; rc == 0 && i < hs->n; i++) {
+    hct_buf_role_t role = hs->bufs[i].spec->role;
+    if (outs[i] != NULL && (role == HCT_BUF_OUTPUT || role == HCT_BUF_INOUT) && d->ptr[i])
+      rc = hct__gpu_download(g, outs[i], d->ptr[i], d->bytes[i]);
+  }
+  hct__scratch_free(g, &s);
+  return rc;
+}
+
 int hct__run_once(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, void *outs[]) {
   hct_devset_t d;
-  hct_scratchset_t s;
   int rc = hct__devset_alloc(g, hs, &d);
   if (rc != 0) return rc;
-  rc = hct__scratch_alloc(g, c, hs->T, &s);
-  if (rc == 0) {
-    /* Scratch is poisoned too: a variant must not depend on what a
-     * previous run left there, only on what it zeroes itself. */
-    for (int i = 0; rc == 0 && i < c->v->n_scratch; i++)
-      rc = hct__gpu_fill32(g, s.ptr[i], HCT_POISON_F32, s.bytes[i] / 4);
-    if (rc == 0) rc = hct__devset_upload(g, hs, &d);
-    if (rc == 0) rc = hct__run_enqueue(g, c, hs, &d, &s);
-    if (rc == 0) rc = hct__gpu_sync(g);
-    for (int i = 0; rc == 0 && i < hs->n; i++) {
-      hct_buf_role_t role = hs->bufs[i].spec->role;
-      if (outs[i] != NULL && (role == HCT_BUF_OUTPUT || role == HCT_BUF_INOUT) && d.ptr[i])
-        rc = hct__gpu_download(g, outs[i], d.ptr[i], d.bytes[i]);
-    }
-    hct__scratch_free(g, &s);
-  }
+  rc = hct__devset_upload(g, hs, &d);
+  if (rc == 0) rc = hct__run_on(g, c, hs, &d, outs);
   hct__devset_free(g, &d);
   return rc;
 }

@@ -175,6 +175,11 @@ int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
  * the caller with hs->bufs[i].elems elements, NULL for the others).
  */
 int hct__run_once(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, void *outs[]);
+/* The same on buffers already uploaded with hct__devset_upload: outputs are
+ * poisoned and inouts uploaded again before the run, so many candidates
+ * can run on one upload of the weights. */
+int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
+                void *outs[]);
 
 /* ---- the probe (tuner/probe.c) ---------------------------------------------- */
 
@@ -191,6 +196,12 @@ typedef struct hct_probe_opts_s {
   int check_sets;            /* input sets per (T, pending); 0: 2 */
   double min_margin;         /* a challenger must be this much faster; 0: 0.02 */
   int no_decide;             /* time and record trials, change no decision */
+  int no_table;              /* print no decision table at the end */
+  int sample_factor;         /* min samples x this (verify-decisions: 2); 0: 1 */
+  /* Called for every candidate timed at T (hctune bench, verify-decisions). */
+  void (*on_timed)(void *arg, int T, const char *variant, const char *params,
+                   const hct_summary_t *s, int pruned);
+  void *on_timed_arg;
 } hct_probe_opts_t;
 
 /*
