@@ -12,6 +12,7 @@
 /* The implementations, one per tuner/op_NAME.c.  Declared here rather than
  * in tuner.h: nothing but this table refers to them. */
 extern const hct_op_impl_t hct__op_hc_read;
+extern const hct_op_impl_t hct__op_selftest;
 
 static const struct {
   const char *op;
@@ -21,7 +22,8 @@ static const struct {
     /* The selftest op of the GPU tests: hc_read's tensors and math, with a
      * variant that must fail parity. */
     {"hc_read_wrongtest", &hct__op_hc_read},
-    /* The selftest op (tuner/op_selftest.c) goes here. */
+    /* The selftest op: y = 2x + 1, each variant failing one way. */
+    {"selftest", &hct__op_selftest},
 };
 
 const hct_op_impl_t *hct__op_impl(const char *name) {
