@@ -268,6 +268,40 @@ static int dir_writable(const char *path) {
   return access(dir, W_OK) == 0;
 }
 
+/*
+ * A reader of a WAL database needs its "-shm" index, which it creates when
+ * absent: a user who may read the file but not write its folder (the
+ * daemon's database, read by `hctune list`) cannot.  When no WAL is pending
+ * the file alone is complete and nobody is writing (a writer keeps a WAL),
+ * so it is opened immutable: no lock, no index.
+ */
+static int reopen_immutable(hct_db_t *db) {
+  char wal[PATH_MAX + 8];
+  struct stat ws;
+  snprintf(wal, sizeof wal, "%s-wal", db->path);
+  if (stat(wal, &ws) == 0 && ws.st_size > 0)
+    return hct__error(HCT_EDBREADONLY, "database '%s': cannot read it: its folder is not "
+                      "writable and a write is pending in '%s' (run hctune once as the "
+                      "database's owner)", db->path, wal);
+  /* URI form: the path is percent-encoded where a URI would misread it. */
+  char uri[3 * PATH_MAX + 32];
+  size_t o = (size_t)snprintf(uri, sizeof uri, "file:");
+  for (const unsigned char *p = (const unsigned char *)db->path; *p && o + 4 < sizeof uri; p++) {
+    if (*p == '%' || *p == '?' || *p == '#' || *p <= ' ' || *p >= 0x7f)
+      o += (size_t)snprintf(uri + o, sizeof uri - o, "%%%02X", *p);
+    else
+      uri[o++] = (char)*p;
+  }
+  snprintf(uri + o, sizeof uri - o, "?immutable=1");
+  sqlite3_close_v2(db->h);
+  db->h = NULL;
+  int rc = sqlite3_open_v2(uri, &db->h,
+                           SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+  if (rc != SQLITE_OK) return hct__db_fail(db, rc, "cannot open");
+  sqlite3_extended_result_codes(db->h, 1);
+  return 0;
+}
+
 static int migrate(hct_db_t *db, int from) {
   for (int v = from + 1; v <= HCT_DB_SCHEMA_VERSION; v++) {
     int err = hct__db_begin(db);
@@ -323,6 +357,11 @@ static int open_checked(hct_db_t *db) {
   if (err) return err;
   int64_t v;
   err = query_int(db, "PRAGMA user_version", &v);
+  if (err && readonly && (err == HCT_EDBREADONLY || err == HCT_EDB) &&
+      (sqlite3_extended_errcode(db->h) & 0xff) != SQLITE_NOTADB) {
+    err = reopen_immutable(db);
+    if (err == 0) err = query_int(db, "PRAGMA user_version", &v);
+  }
   if (err) return err;
   if (v > HCT_DB_SCHEMA_VERSION)
     return hct__error(HCT_EDBVERSION, "database '%s': schema version %lld is newer than %d "

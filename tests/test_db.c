@@ -314,6 +314,27 @@ static int readonly_cases(void) {
   /* A read-only open of the read-only file works. */
   RO_CHECK(hct__db_open(path, HCT_DB_READONLY, &db) == 0);
   hct__db_close(db);
+  /* A reader who cannot write the folder (the daemon's database read by
+   * `hctune list`): read-only opens work without a WAL index. */
+  char sub[96], subpath[128];
+  snprintf(sub, sizeof sub, "%s/shared", dir);
+  snprintf(subpath, sizeof subpath, "%s/x.db", sub);
+  RO_CHECK(hct__db_open(subpath, 0, &db) == 0);
+  RO_CHECK(hct__db_trial_add(db, &t, NULL) == 0);
+  hct__db_close(db); /* the last close removes -wal and -shm */
+  char shm[160];
+  snprintf(shm, sizeof shm, "%s-shm", subpath);
+  RO_CHECK(access(shm, F_OK) != 0);
+  RO_CHECK(chmod(sub, 0555) == 0);
+  RO_CHECK(hct__db_open(subpath, 0, &db) == HCT_EDBREADONLY);
+  RO_CHECK(hct__db_open(subpath, HCT_DB_READONLY, &db) == 0);
+  char *json = NULL;
+  RO_CHECK(hct__db_trials_json(db, NULL, NULL, NULL, 0, &json) == 0);
+  RO_CHECK(strstr(json, "GPU-ro") != NULL);
+  free(json);
+  hct__db_close(db);
+  RO_CHECK(access(shm, F_OK) != 0);
+  RO_CHECK(chmod(sub, 0755) == 0);
   /* A read-only folder: no file can be created in it. */
   snprintf(rodir, sizeof rodir, "%s/ro", dir);
   RO_CHECK(mkdir(rodir, 0555) == 0);
