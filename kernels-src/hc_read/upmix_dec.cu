@@ -1,0 +1,428 @@
+/*
+ * upmix_dec: hc_read in three launches, bitwise equal to v1.
+ *
+ *   hc_ud_norm   v2's norm, one block per (token, stream), with w_norm
+ *                loaded before the reduction instead of after it; every
+ *                block first asks L2 to prefetch its share of w_down and
+ *                w_up, so the 13.11 MB stream from memory starts at the
+ *                first launch and runs under the norm and the launch gaps.
+ *   hc_ud_down   the down projection split by lanes: a block computes the
+ *                canonical partials of LG lanes (of 32) for 64/LG rows and
+ *                TPT*TT tokens, so it needs only LG/32 of xn; its weights come in
+ *                by cp.async in 4 groups of q, all issued before the first
+ *                use.  With LG < 32 the partials go to `part`, and the last
+ *                block of a row group (an atomic count in ws) runs the
+ *                canonical butterfly of each row's 32 lane partials.
+ *   hc_ud_upmix  up and mix fused: a warp takes a channel c, loads the rows
+ *                s*C + c of w_up for the 4 streams, makes the 4 x TB
+ *                canonical lane partials, reduces all of them at once by
+ *                recursive halving (31 shuffles instead of 5 per sum; every
+ *                sum still adds the same two partials at every level of the
+ *                butterfly 16, 8, 4, 2, 1), and lane t mixes token t in
+ *                registers: the gate is never written.
+ *
+ * Why it is bitwise: each lane partial is the same fmaf chain as in
+ * hcr_down_row / hcr_up_row (same elements, same order, from 0.0f), and
+ * each butterfly adds the same partials in the same tree; which block or
+ * thread computes a partial does not change its bits.
+ *
+ * Parameters:
+ *   PF   L2 prefetch of the weights in the norm launch: 0 none, 1
+ *        prefetch.global.L2 per 32 bytes, 2 cp.async.bulk.prefetch.L2 of
+ *        4 KB pieces (sm_90+).
+ *   LG   lanes per down block (4, 8, 16 or 32), with RB = 64/LG rows, so
+ *        every block stages 40 KB of w_down (under the default 48 KB);
+ *   TPT  tokens per down thread (a weight chunk feeds TPT chains);
+ *   TT   token threads per down block: block 64*TT, TPT*TT tokens per
+ *        block, grid y = cdiv(T, TPT*TT);
+ *   UW   warps per upmix block; CPW channels per warp.  The upmix
+ *        reduction is sized at run time by TB, the least power of two
+ *        >= T.
+ *
+ * Scratch: xn T*D*4, part T*K*32*4 (lane partials), lo T*K*4, ws 4096
+ * zeroed (down counters; each last block puts its counter back to 0).
+ */
+#include "hc_read.h"
+
+#ifndef PF
+#error "upmix_dec: PF must be defined"
+#endif
+#ifndef LG
+#error "upmix_dec: LG must be defined"
+#endif
+#ifndef TPT
+#error "upmix_dec: TPT must be defined"
+#endif
+#ifndef TT
+#error "upmix_dec: TT must be defined"
+#endif
+#ifndef UW
+#error "upmix_dec: UW must be defined"
+#endif
+#ifndef CPW
+#error "upmix_dec: CPW must be defined"
+#endif
+
+static_assert(HCT_LW % LG == 0, "upmix_dec: LG must divide 32");
+static_assert(LG >= 4 && LG <= HCT_LW, "upmix_dec: LG is 4 .. 32");
+static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
+              "upmix_dec: a row of w_up is one or two chunks per lane");
+static_assert(C % (UW * CPW) == 0, "upmix_dec: UW*CPW must divide C");
+
+/* ---- L2 prefetch of both weights ----------------------------------------- */
+
+#define UD_WBYTES ((long long)K * D * 2) /* bytes of w_down, and of w_up */
+#if PF == 2 && defined(HCT_CUDA) && HCT_ARCH >= 90
+#define UD_PIECE 4096
+#else
+#define UD_PIECE 32
+#endif
+static_assert(UD_WBYTES % UD_PIECE == 0, "upmix_dec: prefetch pieces must tile the weights");
+
+/* Pieces are dealt round-robin over blocks first, so every SM issues its
+ * share; a piece never straddles the two arrays. */
+HCT_DEV void ud_prefetch(const hct_u16 *w_down, const hct_u16 *w_up) {
+#if PF > 0 && defined(HCT_CUDA)
+  const long long np = 2 * UD_WBYTES / UD_PIECE;
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long p = blockIdx.x + (long long)gridDim.x * threadIdx.x; p < np; p += step) {
+    const long long off = p * UD_PIECE;
+    const char *a = off < UD_WBYTES ? (const char *)w_down + off
+                                    : (const char *)w_up + (off - UD_WBYTES);
+#if UD_PIECE == 4096
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], 4096;" ::"l"(a) : "memory");
+#else
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+#endif
+  }
+#endif
+}
+
+/* ---- step 1 ---------------------------------------------------------------*/
+
+/* hcr_norm_stream with the w_norm loads issued with the resid loads, so a
+ * cold w_norm costs no second memory latency after the reduction.  The
+ * arithmetic is hcr_norm_stream's, statement for statement. */
+HCT_DEV void ud_norm_stream(int t, int s, float *resid, const float *pending,
+                            const hct_u16 *w_norm, float *xn, float *red) {
+  const int tid = (int)threadIdx.x;
+  const long long base = ((long long)t * S + s) * C;
+  const hct_u16 *wn = w_norm + (long long)s * C;
+  float x[HCR_NORM_PER_THREAD], wv[HCR_NORM_PER_THREAD];
+  float a = 0.0f;
+#pragma unroll
+  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
+    const int c = tid + k * HCR_NORM_THREADS;
+    wv[k] = c < C ? hct_bf16_to_f32(wn[c]) : 0.0f;
+  }
+#pragma unroll
+  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
+    const int c = tid + k * HCR_NORM_THREADS;
+    x[k] = 0.0f;
+    if (c < C) {
+      float v = resid[base + c];
+      if (pending != 0) {
+        v = v + pending[base + c];
+        resid[base + c] = v;
+      }
+      x[k] = v;
+      a = fmaf(v, v, a);
+    }
+  }
+  a = hct_warp_sum(a);
+  if ((tid & (HCT_LW - 1)) == 0) red[tid / HCT_LW] = a;
+  __syncthreads();
+  if (tid < HCT_LW) {
+    float b = tid < HCR_NORM_THREADS / HCT_LW ? red[tid] : 0.0f;
+    b += hct_shfl_xor(b, 4);
+    b += hct_shfl_xor(b, 2);
+    b += hct_shfl_xor(b, 1);
+    if (tid == 0) red[8] = b;
+  }
+  __syncthreads();
+  const float ss = red[8];
+  const float rs = rsqrtf(ss / (float)C + HCT_EPS);
+  float *xo = xn + (long long)t * D + (long long)s * C;
+#pragma unroll
+  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
+    const int c = tid + k * HCR_NORM_THREADS;
+    if (c < C) {
+      const float y = x[k] * wv[k];
+      xo[c] = y * rs;
+    }
+  }
+}
+
+/* Grid (max(T*S, PF ? SM_COUNT : 0)), block 256. */
+HCT_ENTRY void __launch_bounds__(HCR_NORM_THREADS)
+    hc_ud_norm(float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,
+               const hct_u16 *w_up, float *xn, int T) {
+  __shared__ float red[9];
+  ud_prefetch(w_down, w_up);
+  const int b = (int)blockIdx.x;
+  if (b >= T * S) return;
+  ud_norm_stream(b / S, b % S, resid, pending, w_norm, xn, red);
+}
+
+/* ---- step 2 ---------------------------------------------------------------*/
+
+#define UD_RB (64 / LG)             /* rows per down block */
+#define UD_TPB (TPT * TT)           /* tokens per down block */
+#define UD_DT (LG * UD_RB * TT)     /* threads of a down block: 64 * TT */
+#define UD_NLG (HCT_LW / LG)        /* lane groups: blocks per row group */
+#define UD_NG 4                     /* cp.async groups of steps q */
+#define UD_QG (HCR_DOWN_Q / UD_NG)  /* steps per group: 10 */
+static_assert(HCR_DOWN_Q % UD_NG == 0, "upmix_dec: the steps q must split into 4 groups");
+static_assert(K % UD_RB == 0, "upmix_dec: 64/LG must divide K");
+
+HCT_DEV void ud_wait_groups(int n) {
+  switch (n) {
+    case 0: hct_cp_async_wait<0>(); break;
+    case 1: hct_cp_async_wait<1>(); break;
+    case 2: hct_cp_async_wait<2>(); break;
+    default: hct_cp_async_wait<3>(); break;
+  }
+}
+
+HCT_DEV float ud_load_cg(const float *p) { return *(const volatile float *)p; }
+
+/*
+ * Grid ((32/LG) * (K/RB), cdiv(T, TPT*TT)), block 64*TT, dynamic shared
+ * memory 40960 bytes: the block's weights (RB = 64/LG rows x LG lanes x
+ * 40 steps) as [q][row][lane] 16-byte chunks, so a warp reads consecutive
+ * chunks (no bank conflict) and the TT token threads of a chunk share one
+ * read.  Thread (l, r, tt): lane lg*LG + l of row rg*RB + r, for the TPT
+ * tokens blockIdx.y*TPT*TT + tt*TPT + u; one weight chunk feeds the TPT
+ * chains from registers (its bf16 unpacking is shared).
+ */
+HCT_ENTRY void __launch_bounds__(UD_DT)
+    hc_ud_down(const hct_u16 *w_down, const float *xn, float *part, float *lo, hct_u32 *ws,
+               int T) {
+  extern __shared__ hct_u4 ud_w[];
+  const int tid = (int)threadIdx.x;
+  const int lg = (int)blockIdx.x % UD_NLG, rg = (int)blockIdx.x / UD_NLG;
+  const int j0 = rg * UD_RB, L0 = lg * LG;
+
+  /* All of the block's weights are requested before any is used. */
+#pragma unroll
+  for (int g = 0; g < UD_NG; ++g) {
+    for (int p = tid; p < UD_QG * UD_RB * LG; p += UD_DT) {
+      const int l = p % LG, r = (p / LG) % UD_RB, q = g * UD_QG + p / (LG * UD_RB);
+      const hct_u4 *src =
+          (const hct_u4 *)(w_down + (long long)(j0 + r) * D) + (L0 + l + HCT_LW * q);
+      hct_cp_async16(&ud_w[(q * UD_RB + r) * LG + l], src);
+    }
+    hct_cp_async_commit();
+  }
+
+  const int l = tid % LG, r = (tid / LG) % UD_RB, tt = tid / (LG * UD_RB);
+  const int t0 = (int)blockIdx.y * UD_TPB + tt * TPT;
+  const int j = j0 + r, L = L0 + l;
+  /* A token past T computes token 0's values and stores nothing, so every
+   * thread takes part in the barriers and, with LG == 32, the shuffles. */
+  const hct_f4 *HCT_RESTRICT x[TPT];
+  float acc[TPT];
+#pragma unroll
+  for (int u = 0; u < TPT; ++u) {
+    x[u] = (const hct_f4 *)(xn + (long long)(t0 + u < T ? t0 + u : 0) * D);
+    acc[u] = 0.0f;
+  }
+#pragma unroll
+  for (int g = 0; g < UD_NG; ++g) {
+    ud_wait_groups(UD_NG - 1 - g);
+    __syncthreads();
+#pragma unroll
+    for (int qq = 0; qq < UD_QG; ++qq) {
+      const int q = g * UD_QG + qq;
+      const int c = L + HCT_LW * q;
+      const hct_u4 wc = ud_w[(q * UD_RB + r) * LG + l];
+#pragma unroll
+      for (int u = 0; u < TPT; ++u) acc[u] = hcr_dot8(wc, x[u][2 * c], x[u][2 * c + 1], acc[u]);
+    }
+  }
+
+#if LG == HCT_LW
+  /* A logical warp is one row's 32 lanes in lane order. */
+#pragma unroll
+  for (int u = 0; u < TPT; ++u) {
+    const float v = hct_warp_sum(acc[u]);
+    if (l == 0 && t0 + u < T) lo[(long long)(t0 + u) * K + j] = v;
+  }
+#else
+  __shared__ int ud_last;
+#pragma unroll
+  for (int u = 0; u < TPT; ++u)
+    if (t0 + u < T) part[((long long)(t0 + u) * K + j) * HCT_LW + L] = acc[u];
+  __threadfence();
+  __syncthreads();
+  const int idx = rg * (int)gridDim.y + (int)blockIdx.y;
+  if (tid == 0) ud_last = atomicAdd(&ws[idx], 1u) == (hct_u32)(UD_NLG - 1);
+  __syncthreads();
+  if (!ud_last) return;
+  /* The last block of the row group: every other block's partials are
+   * visible (each fenced before counting); read them past L1. */
+  __threadfence();
+  const int wp = tid / HCT_LW, lane = tid % HCT_LW;
+  for (int base = 0; base < UD_TPB * UD_RB; base += UD_DT / HCT_LW) {
+    const int pr = base + wp;
+    const int t = (int)blockIdx.y * UD_TPB + pr / UD_RB, jj = j0 + pr % UD_RB;
+    const bool ok = pr < UD_TPB * UD_RB && t < T;
+    float v = ok ? ud_load_cg(&part[((long long)t * K + jj) * HCT_LW + lane]) : 0.0f;
+    v = hct_warp_sum(v);
+    if (ok && lane == 0) lo[(long long)t * K + jj] = v;
+  }
+  /* Ready for the next launch without a memset. */
+  if (tid == 0) ws[idx] = 0u;
+#endif
+}
+
+/* ---- steps 3 and 4 --------------------------------------------------------*/
+
+HCT_DEV float ud_shfl_idx(float v, int src) {
+#if defined(HCT_CUDA)
+  return __shfl_sync(0xffffffffu, v, src);
+#else
+  return __shfl(v, src, HCT_LW);
+#endif
+}
+
+/*
+ * Reduces N = 2^M sums of 32 lane partials at once (M <= 5): halving
+ * stages at offsets 16, 8, ... (a lane keeps the lower half of its values
+ * when its offset bit is clear, the upper half when set, and adds its
+ * partner's copy of each kept value), then plain butterfly stages for the
+ * offsets left.  Partners always hold the same sums, so every sum is the
+ * canonical butterfly's, bit for bit.  Returns the sum of value
+ * lane >> (5 - M).
+ */
+/* One halving stage at offset OFF over the first N values. */
+template <int N, int OFF>
+HCT_DEV void ud_halve(float *v, int lane) {
+  const bool up = (lane & OFF) != 0;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    const float keep = up ? v[N / 2 + i] : v[i];
+    const float send = up ? v[i] : v[N / 2 + i];
+    v[i] = keep + hct_shfl_xor(send, OFF);
+  }
+}
+
+template <int N>
+HCT_DEV float ud_multi_sum(float (&v)[N], int lane) {
+  static_assert(N >= 1 && N <= HCT_LW && (N & (N - 1)) == 0, "ud_multi_sum: N is 2^M <= 32");
+  if (N >= 2) ud_halve<N, 16>(v, lane);
+  if (N >= 4) ud_halve<(N >= 4 ? N / 2 : 2), 8>(v, lane);
+  if (N >= 8) ud_halve<(N >= 8 ? N / 4 : 2), 4>(v, lane);
+  if (N >= 16) ud_halve<(N >= 16 ? N / 8 : 2), 2>(v, lane);
+  if (N >= 32) ud_halve<(N >= 32 ? N / 16 : 2), 1>(v, lane);
+  float a = v[0];
+  /* The offsets left, still in the canonical order (largest first). */
+  if (N < 2) a += hct_shfl_xor(a, 16);
+  if (N < 4) a += hct_shfl_xor(a, 8);
+  if (N < 8) a += hct_shfl_xor(a, 4);
+  if (N < 16) a += hct_shfl_xor(a, 2);
+  if (N < 32) a += hct_shfl_xor(a, 1);
+  return a;
+}
+
+#define UD_UT (UW * HCT_LW)
+
+/*
+ * Steps 3 and 4 for the channels c0 .. c0+CPW-1 of one warp, with lo of
+ * the tokens in shared memory (tokens T..TB-1 zero).  Value s*TB + t of a
+ * lane is its partial of row s*C + c for token t; after ud_multi_sum lane
+ * L holds the full sum of value L >> (5 - M), and lane t < T gathers its
+ * four gates and mixes.
+ */
+template <int TB>
+HCT_DEV void ud_upmix_warp(const hct_u4 (&w)[CPW][S][2], const float (&rr)[CPW][S],
+                           const hct_f4 *slo, int lane, int c0, int T, float *mixed,
+                           hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
+  constexpr int NV = S * TB;
+  constexpr int M = TB == 1 ? 2 : TB == 2 ? 3 : TB == 4 ? 4 : 5;
+  static_assert(S == 4 && (1 << M) == NV, "upmix_dec: 4 streams x TB tokens is 2^M");
+  const bool two = lane + HCT_LW < HCR_UP_CHUNKS;
+  const int tm = lane & (TB - 1);
+  const bool mixer = lane < T && lane < TB;
+#pragma unroll
+  for (int i = 0; i < CPW; ++i) {
+    float v[NV];
+#pragma unroll
+    for (int t = 0; t < TB; ++t) {
+      const hct_f4 *l = slo + t * (K / 4);
+      const hct_f4 a = l[2 * lane], b = l[2 * lane + 1];
+      hct_f4 a2 = {0.0f, 0.0f, 0.0f, 0.0f}, b2 = a2;
+      if (two) {
+        a2 = l[2 * (lane + HCT_LW)];
+        b2 = l[2 * (lane + HCT_LW) + 1];
+      }
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        float acc = hcr_dot8(w[i][s][0], a, b, 0.0f);
+        if (two) acc = hcr_dot8(w[i][s][1], a2, b2, acc);
+        v[s * TB + t] = acc;
+      }
+    }
+    const float g = hcr_sigmoid(ud_multi_sum<NV>(v, lane));
+    float gs[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) gs[s] = ud_shfl_idx(g, (s * TB + tm) << (5 - M));
+    if (mixer) {
+      float m = gs[0] * rr[i][0];
+#pragma unroll
+      for (int s = 1; s < S; ++s) m = fmaf(gs[s], rr[i][s], m);
+      const long long o = (long long)tm * C + c0 + i;
+      mixed[o] = m;
+      mixed_bf16[o] = hct_f32_to_bf16(m);
+      mixed_f16[o] = hct_f32_to_f16(m);
+    }
+  }
+}
+
+/*
+ * Grid (C / (UW*CPW)), block UW*32.  Warp w of block b takes channels
+ * (b*UW + w)*CPW + i, i < CPW.  The reduction is sized by TB, the least
+ * power of two >= T, picked at run time (one binary serves every T).
+ */
+HCT_ENTRY void __launch_bounds__(UD_UT)
+    hc_ud_upmix(const float *resid, const hct_u16 *w_up, const float *lo, float *mixed,
+                hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
+  __shared__ hct_f4 slo[8 * K / 4];
+  const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
+  const int c0 = ((int)blockIdx.x * UW + wp) * CPW;
+  const bool two = lane + HCT_LW < HCR_UP_CHUNKS; /* lanes with a second chunk */
+  const int TB = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8;
+  const int tm = lane & (TB - 1);                 /* the token lane t mixes */
+  const bool mixer = lane < T && lane < TB;
+
+  /* Weights first: every load of the warp is in flight before any use. */
+  hct_u4 w[CPW][S][2];
+#pragma unroll
+  for (int i = 0; i < CPW; ++i)
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      const hct_u4 *row = (const hct_u4 *)(w_up + ((long long)s * C + c0 + i) * K);
+      w[i][s][0] = row[lane];
+      w[i][s][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
+    }
+  /* R' of the token this lane mixes. */
+  float rr[CPW][S];
+#pragma unroll
+  for (int i = 0; i < CPW; ++i)
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      rr[i][s] = mixer ? resid[((long long)tm * S + s) * C + c0 + i] : 0.0f;
+
+  /* lo of the T tokens; tokens T..TB-1 as zeros (their sums are unused). */
+  const hct_f4 *lo4 = (const hct_f4 *)lo;
+  for (int p = tid; p < TB * K / 4; p += UD_UT)
+    slo[p] = p < T * K / 4 ? lo4[p] : hct_f4{0.0f, 0.0f, 0.0f, 0.0f};
+  __syncthreads();
+
+  switch (TB) {
+    case 1: ud_upmix_warp<1>(w, rr, slo, lane, c0, T, mixed, mixed_bf16, mixed_f16); break;
+    case 2: ud_upmix_warp<2>(w, rr, slo, lane, c0, T, mixed, mixed_bf16, mixed_f16); break;
+    case 4: ud_upmix_warp<4>(w, rr, slo, lane, c0, T, mixed, mixed_bf16, mixed_f16); break;
+    default: ud_upmix_warp<8>(w, rr, slo, lane, c0, T, mixed, mixed_bf16, mixed_f16); break;
+  }
+}
