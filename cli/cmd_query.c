@@ -1,7 +1,111 @@
-/* cmd_query.c: placeholder until the command is written. */
+/*
+ * cmd_query.c: `hctune query`: asks the daemon through libhctune, exactly
+ * as an engine would, and prints the answer for each token count.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "daemon.h"
+
+static const char usage[] =
+    "usage: hctune query --op OP --tokens T [--device D] [--parity P] [options]\n"
+    "       hctune query --raw JSON\n"
+    "\n"
+    "Asks the daemon which variant of OP to run for T tokens (a count, or a\n"
+    "list such as 1-8 or 1,2,4), through libhctune as an engine does: an\n"
+    "absent or slow daemon gives the op's baseline, marked 'fallback'.\n"
+    "\n"
+    "options:\n"
+    "  --device D      card UUID or model key (default: the daemon's first card)\n"
+    "  --parity P      bitwise (default) or kl\n"
+    "  --socket PATH   daemon socket (default: $HCTUNE_SOCKET, ...)\n"
+    "  --timeout MS    per answer (default 50)\n"
+    "  --json          one JSON object per token count\n"
+    "  --raw JSON      send one request line as is and print the reply\n";
 
 int cmd_query(int argc, char **argv) {
-  (void)argc;
-  return hct__usage_error(argv[0], "not built yet");
+  const char *op = NULL, *tokens = NULL, *device = NULL, *parity = NULL, *sock = NULL;
+  const char *raw = NULL, *timeout = NULL;
+  int json = 0;
+  const struct {
+    const char *name;
+    const char **dst;
+  } opts[] = {
+      {"--op", &op},         {"--tokens", &tokens}, {"--device", &device},  {"--parity", &parity},
+      {"--socket", &sock},   {"--raw", &raw},       {"--timeout", &timeout},
+  };
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      fputs(usage, stdout);
+      return HCT_EXIT_OK;
+    }
+    if (strcmp(a, "--json") == 0) {
+      json = 1;
+      continue;
+    }
+    size_t k;
+    for (k = 0; k < HCT_ARRAY_SIZE(opts); k++)
+      if (strcmp(a, opts[k].name) == 0) break;
+    if (k == HCT_ARRAY_SIZE(opts)) return hct__usage_error(argv[0], "unknown option '%s'", a);
+    if (i + 1 >= argc) return hct__usage_error(argv[0], "option '%s' needs a value", a);
+    *opts[k].dst = argv[++i];
+  }
+  int timeout_ms = HCT_DEFAULT_TIMEOUT_MS;
+  if (timeout != NULL) {
+    char *end;
+    long v = strtol(timeout, &end, 10);
+    if (*end != '\0' || v < 1 || v > 600000)
+      return hct__usage_error(argv[0], "--timeout '%s': want 1 to 600000 ms", timeout);
+    timeout_ms = (int)v;
+  }
+  if (raw == NULL && (op == NULL || tokens == NULL))
+    return hct__usage_error(argv[0], "--op and --tokens are required");
+  static uint8_t present[4097];
+  int max = 4096;
+  if (raw == NULL) {
+    int rc = hct__parse_token_list(tokens, max, present);
+    if (rc < 0) return hct__usage_error(argv[0], "--tokens: %s", hct_last_error());
+  }
+  hct_client_t *c;
+  int rc = hct_connect(sock, timeout_ms, &c);
+  if (c == NULL) return hct__cli_fail(rc);
+  if (raw != NULL) {
+    char *reply;
+    rc = hct__client_request(c, raw, timeout_ms < 1000 ? 1000 : timeout_ms, &reply);
+    hct_close(c);
+    if (rc < 0) return hct__cli_fail(rc);
+    printf("%s\n", reply);
+    free(reply);
+    return HCT_EXIT_OK;
+  }
+  int status = HCT_EXIT_OK, warned = 0;
+  for (int t = 1; t <= max; t++) {
+    if (!present[t]) continue;
+    hct_choice_t ch;
+    rc = hct_choose(c, op, t, device, parity, &ch);
+    if (rc < 0) {
+      hct__error_print("hctune query", rc);
+      status = HCT_EXIT_FAIL;
+      break;
+    }
+    if (json) {
+      printf("{\"op\":\"%s\",\"tokens\":%d,\"variant\":\"%s\",\"params\":%s,\"class\":\"%s\","
+             "\"source\":\"%s\",\"fallback\":%s,\"median_us\":%.3f,\"baseline_us\":%.3f}\n",
+             op, t, ch.variant, ch.params, ch.parity_class, hct_source_name(ch.source),
+             rc == HCT_FALLBACK ? "true" : "false", ch.median_us, ch.baseline_us);
+    } else {
+      printf("%s T=%d: %s %s (%s, source %s", op, t, ch.variant, ch.params,
+             ch.parity_class[0] ? ch.parity_class : "class unknown", hct_source_name(ch.source));
+      if (ch.median_us > 0)
+        printf(", %.2f us against the baseline's %.2f us", ch.median_us, ch.baseline_us);
+      printf(")%s\n", rc == HCT_FALLBACK ? " fallback: daemon not reachable" : "");
+    }
+    if (rc == HCT_FALLBACK && !warned) fprintf(stderr, "hctune query: %s\n", hct_last_error());
+    if (rc == HCT_FALLBACK) warned = 1;
+  }
+  hct_close(c);
+  return status;
 }

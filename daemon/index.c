@@ -1,0 +1,266 @@
+/*
+ * index.c: the daemon's decisions in memory.
+ *
+ * The DB stores one decision per (card, op, parity class, token range).  An
+ * engine asks for one token count, thousands of times a second, so the
+ * snapshot keeps two hash tables of sorted ranges: by card UUID (the card's
+ * own decisions) and by card model key (answers for a card the DB has never
+ * seen, from cards of the same model: source "fleet").  A snapshot is never
+ * changed after it is built; the loop thread builds a new one on reload.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+
+typedef struct entry_s {
+  const hct_db_decision_t *d;
+  char *body; /* rendered reply, card buckets only */
+  size_t body_len;
+} entry_t;
+
+typedef struct bucket_s {
+  const char *a, *op, *parity; /* a: uuid or model key */
+  uint64_t hash;
+  int first, n;                /* entries, sorted by tmin */
+} bucket_t;
+
+typedef struct table_s {
+  entry_t *ent;
+  bucket_t *b;
+  int nb;
+  int *slot; /* open addressing: bucket index or -1 */
+  size_t mask;
+} table_t;
+
+struct hct_index_s {
+  hct_db_decision_t *dec;
+  int n_dec;
+  hct_db_pin_t *pins;
+  int n_pins;
+  hct_db_device_t *devs;
+  int n_devs;
+  table_t by_card, by_model;
+};
+
+/* FNV-1a over the three parts with a separator, so ("ab","c") and ("a","bc")
+ * differ. */
+static uint64_t key_hash(const char *a, const char *op, const char *parity) {
+  uint64_t h = 1469598103934665603ull;
+  const char *parts[3] = {a, op, parity};
+  for (int i = 0; i < 3; i++) {
+    for (const unsigned char *p = (const unsigned char *)parts[i]; *p; p++) {
+      h ^= *p;
+      h *= 1099511628211ull;
+    }
+    h ^= 0x1f;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+static const char *dec_key(const hct_db_decision_t *d, int by_model) {
+  return by_model ? d->keys.model_key : d->keys.uuid;
+}
+
+static int cmp_key(const hct_db_decision_t *x, const hct_db_decision_t *y, int by_model) {
+  int c = strcmp(dec_key(x, by_model), dec_key(y, by_model));
+  if (c == 0) c = strcmp(x->op, y->op);
+  if (c == 0) c = strcmp(x->parity, y->parity);
+  return c;
+}
+
+static int sort_by_model; /* qsort has no context argument; loop thread only */
+
+static int cmp_entry(const void *a, const void *b) {
+  const entry_t *x = a, *y = b;
+  int c = cmp_key(x->d, y->d, sort_by_model);
+  if (c == 0) c = (x->d->tmin > y->d->tmin) - (x->d->tmin < y->d->tmin);
+  return c;
+}
+
+static void table_free(table_t *t, int n) {
+  if (t->ent != NULL)
+    for (int i = 0; i < n; i++) free(t->ent[i].body);
+  free(t->ent);
+  free(t->b);
+  free(t->slot);
+  memset(t, 0, sizeof *t);
+}
+
+static int table_build(table_t *t, const hct_db_decision_t *dec, int n, int by_model) {
+  memset(t, 0, sizeof *t);
+  t->ent = calloc((size_t)n + 1, sizeof *t->ent);
+  t->b = calloc((size_t)n + 1, sizeof *t->b);
+  size_t cap = 16;
+  while (cap < 2 * (size_t)n + 2) cap <<= 1;
+  t->slot = malloc(cap * sizeof *t->slot);
+  if (t->ent == NULL || t->b == NULL || t->slot == NULL)
+    return hct__error(HCT_ENOMEM, "decision index: out of memory for %d decisions", n);
+  t->mask = cap - 1;
+  for (size_t i = 0; i < cap; i++) t->slot[i] = -1;
+  for (int i = 0; i < n; i++) t->ent[i].d = &dec[i];
+  sort_by_model = by_model;
+  qsort(t->ent, (size_t)n, sizeof *t->ent, cmp_entry);
+  for (int i = 0; i < n; i++) {
+    const hct_db_decision_t *d = t->ent[i].d;
+    if (t->nb > 0 && cmp_key(t->ent[t->b[t->nb - 1].first].d, d, by_model) == 0) {
+      t->b[t->nb - 1].n++;
+      continue;
+    }
+    bucket_t *b = &t->b[t->nb];
+    b->a = dec_key(d, by_model);
+    b->op = d->op;
+    b->parity = d->parity;
+    b->hash = key_hash(b->a, b->op, b->parity);
+    b->first = i;
+    b->n = 1;
+    size_t s = b->hash & t->mask;
+    while (t->slot[s] >= 0) s = (s + 1) & t->mask;
+    t->slot[s] = t->nb++;
+  }
+  return 0;
+}
+
+static const bucket_t *table_find(const table_t *t, const char *a, const char *op,
+                                  const char *parity) {
+  if (t->slot == NULL) return NULL;
+  uint64_t h = key_hash(a, op, parity);
+  for (size_t s = h & t->mask;; s = (s + 1) & t->mask) {
+    int i = t->slot[s];
+    if (i < 0) return NULL;
+    const bucket_t *b = &t->b[i];
+    if (b->hash == h && strcmp(b->a, a) == 0 && strcmp(b->op, op) == 0 &&
+        strcmp(b->parity, parity) == 0)
+      return b;
+  }
+}
+
+json_t *hct__decision_json(const hct_db_decision_t *d, const char *source) {
+  json_t *params = json_loads(d->params, 0, NULL);
+  if (params == NULL) params = json_string(d->params);
+  json_t *figs = d->evidence_json[0] ? json_loads(d->evidence_json, 0, NULL) : NULL;
+  char when[40] = "";
+  if (d->decided_at > 0) hct__iso_time(d->decided_at, when, sizeof when);
+  json_t *ev = json_pack("{s:f, s:f, s:[f,f], s:i, s:s, s:s, s:o}", "median_us", d->median_us,
+                         "baseline_us", d->baseline_us, "ci_us", d->ci_lo_us, d->ci_hi_us,
+                         "samples", d->samples, "measured_at", when, "run_id", d->run_id,
+                         "parity", figs != NULL ? figs : json_object());
+  return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:[i,i], s:o}", "ok", 1, "variant",
+                   d->variant, "params", params, "class", d->variant_class, "source", source,
+                   "template_hash", d->template_hash, "device", d->keys.uuid, "tokens", d->tmin,
+                   d->tmax, "evidence", ev != NULL ? ev : json_object());
+}
+
+int hct__index_load(hct_db_t *db, hct_index_t **out) {
+  hct_index_t *ix = calloc(1, sizeof *ix);
+  if (ix == NULL) return hct__error(HCT_ENOMEM, "decision index: out of memory");
+  int rc = hct__db_decisions_list(db, &ix->dec, &ix->n_dec);
+  if (rc >= 0) rc = hct__db_pins_list(db, &ix->pins, &ix->n_pins);
+  if (rc >= 0) rc = hct__db_devices_list(db, &ix->devs, &ix->n_devs);
+  if (rc >= 0) rc = table_build(&ix->by_card, ix->dec, ix->n_dec, 0);
+  if (rc >= 0) rc = table_build(&ix->by_model, ix->dec, ix->n_dec, 1);
+  for (int i = 0; rc >= 0 && i < ix->n_dec; i++) {
+    entry_t *e = &ix->by_card.ent[i];
+    const char *src = e->d->source[0] ? e->d->source : "probe";
+    json_t *j = hct__decision_json(e->d, src);
+    e->body = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(j);
+    if (e->body == NULL) rc = hct__error(HCT_ENOMEM, "decision index: cannot render a reply");
+    else e->body_len = strlen(e->body);
+  }
+  if (rc < 0) {
+    hct__index_free(ix);
+    return rc;
+  }
+  *out = ix;
+  return 0;
+}
+
+void hct__index_free(hct_index_t *ix) {
+  if (ix == NULL) return;
+  table_free(&ix->by_card, ix->n_dec);
+  table_free(&ix->by_model, ix->n_dec);
+  free(ix->dec);
+  free(ix->pins);
+  if (ix->devs != NULL) hct__db_devices_free(ix->devs, ix->n_devs);
+  free(ix);
+}
+
+const hct_db_decision_t *hct__index_decision(const hct_index_t *ix, const char *uuid,
+                                             const char *op, const char *parity, int tokens,
+                                             const char **body, size_t *body_len) {
+  const bucket_t *b = table_find(&ix->by_card, uuid, op, parity);
+  if (b == NULL) return NULL;
+  /* Ranges of one card never overlap: the last one starting at or below
+   * `tokens` is the only candidate. */
+  int lo = b->first, hi = b->first + b->n - 1, best = -1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (ix->by_card.ent[mid].d->tmin <= tokens) {
+      best = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  if (best < 0 || ix->by_card.ent[best].d->tmax < tokens) return NULL;
+  const entry_t *e = &ix->by_card.ent[best];
+  if (body != NULL) *body = e->body;
+  if (body_len != NULL) *body_len = e->body_len;
+  return e->d;
+}
+
+const hct_db_decision_t *hct__index_fleet(const hct_index_t *ix, const char *model_key,
+                                          const char *op, const char *parity, int tokens) {
+  const bucket_t *b = table_find(&ix->by_model, model_key, op, parity);
+  if (b == NULL) return NULL;
+  /* Ranges of different cards overlap: the newest measurement wins. */
+  const hct_db_decision_t *best = NULL;
+  for (int i = b->first; i < b->first + b->n; i++) {
+    const hct_db_decision_t *d = ix->by_model.ent[i].d;
+    if (d->tmin > tokens) break;
+    if (d->tmax >= tokens && (best == NULL || d->decided_at > best->decided_at)) best = d;
+  }
+  return best;
+}
+
+const hct_db_pin_t *hct__index_pin(const hct_index_t *ix, const char *device, const char *op,
+                                   int tokens, int64_t now) {
+  const hct_db_pin_t *any = NULL;
+  for (int i = 0; i < ix->n_pins; i++) {
+    const hct_db_pin_t *p = &ix->pins[i];
+    if (strcmp(p->op, op) != 0 || tokens < p->tmin || tokens > p->tmax) continue;
+    if (p->until != 0 && p->until <= now) continue;
+    if (device != NULL && strcmp(p->uuid, device) == 0) return p;
+    if (strcmp(p->uuid, "*") == 0 && any == NULL) any = p;
+  }
+  return any;
+}
+
+const hct_db_device_t *hct__index_device(const hct_index_t *ix, const char *uuid) {
+  for (int i = 0; i < ix->n_devs; i++)
+    if (strcmp(ix->devs[i].uuid, uuid) == 0) return &ix->devs[i];
+  return NULL;
+}
+
+const char *hct__index_default_device(const hct_index_t *ix) {
+  if (ix->n_devs > 0) return ix->devs[0].uuid;
+  if (ix->n_dec > 0) return ix->dec[0].keys.uuid;
+  return NULL;
+}
+
+const hct_db_decision_t *hct__index_decisions(const hct_index_t *ix, int *n) {
+  *n = ix->n_dec;
+  return ix->dec;
+}
+
+const hct_db_pin_t *hct__index_pins(const hct_index_t *ix, int *n) {
+  *n = ix->n_pins;
+  return ix->pins;
+}
+
+const hct_db_device_t *hct__index_devices(const hct_index_t *ix, int *n) {
+  *n = ix->n_devs;
+  return ix->devs;
+}
