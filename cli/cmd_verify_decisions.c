@@ -99,14 +99,19 @@ int cmd_verify_decisions(int argc, char **argv) {
   }
 
   int worst_fail = 0, checked = 0;
-  uint8_t done[1024] = {0};
+  uint8_t *done = calloc((size_t)nd, 1);
   rows_t rows = {calloc(MAX_ROWS, sizeof(row_t)), 0};
-  if (rows.r == NULL) return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory"));
+  if (rows.r == NULL || done == NULL) {
+    free(rows.r);
+    free(done);
+    free(d);
+    return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory"));
+  }
   printf("%-14s %-10s %-8s %5s  %-28s %10s  %-28s %10s %7s\n", "card", "op", "class", "T",
          "chosen", "us", "best", "us", "ratio");
   /* One re-timing per (card, op): every decision of both classes shares it. */
   for (int i = 0; i < nd; i++) {
-    if (done[i % 1024] || (only_op && strcmp(d[i].op, only_op) != 0)) continue;
+    if (done[i] || (only_op && strcmp(d[i].op, only_op) != 0)) continue;
     if (device && strcmp(d[i].keys.uuid, want.uuid) != 0) continue;
     hct_device_t dev;
     if (hct__device_find(d[i].keys.uuid, &dev) != 0) {
@@ -136,7 +141,7 @@ int cmd_verify_decisions(int argc, char **argv) {
     }
     for (int j = i; j < nd; j++) {
       if (strcmp(d[j].keys.uuid, d[i].keys.uuid) != 0 || strcmp(d[j].op, d[i].op) != 0) continue;
-      done[j % 1024] = 1;
+      done[j] = 1;
       int allow_kl = strcmp(d[j].parity, "kl") == 0;
       for (int T = d[j].tmin; T <= d[j].tmax; T++) {
         const row_t *chosen = NULL, *best = NULL;
@@ -168,6 +173,7 @@ int cmd_verify_decisions(int argc, char **argv) {
     hct__manifest_free(op);
   }
   free(rows.r);
+  free(done);
   free(d);
   if (rc != 0) return hct__cli_fail(rc);
   printf("%d decisions x token counts checked; limit %.3f: %s\n", checked, limit,
