@@ -551,6 +551,11 @@ static int time_T(probe_t *P, int T) {
   to.progress = timing_progress;
   to.arg = &tm;
   to.seed = hct__rng_next(&P->rng);
+  /* The baseline is the incumbent every challenger is compared with: it
+   * stays timed to a tight interval however slow it is. */
+  uint8_t no_prune[MAX_CANDS] = {0};
+  for (int k = 0; k < n; k++) no_prune[k] = idx[k] == P->baseline;
+  to.no_prune = no_prune;
   to.max_seconds = 0.5;
   to.max_rounds = 60;
   if (P->o->sample_factor > 1) {
