@@ -146,9 +146,11 @@ static int exec(hct_db_t *db, const char *sql, const char *what) {
 
 /* Runs a PRAGMA (or any one-row query) returning one integer. */
 static int query_int(hct_db_t *db, const char *sql, int64_t *out) {
+  /* The first read of a file is where a bad one shows: say so plainly. */
+  const char *what = strstr(sql, "user_version") ? "cannot read it" : sql;
   sqlite3_stmt *st;
   int rc = sqlite3_prepare_v2(db->h, sql, -1, &st, NULL);
-  if (rc != SQLITE_OK) return hct__db_fail(db, rc, sql);
+  if (rc != SQLITE_OK) return hct__db_fail(db, rc, what);
   rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
     *out = sqlite3_column_int64(st, 0);
@@ -157,7 +159,7 @@ static int query_int(hct_db_t *db, const char *sql, int64_t *out) {
     *out = 0;
     rc = SQLITE_OK;
   }
-  int err = rc == SQLITE_OK ? 0 : hct__db_fail(db, rc, sql);
+  int err = rc == SQLITE_OK ? 0 : hct__db_fail(db, rc, what);
   sqlite3_finalize(st);
   return err;
 }

@@ -2,8 +2,9 @@
  * test_db_crash.c: a probe killed at any moment keeps every trial it
  * committed, and the file stays sound.
  *
- * A child adds trials in a loop and, after each commit returns, writes the
- * trial's id and seed to a pipe.  The parent SIGKILLs it after a random
+ * A child opens the database (creating it in the first round), then adds
+ * trials in a loop and, after each commit returns, writes the trial's id
+ * and seed to a pipe.  The parent SIGKILLs it after a random
  * 1-50 ms, 20 times on the same database, then checks integrity and that
  * every reported trial is there with its seed.
  */
@@ -38,6 +39,9 @@ static void child(const char *path, int fd, uint64_t rng) {
     fprintf(stderr, "child: %s\n", hct_last_error());
     _exit(3);
   }
+  /* Ready: the parent may time its kill from here. */
+  report_t ready = {-1, 0};
+  if (write(fd, &ready, sizeof ready) != (ssize_t)sizeof ready) _exit(5);
   hct_db_trial_t t;
   memset(&t, 0, sizeof t);
   strcpy(t.keys.host, "crash-host");
@@ -89,6 +93,12 @@ static void test_kill_during_writes(void **state) {
       child(path, fds[1], rng);
     }
     close(fds[1]);
+    /* Odd rounds time the kill from the child's open, so that a loaded
+     * machine still kills mid-writes; even rounds from the fork, so that
+     * kills land in the open and the migration too. */
+    report_t ready = {0, 0};
+    if (round % 2 == 1)
+      assert_int_equal(read(fds[0], &ready, sizeof ready), sizeof ready);
     struct timespec delay = {0, (long)(1 + rand() % 50) * 1000000L};
     nanosleep(&delay, NULL);
     kill(pid, SIGKILL);
@@ -104,6 +114,7 @@ static void test_kill_during_writes(void **state) {
       if (got < 0 && errno == EINTR) continue;
       /* A write of 16 bytes to a pipe is atomic: never a half report. */
       assert_int_equal(got, sizeof r);
+      if (r.id == -1) continue; /* the ready message */
       if (n_reports == cap) {
         cap = cap ? cap * 2 : 1024;
         reports = realloc(reports, cap * sizeof *reports);
