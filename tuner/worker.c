@@ -9,6 +9,8 @@
  * the worker as a protocol error.
  */
 #include <errno.h>
+#include <math.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -554,6 +556,54 @@ void hct__worker_stop(hct_worker_t *w) {
   free(w->line);
   free(w->exe);
   free(w);
+}
+
+/* ---- parity figures over the pipe ----------------------------------------- */
+
+static json_t *real_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+json_t *hct__figs_to_json(const hct_parity_figs_t *f) {
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "elems",
+                   (json_int_t)f->elems, "mismatches", (json_int_t)f->mismatches, "first_mismatch",
+                   (json_int_t)f->first_mismatch, "unwritten", (json_int_t)f->unwritten,
+                   "nonfinite", (json_int_t)f->nonfinite, "rel_err", real_or_null(f->rel_err),
+                   "max_err_ratio", real_or_null(f->max_err_ratio), "kl_mean",
+                   real_or_null(f->kl_mean), "kl_max", real_or_null(f->kl_max), "argmax_agree",
+                   real_or_null(f->argmax_agree));
+}
+
+int hct__figs_from_json(json_t *j, hct_parity_figs_t *f) {
+  static const struct {
+    const char *key;
+    size_t off;
+  } counts[] = {
+      {"elems", offsetof(hct_parity_figs_t, elems)},
+      {"mismatches", offsetof(hct_parity_figs_t, mismatches)},
+      {"first_mismatch", offsetof(hct_parity_figs_t, first_mismatch)},
+      {"unwritten", offsetof(hct_parity_figs_t, unwritten)},
+      {"nonfinite", offsetof(hct_parity_figs_t, nonfinite)},
+  }, reals[] = {
+      {"rel_err", offsetof(hct_parity_figs_t, rel_err)},
+      {"max_err_ratio", offsetof(hct_parity_figs_t, max_err_ratio)},
+      {"kl_mean", offsetof(hct_parity_figs_t, kl_mean)},
+      {"kl_max", offsetof(hct_parity_figs_t, kl_max)},
+      {"argmax_agree", offsetof(hct_parity_figs_t, argmax_agree)},
+  };
+  memset(f, 0, sizeof *f);
+  if (!json_is_object(j)) return hct__error(HCT_EPROTO, "parity figures: not an object");
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(counts); i++) {
+    json_t *v = json_object_get(j, counts[i].key);
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+      return hct__error(HCT_EPROTO, "parity figures: '%s' missing or not a count", counts[i].key);
+    *(size_t *)((char *)f + counts[i].off) = (size_t)json_integer_value(v);
+  }
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(reals); i++) {
+    json_t *v = json_object_get(j, reals[i].key);
+    if (!json_is_number(v) && !json_is_null(v))
+      return hct__error(HCT_EPROTO, "parity figures: '%s' missing or not a number", reals[i].key);
+    *(double *)((char *)f + reals[i].off) = json_is_null(v) ? NAN : json_number_value(v);
+  }
+  return 0;
 }
 
 /* ---- quarantine -------------------------------------------------------------- */

@@ -142,6 +142,14 @@ const char *hct__worker_stderr_tail(const hct_worker_t *w);
 /* "SIGSEGV" for 11; "SIG?" when not known. */
 const char *hct__signal_name(int sig);
 
+/* Parity figures (tuner.h) as the JSON object of a check reply, and back:
+ * {"elems", "mismatches", "first_mismatch", "unwritten", "nonfinite",
+ * "rel_err", "max_err_ratio", "kl_mean", "kl_max", "argmax_agree"};
+ * figures that are not finite travel as null (NaN back).  from_json
+ * returns HCT_EPROTO naming a missing field. */
+json_t *hct__figs_to_json(const hct_parity_figs_t *f);
+int hct__figs_from_json(json_t *j, hct_parity_figs_t *f);
+
 /* ---- quarantine (tuner/worker.c) ------------------------------------------ */
 
 /* What identifies a candidate in the faults table (every pointer must be
