@@ -145,8 +145,10 @@ typedef struct hct_db_decision_s {
 } hct_db_decision_t;
 
 /*
- * Replaces the decisions of (uuid, op, parity) for every token count in
- * [tmin of first, tmax of last] with `d` (n ranges), in one transaction.
+ * Replaces the decisions of (uuid, op, parity) for every token count in the
+ * n ranges of `d` (sorted, disjoint, one uuid/op/parity) in one
+ * transaction.  An old range overlapping a new one is cut back to the part
+ * outside it; token counts outside the new ranges keep their decisions.
  */
 int hct__db_decisions_replace(hct_db_t *db, const hct_db_decision_t *d, int n);
 /* All decisions, sorted by uuid, op, parity, tmin.  *out is malloc'd. */

@@ -382,7 +382,7 @@ static int run_group_sql(hct_db_t *db, const char *sql, const hct_db_decision_t 
 
 /*
  * The ranges of one (uuid, op, parity) never overlap.  An old range that
- * sticks out of the new span [lo, hi] keeps its outside part: tokens the
+ * sticks out of a new range [lo, hi] keeps its outside part: tokens the
  * new probe did not measure keep their old answer.
  */
 static const char *const trim_sql[] = {
@@ -432,12 +432,15 @@ int hct__db_decisions_replace(hct_db_t *db, const hct_db_decision_t *d, int n) {
   if (n <= 0) return 0;
   int err = check_ranges(db, d, n);
   if (err) return err;
-  int lo = d[0].tmin, hi = d[n - 1].tmax;
   err = hct__db_tx_begin(db);
   if (err) return err;
-  for (size_t s = 0; err == 0 && s < HCT_ARRAY_SIZE(trim_sql); s++)
-    err = run_group_sql(db, trim_sql[s], &d[0], lo, hi);
-  for (int i = 0; err == 0 && i < n; i++) err = insert_decision(db, &d[i]);
+  /* Range by range: token counts between the new ranges were not measured
+   * by this probe and keep their old answer. */
+  for (int i = 0; err == 0 && i < n; i++) {
+    for (size_t s = 0; err == 0 && s < HCT_ARRAY_SIZE(trim_sql); s++)
+      err = run_group_sql(db, trim_sql[s], &d[i], d[i].tmin, d[i].tmax);
+    if (err == 0) err = insert_decision(db, &d[i]);
+  }
   return hct__db_tx_end(db, err);
 }
 

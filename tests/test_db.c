@@ -607,6 +607,10 @@ static void test_decisions(void **state) {
   hct_db_decision_t first[3] = {decision("GPU-d", "bitwise", 1, 4, "A"),
                                 decision("GPU-d", "bitwise", 5, 8, "B"),
                                 decision("GPU-d", "bitwise", 9, 16, "C")};
+  first[0].baseline_us = 41;
+  first[1].baseline_us = 42;
+  first[1].decided_at = 1700000000;
+  strcpy(first[1].evidence_json, "{\"from\":\"B\"}");
   assert_ok(hct__db_decisions_replace(db, first, 3));
   /* Other groups must not be touched by replacements below. */
   hct_db_decision_t kl = decision("GPU-d", "kl", 1, 16, "K");
@@ -618,16 +622,43 @@ static void test_decisions(void **state) {
   hct_db_decision_t mid = decision("GPU-d", "bitwise", 3, 6, "D");
   assert_ok(hct__db_decisions_replace(db, &mid, 1));
   expect_ranges(db, "1-2:A 3-6:D 7-8:B 9-16:C");
+  /* The cut pieces keep their rows' figures. */
+  hct_db_decision_t *cut;
+  int ncut;
+  assert_ok(hct__db_decisions_list(db, &cut, &ncut));
+  assert_int_equal(ncut, 6);
+  assert_string_equal(cut[0].variant, "A");
+  assert_true(cut[0].baseline_us == 41);
+  assert_string_equal(cut[2].variant, "B");
+  assert_true(cut[2].baseline_us == 42);
+  assert_string_equal(cut[2].evidence_json, "{\"from\":\"B\"}");
+  assert_int_equal(cut[2].decided_at, 1700000000);
+  free(cut);
 
   hct_db_decision_t inside = decision("GPU-d", "bitwise", 10, 12, "E");
   assert_ok(hct__db_decisions_replace(db, &inside, 1));
   expect_ranges(db, "1-2:A 3-6:D 7-8:B 9-9:C 10-12:E 13-16:C");
 
-  /* Two ranges: the whole span 2..14 is replaced, gap included. */
+  /* Two ranges: the gap between them (not measured) keeps its answers. */
   hct_db_decision_t two[2] = {decision("GPU-d", "bitwise", 2, 5, "F"),
                               decision("GPU-d", "bitwise", 12, 14, "G")};
   assert_ok(hct__db_decisions_replace(db, two, 2));
-  expect_ranges(db, "1-1:A 2-5:F 12-14:G 15-16:C");
+  expect_ranges(db, "1-1:A 2-5:F 6-6:D 7-8:B 9-9:C 10-11:E 12-14:G 15-16:C");
+
+  /* One range over everything. */
+  hct_db_decision_t all = decision("GPU-d", "bitwise", 1, 16, "H");
+  assert_ok(hct__db_decisions_replace(db, &all, 1));
+  expect_ranges(db, "1-16:H");
+  hct_db_decision_t three[3] = {decision("GPU-d", "bitwise", 1, 1, "A"),
+                                decision("GPU-d", "bitwise", 2, 5, "F"),
+                                decision("GPU-d", "bitwise", 12, 14, "G")};
+  assert_ok(hct__db_decisions_replace(db, three, 3));
+  expect_ranges(db, "1-1:A 2-5:F 6-11:H 12-14:G 15-16:H");
+  /* Back to the layout the checks below expect. */
+  hct_db_decision_t back[2] = {decision("GPU-d", "bitwise", 6, 11, "Z"),
+                               decision("GPU-d", "bitwise", 15, 16, "C")};
+  assert_ok(hct__db_decisions_replace(db, back, 2));
+  expect_ranges(db, "1-1:A 2-5:F 6-11:Z 12-14:G 15-16:C");
 
   /* Bad input: overlapping new ranges, mixed groups. */
   hct_db_decision_t bad[2] = {decision("GPU-d", "bitwise", 1, 5, "X"),
@@ -635,16 +666,16 @@ static void test_decisions(void **state) {
   assert_int_equal(hct__db_decisions_replace(db, bad, 2), HCT_EINVAL);
   bad[1] = decision("GPU-e", "bitwise", 6, 9, "Y");
   assert_int_equal(hct__db_decisions_replace(db, bad, 2), HCT_EINVAL);
-  expect_ranges(db, "1-1:A 2-5:F 12-14:G 15-16:C");
+  expect_ranges(db, "1-1:A 2-5:F 6-11:Z 12-14:G 15-16:C");
 
   hct_db_decision_t *d;
   int n;
   assert_ok(hct__db_decisions_list(db, &d, &n));
-  assert_int_equal(n, 6);
+  assert_int_equal(n, 7);
   /* sorted by uuid, op, parity, tmin: GPU-d bitwise x4, GPU-d kl, GPU-e */
-  assert_string_equal(d[4].parity, "kl");
-  assert_string_equal(d[4].variant, "K");
-  assert_string_equal(d[5].keys.uuid, "GPU-e");
+  assert_string_equal(d[5].parity, "kl");
+  assert_string_equal(d[5].variant, "K");
+  assert_string_equal(d[6].keys.uuid, "GPU-e");
   assert_string_equal(d[1].keys.host, "host-a");
   assert_string_equal(d[1].keys.model_key, "nvidia|NVIDIA H200|sm_90|132|143");
   assert_string_equal(d[1].keys.driver_version, "580.1");
@@ -654,9 +685,6 @@ static void test_decisions(void **state) {
   assert_true(d[1].median_us == 10 && d[1].baseline_us == 15);
   assert_int_equal(d[1].samples, 50);
   assert_true(d[1].decided_at > 0);
-  /* A trimmed piece keeps the old row's figures. */
-  assert_string_equal(d[3].variant, "C");
-  assert_true(d[3].baseline_us == 15);
   free(d);
   hct__db_close(db);
 }
