@@ -440,6 +440,31 @@ static void test_transaction(void **state) {
   hct__db_close(other);
 }
 
+static void test_busy(void **state) {
+  fixture_t *f = *state;
+  hct_db_t *a = open_ok(f->path, 0), *b = open_ok(f->path, 0);
+  assert_ok(hct__db_begin(a));
+  /* The 5 s timeout of an open is kept short here so the test is quick. */
+  sqlite3_busy_timeout(hct__db_sqlite(b), 50);
+  hct_db_trial_t t = trial_make("GPU-busy", "rowsplit", 2);
+  assert_int_equal(hct__db_trial_add(b, &t, NULL), HCT_EBUSY);
+  assert_non_null(strstr(hct_last_error(), f->path));
+  assert_non_null(strstr(hct_last_error(), "locked"));
+  hct_db_decision_t d;
+  memset(&d, 0, sizeof d);
+  keys_fill(&d.keys, "GPU-busy");
+  strcpy(d.op, "hc_read");
+  strcpy(d.parity, "bitwise");
+  strcpy(d.variant, "v");
+  d.tmin = d.tmax = 1;
+  assert_int_equal(hct__db_decisions_replace(b, &d, 1), HCT_EBUSY);
+  assert_ok(hct__db_commit(a));
+  assert_ok(hct__db_trial_add(b, &t, NULL));
+  assert_ok(hct__db_decisions_replace(b, &d, 1));
+  hct__db_close(a);
+  hct__db_close(b);
+}
+
 /* ---- round trips -------------------------------------------------------- */
 
 static void test_devices(void **state) {
@@ -888,6 +913,7 @@ int main(void) {
     cmocka_unit_test_setup_teardown(test_readonly_file, setup, teardown),
     cmocka_unit_test_setup_teardown(test_data_version, setup, teardown),
     cmocka_unit_test_setup_teardown(test_transaction, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
     cmocka_unit_test_setup_teardown(test_devices, setup, teardown),
     cmocka_unit_test_setup_teardown(test_runs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_trials, setup, teardown),
