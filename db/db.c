@@ -370,7 +370,7 @@ static int open_checked(hct_db_t *db) {
                       "(upgrade hctune)", db->path, (long long)v, HCT_DB_SCHEMA_VERSION);
   /* quick_check reads every page but skips the index cross-checks of
    * integrity_check; it is what tells a half-overwritten file apart. */
-  err = query_int(db, "SELECT count(*) FROM sqlite_schema", &v);
+  err = query_int(db, "SELECT count(*) FROM sqlite_master", &v);
   if (err) return err;
   sqlite3_stmt *qc;
   rc = sqlite3_prepare_v2(db->h, "PRAGMA quick_check(1)", -1, &qc, NULL);

@@ -172,25 +172,27 @@ void hct__db_devices_free(hct_db_device_t *d, int n) {
 
 int hct__db_run_begin(hct_db_t *db, const hct_db_keys_t *k, const char *op, const char *args,
                       char run_id[33]) {
+  /* The id is drawn first rather than RETURNING'd, which SQLite before 3.35
+   * lacks. */
   sqlite3_stmt *st;
-  int err = prepare(db,
-                    "INSERT INTO runs (id, " KEY_COLS ", op, args, started_at)"
-                    " VALUES (" NEW_UID ",?,?,?,?,?,?,?,?,?) RETURNING id",
-                    &st);
+  int err = prepare(db, "SELECT " NEW_UID, &st);
   if (err) return err;
-  int i = bind_keys(st, 1, k);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) col_copy(st, 0, run_id, 33);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW) return hct__db_fail(db, rc, "cannot draw a run id");
+  err = prepare(db,
+                "INSERT INTO runs (id, " KEY_COLS ", op, args, started_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                &st);
+  if (err) return err;
+  bind_text(st, 1, run_id);
+  int i = bind_keys(st, 2, k);
   bind_text(st, i++, op);
   if (args) bind_text(st, i, args);
   i++;
   sqlite3_bind_int64(st, i, hct__unix_time());
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    col_copy(st, 0, run_id, 33);
-    rc = sqlite3_step(st);
-  }
-  err = rc == SQLITE_DONE ? 0 : hct__db_fail(db, rc, "cannot start a run");
-  sqlite3_finalize(st);
-  return err;
+  return step_done(db, st, "cannot start a run");
 }
 
 int hct__db_run_end(hct_db_t *db, const char *run_id, const char *status) {

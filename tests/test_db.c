@@ -134,7 +134,7 @@ static void test_schema_created(void **state) {
   for (size_t i = 0; i < HCT_ARRAY_SIZE(tables); i++) {
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(hct__db_sqlite(db),
-                                        "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"
+                                        "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
                                         " AND name = ?", -1, &st, NULL), SQLITE_OK);
     sqlite3_bind_text(st, 1, tables[i], -1, SQLITE_STATIC);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
