@@ -1,0 +1,372 @@
+/*
+ * persist: hc_read in one persistent launch, class kl.  One block of 640
+ * threads per SM (the grid rounded down to a multiple of 4), two grid
+ * barriers (hct_grid.h: a barrier that times out raises ws[0] and the
+ * kernel returns):
+ *
+ *   start    every block requests all of its weights at once: its column
+ *            slice of w_down (all K rows) by cp.async, and the w_up rows of
+ *            its channels by cp.async (WUPS 1) or as an L2 prefetch (WUPS
+ *            0), so the whole 13.11 MB stream starts at the first
+ *            instruction and runs under everything below.
+ *   stage A  blocks are dealt to streams, NB/4 per stream; block (s, i)
+ *            owns the chunks of 8 columns [s*C/8 + i*(C/8)/NBS, ...) of
+ *            stream s.  It forms R' there (storing it back when pending is
+ *            given: each element once), y = fl(R' * w_norm), the partial
+ *            sum of squares of its slice, and for every row j and token t
+ *            the partial dot P = sum over its slice of w_down[j][k] * y[k].
+ *            The norm scale rs is not known yet and is applied after the
+ *            reduction (lo = sum_s rs_s * P_s): linear, so exact in real
+ *            arithmetic, and only the rounding differs from v1.
+ *   barrier
+ *   stage B  the fixed-order reduction: a warp takes (t, 8 rows): lane
+ *            (row, g) sums blocks i = g, g+4, ... in order, then the
+ *            butterfly over g; the squares the same way; rs = rsqrtf(ss/C
+ *            + EPS); lo = rs_0*P_0, then fmaf over s = 1..3.  Deterministic:
+ *            the same bits on every run.
+ *   barrier
+ *   stage C  up and mix: block b takes channels [b*C/NB, (b+1)*C/NB), a
+ *            warp per channel, the canonical up lane partials of the four
+ *            rows s*C + c, all sums reduced at once by recursive halving,
+ *            the gates and the mix in registers (as upmix_dec).
+ *
+ * Parameters: WUPS (1: w_up staged in shared memory too, about 118 KB per
+ * block on 132 SMs; 0: L2 prefetch only, about 67 KB).  PF (2: bulk L2
+ * prefetch, sm_90; 1: prefetch.global.L2) is used with WUPS 0.
+ *
+ * Scratch: part (partial dots and squares, T*NB*(K+1) floats), lo (T*K),
+ * ws (the barrier's words, zeroed).
+ */
+#include "hc_read.h"
+#include "hct_grid.h"
+
+#ifndef WUPS
+#error "persist: WUPS must be defined"
+#endif
+#ifndef PF
+#error "persist: PF must be defined"
+#endif
+
+#define PS_NT (2 * K)             /* threads: two per row in stage A */
+#define PS_NW (PS_NT / HCT_LW)    /* warps: 20 */
+#define PS_CPS (C / 8)            /* chunks of 8 columns per stream: 320 */
+#define PS_TMAX 8
+#define PS_UPC HCR_UP_CHUNKS      /* chunks of a w_up row: 40 */
+static_assert(PS_NT % HCT_LW == 0, "persist: 2*K threads must be whole warps");
+static_assert(C % 8 == 0, "persist: a stream is whole chunks of 8");
+static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
+              "persist: a row of w_up is one or two chunks per lane");
+static_assert(S == 4, "persist: the mix is written for 4 streams");
+
+/* Loads past L1: data another block wrote in this launch. */
+HCT_DEV float ps_ldcg(const float *p) {
+#if defined(HCT_CUDA)
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+#else
+  return *(const volatile float *)p;
+#endif
+}
+
+HCT_DEV float ps_shfl_idx(float v, int src) {
+#if defined(HCT_CUDA)
+  return __shfl_sync(0xffffffffu, v, src);
+#else
+  return __shfl(v, src, HCT_LW);
+#endif
+}
+
+HCT_DEV void ps_prefetch(const void *p, int bytes) {
+#if defined(HCT_CUDA) && HCT_ARCH >= 90 && PF == 2
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#elif defined(HCT_CUDA)
+  for (int o = 0; o < bytes; o += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)p + o));
+#endif
+}
+
+/* One halving stage at offset OFF over the first N values (upmix_dec.cu
+ * explains the scheme; the sums are the canonical butterfly's). */
+template <int N, int OFF>
+HCT_DEV void ps_halve(float *v, int lane) {
+  const bool up = (lane & OFF) != 0;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    const float keep = up ? v[N / 2 + i] : v[i];
+    const float send = up ? v[i] : v[N / 2 + i];
+    v[i] = keep + hct_shfl_xor(send, OFF);
+  }
+}
+
+/* N = 2^M sums at once; returns the sum of value lane >> (5 - M). */
+template <int N>
+HCT_DEV float ps_multi_sum(float (&v)[N], int lane) {
+  static_assert(N >= 1 && N <= HCT_LW && (N & (N - 1)) == 0, "ps_multi_sum: N is 2^M <= 32");
+  if (N >= 2) ps_halve<N, 16>(v, lane);
+  if (N >= 4) ps_halve<(N >= 4 ? N / 2 : 2), 8>(v, lane);
+  if (N >= 8) ps_halve<(N >= 8 ? N / 4 : 2), 4>(v, lane);
+  if (N >= 16) ps_halve<(N >= 16 ? N / 8 : 2), 2>(v, lane);
+  if (N >= 32) ps_halve<(N >= 32 ? N / 16 : 2), 1>(v, lane);
+  float a = v[0];
+  if (N < 2) a += hct_shfl_xor(a, 16);
+  if (N < 4) a += hct_shfl_xor(a, 8);
+  if (N < 8) a += hct_shfl_xor(a, 4);
+  if (N < 16) a += hct_shfl_xor(a, 2);
+  if (N < 32) a += hct_shfl_xor(a, 1);
+  return a;
+}
+
+/* Block geometry, the same in every stage. */
+struct ps_geo {
+  int nb, nbs;      /* blocks, blocks per stream */
+  int s, i;         /* this block's stream and index within it */
+  int ch0, nch;     /* its chunks of 8 columns: [ch0, ch0 + nch) of D/8 */
+  int nchmax;       /* the most chunks any block has */
+  int cu0, ncu;     /* its channels for stage C */
+  int ncumax;
+};
+
+HCT_DEV ps_geo ps_geometry(void) {
+  ps_geo g;
+  g.nb = (int)gridDim.x;
+  g.nbs = g.nb / S;
+  g.s = (int)blockIdx.x / g.nbs;
+  g.i = (int)blockIdx.x % g.nbs;
+  const int a = g.i * PS_CPS / g.nbs, b = (g.i + 1) * PS_CPS / g.nbs;
+  g.ch0 = g.s * PS_CPS + a;
+  g.nch = b - a;
+  g.nchmax = (PS_CPS + g.nbs - 1) / g.nbs;
+  g.cu0 = (int)blockIdx.x * C / g.nb;
+  g.ncu = ((int)blockIdx.x + 1) * C / g.nb - g.cu0;
+  g.ncumax = (C + g.nb - 1) / g.nb;
+  return g;
+}
+
+/* Stage A's dots for TB tokens (TB >= T, a power of two): thread (j, h)
+ * takes row j over half h of the block's chunks. */
+template <int TB>
+HCT_DEV void ps_down(const ps_geo &g, const hct_u4 *smA, const float *sy, float *red, float *part,
+                     int T) {
+  const int tid = (int)threadIdx.x;
+  const int j = tid % K, h = tid / K;
+  const int half = (g.nch + 1) / 2;
+  const int c0 = h == 0 ? 0 : half, c1 = h == 0 ? half : g.nch;
+  const int ny = g.nchmax * 8; /* floats per token row of sy */
+  float acc[TB];
+#pragma unroll
+  for (int t = 0; t < TB; ++t) acc[t] = 0.0f;
+  for (int ch = c0; ch < c1; ++ch) {
+    const hct_u4 w = smA[ch * K + j];
+    const float wf[8] = {hct_bf16_lo(w.x), hct_bf16_hi(w.x), hct_bf16_lo(w.y), hct_bf16_hi(w.y),
+                         hct_bf16_lo(w.z), hct_bf16_hi(w.z), hct_bf16_lo(w.w), hct_bf16_hi(w.w)};
+#pragma unroll
+    for (int t = 0; t < TB; ++t) {
+      const hct_f4 *y = (const hct_f4 *)(sy + t * ny + ch * 8);
+      const hct_f4 a = y[0], b = y[1];
+      float v = acc[t];
+      v = fmaf(wf[0], a.x, v);
+      v = fmaf(wf[1], a.y, v);
+      v = fmaf(wf[2], a.z, v);
+      v = fmaf(wf[3], a.w, v);
+      v = fmaf(wf[4], b.x, v);
+      v = fmaf(wf[5], b.y, v);
+      v = fmaf(wf[6], b.z, v);
+      v = fmaf(wf[7], b.w, v);
+      acc[t] = v;
+    }
+  }
+  if (h == 1) {
+#pragma unroll
+    for (int t = 0; t < TB; ++t) red[t * K + j] = acc[t];
+  }
+  __syncthreads();
+  if (h == 0) {
+    /* part[((t*S + s)*NBS + i)*K + j]: a block writes T runs of K floats. */
+#pragma unroll
+    for (int t = 0; t < TB; ++t)
+      if (t < T) part[((long long)(t * S + g.s) * g.nbs + g.i) * K + j] = acc[t] + red[t * K + j];
+  }
+}
+
+/* Stage C for one channel c by one warp, TB >= T tokens. */
+template <int TB>
+HCT_DEV void ps_upmix(const hct_u4 (&w)[S][2], const float *slo, const float *resid, int lane,
+                      int c, int T, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
+  constexpr int NV = S * TB;
+  constexpr int M = TB == 1 ? 2 : TB == 2 ? 3 : TB == 4 ? 4 : 5;
+  static_assert((1 << M) == NV, "persist: 4 streams x TB tokens is 2^M");
+  const bool two = lane + HCT_LW < PS_UPC;
+  const int tm = lane & (TB - 1);
+  const bool mixer = lane < T && lane < TB;
+  float r[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) r[s] = mixer ? ps_ldcg(resid + ((long long)tm * S + s) * C + c) : 0.0f;
+  float v[NV];
+#pragma unroll
+  for (int t = 0; t < TB; ++t) {
+    const hct_f4 *l = (const hct_f4 *)(slo + t * K);
+    const hct_f4 a = l[2 * lane], b = l[2 * lane + 1];
+    hct_f4 a2 = {0.0f, 0.0f, 0.0f, 0.0f}, b2 = a2;
+    if (two) {
+      a2 = l[2 * (lane + HCT_LW)];
+      b2 = l[2 * (lane + HCT_LW) + 1];
+    }
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      float acc = hcr_dot8(w[s][0], a, b, 0.0f);
+      if (two) acc = hcr_dot8(w[s][1], a2, b2, acc);
+      v[s * TB + t] = acc;
+    }
+  }
+  const float gt = hcr_sigmoid(ps_multi_sum<NV>(v, lane));
+  float gs[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) gs[s] = ps_shfl_idx(gt, (s * TB + tm) << (5 - M));
+  if (mixer) {
+    float m = gs[0] * r[0];
+#pragma unroll
+    for (int s = 1; s < S; ++s) m = fmaf(gs[s], r[s], m);
+    const long long o = (long long)tm * C + c;
+    mixed[o] = m;
+    mixed_bf16[o] = hct_f32_to_bf16(m);
+    mixed_f16[o] = hct_f32_to_f16(m);
+  }
+}
+
+/*
+ * Grid ((SM_COUNT/4)*4), block 2*K = 640, dynamic shared memory (bytes):
+ *   nchmax*K*16            w_down slice, [chunk][row]
+ * + WUPS*ncumax*S*K*2      w_up rows of the block's channels, [c][s][chunk]
+ * + 2 * 8*nchmax*8*4       y and its squares, [token][column]
+ * + 8*K*4                  stage A's second-half dots, then lo in stage C
+ * with nchmax = cdiv(C/8, NB/4), ncumax = cdiv(C, NB).
+ */
+HCT_ENTRY void __launch_bounds__(PS_NT, 1)
+    hc_ps_read(float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,
+               const hct_u16 *w_up, float *part, float *lo, hct_u32 *ws, float *mixed,
+               hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
+  extern __shared__ hct_u4 ps_sm[];
+  const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
+  const ps_geo g = ps_geometry();
+  const int TB = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8;
+  hct_u4 *smA = ps_sm;
+  hct_u4 *smB = smA + g.nchmax * K;
+  float *sy = (float *)(smB + (WUPS ? g.ncumax * S * PS_UPC : 0));
+  float *sq = sy + PS_TMAX * g.nchmax * 8;
+  float *red = sq + PS_TMAX * g.nchmax * 8;
+
+  /* ---- start: every weight byte of this block is requested ------------ */
+  for (int p = tid; p < g.nch * K; p += PS_NT) {
+    const int ch = p % g.nch, j = p / g.nch; /* a row's chunks are adjacent */
+    hct_cp_async16(&smA[ch * K + j], (const hct_u4 *)(w_down + (long long)j * D) + g.ch0 + ch);
+  }
+  hct_cp_async_commit();
+#if WUPS
+  for (int p = tid; p < g.ncu * S * PS_UPC; p += PS_NT) {
+    const int q = p % PS_UPC, cs = p / PS_UPC; /* cs = cl*S + s */
+    const int cl = cs / S, s = cs % S;
+    hct_cp_async16(&smB[cs * PS_UPC + q],
+                   (const hct_u4 *)(w_up + ((long long)s * C + g.cu0 + cl) * K) + q);
+  }
+#else
+  /* Rows s*C + cu0 .. s*C + cu0 + ncu - 1 are adjacent in w_up. */
+  if (tid < S && g.ncu > 0)
+    ps_prefetch(w_up + ((long long)tid * C + g.cu0) * K, g.ncu * K * 2);
+#endif
+  hct_cp_async_commit();
+
+  /* ---- stage A ---------------------------------------------------------- */
+  const int nel = g.nch * 8, ny = g.nchmax * 8;
+  const int k0 = g.ch0 * 8;           /* first column, in D */
+  const int cc0 = k0 - g.s * C;       /* first channel, in the stream */
+  for (int p = tid; p < T * nel; p += PS_NT) {
+    const int t = p / nel, e = p % nel;
+    const long long at = ((long long)t * S + g.s) * C + cc0 + e;
+    float x = resid[at];
+    if (pending != 0) {
+      x = x + pending[at];
+      resid[at] = x;
+    }
+    const float y = x * hct_bf16_to_f32(w_norm[k0 + e]);
+    sy[t * ny + e] = y;
+    sq[t * ny + e] = x * x;
+  }
+  /* Columns past the slice (nch < nchmax) are never read. */
+  hct_cp_async_wait<1>(); /* w_down landed; w_up may still be in flight */
+  __syncthreads();
+  /* Squares: warp t sums its token's row in a fixed order. */
+  if (wp < T) {
+    float a = 0.0f;
+    for (int e = lane; e < nel; e += HCT_LW) a += sq[wp * ny + e];
+    a = hct_warp_sum(a);
+    if (lane == 0) part[(long long)T * S * g.nbs * K + (wp * S + g.s) * g.nbs + g.i] = a;
+  }
+  switch (TB) {
+    case 1: ps_down<1>(g, smA, sy, red, part, T); break;
+    case 2: ps_down<2>(g, smA, sy, red, part, T); break;
+    case 4: ps_down<4>(g, smA, sy, red, part, T); break;
+    default: ps_down<8>(g, smA, sy, red, part, T); break;
+  }
+  if (!hct_grid_sync(ws)) return;
+
+  /* ---- stage B ---------------------------------------------------------- */
+  {
+    const float *sqp = part + (long long)T * S * g.nbs * K;
+    const int jj = lane % 8, gq = lane / 8; /* row within 8, block phase */
+    for (int job = (int)blockIdx.x * PS_NW + wp; job < T * (K / 8); job += g.nb * PS_NW) {
+      const int t = job / (K / 8), j = (job % (K / 8)) * 8 + jj;
+      float v[2 * S];
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        const float *ps = part + ((long long)(t * S + s) * g.nbs) * K + j;
+        float a = 0.0f, q = 0.0f;
+        for (int i = gq; i < g.nbs; i += 4) {
+          a += ps_ldcg(ps + (long long)i * K);
+          q += ps_ldcg(sqp + (t * S + s) * g.nbs + i);
+        }
+        v[s] = a;
+        v[S + s] = q;
+      }
+#pragma unroll
+      for (int k = 0; k < 2 * S; ++k) {
+        v[k] += hct_shfl_xor(v[k], 16);
+        v[k] += hct_shfl_xor(v[k], 8);
+      }
+      float rs[S];
+#pragma unroll
+      for (int s = 0; s < S; ++s) rs[s] = rsqrtf(v[S + s] / (float)C + HCT_EPS);
+      float l = rs[0] * v[0];
+#pragma unroll
+      for (int s = 1; s < S; ++s) l = fmaf(rs[s], v[s], l);
+      if (gq == 0) lo[(long long)t * K + j] = l;
+    }
+  }
+  if (!hct_grid_sync(ws)) return;
+
+  /* ---- stage C ---------------------------------------------------------- */
+  float *slo = red;
+  for (int p = tid; p < TB * K; p += PS_NT) slo[p] = p < T * K ? ps_ldcg(lo + p) : 0.0f;
+  hct_cp_async_wait<0>();
+  __syncthreads();
+  const bool two = lane + HCT_LW < PS_UPC;
+  for (int cl = wp; cl < g.ncu; cl += PS_NW) {
+    const int c = g.cu0 + cl;
+    hct_u4 w[S][2];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+#if WUPS
+      const hct_u4 *row = smB + (cl * S + s) * PS_UPC;
+#else
+      const hct_u4 *row = (const hct_u4 *)(w_up + ((long long)s * C + c) * K);
+#endif
+      w[s][0] = row[lane];
+      w[s][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
+    }
+    switch (TB) {
+      case 1: ps_upmix<1>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
+      case 2: ps_upmix<2>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
+      case 4: ps_upmix<4>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
+      default: ps_upmix<8>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
+    }
+  }
+}
