@@ -97,9 +97,6 @@ static int need_cand(worker_t *W, int64_t id, wcand_t **out) {
   return 0;
 }
 
-/* jansson refuses NaN and infinities: they travel as null. */
-static json_t *real_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
-
 static void inset_clear(inset_t *in) {
   if (in->valid) hct__hostset_free(&in->hs);
   for (int i = 0; i < HCT_MAX_BUFFERS; i++) free(in->ref_out[i]);
@@ -439,13 +436,13 @@ static int timing_opts(json_t *req, hct_timing_opts_t *to) {
 static json_t *timing_json(int id, const hct_timing_res_t *r) {
   const hct_summary_t *s = &r->s;
   json_t *j = json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:i, s:i, s:i, s:i, s:o}",
-                        "cand", id, "samples", s->n, "median_us", real_or_null(s->median), "min_us",
-                        real_or_null(s->min), "max_us", real_or_null(s->max), "p10_us",
-                        real_or_null(s->p10), "p90_us", real_or_null(s->p90), "ci_lo_us",
-                        real_or_null(s->ci_lo), "ci_hi_us", real_or_null(s->ci_hi), "rel_ci",
-                        real_or_null(s->rel_ci), "rounds", r->rounds, "converged", r->converged,
+                        "cand", id, "samples", s->n, "median_us", hct__json_double(s->median), "min_us",
+                        hct__json_double(s->min), "max_us", hct__json_double(s->max), "p10_us",
+                        hct__json_double(s->p10), "p90_us", hct__json_double(s->p90), "ci_lo_us",
+                        hct__json_double(s->ci_lo), "ci_hi_us", hct__json_double(s->ci_hi), "rel_ci",
+                        hct__json_double(s->rel_ci), "rounds", r->rounds, "converged", r->converged,
                         "pruned", r->pruned, "throttled", r->throttled, "clock_checked",
-                        r->clock_checked, "seconds", json_real(r->seconds));
+                        r->clock_checked, "seconds", hct__json_double(r->seconds));
   if (j != NULL && r->err != 0) {
     json_object_set_new(j, "error", json_string(hct_err_name(r->err)));
     json_object_set_new(j, "message", json_string(r->errmsg));

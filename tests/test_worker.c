@@ -5,6 +5,7 @@
  * on a machine without a GPU.
  */
 #include <setjmp.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -351,6 +352,117 @@ static void test_fault_reasons(void **state) {
   }
 }
 
+/* ---- the selftest op ----------------------------------------------------- */
+
+static void test_selftest_op(void **state) {
+  (void)state;
+  const char *kdir = getenv("HCTUNE_KERNELS");
+  hct_op_t *op;
+  assert_rc(hct__manifest_load(kdir ? kdir : "kernels-src", "selftest", &op), 0);
+  assert_true(op->selftest);
+  static const char *const names[] = {"base", "nocompile", "oob", "hang", "onebit",
+                                      "unwritten", "good", "barrier"};
+  assert_int_equal(op->n_variants, (int)HCT_ARRAY_SIZE(names));
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(names); i++) {
+    const hct_variant_t *v = hct__variant_find(op, names[i]);
+    assert_non_null(v);
+    assert_int_equal(v->parity, i == 0 ? HCT_PARITY_BASELINE : HCT_PARITY_BITWISE);
+    assert_int_equal(v->grid_barrier, strcmp(names[i], "barrier") == 0);
+  }
+  /* Inputs from a seed, never zero; the reference is 2x + 1. */
+  const hct_op_impl_t *impl = hct__op_impl("selftest");
+  assert_non_null(impl);
+  hct_hostset_t a, b;
+  assert_rc(hct__hostset_init(&a, op, 3, 0), 0);
+  assert_rc(hct__hostset_init(&b, op, 3, 0), 0);
+  assert_rc(impl->fill_inputs(&a, 42), 0);
+  assert_rc(impl->fill_inputs(&b, 42), 0);
+  assert_rc(impl->reference(&a), 0);
+  hct_hbuf_t *x = hct__hostset_buf(&a, "x"), *y = hct__hostset_buf(&a, "y");
+  assert_int_equal(x->elems, 3 * 1024);
+  assert_memory_equal(x->data, hct__hostset_buf(&b, "x")->data, x->elems * 4);
+  const float *xd = x->data;
+  for (size_t i = 0; i < x->elems; i++) {
+    assert_true(xd[i] != 0.0f);
+    assert_true(y->ref[i] == 2.0 * xd[i] + 1.0);
+  }
+  assert_int_equal(y->row_len, 1024);
+  /* Parity figures survive the trip through JSON, NaN included. */
+  float *out = malloc(y->elems * 4);
+  memcpy(out, xd, y->elems * 4);
+  for (size_t i = 0; i < y->elems; i++) out[i] = (float)y->ref[i];
+  uint32_t poison = HCT_POISON_F32;
+  memcpy(&out[7], &poison, 4);
+  hct_parity_figs_t f, g;
+  memset(&f, 0, sizeof f);
+  hct__parity_metrics(y, out, &f);
+  assert_int_equal(f.unwritten, 1);
+  f.kl_max = NAN;
+  json_t *j = hct__figs_to_json(&f);
+  assert_non_null(j);
+  assert_rc(hct__figs_from_json(j, &g), 0);
+  assert_int_equal(g.unwritten, 1);
+  assert_int_equal(g.elems, f.elems);
+  /* Every real comes back with its bits: infinities and NaN too. */
+#define SAME(a, b) ((a) == (b) || (isnan(a) && isnan(b)))
+  if (!SAME(g.rel_err, f.rel_err) || !SAME(g.max_err_ratio, f.max_err_ratio) ||
+      !SAME(g.kl_mean, f.kl_mean) || !SAME(g.argmax_agree, f.argmax_agree))
+    fail_msg("figures changed in JSON: rel_err %.17g -> %.17g, max_err_ratio %.17g -> %.17g",
+             f.rel_err, g.rel_err, f.max_err_ratio, g.max_err_ratio);
+  assert_true(isnan(g.kl_max));
+  f.rel_err = INFINITY;
+  f.kl_mean = -INFINITY;
+  json_decref(j);
+  j = hct__figs_to_json(&f);
+  assert_rc(hct__figs_from_json(j, &g), 0);
+  assert_true(isinf(g.rel_err) && g.rel_err > 0);
+  assert_true(isinf(g.kl_mean) && g.kl_mean < 0);
+  json_object_del(j, "unwritten");
+  assert_rc(hct__figs_from_json(j, &g), HCT_EPROTO);
+  assert_msg_has("unwritten");
+  json_decref(j);
+  free(out);
+  hct__hostset_free(&a);
+  hct__hostset_free(&b);
+  hct__manifest_free(op);
+}
+
+/* Every selftest variant compiles for sm_90 except nocompile, whose
+ * failure is a compile error with the compiler's message (NVRTC only:
+ * skipped where it cannot be loaded). */
+static void test_selftest_compiles(void **state) {
+  (void)state;
+  char ver[64];
+  if (hct__compiler_version(HCT_BACKEND_CUDA, ver, sizeof ver) != 0) {
+    printf("skipped: no NVRTC here: %s\n", hct_last_error());
+    skip();
+  }
+  const char *kdir = getenv("HCTUNE_KERNELS");
+  hct_op_t *op;
+  assert_rc(hct__manifest_load(kdir ? kdir : "kernels-src", "selftest", &op), 0);
+  for (int i = 0; i < op->n_variants; i++) {
+    hct_compile_job_t job;
+    memset(&job, 0, sizeof job);
+    job.backend = HCT_BACKEND_CUDA;
+    hct__strlcpy(job.arch, "sm_90", sizeof job.arch);
+    job.op = op;
+    job.variant = &op->variants[i];
+    hct__compile_one(&job);
+    int want_fail = strcmp(op->variants[i].name, "nocompile") == 0;
+    if (want_fail) {
+      assert_rc(job.status, HCT_ECOMPILE);
+      if (strstr(job.error, "st_value_that_does_not_exist") == NULL)
+        fail_msg("nocompile: error '%s' does not name the missing function", job.error);
+    } else if (job.status != 0) {
+      fail_msg("%s: %s", op->variants[i].name, job.error);
+    } else {
+      assert_non_null(job.image);
+    }
+    hct__compile_job_clear(&job);
+  }
+  hct__manifest_free(op);
+}
+
 /* ---- the real worker, without a GPU ------------------------------------- */
 
 static void test_hctune_worker(void **state) {
@@ -403,6 +515,8 @@ int main(void) {
       cmocka_unit_test(test_deadlines),
       cmocka_unit_test(test_quarantine),
       cmocka_unit_test(test_fault_reasons),
+      cmocka_unit_test(test_selftest_op),
+      cmocka_unit_test(test_selftest_compiles),
       cmocka_unit_test(test_hctune_worker),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

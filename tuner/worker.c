@@ -560,16 +560,36 @@ void hct__worker_stop(hct_worker_t *w) {
 
 /* ---- parity figures over the pipe ----------------------------------------- */
 
-static json_t *real_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+json_t *hct__json_double(double x) {
+  if (isfinite(x)) return json_real(x);
+  return json_string(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+}
+
+int hct__json_double_value(json_t *j, double *out) {
+  static const struct {
+    const char *text;
+    double value;
+  } special[] = {{"nan", NAN}, {"inf", INFINITY}, {"-inf", -INFINITY}};
+  if (json_is_number(j)) {
+    *out = json_number_value(j);
+    return 0;
+  }
+  for (size_t i = 0; json_is_string(j) && i < HCT_ARRAY_SIZE(special); i++)
+    if (strcmp(json_string_value(j), special[i].text) == 0) {
+      *out = special[i].value;
+      return 0;
+    }
+  return HCT_EPROTO;
+}
 
 json_t *hct__figs_to_json(const hct_parity_figs_t *f) {
   return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "elems",
                    (json_int_t)f->elems, "mismatches", (json_int_t)f->mismatches, "first_mismatch",
                    (json_int_t)f->first_mismatch, "unwritten", (json_int_t)f->unwritten,
-                   "nonfinite", (json_int_t)f->nonfinite, "rel_err", real_or_null(f->rel_err),
-                   "max_err_ratio", real_or_null(f->max_err_ratio), "kl_mean",
-                   real_or_null(f->kl_mean), "kl_max", real_or_null(f->kl_max), "argmax_agree",
-                   real_or_null(f->argmax_agree));
+                   "nonfinite", (json_int_t)f->nonfinite, "rel_err", hct__json_double(f->rel_err),
+                   "max_err_ratio", hct__json_double(f->max_err_ratio), "kl_mean",
+                   hct__json_double(f->kl_mean), "kl_max", hct__json_double(f->kl_max), "argmax_agree",
+                   hct__json_double(f->argmax_agree));
 }
 
 int hct__figs_from_json(json_t *j, hct_parity_figs_t *f) {
@@ -598,10 +618,9 @@ int hct__figs_from_json(json_t *j, hct_parity_figs_t *f) {
     *(size_t *)((char *)f + counts[i].off) = (size_t)json_integer_value(v);
   }
   for (size_t i = 0; i < HCT_ARRAY_SIZE(reals); i++) {
-    json_t *v = json_object_get(j, reals[i].key);
-    if (!json_is_number(v) && !json_is_null(v))
+    if (hct__json_double_value(json_object_get(j, reals[i].key),
+                               (double *)((char *)f + reals[i].off)) != 0)
       return hct__error(HCT_EPROTO, "parity figures: '%s' missing or not a number", reals[i].key);
-    *(double *)((char *)f + reals[i].off) = json_is_null(v) ? NAN : json_number_value(v);
   }
   return 0;
 }

@@ -142,11 +142,17 @@ const char *hct__worker_stderr_tail(const hct_worker_t *w);
 /* "SIGSEGV" for 11; "SIG?" when not known. */
 const char *hct__signal_name(int sig);
 
+/* A double in JSON, which has no NaN or infinity: a real when finite, else
+ * the string "nan", "inf" or "-inf".  value returns HCT_EPROTO (no message)
+ * for anything else. */
+json_t *hct__json_double(double x);
+int hct__json_double_value(json_t *j, double *out);
+
 /* Parity figures (tuner.h) as the JSON object of a check reply, and back:
  * {"elems", "mismatches", "first_mismatch", "unwritten", "nonfinite",
- * "rel_err", "max_err_ratio", "kl_mean", "kl_max", "argmax_agree"};
- * figures that are not finite travel as null (NaN back).  from_json
- * returns HCT_EPROTO naming a missing field. */
+ * "rel_err", "max_err_ratio", "kl_mean", "kl_max", "argmax_agree"}
+ * (reals as hct__json_double).  from_json returns HCT_EPROTO naming a
+ * missing field. */
 json_t *hct__figs_to_json(const hct_parity_figs_t *f);
 int hct__figs_from_json(json_t *j, hct_parity_figs_t *f);
 

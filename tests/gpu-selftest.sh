@@ -1,0 +1,115 @@
+#!/bin/sh
+# The self-test op on a real GPU (issue 4, fault isolation): a probe of
+# kernels-src/selftest must survive every broken variant, record each with
+# its reason, choose the correct one, and skip the quarantined ones the
+# next time.  Called by tests/gpu-check.sh with the bin folder and a
+# scratch folder (HCTUNE_DB and HCTUNE_KERNELS set by it).
+#   tests/gpu-selftest.sh bin /tmp/x
+bin=$1
+tmp=$2
+export HCTUNE_DB="$tmp/selftest.db"
+rm -f "$HCTUNE_DB"
+fail=0
+bad() { fail=1; echo "FAILED: selftest: $*"; }
+
+# 1. The probe completes (exit 0) although variants fail to compile,
+# fault, hang, differ by a bit and leave an element unwritten.
+t0=$(date +%s)
+if "$bin/hctune" probe --op selftest --tokens 1-4 > "$tmp/st1.out" 2> "$tmp/st1.err"; then
+  echo "selftest probe finished in $(( $(date +%s) - t0 )) s"
+else
+  bad "probe exited $?: $(tail -5 "$tmp/st1.err")"
+fi
+cat "$tmp/st1.out"
+
+# 2. Each broken variant is quarantined with its reason; good is not.
+"$bin/hctune" list --faults --json > "$tmp/st_faults.json" 2>> "$tmp/st.err"
+python3 - "$tmp/st_faults.json" <<'PY' || bad "fault reasons (see above)"
+import json, sys
+faults = [f for f in json.load(open(sys.argv[1])) if f["op"] == "selftest"]
+by = {}
+for f in faults:
+    by.setdefault(f["variant"], []).append(f)
+want = {"nocompile": "compile", "oob": "fault", "hang": "hang", "onebit": "parity",
+        "unwritten": "unwritten", "barrier": "timeout"}
+ok = True
+for v, reason in want.items():
+    got = [f["reason"] for f in by.get(v, [])]
+    if reason not in got:
+        print(f"{v}: want reason {reason}, got {got}"); ok = False
+for v in ("base", "good"):
+    if v in by:
+        print(f"{v}: quarantined although correct: {by[v]}"); ok = False
+# onebit differs at T = 3 only: its log must say so.
+for f in by.get("onebit", []):
+    if f["reason"] == "parity" and "T=3" not in (f.get("log") or ""):
+        print("onebit: the log does not name T=3:", f.get("log")); ok = False
+# The barrier timed out from T = 3: recorded at 3, holding for 3 and up.
+for f in by.get("barrier", []):
+    if f["reason"] == "timeout" and f["tokens"] != 3:
+        print("barrier: timeout recorded at T =", f["tokens"], "want 3"); ok = False
+for f in faults:
+    print(f"  {f['variant']:10} {f['reason']:10} T={f['tokens']}  {(f.get('log') or '')[:100]}")
+sys.exit(0 if ok else 1)
+PY
+
+# 3. good is chosen at every T (bitwise), and barrier passed at T = 1, 2.
+"$bin/hctune" list --json > "$tmp/st_list.json" 2>> "$tmp/st.err"
+"$bin/hctune" show --op selftest --json > "$tmp/st_trials.json" 2>> "$tmp/st.err"
+python3 - "$tmp/st_list.json" "$tmp/st_trials.json" <<'PY' || bad "decisions (see above)"
+import json, sys
+dec = [d for d in json.load(open(sys.argv[1])) if d["op"] == "selftest" and d["parity"] == "bitwise"]
+chosen = {}
+for d in dec:
+    for T in range(d["tmin"], d["tmax"] + 1):
+        chosen[T] = d["variant"]
+ok = True
+for T in range(1, 5):
+    if chosen.get(T) != "good":
+        print(f"T={T}: chosen {chosen.get(T)}, want good"); ok = False
+trials = json.load(open(sys.argv[2]))
+passed = {(t["variant"], t["tokens"]) for t in trials
+          if t.get("kind") == "parity" and t.get("status") == "pass"}
+for T in (1, 2):
+    if ("barrier", T) not in passed:
+        print(f"barrier: no passing parity trial at T={T}"); ok = False
+# onebit is right at T = 1 and 2: it fails at T = 3 only.
+for T in (1, 2):
+    if ("onebit", T) not in passed:
+        print(f"onebit: no passing parity trial at T={T}"); ok = False
+sys.exit(0 if ok else 1)
+PY
+
+# 4. A second probe skips the quarantined candidates: it completes and
+# records no new fault (nothing broken was run again).
+nfaults() {
+  "$bin/hctune" list --faults --json 2>/dev/null |
+    python3 -c 'import json,sys; print(len([f for f in json.load(sys.stdin) if f["op"] == "selftest"]))'
+}
+n1=$(nfaults)
+t0=$(date +%s)
+if "$bin/hctune" probe --op selftest --tokens 1-4 > "$tmp/st2.out" 2> "$tmp/st2.err"; then
+  echo "second selftest probe finished in $(( $(date +%s) - t0 )) s"
+  grep -q "quarantined" "$tmp/st2.err" || bad "second probe: no candidate reported as quarantined"
+else
+  bad "second probe exited $?: $(tail -5 "$tmp/st2.err")"
+fi
+n2=$(nfaults)
+[ "$n1" = "$n2" ] || bad "second probe recorded new faults ($n1 before, $n2 after): quarantine not applied"
+
+# 5. --retry-quarantined runs them again: the probe completes, and the
+# broken variants fail again (new faults).
+if ! "$bin/hctune" probe --op selftest --tokens 1-4 --retry-quarantined > "$tmp/st3.out" 2> "$tmp/st3.err"; then
+  bad "probe --retry-quarantined exited $?: $(tail -5 "$tmp/st3.err")"
+fi
+n3=$(nfaults)
+[ "$n3" -gt "$n2" ] || bad "--retry-quarantined recorded no new fault ($n2 before, $n3 after)"
+
+# 6. The database survived the faults.
+python3 - "$HCTUNE_DB" <<'PY' || bad "integrity_check"
+import sqlite3, sys
+r = sqlite3.connect(sys.argv[1]).execute("PRAGMA integrity_check").fetchone()[0]
+print("integrity_check:", r)
+sys.exit(0 if r == "ok" else 1)
+PY
+exit $fail
