@@ -34,7 +34,7 @@ struct hct_client_s {
   char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
   int fd;
   int timeout_ms;
-  int64_t retry_at_ms;
+  int64_t retry_at_us;
   int64_t next_id;
   char *rbuf;
   size_t rlen, rcap;
@@ -99,19 +99,22 @@ static hct_source_t source_from_name(const char *s) {
   return HCT_SOURCE_DEFAULT;
 }
 
-static int64_t now_ms(void) {
+static int64_t now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Waits for `events` on fd until the deadline: 1 ready, 0 timed out. */
+/* Waits for `events` on fd until the deadline (microseconds, to the
+ * microsecond: poll's whole milliseconds would overshoot a 5 ms timeout by
+ * a fifth): 1 ready, 0 timed out. */
 static int wait_fd(int fd, short events, int64_t deadline) {
   for (;;) {
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - now_us();
     if (left < 0) left = 0;
+    struct timespec ts = {.tv_sec = left / 1000000, .tv_nsec = (left % 1000000) * 1000};
     struct pollfd p = {.fd = fd, .events = events};
-    int n = poll(&p, 1, (int)left);
+    int n = ppoll(&p, 1, &ts, NULL);
     if (n > 0) return 1;
     if (n == 0) return 0;
     if (errno != EINTR) return -1;
@@ -215,7 +218,7 @@ static int roundtrip(hct_client_t *c, const char *req, size_t n, int64_t deadlin
   for (int attempt = 0; attempt < 2; attempt++) {
     int fresh = 0;
     if (c->fd < 0) {
-      if (now_ms() < c->retry_at_ms)
+      if (now_us() < c->retry_at_us)
         return hct__error(HCT_ENODAEMON, "%s (retrying in under a second)", c->why);
       rc = open_conn(c, deadline);
       if (rc < 0) break;
@@ -236,7 +239,7 @@ static int roundtrip(hct_client_t *c, const char *req, size_t n, int64_t deadlin
     if (rc != HCT_ENODAEMON || fresh) break;
   }
   copy(c->why, hct_last_error(), sizeof c->why);
-  c->retry_at_ms = now_ms() + RETRY_MS;
+  c->retry_at_us = now_us() + RETRY_MS * 1000;
   return rc;
 }
 
@@ -252,9 +255,9 @@ int hct_connect(const char *path, int timeout_ms, hct_client_t **out) {
     c->path[0] = '\0';
     return HCT_FALLBACK;
   }
-  if (open_conn(c, now_ms() + c->timeout_ms) < 0) {
+  if (open_conn(c, now_us() + (int64_t)c->timeout_ms * 1000) < 0) {
     copy(c->why, hct_last_error(), sizeof c->why);
-    c->retry_at_ms = now_ms() + RETRY_MS;
+    c->retry_at_us = now_us() + RETRY_MS * 1000;
     return HCT_FALLBACK;
   }
   return 0;
@@ -378,7 +381,7 @@ int hct_choose(hct_client_t *c, const char *op, int tokens, const char *device,
     fill_baseline(out, forced, HCT_SOURCE_ENV, "");
     return 0;
   }
-  int64_t deadline = now_ms() + c->timeout_ms;
+  int64_t deadline = now_us() + (int64_t)c->timeout_ms * 1000;
   char req[2048];
   size_t n = build_request(c, req, "choose", op, tokens, device, parity);
   char *line = NULL;
@@ -415,11 +418,13 @@ int hct_choose(hct_client_t *c, const char *op, int tokens, const char *device,
   return 0;
 
 fallback: {
+    /* hct__error writes the buffer hct_last_error() reads: copy it first. */
+    char why[512];
+    copy(why, hct_last_error(), sizeof why);
     const char *base = hct__builtin_baseline(op);
     if (base == NULL)
-      return hct__error(HCT_ENOENT, "op '%s': %s, and the op has no built-in baseline", op,
-                        hct_last_error());
-    hct__error(rc, "%s: fell back to %s's baseline %s", hct_last_error(), op, base);
+      return hct__error(HCT_ENOENT, "op '%s': %s, and the op has no built-in baseline", op, why);
+    hct__error(rc, "%s: fell back to %s's baseline %s", why, op, base);
     fill_baseline(out, base, HCT_SOURCE_DEFAULT, "baseline");
     return HCT_FALLBACK;
   }
@@ -469,7 +474,7 @@ int hct_module(hct_client_t *c, const char *op, int tokens, const char *device,
   char req[2048];
   size_t n = build_request(c, req, "module", op, tokens, device, parity);
   char *line = NULL;
-  rc = roundtrip(c, req, n, now_ms() + wait, &line);
+  rc = roundtrip(c, req, n, now_us() + wait * 1000, &line);
   if (rc < 0) return rc;
   json_t *r = json_loads(line, 0, NULL);
   free(line);
@@ -505,8 +510,8 @@ int hct__client_request(hct_client_t *c, const char *line, int timeout_ms, char 
   if (req == NULL) return hct__error(HCT_ENOMEM, "request: out of memory");
   memcpy(req, line, n);
   req[n] = '\n';
-  c->retry_at_ms = 0; /* an explicit request always tries */
-  int rc = roundtrip(c, req, n + 1, now_ms() + timeout_ms, reply);
+  c->retry_at_us = 0; /* an explicit request always tries */
+  int rc = roundtrip(c, req, n + 1, now_us() + (int64_t)timeout_ms * 1000, reply);
   free(req);
   return rc;
 }

@@ -110,6 +110,14 @@ struct daemon_s {
 
 typedef int (*handler_t)(conn_t *c, hct_req_t *r);
 
+/* Puts `prefix: ` before this thread's error message.  hct__error cannot
+ * take hct_last_error() as an argument: it writes that same buffer. */
+static int error_prefixed(int code, const char *prefix) {
+  char why[1024];
+  hct__strlcpy(why, hct_last_error(), sizeof why);
+  return hct__error(code, "%s: %s", prefix, why);
+}
+
 static void conn_close(conn_t *c);
 
 /* ---- writing replies ----------------------------------------------------- */
@@ -500,20 +508,23 @@ static int req_module(conn_t *c, hct_req_t *r) {
   if (rc < 0) return rc;
   if (ch.dec == NULL || ch.dec->binary_key[0] == '\0')
     return hct__error(HCT_ENOENT,
-                      "module of '%s' for T=%d on '%s': the answer is %s %s, which has no "
-                      "recorded binary (probe the card first)",
+                      "module of '%s' for T=%d on '%s': the answer, %s %s, has no recorded "
+                      "binary (probe the card first)",
                       r->op, r->tokens, ch.device != NULL ? ch.device : "(no card)",
-                      ch.pin != NULL ? "the pinned" : "the baseline",
-                      ch.pin != NULL ? ch.pin->variant : ch.base);
+                      ch.dec != NULL ? "decided" : ch.pin != NULL ? "pinned" : "baseline",
+                      ch.dec != NULL ? ch.dec->variant : ch.pin != NULL ? ch.pin->variant : ch.base);
   void *image = NULL;
   size_t size = 0;
   int is_ptx = 0;
   char *log = NULL;
   rc = hct__db_binary_get(d->db, ch.dec->binary_key, &image, &size, &is_ptx, &log);
   free(log);
-  if (rc < 0)
-    return hct__error(rc, "module of '%s' %s: binary '%s': %s", r->op, ch.dec->variant,
-                      ch.dec->binary_key, hct_last_error());
+  if (rc < 0) {
+    char what[200];
+    snprintf(what, sizeof what, "module of '%s' %s: binary '%s'", r->op, ch.dec->variant,
+             ch.dec->binary_key);
+    return error_prefixed(rc, what);
+  }
   size_t b64len;
   char *b64 = hct__base64_encode(image, size, &b64len);
   free(image);
@@ -615,14 +626,14 @@ static int req_status(conn_t *c, hct_req_t *r) {
  * read-only, so a daemon whose DB is not writable still serves. */
 static int with_writable_db(daemon_t *d, hct_db_t **out) {
   int rc = hct__db_open(d->db_path, 0, out);
-  if (rc < 0) return hct__error(rc, "cannot write pins: %s", hct_last_error());
+  if (rc < 0) return error_prefixed(rc, "cannot write pins");
   return 0;
 }
 
 static int req_pin(conn_t *c, hct_req_t *r) {
   daemon_t *d = c->d;
   const hct_op_t *op = op_get(d, r->op);
-  if (op == NULL) return hct__error(HCT_ENOENT, "pin: %s", hct_last_error());
+  if (op == NULL) return error_prefixed(HCT_ENOENT, "pin");
   if (hct__variant_find(op, r->variant) == NULL)
     return hct__error(HCT_ENOENT, "pin: op '%s' has no variant '%s'", r->op, r->variant);
   hct_db_pin_t p;
@@ -1209,7 +1220,7 @@ static int start(daemon_t *d, const hct_daemon_opts_t *o) {
   if ((rc = open_db(d)) < 0) return rc;
   if ((rc = socket_check(d->socket_path)) < 0) return rc;
   if (hct__mkdir_parents(d->socket_path) < 0)
-    return hct__error(HCT_EIO, "socket '%s': %s", d->socket_path, hct_last_error());
+    return error_prefixed(HCT_EIO, "cannot make the socket's folder");
 
   uv_loop_init(&d->loop);
   uv_pipe_init(&d->loop, &d->server, 0);

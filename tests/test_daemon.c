@@ -1,0 +1,753 @@
+/*
+ * test_daemon.c: hctuned on a temporary socket with a temporary DB seeded
+ * through the db layer: every verb and every error, pins, reloads, probes
+ * (through a fake probe: this program, run by the daemon as
+ * HCTUNE_PROBE_CMD), authorization as user nobody, stale and live sockets,
+ * 64 concurrent clients, and resident memory with 1,000 decisions.
+ */
+#include <grp.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "daemon_test.h"
+
+static dt_env_t env;
+
+#define ASK(fd, r, line) ask_ok(fd, r, line, __LINE__)
+static json_t *ask_ok(int fd, dt_reader_t *r, const char *line, int at) {
+  json_t *j = dt_ask(fd, r, line);
+  if (j == NULL) fail_msg("line %d: no reply to %s", at, line);
+  return j;
+}
+
+static void expect_choice(hct_client_t *c, int tokens, const char *device, const char *parity,
+                          int want_rc, const char *variant, hct_source_t src, const char *cls) {
+  hct_choice_t ch;
+  int rc = hct_choose(c, "hc_read", tokens, device, parity, &ch);
+  if (rc != want_rc || strcmp(ch.variant, variant) != 0 || ch.source != src ||
+      strcmp(ch.parity_class, cls) != 0)
+    fail_msg("T=%d device %s parity %s: rc %d %s %s %s (%s), want rc %d %s %s %s", tokens,
+             device ? device : "NULL", parity ? parity : "NULL", rc, ch.variant,
+             hct_source_name(ch.source), ch.parity_class, hct_last_error(), want_rc, variant,
+             hct_source_name(src), cls);
+}
+
+/* ---- fake probe ---------------------------------------------------------- */
+
+/* Run by the daemon as `<this program> probe --json --device D [--op OP]
+ * [--tokens T] --db PATH`: prints progress lines, records a decision for D
+ * through the db layer, prints the result.  Device "fail" exits 3 after an
+ * error line; "slow" takes a second. */
+static int fake_probe(int argc, char **argv) {
+  const char *device = NULL, *db_path = NULL, *op = "hc_read";
+  int json = 0;
+  for (int i = 2; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) json = 1;
+    else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = argv[++i];
+    else if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) db_path = argv[++i];
+    else if (strcmp(argv[i], "--op") == 0 && i + 1 < argc) op = argv[++i];
+    else if (strcmp(argv[i], "--tokens") == 0 && i + 1 < argc) i++;
+    else {
+      fprintf(stderr, "fake probe: unexpected argument '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  if (!json || device == NULL || db_path == NULL) {
+    fprintf(stderr, "fake probe: want --json --device --db\n");
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int slow = strcmp(device, "slow") == 0;
+  for (int i = 1; i <= 2; i++) {
+    printf("{\"event\":\"progress\",\"step\":%d,\"of\":2,\"op\":\"%s\"}\n", i, op);
+    usleep(slow ? 500000 : 50000);
+  }
+  if (strcmp(device, "fail") == 0) {
+    fprintf(stderr, "fake probe: boom on purpose\n");
+    return 3;
+  }
+  hct_db_t *db;
+  if (hct__db_open(db_path, 0, &db) < 0) {
+    fprintf(stderr, "fake probe: %s\n", hct_last_error());
+    return 1;
+  }
+  hct_db_decision_t d = dt_decision(device, DT_MODEL, "bitwise", 1, 8, "v2", "bitwise", 1.0, 3.0);
+  int rc = hct__db_decisions_replace(db, &d, 1);
+  hct__db_close(db);
+  if (rc < 0) {
+    fprintf(stderr, "fake probe: %s\n", hct_last_error());
+    return 1;
+  }
+  printf("not json, passed on as text\n");
+  printf("{\"event\":\"result\",\"op\":\"%s\",\"device\":\"%s\",\"winners\":1}", op, device);
+  return 0;
+}
+
+/* ---- setup ---------------------------------------------------------------- */
+
+static int group_setup(void **state) {
+  dt_env_init(&env);
+  dt_seed(&env);
+  static const char *const extra[] = {"--socket-group", "nogroup", NULL};
+  dt_start(&env, extra);
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  dt_stop(&env);
+  dt_env_remove(&env);
+  return 0;
+}
+
+/* ---- choose --------------------------------------------------------------- */
+
+static void test_choose(void **state) {
+  hct_client_t *c;
+  assert_int_equal(hct_connect(env.sock, 2000, &c), 0);
+  /* The card's own decisions. */
+  expect_choice(c, 2, DT_CARD, NULL, 0, "v2", HCT_SOURCE_PROBE, "bitwise");
+  expect_choice(c, 4, DT_CARD, "bitwise", 0, "v2", HCT_SOURCE_PROBE, "bitwise");
+  expect_choice(c, 6, DT_CARD, NULL, 0, "v1", HCT_SOURCE_PROBE, "baseline");
+  /* kl: the faster of the kl and the bitwise decisions. */
+  expect_choice(c, 2, DT_CARD, "kl", 0, "v3", HCT_SOURCE_PROBE, "kl");
+  expect_choice(c, 6, DT_CARD, "kl", 0, "v1", HCT_SOURCE_PROBE, "baseline");
+  /* No decision for T=9: the manifest's baseline. */
+  expect_choice(c, 9, DT_CARD, NULL, 0, "v1", HCT_SOURCE_DEFAULT, "baseline");
+  /* No card named: the DB's first card. */
+  expect_choice(c, 3, NULL, NULL, 0, "v2", HCT_SOURCE_PROBE, "bitwise");
+  /* A card the DB has not seen, named by its model: the fleet's answer. */
+  expect_choice(c, 3, DT_MODEL, NULL, 0, "v2", HCT_SOURCE_FLEET, "bitwise");
+  expect_choice(c, 3, DT_MODEL, "kl", 0, "v3", HCT_SOURCE_FLEET, "kl");
+  /* An unknown card without a model: the baseline. */
+  expect_choice(c, 3, "GPU-ffff", NULL, 0, "v1", HCT_SOURCE_DEFAULT, "baseline");
+  hct_choice_t ch;
+  assert_int_equal(hct_choose(c, "hc_read", 1, DT_CARD, NULL, &ch), 0);
+  assert_string_equal(ch.params, "{\"R\":2}");
+  assert_true(ch.median_us == 2.0 && ch.baseline_us == 5.0);
+  assert_string_equal(ch.template_hash, "0123456789abcdef0123456789abcdef");
+  /* An op unknown to the daemon is an error, not a fallback. */
+  assert_int_equal(hct_choose(c, "no_such_op", 1, DT_CARD, NULL, &ch), HCT_ENOENT);
+  assert_non_null(strstr(hct_last_error(), "no_such_op"));
+  hct_close(c);
+}
+
+static void test_choose_raw(void **state) {
+  int fd = dt_connect(env.sock);
+  assert_true(fd >= 0);
+  static dt_reader_t r;
+  json_t *j = ASK(fd, &r,
+                  "{\"id\":\"q1\",\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":3,"
+                  "\"device\":\"" DT_CARD "\"}");
+  assert_string_equal(dt_str(j, "id"), "q1");
+  assert_true(json_is_true(json_object_get(j, "ok")));
+  assert_string_equal(dt_str(j, "variant"), "v2");
+  assert_string_equal(dt_str(j, "source"), "probe");
+  json_t *ev = json_object_get(j, "evidence");
+  assert_true(json_number_value(json_object_get(ev, "median_us")) == 2.0);
+  assert_true(json_number_value(json_object_get(ev, "baseline_us")) == 5.0);
+  assert_int_equal(json_integer_value(json_object_get(ev, "samples")), 200);
+  assert_true(json_is_array(json_object_get(ev, "ci_us")));
+  assert_string_equal(dt_str(ev, "measured_at"), "2025-11-30T10:53:20Z");
+  assert_true(json_is_true(json_object_get(json_object_get(ev, "parity"), "bits_equal")));
+  json_t *tok = json_object_get(j, "tokens");
+  assert_int_equal(json_integer_value(json_array_get(tok, 0)), 1);
+  assert_int_equal(json_integer_value(json_array_get(tok, 1)), 4);
+  json_decref(j);
+  /* An unknown card with its model given: fleet; integer ids echo. */
+  j = ASK(fd, &r,
+          "{\"id\":77,\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":7,\"device\":\"GPU-new\","
+          "\"model\":\"" DT_MODEL "\"}");
+  assert_int_equal(json_integer_value(json_object_get(j, "id")), 77);
+  assert_string_equal(dt_str(j, "source"), "fleet");
+  assert_string_equal(dt_str(j, "variant"), "v1");
+  json_decref(j);
+  /* Default answers carry the baseline's first parameter point. */
+  j = ASK(fd, &r, "{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":100,\"device\":\"x\"}");
+  assert_string_equal(dt_str(j, "source"), "default");
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "params"), "W")), 4);
+  assert_null(json_object_get(j, "id"));
+  json_decref(j);
+  close(fd);
+
+  /* The first answer per (op, card) is logged. */
+  usleep(100000);
+  char *log = NULL;
+  size_t len;
+  assert_int_equal(hct__read_file(env.log, &log, &len), 0);
+  if (strstr(log, "hc_read on " DT_CARD " (" DT_CARD_NAME "): v2 for T=1-4, bitwise against v1") ==
+      NULL)
+    fail_msg("no first-answer line in the log:\n%s", log);
+  free(log);
+}
+
+/* ---- list, devices, status ----------------------------------------------- */
+
+static void test_list_devices_status(void **state) {
+  int fd = dt_connect(env.sock);
+  static dt_reader_t r;
+  json_t *j = ASK(fd, &r, "{\"cmd\":\"list\"}");
+  assert_true(json_is_true(json_object_get(j, "ok")));
+  assert_true(json_array_size(json_object_get(j, "decisions")) >= 4);
+  json_decref(j);
+  j = ASK(fd, &r, "{\"cmd\":\"list\",\"device\":\"" DT_CARD "\",\"op\":\"hc_read\"}");
+  json_t *arr = json_object_get(j, "decisions");
+  assert_int_equal(json_array_size(arr), 4);
+  int kl = 0;
+  for (size_t i = 0; i < json_array_size(arr); i++)
+    kl += strcmp(dt_str(json_array_get(arr, i), "parity"), "kl") == 0;
+  assert_int_equal(kl, 2);
+  json_decref(j);
+  j = ASK(fd, &r, "{\"cmd\":\"list\",\"op\":\"other\"}");
+  assert_int_equal(json_array_size(json_object_get(j, "decisions")), 0);
+  json_decref(j);
+
+  j = ASK(fd, &r, "{\"cmd\":\"devices\",\"id\":1}");
+  arr = json_object_get(j, "devices");
+  assert_true(json_array_size(arr) >= 1);
+  assert_string_equal(dt_str(json_array_get(arr, 0), "uuid"), DT_CARD);
+  assert_string_equal(dt_str(json_array_get(arr, 0), "name"), DT_CARD_NAME);
+  assert_string_equal(dt_str(json_array_get(arr, 0), "model"), DT_MODEL);
+  json_decref(j);
+
+  j = ASK(fd, &r, "{\"cmd\":\"status\"}");
+  assert_string_equal(dt_str(j, "version"), HCT_VERSION_STRING);
+  assert_string_equal(dt_str(j, "db"), env.db);
+  assert_string_equal(dt_str(j, "socket"), env.sock);
+  assert_true(json_integer_value(json_object_get(j, "decisions")) >= 4);
+  assert_true(json_integer_value(json_object_get(j, "clients")) >= 1);
+  assert_true(json_number_value(json_object_get(j, "uptime_s")) > 0);
+  assert_true(json_is_array(json_object_get(j, "probes")));
+  json_decref(j);
+  close(fd);
+}
+
+/* ---- errors --------------------------------------------------------------- */
+
+static void test_errors(void **state) {
+  static const struct {
+    const char *line, *code, *needle;
+  } cases[] = {
+      {"not json", "EPROTO", "not JSON"},
+      {"[1,2]", "EPROTO", "not a JSON object"},
+      {"{\"id\":1}", "EPROTO", "missing field 'cmd'"},
+      {"{\"cmd\":5}", "EPROTO", "'cmd' must be a string"},
+      {"{\"cmd\":\"launch\"}", "EPROTO", "unknown verb 'launch'"},
+      {"{\"cmd\":\"status\",\"verbose\":true}", "EPROTO", "unknown field 'verbose'"},
+      {"{\"cmd\":\"choose\",\"tokens\":1}", "EPROTO", "missing field 'op'"},
+      {"{\"cmd\":\"choose\",\"op\":\"hc_read\"}", "EPROTO", "missing field 'tokens'"},
+      {"{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":\"4\"}", "EPROTO", "must be an integer"},
+      {"{\"cmd\":\"choose\",\"op\":7,\"tokens\":4}", "EPROTO", "must be a string"},
+      {"{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":0}", "ERANGE", "not in 1.."},
+      {"{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":1,\"parity\":\"fast\"}", "EINVAL",
+       "'fast' is not"},
+      {"{\"cmd\":\"choose\",\"op\":\"../etc\",\"tokens\":1}", "EINVAL", "character outside"},
+      {"{\"cmd\":\"choose\",\"op\":\"\",\"tokens\":1}", "EINVAL", "1 to 31"},
+      {"{\"cmd\":\"choose\",\"op\":\"nope\",\"tokens\":1}", "ENOENT", "op 'nope'"},
+      {"{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":1,\"op\":\"x\"}", "EPROTO", "not JSON"},
+      {"{\"cmd\":\"status\",\"id\":{\"a\":1}}", "EPROTO", "'id' must be"},
+      {"{\"cmd\":\"pin\",\"device\":\"x\",\"op\":\"hc_read\"}", "EPROTO", "missing field 'variant'"},
+      {"{\"cmd\":\"pin\",\"device\":\"x\",\"op\":\"hc_read\",\"variant\":\"v9\"}", "ENOENT",
+       "no variant 'v9'"},
+      {"{\"cmd\":\"pin\",\"device\":\"x\",\"op\":\"hc_read\",\"variant\":\"v2\",\"tokens\":\"8-2\"}",
+       "ERANGE", "tokens"},
+      {"{\"cmd\":\"pin\",\"device\":\"x\",\"op\":\"hc_read\",\"variant\":\"v2\",\"until\":5}",
+       "ERANGE", "in the past"},
+      {"{\"cmd\":\"unpin\",\"op\":\"hc_read\"}", "EPROTO", "missing field 'device'"},
+      {"{\"cmd\":\"probe\"}", "EPROTO", "missing field 'device'"},
+      {"{\"cmd\":\"module\",\"op\":\"hc_read\",\"tokens\":6,\"device\":\"" DT_CARD "\"}", "ENOENT",
+       "no recorded binary"},
+  };
+  int fd = dt_connect(env.sock);
+  static dt_reader_t r;
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
+    json_t *j = ASK(fd, &r, cases[i].line);
+    json_t *e = json_object_get(j, "error");
+    if (!json_is_false(json_object_get(j, "ok")) || strcmp(dt_str(e, "code"), cases[i].code) != 0 ||
+        strstr(dt_str(e, "message"), cases[i].needle) == NULL)
+      fail_msg("%s: got %s %s, want %s with '%s'", cases[i].line, dt_str(e, "code"),
+               dt_str(e, "message"), cases[i].code, cases[i].needle);
+    json_decref(j);
+  }
+  /* The id is echoed on errors past parsing, and the connection serves on. */
+  json_t *j = ASK(fd, &r, "{\"id\":9,\"cmd\":\"nope\"}");
+  assert_int_equal(json_integer_value(json_object_get(j, "id")), 9);
+  json_decref(j);
+  j = ASK(fd, &r, "{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":2,\"device\":\"" DT_CARD "\"}");
+  assert_string_equal(dt_str(j, "variant"), "v2");
+  json_decref(j);
+  /* Blank lines are skipped; two requests in one write get two replies. */
+  assert_int_equal(dt_sends(fd, "\n  \n{\"id\":1,\"cmd\":\"status\"}\n{\"id\":2,\"cmd\":\"status\"}\n"), 0);
+  for (int k = 1; k <= 2; k++) {
+    char *line = dt_read_line(fd, &r, 5000);
+    assert_non_null(line);
+    j = json_loads(line, 0, NULL);
+    assert_int_equal(json_integer_value(json_object_get(j, "id")), k);
+    json_decref(j);
+    free(line);
+  }
+  close(fd);
+}
+
+static void test_long_line(void **state) {
+  static dt_reader_t r1, r2, r3;
+  int other = dt_connect(env.sock);
+  /* Exactly the limit is served. */
+  int fd = dt_connect(env.sock);
+  char *big = malloc(HCT_MAX_LINE + 10);
+  const char *head = "{\"cmd\":\"status\"";
+  memset(big, ' ', HCT_MAX_LINE + 10);
+  memcpy(big, head, strlen(head));
+  big[HCT_MAX_LINE - 1] = '}';
+  big[HCT_MAX_LINE] = '\0';
+  json_t *j = ASK(fd, &r1, big);
+  assert_true(json_is_true(json_object_get(j, "ok")));
+  json_decref(j);
+  /* One byte more: an error reply, then the connection is closed. */
+  big[HCT_MAX_LINE - 1] = ' ';
+  big[HCT_MAX_LINE] = '}';
+  big[HCT_MAX_LINE + 1] = '\0';
+  j = ASK(fd, &r1, big);
+  assert_non_null(j);
+  assert_string_equal(dt_str(json_object_get(j, "error"), "code"), "ETOOLONG");
+  json_decref(j);
+  assert_null(dt_read_line(fd, &r1, 2000)); /* EOF */
+  close(fd);
+  /* Endless bytes without a newline: the same. */
+  fd = dt_connect(env.sock);
+  memset(big, 'x', HCT_MAX_LINE + 10);
+  dt_send(fd, big, HCT_MAX_LINE + 10);
+  char *line = dt_read_line(fd, &r2, 5000);
+  assert_non_null(line);
+  assert_non_null(strstr(line, "ETOOLONG"));
+  free(line);
+  close(fd);
+  free(big);
+  /* Nobody else noticed. */
+  j = ASK(other, &r3, "{\"cmd\":\"status\"}");
+  assert_true(json_is_true(json_object_get(j, "ok")));
+  json_decref(j);
+  close(other);
+}
+
+/* ---- pins ----------------------------------------------------------------- */
+
+static void test_pins(void **state) {
+  int fd = dt_connect(env.sock);
+  static dt_reader_t r;
+  hct_client_t *c;
+  assert_int_equal(hct_connect(env.sock, 2000, &c), 0);
+  json_t *j = ASK(fd, &r,
+                  "{\"cmd\":\"pin\",\"device\":\"" DT_CARD "\",\"op\":\"hc_read\",\"tokens\":\"2-3\","
+                  "\"variant\":\"v3\",\"params\":{\"Z\":1}}");
+  assert_true(json_is_true(json_object_get(j, "ok")));
+  json_decref(j);
+  expect_choice(c, 2, DT_CARD, NULL, 0, "v3", HCT_SOURCE_PIN, "kl");
+  expect_choice(c, 3, DT_CARD, "kl", 0, "v3", HCT_SOURCE_PIN, "kl");
+  expect_choice(c, 4, DT_CARD, NULL, 0, "v2", HCT_SOURCE_PROBE, "bitwise");
+  hct_choice_t ch;
+  hct_choose(c, "hc_read", 2, DT_CARD, NULL, &ch);
+  assert_string_equal(ch.params, "{\"Z\":1}");
+  /* A pin for every card, live for one second. */
+  char line[400];
+  snprintf(line, sizeof line,
+           "{\"cmd\":\"pin\",\"device\":\"*\",\"op\":\"hc_read\",\"tokens\":50,\"variant\":\"v2\","
+           "\"until\":%lld}",
+           (long long)time(NULL) + 1);
+  j = ASK(fd, &r, line);
+  assert_true(json_is_true(json_object_get(j, "ok")));
+  json_decref(j);
+  expect_choice(c, 50, "GPU-any", NULL, 0, "v2", HCT_SOURCE_PIN, "bitwise");
+  j = ASK(fd, &r, "{\"cmd\":\"list\",\"op\":\"hc_read\"}");
+  assert_int_equal(json_array_size(json_object_get(j, "pins")), 2);
+  json_decref(j);
+  sleep(2);
+  expect_choice(c, 50, "GPU-any", NULL, 0, "v1", HCT_SOURCE_DEFAULT, "baseline");
+
+  /* Pins survive a restart. */
+  assert_int_equal(dt_stop(&env), 0);
+  static const char *const extra[] = {"--socket-group", "nogroup", NULL};
+  dt_start(&env, extra);
+  hct_close(c);
+  assert_int_equal(hct_connect(env.sock, 2000, &c), 0);
+  expect_choice(c, 2, DT_CARD, NULL, 0, "v3", HCT_SOURCE_PIN, "kl");
+  close(fd);
+  fd = dt_connect(env.sock);
+  r.len = 0;
+  j = ASK(fd, &r, "{\"cmd\":\"unpin\",\"device\":\"" DT_CARD "\",\"op\":\"hc_read\"}");
+  assert_int_equal(json_integer_value(json_object_get(j, "removed")), 1);
+  json_decref(j);
+  j = ASK(fd, &r, "{\"cmd\":\"unpin\",\"device\":\"*\",\"op\":\"hc_read\"}");
+  assert_true(json_is_true(json_object_get(j, "ok")));
+  json_decref(j);
+  expect_choice(c, 2, DT_CARD, NULL, 0, "v2", HCT_SOURCE_PROBE, "bitwise");
+  hct_close(c);
+  close(fd);
+}
+
+/* ---- module --------------------------------------------------------------- */
+
+static void test_module(void **state) {
+  hct_client_t *c;
+  assert_int_equal(hct_connect(env.sock, 2000, &c), 0);
+  void *image = NULL;
+  size_t size = 0;
+  char *entries = NULL;
+  int rc = hct_module(c, "hc_read", 3, DT_CARD, NULL, &image, &size, &entries);
+  if (rc != 0) fail_msg("hct_module: %s", hct_last_error());
+  unsigned char want[DT_IMAGE_SIZE];
+  dt_image(want, sizeof want);
+  assert_int_equal(size, DT_IMAGE_SIZE);
+  assert_memory_equal(image, want, DT_IMAGE_SIZE);
+  json_t *e = json_loads(entries, 0, NULL);
+  assert_non_null(e);
+  json_t *l0 = json_array_get(json_object_get(e, "launches"), 0);
+  assert_string_equal(dt_str(l0, "entry"), "k2");
+  /* grid cdiv(T*N,256*R) with T=3, N=1024, R=2 */
+  assert_int_equal(json_integer_value(json_array_get(json_object_get(l0, "grid"), 0)), 6);
+  assert_int_equal(json_integer_value(json_array_get(json_object_get(l0, "block"), 0)), 256);
+  assert_int_equal(json_integer_value(json_object_get(l0, "smem")), 2048);
+  json_decref(e);
+  free(image);
+  free(entries);
+  /* The baseline for T=6 has no binary recorded. */
+  assert_int_equal(hct_module(c, "hc_read", 6, DT_CARD, NULL, &image, &size, &entries),
+                   HCT_ENOENT);
+  hct_close(c);
+  /* No daemon: no module. */
+  assert_int_equal(hct_connect("/nonexistent/hctune.sock", 20, &c), HCT_FALLBACK);
+  assert_int_equal(hct_module(c, "hc_read", 3, DT_CARD, NULL, &image, &size, &entries),
+                   HCT_ENODAEMON);
+  hct_close(c);
+}
+
+/* ---- reload on DB change --------------------------------------------------- */
+
+static void test_reload(void **state) {
+  hct_client_t *c;
+  assert_int_equal(hct_connect(env.sock, 2000, &c), 0);
+  expect_choice(c, 12, DT_CARD, NULL, 0, "v1", HCT_SOURCE_DEFAULT, "baseline");
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(env.db, 0, &db), 0);
+  hct_db_decision_t d = dt_decision(DT_CARD, DT_MODEL, "bitwise", 9, 16, "v3", "kl", 1.0, 2.0);
+  assert_int_equal(hct__db_decisions_replace(db, &d, 1), 0);
+  hct__db_close(db);
+  hct_choice_t ch;
+  double t0 = dt_now_ms();
+  do {
+    usleep(20000);
+    assert_int_equal(hct_choose(c, "hc_read", 12, DT_CARD, NULL, &ch), 0);
+  } while (strcmp(ch.variant, "v3") != 0 && dt_now_ms() - t0 < 5000);
+  assert_string_equal(ch.variant, "v3");
+  assert_int_equal(ch.source, HCT_SOURCE_PROBE);
+  hct_close(c);
+}
+
+/* ---- probe ---------------------------------------------------------------- */
+
+static void test_probe(void **state) {
+  int fd = dt_connect(env.sock);
+  static dt_reader_t r;
+  assert_int_equal(dt_sends(fd, "{\"id\":5,\"cmd\":\"probe\",\"device\":\"GPU-pppp\",\"op\":\"hc_read\","
+                               "\"tokens\":\"1-8\"}\n"), 0);
+  /* choose is answered while the probe runs. */
+  hct_client_t *c;
+  assert_int_equal(hct_connect(env.sock, 2000, &c), 0);
+  double t0 = dt_now_ms();
+  expect_choice(c, 2, DT_CARD, NULL, 0, "v2", HCT_SOURCE_PROBE, "bitwise");
+  assert_true(dt_now_ms() - t0 < 100);
+  int progress = 0, text = 0;
+  json_t *fin = NULL;
+  for (;;) {
+    char *line = dt_read_line(fd, &r, 10000);
+    if (line == NULL) fail_msg("probe: no final reply after %d progress lines", progress);
+    json_t *j = json_loads(line, 0, NULL);
+    free(line);
+    assert_non_null(j);
+    assert_int_equal(json_integer_value(json_object_get(j, "id")), 5);
+    json_t *p = json_object_get(j, "progress");
+    if (p == NULL) {
+      fin = j;
+      break;
+    }
+    if (json_is_object(p)) progress++;
+    if (json_is_string(p)) text++;
+    json_decref(j);
+  }
+  assert_true(progress >= 3); /* two steps and the result */
+  assert_int_equal(text, 1);
+  assert_true(json_is_true(json_object_get(fin, "ok")));
+  assert_true(json_is_true(json_object_get(fin, "done")));
+  assert_string_equal(dt_str(json_object_get(fin, "result"), "event"), "result");
+  json_t *decs = json_object_get(fin, "decisions");
+  assert_int_equal(json_array_size(decs), 1);
+  assert_string_equal(dt_str(json_array_get(decs, 0), "variant"), "v2");
+  json_decref(fin);
+  /* The daemon reloaded after the probe: its winner is served at once. */
+  expect_choice(c, 8, "GPU-pppp", NULL, 0, "v2", HCT_SOURCE_PROBE, "bitwise");
+
+  /* A failing probe: the error names the status and its last stderr line. */
+  json_t *j = ASK(fd, &r, "{\"cmd\":\"probe\",\"device\":\"fail\"}");
+  while (json_object_get(j, "progress") != NULL) {
+    json_decref(j);
+    char *line = dt_read_line(fd, &r, 10000);
+    assert_non_null(line);
+    j = json_loads(line, 0, NULL);
+    free(line);
+  }
+  json_t *e = json_object_get(j, "error");
+  assert_string_equal(dt_str(e, "code"), "EWORKER");
+  assert_non_null(strstr(dt_str(e, "message"), "status 3"));
+  assert_non_null(strstr(dt_str(e, "message"), "boom on purpose"));
+  json_decref(j);
+
+  /* One probe per card at a time. */
+  int fd2 = dt_connect(env.sock);
+  static dt_reader_t r2;
+  assert_int_equal(dt_sends(fd, "{\"cmd\":\"probe\",\"device\":\"slow\"}\n"), 0);
+  usleep(100000);
+  j = ASK(fd2, &r2, "{\"cmd\":\"probe\",\"device\":\"slow\"}");
+  assert_string_equal(dt_str(json_object_get(j, "error"), "code"), "EBUSY");
+  json_decref(j);
+  j = ASK(fd2, &r2, "{\"cmd\":\"status\"}");
+  assert_int_equal(json_array_size(json_object_get(j, "probes")), 1);
+  json_decref(j);
+  /* The asker may hang up: the probe finishes on its own. */
+  close(fd);
+  close(fd2);
+  hct_close(c);
+  usleep(1500000);
+}
+
+/* ---- authorization --------------------------------------------------------- */
+
+/* In a child as user nobody: choose must work, pin must be refused (or
+ * allowed with `want_pin_ok`).  Returns 0 when all held, else a line in
+ * msg. */
+static int as_nobody(const char *sock, int want_pin_ok, char *msg, size_t len) {
+  int p[2];
+  if (pipe(p) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    char out[512] = "ok";
+    if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0) {
+      snprintf(out, sizeof out, "cannot become nobody: %s", strerror(errno));
+    } else {
+      int fd = dt_connect(sock);
+      static dt_reader_t r;
+      json_t *a = fd >= 0 ? dt_ask(fd, &r, "{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":2,"
+                                           "\"device\":\"" DT_CARD "\"}")
+                          : NULL;
+      json_t *b = fd >= 0 ? dt_ask(fd, &r, "{\"cmd\":\"pin\",\"device\":\"GPU-nobody\","
+                                           "\"op\":\"hc_read\",\"variant\":\"v2\"}")
+                          : NULL;
+      if (fd < 0) snprintf(out, sizeof out, "nobody cannot connect: %s", strerror(errno));
+      else if (a == NULL || strcmp(dt_str(a, "variant"), "v2") != 0)
+        snprintf(out, sizeof out, "choose as nobody failed");
+      else if (b == NULL) snprintf(out, sizeof out, "no reply to pin");
+      else if (want_pin_ok && !json_is_true(json_object_get(b, "ok")))
+        snprintf(out, sizeof out, "pin refused: %s",
+                 dt_str(json_object_get(b, "error"), "message"));
+      else if (!want_pin_ok &&
+               (strcmp(dt_str(json_object_get(b, "error"), "code"), "EPERM") != 0 ||
+                strstr(dt_str(json_object_get(b, "error"), "message"), "peer uid 65534") == NULL))
+        snprintf(out, sizeof out, "pin not refused as it should be: %s",
+                 json_dumps(b, JSON_COMPACT));
+    }
+    if (write(p[1], out, strlen(out)) < 0) _exit(2);
+    _exit(0);
+  }
+  close(p[1]);
+  ssize_t n = read(p[0], msg, len - 1);
+  msg[n > 0 ? n : 0] = '\0';
+  close(p[0]);
+  waitpid(pid, NULL, 0);
+  return strcmp(msg, "ok") == 0 ? 0 : -1;
+}
+
+static void test_authorization(void **state) {
+  if (geteuid() != 0) skip(); /* needs root to become nobody */
+  char msg[512];
+  if (as_nobody(env.sock, 0, msg, sizeof msg) != 0) fail_msg("%s", msg);
+  /* With --admin-group nogroup, nobody may pin. */
+  dt_env_t e2;
+  dt_env_init(&e2);
+  dt_seed(&e2);
+  static const char *const extra[] = {"--socket-group", "nogroup", "--admin-group", "nogroup", NULL};
+  dt_start(&e2, extra);
+  int rc = as_nobody(e2.sock, 1, msg, sizeof msg);
+  dt_stop(&e2);
+  dt_env_remove(&e2);
+  if (rc != 0) fail_msg("%s", msg);
+}
+
+/* ---- sockets -------------------------------------------------------------- */
+
+static void test_sockets(void **state) {
+  /* Live: a second daemon on the same socket refuses and says why. */
+  dt_env_t e2 = env;
+  snprintf(e2.log, sizeof e2.log, "%s/second.log", env.dir);
+  assert_int_equal(dt_run_refused(&e2, NULL), 1);
+  char *log = NULL;
+  size_t len;
+  assert_int_equal(hct__read_file(e2.log, &log, &len), 0);
+  if (strstr(log, env.sock) == NULL || strstr(log, "already listening") == NULL)
+    fail_msg("second daemon's error: %s", log);
+  free(log);
+
+  /* Stale: a socket file nobody listens on is replaced. */
+  dt_env_t e3;
+  dt_env_init(&e3);
+  dt_seed(&e3);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  hct__strlcpy(sa.sun_path, e3.sock, sizeof sa.sun_path);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  close(fd);
+  dt_start(&e3, NULL);
+  struct stat sb;
+  assert_int_equal(stat(e3.sock, &sb), 0);
+  assert_int_equal(sb.st_mode & 0777, 0660);
+  assert_int_equal(dt_stop(&e3), 0);
+  /* SIGTERM removed it. */
+  assert_int_equal(stat(e3.sock, &sb), -1);
+  /* A file that is not a socket is left alone. */
+  dt_write(e3.sock, "keep me");
+  assert_int_equal(dt_run_refused(&e3, NULL), 1);
+  assert_int_equal(stat(e3.sock, &sb), 0);
+  assert_true(S_ISREG(sb.st_mode));
+  dt_env_remove(&e3);
+}
+
+/* ---- 64 clients x 1000 queries ------------------------------------------- */
+
+typedef struct worker_s {
+  int index;
+  int bad;
+  char why[256];
+} worker_t;
+
+static void *worker(void *arg) {
+  worker_t *w = arg;
+  hct_client_t *c;
+  if (hct_connect(env.sock, 5000, &c) != 0) {
+    w->bad = 1000;
+    snprintf(w->why, sizeof w->why, "connect: %s", hct_last_error());
+    hct_close(c);
+    return NULL;
+  }
+  for (int i = 0; i < 1000; i++) {
+    int t = 1 + (i + w->index) % 12;
+    const char *parity = (i & 1) ? "kl" : NULL;
+    /* bitwise: 1-4 v2, 5-8 v1, 9-12 v3 (test_reload); kl: 1-4 v3, 5-8 v1 */
+    const char *want = t <= 4 ? (parity ? "v3" : "v2") : t <= 8 ? "v1" : "v3";
+    hct_choice_t ch;
+    int rc = hct_choose(c, "hc_read", t, DT_CARD, parity, &ch);
+    if (rc != 0 || strcmp(ch.variant, want) != 0 || ch.source != HCT_SOURCE_PROBE) {
+      if (w->bad++ == 0)
+        snprintf(w->why, sizeof w->why, "T=%d %s: rc %d %s %s (%s)", t, parity ? parity : "",
+                 rc, ch.variant, hct_source_name(ch.source), hct_last_error());
+    }
+  }
+  hct_close(c);
+  return NULL;
+}
+
+static void test_concurrent(void **state) {
+  enum { N = 64 };
+  pthread_t th[N];
+  static worker_t w[N];
+  double t0 = dt_now_ms();
+  for (int i = 0; i < N; i++) {
+    w[i].index = i;
+    assert_int_equal(pthread_create(&th[i], NULL, worker, &w[i]), 0);
+  }
+  int bad = 0;
+  for (int i = 0; i < N; i++) {
+    pthread_join(th[i], NULL);
+    if (w[i].bad) fprintf(stderr, "client %d: %d wrong, first: %s\n", i, w[i].bad, w[i].why);
+    bad += w[i].bad;
+  }
+  fprintf(stderr, "64 clients x 1000 queries: %.0f ms\n", dt_now_ms() - t0);
+  assert_int_equal(bad, 0);
+}
+
+/* ---- memory --------------------------------------------------------------- */
+
+static void test_memory(void **state) {
+  dt_env_t e;
+  dt_env_init(&e);
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(e.db, 0, &db), 0);
+  /* 100 cards x 2 parities x 5 ranges = 1,000 decisions. */
+  assert_int_equal(hct__db_begin(db), 0);
+  for (int k = 0; k < 100; k++) {
+    char uuid[64];
+    snprintf(uuid, sizeof uuid, "GPU-%08d-0000-0000-0000-000000000000", k);
+    dt_seed_card(db, uuid, "Test Card");
+    for (int p = 0; p < 2; p++) {
+      hct_db_decision_t d[5];
+      for (int i = 0; i < 5; i++)
+        d[i] = dt_decision(uuid, DT_MODEL, p ? "kl" : "bitwise", i * 4 + 1, i * 4 + 4,
+                           i % 2 ? "v2" : "v3", "bitwise", 1.0 + i, 9.0);
+      assert_int_equal(hct__db_decisions_replace(db, d, 5), 0);
+    }
+  }
+  assert_int_equal(hct__db_commit(db), 0);
+  hct__db_close(db);
+  dt_start(&e, NULL);
+  int fd = dt_connect(e.sock);
+  static dt_reader_t r;
+  json_t *j = ASK(fd, &r, "{\"cmd\":\"status\"}");
+  assert_int_equal(json_integer_value(json_object_get(j, "decisions")), 1000);
+  json_decref(j);
+  for (int i = 0; i < 200; i++) {
+    char line[200];
+    snprintf(line, sizeof line,
+             "{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":%d,\"device\":\"GPU-%08d-0000-0000-"
+             "0000-000000000000\"}",
+             1 + i % 20, i % 100);
+    j = ASK(fd, &r, line);
+    assert_string_equal(dt_str(j, "variant"), (i % 20) / 4 % 2 ? "v2" : "v3");
+    json_decref(j);
+  }
+  long kb = dt_rss_kb(e.pid);
+  close(fd);
+  dt_stop(&e);
+  dt_env_remove(&e);
+  fprintf(stderr, "hctuned resident with 1,000 decisions: %ld kB\n", kb);
+  assert_true(kb > 0);
+#if defined(__SANITIZE_ADDRESS__)
+  /* The sanitizers' shadow memory is not the daemon's: the plain build
+   * holds the limit. */
+  if (kb >= 20 * 1024) skip();
+#endif
+  assert_true(kb < 20 * 1024);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "probe") == 0) return fake_probe(argc, argv);
+  /* The daemon runs this program as its probe. */
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    setenv("HCTUNE_PROBE_CMD", self, 1);
+  }
+  unsetenv("HCTUNE_FORCE");
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_choose),        cmocka_unit_test(test_choose_raw),
+      cmocka_unit_test(test_list_devices_status), cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_long_line),     cmocka_unit_test(test_pins),
+      cmocka_unit_test(test_module),        cmocka_unit_test(test_reload),
+      cmocka_unit_test(test_probe),         cmocka_unit_test(test_authorization),
+      cmocka_unit_test(test_sockets),       cmocka_unit_test(test_concurrent),
+      cmocka_unit_test(test_memory),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
