@@ -21,10 +21,10 @@ t1=$(date +%s.%N)
 timeout 300 bin/hctune probe "$@" > "$out/probe2.txt" 2> "$out/probe2.err"; rc2=$?
 t2=$(date +%s.%N)
 {
-  echo "== probe 1 (cold compile cache): exit $rc1, $(echo "$t1 - $t0" | bc) s"
+  echo "== probe 1 (cold compile cache): exit $rc1, $(awk "BEGIN{print $t1 - $t0}") s"
   grep -E "compiled|error|warning" "$out/probe1.err" | head -20
   cat "$out/probe1.txt"
-  echo "== probe 2 (warm compile cache): exit $rc2, $(echo "$t2 - $t1" | bc) s"
+  echo "== probe 2 (warm compile cache): exit $rc2, $(awk "BEGIN{print $t2 - $t1}") s"
   grep -E "compiled|error|warning" "$out/probe2.err" | head -20
   cat "$out/probe2.txt"
   echo "== list"; bin/hctune list
