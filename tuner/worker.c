@@ -255,6 +255,9 @@ static void write_cb(uv_write_t *req, int status) {
 /* Runs the loop until done() or the timer; the timer is (re)armed here. */
 static void run_until(hct_worker_t *w, int (*done)(hct_worker_t *), int ms) {
   w->timer_fired = 0;
+  /* The loop's clock stands still between calls: without this the
+   * deadline would count from the end of the previous call. */
+  uv_update_time(&w->loop);
   uv_timer_start(&w->timer, timer_cb, (uint64_t)(ms > 0 ? ms : 1), 0);
   while (!done(w) && !w->timer_fired) uv_run(&w->loop, UV_RUN_ONCE);
   uv_timer_stop(&w->timer);
@@ -623,6 +626,175 @@ int hct__figs_from_json(json_t *j, hct_parity_figs_t *f) {
       return hct__error(HCT_EPROTO, "parity figures: '%s' missing or not a number", reals[i].key);
   }
   return 0;
+}
+
+/* ---- typed requests ---------------------------------------------------------- */
+
+/* Calls and drops req; *reply as hct__worker_call. */
+static int call_new(hct_worker_t *w, json_t *req, int timeout_ms, json_t **reply) {
+  if (req == NULL) return hct__error(HCT_ENOMEM, "out of memory building a worker request");
+  int rc = hct__worker_call(w, req, timeout_ms, reply);
+  json_decref(req);
+  return rc;
+}
+
+int hct__worker_open(hct_worker_t *w, const char *device) {
+  json_t *req = json_pack("{s:s, s:s}", "cmd", "open", "device", device ? device : "0");
+  if (req == NULL) return hct__error(HCT_ENOMEM, "out of memory building a worker request");
+  int rc = hct__worker_setup(w, "open", req, HCT_WORKER_OPEN_DEADLINE_MS, NULL);
+  json_decref(req);
+  return rc;
+}
+
+int hct__worker_load(hct_worker_t *w, int cand, const char *kernels_dir, const char *op,
+                     const char *variant, const char *params_json, const char *binary_key,
+                     const char *db_path) {
+  json_error_t jerr;
+  json_t *params = json_loads(params_json && params_json[0] ? params_json : "{}", 0, &jerr);
+  if (!json_is_object(params)) {
+    json_decref(params);
+    return hct__error(HCT_EINVAL, "params '%s' of '%s': not a JSON object", params_json, variant);
+  }
+  json_t *req = json_pack("{s:s, s:i, s:s, s:s, s:o, s:s, s:s}", "cmd", "load", "cand", cand,
+                          "op", op, "variant", variant, "params", params, "binary_key",
+                          binary_key, "db", db_path);
+  if (req != NULL && kernels_dir != NULL)
+    json_object_set_new(req, "kernels_dir", json_string(kernels_dir));
+  if (req == NULL) return hct__error(HCT_ENOMEM, "out of memory building a worker request");
+  char key[32];
+  snprintf(key, sizeof key, "cand%d", cand);
+  /* Loading reads the binary from the DB and the driver compiles PTX:
+   * more than a launch's time. */
+  int rc = hct__worker_setup(w, key, req, HCT_WORKER_OPEN_DEADLINE_MS, NULL);
+  json_decref(req);
+  return rc;
+}
+
+int hct__worker_unload(hct_worker_t *w, int cand) {
+  char key[32];
+  snprintf(key, sizeof key, "cand%d", cand);
+  hct__worker_forget(w, key);
+  return call_new(w, json_pack("{s:s, s:i}", "cmd", "unload", "cand", cand), 0, NULL);
+}
+
+/* Figures of every buffer of a check reply's object `bufs`, in its order;
+ * with `names` (the candidate's buffer names) in that order instead. */
+static int figs_of(json_t *bufs, char names[][32], int *n, hct_parity_figs_t *figs, int by_name) {
+  if (!json_is_object(bufs)) return hct__error(HCT_EPROTO, "check reply: no buffer figures");
+  if (by_name) {
+    for (int i = 0; i < *n; i++) {
+      int rc = hct__figs_from_json(json_object_get(bufs, names[i]), &figs[i]);
+      if (rc != 0) return rc;
+    }
+    return 0;
+  }
+  const char *k;
+  json_t *v;
+  *n = 0;
+  json_object_foreach(bufs, k, v) {
+    if (*n == HCT_MAX_BUFFERS) return hct__error(HCT_EPROTO, "check reply: too many buffers");
+    hct__strlcpy(names[*n], k, 32);
+    int rc = hct__figs_from_json(v, &figs[*n]);
+    if (rc != 0) return rc;
+    (*n)++;
+  }
+  return 0;
+}
+
+int hct__worker_check(hct_worker_t *w, int cand, int ref, int T, int pending, uint64_t seed,
+                      int timeout_ms, hct_worker_check_t *out) {
+  memset(out, 0, sizeof *out);
+  json_t *reply = NULL;
+  int rc = call_new(w, json_pack("{s:s, s:i, s:i, s:i, s:i, s:I}", "cmd", "check", "cand", cand,
+                                 "ref", ref, "tokens", T, "pending", pending, "seed",
+                                 (json_int_t)seed),
+                    timeout_ms, &reply);
+  if (rc == 0) {
+    char saved[512];
+    rc = figs_of(json_object_get(reply, "buffers"), out->name, &out->n, out->figs, 0);
+    json_t *rb = json_object_get(reply, "ref_buffers");
+    if (rc == 0 && ref >= 0 && rb != NULL) {
+      out->has_ref = 1;
+      rc = figs_of(rb, out->name, &out->n, out->ref_figs, 1);
+    }
+    if (rc != 0) {
+      /* A reply that does not parse is the worker's fault, like garbage. */
+      hct__strlcpy(saved, hct_last_error(), sizeof saved);
+      reap(w);
+      rc = hct__error(HCT_EPROTO, "worker %d: %s (worker killed)", w->pid, saved);
+    }
+    double ms;
+    if (rc == 0 && hct__json_double_value(json_object_get(reply, "run_ms"), &ms) == 0)
+      out->run_ms = ms;
+  }
+  json_decref(reply);
+  return rc;
+}
+
+int hct__worker_time(hct_worker_t *w, const int *cands, int n, int T, uint64_t seed,
+                     json_t *opts, int timeout_ms, hct_timing_res_t *res, int *failed) {
+  if (failed) *failed = -1;
+  memset(res, 0, sizeof *res * (size_t)n);
+  json_t *req = opts ? json_deep_copy(opts) : json_object();
+  json_t *ids = json_array();
+  if (req == NULL || ids == NULL) {
+    json_decref(req);
+    json_decref(ids);
+    return hct__error(HCT_ENOMEM, "out of memory building a worker request");
+  }
+  for (int k = 0; k < n; k++) json_array_append_new(ids, json_integer(cands[k]));
+  json_object_set_new(req, "cmd", json_string("time"));
+  json_object_set_new(req, "cands", ids);
+  json_object_set_new(req, "tokens", json_integer(T));
+  json_object_set_new(req, "seed", json_integer((json_int_t)seed));
+  json_t *reply = NULL;
+  int rc = call_new(w, req, timeout_ms, &reply);
+  json_t *who = reply ? json_object_get(reply, "cand") : NULL;
+  if (failed && json_is_integer(who)) *failed = (int)json_integer_value(who);
+  json_t *arr = reply ? json_object_get(reply, "results") : NULL;
+  for (size_t i = 0; i < json_array_size(arr); i++) {
+    json_t *r = json_array_get(arr, i);
+    int id = (int)json_integer_value(json_object_get(r, "cand"));
+    int k = 0;
+    while (k < n && cands[k] != id) k++;
+    if (k == n) continue;
+    hct_timing_res_t *t = &res[k];
+    static const struct {
+      const char *key;
+      size_t off;
+    } reals[] = {
+        {"median_us", offsetof(hct_timing_res_t, s.median)},
+        {"min_us", offsetof(hct_timing_res_t, s.min)},
+        {"max_us", offsetof(hct_timing_res_t, s.max)},
+        {"p10_us", offsetof(hct_timing_res_t, s.p10)},
+        {"p90_us", offsetof(hct_timing_res_t, s.p90)},
+        {"ci_lo_us", offsetof(hct_timing_res_t, s.ci_lo)},
+        {"ci_hi_us", offsetof(hct_timing_res_t, s.ci_hi)},
+        {"rel_ci", offsetof(hct_timing_res_t, s.rel_ci)},
+        {"seconds", offsetof(hct_timing_res_t, seconds)},
+    }, ints[] = {
+        {"samples", offsetof(hct_timing_res_t, s.n)},
+        {"rounds", offsetof(hct_timing_res_t, rounds)},
+        {"converged", offsetof(hct_timing_res_t, converged)},
+        {"pruned", offsetof(hct_timing_res_t, pruned)},
+        {"throttled", offsetof(hct_timing_res_t, throttled)},
+        {"clock_checked", offsetof(hct_timing_res_t, clock_checked)},
+    };
+    for (size_t j = 0; j < HCT_ARRAY_SIZE(reals); j++)
+      if (hct__json_double_value(json_object_get(r, reals[j].key),
+                                 (double *)((char *)t + reals[j].off)) != 0)
+        *(double *)((char *)t + reals[j].off) = NAN;
+    for (size_t j = 0; j < HCT_ARRAY_SIZE(ints); j++)
+      *(int *)((char *)t + ints[j].off) = (int)json_integer_value(json_object_get(r, ints[j].key));
+    const char *err = json_string_value(json_object_get(r, "error"));
+    if (err != NULL) {
+      t->err = hct_err_from_name(err);
+      const char *msg = json_string_value(json_object_get(r, "message"));
+      hct__strlcpy(t->errmsg, msg ? msg : err, sizeof t->errmsg);
+    }
+  }
+  json_decref(reply);
+  return rc;
 }
 
 /* ---- quarantine -------------------------------------------------------------- */

@@ -156,6 +156,51 @@ int hct__json_double_value(json_t *j, double *out);
 json_t *hct__figs_to_json(const hct_parity_figs_t *f);
 int hct__figs_from_json(json_t *j, hct_parity_figs_t *f);
 
+/* ---- typed requests (tuner/worker.c) --------------------------------------- */
+
+/*
+ * The commands above as C calls, for the probe.  Each returns what
+ * hct__worker_call returns.  open and load are recorded as setup requests
+ * ("open", and "cand<N>"), so hct__worker_restart replays them; unload
+ * forgets the load.
+ */
+int hct__worker_open(hct_worker_t *w, const char *device);
+int hct__worker_load(hct_worker_t *w, int cand, const char *kernels_dir, const char *op,
+                     const char *variant, const char *params_json, const char *binary_key,
+                     const char *db_path);
+int hct__worker_unload(hct_worker_t *w, int cand);
+
+/* What a check answers: the figures of each output and inout buffer of
+ * the candidate (bitwise figures against `ref` when ref >= 0) and of the
+ * reference candidate on the same inputs. */
+typedef struct hct_worker_check_s {
+  int n;
+  char name[HCT_MAX_BUFFERS][32];
+  hct_parity_figs_t figs[HCT_MAX_BUFFERS];
+  int has_ref;
+  hct_parity_figs_t ref_figs[HCT_MAX_BUFFERS]; /* same order as name[] */
+  double run_ms;
+} hct_worker_check_t;
+
+/*
+ * Checks candidate `cand` at T on the inputs drawn from `seed` (with the
+ * optional buffers when `pending`), against candidate `ref` (-1: none).
+ * A grid-barrier variant whose barrier timed out returns HCT_ETIMEDOUT.
+ */
+int hct__worker_check(hct_worker_t *w, int cand, int ref, int T, int pending, uint64_t seed,
+                      int timeout_ms, hct_worker_check_t *out);
+
+/*
+ * Times candidates cands[0..n) at T, interleaved, in the worker; res[k]
+ * receives cand k's figures (no samples: res[k].samples is NULL) or its
+ * error.  `opts` (may be NULL) holds timing options by their names in
+ * hct_timing_opts_t (max_seconds, max_rounds, min_samples, target_rel_ci,
+ * prune_factor, warmup, timing_seed) and batch, cold.  When a candidate's
+ * error ends the worker, *failed (may be NULL) gets its id, else -1.
+ */
+int hct__worker_time(hct_worker_t *w, const int *cands, int n, int T, uint64_t seed,
+                     json_t *opts, int timeout_ms, hct_timing_res_t *res, int *failed);
+
 /* ---- quarantine (tuner/worker.c) ------------------------------------------ */
 
 /* What identifies a candidate in the faults table (every pointer must be

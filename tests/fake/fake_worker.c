@@ -17,6 +17,12 @@
  *   wrongid    answers with another id
  *   partial    writes half a reply, then exits 3
  *   twice      answers twice
+ *   check      answers figures for buffer "y" with mismatches = cand
+ *              (and ref_buffers when ref >= 0); cand 5 at T = 3 answers
+ *              ETIMEDOUT, as a grid barrier that timed out
+ *   time       answers median_us = 10 + cand for each cand (rel_ci "inf"
+ *              for cand 2); a cand 99 among them answers a fatal EFAULT
+ *              naming it, then exits 1
  * A request with "poison_file" crashes when that file exists: a test makes
  * a setup request that succeeds once and crashes when replayed.
  */
@@ -114,6 +120,47 @@ int main(void) {
     } else if (strcmp(b, "twice") == 0) {
       put(ok(id));
       put(ok(id));
+    } else if (strcmp(b, "check") == 0) {
+      json_int_t cand = json_integer_value(json_object_get(req, "cand"));
+      json_int_t ref = json_integer_value(json_object_get(req, "ref"));
+      json_int_t T = json_integer_value(json_object_get(req, "tokens"));
+      if (cand == 5 && T == 3) {
+        put(json_pack("{s:O, s:b, s:s, s:s}", "id", id, "ok", 0, "error", "ETIMEDOUT", "message",
+                      "barrier 5 at T=3: a grid barrier timed out"));
+      } else {
+        json_t *r = ok(id);
+        json_t *f = json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:s, s:f}", "elems",
+                              (json_int_t)(1024 * T), "mismatches", cand, "first_mismatch",
+                              (json_int_t)5, "unwritten", (json_int_t)0, "nonfinite",
+                              (json_int_t)0, "rel_err", 1e-7, "max_err_ratio", 2e-7, "kl_mean",
+                              0.0, "kl_max", "inf", "argmax_agree", 1.0);
+        json_object_set_new(r, "buffers", json_pack("{s:o}", "y", f));
+        if (ref >= 0) json_object_set_new(r, "ref_buffers", json_pack("{s:O}", "y", f));
+        json_object_set_new(r, "run_ms", json_real(0.5));
+        put(r);
+      }
+    } else if (strcmp(b, "time") == 0) {
+      json_t *cands = json_object_get(req, "cands"), *res = json_array();
+      int fatal = 0;
+      for (size_t i = 0; i < json_array_size(cands); i++) {
+        json_int_t c = json_integer_value(json_array_get(cands, i));
+        json_t *x = json_pack("{s:I, s:i, s:f, s:i, s:i}", "cand", c, "samples", 20, "median_us",
+                              10.0 + (double)c, "converged", 1, "rounds", 20);
+        json_object_set_new(x, "rel_ci", c == 2 ? json_string("inf") : json_real(0.01));
+        if (c == 99) {
+          fatal = 1;
+          json_object_set_new(x, "error", json_string("EFAULT"));
+          json_object_set_new(x, "message", json_string("illegal address"));
+        }
+        json_array_append_new(res, x);
+      }
+      json_t *r = fatal ? json_pack("{s:O, s:b, s:s, s:s, s:b, s:i}", "id", id, "ok", 0, "error",
+                                    "EFAULT", "message", "cand 99: illegal address", "fatal", 1,
+                                    "cand", 99)
+                        : ok(id);
+      json_object_set_new(r, "results", res);
+      put(r);
+      if (fatal) return 1;
     } else if (strcmp(b, "quit") == 0) {
       put(ok(id));
       json_decref(req);
