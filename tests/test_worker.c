@@ -191,6 +191,21 @@ static int setup_load(hct_worker_t *w, int cand, const char *poison) {
   return rc;
 }
 
+typedef struct dropped_s {
+  int n;
+  char keys[8][32];
+  int codes[8];
+} dropped_t;
+
+static void on_dropped(void *arg, const char *key, int code, const char *msg) {
+  dropped_t *d = arg;
+  (void)msg;
+  if (d->n < 8) {
+    hct__strlcpy(d->keys[d->n], key, sizeof d->keys[0]);
+    d->codes[d->n++] = code;
+  }
+}
+
 static void test_restart_replays_setup(void **state) {
   (void)state;
   hct_worker_t *w;
@@ -229,6 +244,27 @@ static void test_restart_replays_setup(void **state) {
   assert_string_equal(failed, "");
   n = state_of(w, &opened, loaded, 8);
   assert_int_equal(n, 2);
+
+  /* recover drops what cannot be replayed, reports it, and goes on. */
+  assert_rc(setup_load(w, 5, poison), HCT_EFAULT);
+  assert_rc(hct__worker_restart(w, NULL, 0), 0);
+  unlink(poison);
+  assert_rc(setup_load(w, 6, poison), 0);
+  assert_rc(setup_load(w, 7, poison), 0);
+  f = fopen(poison, "w");
+  assert_non_null(f);
+  fclose(f);
+  assert_rc(call(w, "crash", 5000), HCT_EFAULT);
+  dropped_t d = {0};
+  assert_rc(hct__worker_recover(w, on_dropped, &d), 0);
+  assert_int_equal(d.n, 2);
+  assert_string_equal(d.keys[0], "cand6");
+  assert_string_equal(d.keys[1], "cand7");
+  assert_int_equal(d.codes[0], HCT_EFAULT);
+  n = state_of(w, &opened, loaded, 8);
+  assert_int_equal(n, 2);
+  assert_int_equal(loaded[0], 1);
+  assert_int_equal(loaded[1], 3);
   unlink(poison);
   hct__worker_stop(w);
 }

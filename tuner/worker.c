@@ -541,6 +541,23 @@ int hct__worker_restart(hct_worker_t *w, char *failed_key, size_t len) {
   return 0;
 }
 
+int hct__worker_recover(hct_worker_t *w,
+                        void (*dropped)(void *arg, const char *key, int code, const char *msg),
+                        void *arg) {
+  for (int attempt = 0; attempt < 8; attempt++) {
+    char key[64];
+    int rc = hct__worker_restart(w, key, sizeof key);
+    if (rc == 0) return 0;
+    if (key[0] == '\0' || strcmp(key, "open") == 0) return rc;
+    char msg[512];
+    hct__strlcpy(msg, hct_last_error(), sizeof msg);
+    hct__worker_forget(w, key);
+    if (dropped) dropped(arg, key, rc, msg);
+  }
+  return hct__error(HCT_EWORKER, "worker '%s': still failing after 8 restarts (%s)", w->exe,
+                    w->exit_text);
+}
+
 void hct__worker_stop(hct_worker_t *w) {
   if (w == NULL) return;
   if (w->running) {

@@ -55,6 +55,18 @@
  * hct__worker_setup() (open, then the loads of the still-active
  * candidates), in the order they were first recorded.
  *
+ * How the probe uses it (one worker per probe):
+ *   hct__worker_start(exe) ; hct__worker_open(w, device)
+ *   per candidate: hct__worker_load(w, id, ...) (the binary by DB key)
+ *   per T, set:    hct__worker_check(w, id, baseline_id, T, pending, seed)
+ *                  -> figures; judge them as before
+ *   per T:         hct__worker_time(w, ids, n, T, seed, opts)
+ *   on a failure:  reason = hct__fault_reason(rc); record the trial and
+ *                  hct__quarantine_add(); hct__worker_unload(w, id) or,
+ *                  when !hct__worker_alive(w), hct__worker_forget(w,
+ *                  "cand<id>") then hct__worker_recover(w, ...)
+ *   at the end:    hct__worker_stop(w)
+ *
  * Quarantine.  A failure is recorded with hct__quarantine_add() against
  * (card UUID, driver version, template hash, variant, params, tokens) with
  * its reason and log; hct__quarantine_skip() tells a later probe to leave
@@ -124,6 +136,17 @@ void hct__worker_forget(hct_worker_t *w, const char *key);
  * candidate and restart again without it.
  */
 int hct__worker_restart(hct_worker_t *w, char *failed_key, size_t len);
+
+/*
+ * After a call that ended the worker (hct__worker_alive() is 0): restarts
+ * it, replaying the setup requests; one whose replay fails is dropped
+ * (reported through `dropped`, may be NULL, with its key, code and message)
+ * and the restart tried again, at most 8 times.  Returns 0, or the error
+ * of the start or of replaying "open" (nothing to drop then).
+ */
+int hct__worker_recover(hct_worker_t *w,
+                        void (*dropped)(void *arg, const char *key, int code, const char *msg),
+                        void *arg);
 
 /* Asks the worker to quit, kills it if it does not within a second, and
  * frees everything.  NULL is allowed. */
