@@ -161,9 +161,9 @@ static void handle_line(hct_worker_t *w, const char *s, size_t n) {
   }
   json_t *id = json_object_get(j, "id");
   if (!json_is_integer(id) || json_integer_value(id) != w->want_id) {
-    json_decref(j);
     protocol_error(w, "worker %d answered id %s while request %lld was waiting: '%s'", w->pid,
                    json_is_integer(id) ? "other" : "missing", (long long)w->want_id, ex);
+    json_decref(j);
     return;
   }
   w->reply = j;
