@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ struct hct_client_s {
   int fd;
   int timeout_ms;
   int64_t retry_at_us;
+  int64_t rcvtimeo_us; /* SO_RCVTIMEO: the timeout less a margin */
   int64_t next_id;
   char *rbuf;
   size_t rlen, rcap;
@@ -147,6 +149,19 @@ static int open_conn(hct_client_t *c, int64_t deadline) {
                       err == EINPROGRESS ? "connect timed out" : strerror(err));
   }
 ok:
+  /* Blocking from here on, with a receive timeout a little under the
+   * caller's: the usual reply then costs one send and one recv, as a plain
+   * socket would (see read_line).  Sends never block (MSG_DONTWAIT). */
+  {
+    int fl = fcntl(fd, F_GETFL);
+    int64_t us = c->rcvtimeo_us < 3600000000ll ? c->rcvtimeo_us : 3600000000ll;
+    struct timeval tv = {.tv_sec = us / 1000000, .tv_usec = us % 1000000};
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0) {
+      close(fd);
+      return hct__error(HCT_EIO, "daemon socket '%s': %s", c->path, strerror(errno));
+    }
+  }
   c->fd = fd;
   c->rlen = 0;
   return 0;
@@ -154,7 +169,7 @@ ok:
 
 static int send_all(hct_client_t *c, const char *s, size_t n, int64_t deadline) {
   while (n > 0) {
-    ssize_t k = send(c->fd, s, n, MSG_NOSIGNAL);
+    ssize_t k = send(c->fd, s, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k > 0) {
       s += k;
       n -= (size_t)k;
@@ -193,7 +208,10 @@ static int read_line(hct_client_t *c, int64_t deadline, char **line) {
       c->rbuf = nb;
       c->rcap = cap;
     }
-    ssize_t k = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+    /* Block in recv itself while the receive timeout ends before the
+     * deadline; near the deadline, poll for exactly what is left. */
+    int block = deadline - now_us() >= c->rcvtimeo_us;
+    ssize_t k = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, block ? 0 : MSG_DONTWAIT);
     if (k > 0) {
       c->rlen += (size_t)k;
       continue;
@@ -202,6 +220,7 @@ static int read_line(hct_client_t *c, int64_t deadline, char **line) {
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK)
       return hct__error(HCT_ENODAEMON, "daemon '%s': %s", c->path, strerror(errno));
+    if (block) continue; /* the receive timeout passed: what is left, below */
     if (wait_fd(c->fd, POLLIN, deadline) != 1)
       return hct__error(HCT_ETIMEDOUT, "daemon '%s': no answer within the timeout", c->path);
   }
@@ -249,6 +268,11 @@ int hct_connect(const char *path, int timeout_ms, hct_client_t **out) {
   if (c == NULL) return hct__error(HCT_ENOMEM, "client: out of memory");
   c->fd = -1;
   c->timeout_ms = timeout_ms > 0 ? timeout_ms : HCT_DEFAULT_TIMEOUT_MS;
+  /* The kernel rounds SO_RCVTIMEO up to its clock tick (up to 10 ms), so
+   * the receive timeout ends that much before the caller's; the rest is
+   * waited with ppoll, to the microsecond.  Short timeouts use ppoll only. */
+  c->rcvtimeo_us = (int64_t)c->timeout_ms * 1000 - 10500;
+  if (c->rcvtimeo_us < 1000) c->rcvtimeo_us = INT64_MAX / 2; /* never block in recv */
   c->next_id = 1;
   if (hct__socket_path(path, c->path, sizeof c->path) < 0) {
     copy(c->why, hct_last_error(), sizeof c->why);
@@ -369,6 +393,155 @@ static int check_args(const char *op, int tokens, const char *device, const char
   return 0;
 }
 
+/* ---- reading a choose reply without jansson ---------------------------------
+ *
+ * A choose reply is read on every engine call; jansson's allocations cost
+ * more than the round trip itself.  This scanner walks the reply once and
+ * picks the fields out; a reply it does not understand (an error, an
+ * escaped string) goes to jansson instead, which reads anything.
+ */
+
+typedef struct span_s {
+  const char *p;
+  size_t n;
+} span_t;
+
+static const char *ws(const char *p, const char *end) {
+  while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+  return p;
+}
+
+/* p at '"'; returns past the closing quote, NULL when malformed; *esc set
+ * when the string holds an escape. */
+static const char *skip_string(const char *p, const char *end, int *esc) {
+  for (p++; p < end; p++) {
+    if (*p == '\\') {
+      *esc = 1;
+      p++;
+    } else if (*p == '"') {
+      return p + 1;
+    }
+  }
+  return NULL;
+}
+
+static const char *skip_value(const char *p, const char *end, int depth) {
+  int esc = 0;
+  if (p >= end || depth > 32) return NULL;
+  if (*p == '"') return skip_string(p, end, &esc);
+  if (*p == '{' || *p == '[') {
+    char close = *p == '{' ? '}' : ']';
+    p = ws(p + 1, end);
+    if (p < end && *p == close) return p + 1;
+    for (;;) {
+      if (close == '}') {
+        if (p >= end || *p != '"' || (p = skip_string(p, end, &esc)) == NULL) return NULL;
+        p = ws(p, end);
+        if (p >= end || *p++ != ':') return NULL;
+        p = ws(p, end);
+      }
+      if ((p = skip_value(p, end, depth + 1)) == NULL) return NULL;
+      p = ws(p, end);
+      if (p < end && *p == ',') {
+        p = ws(p + 1, end);
+        continue;
+      }
+      return p < end && *p == close ? p + 1 : NULL;
+    }
+  }
+  const char *q = p;
+  while (q < end && (*q == '-' || *q == '+' || *q == '.' || (*q >= '0' && *q <= '9') ||
+                     (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z')))
+    q++;
+  return q > p ? q : NULL;
+}
+
+/* Calls each member of the object at p: key (unescaped) and value span.
+ * Returns -1 when malformed or a key has an escape. */
+static int members(const char *p, const char *end, const char *const *keys, span_t *vals, int n) {
+  int esc = 0;
+  p = ws(p, end);
+  if (p >= end || *p++ != '{') return -1;
+  p = ws(p, end);
+  if (p < end && *p == '}') return 0;
+  for (;;) {
+    if (p >= end || *p != '"') return -1;
+    const char *k = p + 1, *ke = skip_string(p, end, &esc);
+    if (ke == NULL || esc) return -1;
+    size_t klen = (size_t)(ke - 1 - k);
+    p = ws(ke, end);
+    if (p >= end || *p++ != ':') return -1;
+    p = ws(p, end);
+    const char *v = p;
+    if ((p = skip_value(p, end, 0)) == NULL) return -1;
+    for (int i = 0; i < n; i++)
+      if (strlen(keys[i]) == klen && memcmp(keys[i], k, klen) == 0) {
+        vals[i].p = v;
+        vals[i].n = (size_t)(p - v);
+      }
+    p = ws(p, end);
+    if (p < end && *p == ',') {
+      p = ws(p + 1, end);
+      continue;
+    }
+    return p < end && *p == '}' ? 0 : -1;
+  }
+}
+
+/* A plain string value into dst; -1 when absent, not a string, escaped or
+ * too long. */
+static int span_str(span_t v, char *dst, size_t len) {
+  if (v.p == NULL || v.n < 2 || v.p[0] != '"' || memchr(v.p, '\\', v.n) != NULL ||
+      v.n - 2 >= len)
+    return -1;
+  memcpy(dst, v.p + 1, v.n - 2);
+  dst[v.n - 2] = '\0';
+  return 0;
+}
+
+static double span_num(span_t v) {
+  char buf[64];
+  if (v.p == NULL || v.n == 0 || v.n >= sizeof buf) return 0;
+  memcpy(buf, v.p, v.n);
+  buf[v.n] = '\0';
+  return strtod(buf, NULL);
+}
+
+/* 0 with `out` filled from a successful choose reply, -1 to let jansson
+ * read it. */
+static int fast_choice(const char *line, hct_choice_t *out) {
+  static const char *const keys[] = {"ok", "variant", "params", "class", "source",
+                                     "template_hash", "evidence"};
+  span_t v[7] = {{0}};
+  const char *end = line + strlen(line);
+  if (members(line, end, keys, v, 7) < 0) return -1;
+  if (v[0].n != 4 || memcmp(v[0].p, "true", 4) != 0) return -1;
+  memset(out, 0, sizeof *out);
+  char src[16];
+  if (span_str(v[1], out->variant, sizeof out->variant) < 0 ||
+      span_str(v[3], out->parity_class, sizeof out->parity_class) < 0 ||
+      span_str(v[4], src, sizeof src) < 0 ||
+      span_str(v[5], out->template_hash, sizeof out->template_hash) < 0)
+    return -1;
+  out->source = source_from_name(src);
+  /* The daemon writes compact JSON: the params' text is already what
+   * jansson's compact dump would give. */
+  if (v[2].p == NULL || v[2].n >= sizeof out->params) {
+    copy(out->params, "{}", sizeof out->params);
+  } else {
+    memcpy(out->params, v[2].p, v[2].n);
+    out->params[v[2].n] = '\0';
+  }
+  if (v[6].p != NULL) {
+    static const char *const ek[] = {"median_us", "baseline_us"};
+    span_t e[2] = {{0}};
+    if (members(v[6].p, v[6].p + v[6].n, ek, e, 2) < 0) return -1;
+    out->median_us = span_num(e[0]);
+    out->baseline_us = span_num(e[1]);
+  }
+  return 0;
+}
+
 int hct_choose(hct_client_t *c, const char *op, int tokens, const char *device,
                const char *parity, hct_choice_t *out) {
   if (c == NULL || out == NULL) return hct__error(HCT_EINVAL, "hct_choose: no client or no output");
@@ -387,6 +560,10 @@ int hct_choose(hct_client_t *c, const char *op, int tokens, const char *device,
   char *line = NULL;
   rc = roundtrip(c, req, n, deadline, &line);
   if (rc < 0) goto fallback;
+  if (fast_choice(line, out) == 0) {
+    free(line);
+    return 0;
+  }
   json_t *r = json_loads(line, 0, NULL);
   free(line);
   if (r == NULL) {

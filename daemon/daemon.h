@@ -71,17 +71,23 @@ enum {
   HCT_REQ_ADMIN = 1 << 0 /* daemon's uid, root, or --admin-group */
 };
 
+/* Longest id a request may carry (characters of a string id), and the
+ * room its JSON text takes (escapes included). */
+#define HCT_MAX_ID 128
+#define HCT_ID_TEXT (HCT_MAX_ID * 6 + 8)
+
 /*
- * A parsed request.  Strings point into `root`, which the request owns:
- * hct__req_free() releases it.  Fields absent from the request are NULL or
- * zero; defaults are filled in (parity "bitwise").
+ * A parsed request.  Strings point into the request's own storage (its
+ * strbuf, or `root` when the line went through jansson): hct__req_free()
+ * releases it.  Fields absent from the request are NULL or zero; defaults
+ * are filled in (parity "bitwise").
  */
 typedef struct hct_req_s {
   hct_verb_t verb;
   const char *cmd;
   int flags;                 /* of the verb */
-  void *root;                /* json_t *: the whole request */
-  void *id;                  /* json_t *: borrowed; NULL when absent */
+  void *root;                /* json_t *: the whole request, when parsed by jansson */
+  char id[HCT_ID_TEXT];      /* the id as JSON text ("7", "\"a\""); "" when absent */
   const char *op;
   const char *device;
   const char *model;         /* choose/module: model key to fall back on */
@@ -92,13 +98,16 @@ typedef struct hct_req_s {
   int tmin, tmax;            /* pin/unpin/probe/list: token range, 0 absent */
   const char *tokens_text;   /* the range as given ("1-8"), for probe */
   int64_t until;             /* pin: unix seconds, 0 none */
+  char strbuf[1024];         /* the fast path's copies of string values */
 } hct_req_t;
 
 /*
  * Parses one request line (no newline).  On failure returns a negative
  * code with a one-line message (hct_last_error) and still fills what it
- * could: req->id is set whenever the line was a JSON object with an id, so
- * the error reply can echo it.  Call hct__req_free() in both cases.
+ * could: req->id is set whenever the line was a JSON object with a valid
+ * id, so the error reply can echo it.  A flat object of short strings and
+ * integers (every choose) is read by a scanner of its own; anything else
+ * goes through jansson: both feed the same checks.  Call hct__req_free() in both cases.
  */
 int hct__req_parse(const char *line, size_t len, hct_req_t *req);
 void hct__req_free(hct_req_t *req);

@@ -62,7 +62,7 @@ typedef struct probe_s {
   uv_pipe_t out, err;
   daemon_t *d;
   uint64_t conn_serial; /* the asking connection; 0 once it is gone */
-  json_t *id;
+  char id[HCT_ID_TEXT];
   char device[64], op[32];
   linebuf_t out_lb, err_lb;
   json_t *result;        /* the last {"event":"result"} line */
@@ -168,35 +168,33 @@ static void conn_send(conn_t *c, const char *s, size_t n) {
 }
 
 /* Writes `body` (a JSON object text) with "id" spliced in first: the
- * cached replies of decisions are rendered once without it. */
-static void reply_body(conn_t *c, const json_t *id, const char *body, size_t len) {
-  char small[4096], idtext[1024];
-  size_t idlen = 0;
-  if (id != NULL) {
-    /* proto.c bounds an id's length, so it always fits. */
-    size_t k = json_dumpb(id, idtext + 5, sizeof idtext - 6, JSON_ENCODE_ANY | JSON_COMPACT);
-    if (k > 0 && k <= sizeof idtext - 6) {
-      memcpy(idtext, "\"id\":", 5);
-      idtext[5 + k] = ',';
-      idlen = 6 + k;
-    }
-  }
-  size_t n = len + idlen + 1;
+ * cached replies of decisions are rendered once without it.  `id` is the
+ * request's id as JSON text, "" or NULL for none. */
+static void reply_body(conn_t *c, const char *id, const char *body, size_t len) {
+  char small[4096];
+  size_t idlen = id != NULL ? strlen(id) : 0;
+  size_t n = len + (idlen ? idlen + 6 : 0) + 1;
   char *out = n <= sizeof small ? small : malloc(n);
   if (out == NULL) {
     conn_close(c);
     return;
   }
-  out[0] = '{';
-  memcpy(out + 1, idtext, idlen);
-  memcpy(out + 1 + idlen, body + 1, len - 1);
+  char *o = out;
+  *o++ = '{';
+  if (idlen) {
+    memcpy(o, "\"id\":", 5);
+    memcpy(o + 5, id, idlen);
+    o[5 + idlen] = ',';
+    o += idlen + 6;
+  }
+  memcpy(o, body + 1, len - 1);
   out[n - 1] = '\n';
   conn_send(c, out, n);
   if (out != small) free(out);
 }
 
 /* Writes a reply object (stolen). */
-static void reply_json(conn_t *c, const json_t *id, json_t *obj) {
+static void reply_json(conn_t *c, const char *id, json_t *obj) {
   char *s = obj != NULL ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
   json_decref(obj);
   if (s == NULL) {
@@ -209,7 +207,7 @@ static void reply_json(conn_t *c, const json_t *id, json_t *obj) {
   free(s);
 }
 
-static void reply_error(conn_t *c, const json_t *id, int code, const char *msg) {
+static void reply_error(conn_t *c, const char *id, int code, const char *msg) {
   reply_json(c, id,
              json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", hct_err_name(code),
                        "message", msg));
@@ -814,7 +812,6 @@ static void probe_finish(probe_t *p) {
     hct__log(HCT_LOG_WARN, "%s", msg);
     if (c != NULL) reply_error(c, p->id, HCT_EWORKER, msg);
   }
-  json_decref(p->id);
   json_decref(p->result);
   free(p->out_lb.buf);
   free(p->err_lb.buf);
@@ -887,7 +884,7 @@ static int req_probe(conn_t *c, hct_req_t *r) {
   if (p == NULL) return hct__error(HCT_ENOMEM, "probe: out of memory");
   p->d = d;
   p->conn_serial = c->serial;
-  p->id = r->id != NULL ? json_incref((json_t *)r->id) : NULL;
+  memcpy(p->id, r->id, sizeof p->id);
   hct__strlcpy(p->device, r->device, sizeof p->device);
   if (r->op != NULL) hct__strlcpy(p->op, r->op, sizeof p->op);
   p->started_ns = hct__now_ns();
