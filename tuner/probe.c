@@ -272,6 +272,44 @@ static void outs_free(outs_t *o) {
  * this process. */
 static int is_sticky(int rc) { return rc == HCT_EFAULT || rc == HCT_EHANG || rc == HCT_EGPU; }
 
+
+/*
+ * A 16-bit output named "<x>_bf16" or "<x>_f16" next to an f32 output "<x>"
+ * is an image: it must hold exactly the round-to-nearest-even conversion of
+ * the same run's "<x>".  Its error against the float64 reference is the
+ * format's own rounding (a 1-ulp flip near a rounding boundary is correct),
+ * so images are judged by this rule and not by error bounds.  Returns the
+ * index of "<x>", or -1 when buffer i is no image.
+ */
+static int image_source(const hct_hostset_t *hs, int i) {
+  const hct_buffer_t *b = hs->bufs[i].spec;
+  if (b->dtype != HCT_DT_BF16 && b->dtype != HCT_DT_F16) return -1;
+  const char *suffix = b->dtype == HCT_DT_BF16 ? "_bf16" : "_f16";
+  size_t n = strlen(b->name), k = strlen(suffix);
+  if (n <= k || strcmp(b->name + n - k, suffix) != 0) return -1;
+  for (int j = 0; j < hs->n; j++) {
+    const hct_buffer_t *src = hs->bufs[j].spec;
+    if (src->dtype == HCT_DT_F32 && strlen(src->name) == n - k && strncmp(src->name, b->name, n - k) == 0)
+      return j;
+  }
+  return -1;
+}
+
+/* Elements of image buffer i that are not the exact image of their source;
+ * *first gets the first such index. */
+static size_t image_mismatches(const hct_hostset_t *hs, int i, int src, const outs_t *out,
+                               size_t *first) {
+  const uint16_t *img = out->p[i];
+  const float *x = out->p[src];
+  int bf = hs->bufs[i].spec->dtype == HCT_DT_BF16;
+  size_t bad = 0;
+  for (size_t e = 0; e < hs->bufs[i].elems; e++) {
+    uint16_t want = bf ? hct__f32_to_bf16(x[e]) : hct__f32_to_f16(x[e]);
+    if (img[e] != want && bad++ == 0) *first = e;
+  }
+  return bad;
+}
+
 /* The worst figures of a candidate over the outputs of one run. */
 typedef struct verdict_s {
   const char *status;    /* "pass", "parity", "unwritten" */
@@ -303,8 +341,16 @@ static void judge(probe_t *P, const cand_t *c, const hct_hostset_t *hs, const ou
       f.first_mismatch = fb.first_mismatch;
     }
     const char *st = "pass";
+    int src = image_source(hs, i);
+    size_t img_bad = 0, img_first = 0;
+    if (src >= 0 && f.unwritten == 0) img_bad = image_mismatches(hs, i, src, out, &img_first);
     if (f.unwritten > 0) st = "unwritten";
     else if (f.nonfinite > 0) st = "parity";
+    else if (img_bad > 0) {
+      st = "parity";
+      f.mismatches = img_bad;
+      f.first_mismatch = img_first;
+    }
     else if (c->c.v->parity == HCT_PARITY_BITWISE && f.mismatches > 0) st = "parity";
     else if (c->c.v->parity == HCT_PARITY_KL && base != NULL) {
       const hct_parity_figs_t *bf = &base[i];
@@ -312,7 +358,7 @@ static void judge(probe_t *P, const cand_t *c, const hct_hostset_t *hs, const ou
       double err_limit = P->op->maxerr_factor * bf->max_err_ratio;
       /* resid (an inout) must hold R' exactly in every class. */
       if (b->spec->role == HCT_BUF_INOUT ? f.rel_err != 0.0
-                                         : (f.kl_mean > kl_limit || f.max_err_ratio > err_limit))
+                                         : src < 0 && (f.kl_mean > kl_limit || f.max_err_ratio > err_limit))
         st = "parity";
     }
     if (strcmp(st, "pass") != 0 && strcmp(vd->status, "pass") == 0) {
@@ -385,16 +431,20 @@ static int check_T(probe_t *P, int T, int pending, int set) {
     if (base_out.p[i] == NULL) continue;
     hct__parity_metrics(&hs.bufs[i], base_out.p[i], &base_figs[i]);
     const hct_parity_figs_t *f = &base_figs[i];
-    if (f->unwritten || f->nonfinite || f->rel_err > BASELINE_MAX_REL_ERR) {
+    int src = image_source(&hs, i);
+    size_t first = 0;
+    size_t img_bad = src >= 0 && !f->unwritten ? image_mismatches(&hs, i, src, &base_out, &first) : 0;
+    if (f->unwritten || f->nonfinite || img_bad || (src < 0 && f->rel_err > BASELINE_MAX_REL_ERR)) {
       char figs[256];
-      snprintf(figs, sizeof figs, "{\"buffer\":\"%s\",\"rel_err\":%.3g,\"unwritten\":%zu,\"nonfinite\":%zu}",
-               hs.bufs[i].spec->name, f->rel_err, f->unwritten, f->nonfinite);
+      snprintf(figs, sizeof figs, "{\"buffer\":\"%s\",\"rel_err\":%.3g,\"unwritten\":%zu,\"nonfinite\":%zu,"
+               "\"image_mismatches\":%zu}", hs.bufs[i].spec->name, f->rel_err, f->unwritten, f->nonfinite, img_bad);
       record_failure(P, base, "parity", f->unwritten ? "unwritten" : "parity", T, pending, seed, figs, NULL);
       rc = hct__error(HCT_EPARITY,
                       "baseline %s at T=%d%s: '%s' is off the float64 reference (relative error "
-                      "%.3g, %zu unwritten, %zu not finite; limit %.0e): nothing can be checked against it",
+                      "%.3g, %zu unwritten, %zu not finite, %zu not the exact image of its f32 "
+                      "output; limit %.0e): nothing can be checked against it",
                       base->c.label, T, pending ? " with pending" : "", hs.bufs[i].spec->name,
-                      f->rel_err, f->unwritten, f->nonfinite, BASELINE_MAX_REL_ERR);
+                      f->rel_err, f->unwritten, f->nonfinite, img_bad, BASELINE_MAX_REL_ERR);
       goto done;
     }
   }
