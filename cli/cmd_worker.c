@@ -525,6 +525,14 @@ static int req_time(worker_t *W, json_t *req, json_t *reply) {
   if ((rc = hct__gpu_event_create(W->gpu, &tm.start)) != 0 ||
       (rc = hct__gpu_event_create(W->gpu, &tm.stop)) != 0)
     goto done;
+  /* "no_prune": ids of candidates that stay timed however slow (the
+   * incumbent the others are compared with). */
+  uint8_t no_prune[MAX_CANDS] = {0};
+  json_t *np = json_object_get(req, "no_prune");
+  for (size_t j = 0; j < json_array_size(np); j++)
+    for (int k = 0; k < n; k++)
+      if (json_integer_value(json_array_get(np, j)) == cs[k]->id) no_prune[k] = 1;
+  to.no_prune = no_prune;
   to.sample = sample_cb;
   to.arg = &tm;
   to.max_clock_mhz = W->dev.clock_khz / 1000;
@@ -664,9 +672,12 @@ int cmd_worker(int argc, char **argv) {
   while (!W.quit && !fatal && getline(&line, &cap, stdin) > 0) fatal = serve_line(&W, line);
   free(line);
   if (fatal) {
-    /* The context is poisoned: release nothing on the GPU (the driver
-     * does when the process ends), and say so with the status. */
-    return HCT_EXIT_FAIL;
+    /* The context is poisoned: release nothing, on the GPU or off it (the
+     * driver cleans up when the process ends), and leave at once: no
+     * exit handlers that might touch the context. */
+    fflush(stdout);
+    fflush(stderr);
+    _exit(HCT_EXIT_FAIL);
   }
   inset_clear(&W.in);
   for (int i = 0; i < MAX_CANDS; i++)

@@ -584,6 +584,168 @@ static void test_hctune_worker(void **state) {
   assert_true(kill(pid, 0) != 0);
 }
 
+/* ---- the worker on a real GPU (skipped without one) ---------------------- */
+
+typedef struct gpu_fixture_s {
+  hct_device_t dev;
+  hct_op_t *op;
+  hct_db_t *db;
+  char dbpath[512];
+  char kdir[1024];
+  hct_compile_job_t jobs[HCT_MAX_VARIANTS];
+  hct_worker_t *w;
+  hct_db_keys_t keys;
+} gpu_fixture_t;
+
+static int var_id(const hct_op_t *op, const char *name) {
+  for (int i = 0; i < op->n_variants; i++)
+    if (strcmp(op->variants[i].name, name) == 0) return i;
+  fail_msg("selftest has no variant '%s'", name);
+  return -1;
+}
+
+static void gpu_quarantine(gpu_fixture_t *G, int id, int T, int rc) {
+  const char *reason = hct__fault_reason(rc);
+  if (reason == NULL) fail_msg("%s: no fault reason for %s", G->op->variants[id].name, hct_err_name(rc));
+  hct_qcand_t q = {&G->keys, "selftest", G->op->variants[id].name, "{}", G->jobs[id].template_hash};
+  assert_rc(hct__quarantine_add(G->db, &q, T, reason, hct_last_error()), 0);
+  assert_int_equal(hct__quarantine_skip(G->db, &q, T, 0), 1);
+}
+
+/*
+ * The selftest op through `hctune worker` on GPU 0: each broken variant
+ * fails the way it must, the worker is restarted after a fault and a hang,
+ * and the correct variant is checked and timed.  This is the probe's loop
+ * without the probe (tests/gpu-selftest.sh tests the probe itself).
+ */
+static void test_gpu_selftest_through_worker(void **state) {
+  (void)state;
+  gpu_fixture_t *G = calloc(1, sizeof *G);
+  assert_non_null(G);
+  const char *bin = getenv("HCT_BIN");
+  char exe[1024];
+  snprintf(exe, sizeof exe, "%s/hctune", bin ? bin : "bin");
+  if (hct__device_find("0", &G->dev) != 0) {
+    printf("skipped: no GPU: %s\n", hct_last_error());
+    free(G);
+    skip();
+  }
+  const char *k = getenv("HCTUNE_KERNELS");
+  hct__strlcpy(G->kdir, k ? k : "kernels-src", sizeof G->kdir);
+  assert_rc(hct__manifest_load(G->kdir, "selftest", &G->op), 0);
+  snprintf(G->dbpath, sizeof G->dbpath, "%s/gpu.db", tmpdir);
+  assert_rc(hct__db_open(G->dbpath, 0, &G->db), 0);
+  keys_init(&G->keys, G->dev.uuid, G->dev.driver_version);
+  hct_op_t *op = G->op;
+  for (int i = 0; i < op->n_variants; i++) {
+    G->jobs[i].backend = G->dev.backend;
+    hct__strlcpy(G->jobs[i].arch, G->dev.arch, sizeof G->jobs[i].arch);
+    G->jobs[i].op = op;
+    G->jobs[i].variant = &op->variants[i];
+  }
+  hct_binary_store_t store;
+  hct__db_binary_store(G->db, &store);
+  assert_rc(hct__compile_all(G->jobs, op->n_variants, &store, NULL, NULL), 0);
+  const int base = var_id(op, "base"), good = var_id(op, "good"), onebit = var_id(op, "onebit"),
+            unwritten = var_id(op, "unwritten"), barrier = var_id(op, "barrier"),
+            oob = var_id(op, "oob"), hang = var_id(op, "hang"), nocompile = var_id(op, "nocompile");
+  /* (1) fails to compile, and only it. */
+  for (int i = 0; i < op->n_variants; i++) {
+    if (i == nocompile) {
+      assert_rc(G->jobs[i].status, HCT_ECOMPILE);
+      hct__error(G->jobs[i].status, "%s", G->jobs[i].error);
+      gpu_quarantine(G, i, 0, G->jobs[i].status);
+    } else if (G->jobs[i].status != 0) {
+      fail_msg("%s: %s", op->variants[i].name, G->jobs[i].error);
+    }
+  }
+
+  assert_rc(hct__worker_start(exe, &G->w), 0);
+  hct_worker_t *w = G->w;
+  assert_rc(hct__worker_open(w, G->dev.uuid), 0);
+  for (int i = 0; i < op->n_variants; i++) {
+    if (i == nocompile) continue;
+    assert_rc(hct__worker_load(w, i, G->kdir, "selftest", op->variants[i].name, "{}",
+                               G->jobs[i].key, G->dbpath), 0);
+  }
+  hct_worker_check_t ck;
+  for (int T = 1; T <= 4; T++) {
+    uint64_t seed = 1000 + (uint64_t)T;
+    assert_rc(hct__worker_check(w, base, -1, T, 0, seed, 0, &ck), 0);
+    assert_int_equal(ck.figs[0].unwritten, 0);
+    if (!(ck.figs[0].rel_err < 1e-6)) fail_msg("base at T=%d: rel_err %g", T, ck.figs[0].rel_err);
+    /* (6) correct: the baseline's bits. */
+    assert_rc(hct__worker_check(w, good, base, T, 0, seed, 0, &ck), 0);
+    assert_true(ck.has_ref);
+    assert_int_equal(ck.figs[0].mismatches, 0);
+    assert_int_equal(ck.figs[0].unwritten, 0);
+    /* (4) one bit of element 5 at T = 3 only. */
+    assert_rc(hct__worker_check(w, onebit, base, T, 0, seed, 0, &ck), 0);
+    assert_int_equal(ck.figs[0].mismatches, T == 3 ? 1 : 0);
+    if (T == 3) assert_int_equal(ck.figs[0].first_mismatch, 5);
+    /* (5) element 7 unwritten. */
+    assert_rc(hct__worker_check(w, unwritten, base, T, 0, seed, 0, &ck), 0);
+    assert_int_equal(ck.figs[0].unwritten, 1);
+    /* The grid barrier: right at T = 1, 2; times out (in the kernel, the
+     * worker lives) from T = 3. */
+    uint64_t t0 = hct__now_ns();
+    int rc = hct__worker_check(w, barrier, base, T, 0, seed, 0, &ck);
+    double ms = (double)(hct__now_ns() - t0) / 1e6;
+    if (T < 3) {
+      assert_rc(rc, 0);
+      assert_int_equal(ck.figs[0].mismatches, 0);
+    } else {
+      assert_rc(rc, HCT_ETIMEDOUT);
+      assert_true(hct__worker_alive(w));
+      if (ms < 150 || ms > 1900) fail_msg("barrier timed out after %.0f ms, want about 200", ms);
+      if (T == 3) gpu_quarantine(G, barrier, T, rc);
+    }
+    printf("T=%d: checks done; barrier took %.1f ms\n", T, ms);
+  }
+  /* (2) out of bounds: a fault that ends the worker; restart and go on. */
+  assert_rc(hct__worker_check(w, oob, base, 1, 0, 7, 0, &ck), HCT_EFAULT);
+  printf("oob: %s\n", hct_last_error());
+  assert_false(hct__worker_alive(w));
+  gpu_quarantine(G, oob, 1, HCT_EFAULT);
+  char key[32];
+  snprintf(key, sizeof key, "cand%d", oob);
+  hct__worker_forget(w, key);
+  assert_rc(hct__worker_recover(w, NULL, NULL), 0);
+  assert_rc(hct__worker_check(w, good, base, 2, 0, 8, 0, &ck), 0);
+  assert_int_equal(ck.figs[0].mismatches, 0);
+  /* (3) never finishes: the watchdog kills it at the deadline. */
+  uint64_t t0 = hct__now_ns();
+  assert_rc(hct__worker_check(w, hang, base, 1, 0, 9, 2000, &ck), HCT_EHANG);
+  double ms = (double)(hct__now_ns() - t0) / 1e6;
+  printf("hang: %s (%.0f ms)\n", hct_last_error(), ms);
+  if (ms < 1900 || ms > 2000 + HCT_WORKER_KILL_WAIT_MS + 1000) fail_msg("hang took %.0f ms", ms);
+  gpu_quarantine(G, hang, 1, HCT_EHANG);
+  snprintf(key, sizeof key, "cand%d", hang);
+  hct__worker_forget(w, key);
+  assert_rc(hct__worker_recover(w, NULL, NULL), 0);
+  assert_rc(hct__worker_check(w, good, base, 1, 0, 10, 0, &ck), 0);
+  assert_int_equal(ck.figs[0].mismatches, 0);
+  /* Timing: good beats the baseline's deliberate 20 us wait. */
+  int ids[2] = {base, good}, failed;
+  hct_timing_res_t res[2];
+  json_t *opts = json_pack("{s:f, s:i, s:[i]}", "max_seconds", 0.3, "batch", 16, "no_prune", base);
+  assert_rc(hct__worker_time(w, ids, 2, 1, 11, opts, hct__worker_deadline_ms(2000), res, &failed), 0);
+  json_decref(opts);
+  printf("timing at T=1: base %.2f us, good %.2f us\n", res[0].s.median, res[1].s.median);
+  assert_int_equal(res[0].err, 0);
+  assert_int_equal(res[1].err, 0);
+  assert_int_equal(res[0].pruned, 0);
+  assert_true(res[0].s.median > 15.0);
+  assert_true(res[1].s.median < res[0].s.median / 2);
+  assert_true(hct__significantly_faster(&res[1].s, &res[0].s, HCT_MIN_MARGIN_DEFAULT));
+  hct__worker_stop(w);
+  for (int i = 0; i < op->n_variants; i++) hct__compile_job_clear(&G->jobs[i]);
+  assert_rc(hct__db_integrity_check(G->db), 0);
+  hct__db_close(G->db);
+  hct__manifest_free(op);
+  free(G);
+}
+
 int main(void) {
   find_fake();
   snprintf(tmpdir, sizeof tmpdir, "/tmp/hct-test-worker.XXXXXX");
@@ -602,6 +764,7 @@ int main(void) {
       cmocka_unit_test(test_selftest_op),
       cmocka_unit_test(test_selftest_compiles),
       cmocka_unit_test(test_hctune_worker),
+      cmocka_unit_test(test_gpu_selftest_through_worker),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[300];

@@ -218,7 +218,8 @@ int hct__worker_check(hct_worker_t *w, int cand, int ref, int T, int pending, ui
  * receives cand k's figures (no samples: res[k].samples is NULL) or its
  * error.  `opts` (may be NULL) holds timing options by their names in
  * hct_timing_opts_t (max_seconds, max_rounds, min_samples, target_rel_ci,
- * prune_factor, warmup, timing_seed) and batch, cold.  When a candidate's
+ * prune_factor, warmup, timing_seed), batch, cold, and no_prune (an
+ * array of candidate ids never pruned: the incumbent).  When a candidate's
  * error ends the worker, *failed (may be NULL) gets its id, else -1.
  */
 int hct__worker_time(hct_worker_t *w, const int *cands, int n, int T, uint64_t seed,
