@@ -7,6 +7,8 @@
 #   make gpu-check    GPU tests (skip with a reason when there is no GPU)
 #   make probe        install missing packages (as root), build, probe card 0
 #   make bench-daemon round trips of hct_choose against a plain socket echo
+#   make fuzz         libFuzzer on the daemon's request parser (clang),
+#                     FUZZ_SECONDS long (default 60)
 #
 # Sources are found by folder: a new file in jit/, db/, tuner/, daemon/ or
 # cli/ is built without touching this file.  tests/test_*.c each become one
@@ -69,7 +71,7 @@ TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
 $(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 
-.PHONY: all clean check check-cpu check-asan gpu-check probe deps bench-daemon tests
+.PHONY: all clean check check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
 all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so tests
 
 $(O)/%.o: %.c
@@ -112,6 +114,12 @@ deps:
 check: deps
 	$(MAKE) check-cpu
 	$(MAKE) check-asan
+	$(MAKE) check-fuzz
+
+# The fuzz target needs clang; without it, say so rather than pass silently.
+check-fuzz:
+	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then $(MAKE) fuzz FUZZ_SECONDS=20; \
+	 else echo "fuzz: skipped: no $(FUZZ_CC) for libFuzzer"; fi
 
 check-cpu: all
 	tests/run.sh $(O)/tests $(BIN)
@@ -121,7 +129,10 @@ check-asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  tests/run.sh build/asan/tests build/asan/bin
 
-gpu-check: all
+# On a GPU machine without the build packages, carry a STATIC=1 bin/ there:
+# it is used as it is.
+gpu-check:
+	@[ -x $(BIN)/hctune ] || $(MAKE) all
 	tests/gpu-check.sh $(BIN)
 
 probe: deps
@@ -131,6 +142,22 @@ probe: deps
 
 bench-daemon: all
 	tests/bench-daemon.sh $(BIN) $(O)/tests
+
+# libFuzzer on the request parser: proto.c needs only jansson and error.c.
+# New inputs it finds go to $(O)/fuzz/corpus; daemon/fuzz_corpus seeds it.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SRC := daemon/fuzz_request.c daemon/proto.c common/error.c
+
+$(O)/fuzz/fuzz_request: $(FUZZ_SRC) daemon/daemon.h include/hctune.h common/common.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter $(FUZZ_SRC) -o $@ -ljansson
+
+fuzz: $(O)/fuzz/fuzz_request
+	@mkdir -p $(O)/fuzz/corpus
+	$(O)/fuzz/fuzz_request -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=5 \
+	  -dict=daemon/fuzz_request.dict $(O)/fuzz/corpus daemon/fuzz_corpus
 
 clean:
 	rm -rf build bin lib
