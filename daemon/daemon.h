@@ -111,6 +111,9 @@ typedef struct hct_req_s {
  */
 int hct__req_parse(const char *line, size_t len, hct_req_t *req);
 void hct__req_free(hct_req_t *req);
+/* 1 (the default): flat requests take the fast scanner.  The fuzz target
+ * sets 0 to read the same line through jansson and compare. */
+extern int hct__req_fast;
 const char *hct__verb_name(hct_verb_t v);
 
 /* Parses "8" or "1-8" into [lo, hi] within 1..HCT_MAX_TOKENS. */
