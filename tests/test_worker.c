@@ -321,7 +321,18 @@ static void test_typed_requests(void **state) {
 
 static void test_start_errors(void **state) {
   (void)state;
-  hct_worker_t *w = (hct_worker_t *)1;
+  /* No exe: $HCTUNE_WORKER names it. */
+  hct_worker_t *w;
+  setenv("HCTUNE_WORKER", fake, 1);
+  assert_rc(hct__worker_start(NULL, &w), 0);
+  json_t *r = req("hello"), *rep = NULL;
+  assert_rc(hct__worker_call(w, r, 0, &rep), 0);
+  assert_string_equal(json_string_value(json_object_get(rep, "version")), "fake");
+  json_decref(rep);
+  json_decref(r);
+  hct__worker_stop(w);
+  unsetenv("HCTUNE_WORKER");
+  w = (hct_worker_t *)1;
   assert_rc(hct__worker_start("/nonexistent/hctune", &w), HCT_EWORKER);
   assert_null(w);
   assert_msg_has("/nonexistent/hctune");

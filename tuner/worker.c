@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "tuner.h"
@@ -362,6 +363,16 @@ static void ignore_sigpipe(void) {
 
 int hct__worker_start(const char *exe, hct_worker_t **out) {
   *out = NULL;
+  char self[4096];
+  if (exe == NULL) exe = getenv("HCTUNE_WORKER");
+  if (exe == NULL) {
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+      return hct__error(HCT_EWORKER, "cannot find the hctune executable: /proc/self/exe: %s",
+                        strerror(errno));
+    self[n] = '\0';
+    exe = self;
+  }
   ignore_sigpipe();
   hct_worker_t *w = calloc(1, sizeof *w);
   if (w == NULL || (w->exe = hct__strdup(exe)) == NULL ||

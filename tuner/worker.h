@@ -100,6 +100,8 @@ int hct__worker_deadline_ms(double expected_ms);
 
 /*
  * Starts `exe worker` (exe: the hctune executable, or a test's fake).
+ * exe NULL: $HCTUNE_WORKER when set, else this process's own executable
+ * (right in `hctune probe`; other programs must name hctune).
  * Returns 0 with the handle in *out, or HCT_EWORKER naming exe and the
  * cause; nothing is returned to free then.
  */
