@@ -60,25 +60,32 @@ static void test_stalled(void **state) {
   static const int timeouts[] = {50, 20, 5};
   for (size_t k = 0; k < HCT_ARRAY_SIZE(timeouts); k++) {
     int to = timeouts[k];
-    hct_client_t *c;
-    assert_int_equal(hct_connect(path, to, &c), 0);
-    hct_choice_t ch;
-    double t0 = dt_now_ms();
-    assert_int_equal(hct_choose(c, "hc_read", 2, "GPU-x", NULL, &ch), HCT_FALLBACK);
-    double took = dt_now_ms() - t0;
-    assert_string_equal(ch.variant, "v1");
-    assert_int_equal(ch.source, HCT_SOURCE_DEFAULT);
-    assert_non_null(strstr(hct_last_error(), "no answer"));
-    fprintf(stderr, "stalled daemon, timeout %d ms: fell back after %.1f ms\n", to, took);
-    /* It waited for the daemon, and no longer than the timeout (plus the
-     * scheduler's slack of a loaded machine). */
-    assert_true(took >= to - 1);
-    assert_true(took <= to + 10);
-    /* Within the next second it does not wait again. */
-    t0 = dt_now_ms();
-    assert_int_equal(hct_choose(c, "hc_read", 2, "GPU-x", NULL, &ch), HCT_FALLBACK);
-    assert_true(dt_now_ms() - t0 < 2);
-    hct_close(c);
+    /* The least of three tries: a loaded machine may wake any one of them
+     * late, while waiting too long in the library would show in all. */
+    double best = 1e9, worst = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
+      hct_client_t *c;
+      assert_int_equal(hct_connect(path, to, &c), 0);
+      hct_choice_t ch;
+      double t0 = dt_now_ms();
+      assert_int_equal(hct_choose(c, "hc_read", 2, "GPU-x", NULL, &ch), HCT_FALLBACK);
+      double took = dt_now_ms() - t0;
+      best = took < best ? took : best;
+      worst = took > worst ? took : worst;
+      assert_string_equal(ch.variant, "v1");
+      assert_int_equal(ch.source, HCT_SOURCE_DEFAULT);
+      assert_non_null(strstr(hct_last_error(), "no answer"));
+      /* It waited for the daemon, never less than the timeout. */
+      assert_true(took >= to - 0.5);
+      /* Within the next second it does not wait again. */
+      t0 = dt_now_ms();
+      assert_int_equal(hct_choose(c, "hc_read", 2, "GPU-x", NULL, &ch), HCT_FALLBACK);
+      assert_true(dt_now_ms() - t0 < 2);
+      hct_close(c);
+    }
+    fprintf(stderr, "stalled daemon, timeout %d ms: fell back after %.1f ms (worst of 3: %.1f)\n",
+            to, best, worst);
+    assert_true(best <= to + 3);
   }
   /* The daemon's backlog full: connect itself fails, at once. */
   close(ls);
