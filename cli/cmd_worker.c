@@ -55,6 +55,8 @@ typedef struct worker_s {
   int n_ops;
   wcand_t *cands;
   inset_t in;
+  hct_db_t *db;             /* read-only, kept open: opening checks it */
+  char dbpath[1024];
   int quit;
 } worker_t;
 
@@ -184,15 +186,19 @@ static int req_load(worker_t *W, json_t *req, json_t *reply) {
   if ((rc = parse_point(v, json_object_get(req, "params"), &pt)) != 0) return rc;
 
   /* The binary, by key, read-only: the probe (the only writer) holds the
-   * database open too. */
-  hct_db_t *db;
-  if ((rc = hct__db_open(dbpath, HCT_DB_READONLY | HCT_DB_NOCREATE, &db)) != 0) return rc;
+   * database open too.  One connection for every load: each open runs a
+   * quick check of the whole file. */
+  if (W->db == NULL || strcmp(W->dbpath, dbpath) != 0) {
+    hct__db_close(W->db);
+    W->db = NULL;
+    if ((rc = hct__db_open(dbpath, HCT_DB_READONLY | HCT_DB_NOCREATE, &W->db)) != 0) return rc;
+    hct__strlcpy(W->dbpath, dbpath, sizeof W->dbpath);
+  }
   void *image = NULL;
   size_t size = 0;
   int is_ptx = 0;
   char *log = NULL;
-  rc = hct__db_binary_get(db, key, &image, &size, &is_ptx, &log);
-  hct__db_close(db);
+  rc = hct__db_binary_get(W->db, key, &image, &size, &is_ptx, &log);
   free(log);
   if (rc == HCT_ENOENT) rc = hct__error(HCT_ENOENT, "binary '%s' is not in '%s'", key, dbpath);
   if (rc != 0) return rc;
@@ -684,6 +690,7 @@ int cmd_worker(int argc, char **argv) {
     if (W.cands[i].used) hct__run_unload(W.gpu, &W.cands[i].c);
   free(W.cands);
   if (W.gpu) hct__gpu_close(W.gpu);
+  if (W.db) hct__db_close(W.db);
   for (int i = 0; i < W.n_ops; i++) hct__manifest_free(W.ops[i].op);
   return HCT_EXIT_OK;
 }
