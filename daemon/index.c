@@ -164,7 +164,7 @@ int hct__index_load(hct_db_t *db, hct_index_t **out) {
     entry_t *e = &ix->by_card.ent[i];
     const char *src = e->d->source[0] ? e->d->source : "probe";
     json_t *j = hct__decision_json(e->d, src);
-    e->body = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    e->body = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(j);
     if (e->body == NULL) rc = hct__error(HCT_ENOMEM, "decision index: cannot render a reply");
     else e->body_len = strlen(e->body);

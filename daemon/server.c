@@ -195,7 +195,7 @@ static void reply_body(conn_t *c, const char *id, const char *body, size_t len) 
 
 /* Writes a reply object (stolen). */
 static void reply_json(conn_t *c, const char *id, json_t *obj) {
-  char *s = obj != NULL ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+  char *s = obj != NULL ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
   json_decref(obj);
   if (s == NULL) {
     static const char oom[] =
