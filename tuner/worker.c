@@ -280,6 +280,8 @@ static void reap(hct_worker_t *w) {
      * this loop runs again, and the process dies with its context. */
     hct__log(HCT_LOG_WARN, "worker %d did not exit %d ms after SIGKILL", w->pid,
              HCT_WORKER_KILL_WAIT_MS);
+    snprintf(w->exit_text, sizeof w->exit_text, "killed, still exiting after %d ms",
+             HCT_WORKER_KILL_WAIT_MS);
     return;
   }
   if (!w->err_eof) run_until(w, err_drained, STDERR_DRAIN_MS);
