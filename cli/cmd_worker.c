@@ -14,8 +14,10 @@
  */
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -667,6 +669,13 @@ int cmd_worker(int argc, char **argv) {
     }
     return hct__usage_error(argv[0], "unknown option '%s'", argv[i]);
   }
+  /* A worker must not outlive its probe: one killed (SIGKILL, say) while
+   * this process spins in a hung kernel would leave it holding the GPU
+   * forever.  The kernel kills us when the parent goes; the check after
+   * covers a parent that went before the call. */
+  pid_t parent = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) return HCT_EXIT_FAIL;
   worker_t W;
   memset(&W, 0, sizeof W);
   W.in.ref_id = -1;

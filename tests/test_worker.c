@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -595,6 +596,67 @@ static void test_hctune_worker(void **state) {
   assert_true(kill(pid, 0) != 0);
 }
 
+/* 1 while `pid` runs (a zombie does not: PID 1 of a container may be slow
+ * to reap it). */
+static int running(int pid) {
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')');
+  return p != NULL && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+/* A worker dies with its parent even when nothing closes its stdin (it
+ * would not read it in a hung kernel anyway): a probe killed with SIGKILL
+ * leaves no worker holding the GPU. */
+static void test_hctune_worker_dies_with_parent(void **state) {
+  (void)state;
+  const char *bin = getenv("HCT_BIN");
+  char exe[1024];
+  snprintf(exe, sizeof exe, "%s/hctune", bin ? bin : "bin");
+  if (access(exe, X_OK) != 0) skip();
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  pid_t mid = fork();
+  assert_true(mid >= 0);
+  if (mid == 0) {
+    /* The middle process: starts a worker, then forks a holder that
+     * inherits the write end of the worker's stdin and keeps it open after
+     * the middle process dies; reports both pids, and waits to be killed. */
+    hct_worker_t *w;
+    if (hct__worker_start(exe, &w) != 0) _exit(1);
+    json_t *r = json_pack("{s:s}", "cmd", "hello");
+    if (hct__worker_call(w, r, 30000, NULL) != 0) _exit(2);
+    int pids[2] = {hct__worker_pid(w), 0};
+    pid_t holder = fork();
+    if (holder == 0)
+      for (;;) pause();
+    pids[1] = (int)holder;
+    if (write(fds[1], pids, sizeof pids) != sizeof pids) _exit(3);
+    for (;;) pause();
+  }
+  close(fds[1]);
+  int pids[2] = {0, 0};
+  assert_int_equal(read(fds[0], pids, sizeof pids), (ssize_t)sizeof pids);
+  close(fds[0]);
+  assert_true(pids[0] > 0 && pids[1] > 0);
+  assert_true(running(pids[0]));
+  kill(mid, SIGKILL);
+  int st;
+  waitpid(mid, &st, 0);
+  for (int i = 0; i < 300 && running(pids[0]); i++) usleep(10000);
+  int outlived = running(pids[0]);
+  kill(pids[1], SIGKILL);
+  if (outlived) {
+    kill(pids[0], SIGKILL);
+    fail_msg("worker %d outlived its parent", pids[0]);
+  }
+}
+
 /* ---- the worker on a real GPU (skipped without one) ---------------------- */
 
 typedef struct gpu_fixture_s {
@@ -775,6 +837,7 @@ int main(void) {
       cmocka_unit_test(test_selftest_op),
       cmocka_unit_test(test_selftest_compiles),
       cmocka_unit_test(test_hctune_worker),
+      cmocka_unit_test(test_hctune_worker_dies_with_parent),
       cmocka_unit_test(test_gpu_selftest_through_worker),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
