@@ -77,7 +77,10 @@
  * Thread rules: a hct_worker_t belongs to the thread that started it; its
  * uv loop is its own, so the caller's loop and thread pool are untouched.
  * Starting a worker sets SIGPIPE to ignored for the process (a write to a
- * dead worker must be an error, not the parent's death).
+ * dead worker must be an error, not the parent's death).  The worker asks
+ * the kernel to kill it when its parent goes (PR_SET_PDEATHSIG), which
+ * Linux ties to the parent *thread*: start workers from a thread that
+ * outlives them (the main thread).
  */
 #ifndef HCT_WORKER_H
 #define HCT_WORKER_H
