@@ -465,6 +465,46 @@ static void test_busy(void **state) {
   hct__db_close(b);
 }
 
+/* Processes that open a fresh file at once (a probe, its workers, the
+ * daemon) must agree on one schema: the migration re-reads the version
+ * under the write lock. */
+static void test_concurrent_first_open(void **state) {
+  fixture_t *f = *state;
+  enum { PROCS = 6, ROUNDS = 5 };
+  for (int round = 0; round < ROUNDS; round++) {
+    char path[160];
+    snprintf(path, sizeof path, "%s/c%d.db", f->dir, round);
+    pid_t pids[PROCS];
+    for (int i = 0; i < PROCS; i++) {
+      pids[i] = fork();
+      assert_true(pids[i] >= 0);
+      if (pids[i] == 0) {
+        hct_db_t *db;
+        hct_db_trial_t t = trial_make("GPU-c", "rowsplit", i + 1);
+        if (hct__db_open(path, 0, &db) != 0 || hct__db_trial_add(db, &t, NULL) != 0) {
+          fprintf(stderr, "child %d: %s\n", i, hct_last_error());
+          _exit(1);
+        }
+        hct__db_close(db);
+        _exit(0);
+      }
+    }
+    for (int i = 0; i < PROCS; i++) {
+      int status;
+      assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+      assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    hct_db_t *db = open_ok(path, HCT_DB_READONLY);
+    char *json;
+    assert_ok(hct__db_trials_json(db, NULL, NULL, NULL, 0, &json));
+    json_t *arr = json_loads(json, 0, NULL);
+    assert_int_equal(json_array_size(arr), PROCS);
+    json_decref(arr);
+    free(json);
+    hct__db_close(db);
+  }
+}
+
 /* ---- round trips -------------------------------------------------------- */
 
 static void test_devices(void **state) {
@@ -914,6 +954,7 @@ int main(void) {
     cmocka_unit_test_setup_teardown(test_data_version, setup, teardown),
     cmocka_unit_test_setup_teardown(test_transaction, setup, teardown),
     cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_concurrent_first_open, setup, teardown),
     cmocka_unit_test_setup_teardown(test_devices, setup, teardown),
     cmocka_unit_test_setup_teardown(test_runs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_trials, setup, teardown),
