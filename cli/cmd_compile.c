@@ -18,7 +18,7 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: hctune compile --arch ARCH [--backend cuda|hip] [--op NAME] [--variant V]\n"
+          "usage: hctune compile --arch ARCH [--backend cuda|hip] [--op NAME] [--variant V,..]\n"
           "                      [--jobs N] [--json] [--db PATH]\n"
           "\n"
           "Compiles every variant of the op (default: every op under the kernels folder)\n"
@@ -30,7 +30,7 @@ static void usage(FILE *f) {
           "  --arch ARCH     target, e.g. sm_90 (required)\n"
           "  --backend B     cuda (default) or hip\n"
           "  --op NAME       one op only\n"
-          "  --variant V     one variant only (with --op)\n"
+          "  --variant V,..  these variants only, comma-separated (with --op)\n"
           "  --jobs N        parallel compiles (default: the CPU count)\n"
           "  --json          a JSON array, one object per binary\n"
           "  --db PATH       use the compile cache of this database\n"
@@ -137,12 +137,22 @@ static int plan_add(plan_t *pl, const args_t *a, const hct_op_t *op, const hct_v
   return 0;
 }
 
+/* Is `name` in the comma-separated list? */
+static int in_list(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; *p;) {
+    size_t len = strcspn(p, ",");
+    if (len == n && strncmp(p, name, n) == 0) return 1;
+    p += len + (p[len] == ',');
+  }
+  return 0;
+}
+
 /* Jobs for every variant and point of op that this arch can run. */
 static int plan_op(plan_t *pl, const args_t *a, const hct_op_t *op, int arch_num, int warp) {
-  int planned = 0;
   for (int i = 0; i < op->n_variants; i++) {
     const hct_variant_t *v = &op->variants[i];
-    if (a->variant && strcmp(a->variant, v->name) != 0) continue;
+    if (a->variant && !in_list(a->variant, v->name)) continue;
     if (a->backend == HCT_BACKEND_CUDA && v->min_arch > arch_num) {
       fprintf(stderr, "hctune: note: %s %s needs sm_%d, skipped for %s\n", op->name, v->name,
               v->min_arch, a->arch);
@@ -164,10 +174,15 @@ static int plan_op(plan_t *pl, const args_t *a, const hct_op_t *op, int arch_num
       }
     }
     free(points);
-    planned++;
   }
-  if (a->variant && planned == 0 && hct__variant_find(op, a->variant) == NULL)
-    return hct__error(HCT_ENOENT, "variant '%s': not in op '%s'", a->variant, op->name);
+  for (const char *p = a->variant; p && *p;) {
+    char name[64];
+    size_t len = strcspn(p, ",");
+    hct__strlcpy(name, p, HCT_MIN(sizeof name, len + 1));
+    if (hct__variant_find(op, name) == NULL)
+      return hct__error(HCT_ENOENT, "variant '%s': not in op '%s'", name, op->name);
+    p += len + (p[len] == ',');
+  }
   return 0;
 }
 

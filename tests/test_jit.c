@@ -528,6 +528,132 @@ static void test_model_key(void **state) {
   assert_string_equal(key, key2);
 }
 
+/* ---- the GPU runtime (skips without a card) ----------------------------- */
+
+static void test_gpu_runtime(void **state) {
+  (void)state;
+  hct_device_t devs[8];
+  int n = hct__devices(devs, 8);
+  int cuda = -1;
+  for (int i = 0; i < n; i++)
+    if (devs[i].backend == HCT_BACKEND_CUDA && cuda < 0) cuda = i;
+  if (cuda < 0) {
+    printf("SKIP: no cuda card here (%s)\n", n < 0 ? hct_last_error() : "none listed");
+    skip();
+  }
+  if (!need_nvrtc()) skip();
+  hct_device_t *d = &devs[cuda];
+  printf("card: %s %s %s, %d SMs, driver %s, %s\n", d->name, d->uuid, d->arch, d->sm_count,
+         d->driver_version, d->compiler_version);
+  assert_int_equal(strncmp(d->uuid, "GPU-", 4), 0);
+  assert_int_equal(strlen(d->uuid), 40);
+  char arch[16];
+  snprintf(arch, sizeof arch, "sm_%d", d->arch_num);
+  assert_string_equal(d->arch, arch);
+  assert_true(d->sm_count > 0 && d->warp_size == 32 && d->mem_bytes > 0 && d->l2_bytes > 0);
+  assert_true(d->smem_optin >= 48 * 1024);
+  assert_true(d->driver_version[0] != '\0' && d->pci_bus_id[0] != '\0');
+  hct_device_t found;
+  char prefix[16];
+  hct__strlcpy(prefix, d->uuid, sizeof prefix);
+  assert_int_equal(hct__device_find(prefix, &found), 0);
+  assert_string_equal(found.uuid, d->uuid);
+
+  put("t/g.cu", "#include \"inc.h\"\n"
+                "extern \"C\" __global__ void k(float *y, const float *x, int n) {\n"
+                "  int i = blockIdx.x * B + threadIdx.x;\n"
+                "  if (i < n) y[i] = twice(x[i]) + N;\n"
+                "}\n"
+                "extern \"C\" __global__ void acc(float *y, int n) {\n"
+                "  extern __shared__ float s[];\n"
+                "  int i = blockIdx.x * B + threadIdx.x;\n"
+                "  s[threadIdx.x] = 1.0f;\n"
+                "  __syncthreads();\n"
+                "  if (i < n) y[i] += s[threadIdx.x];\n"
+                "}\n");
+  fixture_t f;
+  fixture(&f, root);
+  hct__strlcpy(f.op.variants[0].template_file, "g.cu", sizeof f.op.variants[0].template_file);
+  hct__strlcpy(f.job.arch, d->arch, sizeof f.job.arch);
+  if (hct__compile_one(&f.job) != 0) fail_msg("compile: %s", f.job.error);
+
+  hct_gpu_t *g;
+  if (hct__gpu_open(d, &g) != 0) fail_msg("open: %s", hct_last_error());
+  assert_string_equal(hct__gpu_device(g)->uuid, d->uuid);
+  enum { COUNT = 1000 };
+  hct_dptr_t x, y;
+  assert_int_equal(hct__gpu_alloc(g, COUNT * 4, &x), 0);
+  assert_int_equal(hct__gpu_alloc(g, COUNT * 4, &y), 0);
+  assert_int_equal(hct__gpu_fill32(g, x, 0x3f800000u, COUNT), 0); /* 1.0f */
+  assert_int_equal(hct__gpu_fill32(g, y, 0, COUNT), 0);
+  static float host[COUNT];
+  static uint16_t h16[COUNT];
+  assert_int_equal(hct__gpu_download(g, host, x, sizeof host), 0);
+  for (int i = 0; i < COUNT; i++) assert_true(host[i] == 1.0f);
+
+  hct_module_t *m;
+  if (hct__gpu_module_load(g, f.job.image, f.job.image_size, &m) != 0)
+    fail_msg("module: %s", hct_last_error());
+  hct_function_t *k, *acc, *none;
+  assert_int_equal(hct__gpu_function(m, "k", &k), 0);
+  assert_int_equal(hct__gpu_function(m, "acc", &acc), 0);
+  assert_int_equal(hct__gpu_function(m, "nope", &none), HCT_ENOENT);
+  assert_int_equal(hct__gpu_function_smem(acc, 64 * 1024), 0);
+
+  int count = COUNT;
+  unsigned grid[3] = {(COUNT + 127) / 128, 1, 1}, block[3] = {128, 1, 1};
+  void *kargs[] = {&y, &x, &count};
+  assert_int_equal(hct__gpu_launch(g, k, grid, block, 0, kargs), 0);
+  assert_int_equal(hct__gpu_sync(g), 0);
+  assert_int_equal(hct__gpu_download(g, host, y, sizeof host), 0);
+  for (int i = 0; i < COUNT; i++) /* (1 + 1) * 2 + N */
+    if (host[i] != 8.0f) fail_msg("y[%d] = %g, want 8", i, host[i]);
+
+  /* Ten launches captured, then the graph replayed twice between events. */
+  void *aargs[] = {&y, &count};
+  assert_int_equal(hct__gpu_capture_begin(g), 0);
+  for (int r = 0; r < 10; r++)
+    assert_int_equal(hct__gpu_launch(g, acc, grid, block, 128 * 4, aargs), 0);
+  hct_graph_t *graph;
+  if (hct__gpu_capture_end(g, &graph) != 0) fail_msg("capture: %s", hct_last_error());
+  assert_int_equal(hct__gpu_download(g, host, y, 4), 0);
+  assert_true(host[0] == 8.0f); /* captured, not run */
+  hct_event_t *e0, *e1;
+  assert_int_equal(hct__gpu_event_create(g, &e0), 0);
+  assert_int_equal(hct__gpu_event_create(g, &e1), 0);
+  assert_int_equal(hct__gpu_event_record(g, e0), 0);
+  assert_int_equal(hct__gpu_graph_launch(g, graph), 0);
+  assert_int_equal(hct__gpu_graph_launch(g, graph), 0);
+  assert_int_equal(hct__gpu_event_record(g, e1), 0);
+  float ms = -1;
+  assert_int_equal(hct__gpu_event_elapsed(g, e0, e1, &ms), 0);
+  assert_true(ms > 0 && ms < 1000);
+  assert_int_equal(hct__gpu_download(g, host, y, sizeof host), 0);
+  for (int i = 0; i < COUNT; i++)
+    if (host[i] != 28.0f) fail_msg("after 20 adds y[%d] = %g, want 28", i, host[i]);
+
+  assert_int_equal(hct__gpu_fill16(g, x, 0xbeef, COUNT), 0);
+  assert_int_equal(hct__gpu_download(g, h16, x, sizeof h16), 0);
+  for (int i = 0; i < COUNT; i++) assert_int_equal(h16[i], 0xbeef);
+
+  int mhz = 0;
+  int rc = hct__gpu_sm_clock(g, &mhz);
+  if (rc == 0)
+    assert_true(mhz > 100 && mhz < 5000);
+  else
+    assert_int_equal(rc, HCT_ENODRIVER); /* no NVML on this host */
+  printf("sm clock: %d MHz (rc %d), graph of 10 launches x2: %.3f ms\n", mhz, rc, ms);
+
+  hct__gpu_event_destroy(g, e0);
+  hct__gpu_event_destroy(g, e1);
+  hct__gpu_graph_destroy(g, graph);
+  hct__gpu_module_unload(g, m);
+  hct__gpu_free(g, x);
+  hct__gpu_free(g, y);
+  hct__gpu_close(g);
+  hct__compile_job_clear(&f.job);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_key_covers_headers),
@@ -542,6 +668,7 @@ int main(void) {
       cmocka_unit_test(test_compile_all_cached),
       cmocka_unit_test(test_no_driver),
       cmocka_unit_test(test_model_key),
+      cmocka_unit_test(test_gpu_runtime),
   };
   return cmocka_run_group_tests(tests, setup_root, teardown_root);
 }
