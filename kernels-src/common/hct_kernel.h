@@ -58,6 +58,13 @@ struct alignas(16) hct_u4 {
 
 #include "hct_convert.h"
 
+/* The block's dynamic shared memory as an array `name` of `type`.  A
+ * macro so that the CPU emulator of the kernels (tests/emu/) can supply
+ * it; use it rather than writing extern __shared__ directly. */
+#ifndef HCT_DYN_SHARED
+#define HCT_DYN_SHARED(type, name) extern __shared__ type name[]
+#endif
+
 /* ---- conversions ---------------------------------------------------------*/
 
 HCT_DEV float hct_bf16_to_f32(hct_u16 h) { return __uint_as_float(((hct_u32)h) << 16); }

@@ -74,7 +74,7 @@ HCT_ENTRY void __launch_bounds__(HCR_NORM_THREADS)
  * shared memory TPL * 10496 bytes. */
 HCT_ENTRY void __launch_bounds__(V3_THREADS)
     hc_v3_down(const hct_u16 *w_down, const float *xn, float *lo, int T) {
-  extern __shared__ hct_f4 v3_sm[];
+  HCT_DYN_SHARED(hct_f4, v3_sm);
   const int lane = (int)threadIdx.x & (HCT_LW - 1);
   const int j = (int)blockIdx.x * DOWN_WARPS + (int)threadIdx.x / HCT_LW;
   const int t0 = (int)blockIdx.y * TPL;
