@@ -117,18 +117,28 @@ typedef struct hct_choice_s {
 /*
  * Connects to the daemon at `path` (NULL: $HCTUNE_SOCKET, then
  * $XDG_RUNTIME_DIR/hctune.sock, then /run/hctune/hctune.sock).  Waits at most
- * timeout_ms (<= 0: HCT_DEFAULT_TIMEOUT_MS).  A client is always returned in
- * *out unless out of memory, even when the daemon is absent: hct_choose()
- * then falls back at once.
+ * timeout_ms (<= 0: HCT_DEFAULT_TIMEOUT_MS); the same timeout bounds every
+ * later hct_choose().  A client is always returned in *out unless out of
+ * memory, even when the daemon is absent: hct_choose() then falls back.
+ * Returns 0 when connected, HCT_FALLBACK when the daemon could not be
+ * reached (hct_last_error() says why), HCT_ENOMEM.  A client belongs to one
+ * thread at a time.
  */
 int hct_connect(const char *path, int timeout_ms, hct_client_t **out);
 
 /*
  * Which variant of `op` to run for `tokens` tokens on `device` (a card UUID
- * such as "GPU-8d1c...", or NULL for the first card the daemon knows).
- * `parity` is "bitwise" (NULL means that) or "kl".
- * Returns 0 with the daemon's answer, HCT_FALLBACK with the op's baseline
- * when the daemon is absent or too slow, or a negative code.
+ * such as "GPU-8d1c...", a card model key "nvidia|NVIDIA H200|sm_90|132|143",
+ * or NULL for the first card the daemon knows).  `parity` is "bitwise"
+ * (NULL means that) or "kl".
+ * Returns 0 with the daemon's answer; HCT_FALLBACK with the op's baseline
+ * (source HCT_SOURCE_DEFAULT, params "{}") when the daemon is absent, dead
+ * or slower than the timeout -- it never blocks longer than the timeout,
+ * and after such a failure it falls back at once for a second before it
+ * tries the daemon again.  HCTUNE_FORCE="op=variant[,op=variant]" wins over
+ * the daemon (0, source HCT_SOURCE_ENV).  Negative: HCT_EINVAL for bad
+ * arguments or a malformed HCTUNE_FORCE, HCT_ENOENT for an op the daemon
+ * does not know (or, falling back, one without a built-in baseline).
  */
 int hct_choose(hct_client_t *c, const char *op, int tokens, const char *device,
                const char *parity, hct_choice_t *out);
@@ -137,7 +147,10 @@ int hct_choose(hct_client_t *c, const char *op, int tokens, const char *device,
  * The compiled binary of a choice for `device`, so the engine can load it
  * with cuModuleLoadData / hipModuleLoadData.  On success *image is malloc'd
  * (free it with free()), and *entries a malloc'd JSON text describing the
- * entry points and launch geometry.
+ * entry points and launch geometry (docs/protocol.md, verb `module`).
+ * Waits ten times the client's timeout, at least a second.  HCT_ENODAEMON
+ * without a daemon, HCT_ENOENT when the answer has no recorded binary (a
+ * pin or the baseline: the card was not probed).
  */
 int hct_module(hct_client_t *c, const char *op, int tokens, const char *device,
                const char *parity, void **image, size_t *image_size,
