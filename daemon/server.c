@@ -67,6 +67,9 @@ typedef struct probe_s {
   linebuf_t out_lb, err_lb;
   json_t *result;        /* the last {"event":"result"} line */
   char last_err[512];    /* the last line it wrote to stderr */
+  char uuid[64];         /* the card's UUID, from the result line */
+  int error_code;        /* from an {"event":"error"} line, 0 when none */
+  char error_msg[512];
   int open_handles;
   int spawn_failed;
   int64_t exit_status;
@@ -716,10 +719,20 @@ static void probe_out_line(probe_t *p, char *line, size_t n) {
   json_t *j = json_loadb(line, n, 0, NULL);
   if (j == NULL) j = json_stringn(line, n);
   if (j == NULL) return;
-  if (json_is_object(j) && json_is_string(json_object_get(j, "event")) &&
-      strcmp(json_string_value(json_object_get(j, "event")), "result") == 0) {
+  const char *ev = json_string_value(json_object_get(j, "event"));
+  if (ev != NULL && strcmp(ev, "result") == 0) {
     json_decref(p->result);
     p->result = json_incref(j);
+    /* The probe names the card by UUID even when asked by index. */
+    const char *uuid = json_string_value(json_object_get(j, "device"));
+    if (uuid != NULL) hct__strlcpy(p->uuid, uuid, sizeof p->uuid);
+  } else if (ev != NULL && strcmp(ev, "error") == 0) {
+    /* `hctune probe --json` ends a failure with its error: the reply
+     * carries that code and message rather than a bare exit status. */
+    const char *code = json_string_value(json_object_get(j, "code"));
+    const char *msg = json_string_value(json_object_get(j, "message"));
+    if (code != NULL) p->error_code = hct_err_from_name(code);
+    if (msg != NULL) snprintf(p->error_msg, sizeof p->error_msg, "%s", msg);
   }
   conn_t *c = conn_by_serial(p->d, p->conn_serial);
   if (c != NULL) reply_json(c, p->id, json_pack("{s:b, s:o}", "ok", 1, "progress", j));
@@ -778,8 +791,7 @@ static void probe_finish(probe_t *p) {
     int n;
     const hct_db_decision_t *dec = d->ix != NULL ? hct__index_decisions(d->ix, &n) : NULL;
     for (int i = 0; dec != NULL && i < n; i++) {
-      if (strcmp(dec[i].keys.uuid, p->device) != 0 && strcmp(dec[i].keys.model_key, p->device))
-        continue;
+      if (strcmp(dec[i].keys.uuid, p->uuid[0] ? p->uuid : p->device) != 0) continue;
       if (p->op[0] && strcmp(dec[i].op, p->op) != 0) continue;
       char how[64];
       snprintf(how, sizeof how, " (%s parity, probe)", dec[i].parity);
@@ -809,8 +821,11 @@ static void probe_finish(probe_t *p) {
       snprintf(msg, sizeof msg, "probe of '%s' on '%s' exited with status %lld%s%s",
                p->op[0] ? p->op : "every op", p->device, (long long)p->exit_status,
                p->last_err[0] ? ": " : "", p->last_err);
+    if (p->error_code < 0 && p->error_msg[0] != '\0')
+      snprintf(msg, sizeof msg, "probe of '%s' on '%s': %s", p->op[0] ? p->op : "every op",
+               p->device, p->error_msg);
     hct__log(HCT_LOG_WARN, "%s", msg);
-    if (c != NULL) reply_error(c, p->id, HCT_EWORKER, msg);
+    if (c != NULL) reply_error(c, p->id, p->error_code < 0 ? p->error_code : HCT_EWORKER, msg);
   }
   json_decref(p->result);
   free(p->out_lb.buf);

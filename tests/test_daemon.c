@@ -71,6 +71,12 @@ static int fake_probe(int argc, char **argv) {
     fprintf(stderr, "fake probe: boom on purpose\n");
     return 3;
   }
+  if (strcmp(device, "nodev") == 0) {
+    printf("{\"event\":\"error\",\"code\":\"ENODEV\",\"message\":\"card 'nodev': no such card\"}\n");
+    return 1;
+  }
+  /* A card asked for by index: the probe reports its UUID. */
+  if (strcmp(device, "0") == 0) device = "GPU-zero0";
   hct_db_t *db;
   if (hct__db_open(db_path, 0, &db) < 0) {
     fprintf(stderr, "fake probe: %s\n", hct_last_error());
@@ -503,6 +509,34 @@ static void test_probe(void **state) {
   assert_string_equal(dt_str(e, "code"), "EWORKER");
   assert_non_null(strstr(dt_str(e, "message"), "status 3"));
   assert_non_null(strstr(dt_str(e, "message"), "boom on purpose"));
+  json_decref(j);
+
+  /* A probe's own error line gives the reply its code and message. */
+  j = ASK(fd, &r, "{\"cmd\":\"probe\",\"device\":\"nodev\"}");
+  while (json_object_get(j, "progress") != NULL) {
+    json_decref(j);
+    char *line = dt_read_line(fd, &r, 10000);
+    assert_non_null(line);
+    j = json_loads(line, 0, NULL);
+    free(line);
+  }
+  e = json_object_get(j, "error");
+  assert_string_equal(dt_str(e, "code"), "ENODEV");
+  assert_non_null(strstr(dt_str(e, "message"), "card 'nodev': no such card"));
+  json_decref(j);
+
+  /* A card asked for by index: the decisions of the UUID it reported. */
+  j = ASK(fd, &r, "{\"cmd\":\"probe\",\"device\":\"0\",\"op\":\"hc_read\"}");
+  while (json_object_get(j, "progress") != NULL) {
+    json_decref(j);
+    char *line = dt_read_line(fd, &r, 10000);
+    assert_non_null(line);
+    j = json_loads(line, 0, NULL);
+    free(line);
+  }
+  decs = json_object_get(j, "decisions");
+  assert_int_equal(json_array_size(decs), 1);
+  assert_string_equal(dt_str(json_array_get(decs, 0), "device"), "GPU-zero0");
   json_decref(j);
 
   /* One probe per card at a time. */
