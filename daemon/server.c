@@ -31,6 +31,8 @@
 #define MAX_QUEUED (32u << 20)
 /* Ops whose manifests are kept in memory (each is ~0.6 MB). */
 #define MAX_OPS 8
+/* Longest line taken from a probe's output. */
+#define MAX_PROBE_LINE (1u << 20)
 /* (op, card) pairs remembered per connection for the first-answer log. */
 #define MAX_SEEN 64
 
@@ -769,6 +771,12 @@ static void on_probe_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   memmove(lb->buf, lb->buf + start, lb->len - start);
   lb->len -= start;
+  /* A probe writing without newlines is passed on in pieces rather than
+   * held without bound. */
+  if (lb->len >= MAX_PROBE_LINE) {
+    (is_out ? probe_out_line : probe_err_line)(p, lb->buf, lb->len);
+    lb->len = 0;
+  }
 }
 
 /* Called once the process has exited and both pipes are closed. */
