@@ -291,20 +291,22 @@ done:
  * bit for bit against `ref` when given. */
 static json_t *figures(const hct_hostset_t *hs, void *outs[], void *ref[]) {
   json_t *all = json_object();
+  hct_parity_figs_t f[HCT_MAX_BUFFERS];
+  memset(f, 0, sizeof f);
   for (int i = 0; i < hs->n; i++) {
     if (outs[i] == NULL) continue;
-    hct_parity_figs_t f;
-    memset(&f, 0, sizeof f);
-    hct__parity_metrics(&hs->bufs[i], outs[i], &f);
+    hct__parity_metrics(&hs->bufs[i], outs[i], &f[i]);
     if (ref != NULL && ref[i] != NULL) {
       hct_parity_figs_t fb;
       memset(&fb, 0, sizeof fb);
       hct__parity_bitwise(&hs->bufs[i], outs[i], ref[i], &fb);
-      f.mismatches = fb.mismatches;
-      f.first_mismatch = fb.first_mismatch;
+      f[i].mismatches = fb.mismatches;
+      f[i].first_mismatch = fb.first_mismatch;
     }
-    json_object_set_new(all, hs->bufs[i].spec->name, hct__figs_to_json(&f));
   }
+  hct__parity_images(hs, outs, f);
+  for (int i = 0; i < hs->n; i++)
+    if (outs[i] != NULL) json_object_set_new(all, hs->bufs[i].spec->name, hct__figs_to_json(&f[i]));
   return all;
 }
 

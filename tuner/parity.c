@@ -176,3 +176,38 @@ void hct__parity_json(const hct_parity_figs_t *f, char *buf, size_t len) {
   HCT_PUT(snprintf(buf + off, len - off, "}"));
 #undef HCT_PUT
 }
+
+/* Index of the f32 buffer buffer i is an image of, or -1. */
+static int image_source(const hct_hostset_t *hs, int i) {
+  const hct_buffer_t *b = hs->bufs[i].spec;
+  if (b->dtype != HCT_DT_BF16 && b->dtype != HCT_DT_F16) return -1;
+  const char *suffix = b->dtype == HCT_DT_BF16 ? "_bf16" : "_f16";
+  size_t n = strlen(b->name), k = strlen(suffix);
+  if (n <= k || strcmp(b->name + n - k, suffix) != 0) return -1;
+  for (int j = 0; j < hs->n; j++) {
+    const hct_buffer_t *src = hs->bufs[j].spec;
+    if (src->dtype == HCT_DT_F32 && strlen(src->name) == n - k &&
+        strncmp(src->name, b->name, n - k) == 0)
+      return j;
+  }
+  return -1;
+}
+
+void hct__parity_images(const hct_hostset_t *hs, void *const outs[], hct_parity_figs_t figs[]) {
+  for (int i = 0; i < hs->n; i++) {
+    int src = image_source(hs, i);
+    if (src < 0 || outs[i] == NULL || outs[src] == NULL) continue;
+    const uint16_t *img = outs[i];
+    const float *x = outs[src];
+    const int bf = hs->bufs[i].spec->dtype == HCT_DT_BF16;
+    size_t bad = 0;
+    for (size_t e = 0; e < hs->bufs[i].elems; e++) {
+      if (img[e] == HCT_POISON_16) continue; /* counted as unwritten */
+      uint16_t want = bf ? hct__f32_to_bf16(x[e]) : hct__f32_to_f16(x[e]);
+      /* NaN images of NaN sources may differ in payload. */
+      if (img[e] != want && !(x[e] != x[e])) bad++;
+    }
+    figs[i].is_image = 1;
+    figs[i].image_mismatches = bad;
+  }
+}

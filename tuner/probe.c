@@ -29,7 +29,7 @@
 typedef struct cand_s {
   hct_compile_job_t job;
   hct_cand_t c;
-  int loaded;
+  int loaded;            /* loaded in the worker */
   int dead;              /* out for every T: compile, load or fault */
   uint8_t passed[MAX_T + 1];
   uint8_t failed[MAX_T + 1];
@@ -45,7 +45,9 @@ typedef struct probe_s {
   hct_db_t *db;
   hct_db_keys_t keys;
   char run_id[33];
-  hct_gpu_t *gpu;
+  hct_worker_t *w;       /* every GPU call goes through it: fault isolation */
+  char kdir[1024];
+  char dbpath[1024];
   cand_t *cands;
   int n;
   int baseline;          /* index of the baseline candidate */
@@ -119,17 +121,8 @@ static int record_failure(probe_t *P, cand_t *c, const char *kind, const char *r
   t.log = log;
   int rc = hct__db_trial_add(P->db, &t, NULL);
   if (rc != 0) return rc;
-  hct_db_fault_t f;
-  memset(&f, 0, sizeof f);
-  f.keys = P->keys;
-  hct__strlcpy(f.op, P->op->name, sizeof f.op);
-  hct__strlcpy(f.variant, c->c.v->name, sizeof f.variant);
-  hct__strlcpy(f.params, c->c.params, sizeof f.params);
-  hct__strlcpy(f.template_hash, c->job.template_hash, sizeof f.template_hash);
-  f.tokens = strcmp(reason, "timeout") == 0 ? T : 0;
-  hct__strlcpy(f.reason, reason, sizeof f.reason);
-  f.log = (char *)log;
-  return hct__db_fault_add(P->db, &f);
+  hct_qcand_t q = {&P->keys, P->op->name, c->c.v->name, c->c.params, c->job.template_hash};
+  return hct__quarantine_add(P->db, &q, T, reason, log);
 }
 
 /* ---- candidates and compiling ------------------------------------------ */
@@ -245,69 +238,78 @@ static int compile_candidates(probe_t *P) {
   return 0;
 }
 
-/* ---- checking ----------------------------------------------------------- */
+/* ---- checking ------------------------------------------------------------ */
 
-/* Host buffers to receive a run's outputs. */
-typedef struct outs_s {
-  void *p[HCT_MAX_BUFFERS];
-} outs_t;
-
-static int outs_alloc(const hct_hostset_t *hs, outs_t *o) {
-  memset(o, 0, sizeof *o);
-  for (int i = 0; i < hs->n; i++) {
-    hct_buf_role_t r = hs->bufs[i].spec->role;
-    if (r != HCT_BUF_OUTPUT && r != HCT_BUF_INOUT) continue;
-    o->p[i] = malloc(hs->bufs[i].elems * hct__dtype_size(hs->bufs[i].spec->dtype));
-    if (o->p[i] == NULL) return hct__error(HCT_ENOMEM, "out of memory");
-  }
-  return 0;
+/* The op's buffer called `name`, or NULL. */
+static const hct_buffer_t *buffer_named(const hct_op_t *op, const char *name) {
+  for (int i = 0; i < op->n_buffers; i++)
+    if (strcmp(op->buffers[i].name, name) == 0) return &op->buffers[i];
+  return NULL;
 }
 
-static void outs_free(outs_t *o) {
-  for (int i = 0; i < HCT_MAX_BUFFERS; i++) free(o->p[i]);
-  memset(o, 0, sizeof *o);
+/* Errors that are no candidate's fault (database, memory, usage): they end
+ * the probe instead of quarantining anything. */
+static int fatal_error(int rc) { return hct__fault_reason(rc) == NULL; }
+
+static hct_qcand_t qcand(probe_t *P, const cand_t *c) {
+  hct_qcand_t q = {&P->keys, P->op->name, c->c.v->name, c->c.params, c->job.template_hash};
+  return q;
 }
 
-/* Errors that leave the GPU context unusable: the probe cannot go on in
- * this process. */
-static int is_sticky(int rc) { return rc == HCT_EFAULT || rc == HCT_EHANG || rc == HCT_EGPU; }
-
+/* Called for each setup request that a restarted worker could not replay:
+ * that candidate cannot be loaded any more. */
+static void dropped_cb(void *arg, const char *key, int code, const char *msg) {
+  probe_t *P = arg;
+  int id;
+  if (sscanf(key, "cand%d", &id) != 1 || id < 0 || id >= P->n) return;
+  cand_t *c = &P->cands[id];
+  c->dead = 1;
+  c->loaded = 0;
+  const char *reason = hct__fault_reason(code);
+  if (reason == NULL) return;
+  record_failure(P, c, "parity", reason, 0, 0, 0, NULL, msg);
+  hct__log(HCT_LOG_WARN, "%s dropped after a worker restart: %s", c->c.label, msg);
+}
 
 /*
- * A 16-bit output named "<x>_bf16" or "<x>_f16" next to an f32 output "<x>"
- * is an image: it must hold exactly the round-to-nearest-even conversion of
- * the same run's "<x>".  Its error against the float64 reference is the
- * format's own rounding (a 1-ulp flip near a rounding boundary is correct),
- * so images are judged by this rule and not by error bounds.  Returns the
- * index of "<x>", or -1 when buffer i is no image.
+ * A candidate's call failed with rc: record the trial and quarantine it
+ * (a grid-barrier timeout at T and up, anything else everywhere), and
+ * bring a fresh worker up when this one died.  Returns 0 to go on, or the
+ * error that ends the probe.
  */
-static int image_source(const hct_hostset_t *hs, int i) {
-  const hct_buffer_t *b = hs->bufs[i].spec;
-  if (b->dtype != HCT_DT_BF16 && b->dtype != HCT_DT_F16) return -1;
-  const char *suffix = b->dtype == HCT_DT_BF16 ? "_bf16" : "_f16";
-  size_t n = strlen(b->name), k = strlen(suffix);
-  if (n <= k || strcmp(b->name + n - k, suffix) != 0) return -1;
-  for (int j = 0; j < hs->n; j++) {
-    const hct_buffer_t *src = hs->bufs[j].spec;
-    if (src->dtype == HCT_DT_F32 && strlen(src->name) == n - k && strncmp(src->name, b->name, n - k) == 0)
-      return j;
+static int candidate_failed(probe_t *P, int i, const char *kind, int rc, int T, int pending,
+                            uint64_t seed) {
+  cand_t *c = &P->cands[i];
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", hct_last_error());
+  if (fatal_error(rc)) return hct__error(rc, "%s", msg);
+  const char *reason = hct__fault_reason(rc);
+  char figs[128];
+  snprintf(figs, sizeof figs, "{\"error_code\":\"%s\"}", hct_err_name(rc));
+  int r = record_failure(P, c, kind, reason, T, pending, seed, figs, msg);
+  if (r != 0) return r;
+  if (strcmp(reason, "timeout") == 0) {
+    for (int t = T; t <= MAX_T; t++) c->failed[t] = 1;
+  } else {
+    c->dead = 1;
   }
-  return -1;
-}
-
-/* Elements of image buffer i that are not the exact image of their source;
- * *first gets the first such index. */
-static size_t image_mismatches(const hct_hostset_t *hs, int i, int src, const outs_t *out,
-                               size_t *first) {
-  const uint16_t *img = out->p[i];
-  const float *x = out->p[src];
-  int bf = hs->bufs[i].spec->dtype == HCT_DT_BF16;
-  size_t bad = 0;
-  for (size_t e = 0; e < hs->bufs[i].elems; e++) {
-    uint16_t want = bf ? hct__f32_to_bf16(x[e]) : hct__f32_to_f16(x[e]);
-    if (img[e] != want && bad++ == 0) *first = e;
+  progress(P, "fault", 0, 0, "%s at T=%d: %s: %s", c->c.label, T, reason, msg);
+  if (i == P->baseline && strcmp(reason, "timeout") != 0)
+    return hct__error(rc, "baseline %s at T=%d: %s (nothing can be checked without it)", c->c.label, T, msg);
+  if (!hct__worker_alive(P->w)) {
+    /* The fault ended the worker (a sticky error, a hang, a crash): start a
+     * fresh one with every candidate still in play loaded again. */
+    char key[16];
+    snprintf(key, sizeof key, "cand%d", i);
+    if (c->dead) hct__worker_forget(P->w, key);
+    int rr = hct__worker_recover(P->w, dropped_cb, P);
+    if (rr != 0) return rr;
+    if (P->cands[P->baseline].dead)
+      return hct__error(HCT_EWORKER, "baseline could not be loaded again after a worker restart");
+  } else if (c->dead) {
+    hct__worker_unload(P->w, i);
   }
-  return bad;
+  return 0;
 }
 
 /* The worst figures of a candidate over the outputs of one run. */
@@ -315,371 +317,210 @@ typedef struct verdict_s {
   const char *status;    /* "pass", "parity", "unwritten" */
   hct_parity_figs_t worst;
   char worst_buf[32];
-  char figures[1024];
+  char figures[1400];
 } verdict_t;
 
-/* Checks one run's outputs: every output element written and finite, and
- * bitwise equal to `ref_outs` (class bitwise) or within the kl bounds
- * relative to `base` (the baseline's figures on the same inputs). */
-static void judge(probe_t *P, const cand_t *c, const hct_hostset_t *hs, const outs_t *out,
-                  const outs_t *ref_outs, const hct_parity_figs_t *base, verdict_t *vd) {
+/*
+ * Judges one check's figures: every output element written and finite,
+ * 16-bit images exact, and bit for bit equal to the reference (class
+ * bitwise) or within the op's kl bounds relative to the baseline's figures
+ * on the same inputs (class kl).  The baseline itself is judged against the
+ * float64 reference (judge_baseline).
+ */
+static void judge(probe_t *P, const cand_t *c, const hct_worker_check_t *ck, verdict_t *vd) {
   memset(vd, 0, sizeof *vd);
   vd->status = "pass";
-  size_t off = 0;
-  off += (size_t)snprintf(vd->figures + off, sizeof vd->figures - off, "{");
-  for (int i = 0; i < hs->n; i++) {
-    const hct_hbuf_t *b = &hs->bufs[i];
-    if (out->p[i] == NULL) continue;
-    hct_parity_figs_t f;
-    memset(&f, 0, sizeof f);
-    hct__parity_metrics(b, out->p[i], &f);
-    if (c->c.v->parity == HCT_PARITY_BITWISE && ref_outs != NULL) {
-      hct_parity_figs_t fb;
-      memset(&fb, 0, sizeof fb);
-      hct__parity_bitwise(b, out->p[i], ref_outs->p[i], &fb);
-      f.mismatches = fb.mismatches;
-      f.first_mismatch = fb.first_mismatch;
-    }
+  size_t off = (size_t)snprintf(vd->figures, sizeof vd->figures, "{");
+  for (int j = 0; j < ck->n; j++) {
+    const hct_parity_figs_t *f = &ck->figs[j];
+    const hct_buffer_t *b = buffer_named(P->op, ck->name[j]);
     const char *st = "pass";
-    int src = image_source(hs, i);
-    size_t img_bad = 0, img_first = 0;
-    if (src >= 0 && f.unwritten == 0) img_bad = image_mismatches(hs, i, src, out, &img_first);
-    if (f.unwritten > 0) st = "unwritten";
-    else if (f.nonfinite > 0) st = "parity";
-    else if (img_bad > 0) {
-      st = "parity";
-      f.mismatches = img_bad;
-      f.first_mismatch = img_first;
-    }
-    else if (c->c.v->parity == HCT_PARITY_BITWISE && f.mismatches > 0) st = "parity";
-    else if (c->c.v->parity == HCT_PARITY_KL && base != NULL) {
-      const hct_parity_figs_t *bf = &base[i];
+    if (f->unwritten > 0) st = "unwritten";
+    else if (f->nonfinite > 0 || f->image_mismatches > 0) st = "parity";
+    else if (c->c.v->parity == HCT_PARITY_BITWISE && f->mismatches > 0) st = "parity";
+    else if (c->c.v->parity == HCT_PARITY_KL && ck->has_ref && b != NULL) {
+      const hct_parity_figs_t *bf = &ck->ref_figs[j];
       double kl_limit = fmax(P->op->kl_mean_factor * bf->kl_mean, P->op->kl_abs_floor);
       double err_limit = P->op->maxerr_factor * bf->max_err_ratio;
-      /* resid (an inout) must hold R' exactly in every class. */
-      if (b->spec->role == HCT_BUF_INOUT ? f.rel_err != 0.0
-                                         : src < 0 && (f.kl_mean > kl_limit || f.max_err_ratio > err_limit))
+      /* An inout (resid holding R') must be exact in every class. */
+      if (b->role == HCT_BUF_INOUT ? f->rel_err != 0.0
+                                   : !f->is_image && (f->kl_mean > kl_limit || f->max_err_ratio > err_limit))
         st = "parity";
     }
     if (strcmp(st, "pass") != 0 && strcmp(vd->status, "pass") == 0) {
       vd->status = st;
-      vd->worst = f;
-      hct__strlcpy(vd->worst_buf, b->spec->name, sizeof vd->worst_buf);
+      vd->worst = *f;
+      hct__strlcpy(vd->worst_buf, ck->name[j], sizeof vd->worst_buf);
     }
-    if (off < sizeof vd->figures - 200)
+    if (off < sizeof vd->figures - 240)
       off += (size_t)snprintf(vd->figures + off, sizeof vd->figures - off,
                               "%s\"%s\":{\"rel_err\":%.3g,\"max_err_ratio\":%.3g,\"kl_mean\":%.3g,"
-                              "\"kl_max\":%.3g,\"argmax\":%.4f,\"mismatches\":%zu,\"unwritten\":%zu}",
-                              off > 1 ? "," : "", b->spec->name, f.rel_err, f.max_err_ratio,
-                              f.kl_mean, f.kl_max, f.argmax_agree, f.mismatches, f.unwritten);
+                              "\"kl_max\":%.3g,\"argmax\":%.4f,\"mismatches\":%zu,\"unwritten\":%zu,"
+                              "\"image_mismatches\":%zu}",
+                              j ? "," : "", ck->name[j], f->rel_err, f->max_err_ratio, f->kl_mean,
+                              f->kl_max, f->argmax_agree, f->mismatches, f->unwritten,
+                              f->image_mismatches);
   }
-  snprintf(vd->figures + off, sizeof vd->figures - off, "}");
-}
-
-/* Runs candidate i on hs into out; a sticky GPU error ends the probe, any
- * other error fails the candidate at every T. */
-static int run_cand(probe_t *P, int i, const hct_hostset_t *hs, hct_devset_t *d, outs_t *out,
-                    int *cand_failed) {
-  cand_t *c = &P->cands[i];
-  *cand_failed = 0;
-  int rc = hct__run_on(P->gpu, &c->c, hs, d, out->p);
-  if (rc == 0) return 0;
-  char msg[1024];
-  snprintf(msg, sizeof msg, "%s", hct_last_error());
-  const char *reason = rc == HCT_EHANG ? "hang" : is_sticky(rc) ? "fault" : "launch";
-  char figs[128];
-  snprintf(figs, sizeof figs, "{\"error_code\":\"%s\"}", hct_err_name(rc));
-  int r = record_failure(P, c, "parity", reason, hs->T, hs->pending, hs->seed, figs, msg);
-  if (r != 0) return r;
-  c->dead = 1;
-  *cand_failed = 1;
-  if (is_sticky(rc) || i == P->baseline)
-    return hct__error(rc, "%s at T=%d: %s (recorded as '%s'; it is skipped from now on)",
-                      c->c.label, hs->T, msg, reason);
-  hct__log(HCT_LOG_WARN, "%s at T=%d: %s", c->c.label, hs->T, msg);
-  return 0;
+  snprintf(vd->figures + off, sizeof vd->figures - off, "%s\"run_ms\":%.3f}", off > 1 ? "," : "", ck->run_ms);
 }
 
 /* The baseline against the float64 reference: normwise relative error
- * under 1e-5 for every output, so a wrong baseline cannot make every
- * bitwise copy of it pass. */
+ * under 1e-5 for every f32 output, images exact, so a wrong baseline cannot
+ * make every bitwise copy of it pass. */
 #define BASELINE_MAX_REL_ERR 1e-5
 
-static int check_T(probe_t *P, int T, int pending, int set) {
-  hct_hostset_t hs;
-  int rc = hct__hostset_init(&hs, P->op, T, pending);
-  if (rc != 0) return rc;
-  uint64_t seed = hct__rng_next(&P->rng);
-  outs_t base_out, out;
-  hct_devset_t dset;
-  memset(&dset, 0, sizeof dset);
-  memset(&base_out, 0, sizeof base_out);
-  memset(&out, 0, sizeof out);
-  hct_parity_figs_t base_figs[HCT_MAX_BUFFERS];
-  memset(base_figs, 0, sizeof base_figs);
-  if ((rc = P->impl->fill_inputs(&hs, seed)) != 0) goto done;
-  hs.seed = seed;
-  if ((rc = P->impl->reference(&hs)) != 0) goto done;
-  if ((rc = outs_alloc(&hs, &base_out)) != 0 || (rc = outs_alloc(&hs, &out)) != 0) goto done;
-  if ((rc = hct__devset_alloc(P->gpu, &hs, &dset)) != 0 || (rc = hct__devset_upload(P->gpu, &hs, &dset)) != 0)
-    goto done;
-
-  int failed;
+static int judge_baseline(probe_t *P, const hct_worker_check_t *ck, int T, int pending,
+                          uint64_t seed, verdict_t *vd) {
   cand_t *base = &P->cands[P->baseline];
-  if ((rc = run_cand(P, P->baseline, &hs, &dset, &base_out, &failed)) != 0) goto done;
-  for (int i = 0; i < hs.n; i++) {
-    if (base_out.p[i] == NULL) continue;
-    hct__parity_metrics(&hs.bufs[i], base_out.p[i], &base_figs[i]);
-    const hct_parity_figs_t *f = &base_figs[i];
-    int src = image_source(&hs, i);
-    size_t first = 0;
-    size_t img_bad = src >= 0 && !f->unwritten ? image_mismatches(&hs, i, src, &base_out, &first) : 0;
-    if (f->unwritten || f->nonfinite || img_bad || (src < 0 && f->rel_err > BASELINE_MAX_REL_ERR)) {
-      char figs[256];
-      snprintf(figs, sizeof figs, "{\"buffer\":\"%s\",\"rel_err\":%.3g,\"unwritten\":%zu,\"nonfinite\":%zu,"
-               "\"image_mismatches\":%zu}", hs.bufs[i].spec->name, f->rel_err, f->unwritten, f->nonfinite, img_bad);
-      record_failure(P, base, "parity", f->unwritten ? "unwritten" : "parity", T, pending, seed, figs, NULL);
-      rc = hct__error(HCT_EPARITY,
-                      "baseline %s at T=%d%s: '%s' is off the float64 reference (relative error "
-                      "%.3g, %zu unwritten, %zu not finite, %zu not the exact image of its f32 "
-                      "output; limit %.0e): nothing can be checked against it",
-                      base->c.label, T, pending ? " with pending" : "", hs.bufs[i].spec->name,
-                      f->rel_err, f->unwritten, f->nonfinite, img_bad, BASELINE_MAX_REL_ERR);
-      goto done;
+  judge(P, base, ck, vd);
+  for (int j = 0; j < ck->n; j++) {
+    const hct_parity_figs_t *f = &ck->figs[j];
+    if (f->unwritten || f->nonfinite || f->image_mismatches ||
+        (!f->is_image && f->rel_err > BASELINE_MAX_REL_ERR)) {
+      record_failure(P, base, "parity", f->unwritten ? "unwritten" : "parity", T, pending, seed,
+                     vd->figures, NULL);
+      return hct__error(HCT_EPARITY,
+                        "baseline %s at T=%d%s: '%s' is off the float64 reference (relative error "
+                        "%.3g, %zu unwritten, %zu not finite, %zu not the exact image of its f32 "
+                        "output; limit %.0e): nothing can be checked against it",
+                        base->c.label, T, pending ? " with pending" : "", ck->name[j], f->rel_err,
+                        f->unwritten, f->nonfinite, f->image_mismatches, BASELINE_MAX_REL_ERR);
     }
   }
+  return 0;
+}
+
+static int check_T(probe_t *P, int T, int pending) {
+  uint64_t seed = hct__rng_next(&P->rng);
+  cand_t *base = &P->cands[P->baseline];
+  hct_worker_check_t ck;
+  verdict_t vd;
+  int rc;
+  /* The first call on an input set draws it and computes the float64
+   * reference in the worker: give it time. */
+  rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, 120000, &ck);
+  if (rc != 0) {
+    int r = candidate_failed(P, P->baseline, "parity", rc, T, pending, seed);
+    return r != 0 ? r : rc;
+  }
+  if ((rc = judge_baseline(P, &ck, T, pending, seed, &vd)) != 0) return rc;
+  int deadline = hct__worker_deadline_ms(ck.run_ms * 4);
+  hct_db_trial_t t;
+  trial_init(P, base, &t, "parity", T, pending);
+  hct__strlcpy(t.status, "pass", sizeof t.status);
+  t.seed = seed;
+  t.figures_json = vd.figures;
+  if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
 
   for (int i = 0; i < P->n; i++) {
     cand_t *c = &P->cands[i];
     char why[256];
-    if (c->dead || c->failed[T] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why)) continue;
-    verdict_t vd;
-    if (i == P->baseline) {
-      judge(P, c, &hs, &base_out, NULL, NULL, &vd);
-    } else {
-      /* Bitwise variants are compared with their reference variant; only
-       * the baseline is supported as that reference for now (every decode
-       * variant's reference is v1), others are an error. */
-      if (c->c.v->parity == HCT_PARITY_BITWISE &&
-          strcmp(c->c.v->reference, base->c.v->name) != 0) {
-        rc = hct__error(HCT_EUNSUPPORTED, "%s: reference '%s' is not the baseline '%s'",
-                        c->c.label, c->c.v->reference, base->c.v->name);
-        goto done;
-      }
-      if ((rc = run_cand(P, i, &hs, &dset, &out, &failed)) != 0) goto done;
-      if (failed) continue;
-      judge(P, c, &hs, &out, &base_out, base_figs, &vd);
+    if (i == P->baseline || c->dead || c->failed[T] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
+      continue;
+    if (c->c.v->parity == HCT_PARITY_BITWISE && strcmp(c->c.v->reference, base->c.v->name) != 0)
+      return hct__error(HCT_EUNSUPPORTED, "%s: reference '%s' is not the baseline '%s'", c->c.label,
+                        c->c.v->reference, base->c.v->name);
+    rc = hct__worker_check(P->w, i, P->baseline, T, pending, seed, deadline, &ck);
+    if (rc != 0) {
+      if ((rc = candidate_failed(P, i, "parity", rc, T, pending, seed)) != 0) return rc;
+      continue;
     }
-    hct_db_trial_t t;
+    judge(P, c, &ck, &vd);
     trial_init(P, c, &t, "parity", T, pending);
     hct__strlcpy(t.status, vd.status, sizeof t.status);
     t.seed = seed;
     t.figures_json = vd.figures;
-    if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) goto done;
+    if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
     if (strcmp(vd.status, "pass") != 0) {
-      c->failed[T] = 1;
       char log[512];
       snprintf(log, sizeof log, "T=%d%s seed %llu: '%s' %zu mismatches (first at %zu), %zu unwritten, "
-               "rel err %.3g, kl %.3g", T, pending ? " pending" : "", (unsigned long long)seed,
-               vd.worst_buf, vd.worst.mismatches, vd.worst.first_mismatch, vd.worst.unwritten,
-               vd.worst.rel_err, vd.worst.kl_mean);
-      hct_db_fault_t f;
-      memset(&f, 0, sizeof f);
-      f.keys = P->keys;
-      hct__strlcpy(f.op, P->op->name, sizeof f.op);
-      hct__strlcpy(f.variant, c->c.v->name, sizeof f.variant);
-      hct__strlcpy(f.params, c->c.params, sizeof f.params);
-      hct__strlcpy(f.template_hash, c->job.template_hash, sizeof f.template_hash);
-      f.tokens = 0;
-      hct__strlcpy(f.reason, vd.status, sizeof f.reason);
-      f.log = log;
-      if ((rc = hct__db_fault_add(P->db, &f)) != 0) goto done;
+               "%zu image mismatches, rel err %.3g, kl %.3g", T, pending ? " pending" : "",
+               (unsigned long long)seed, vd.worst_buf, vd.worst.mismatches, vd.worst.first_mismatch,
+               vd.worst.unwritten, vd.worst.image_mismatches, vd.worst.rel_err, vd.worst.kl_mean);
+      hct_qcand_t q = qcand(P, c);
+      if ((rc = hct__quarantine_add(P->db, &q, T, vd.status, log)) != 0) return rc;
       /* A wrong answer at one T disqualifies the candidate everywhere. */
       c->dead = 1;
-      hct__log(HCT_LOG_WARN, "%s rejected: %s %s", c->c.label, vd.status, log);
+      hct__worker_unload(P->w, i);
+      progress(P, "reject", 0, 0, "%s: %s %s", c->c.label, vd.status, log);
     }
   }
-  (void)set;
-done:
-  hct__devset_free(P->gpu, &dset);
-  outs_free(&base_out);
-  outs_free(&out);
-  hct__hostset_free(&hs);
-  return rc;
-}
-
-/* ---- timing ------------------------------------------------------------- */
-
-typedef struct timer_s {
-  probe_t *P;
-  int *idx;              /* candidate index per timing slot */
-  hct_graph_t **graph;
-  hct_event_t *start, *stop;
-  int batch;
-} timer_t_;
-
-static int sample_cb(void *arg, int slot, double *us) {
-  timer_t_ *tm = arg;
-  hct_gpu_t *g = tm->P->gpu;
-  float ms;
-  int rc;
-  if ((rc = hct__gpu_event_record(g, tm->start)) != 0) return rc;
-  if ((rc = hct__gpu_graph_launch(g, tm->graph[slot])) != 0) return rc;
-  if ((rc = hct__gpu_event_record(g, tm->stop)) != 0) return rc;
-  if ((rc = hct__gpu_event_elapsed(g, tm->start, tm->stop, &ms)) != 0) return rc;
-  *us = (double)ms * 1e3 / tm->batch;
   return 0;
 }
 
-static int clock_cb(void *arg, int *mhz) {
-  timer_t_ *tm = arg;
-  return hct__gpu_sm_clock(tm->P->gpu, mhz);
-}
+/* ---- timing -------------------------------------------------------------- */
 
-static void timing_progress(void *arg, const hct_timing_progress_t *p) {
-  timer_t_ *tm = arg;
-  progress(tm->P, "time", p->ncand - p->active, p->ncand, "round %d, %d candidates still timed",
-           p->round, p->active);
-}
-
-/* Times every candidate that passed at T: each one's batch of launches is
- * captured into a graph over rotating sets of buffers (cold: their total
- * exceeds 4x the L2), and the graphs are replayed in interleaved rounds. */
+/* Times every candidate that passed at T, in the worker: each one's batch
+ * of launches captured into a graph over rotating buffer sets (cold: their
+ * total exceeds 4x the L2), graphs replayed in interleaved rounds. */
 static int time_T(probe_t *P, int T) {
-  int idx[MAX_CANDS], n = 0, rc;
-  for (int i = 0; i < P->n; i++)
-    if (!P->cands[i].dead && P->cands[i].passed[T]) idx[n++] = i;
-  if (n == 0) return 0;
-
-  hct_hostset_t hs;
-  if ((rc = hct__hostset_init(&hs, P->op, T, 0)) != 0) return rc;
-  if ((rc = P->impl->fill_inputs(&hs, hct__rng_next(&P->rng))) != 0) {
-    hct__hostset_free(&hs);
+  for (;;) {
+    int ids[MAX_CANDS], n = 0, rc;
+    for (int i = 0; i < P->n; i++)
+      if (!P->cands[i].dead && P->cands[i].passed[T] && !P->cands[i].failed[T]) ids[n++] = i;
+    if (n == 0) return 0;
+    json_t *opts = json_pack("{s:i, s:b, s:[i], s:f, s:i}", "batch", P->op->batch, "cold",
+                             P->op->timing_cold, "no_prune", P->baseline, "max_seconds",
+                             0.5 * HCT_MAX(1, P->o->sample_factor), "max_rounds",
+                             60 * HCT_MAX(1, P->o->sample_factor));
+    if (P->o->sample_factor > 1) json_object_set_new(opts, "min_samples", json_integer(10 * P->o->sample_factor));
+    hct_timing_res_t *res = calloc((size_t)n, sizeof *res);
+    if (opts == NULL || res == NULL) {
+      json_decref(opts);
+      free(res);
+      return hct__error(HCT_ENOMEM, "out of memory");
+    }
+    progress(P, "time", 0, n, "T=%d: %d candidates, %d launches per graph", T, n, P->op->batch);
+    int failed = -1;
+    int deadline = 60000 + (int)(n * 2000 * HCT_MAX(1, P->o->sample_factor));
+    rc = hct__worker_time(P->w, ids, n, T, hct__rng_next(&P->rng), opts, deadline, res, &failed);
+    json_decref(opts);
+    if (rc != 0) {
+      free(res);
+      int who = failed >= 0 ? failed : -1;
+      if (who < 0) return rc; /* not one candidate's doing */
+      if ((rc = candidate_failed(P, who, "timing", rc, T, 0, 0)) != 0) return rc;
+      continue; /* time the others again, without it */
+    }
+    for (int k = 0; k < n; k++) {
+      cand_t *c = &P->cands[ids[k]];
+      const hct_timing_res_t *r = &res[k];
+      hct_db_trial_t t;
+      trial_init(P, c, &t, "timing", T, 0);
+      if (r->err != 0) {
+        char figs[64];
+        snprintf(figs, sizeof figs, "{\"error_code\":\"%s\"}", hct_err_name(r->err));
+        hct__strlcpy(t.status, hct__fault_reason(r->err) ? hct__fault_reason(r->err) : "error", sizeof t.status);
+        t.figures_json = figs;
+        t.log = r->errmsg;
+        if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
+        continue;
+      }
+      c->timing[T] = r->s;
+      if (P->o->on_timed) P->o->on_timed(P->o->on_timed_arg, T, c->c.v->name, c->c.params, &r->s, r->pruned);
+      c->timed[T] = !r->pruned;
+      hct__strlcpy(t.status, r->pruned ? "pruned" : "pass", sizeof t.status);
+      t.samples = r->s.n;
+      t.median_us = r->s.median;
+      t.min_us = r->s.min;
+      t.p10_us = r->s.p10;
+      t.p90_us = r->s.p90;
+      t.ci_lo_us = r->s.ci_lo;
+      t.ci_hi_us = r->s.ci_hi;
+      t.converged = r->converged;
+      t.throttled = r->throttled;
+      t.cold = P->op->timing_cold;
+      char figs[320];
+      snprintf(figs, sizeof figs, "{\"batch\":%d,\"rounds\":%d,\"clock_checked\":%d,\"rel_ci\":%.4g,"
+               "\"seconds\":%.3f,\"max\":%.3f}", P->op->batch, r->rounds, r->clock_checked,
+               isfinite(r->s.rel_ci) ? r->s.rel_ci : -1.0, r->seconds, r->s.max);
+      t.figures_json = figs;
+      if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
+    }
+    free(res);
+    progress_end(P);
     return rc;
   }
-  size_t set_bytes = 0;
-  for (int i = 0; i < hs.n; i++)
-    if (hs.bufs[i].data) set_bytes += hs.bufs[i].elems * hct__dtype_size(hs.bufs[i].spec->dtype);
-  int nsets = 1;
-  if (P->op->timing_cold)
-    nsets = (int)HCT_MIN(64, HCT_MAX(2, (4 * P->dev.l2_bytes + (int64_t)set_bytes - 1) / (int64_t)set_bytes + 1));
-  int batch = P->op->batch;
-
-  hct_devset_t *sets = calloc((size_t)nsets, sizeof *sets);
-  hct_scratchset_t *scr = calloc((size_t)n, sizeof *scr);
-  hct_graph_t **graphs = calloc((size_t)n, sizeof *graphs);
-  hct_timing_res_t *res = calloc((size_t)n, sizeof *res);
-  int have_res = 0;
-  timer_t_ tm = {P, idx, graphs, NULL, NULL, batch};
-  if (!sets || !scr || !graphs || !res) {
-    rc = hct__error(HCT_ENOMEM, "out of memory");
-    goto done;
-  }
-  for (int s = 0; s < nsets; s++)
-    if ((rc = hct__devset_alloc(P->gpu, &hs, &sets[s])) != 0 ||
-        (rc = hct__devset_upload(P->gpu, &hs, &sets[s])) != 0)
-      goto done;
-  for (int k = 0; k < n; k++) {
-    const hct_cand_t *c = &P->cands[idx[k]].c;
-    if ((rc = hct__scratch_alloc(P->gpu, c, T, &scr[k])) != 0) goto done;
-    if ((rc = hct__gpu_capture_begin(P->gpu)) != 0) goto done;
-    for (int b = 0; b < batch && rc == 0; b++)
-      rc = hct__run_enqueue(P->gpu, c, &hs, &sets[b % nsets], &scr[k]);
-    hct_graph_t *gr = NULL;
-    int rc2 = hct__gpu_capture_end(P->gpu, &gr);
-    if (rc == 0) rc = rc2;
-    if (rc != 0) goto done;
-    graphs[k] = gr;
-  }
-  if ((rc = hct__gpu_event_create(P->gpu, &tm.start)) != 0 ||
-      (rc = hct__gpu_event_create(P->gpu, &tm.stop)) != 0)
-    goto done;
-
-  hct_timing_opts_t to;
-  memset(&to, 0, sizeof to);
-  to.sample = sample_cb;
-  to.progress = timing_progress;
-  to.arg = &tm;
-  to.seed = hct__rng_next(&P->rng);
-  /* The baseline is the incumbent every challenger is compared with: it
-   * stays timed to a tight interval however slow it is. */
-  uint8_t no_prune[MAX_CANDS] = {0};
-  for (int k = 0; k < n; k++) no_prune[k] = idx[k] == P->baseline;
-  to.no_prune = no_prune;
-  to.max_seconds = 0.5;
-  to.max_rounds = 60;
-  if (P->o->sample_factor > 1) {
-    to.min_samples = 10 * P->o->sample_factor;
-    to.max_rounds *= P->o->sample_factor;
-    to.max_seconds *= P->o->sample_factor;
-  }
-  to.max_clock_mhz = P->dev.clock_khz / 1000;
-  /* Throttling checks need the SM clock: without NVML they are off, and
-   * each trial records clock_checked = 0. */
-  int mhz;
-  if (to.max_clock_mhz > 0 && hct__gpu_sm_clock(P->gpu, &mhz) == 0) to.sm_clock = clock_cb;
-  else progress(P, "time", 0, n, "SM clock unreadable (no NVML): throttled samples cannot be discarded");
-  progress(P, "time", 0, n, "T=%d: %d candidates, %d launches per graph over %d buffer sets (%.0f MB)",
-           T, n, batch, nsets, (double)set_bytes * nsets / 1e6);
-  rc = hct__timing_run(n, &to, res);
-  if (rc < 0) goto done;
-  have_res = 1;
-  rc = 0;
-  progress_end(P);
-
-  for (int k = 0; k < n; k++) {
-    cand_t *c = &P->cands[idx[k]];
-    const hct_timing_res_t *r = &res[k];
-    hct_db_trial_t t;
-    trial_init(P, c, &t, "timing", T, 0);
-    if (r->err != 0) {
-      char figs[64];
-      snprintf(figs, sizeof figs, "{\"error_code\":\"%s\"}", hct_err_name(r->err));
-      hct__strlcpy(t.status, is_sticky(r->err) ? "fault" : "launch", sizeof t.status);
-      t.figures_json = figs;
-      t.log = r->errmsg;
-      if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) goto done;
-      if (is_sticky(r->err)) {
-        rc = hct__error(r->err, "%s: timing at T=%d failed: %s", c->c.label, T, r->errmsg);
-        goto done;
-      }
-      continue;
-    }
-    c->timing[T] = r->s;
-    if (P->o->on_timed) P->o->on_timed(P->o->on_timed_arg, T, c->c.v->name, c->c.params, &r->s, r->pruned);
-    c->timed[T] = !r->pruned;
-    hct__strlcpy(t.status, r->pruned ? "pruned" : "pass", sizeof t.status);
-    t.samples = r->s.n;
-    t.median_us = r->s.median;
-    t.min_us = r->s.min;
-    t.p10_us = r->s.p10;
-    t.p90_us = r->s.p90;
-    t.ci_lo_us = r->s.ci_lo;
-    t.ci_hi_us = r->s.ci_hi;
-    t.converged = r->converged;
-    t.throttled = r->throttled;
-    t.cold = P->op->timing_cold;
-    char figs[320];
-    snprintf(figs, sizeof figs, "{\"batch\":%d,\"sets\":%d,\"set_bytes\":%zu,\"rounds\":%d,"
-             "\"clock_checked\":%d,\"rel_ci\":%.4f,\"seconds\":%.3f,\"max\":%.3f}",
-             batch, nsets, set_bytes, r->rounds, r->clock_checked, r->s.rel_ci, r->seconds, r->s.max);
-    t.figures_json = figs;
-    if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) goto done;
-  }
-done:
-  if (tm.start) hct__gpu_event_destroy(P->gpu, tm.start);
-  if (tm.stop) hct__gpu_event_destroy(P->gpu, tm.stop);
-  for (int k = 0; graphs && k < n; k++)
-    if (graphs[k]) hct__gpu_graph_destroy(P->gpu, graphs[k]);
-  for (int k = 0; scr && k < n; k++) hct__scratch_free(P->gpu, &scr[k]);
-  for (int s = 0; sets && s < nsets; s++) hct__devset_free(P->gpu, &sets[s]);
-  if (have_res) hct__timing_res_free(res, n);
-  free(sets);
-  free(scr);
-  free(graphs);
-  free(res);
-  hct__hostset_free(&hs);
-  return rc;
 }
 
 /* ---- deciding ------------------------------------------------------------ */
@@ -802,11 +643,12 @@ int hct__probe(const hct_probe_opts_t *o) {
   P.tty = isatty(2);
   P.t0 = hct__now_ns();
   int rc;
-  char kdir[1024], dbpath[1024];
+  char *kdir = P.kdir, *dbpath = P.dbpath;
+  const size_t pathlen = sizeof P.kdir;
   const char *opname = o->op ? o->op : "hc_read";
 
-  if (o->kernels_dir) hct__strlcpy(kdir, o->kernels_dir, sizeof kdir);
-  else if ((rc = hct__kernels_dir(kdir, sizeof kdir)) != 0) return rc;
+  if (o->kernels_dir) hct__strlcpy(kdir, o->kernels_dir, pathlen);
+  else if ((rc = hct__kernels_dir(kdir, pathlen)) != 0) return rc;
   if ((rc = hct__manifest_load(kdir, opname, &P.op)) != 0) return rc;
   if ((P.impl = hct__op_impl(P.op->name)) == NULL) {
     rc = hct__error(HCT_ENOENT, "op '%s': hctune has no host implementation for it", P.op->name);
@@ -824,8 +666,8 @@ int hct__probe(const hct_probe_opts_t *o) {
   }
   if ((rc = hct__device_find(o->device ? o->device : "0", &P.dev)) != 0) goto out;
 
-  if (o->db_path) hct__strlcpy(dbpath, o->db_path, sizeof dbpath);
-  else if ((rc = hct__default_db_path(dbpath, sizeof dbpath, 1)) != 0) goto out;
+  if (o->db_path) hct__strlcpy(dbpath, o->db_path, pathlen);
+  else if ((rc = hct__default_db_path(dbpath, pathlen, 1)) != 0) goto out;
   if ((rc = hct__db_open(dbpath, 0, &P.db)) != 0) goto out;
 
   hct__hostname(P.keys.host, sizeof P.keys.host);
@@ -846,37 +688,36 @@ int hct__probe(const hct_probe_opts_t *o) {
   snprintf(args, sizeof args, "{\"candidates\":%d}", P.n);
   if ((rc = hct__db_run_begin(P.db, &P.keys, P.op->name, args, P.run_id)) != 0) goto out;
 
-  /* Quarantined candidates are not tried again unless asked to. */
   if ((rc = compile_candidates(&P)) != 0) goto fail;
-  if (!o->retry_quarantined) {
-    for (int i = 0; i < P.n; i++) {
-      cand_t *c = &P.cands[i];
-      if (c->dead || i == P.baseline) continue;
-      int q = hct__db_fault_check(P.db, &P.keys, P.op->name, c->c.v->name, c->c.params,
-                                  c->job.template_hash, 1);
-      if (q < 0) { rc = q; goto fail; }
-      if (q) {
-        c->dead = 1;
-        progress(&P, "skip", 0, 0, "%s is quarantined on this card (--retry-quarantined tries it)", c->c.label);
-      }
+  /* Quarantined candidates are not tried again unless asked to. */
+  for (int i = 0; i < P.n; i++) {
+    cand_t *c = &P.cands[i];
+    if (c->dead || i == P.baseline) continue;
+    hct_qcand_t q = qcand(&P, c);
+    int skip = hct__quarantine_skip(P.db, &q, 1, o->retry_quarantined);
+    if (skip < 0) { rc = skip; goto fail; }
+    if (skip) {
+      c->dead = 1;
+      progress(&P, "skip", 0, 0, "%s is quarantined on this card (--retry-quarantined tries it)", c->c.label);
     }
   }
 
-  if ((rc = hct__gpu_open(&P.dev, &P.gpu)) != 0) goto fail;
+  /* Every GPU call from here on runs in a worker process: a candidate that
+   * faults, hangs or poisons its context costs a worker, not the probe. */
+  if ((rc = hct__worker_start(NULL, &P.w)) != 0) goto fail;
+  if ((rc = hct__worker_open(P.w, P.dev.uuid)) != 0) goto fail;
   for (int i = 0; i < P.n; i++) {
     cand_t *c = &P.cands[i];
     if (c->dead) continue;
-    hct_cand_t loaded;
-    rc = hct__run_load(P.gpu, P.op, c->c.v, &c->c.point, c->job.image, c->job.image_size, &loaded);
+    rc = hct__worker_load(P.w, i, kdir, P.op->name, c->c.v->name, c->c.params, c->job.key, dbpath);
     if (rc != 0) {
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s", hct_last_error());
-      if ((rc = record_failure(&P, c, "parity", "launch", 0, 0, 0, NULL, msg)) != 0) goto fail;
-      c->dead = 1;
-      if (i == P.baseline) { rc = hct__error(HCT_ELAUNCH, "baseline %s: %s", c->c.label, msg); goto fail; }
+      if (i == P.baseline) {
+        rc = hct__error(rc, "baseline %s: %s", c->c.label, hct_last_error());
+        goto fail;
+      }
+      if ((rc = candidate_failed(&P, i, "parity", rc, 0, 0, 0)) != 0) goto fail;
       continue;
     }
-    c->c = loaded;
     c->loaded = 1;
   }
 
@@ -885,10 +726,20 @@ int hct__probe(const hct_probe_opts_t *o) {
   for (int T = 1; T <= MAX_T; T++) nT += P.tokens[T];
   for (int T = 1; T <= MAX_T; T++) {
     if (!P.tokens[T]) continue;
+    /* Faults of earlier probes at this T (a grid barrier that timed out
+     * at T or below holds here too). */
+    for (int i = 0; i < P.n; i++) {
+      cand_t *c = &P.cands[i];
+      if (c->dead || i == P.baseline || c->failed[T]) continue;
+      hct_qcand_t q = qcand(&P, c);
+      int skip = hct__quarantine_skip(P.db, &q, T, o->retry_quarantined);
+      if (skip < 0) { rc = skip; goto fail; }
+      c->failed[T] = skip != 0;
+    }
     progress(&P, "check", doneT, nT, "T=%d: parity of every candidate, %d input sets with and without pending", T, sets);
     for (int pending = 0; pending <= 1; pending++)
       for (int s = 0; s < sets; s++)
-        if ((rc = check_T(&P, T, pending, s)) != 0) goto fail;
+        if ((rc = check_T(&P, T, pending)) != 0) goto fail;
     for (int i = 0; i < P.n; i++) {
       char why[256];
       cand_t *c = &P.cands[i];
@@ -924,12 +775,9 @@ fail:
     hct__error(rc, "%s", saved);
   }
 out:
-  for (int i = 0; i < P.n; i++) {
-    if (P.cands[i].loaded) hct__run_unload(P.gpu, &P.cands[i].c);
-    hct__compile_job_clear(&P.cands[i].job);
-  }
+  for (int i = 0; i < P.n; i++) hct__compile_job_clear(&P.cands[i].job);
   free(P.cands);
-  if (P.gpu) hct__gpu_close(P.gpu);
+  hct__worker_stop(P.w);
   if (P.db) hct__db_close(P.db);
   if (P.op) hct__manifest_free(P.op);
   return rc;

@@ -95,6 +95,8 @@ typedef struct hct_parity_figs_s {
   double max_err_ratio;   /* max |out - ref| / max |ref| */
   double kl_mean, kl_max; /* KL(softmax(ref row) || softmax(out row)) */
   double argmax_agree;    /* fraction of rows whose argmax agrees */
+  size_t is_image;        /* 1: a 16-bit image of an f32 output */
+  size_t image_mismatches;/* elements that are not the exact image */
 } hct_parity_figs_t;
 
 /* The poison pattern written into outputs before each run. */
@@ -108,6 +110,16 @@ void hct__parity_bitwise(const hct_hbuf_t *b, const void *out, const void *ref,
 /* Compares `out` with b->ref in float64: rel_err, max_err_ratio, KL,
  * argmax, unwritten, nonfinite. */
 void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t *f);
+/*
+ * A 16-bit output named "<x>_bf16" or "<x>_f16" beside an f32 output "<x>"
+ * is an image: it must hold exactly the round-to-nearest-even conversion of
+ * the same run's "<x>".  Its error against the float64 reference is the
+ * format's own rounding (a 1-ulp flip near a rounding boundary is correct
+ * rounding), so images are judged by this rule and not by error bounds.
+ * Sets is_image and image_mismatches of figs[i] for every image buffer i
+ * (figs and outs indexed like hs->bufs; outs[i] NULL: not run).
+ */
+void hct__parity_images(const hct_hostset_t *hs, void *const outs[], hct_parity_figs_t figs[]);
 /* The figures as a JSON object text. */
 void hct__parity_json(const hct_parity_figs_t *f, char *buf, size_t len);
 

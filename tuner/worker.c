@@ -616,7 +616,8 @@ int hct__json_double_value(json_t *j, double *out) {
 }
 
 json_t *hct__figs_to_json(const hct_parity_figs_t *f) {
-  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "elems",
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "is_image",
+                   (json_int_t)f->is_image, "image_mismatches", (json_int_t)f->image_mismatches, "elems",
                    (json_int_t)f->elems, "mismatches", (json_int_t)f->mismatches, "first_mismatch",
                    (json_int_t)f->first_mismatch, "unwritten", (json_int_t)f->unwritten,
                    "nonfinite", (json_int_t)f->nonfinite, "rel_err", hct__json_double(f->rel_err),
@@ -629,23 +630,27 @@ int hct__figs_from_json(json_t *j, hct_parity_figs_t *f) {
   static const struct {
     const char *key;
     size_t off;
+    int optional; /* added after the first protocol: absent means 0 */
   } counts[] = {
-      {"elems", offsetof(hct_parity_figs_t, elems)},
-      {"mismatches", offsetof(hct_parity_figs_t, mismatches)},
-      {"first_mismatch", offsetof(hct_parity_figs_t, first_mismatch)},
-      {"unwritten", offsetof(hct_parity_figs_t, unwritten)},
-      {"nonfinite", offsetof(hct_parity_figs_t, nonfinite)},
+      {"elems", offsetof(hct_parity_figs_t, elems), 0},
+      {"mismatches", offsetof(hct_parity_figs_t, mismatches), 0},
+      {"first_mismatch", offsetof(hct_parity_figs_t, first_mismatch), 0},
+      {"unwritten", offsetof(hct_parity_figs_t, unwritten), 0},
+      {"nonfinite", offsetof(hct_parity_figs_t, nonfinite), 0},
+      {"is_image", offsetof(hct_parity_figs_t, is_image), 1},
+      {"image_mismatches", offsetof(hct_parity_figs_t, image_mismatches), 1},
   }, reals[] = {
-      {"rel_err", offsetof(hct_parity_figs_t, rel_err)},
-      {"max_err_ratio", offsetof(hct_parity_figs_t, max_err_ratio)},
-      {"kl_mean", offsetof(hct_parity_figs_t, kl_mean)},
-      {"kl_max", offsetof(hct_parity_figs_t, kl_max)},
-      {"argmax_agree", offsetof(hct_parity_figs_t, argmax_agree)},
+      {"rel_err", offsetof(hct_parity_figs_t, rel_err), 0},
+      {"max_err_ratio", offsetof(hct_parity_figs_t, max_err_ratio), 0},
+      {"kl_mean", offsetof(hct_parity_figs_t, kl_mean), 0},
+      {"kl_max", offsetof(hct_parity_figs_t, kl_max), 0},
+      {"argmax_agree", offsetof(hct_parity_figs_t, argmax_agree), 0},
   };
   memset(f, 0, sizeof *f);
   if (!json_is_object(j)) return hct__error(HCT_EPROTO, "parity figures: not an object");
   for (size_t i = 0; i < HCT_ARRAY_SIZE(counts); i++) {
     json_t *v = json_object_get(j, counts[i].key);
+    if (v == NULL && counts[i].optional) continue;
     if (!json_is_integer(v) || json_integer_value(v) < 0)
       return hct__error(HCT_EPROTO, "parity figures: '%s' missing or not a count", counts[i].key);
     *(size_t *)((char *)f + counts[i].off) = (size_t)json_integer_value(v);
