@@ -190,7 +190,7 @@ HCT_DEV void ps_down(const ps_geo &g, const hct_u4 *smA, const float *sy, float 
 
 /* Stage C for one channel c by one warp, TB >= T tokens. */
 template <int TB>
-HCT_DEV void ps_upmix(const hct_u4 (&w)[S][2], const float *slo, const float *resid, int lane,
+HCT_DEV void ps_upmix(const hct_u4 (&w)[S][2], const hct_f4 *slo, const float *resid, int lane,
                       int c, int T, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
   constexpr int NV = S * TB;
   constexpr int M = TB == 1 ? 2 : TB == 2 ? 3 : TB == 4 ? 4 : 5;
@@ -204,12 +204,12 @@ HCT_DEV void ps_upmix(const hct_u4 (&w)[S][2], const float *slo, const float *re
   float v[NV];
 #pragma unroll
   for (int t = 0; t < TB; ++t) {
-    const hct_f4 *l = (const hct_f4 *)(slo + t * K);
-    const hct_f4 a = l[2 * lane], b = l[2 * lane + 1];
+    const hct_f4 *l0 = slo + t * (K / 8), *l1 = slo + (PS_TMAX + t) * (K / 8);
+    const hct_f4 a = l0[lane], b = l1[lane];
     hct_f4 a2 = {0.0f, 0.0f, 0.0f, 0.0f}, b2 = a2;
     if (two) {
-      a2 = l[2 * (lane + HCT_LW)];
-      b2 = l[2 * (lane + HCT_LW) + 1];
+      a2 = l0[lane + HCT_LW];
+      b2 = l1[lane + HCT_LW];
     }
 #pragma unroll
     for (int s = 0; s < S; ++s) {
@@ -344,8 +344,14 @@ HCT_ENTRY void __launch_bounds__(PS_NT, 1)
   if (!hct_grid_sync(ws)) return;
 
   /* ---- stage C ---------------------------------------------------------- */
-  float *slo = red;
-  for (int p = tid; p < TB * K; p += PS_NT) slo[p] = p < T * K ? ps_ldcg(lo + p) : 0.0f;
+  /* lo as [h][t][chunk] float4: the first (h 0) and second (h 1) half of
+   * each chunk of 8, so a warp reads consecutive float4 (upmix_dec.cu). */
+  hct_f4 *slo = (hct_f4 *)red;
+  for (int p = tid; p < TB * K; p += PS_NT) {
+    const int t = p / K, k = p % K;
+    ((float *)slo)[(((k >> 2) & 1) * PS_TMAX + t) * (K / 2) + (k >> 3) * 4 + (k & 3)] =
+        t < T ? ps_ldcg(lo + p) : 0.0f;
+  }
   hct_cp_async_wait<0>();
   __syncthreads();
   const bool two = lane + HCT_LW < PS_UPC;

@@ -329,7 +329,7 @@ HCT_DEV float ud_multi_sum(float (&v)[N], int lane) {
 
 /*
  * Steps 3 and 4 for the channels c0 .. c0+CPW-1 of one warp, with lo of
- * the tokens in shared memory (tokens T..TB-1 zero).  Value s*TB + t of a
+ * the tokens in shared memory (tokens T..TB-1 zero) as slo[h][t][chunk].  Value s*TB + t of a
  * lane is its partial of row s*C + c for token t; after ud_multi_sum lane
  * L holds the full sum of value L >> (5 - M), and lane t < T gathers its
  * four gates and mixes.
@@ -349,12 +349,12 @@ HCT_DEV void ud_upmix_warp(const hct_u4 (&w)[CPW][S][2], const float (&rr)[CPW][
     float v[NV];
 #pragma unroll
     for (int t = 0; t < TB; ++t) {
-      const hct_f4 *l = slo + t * (K / 4);
-      const hct_f4 a = l[2 * lane], b = l[2 * lane + 1];
+      const hct_f4 *l0 = slo + t * (K / 8), *l1 = slo + (8 + t) * (K / 8);
+      const hct_f4 a = l0[lane], b = l1[lane];
       hct_f4 a2 = {0.0f, 0.0f, 0.0f, 0.0f}, b2 = a2;
       if (two) {
-        a2 = l[2 * (lane + HCT_LW)];
-        b2 = l[2 * (lane + HCT_LW) + 1];
+        a2 = l0[lane + HCT_LW];
+        b2 = l1[lane + HCT_LW];
       }
 #pragma unroll
       for (int s = 0; s < S; ++s) {
@@ -387,7 +387,7 @@ HCT_DEV void ud_upmix_warp(const hct_u4 (&w)[CPW][S][2], const float (&rr)[CPW][
 HCT_ENTRY void __launch_bounds__(UD_UT)
     hc_ud_upmix(const float *resid, const hct_u16 *w_up, const float *lo, float *mixed,
                 hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
-  __shared__ hct_f4 slo[8 * K / 4];
+  __shared__ hct_f4 slo[2 * 8 * (K / 8)];
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
   const int c0 = ((int)blockIdx.x * UW + wp) * CPW;
   const bool two = lane + HCT_LW < HCR_UP_CHUNKS; /* lanes with a second chunk */
@@ -413,10 +413,16 @@ HCT_ENTRY void __launch_bounds__(UD_UT)
     for (int s = 0; s < S; ++s)
       rr[i][s] = mixer ? resid[((long long)tm * S + s) * C + c0 + i] : 0.0f;
 
-  /* lo of the T tokens; tokens T..TB-1 as zeros (their sums are unused). */
+  /* lo of the T tokens, tokens T..TB-1 as zeros (their sums are unused),
+   * as slo[h][t][chunk]: the first (h 0) and second (h 1) float4 of each
+   * chunk of 8, so a warp reads 32 consecutive float4 (4 wavefronts, not
+   * 8 as with chunks side by side). */
   const hct_f4 *lo4 = (const hct_f4 *)lo;
-  for (int p = tid; p < TB * K / 4; p += UD_UT)
-    slo[p] = p < T * K / 4 ? lo4[p] : hct_f4{0.0f, 0.0f, 0.0f, 0.0f};
+  for (int p = tid; p < TB * K / 4; p += UD_UT) {
+    const int t = p / (K / 4), q = p % (K / 4);
+    slo[((q & 1) * 8 + t) * (K / 8) + (q >> 1)] =
+        t < T ? lo4[p] : hct_f4{0.0f, 0.0f, 0.0f, 0.0f};
+  }
   __syncthreads();
 
   switch (TB) {
