@@ -21,9 +21,15 @@ static const char usage[] =
     "  --device D      card UUID or model key (default: the daemon's first card)\n"
     "  --parity P      bitwise (default) or kl\n"
     "  --socket PATH   daemon socket (default: $HCTUNE_SOCKET, ...)\n"
-    "  --timeout MS    per answer (default 50)\n"
+    "  --timeout MS    per answer (default 50; --raw: at least 1000)\n"
     "  --json          one JSON object per token count\n"
-    "  --raw JSON      send one request line as is and print the reply\n";
+    "  --raw JSON      send one request line as is and print the replies (a probe's\n"
+    "                  progress lines, then its final reply: give it --timeout 3600000)\n";
+
+static void print_progress(const char *line, void *ctx) {
+  printf("%s\n", line);
+  fflush(stdout);
+}
 
 int cmd_query(int argc, char **argv) {
   const char *op = NULL, *tokens = NULL, *device = NULL, *parity = NULL, *sock = NULL;
@@ -74,7 +80,8 @@ int cmd_query(int argc, char **argv) {
   if (c == NULL) return hct__cli_fail(rc);
   if (raw != NULL) {
     char *reply;
-    rc = hct__client_request(c, raw, timeout_ms < 1000 ? 1000 : timeout_ms, &reply);
+    rc = hct__client_request(c, raw, timeout_ms < 1000 ? 1000 : timeout_ms, &reply,
+                             print_progress, NULL);
     hct_close(c);
     if (rc < 0) return hct__cli_fail(rc);
     printf("%s\n", reply);

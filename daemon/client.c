@@ -232,7 +232,8 @@ static int read_line(hct_client_t *c, int64_t deadline, char **line) {
  * reply must never be taken for the next request's); a connection the
  * daemon closed (it restarted) is reopened once within the same deadline.
  */
-static int roundtrip(hct_client_t *c, const char *req, size_t n, int64_t deadline, char **reply) {
+static int roundtrip(hct_client_t *c, const char *req, size_t n, int64_t deadline, char **reply,
+                     void (*progress)(const char *line, void *ctx), void *ctx) {
   int rc = 0;
   for (int attempt = 0; attempt < 2; attempt++) {
     int fresh = 0;
@@ -252,6 +253,7 @@ static int roundtrip(hct_client_t *c, const char *req, size_t n, int64_t deadlin
         *reply = line;
         return 0;
       }
+      if (progress != NULL) progress(line, ctx);
       free(line);
     }
     drop(c);
@@ -558,7 +560,7 @@ int hct_choose(hct_client_t *c, const char *op, int tokens, const char *device,
   char req[2048];
   size_t n = build_request(c, req, "choose", op, tokens, device, parity);
   char *line = NULL;
-  rc = roundtrip(c, req, n, deadline, &line);
+  rc = roundtrip(c, req, n, deadline, &line, NULL, NULL);
   if (rc < 0) goto fallback;
   if (fast_choice(line, out) == 0) {
     free(line);
@@ -651,7 +653,7 @@ int hct_module(hct_client_t *c, const char *op, int tokens, const char *device,
   char req[2048];
   size_t n = build_request(c, req, "module", op, tokens, device, parity);
   char *line = NULL;
-  rc = roundtrip(c, req, n, now_us() + wait * 1000, &line);
+  rc = roundtrip(c, req, n, now_us() + wait * 1000, &line, NULL, NULL);
   if (rc < 0) return rc;
   json_t *r = json_loads(line, 0, NULL);
   free(line);
@@ -681,14 +683,15 @@ int hct_module(hct_client_t *c, const char *op, int tokens, const char *device,
   return 0;
 }
 
-int hct__client_request(hct_client_t *c, const char *line, int timeout_ms, char **reply) {
+int hct__client_request(hct_client_t *c, const char *line, int timeout_ms, char **reply,
+                        void (*progress)(const char *line, void *ctx), void *ctx) {
   size_t n = strlen(line);
   char *req = malloc(n + 2);
   if (req == NULL) return hct__error(HCT_ENOMEM, "request: out of memory");
   memcpy(req, line, n);
   req[n] = '\n';
   c->retry_at_us = 0; /* an explicit request always tries */
-  int rc = roundtrip(c, req, n + 1, now_us() + (int64_t)timeout_ms * 1000, reply);
+  int rc = roundtrip(c, req, n + 1, now_us() + (int64_t)timeout_ms * 1000, reply, progress, ctx);
   free(req);
   return rc;
 }

@@ -47,9 +47,11 @@ int hct__socket_path(const char *explicit_path, char *buf, size_t len);
 const char *hct__builtin_baseline(const char *op);
 
 /* Sends one raw request line (no newline) and returns the first reply line
- * that is not a progress line (malloc'd), waiting at most timeout_ms.  For
- * `hctune query --raw` and the tests. */
-int hct__client_request(hct_client_t *c, const char *line, int timeout_ms, char **reply);
+ * that is not a progress line (malloc'd), waiting at most timeout_ms;
+ * progress lines before it go to `progress` (may be NULL).  For `hctune
+ * query --raw`. */
+int hct__client_request(hct_client_t *c, const char *line, int timeout_ms, char **reply,
+                        void (*progress)(const char *line, void *ctx), void *ctx);
 
 /* ---- requests (daemon/proto.c) ------------------------------------------- */
 
