@@ -111,6 +111,7 @@ struct daemon_s {
   int64_t started_at;
   uint64_t started_ns;
   int stopping;
+  int poll_failing;
 };
 
 typedef int (*handler_t)(conn_t *c, hct_req_t *r);
@@ -1121,9 +1122,13 @@ static void on_poll(uv_timer_t *t) {
   daemon_t *d = t->data;
   int64_t v;
   if (hct__db_data_version(d->db, &v) < 0) {
-    hct__log(HCT_LOG_WARN, "cannot poll the database: %s", hct_last_error());
+    /* Said once, not twice a second, until it works again. */
+    if (!d->poll_failing) hct__log(HCT_LOG_WARN, "cannot poll the database: %s", hct_last_error());
+    d->poll_failing = 1;
     return;
   }
+  if (d->poll_failing) hct__log(HCT_LOG_INFO, "database '%s' can be polled again", d->db_path);
+  d->poll_failing = 0;
   if (v == d->data_version) return;
   if (reload(d) == 0) {
     int n;
