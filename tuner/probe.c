@@ -459,7 +459,7 @@ static int time_T(probe_t *P, int T) {
     for (int i = 0; i < P->n; i++)
       if (!P->cands[i].dead && P->cands[i].passed[T] && !P->cands[i].failed[T]) ids[n++] = i;
     if (n == 0) return 0;
-    json_t *opts = json_pack("{s:i, s:b, s:[i], s:f, s:i}", "batch", P->op->batch, "cold",
+    json_t *opts = json_pack("{s:i, s:i, s:[i], s:f, s:i}", "batch", P->op->batch, "cold",
                              P->op->timing_cold, "no_prune", P->baseline, "max_seconds",
                              0.5 * HCT_MAX(1, P->o->sample_factor), "max_rounds",
                              60 * HCT_MAX(1, P->o->sample_factor));
