@@ -275,6 +275,14 @@ HCT_ENTRY void __launch_bounds__(PS_NT, 1)
 #endif
   hct_cp_async_commit();
 
+  /* Under programmatic dependent launch, the previous kernel of the stream
+   * may still run: wait for it before touching anything but weights.  (No
+   * early trigger: the next launch could not be resident beside this one.)
+   * A no-op when launched the ordinary way. */
+#if defined(HCT_CUDA) && HCT_ARCH >= 90
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+
   /* ---- stage A ---------------------------------------------------------- */
   const int nel = g.nch * 8, ny = g.nchmax * 8;
   const int k0 = g.ch0 * 8;           /* first column, in D */

@@ -46,6 +46,28 @@ static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
               "splitk: a row of w_up is one or two chunks per lane");
 static_assert(C % (UW * CPW) == 0, "splitk: UW*CPW must divide C");
 
+/* ---- programmatic dependent launch (sm_90+) ------------------------------*/
+
+/* When the runtime launches a kernel with programmatic stream
+ * serialisation, it may start before the previous kernel of the stream has
+ * finished: each kernel lets its successor start at once (sk_pdl_launch),
+ * requests its own weights (never written by any kernel), and only then
+ * waits (sk_pdl_wait) for the previous kernel's completion and memory
+ * before any other global access.  Every block waits before it exits, so
+ * completion stays transitive along the chain.  Launched the ordinary way,
+ * both are no-ops. */
+HCT_DEV void sk_pdl_launch(void) {
+#if defined(HCT_CUDA) && HCT_ARCH >= 90
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+HCT_DEV void sk_pdl_wait(void) {
+#if defined(HCT_CUDA) && HCT_ARCH >= 90
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 /* ---- L2 prefetch of both weights ----------------------------------------- */
 
 #define SK_WBYTES ((long long)K * D * 2) /* bytes of w_down, and of w_up */
@@ -135,7 +157,9 @@ HCT_ENTRY void __launch_bounds__(HCR_NORM_THREADS)
     hc_sk_norm(float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,
                const hct_u16 *w_up, float *xn, int T) {
   __shared__ float red[9];
+  sk_pdl_launch();
   sk_prefetch(w_down, w_up);
+  sk_pdl_wait();
   const int b = (int)blockIdx.x;
   if (b >= T * S) return;
   sk_norm_stream(b / S, b % S, resid, pending, w_norm, xn, red);
@@ -160,6 +184,8 @@ HCT_ENTRY void __launch_bounds__(SK_DT)
   hct_u4 wr[SK_CPL];
 #pragma unroll
   for (int m = 0; m < SK_CPL; ++m) wr[m] = w[lane + HCT_LW * m];
+  sk_pdl_launch();
+  sk_pdl_wait();
   for (int t = 0; t < T; ++t) {
     const hct_f4 *HCT_RESTRICT x = (const hct_f4 *)(xn + (long long)t * D) + 2 * sp * SK_CPS;
     float acc = 0.0f;
@@ -317,6 +343,8 @@ HCT_ENTRY void __launch_bounds__(SK_UT)
       w[i][s][0] = row[lane];
       w[i][s][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
     }
+  sk_pdl_launch();
+  sk_pdl_wait();
   /* R' of the token this lane mixes. */
   float rr[CPW][S];
 #pragma unroll

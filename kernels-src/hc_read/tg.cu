@@ -45,6 +45,28 @@ static_assert(D % UPW == 0, "tg: UPW must divide D");
 static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
               "tg: a row of w_up is one or two chunks per lane");
 
+/* ---- programmatic dependent launch (sm_90+) ------------------------------*/
+
+/* When the runtime launches a kernel with programmatic stream
+ * serialisation, it may start before the previous kernel of the stream has
+ * finished: each kernel lets its successor start at once (tg_pdl_launch),
+ * requests its own weights (never written by any kernel), and only then
+ * waits (tg_pdl_wait) for the previous kernel's completion and memory
+ * before any other global access.  Every block waits before it exits, so
+ * completion stays transitive along the chain.  Launched the ordinary way,
+ * both are no-ops. */
+HCT_DEV void tg_pdl_launch(void) {
+#if defined(HCT_CUDA) && HCT_ARCH >= 90
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+HCT_DEV void tg_pdl_wait(void) {
+#if defined(HCT_CUDA) && HCT_ARCH >= 90
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 /* ---- L2 prefetch of both weights ----------------------------------------- */
 
 #define TG_WBYTES ((long long)K * D * 2) /* bytes of w_down, and of w_up */
@@ -134,7 +156,9 @@ HCT_ENTRY void __launch_bounds__(HCR_NORM_THREADS)
     hc_tg_norm(float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,
                const hct_u16 *w_up, float *xn, int T) {
   __shared__ float red[9];
+  tg_pdl_launch();
   tg_prefetch(w_down, w_up);
+  tg_pdl_wait();
   const int b = (int)blockIdx.x;
   if (b >= T * S) return;
   tg_norm_stream(b / S, b % S, resid, pending, w_norm, xn, red);
@@ -163,6 +187,8 @@ HCT_ENTRY void __launch_bounds__(RPB *HCT_LW)
   hct_u4 cur[TG_QB], nxt[TG_QB];
 #pragma unroll
   for (int m = 0; m < TG_QB; ++m) cur[m] = w[lane + HCT_LW * m];
+  tg_pdl_launch();
+  tg_pdl_wait();
 #pragma unroll 1
   for (int qb = 0; qb < HCR_DOWN_Q; qb += TG_QB) {
     if (qb + TG_QB < HCR_DOWN_Q) {
@@ -254,6 +280,8 @@ HCT_ENTRY void __launch_bounds__(UPW *HCT_LW)
   const hct_u4 *row = (const hct_u4 *)(w_up + (long long)i * K);
   const hct_u4 w0 = row[lane];
   const hct_u4 w1 = lane + HCT_LW < HCR_UP_CHUNKS ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
+  tg_pdl_launch();
+  tg_pdl_wait();
   if (T <= 1) tg_up_row<1>(w0, w1, lo, gate, lane, i, T);
   else if (T <= 2) tg_up_row<2>(w0, w1, lo, gate, lane, i, T);
   else if (T <= 4) tg_up_row<4>(w0, w1, lo, gate, lane, i, T);
@@ -266,6 +294,8 @@ HCT_ENTRY void __launch_bounds__(UPW *HCT_LW)
 HCT_ENTRY void __launch_bounds__(256)
     hc_tg_mix(const float *resid, const float *gate, float *mixed, hct_u16 *mixed_bf16,
               hct_u16 *mixed_f16, int T) {
+  tg_pdl_launch();
+  tg_pdl_wait();
   const long long idx = (long long)blockIdx.x * 256 + threadIdx.x;
   if (idx >= (long long)T * C) return;
   const int t = (int)(idx / C), c = (int)(idx % C);

@@ -39,6 +39,28 @@ static_assert(D % (8 * UPW) == 0, "up4: 8*UPW must divide D");
 static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
               "up4: a row of w_up is one or two chunks per lane");
 
+/* ---- programmatic dependent launch (sm_90+) ------------------------------*/
+
+/* When the runtime launches a kernel with programmatic stream
+ * serialisation, it may start before the previous kernel of the stream has
+ * finished: each kernel lets its successor start at once (up4_pdl_launch),
+ * requests its own weights (never written by any kernel), and only then
+ * waits (up4_pdl_wait) for the previous kernel's completion and memory
+ * before any other global access.  Every block waits before it exits, so
+ * completion stays transitive along the chain.  Launched the ordinary way,
+ * both are no-ops. */
+HCT_DEV void up4_pdl_launch(void) {
+#if defined(HCT_CUDA) && HCT_ARCH >= 90
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+HCT_DEV void up4_pdl_wait(void) {
+#if defined(HCT_CUDA) && HCT_ARCH >= 90
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 /* ---- L2 prefetch of both weights ----------------------------------------- */
 
 #define UP4_WBYTES ((long long)K * D * 2) /* bytes of w_down, and of w_up */
@@ -128,7 +150,9 @@ HCT_ENTRY void __launch_bounds__(HCR_NORM_THREADS)
     hc_up4_norm(float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,
                const hct_u16 *w_up, float *xn, int T) {
   __shared__ float red[9];
+  up4_pdl_launch();
   up4_prefetch(w_down, w_up);
+  up4_pdl_wait();
   const int b = (int)blockIdx.x;
   if (b >= T * S) return;
   up4_norm_stream(b / S, b % S, resid, pending, w_norm, xn, red);
@@ -157,6 +181,8 @@ HCT_ENTRY void __launch_bounds__(RPB *HCT_LW)
   hct_u4 cur[UP4_QB], nxt[UP4_QB];
 #pragma unroll
   for (int m = 0; m < UP4_QB; ++m) cur[m] = w[lane + HCT_LW * m];
+  up4_pdl_launch();
+  up4_pdl_wait();
 #pragma unroll 1
   for (int qb = 0; qb < HCR_DOWN_Q; qb += UP4_QB) {
     if (qb + UP4_QB < HCR_DOWN_Q) {
@@ -278,6 +304,8 @@ HCT_ENTRY void __launch_bounds__(UPW *HCT_LW)
       w[b][r][0] = row[lane];
       w[b][r][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
     }
+  up4_pdl_launch();
+  up4_pdl_wait();
   if (T <= 1) up4_rows<1>(w, lo, gate, lane, i0, T);
   else if (T <= 2) up4_rows<2>(w, lo, gate, lane, i0, T);
   else if (T <= 4) up4_rows<4>(w, lo, gate, lane, i0, T);
@@ -290,6 +318,8 @@ HCT_ENTRY void __launch_bounds__(UPW *HCT_LW)
 HCT_ENTRY void __launch_bounds__(256)
     hc_up4_mix(const float *resid, const float *gate, float *mixed, hct_u16 *mixed_bf16,
               hct_u16 *mixed_f16, int T) {
+  up4_pdl_launch();
+  up4_pdl_wait();
   const long long idx = (long long)blockIdx.x * 256 + threadIdx.x;
   if (idx >= (long long)T * C) return;
   const int t = (int)(idx / C), c = (int)(idx % C);

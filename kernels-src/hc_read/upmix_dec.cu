@@ -69,6 +69,28 @@ static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
               "upmix_dec: a row of w_up is one or two chunks per lane");
 static_assert(C % (UW * CPW) == 0, "upmix_dec: UW*CPW must divide C");
 
+/* ---- programmatic dependent launch (sm_90+) ------------------------------*/
+
+/* When the runtime launches a kernel with programmatic stream
+ * serialisation, it may start before the previous kernel of the stream has
+ * finished: each kernel lets its successor start at once (ud_pdl_launch),
+ * requests its own weights (never written by any kernel), and only then
+ * waits (ud_pdl_wait) for the previous kernel's completion and memory
+ * before any other global access.  Every block waits before it exits, so
+ * completion stays transitive along the chain.  Launched the ordinary way,
+ * both are no-ops. */
+HCT_DEV void ud_pdl_launch(void) {
+#if defined(HCT_CUDA) && HCT_ARCH >= 90
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+HCT_DEV void ud_pdl_wait(void) {
+#if defined(HCT_CUDA) && HCT_ARCH >= 90
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 /* ---- L2 prefetch of both weights ----------------------------------------- */
 
 #define UD_WBYTES ((long long)K * D * 2) /* bytes of w_down, and of w_up */
@@ -158,7 +180,9 @@ HCT_ENTRY void __launch_bounds__(HCR_NORM_THREADS)
     hc_ud_norm(float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,
                const hct_u16 *w_up, float *xn, int T) {
   __shared__ float red[9];
+  ud_pdl_launch();
   ud_prefetch(w_down, w_up);
+  ud_pdl_wait();
   const int b = (int)blockIdx.x;
   if (b >= T * S) return;
   ud_norm_stream(b / S, b % S, resid, pending, w_norm, xn, red);
@@ -214,6 +238,8 @@ HCT_ENTRY void __launch_bounds__(UD_DT)
     }
     hct_cp_async_commit();
   }
+  ud_pdl_launch();
+  ud_pdl_wait();
 
   const int l = tid % LG, r = (tid / LG) % UD_RB, tt = tid / (LG * UD_RB);
   const int t0 = (int)blockIdx.y * UD_TPB + tt * TPT;
@@ -405,6 +431,8 @@ HCT_ENTRY void __launch_bounds__(UD_UT)
       w[i][s][0] = row[lane];
       w[i][s][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
     }
+  ud_pdl_launch();
+  ud_pdl_wait();
   /* R' of the token this lane mixes. */
   float rr[CPW][S];
 #pragma unroll
