@@ -80,7 +80,7 @@ HCT_DEV float ps_shfl_idx(float v, int src) {
 HCT_DEV void ps_prefetch(const void *p, int bytes) {
 #if defined(HCT_CUDA) && HCT_ARCH >= 90 && PF == 2
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#elif defined(HCT_CUDA)
+#elif defined(HCT_CUDA) && PF == 1
   for (int o = 0; o < bytes; o += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)p + o));
 #endif
 }
