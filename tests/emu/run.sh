@@ -1,0 +1,27 @@
+#!/bin/sh
+# Runs the hc_read templates on the CPU (tests/emu/emu.h) at reduced sizes
+# and checks their bits against the canonical order.  No GPU needed; takes
+# a few minutes (every GPU thread is a fiber).
+#   tests/emu/run.sh [build folder]
+# Sizes: C = 1024 (so a v3 tile holds 2 steps of 32 chunks per lane, and
+# reordering inside a tile is caught), D = 4096, K = 320 as shipped (so the
+# up kernel's second chunk for lanes 0..7 is used).  Points: DOWN_WARPS,
+# UP_WARPS, TPL, then the token counts (T < TPL, T = TPL, partial groups).
+set -e
+out=${1:-build/emu}
+mkdir -p "$out"
+fail=0
+for p in "4 8 1 1,3" "8 4 2 3" "4 4 4 3,8" "8 8 8 8"; do
+  set -- $p
+  bin="$out/hc_read_emu_$1_$2_$3"
+  g++ -std=c++17 -O1 -g -Wall -Wno-unused-function -Wno-unknown-pragmas -Itests/emu \
+    -Ikernels-src/common -Ikernels-src/hc_read -DS=4 -DC=1024 -DD=4096 -DK=320 \
+    -DDOWN_WARPS=$1 -DUP_WARPS=$2 -DTPL=$3 "-DEMU_TS=$4" -o "$bin" tests/emu/hc_read_emu.cc
+  "$bin" || fail=1
+done
+if [ $fail -eq 0 ]; then
+  echo "emu: every variant and point is bitwise equal to the canonical order"
+else
+  echo "emu: FAILED"
+  exit 1
+fi
