@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -143,32 +144,48 @@ typedef struct ref_ctx_s {
   const double *xn; /* [T][D] */
   double *lo;       /* [T][K] */
   double *gate;     /* [T][D] */
+  atomic_int oom;   /* a thread could not get its row buffer */
 } ref_ctx_t;
 
+/* Each row's weights are widened once and used for every token. */
 static void down_rows(void *arg, int begin, int end) {
   ref_ctx_t *x = arg;
+  double *w = malloc((size_t)x->D * sizeof *w);
+  if (w == NULL) {
+    atomic_store(&x->oom, 1);
+    return;
+  }
   for (int j = begin; j < end; j++) {
-    const uint16_t *w = x->w_down + (size_t)j * x->D;
+    const uint16_t *wr = x->w_down + (size_t)j * x->D;
+    for (int k = 0; k < x->D; k++) w[k] = hct__bf16_to_f32(wr[k]);
     for (int t = 0; t < x->T; t++) {
       const double *v = x->xn + (size_t)t * x->D;
       double acc = 0.0;
-      for (int k = 0; k < x->D; k++) acc += (double)hct__bf16_to_f32(w[k]) * v[k];
+      for (int k = 0; k < x->D; k++) acc += w[k] * v[k];
       x->lo[(size_t)t * x->K + j] = acc;
     }
   }
+  free(w);
 }
 
 static void up_rows(void *arg, int begin, int end) {
   ref_ctx_t *x = arg;
+  double *w = malloc((size_t)x->K * sizeof *w);
+  if (w == NULL) {
+    atomic_store(&x->oom, 1);
+    return;
+  }
   for (int i = begin; i < end; i++) {
-    const uint16_t *w = x->w_up + (size_t)i * x->K;
+    const uint16_t *wr = x->w_up + (size_t)i * x->K;
+    for (int k = 0; k < x->K; k++) w[k] = hct__bf16_to_f32(wr[k]);
     for (int t = 0; t < x->T; t++) {
       const double *l = x->lo + (size_t)t * x->K;
       double u = 0.0;
-      for (int k = 0; k < x->K; k++) u += (double)hct__bf16_to_f32(w[k]) * l[k];
+      for (int k = 0; k < x->K; k++) u += w[k] * l[k];
       x->gate[(size_t)t * x->D + i] = 1.0 / (1.0 + exp(-u));
     }
   }
+  free(w);
 }
 
 static int get_const(const hct_op_t *op, const char *name, int *out) {
@@ -255,8 +272,13 @@ static int hc_read_reference(hct_hostset_t *s) {
   x.xn = xn;
   x.lo = lo;
   x.gate = gate;
+  atomic_init(&x.oom, 0);
   par_for(x.K, down_rows, &x);
-  par_for(x.D, up_rows, &x);
+  if (!atomic_load(&x.oom)) par_for(x.D, up_rows, &x);
+  if (atomic_load(&x.oom)) {
+    free(rp), free(xn), free(gate), free(lo);
+    return hct__error(HCT_ENOMEM, "op '%s': no memory for the reference at T=%d", s->op->name, x.T);
+  }
 
   /* Mix.  The bf16 and f16 outputs are images of mixed: their reference is
    * the image of the exact value (rounded through float32, as the kernels
