@@ -355,8 +355,8 @@ int cmd_compile(int argc, char **argv) {
     if (rc < 0) hct__cli_fail(rc);
   } else {
     print_table(&pl);
-    printf("%d binaries for %s: %d ok, %d failed%s in %.1f s (%s threads)\n", pl.n_jobs, a.arch,
-           pl.n_jobs - failed, failed, cached ? " (some from the cache)" : "", secs,
+    printf("%d binaries for %s: %d ok (%d from the cache), %d failed in %.1f s (%s threads)\n",
+           pl.n_jobs, a.arch, pl.n_jobs - failed, cached, failed, secs,
            getenv("UV_THREADPOOL_SIZE"));
   }
   /* Each failure once more on stderr, one line each, for scripts and logs. */
