@@ -177,6 +177,49 @@ static void test_json(void **state) {
   assert_int_equal(strlen(small), sizeof small - 1);
 }
 
+/* The image rule: a 16-bit output beside an f32 output of the same stem
+ * must be exactly its conversion; poison is left to the unwritten count. */
+static void test_images(void **state) {
+  (void)state;
+  enum { N = 500 };
+  static hct_buffer_t specs[] = {{"mixed", HCT_DT_F32, HCT_BUF_OUTPUT, "N"},
+                                 {"mixed_bf16", HCT_DT_BF16, HCT_BUF_OUTPUT, "N"},
+                                 {"mixed_f16", HCT_DT_F16, HCT_BUF_OUTPUT, "N"},
+                                 {"other_bf16", HCT_DT_BF16, HCT_BUF_OUTPUT, "N"}};
+  hct_hostset_t hs;
+  memset(&hs, 0, sizeof hs);
+  hs.n = 4;
+  for (int i = 0; i < 4; i++) {
+    hs.bufs[i].spec = &specs[i];
+    hs.bufs[i].elems = N;
+  }
+  static float x[N];
+  static uint16_t b[N], h[N], o[N];
+  for (int i = 0; i < N; i++) {
+    x[i] = (float)(sin(i * 0.3) * 70000.0); /* f16 overflows to inf for some */
+    b[i] = hct__f32_to_bf16(x[i]);
+    h[i] = hct__f32_to_f16(x[i]);
+    o[i] = 0x1234;
+  }
+  void *outs[4] = {x, b, h, o};
+  hct_parity_figs_t figs[4];
+  memset(figs, 0, sizeof figs);
+  hct__parity_images(&hs, outs, figs);
+  assert_int_equal(figs[0].is_image, 0);
+  assert_int_equal(figs[1].is_image, 1);
+  assert_int_equal(figs[2].is_image, 1);
+  assert_int_equal(figs[3].is_image, 0); /* no f32 "other" beside it */
+  assert_int_equal(figs[1].image_mismatches, 0);
+  assert_int_equal(figs[2].image_mismatches, 0);
+  b[17] ^= 1;       /* one ulp off */
+  h[400] = HCT_POISON_16; /* unwritten, not a mismatch */
+  h[401] ^= 0x8000; /* sign */
+  memset(figs, 0, sizeof figs);
+  hct__parity_images(&hs, outs, figs);
+  assert_int_equal(figs[1].image_mismatches, 1);
+  assert_int_equal(figs[2].image_mismatches, 1);
+}
+
 /* ---- conversions ---------------------------------------------------------------*/
 
 static void test_conversion_vectors(void **state) {
@@ -304,6 +347,7 @@ int main(void) {
       cmocka_unit_test(test_metrics_identical_perturbed_poisoned),
       cmocka_unit_test(test_kl_known_value),
       cmocka_unit_test(test_json),
+      cmocka_unit_test(test_images),
       cmocka_unit_test(test_conversion_vectors),
       cmocka_unit_test(test_conversion_sweep),
       cmocka_unit_test(test_conversion_round_trip),
