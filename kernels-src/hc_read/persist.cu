@@ -30,9 +30,11 @@
  *            rows s*C + c, all sums reduced at once by recursive halving,
  *            the gates and the mix in registers (as upmix_dec).
  *
- * Parameters: WUPS (1: w_up staged in shared memory too, about 118 KB per
- * block on 132 SMs; 0: L2 prefetch only, about 67 KB).  PF (2: bulk L2
- * prefetch, sm_90; 1: prefetch.global.L2) is used with WUPS 0.
+ * Parameters: MMA (1: the dots of stages A and C on tensor cores, tf32
+ * with the activations split in two, see ps_mma2; sm_80+; 0: fmaf), WUPS
+ * (1: w_up staged in shared memory too, about 118 KB per block on 132
+ * SMs; 0: L2 prefetch only, about 67 KB), PF (with WUPS 0: 2 bulk L2
+ * prefetch, sm_90; 1 prefetch.global.L2; 0 none).
  *
  * Scratch: part (partial dots and squares, T*NB*(K+1) floats), lo (T*K),
  * ws (the barrier's words, zeroed).
@@ -45,6 +47,12 @@
 #endif
 #ifndef PF
 #error "persist: PF must be defined"
+#endif
+#ifndef MMA
+#error "persist: MMA must be defined"
+#endif
+#if MMA && !(defined(HCT_CUDA) && HCT_ARCH >= 80)
+#error "persist: MMA needs sm_80 or later"
 #endif
 
 #define PS_NT (2 * K)             /* threads: two per row in stage A */
@@ -84,6 +92,45 @@ HCT_DEV void ps_prefetch(const void *p, int bytes) {
   for (int o = 0; o < bytes; o += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)p + o));
 #endif
 }
+
+#if MMA
+/* ---- tensor cores: 3xTF32-style products ----------------------------------
+ * mma.m16n8k8 with tf32 inputs and f32 accumulation.  The weights are bf16,
+ * exact in tf32; an activation y is split into hi = tf32(y) and lo =
+ * tf32(y - hi) (y - hi is exact), and each tile is multiplied twice, so the
+ * products carry about 22 bits of y: close to f32 fmaf, at a small fraction
+ * of its instruction count.  Fragments (PTX ISA, m16n8k8 .tf32), with
+ * g = lane / 4 and i = lane % 4: A a0 (g, i), a1 (g+8, i), a2 (g, i+4),
+ * a3 (g+8, i+4); B b0 (k i, n g), b1 (k i+4, n g); C c0 (g, 2i), c1 (g,
+ * 2i+1), c2 (g+8, 2i), c3 (g+8, 2i+1). */
+HCT_DEV hct_u32 ps_bf16_bits(hct_u4 w, int e) {
+  const hct_u32 word = e < 2 ? w.x : e < 4 ? w.y : e < 6 ? w.z : w.w;
+  return (e & 1) ? (word & 0xffff0000u) : (word << 16);
+}
+
+HCT_DEV void ps_split(float y, hct_u32 &hi, hct_u32 &lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(y));
+  const float r = y - __uint_as_float(hi);
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(r));
+}
+
+HCT_DEV void ps_mma(float (&d)[4], const hct_u32 (&a)[4], hct_u32 b0, hct_u32 b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* A x (B_hi + B_lo) into d. */
+HCT_DEV void ps_mma2(float (&d)[4], const hct_u32 (&a)[4], float y0, float y1) {
+  hct_u32 h0, l0, h1, l1;
+  ps_split(y0, h0, l0);
+  ps_split(y1, h1, l1);
+  ps_mma(d, a, l0, l1);
+  ps_mma(d, a, h0, h1);
+}
+#endif
 
 /* One halving stage at offset OFF over the first N values (upmix_dec.cu
  * explains the scheme; the sums are the canonical butterfly's). */
@@ -309,12 +356,40 @@ HCT_ENTRY void __launch_bounds__(PS_NT, 1)
     a = hct_warp_sum(a);
     if (lane == 0) part[(long long)T * S * g.nbs * K + (wp * S + g.s) * g.nbs + g.i] = a;
   }
+#if MMA
+  {
+    /* Warp w: rows 16w .. 16w+15 (all K rows over the 20 warps), the
+     * tokens as the 8 columns of B (those past T read as zero), one
+     * k-step per chunk of 8 columns. */
+    static_assert(PS_NW * 16 == K, "persist: MMA needs K = 16 rows per warp");
+    const int gq = lane >> 2, ti = lane & 3, j0 = wp * 16;
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int ch = 0; ch < g.nch; ++ch) {
+      const hct_u4 wa = smA[ch * K + j0 + gq], wb = smA[ch * K + j0 + gq + 8];
+      const hct_u32 a[4] = {ps_bf16_bits(wa, ti), ps_bf16_bits(wb, ti), ps_bf16_bits(wa, ti + 4),
+                            ps_bf16_bits(wb, ti + 4)};
+      const float y0 = gq < T ? sy[gq * ny + ch * 8 + ti] : 0.0f;
+      const float y1 = gq < T ? sy[gq * ny + ch * 8 + ti + 4] : 0.0f;
+      ps_mma2(d, a, y0, y1);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int t = 2 * ti + h;
+      if (t < T) {
+        float *o = part + ((long long)(t * S + g.s) * g.nbs + g.i) * K + j0 + gq;
+        o[0] = d[h];
+        o[8] = d[2 + h];
+      }
+    }
+  }
+#else
   switch (TB) {
     case 1: ps_down<1>(g, smA, sy, red, part, T); break;
     case 2: ps_down<2>(g, smA, sy, red, part, T); break;
     case 4: ps_down<4>(g, smA, sy, red, part, T); break;
     default: ps_down<8>(g, smA, sy, red, part, T); break;
   }
+#endif
   if (!hct_grid_sync(ws)) return;
 
   /* ---- stage B ---------------------------------------------------------- */
@@ -355,13 +430,74 @@ HCT_ENTRY void __launch_bounds__(PS_NT, 1)
   /* lo as [h][t][chunk] float4: the first (h 0) and second (h 1) half of
    * each chunk of 8, so a warp reads consecutive float4 (upmix_dec.cu). */
   hct_f4 *slo = (hct_f4 *)red;
-  for (int p = tid; p < TB * K; p += PS_NT) {
+  for (int p = tid; p < (MMA ? PS_TMAX : TB) * K; p += PS_NT) {
     const int t = p / K, k = p % K;
     ((float *)slo)[(((k >> 2) & 1) * PS_TMAX + t) * (K / 2) + (k >> 3) * 4 + (k & 3)] =
         t < T ? ps_ldcg(lo + p) : 0.0f;
   }
   hct_cp_async_wait<0>();
   __syncthreads();
+#if MMA
+  {
+    /* Rows r = cl*S + s of the block's channels, 16 per tile; each tile's
+     * 40 k-steps in 4 quarters (independent accumulators, one warp each),
+     * the quarters added in order afterwards.  ub reuses the w_down slice
+     * (free since stage A): [quarter][row][token]. */
+    float *ub = (float *)smA;
+    const int nrmax = g.ncumax * S, nrows = g.ncu * S, mt = (nrows + 15) / 16;
+    const int gq = lane >> 2, ti = lane & 3;
+    const float *sl = (const float *)slo;
+    for (int item = wp; item < mt * 4; item += PS_NW) {
+      const int tile = item / 4, kq = item % 4;
+      const int r0 = tile * 16 + gq, r1 = r0 + 8;
+      const bool ok0 = r0 < nrows, ok1 = r1 < nrows;
+#if WUPS
+      const hct_u4 *row0 = smB + (ok0 ? r0 : 0) * PS_UPC, *row1 = smB + (ok1 ? r1 : 0) * PS_UPC;
+#else
+      const hct_u4 *row0 = (const hct_u4 *)(w_up + ((long long)(r0 % S) * C + g.cu0 + (ok0 ? r0 : 0) / S) * K);
+      const hct_u4 *row1 = (const hct_u4 *)(w_up + ((long long)(r1 % S) * C + g.cu0 + (ok1 ? r1 : 0) / S) * K);
+#endif
+      float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int ks = kq * (PS_UPC / 4); ks < (kq + 1) * (PS_UPC / 4); ++ks) {
+        const hct_u4 z = {0, 0, 0, 0};
+        const hct_u4 wa = ok0 ? row0[ks] : z, wb = ok1 ? row1[ks] : z;
+        const hct_u32 a[4] = {ps_bf16_bits(wa, ti), ps_bf16_bits(wb, ti), ps_bf16_bits(wa, ti + 4),
+                              ps_bf16_bits(wb, ti + 4)};
+        /* B (k, n) = lo[n][8 ks + k]: first half of the chunk for k < 4. */
+        const float y0 = sl[(gq * (K / 8) + ks) * 4 + ti];
+        const float y1 = sl[((PS_TMAX + gq) * (K / 8) + ks) * 4 + ti];
+        ps_mma2(d, a, y0, y1);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int t = 2 * ti + h;
+        if (ok0) ub[(kq * nrmax + r0) * PS_TMAX + t] = d[h];
+        if (ok1) ub[(kq * nrmax + r1) * PS_TMAX + t] = d[2 + h];
+      }
+    }
+    __syncthreads();
+    for (int p = tid; p < T * g.ncu; p += PS_NT) {
+      const int t = p / g.ncu, cl = p % g.ncu, c = g.cu0 + cl;
+      float gs[S];
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        const int r = cl * S + s;
+        float u = ub[r * PS_TMAX + t];
+#pragma unroll
+        for (int q = 1; q < 4; ++q) u += ub[(q * nrmax + r) * PS_TMAX + t];
+        gs[s] = hcr_sigmoid(u);
+      }
+      const float *rp = resid + (long long)t * S * C + c;
+      float m = gs[0] * ps_ldcg(rp);
+#pragma unroll
+      for (int s = 1; s < S; ++s) m = fmaf(gs[s], ps_ldcg(rp + (long long)s * C), m);
+      const long long o = (long long)t * C + c;
+      mixed[o] = m;
+      mixed_bf16[o] = hct_f32_to_bf16(m);
+      mixed_f16[o] = hct_f32_to_f16(m);
+    }
+  }
+#else
   const bool two = lane + HCT_LW < PS_UPC;
   for (int cl = wp; cl < g.ncu; cl += PS_NW) {
     const int c = g.cu0 + cl;
@@ -383,4 +519,5 @@ HCT_ENTRY void __launch_bounds__(PS_NT, 1)
       default: ps_upmix<8>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
     }
   }
+#endif
 }
