@@ -28,7 +28,7 @@ static const char usage[] =
     "  --json               one JSON object per line on stdout: progress, then the result\n"
     "  --variants A,B       only these variants (the baseline is always included)\n"
     "  --retry-quarantined  try candidates that failed on this card before\n"
-    "  --check-sets N       random input sets per token count and pending state (default 2)\n"
+    "  --check-sets N       random input sets per token count and pending state (default 1)\n"
     "  --margin PCT         how much faster than the baseline a winner must be (default 2)\n"
     "  --no-decide          record trials but change no decision\n"
     "  --quiet              no progress on stderr\n";

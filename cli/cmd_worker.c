@@ -45,6 +45,9 @@ typedef struct inset_s {
   int ref_id;               /* candidate whose outputs ref_out holds, or -1 */
   void *ref_out[HCT_MAX_BUFFERS];
   json_t *ref_figs;         /* its figures against the float64 reference */
+  hct_gpu_t *gpu;           /* where `dev` lives */
+  hct_devset_t dev;         /* the set uploaded once, for every candidate */
+  int dev_ok;
 } inset_t;
 
 typedef struct worker_s {
@@ -102,6 +105,7 @@ static int need_cand(worker_t *W, int64_t id, wcand_t **out) {
 }
 
 static void inset_clear(inset_t *in) {
+  if (in->dev_ok) hct__devset_free(in->gpu, &in->dev);
   if (in->valid) hct__hostset_free(&in->hs);
   for (int i = 0; i < HCT_MAX_BUFFERS; i++) free(in->ref_out[i]);
   json_decref(in->ref_figs);
@@ -260,30 +264,47 @@ static int ws_index(const hct_variant_t *v) {
 static int run_check(worker_t *W, const hct_cand_t *c, const hct_hostset_t *hs, void *outs[],
                      int *timed_out) {
   hct_gpu_t *g = W->gpu;
-  hct_devset_t d;
+  inset_t *in = &W->in;
   hct_scratchset_t s;
   memset(&s, 0, sizeof s);
   *timed_out = 0;
-  int rc = hct__devset_alloc(g, hs, &d);
-  if (rc != 0) return rc;
-  if ((rc = hct__devset_upload(g, hs, &d)) != 0) goto done;
-  if ((rc = hct__scratch_alloc(g, c, hs->T, &s)) != 0) goto done;
+  int rc = 0;
+  /* The inputs and weights are uploaded once per input set: every
+   * candidate checked on it runs on the same device copy, with its outputs
+   * poisoned and its inouts uploaded again before each run. */
+  if (!in->dev_ok || in->gpu != g) {
+    if (in->dev_ok) hct__devset_free(in->gpu, &in->dev);
+    in->dev_ok = 0;
+    if ((rc = hct__devset_alloc(g, hs, &in->dev)) != 0) return rc;
+    in->gpu = g;
+    in->dev_ok = 1;
+    if ((rc = hct__devset_upload(g, hs, &in->dev)) != 0) return rc;
+  }
+  hct_devset_t *d = &in->dev;
+  for (int i = 0; rc == 0 && i < hs->n; i++) {
+    const hct_hbuf_t *b = &hs->bufs[i];
+    if (d->ptr[i] == 0) continue;
+    if (b->spec->role == HCT_BUF_OUTPUT)
+      rc = hct__dtype_size(b->spec->dtype) == 2 ? hct__gpu_fill16(g, d->ptr[i], HCT_POISON_16, b->elems)
+                                                : hct__gpu_fill32(g, d->ptr[i], HCT_POISON_F32, b->elems);
+    else if (b->spec->role == HCT_BUF_INOUT)
+      rc = hct__gpu_upload(g, d->ptr[i], b->data, d->bytes[i]);
+  }
+  if (rc == 0) rc = hct__scratch_alloc(g, c, hs->T, &s);
   /* Scratch is poisoned: a variant may rely only on what it zeroes. */
   for (int i = 0; rc == 0 && i < c->v->n_scratch; i++)
     rc = hct__gpu_fill32(g, s.ptr[i], HCT_POISON_F32, s.bytes[i] / 4);
-  if (rc == 0) rc = hct__run_enqueue(g, c, hs, &d, &s);
+  if (rc == 0) rc = hct__run_enqueue(g, c, hs, d, &s);
   if (rc == 0) rc = hct__gpu_sync(g);
   for (int i = 0; rc == 0 && i < hs->n; i++)
-    if (outs[i] != NULL && d.ptr[i]) rc = hct__gpu_download(g, outs[i], d.ptr[i], d.bytes[i]);
+    if (outs[i] != NULL && d->ptr[i]) rc = hct__gpu_download(g, outs[i], d->ptr[i], d->bytes[i]);
   int ws = ws_index(c->v);
   if (rc == 0 && c->v->grid_barrier && ws >= 0) {
     uint32_t flag = 0;
     rc = hct__gpu_download(g, &flag, s.ptr[ws], sizeof flag);
     *timed_out = rc == 0 && flag != 0;
   }
-done:
   hct__scratch_free(g, &s);
-  hct__devset_free(g, &d);
   return rc;
 }
 

@@ -195,27 +195,38 @@ static void compile_progress(void *arg, const hct_compile_job_t *job, int done, 
 }
 
 static int compile_candidates(probe_t *P) {
-  hct_compile_job_t *jobs = calloc((size_t)P->n, sizeof *jobs);
-  if (jobs == NULL) return hct__error(HCT_ENOMEM, "out of memory");
-  for (int i = 0; i < P->n; i++) jobs[i] = P->cands[i].job;
+  hct_compile_job_t *jobs = calloc(MAX_CANDS, sizeof *jobs);
+  int *which = calloc(MAX_CANDS, sizeof *which);
+  int nj = 0;
+  if (jobs == NULL || which == NULL) {
+    free(jobs);
+    free(which);
+    return hct__error(HCT_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < P->n; i++)
+    if (!P->cands[i].dead) {
+      which[nj] = i;
+      jobs[nj++] = P->cands[i].job;
+    }
   hct_binary_store_t store;
   hct__db_binary_store(P->db, &store);
   uint64_t t0 = hct__now_ns();
-  int rc = hct__compile_all(jobs, P->n, &store, compile_progress, P);
+  int rc = hct__compile_all(jobs, nj, &store, compile_progress, P);
   double wall = (double)(hct__now_ns() - t0) / 1e6;
   int hits = 0, failed = 0;
   double cpu_ms = 0;
-  for (int i = 0; i < P->n; i++) {
-    P->cands[i].job = jobs[i];
-    hits += jobs[i].cache_hit;
-    cpu_ms += jobs[i].cache_hit ? 0 : jobs[i].compile_ms;
+  for (int k = 0; k < nj; k++) {
+    P->cands[which[k]].job = jobs[k];
+    hits += jobs[k].cache_hit;
+    cpu_ms += jobs[k].cache_hit ? 0 : jobs[k].compile_ms;
   }
   free(jobs);
+  free(which);
   if (rc != 0) return rc;
   progress_end(P);
   for (int i = 0; i < P->n; i++) {
     cand_t *c = &P->cands[i];
-    if (c->job.status == 0) continue;
+    if (c->dead || c->job.status == 0) continue;
     failed++;
     c->dead = 1;
     char figs[128];
@@ -229,10 +240,10 @@ static int compile_candidates(probe_t *P) {
   }
   if (P->o->json) {
     printf("{\"event\":\"compiled\",\"binaries\":%d,\"cache_hits\":%d,\"failed\":%d,"
-           "\"wall_ms\":%.1f,\"compile_ms\":%.1f}\n", P->n, hits, failed, wall, cpu_ms);
+           "\"wall_ms\":%.1f,\"compile_ms\":%.1f}\n", nj, hits, failed, wall, cpu_ms);
     fflush(stdout);
   } else if (!P->o->quiet) {
-    fprintf(stderr, "hctune: compiled %d binaries in %.2f s (%d from the cache, %d failed)\n", P->n,
+    fprintf(stderr, "hctune: compiled %d binaries in %.2f s (%d from the cache, %d failed)\n", nj,
             wall / 1e3, hits, failed);
   }
   return 0;
@@ -464,6 +475,7 @@ static int time_T(probe_t *P, int T) {
                              0.5 * HCT_MAX(1, P->o->sample_factor), "max_rounds",
                              60 * HCT_MAX(1, P->o->sample_factor));
     if (P->o->sample_factor > 1) json_object_set_new(opts, "min_samples", json_integer(10 * P->o->sample_factor));
+    if (P->o->no_prune) json_object_set_new(opts, "prune_factor", json_real(-1.0));
     hct_timing_res_t *res = calloc((size_t)n, sizeof *res);
     if (opts == NULL || res == NULL) {
       json_decref(opts);
@@ -688,11 +700,13 @@ int hct__probe(const hct_probe_opts_t *o) {
   snprintf(args, sizeof args, "{\"candidates\":%d}", P.n);
   if ((rc = hct__db_run_begin(P.db, &P.keys, P.op->name, args, P.run_id)) != 0) goto out;
 
-  if ((rc = compile_candidates(&P)) != 0) goto fail;
-  /* Quarantined candidates are not tried again unless asked to. */
+  /* Quarantined candidates are not tried again unless asked to; the
+   * check needs the template hash only, so it comes before compiling (a
+   * template that failed to compile is not compiled again). */
   for (int i = 0; i < P.n; i++) {
     cand_t *c = &P.cands[i];
-    if (c->dead || i == P.baseline) continue;
+    if (i == P.baseline) continue;
+    if ((rc = hct__compile_key(&c->job)) != 0) goto fail;
     hct_qcand_t q = qcand(&P, c);
     int skip = hct__quarantine_skip(P.db, &q, 1, o->retry_quarantined);
     if (skip < 0) { rc = skip; goto fail; }
@@ -701,6 +715,7 @@ int hct__probe(const hct_probe_opts_t *o) {
       progress(&P, "skip", 0, 0, "%s is quarantined on this card (--retry-quarantined tries it)", c->c.label);
     }
   }
+  if ((rc = compile_candidates(&P)) != 0) goto fail;
 
   /* Every GPU call from here on runs in a worker process: a candidate that
    * faults, hangs or poisons its context costs a worker, not the probe. */
@@ -721,7 +736,7 @@ int hct__probe(const hct_probe_opts_t *o) {
     c->loaded = 1;
   }
 
-  int sets = o->check_sets > 0 ? o->check_sets : 2;
+  int sets = o->check_sets > 0 ? o->check_sets : 1;
   int nT = 0, doneT = 0;
   for (int T = 1; T <= MAX_T; T++) nT += P.tokens[T];
   for (int T = 1; T <= MAX_T; T++) {

@@ -205,10 +205,11 @@ typedef struct hct_probe_opts_s {
   int json;                  /* JSON lines on stdout instead of text */
   int quiet;                 /* no progress */
   int retry_quarantined;
-  int check_sets;            /* input sets per (T, pending); 0: 2 */
+  int check_sets;            /* input sets per (T, pending); 0: 1 */
   double min_margin;         /* a challenger must be this much faster; 0: 0.02 */
   int no_decide;             /* time and record trials, change no decision */
   int no_table;              /* print no decision table at the end */
+  int no_prune;              /* time every candidate to the end (bench) */
   int sample_factor;         /* min samples x this (verify-decisions: 2); 0: 1 */
   /* Called for every candidate timed at T (hctune bench, verify-decisions). */
   void (*on_timed)(void *arg, int T, const char *variant, const char *params,
