@@ -60,6 +60,7 @@
 #define PS_CPS (C / 8)            /* chunks of 8 columns per stream: 320 */
 #define PS_TMAX 8
 #define PS_UPC HCR_UP_CHUNKS      /* chunks of a w_up row: 40 */
+#define PS_IMAX 9                 /* stage B: blocks per lane in one pass (NB <= 144) */
 static_assert(PS_NT % HCT_LW == 0, "persist: 2*K threads must be whole warps");
 static_assert(C % 8 == 0, "persist: a stream is whole chunks of 8");
 static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
@@ -398,14 +399,30 @@ HCT_ENTRY void __launch_bounds__(PS_NT, 1)
     const int jj = lane % 8, gq = lane / 8; /* row within 8, block phase */
     for (int job = (int)blockIdx.x * PS_NW + wp; job < T * (K / 8); job += g.nb * PS_NW) {
       const int t = job / (K / 8), j = (job % (K / 8)) * 8 + jj;
+      /* Blocks i = gq, gq+4, ...: up to PS_IMAX of them loaded before the
+       * first add (one memory latency, not one per block), the rest (more
+       * than 4*PS_IMAX blocks per stream) in a second pass, same order. */
       float v[2 * S];
 #pragma unroll
       for (int s = 0; s < S; ++s) {
         const float *ps = part + ((long long)(t * S + s) * g.nbs) * K + j;
+        const float *qs = sqp + (t * S + s) * g.nbs;
+        float pa[PS_IMAX], qa[PS_IMAX];
+#pragma unroll
+        for (int m = 0; m < PS_IMAX; ++m) {
+          const int i = gq + 4 * m;
+          pa[m] = i < g.nbs ? ps_ldcg(ps + (long long)i * K) : 0.0f;
+          qa[m] = i < g.nbs ? ps_ldcg(qs + i) : 0.0f;
+        }
         float a = 0.0f, q = 0.0f;
-        for (int i = gq; i < g.nbs; i += 4) {
+#pragma unroll
+        for (int m = 0; m < PS_IMAX; ++m) {
+          a += pa[m];
+          q += qa[m];
+        }
+        for (int i = gq + 4 * PS_IMAX; i < g.nbs; i += 4) {
           a += ps_ldcg(ps + (long long)i * K);
-          q += ps_ldcg(sqp + (t * S + s) * g.nbs + i);
+          q += ps_ldcg(qs + i);
         }
         v[s] = a;
         v[S + s] = q;
@@ -488,9 +505,12 @@ HCT_ENTRY void __launch_bounds__(PS_NT, 1)
         gs[s] = hcr_sigmoid(u);
       }
       const float *rp = resid + (long long)t * S * C + c;
-      float m = gs[0] * ps_ldcg(rp);
+      float r[S];
 #pragma unroll
-      for (int s = 1; s < S; ++s) m = fmaf(gs[s], ps_ldcg(rp + (long long)s * C), m);
+      for (int s = 0; s < S; ++s) r[s] = ps_ldcg(rp + (long long)s * C);
+      float m = gs[0] * r[0];
+#pragma unroll
+      for (int s = 1; s < S; ++s) m = fmaf(gs[s], r[s], m);
       const long long o = (long long)t * C + c;
       mixed[o] = m;
       mixed_bf16[o] = hct_f32_to_bf16(m);

@@ -207,8 +207,14 @@ HCT_ENTRY void __launch_bounds__(SK_DT)
   __threadfence();
   for (int p = tid; p < T * RPB; p += SK_DT) {
     const int t = p / RPB, jj = (int)blockIdx.y * RPB + p % RPB;
+    /* Every load issued before the first add: one memory latency, not
+     * SPLIT of them (volatile loads keep their order, so load first). */
+    float v[SPLIT];
+#pragma unroll
+    for (int q = 0; q < SPLIT; ++q) v[q] = sk_load_cg(&part[((long long)t * SPLIT + q) * K + jj]);
     float a = 0.0f;
-    for (int q = 0; q < SPLIT; ++q) a += sk_load_cg(&part[((long long)t * SPLIT + q) * K + jj]);
+#pragma unroll
+    for (int q = 0; q < SPLIT; ++q) a += v[q];
     lo[(long long)t * K + jj] = a;
   }
   if (tid == 0) ws[idx] = 0u;
