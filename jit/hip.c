@@ -10,11 +10,10 @@
  *     apart (ROCm 6), else the hiprtc symbols inside libamdhip64 (Debian's
  *     ROCm 5.2 has them there).
  *
- * Compiles run hiprtc in a forked child process: the hiprtc of ROCm 5.2
- * aborts the whole process (`munmap_chunk(): invalid pointer`) for a target
- * it does not know (gfx940, gfx942, gfx1100 ...), so hctune must never call
- * it in its own address space.  See hip_compile() for why fork and not
- * spawn.
+ * Compiles run hiprtc in a child process: the hiprtc of ROCm 5.2 aborts
+ * the whole process (`munmap_chunk(): invalid pointer`) for a target it
+ * does not know (gfx940, gfx942, gfx1100 ...), so hctune never calls it in
+ * its own address space.  hip_rtc_run() says how, and why not fork().
  *
  * The GPU runtime half has never run on AMD hardware (there is none here);
  * it follows the HIP API documentation and the CUDA backend's contract.
@@ -27,9 +26,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -244,7 +245,7 @@ static void rtc_load_once(void) {
   }
   /* hiprtcVersion of ROCm 5.x answers a fixed 9.0 (NVRTC's version when
    * hiprtc was modelled on it), and asking the runtime would start it in
-   * this process, which the forked compiles must not inherit.  The file
+   * this process for nothing (and start the GPU runtime).  The file
    * behind the soname carries the real version: libamdhip64.so.5.2.21153. */
   if (!lib_file_version(h, &rtc_major, &rtc_minor) &&
       rtc.hiprtcVersion(&rtc_major, &rtc_minor) != HIPRTC_SUCCESS)
@@ -671,76 +672,136 @@ typedef struct hip_rtc_out_s {
 } hip_rtc_out_t;
 
 /*
- * Runs hiprtc on `source` with argv in a child process; 0 with out->code,
- * or a negative code with a one-line message (out->log may be set either
+ * Runs hiprtc on `source` with argv in a child process; 0 with res->code,
+ * or a negative code with a one-line message (res->log may be set either
  * way: the caller frees both).
  *
- * Why a forked child and not a fresh process (posix_spawn of `hctune` in a
- * hidden mode): the compile is called from hctune, from hctuned and from
- * test programs linked against libhctune.a, and only hctune could answer a
- * hidden mode; a fork works from all of them without finding an
- * executable.  Fork from a threaded parent leaves the child with one
- * thread and whatever locks the others held; that is safe here because
- *   - the parent never calls into hiprtc itself (only hiprtcVersion at
- *     load), so hiprtc's own state and locks are fresh in every child;
- *   - glibc resets the malloc arenas' and the dynamic loader's locks in the
- *     child of a fork, and hiprtc needs nothing else of ours;
- *   - the child touches nothing of hctune's: it calls hiprtc, write and
- *     _exit (no atexit handlers, no stdio flush of the parent's buffers);
- *   - a child that still deadlocks or loops is killed after
- *     HCT_HIPRTC_TIMEOUT_S, and a child that crashes becomes a one-line
- *     HCT_ECOMPILE ("hiprtc 5.2 crashed compiling for gfx1100 (signal 6)").
- * The child's stdout and stderr go to a pipe, kept as the tail of the log,
- * so hiprtc's crash text never reaches hctune's own stderr.  Core dumps are
- * turned off in the child: a known abort is not worth a core file.
- * KNOWN-GAP: on a machine with an AMD GPU whose HIP runtime the parent has
- * already started (hctune probe opens the card), hiprtc in the child sees
- * the parent's runtime state; hiprtc only needs the compiler part of it,
- * but this has not been tried on AMD hardware (docs/amd.md).
+ * The child is a fresh copy of this very executable (/proc/self/exe),
+ * started with posix_spawn and HCT_HIPRTC_CHILD=3 in its environment; the
+ * constructor hip_child_main() below sees that before main() runs, reads
+ * the request on stdin, compiles, answers on fd 3 and exits.  Why this and
+ * not a plain fork():
+ *   - a forked child of a threaded process inherits the other threads'
+ *     locks.  glibc resets its malloc's, but not those of other
+ *     allocators: under AddressSanitizer, forked compiles hung (seen in
+ *     this test suite), and a forked child would also inherit a HIP runtime
+ *     the parent had started (hctune probe opens the card), with its
+ *     threads gone and its /dev/kfd state tied to the parent;
+ *   - exec gives a new process image: nothing inherited but the file
+ *     descriptors we pass;
+ *   - every program that links libhctune.a (hctune, hctuned, the tests)
+ *     carries the constructor, so no hidden command and no search for an
+ *     executable is needed; the cost is one exec per compile (a few ms
+ *     against a hiprtc compile of 0.1 to 10 s).
+ * A child that crashes (hiprtc of ROCm 5.2 aborts on a target it does not
+ * know) becomes a one-line HCT_ECOMPILE ("hiprtc 5.2 crashed compiling for
+ * gfx1100 (signal 6)"); one that hangs is killed after
+ * HCT_HIPRTC_TIMEOUT_S.  The child's stdout and stderr come back as the
+ * tail of the log, so hiprtc's crash text never reaches hctune's stderr.
  */
+#define HCT_HIPRTC_CHILD_ENV "HCT_HIPRTC_CHILD"
+#define HIP_REQUEST_MAGIC 0x48435451u /* "HCTQ" */
+
+extern char **environ;
+
+/* The request: magic, argc, then name, source and each option as a 64-bit
+ * length and its bytes. */
+static int request_put(hip_buf_t *b, const void *p, size_t n) {
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = HCT_MAX(b->cap * 2, b->n + n + 1);
+    char *q = realloc(b->p, cap);
+    if (q == NULL) return -1;
+    b->p = q;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, p, n);
+  b->n += n;
+  return 0;
+}
+
+static int request_str(hip_buf_t *b, const char *s) {
+  uint64_t n = strlen(s);
+  return request_put(b, &n, sizeof n) < 0 || request_put(b, s, (size_t)n) < 0 ? -1 : 0;
+}
+
 static int hip_rtc_run(const char *source, const char *name, const char *target, int argc,
                        const char *const *argv, hip_rtc_out_t *res) {
   memset(res, 0, sizeof *res);
-  int rp[2] = {-1, -1}, ep[2] = {-1, -1};
-  if (pipe2(rp, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
-    int e = errno;
-    for (int i = 0; i < 2; i++) {
-      if (rp[i] >= 0) close(rp[i]);
-      if (ep[i] >= 0) close(ep[i]);
-    }
-    return hct__error(HCT_EIO, "hiprtc: cannot create a pipe: %s", strerror(e));
+  hip_buf_t req = {NULL, 0, 0, 0};
+  uint32_t head[2] = {HIP_REQUEST_MAGIC, (uint32_t)argc};
+  int bad = request_put(&req, head, sizeof head) < 0 || request_str(&req, name) < 0 ||
+            request_str(&req, source) < 0;
+  for (int i = 0; i < argc && !bad; i++) bad = request_str(&req, argv[i]) < 0;
+  if (bad) {
+    free(req.p);
+    return hct__error(HCT_ENOMEM, "hiprtc: out of memory building a compile request");
   }
 
+  /* Every end is moved to 10 and up (and close-on-exec) first, so that the
+   * dup2 calls into 0..3 below never overwrite one another. */
+  int qp[2] = {-1, -1}, rp[2] = {-1, -1}, ep[2] = {-1, -1}, e = 0;
+  int *ends[6] = {&qp[0], &qp[1], &rp[0], &rp[1], &ep[0], &ep[1]};
+  if (pipe2(qp, O_CLOEXEC) < 0 || pipe2(rp, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
+    e = errno;
+  for (int i = 0; i < 6 && e == 0; i++) {
+    int fd = fcntl(*ends[i], F_DUPFD_CLOEXEC, 10);
+    if (fd < 0) {
+      e = errno;
+      break;
+    }
+    close(*ends[i]);
+    *ends[i] = fd;
+  }
+  char **envp = NULL;
+  size_t n_env = 0;
+  while (environ != NULL && environ[n_env] != NULL) n_env++;
+  if (e == 0 && (envp = malloc((n_env + 2) * sizeof *envp)) == NULL) e = ENOMEM;
+  pid_t pid = -1;
   uint64_t t0 = hct__now_ns();
-  pid_t pid = fork();
-  if (pid == 0) {
-    /* Move both ends above 2 first: a parent with 0-2 closed may have
-     * been given those by pipe2. */
-    int rfd = fcntl(rp[1], F_DUPFD, 10), efd = fcntl(ep[1], F_DUPFD, 10);
-    int devnull = open("/dev/null", O_RDONLY);
-    if (rfd < 0 || efd < 0) _exit(4);
-    if (devnull >= 0) dup2(devnull, 0);
-    dup2(efd, 1);
-    dup2(efd, 2);
-    dup2(rfd, 3);
-    close_from(4);
-    struct rlimit no_core = {0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    signal(SIGPIPE, SIG_DFL);
-    hip_child(3, source, name, argc, argv);
+  if (e == 0) {
+    size_t k = 0;
+    for (size_t i = 0; i < n_env; i++)
+      if (strncmp(environ[i], HCT_HIPRTC_CHILD_ENV "=", sizeof HCT_HIPRTC_CHILD_ENV) != 0)
+        envp[k++] = environ[i];
+    envp[k++] = HCT_HIPRTC_CHILD_ENV "=3";
+    envp[k] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    sigset_t none, dfl;
+    sigemptyset(&none);
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGPIPE);
+    sigaddset(&dfl, SIGABRT);
+    sigaddset(&dfl, SIGSEGV);
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, qp[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, ep[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, ep[1], 2);
+    posix_spawn_file_actions_adddup2(&fa, rp[1], 3);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &dfl);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    char *child_argv[] = {"hctune-hiprtc", NULL};
+    e = posix_spawn(&pid, "/proc/self/exe", &fa, &attr, child_argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
   }
-  int fork_errno = errno;
-  close(rp[1]);
-  close(ep[1]);
-  if (pid < 0) {
-    close(rp[0]);
-    close(ep[0]);
-    return hct__error(HCT_EIO, "hiprtc: cannot fork a compile process: %s",
-                      strerror(fork_errno));
+  free(envp);
+  for (int i = 0; i < 6; i++)
+    if (*ends[i] >= 0 && (e != 0 || ends[i] == &qp[0] || ends[i] == &rp[1] || ends[i] == &ep[1]))
+      close(*ends[i]);
+  if (e != 0) {
+    free(req.p);
+    return hct__error(HCT_EIO, "hiprtc: cannot start a compile process: %s", strerror(e));
   }
+  fcntl(qp[1], F_SETFL, O_NONBLOCK);
 
   hip_buf_t out = {NULL, 0, 0, (size_t)1 << 30}, errtext = {NULL, 0, 0, 65536};
-  struct pollfd pf[2] = {{rp[0], POLLIN, 0}, {ep[0], POLLIN, 0}};
+  /* The request goes in as the child reads it, while its output is read:
+   * neither side can fill a pipe and wait on the other. */
+  struct pollfd pf[3] = {{rp[0], POLLIN, 0}, {ep[0], POLLIN, 0}, {qp[1], POLLOUT, 0}};
+  size_t sent = 0;
   int open_fds = 2, timed_out = 0, read_error = 0;
   uint64_t deadline = t0 + (uint64_t)HCT_HIPRTC_TIMEOUT_S * 1000000000ull;
   while (open_fds > 0 && !read_error) {
@@ -749,8 +810,17 @@ static int hip_rtc_run(const char *source, const char *name, const char *target,
       timed_out = 1;
       break;
     }
-    int n = poll(pf, 2, (int)HCT_MIN((deadline - now) / 1000000ull + 1, 1000ull));
+    int n = poll(pf, 3, (int)HCT_MIN((deadline - now) / 1000000ull + 1, 1000ull));
     if (n < 0 && errno != EINTR) read_error = errno;
+    if (n > 0 && pf[2].fd >= 0 && pf[2].revents != 0) {
+      ssize_t w = (pf[2].revents & POLLOUT) ? write(pf[2].fd, req.p + sent, req.n - sent) : -1;
+      if (w > 0) sent += (size_t)w;
+      /* Done, or the child stopped reading (it died: its status says why). */
+      if (sent == req.n || (w < 0 && errno != EAGAIN && errno != EINTR)) {
+        close(pf[2].fd);
+        pf[2].fd = -1;
+      }
+    }
     for (int i = 0; i < 2 && n > 0; i++) {
       if (pf[i].fd < 0 || pf[i].revents == 0) continue;
       int r = buf_read(i == 0 ? &out : &errtext, pf[i].fd);
@@ -762,8 +832,9 @@ static int hip_rtc_run(const char *source, const char *name, const char *target,
       }
     }
   }
+  free(req.p);
   if (timed_out || read_error) kill(pid, SIGKILL);
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 3; i++)
     if (pf[i].fd >= 0) close(pf[i].fd);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -799,8 +870,10 @@ static int hip_rtc_run(const char *source, const char *name, const char *target,
     rc = hct__error(HCT_ECOMPILE, "%s crashed compiling for %s (signal %d)", version, target,
                     WTERMSIG(status));
   } else if (!complete || WEXITSTATUS(status) != 0) {
-    rc = hct__error(HCT_ECOMPILE, "%s: the compile process for %s exited with status %d",
-                    version, target, WEXITSTATUS(status));
+    /* A sanitizer that catches hiprtc's bad free exits rather than
+     * letting the abort happen: the same crash. */
+    rc = hct__error(HCT_ECOMPILE, "%s crashed compiling for %s (exit status %d)", version,
+                    target, WEXITSTATUS(status));
   } else if (r.stage != HIP_STAGE_DONE) {
     char line[320];
     first_error_line(res->log, line, sizeof line);
@@ -821,6 +894,67 @@ static int hip_rtc_run(const char *source, const char *name, const char *target,
   free(out.p);
   free(errtext.p);
   return rc;
+}
+
+/* Reads all of fd into a malloc'd buffer. */
+static char *read_all(int fd, size_t *len) {
+  hip_buf_t b = {NULL, 0, 0, (size_t)1 << 28};
+  int r;
+  while ((r = buf_read(&b, fd)) > 0) {
+  }
+  if (r < 0) {
+    free(b.p);
+    return NULL;
+  }
+  *len = b.n;
+  return b.p != NULL ? b.p : calloc(1, 1);
+}
+
+static const char *request_next(const char **p, const char *end) {
+  uint64_t n;
+  if ((size_t)(end - *p) < sizeof n) return NULL;
+  memcpy(&n, *p, sizeof n);
+  *p += sizeof n;
+  if ((uint64_t)(end - *p) < n) return NULL;
+  char *s = malloc((size_t)n + 1);
+  if (s == NULL) return NULL;
+  memcpy(s, *p, (size_t)n);
+  s[n] = '\0';
+  *p += n;
+  return s;
+}
+
+/*
+ * The child side of hip_rtc_run(): runs before main() in every program
+ * that links this file, and does nothing unless HCT_HIPRTC_CHILD=3 is set
+ * and fd 3 is a pipe.  Then it compiles the request read on stdin,
+ * answers on fd 3 and exits without returning to the program.
+ */
+__attribute__((constructor)) static void hip_child_main(void) {
+  const char *mode = getenv(HCT_HIPRTC_CHILD_ENV);
+  struct stat st;
+  if (mode == NULL || strcmp(mode, "3") != 0 || fstat(3, &st) != 0 || !S_ISFIFO(st.st_mode))
+    return;
+  unsetenv(HCT_HIPRTC_CHILD_ENV);
+  struct rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core); /* a known abort is not worth a core file */
+  close_from(4);
+  size_t len = 0;
+  char *req = read_all(0, &len);
+  if (req == NULL) _exit(5);
+  const char *p = req, *end = req + len;
+  uint32_t head[2];
+  if (len < sizeof head) _exit(5);
+  memcpy(head, p, sizeof head);
+  p += sizeof head;
+  if (head[0] != HIP_REQUEST_MAGIC || head[1] > 4096) _exit(5);
+  const char *name = request_next(&p, end), *source = request_next(&p, end);
+  const char **argv = calloc(head[1] + 1, sizeof *argv);
+  if (name == NULL || source == NULL || argv == NULL) _exit(5);
+  for (uint32_t i = 0; i < head[1]; i++)
+    if ((argv[i] = request_next(&p, end)) == NULL) _exit(5);
+  if (rtc_load() < 0) _exit(6);
+  hip_child(3, source, name, (int)head[1], argv);
 }
 
 /*

@@ -255,7 +255,7 @@ static void test_unknown_target_survives(void **state) {
       assert_int_equal(rc, HCT_EUNSUPPORTED);
       assert_true(one_line(job.error));
       assert_non_null(strstr(job.error, "gfx1100"));
-      assert_non_null(strstr(job.error, "signal"));
+      assert_non_null(strstr(job.error, "crashed"));
       assert_null(job.image);
     }
     hct__compile_job_clear(&job);
@@ -389,8 +389,17 @@ static void test_cli_compile_matrix(void **state) {
     skip();
   }
   static const char *const archs[] = {"gfx906", "gfx908", "gfx90a", "gfx1030"};
+  size_t n_archs = HCT_ARRAY_SIZE(archs), archs_first = 0;
+#if defined(__SANITIZE_ADDRESS__)
+  /* Under the sanitizers every compile is several times slower and the
+   * whole matrix would pass the test time limit: the plain run covers it,
+   * this one checks the compile path of hctune under ASan on one target. */
+  print_message("sanitizer build: gfx90a only (the plain run compiles all four)\n");
+  archs_first = 2;
+  n_archs = 3;
+#endif
   static run_t r;
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(archs); i++) {
+  for (size_t i = archs_first; i < n_archs; i++) {
     const char *args[] = {"compile", "--backend", "hip", "--arch", archs[i], "--op", "hc_read",
                           NULL};
     if (run_hctune(args, &r, why, sizeof why) < 0) {
