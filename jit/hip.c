@@ -15,8 +15,9 @@
  * does not know (gfx940, gfx942, gfx1100 ...), so hctune never calls it in
  * its own address space.  hip_rtc_run() says how, and why not fork().
  *
- * The GPU runtime half has never run on AMD hardware (there is none here);
- * it follows the HIP API documentation and the CUDA backend's contract.
+ * KNOWN-GAP: the GPU runtime half (devices, memory, modules, launches,
+ * events, graphs) has never run on AMD hardware (there is none here); it
+ * follows the HIP API documentation and the CUDA backend's contract.
  * docs/amd.md says what has and has not been checked.
  */
 #include <ctype.h>
@@ -1419,7 +1420,8 @@ static int hip_function(hct_module_t *hm, const char *entry, hct_function_t **ou
 }
 
 /* AMD has no dynamic-LDS opt-in: a block may use all the LDS the device
- * reports, so this only checks the request against it. */
+ * reports, so this only checks the request against it.  KNOWN-GAP: not
+ * tried on a card. */
 static int hip_function_smem(hct_function_t *hf, int bytes) {
   hip_function_t *f = (hip_function_t *)hf;
   int64_t limit = f->gpu->base.dev.smem_optin;
@@ -1516,7 +1518,8 @@ static void hip_graph_destroy(hct_gpu_t *g, hct_graph_t *graph) {
 /*
  * The current shader clock, from the amdgpu driver's sysfs file
  * (pp_dpm_sclk lists the levels and marks the current one with '*'): HIP
- * itself only reports the peak clock.
+ * itself only reports the peak clock.  KNOWN-GAP: absent on some drivers
+ * and containers; the tuner then gets "clock unknown".
  */
 static int hip_sm_clock(hct_gpu_t *g, int *mhz) {
   char path[128];
