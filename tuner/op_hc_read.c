@@ -17,6 +17,41 @@
 
 #include "tuner.h"
 
+/* ---- a small parallel for ---------------------------------------------------*/
+
+typedef void (*range_fn)(void *ctx, int begin, int end);
+
+typedef struct par_job_s {
+  range_fn fn;
+  void *ctx;
+  int begin, end;
+} par_job_t;
+
+static void *par_main(void *arg) {
+  par_job_t *j = arg;
+  j->fn(j->ctx, j->begin, j->end);
+  return NULL;
+}
+
+/* Runs fn over [0, n) split into contiguous ranges, one per core (at most
+ * 16); a thread that cannot be started runs its range on this one. */
+static void par_for(int n, range_fn fn, void *ctx) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int nt = cores < 1 ? 1 : cores > 16 ? 16 : (int)cores;
+  if (nt > n) nt = n < 1 ? 1 : n;
+  pthread_t th[16];
+  par_job_t jobs[16];
+  int started[16] = {0};
+  for (int i = 0; i < nt; i++) {
+    jobs[i] = (par_job_t){fn, ctx, (int)((int64_t)n * i / nt), (int)((int64_t)n * (i + 1) / nt)};
+    if (i > 0) started[i] = pthread_create(&th[i], NULL, par_main, &jobs[i]) == 0;
+  }
+  for (int i = 0; i < nt; i++)
+    if (i == 0 || !started[i]) par_main(&jobs[i]);
+  for (int i = 1; i < nt; i++)
+    if (started[i]) pthread_join(th[i], NULL);
+}
+
 /* ---- inputs ------------------------------------------------------------------*/
 
 /* How each tensor is drawn: mean + sd * N(0,1) / sqrt(fan_in). */
@@ -66,6 +101,36 @@ static int store(hct_dtype_t dt, void *data, size_t i, double v) {
   return -1;
 }
 
+#define FILL_CHUNK 65536
+
+typedef struct fill_ctx_s {
+  const hct_buffer_t *spec;
+  void *data;
+  size_t elems;
+  double mean, sd;
+  uint64_t seed;
+  atomic_int bad;
+} fill_ctx_t;
+
+static void fill_chunks(void *arg, int begin, int end) {
+  fill_ctx_t *f = arg;
+  for (int ch = begin; ch < end; ch++) {
+    hct_rng_t rng;
+    hct__rng_seed(&rng, f->seed + 0x9e3779b97f4a7c15ull * (uint64_t)(ch + 1));
+    size_t e0 = (size_t)ch * FILL_CHUNK, e1 = HCT_MIN(f->elems, e0 + FILL_CHUNK);
+    for (size_t e = e0; e < e1; e++) {
+      int ok;
+      do {
+        ok = store(f->spec->dtype, f->data, e, f->mean + f->sd * hct__rng_normal(&rng));
+      } while (ok == 0);
+      if (ok < 0) {
+        atomic_store(&f->bad, 1);
+        return;
+      }
+    }
+  }
+}
+
 static int hc_read_fill(hct_hostset_t *s, uint64_t seed) {
   s->seed = seed;
   for (int i = 0; i < s->n; i++) {
@@ -86,54 +151,15 @@ static int hc_read_fill(hct_hostset_t *s, uint64_t seed) {
                           s->op->name, rule->fan_in, spec->name);
       sd /= sqrt((double)fan);
     }
-    hct_rng_t rng;
-    hct__rng_seed(&rng, seed ^ name_hash(spec->name));
-    for (size_t e = 0; e < b->elems; e++) {
-      int ok;
-      do {
-        ok = store(spec->dtype, b->data, e, rule->mean + sd * hct__rng_normal(&rng));
-      } while (ok == 0);
-      if (ok < 0)
-        return hct__error(HCT_EMANIFEST, "buffer '%s': dtype cannot hold random normal values",
-                          spec->name);
-    }
+    /* Drawn in fixed chunks, each from its own stream, on every core: the
+     * values depend on the seed alone, not on the number of threads. */
+    fill_ctx_t fc = {spec, b->data, b->elems, rule->mean, sd, seed ^ name_hash(spec->name), 0};
+    par_for((int)((b->elems + FILL_CHUNK - 1) / FILL_CHUNK), fill_chunks, &fc);
+    if (atomic_load(&fc.bad))
+      return hct__error(HCT_EMANIFEST, "buffer '%s': dtype cannot hold random normal values",
+                        spec->name);
   }
   return 0;
-}
-
-/* ---- a small parallel for ---------------------------------------------------*/
-
-typedef void (*range_fn)(void *ctx, int begin, int end);
-
-typedef struct par_job_s {
-  range_fn fn;
-  void *ctx;
-  int begin, end;
-} par_job_t;
-
-static void *par_main(void *arg) {
-  par_job_t *j = arg;
-  j->fn(j->ctx, j->begin, j->end);
-  return NULL;
-}
-
-/* Runs fn over [0, n) split into contiguous ranges, one per core (at most
- * 16); a thread that cannot be started runs its range on this one. */
-static void par_for(int n, range_fn fn, void *ctx) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  int nt = cores < 1 ? 1 : cores > 16 ? 16 : (int)cores;
-  if (nt > n) nt = n < 1 ? 1 : n;
-  pthread_t th[16];
-  par_job_t jobs[16];
-  int started[16] = {0};
-  for (int i = 0; i < nt; i++) {
-    jobs[i] = (par_job_t){fn, ctx, (int)((int64_t)n * i / nt), (int)((int64_t)n * (i + 1) / nt)};
-    if (i > 0) started[i] = pthread_create(&th[i], NULL, par_main, &jobs[i]) == 0;
-  }
-  for (int i = 0; i < nt; i++)
-    if (i == 0 || !started[i]) par_main(&jobs[i]);
-  for (int i = 1; i < nt; i++)
-    if (started[i]) pthread_join(th[i], NULL);
 }
 
 /* ---- the reference ----------------------------------------------------------*/
