@@ -91,5 +91,60 @@ if [ -d "$HCTUNE_KERNELS/selftest" ] && [ -x "$root/tests/gpu-selftest.sh" ]; th
   if "$root/tests/gpu-selftest.sh" "$bin" "$tmp"; then ok "selftest op"; else bad "selftest op"; fi
 fi
 
+# 7. A probe killed 20 times at random moments leaves a database that passes
+# its integrity check and still holds every trial committed before each kill.
+export HCTUNE_DB="$tmp/kill.db"
+prev="" killed=0
+for i in $(seq 1 20); do
+  "$bin/hctune" probe --tokens 1-3 --variants v2,tg --quiet > /dev/null 2>&1 &
+  pid=$!
+  sleep "$(awk -v s="$i$$" 'BEGIN { srand(s); printf "%.2f", 0.2 + rand() * 4 }')"
+  kill -9 "$pid" 2> /dev/null && killed=$((killed + 1))
+  wait "$pid" 2> /dev/null
+  python3 - "$HCTUNE_DB" "$tmp/uids.$i" "$prev" <<'PY' || { bad "kill $i: database damaged or trials lost"; break; }
+import os, sqlite3, sys
+db, out, prev = sys.argv[1], sys.argv[2], sys.argv[3]
+if not os.path.exists(db): open(out, "w").close(); sys.exit(0)
+c = sqlite3.connect(db)
+ok = c.execute("pragma integrity_check").fetchone()[0]
+if ok != "ok": print("integrity_check:", ok); sys.exit(1)
+uids = {r[0] for r in c.execute("select uid from trials")}
+if prev:
+    lost = set(open(prev).read().split()) - uids
+    if lost: print(len(lost), "committed trials lost"); sys.exit(1)
+open(out, "w").write("\n".join(sorted(uids)))
+PY
+  prev="$tmp/uids.$i"
+done
+[ $i -eq 20 ] && ok "20 kills ($killed while running): integrity ok, $(wc -l < "$prev") trials, none lost"
+
+# 8. A probe through the daemon; then the library answers with its winners.
+export HCTUNE_DB="$tmp/daemon.db"
+sock="$tmp/hctune.sock"
+"$bin/hctuned" --socket "$sock" --db "$HCTUNE_DB" > "$tmp/daemon.log" 2>&1 &
+dpid=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -S "$sock" ] && break; sleep 0.2; done
+"$bin/hctune" query --socket "$sock" --timeout 3600000 \
+  --raw '{"cmd":"probe","device":"0","op":"hc_read","tokens":"1-8"}' > "$tmp/dprobe.out" 2>&1
+tail -1 "$tmp/dprobe.out" | cut -c1-300
+sleep 1
+"$bin/hctune" query --socket "$sock" --op hc_read --tokens 1-8 --timeout 1000 --json > "$tmp/dquery.json" 2>&1
+"$bin/hctune" list --json > "$tmp/dlist.json" 2>> "$tmp/err"
+cat "$tmp/dquery.json"
+python3 - "$tmp/dquery.json" "$tmp/dlist.json" <<'PY' && ok "daemon: query T=1..8 gives the probe's winners, source probe" || bad "daemon query"
+import json, sys
+answers = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+dec = [d for d in json.load(open(sys.argv[2])) if d["op"] == "hc_read" and d["parity"] == "bitwise"]
+if len(answers) != 8: print("answers:", len(answers)); sys.exit(1)
+for a in answers:
+    t = a["tokens"]
+    d = [x for x in dec if x["tmin"] <= t <= x["tmax"]]
+    if not d: print("no decision at", t); sys.exit(1)
+    if a["source"] != "probe" or a["variant"] != d[0]["variant"]:
+        print("T", t, a, "decision", d[0]["variant"]); sys.exit(1)
+PY
+kill "$dpid" 2> /dev/null; wait "$dpid" 2> /dev/null
+head -5 "$tmp/daemon.log"
+
 echo "gpu-check: $pass passed, $fail failed"
 [ $fail -eq 0 ]
