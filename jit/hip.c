@@ -195,7 +195,7 @@ static void hip_load_once(void) {
   if (h == NULL) {
     hip_loaded.rc = HCT_ENODRIVER;
     snprintf(hip_loaded.msg, sizeof hip_loaded.msg,
-             "hip driver not found: cannot load %s", tried);
+             "hip: cannot load %s", tried);
     return;
   }
   if (resolve(h, hip_lib_name, hip_syms, HCT_ARRAY_SIZE(hip_syms), &hip, &hip_loaded) < 0)
@@ -206,7 +206,7 @@ static void hip_load_once(void) {
   if (e != hipSuccess) {
     hip_loaded.rc = e == hipErrorNoDevice ? HCT_ENODEV : HCT_ENODRIVER;
     snprintf(hip_loaded.msg, sizeof hip_loaded.msg,
-             "hip driver not usable: hipInit failed: %s%s", hip.hipGetErrorName(e),
+             "hip: hipInit failed: %s%s", hip.hipGetErrorName(e),
              access("/dev/kfd", F_OK) != 0 ? " (/dev/kfd is absent: no amdgpu kernel driver)"
                                            : "");
   }
@@ -236,7 +236,7 @@ static void rtc_load_once(void) {
   if (h == NULL) {
     rtc_loaded.rc = HCT_ENOCOMPILER;
     snprintf(rtc_loaded.msg, sizeof rtc_loaded.msg,
-             "hiprtc not found: cannot load %s, nor %s", tried, tried_hip);
+             "hiprtc: cannot load %s, nor %s", tried, tried_hip);
     return;
   }
   if (resolve(h, rtc_lib_name, hiprtc_syms, HCT_ARRAY_SIZE(hiprtc_syms), &rtc,
