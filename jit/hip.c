@@ -482,7 +482,9 @@ static int hip_device_get(int ordinal, hct_device_t *d) {
   d->l2_bytes = l2;
   d->smem_optin = HCT_MAX(smem, optin);
   d->clock_khz = clock;
-  d->arch_num = 0; /* NVIDIA compute capability only: never satisfies min_arch */
+  /* The gfx number read as hex (0x90a), the same as HCT_ARCH and the ARCH
+   * of constraints when compiling; min_arch (NVIDIA) is not applied to HIP. */
+  d->arch_num = (int)strtol(d->arch + 3, NULL, 16);
 
   int v = 0;
   HIP_TRY(hipDriverGetVersion(&v));
