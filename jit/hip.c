@@ -575,8 +575,8 @@ static int write_all(int fd, const void *p, size_t n) {
   return 0;
 }
 
-/* The child: compiles, writes the reply to fd, exits.  Calls nothing but
- * hiprtc, malloc, write and _exit. */
+/* The compile process (see hip_rtc_run): compiles, writes the reply to fd,
+ * exits.  Calls nothing but hiprtc, malloc, write and _exit. */
 static void hip_child(int fd, const char *source, const char *name, int argc,
                       const char *const *argv) {
   hip_reply_t r = {HIP_REPLY_MAGIC, HIP_STAGE_CREATE, 0, 0, 0, 0};
