@@ -124,7 +124,7 @@ sock="$tmp/hctune.sock"
 "$bin/hctuned" --socket "$sock" --db "$HCTUNE_DB" > "$tmp/daemon.log" 2>&1 &
 dpid=$!
 for _ in 1 2 3 4 5 6 7 8 9 10; do [ -S "$sock" ] && break; sleep 0.2; done
-"$bin/hctune" query --socket "$sock" --timeout 3600000 \
+"$bin/hctune" query --socket "$sock" --timeout 600000 \
   --raw '{"cmd":"probe","device":"0","op":"hc_read","tokens":"1-8"}' > "$tmp/dprobe.out" 2>&1
 tail -1 "$tmp/dprobe.out" | cut -c1-300
 sleep 1
