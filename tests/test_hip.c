@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <uv.h>
 
 #include "jit.h"
@@ -327,7 +328,8 @@ static void read_fd(int fd, char *buf, size_t len) {
 
 /* Runs $HCT_BIN/hctune with argv, a scratch database and the kernels of
  * the tree; returns 0, or -1 (with a reason) when hctune is not there. */
-static int run_hctune(const char *const *args, run_t *r, char *why, size_t why_len) {
+static int run_hctune_env(const char *const *args, const char *ld_path, run_t *r, char *why,
+                          size_t why_len) {
   const char *bin = getenv("HCT_BIN");
   if (bin == NULL) {
     snprintf(why, why_len, "HCT_BIN is not set (run through tests/run.sh)");
@@ -352,6 +354,7 @@ static int run_hctune(const char *const *args, run_t *r, char *why, size_t why_l
     dup2(ofd, 1);
     dup2(efd, 2);
     setenv("HCTUNE_DB", db, 1);
+    if (ld_path != NULL) setenv("LD_LIBRARY_PATH", ld_path, 1);
     char *argv[16];
     int n = 0;
     argv[n++] = exe;
@@ -367,6 +370,10 @@ static int run_hctune(const char *const *args, run_t *r, char *why, size_t why_l
   close(ofd);
   close(efd);
   return 0;
+}
+
+static int run_hctune(const char *const *args, run_t *r, char *why, size_t why_len) {
+  return run_hctune_env(args, NULL, r, why, why_len);
 }
 
 static int hc_read_manifest(char *why, size_t len) {
@@ -477,6 +484,109 @@ static void test_cli_devices_none(void **state) {
   assert_non_null(strstr(r.err, "driver"));
 }
 
+/* ---- device discovery against a fake runtime ----------------------------- */
+
+/* Builds tests/fake/fake_amdhip64.c for ROCm `rocm` (5 or 6) into
+ * <root>/fake<rocm>/libamdhip64.so.<rocm>; 0, or -1 with a reason. */
+static int build_fake(int rocm, char *dir, size_t dir_len, char *why, size_t why_len) {
+  const char *kernels = getenv("HCTUNE_KERNELS");
+  char src[512];
+  snprintf(src, sizeof src, "%s/../tests/fake/fake_amdhip64.c", kernels ? kernels : "kernels-src");
+  if (access(src, R_OK) != 0) {
+    snprintf(why, why_len, "no fake runtime source at '%.400s'", src);
+    return -1;
+  }
+  if (access("/usr/include/hip/hip_runtime_api.h", R_OK) != 0) {
+    snprintf(why, why_len, "no HIP headers in /usr/include/hip (libamdhip64-dev)");
+    return -1;
+  }
+  snprintf(dir, dir_len, "%s/fake%d", root, rocm);
+  mkdir(dir, 0755);
+  char cmd[1400];
+  snprintf(cmd, sizeof cmd,
+           "cc -shared -fPIC -w -D__HIP_PLATFORM_AMD__ -DFAKE_ROCM=%d -o '%s/libamdhip64.so.%d' "
+           "'%s' 2>&1",
+           rocm, dir, rocm, src);
+  int st = system(cmd);
+  if (st != 0) {
+    snprintf(why, why_len, "cannot build the fake runtime (cc status %d)", st);
+    return -1;
+  }
+  return 0;
+}
+
+static void remove_fake(const char *dir, int rocm) {
+  char p[600];
+  snprintf(p, sizeof p, "%s/libamdhip64.so.%d", dir, rocm);
+  unlink(p);
+  rmdir(dir);
+}
+
+static const char *jstr(json_t *o, const char *k) {
+  const char *v = json_string_value(json_object_get(o, k));
+  return v ? v : "(missing)";
+}
+
+/* `hctune devices --json` against a fake ROCm 6 (R0600 properties) and a
+ * fake ROCm 5 (hipGetDeviceProperties): the full gfx target name, the
+ * attributes, the UUID and its PCI fallback, the marketing-name fallback,
+ * the driver version; all cards of the HIP backend are listed. */
+static void test_devices_fake_runtime(void **state) {
+  (void)state;
+  for (int rocm = 6; rocm >= 5; rocm--) {
+    char dir[400], why[512];
+    if (build_fake(rocm, dir, sizeof dir, why, sizeof why) < 0) {
+      print_message("skipped: %s\n", why);
+      skip();
+    }
+    static run_t r;
+    const char *args[] = {"devices", "--json", NULL};
+    if (run_hctune_env(args, dir, &r, why, sizeof why) < 0) {
+      remove_fake(dir, rocm);
+      print_message("skipped: %s\n", why);
+      skip();
+    }
+    remove_fake(dir, rocm);
+    if (!(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0))
+      print_message("rocm %d: status %d\nstdout:\n%s\nstderr:\n%s\n", rocm, r.status, r.out,
+                    r.err);
+    assert_true(WIFEXITED(r.status));
+    assert_int_equal(WEXITSTATUS(r.status), 0);
+    json_error_t jerr;
+    json_t *all = json_loads(r.out, 0, &jerr);
+    assert_non_null(all);
+    json_t *hip[4];
+    size_t n = 0, i;
+    json_t *d;
+    json_array_foreach(all, i, d) {
+      if (strcmp(jstr(d, "backend"), "hip") == 0 && n < 4) hip[n++] = d;
+    }
+    assert_int_equal(n, 2);
+    assert_string_equal(jstr(hip[0], "vendor"), "amd");
+    assert_string_equal(jstr(hip[0], "name"), "AMD Instinct MI210");
+    assert_string_equal(jstr(hip[0], "arch"), "gfx90a:sramecc+:xnack-");
+    assert_string_equal(jstr(hip[0], "uuid"), "GPU-0123456789abcdef");
+    assert_string_equal(jstr(hip[0], "pci_bus_id"), "0000:c1:00.0");
+    assert_int_equal(json_integer_value(json_object_get(hip[0], "arch_num")), 0x90a);
+    assert_int_equal(json_integer_value(json_object_get(hip[0], "sm_count")), 104);
+    assert_int_equal(json_integer_value(json_object_get(hip[0], "warp_size")), 64);
+    assert_int_equal(json_integer_value(json_object_get(hip[0], "l2_bytes")), 8 << 20);
+    assert_int_equal(json_integer_value(json_object_get(hip[0], "smem_optin")), 65536);
+    assert_int_equal(json_integer_value(json_object_get(hip[0], "mem_bytes")), 64LL << 30);
+    assert_int_equal(json_integer_value(json_object_get(hip[0], "clock_khz")), 1700000);
+    assert_string_equal(jstr(hip[0], "driver_version"), rocm == 6 ? "6.1.40091" : "5.2.21153");
+    assert_string_equal(jstr(hip[0], "model_key"),
+                        "amd|AMD Instinct MI210|gfx90a:sramecc+:xnack-|104|64");
+    /* No marketing name, no UUID. */
+    assert_string_equal(jstr(hip[1], "name"), "AMD gfx1030");
+    assert_string_equal(jstr(hip[1], "arch"), "gfx1030");
+    assert_string_equal(jstr(hip[1], "uuid"), "AMD-PCI-0000:03:00.0");
+    assert_int_equal(json_integer_value(json_object_get(hip[1], "warp_size")), 32);
+    assert_int_equal(json_integer_value(json_object_get(hip[1], "ordinal")), 1);
+    json_decref(all);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_target_names),
@@ -488,6 +598,7 @@ int main(void) {
     cmocka_unit_test(test_cli_compile_matrix),
     cmocka_unit_test(test_cli_unknown_target),
     cmocka_unit_test(test_cli_devices_none),
+    cmocka_unit_test(test_devices_fake_runtime),
   };
   return cmocka_run_group_tests(tests, setup_root, teardown_root);
 }
