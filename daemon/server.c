@@ -238,8 +238,17 @@ static int reload(daemon_t *d) {
 }
 
 /* The manifest of `name`, loaded once.  NULL with the error recorded when
- * the op has none. */
-static const hct_op_t *op_get(daemon_t *d, const char *name) {
+ * the op has none, or is a self-test op: those exist to exercise the tuner
+ * and are never offered to engines. */
+static const hct_op_t *op_check(const hct_op_t *op, const char *name) {
+  if (op != NULL && op->selftest) {
+    hct__error(HCT_ENOENT, "op '%s': a self-test op, never offered to engines", name);
+    return NULL;
+  }
+  return op;
+}
+
+static const hct_op_t *op_load(daemon_t *d, const char *name) {
   for (int i = 0; i < d->n_ops; i++)
     if (strcmp(d->ops[i].name, name) == 0) return d->ops[i].op;
   if (d->kernels_dir[0] == '\0') {
@@ -257,6 +266,10 @@ static const hct_op_t *op_get(daemon_t *d, const char *name) {
   hct__strlcpy(d->ops[d->n_ops].name, name, sizeof d->ops[0].name);
   d->ops[d->n_ops++].op = op;
   return op;
+}
+
+static const hct_op_t *op_get(daemon_t *d, const char *name) {
+  return op_check(op_load(d, name), name);
 }
 
 static const hct_variant_t *op_baseline(const hct_op_t *op) {
@@ -315,6 +328,11 @@ static const hct_db_decision_t *faster(const hct_db_decision_t *a, const hct_db_
  * "kl" may use either class: the DB keeps the best bitwise and the best of
  * all as separate decisions, so the faster of the two wins. */
 static int resolve(daemon_t *d, const hct_req_t *r, choice_t *ch) {
+  /* Decisions of a self-test op may sit in the database (a probe of it
+   * records them like any other): they are never served. */
+  const hct_op_t *raw = op_load(d, r->op);
+  if (raw != NULL && op_check(raw, r->op) == NULL) return HCT_ENOENT;
+  hct__error_clear();
   memset(ch, 0, sizeof *ch);
   int kl = strcmp(r->parity, "kl") == 0;
   ch->device = r->device != NULL ? r->device : hct__index_default_device(d->ix);

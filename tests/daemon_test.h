@@ -184,6 +184,15 @@ static inline void dt_env_init(dt_env_t *e) {
   mkdir(p, 0755);
   snprintf(p, sizeof p, "%s/hc_read/manifest.json", e->kernels);
   dt_write(p, dt_manifest);
+  /* A self-test op: its manifest exists, and the daemon must still refuse
+   * to offer it. */
+  snprintf(p, sizeof p, "%s/selftest", e->kernels);
+  mkdir(p, 0755);
+  snprintf(p, sizeof p, "%s/selftest/manifest.json", e->kernels);
+  dt_write(p, "{\"op\":\"selftest\",\"selftest\":true,\"buffers\":[{\"name\":\"y\",\"dtype\":\"f32\","
+              "\"role\":\"output\",\"elems\":\"T\"}],\"variants\":[{\"name\":\"base\",\"template\":\"b.cu\","
+              "\"class\":\"baseline\",\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],"
+              "\"args\":[\"@y\"]}]}]}");
 }
 
 static inline void dt_env_remove(dt_env_t *e) {

@@ -254,6 +254,7 @@ static void test_errors(void **state) {
       {"{\"cmd\":\"choose\",\"op\":\"../etc\",\"tokens\":1}", "EINVAL", "character outside"},
       {"{\"cmd\":\"choose\",\"op\":\"\",\"tokens\":1}", "EINVAL", "1 to 31"},
       {"{\"cmd\":\"choose\",\"op\":\"nope\",\"tokens\":1}", "ENOENT", "op 'nope'"},
+      {"{\"cmd\":\"choose\",\"op\":\"selftest\",\"tokens\":1}", "ENOENT", "never offered"},
       {"{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":1,\"op\":\"x\"}", "EPROTO", "not JSON"},
       {"{\"cmd\":\"status\",\"id\":{\"a\":1}}", "EPROTO", "'id' must be"},
       {"{\"cmd\":\"pin\",\"device\":\"x\",\"op\":\"hc_read\"}", "EPROTO", "missing field 'variant'"},
