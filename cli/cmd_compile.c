@@ -162,6 +162,12 @@ static int plan_op(plan_t *pl, const args_t *a, const hct_op_t *op, int arch_num
       fprintf(stderr, "hctune: note: %s %s does not run on hip, skipped\n", op->name, v->name);
       continue;
     }
+    /* The same rule as the tuner's (hct__run_variant_fits). */
+    if (warp == 64 && !v->wave64) {
+      fprintf(stderr, "hctune: note: %s %s does not support 64-wide waves, skipped for %s\n",
+              op->name, v->name, a->arch);
+      continue;
+    }
     hct_point_t *points = malloc(4096 * sizeof *points);
     if (points == NULL) return hct__error(HCT_ENOMEM, "out of memory planning compiles");
     int n = hct__param_points(v, points, 4096);
