@@ -409,7 +409,15 @@ static int open_checked(hct_db_t *db) {
   /* WAL: readers (the daemon) never block the writer (a probe).  NORMAL
    * sync keeps every commit across a killed process; a power cut may lose
    * the last commits but never corrupts. */
-  err = exec(db, "PRAGMA journal_mode = WAL", "cannot enable WAL");
+  /* Switching a new file to WAL takes an exclusive lock, and SQLite answers
+   * BUSY at once, without its busy handler, when another process (a probe
+   * and its worker, the daemon) opens the same fresh file at that moment:
+   * retry for as long as the busy timeout. */
+  for (int tries = 0;; tries++) {
+    err = exec(db, "PRAGMA journal_mode = WAL", "cannot enable WAL");
+    if (err != HCT_EBUSY || tries == 500) break;
+    usleep(10000);
+  }
   if (err) return err;
   err = exec(db, "PRAGMA synchronous = NORMAL", "cannot set synchronous");
   if (err) return err;
