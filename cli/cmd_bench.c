@@ -110,6 +110,7 @@ int cmd_bench(int argc, char **argv) {
   o.on_timed_arg = &rows;
   o.no_table = 1; /* bench prints its own */
   o.no_prune = 1;  /* side by side: every variant timed to the end */
+  o.one_mode = 1;
   int rc = hct__probe(&o);
   if (rc != 0) {
     free(rows.r);

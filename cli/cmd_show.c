@@ -75,6 +75,10 @@ static void figures_text(json_t *fig, char *buf, size_t len) {
 /* The decision holding (uuid, op, T) names this trial's variant and params. */
 static int is_decided(json_t *t, const hct_db_decision_t *d, int nd) {
   if (strcmp(str(t, "kind"), "timing") != 0) return 0;
+  /* Only the pass in the mode that decides (the other mode's figures of
+   * the same winner are recorded beside it with "decides": 0). */
+  json_t *dec = json_object_get(json_object_get(t, "figures"), "decides");
+  if (json_is_integer(dec) && json_integer_value(dec) == 0) return 0;
   int T = (int)num_i(t, "tokens");
   char *params = json_dumps(json_object_get(t, "params"), JSON_COMPACT | JSON_SORT_KEYS);
   int hit = 0;
@@ -103,13 +107,15 @@ static int print_table(json_t *arr, const hct_db_decision_t *d, int nd) {
   json_t *t;
   int err = 0;
   json_array_foreach(arr, i, t) {
-    char id[24], card[16], T[16], pending[8], median[32], ci[64], samples[16], fig[512];
+    char id[24], card[16], T[16], pending[8], median[32], ci[64], samples[16], fig[512], kind[24];
     snprintf(id, sizeof id, "%lld", (long long)num_i(t, "id"));
     snprintf(card, sizeof card, "%.12s", str(t, "uuid"));
     snprintf(T, sizeof T, "%lld", (long long)num_i(t, "tokens"));
     snprintf(pending, sizeof pending, "%s", num_i(t, "pending") ? "yes" : "no");
     char *params = json_dumps(json_object_get(t, "params"), JSON_COMPACT | JSON_ENCODE_ANY);
     int timing = strcmp(str(t, "kind"), "timing") == 0;
+    snprintf(kind, sizeof kind, "%s%s", str(t, "kind"),
+             timing ? (num_i(t, "cold") ? " cold" : " hot") : "");
     if (timing) {
       snprintf(median, sizeof median, "%.2f", num_r(t, "median_us"));
       snprintf(ci, sizeof ci, "%.2f-%.2f", num_r(t, "ci_lo_us"), num_r(t, "ci_hi_us"));
@@ -121,7 +127,7 @@ static int print_table(json_t *arr, const hct_db_decision_t *d, int nd) {
     }
     figures_text(json_object_get(t, "figures"), fig, sizeof fig);
     const char *row[] = {is_decided(t, d, nd) ? "*" : "", id, card, str(t, "op"),
-                         str(t, "variant"), params ? params : "{}", T, pending, str(t, "kind"),
+                         str(t, "variant"), params ? params : "{}", T, pending, kind,
                          str(t, "status"), str(t, "seed"), median, ci, samples, fig};
     err = hct__table_add(&tab, row);
     free(params);

@@ -129,6 +129,7 @@ int cmd_verify_decisions(int argc, char **argv) {
     o.no_table = 1;
     o.quiet = 1;
     o.sample_factor = 2;
+    o.one_mode = 1;
     o.on_timed = on_timed;
     o.on_timed_arg = &rows;
     rows.n = 0;

@@ -464,14 +464,24 @@ static int check_T(probe_t *P, int T, int pending) {
 /* Times every candidate that passed at T, in the worker: each one's batch
  * of launches captured into a graph over rotating buffer sets (cold: their
  * total exceeds 4x the L2), graphs replayed in interleaved rounds. */
-static int time_T(probe_t *P, int T) {
+/*
+ * One timing pass at T over the candidates still in play: cold (buffers
+ * rotated through sets that exceed 4x the L2, as an engine's 96 reads per
+ * window see them) or hot (one set, cache-warm).  Only the pass of the
+ * manifest's mode (`decides`) sets the figures decisions are made from;
+ * the other is recorded beside it.  A fault that ends the worker in the
+ * deciding pass quarantines that candidate and times the others again.
+ */
+static int time_pass(probe_t *P, int T, int cold, int decides, const uint8_t *only) {
   for (;;) {
     int ids[MAX_CANDS], n = 0, rc;
-    for (int i = 0; i < P->n; i++)
-      if (!P->cands[i].dead && P->cands[i].passed[T] && !P->cands[i].failed[T]) ids[n++] = i;
+    for (int i = 0; i < P->n; i++) {
+      const cand_t *c = &P->cands[i];
+      if (!c->dead && c->passed[T] && !c->failed[T] && (only == NULL || only[i])) ids[n++] = i;
+    }
     if (n == 0) return 0;
-    json_t *opts = json_pack("{s:i, s:i, s:[i], s:f, s:i}", "batch", P->op->batch, "cold",
-                             P->op->timing_cold, "no_prune", P->baseline, "max_seconds",
+    json_t *opts = json_pack("{s:i, s:i, s:[i], s:f, s:i}", "batch", P->op->batch, "cold", cold,
+                             "no_prune", P->baseline, "max_seconds",
                              0.5 * HCT_MAX(1, P->o->sample_factor), "max_rounds",
                              60 * HCT_MAX(1, P->o->sample_factor));
     /* Six samples are the fewest whose extremes bound the median at 95%
@@ -486,16 +496,16 @@ static int time_T(probe_t *P, int T) {
       free(res);
       return hct__error(HCT_ENOMEM, "out of memory");
     }
-    progress(P, "time", 0, n, "T=%d: %d candidates, %d launches per graph", T, n, P->op->batch);
+    progress(P, "time", 0, n, "T=%d: %d candidates, %s, %d launches per graph", T, n,
+             cold ? "cold" : "hot", P->op->batch);
     int failed = -1;
     int deadline = 60000 + (int)(n * 2000 * HCT_MAX(1, P->o->sample_factor));
     rc = hct__worker_time(P->w, ids, n, T, hct__rng_next(&P->rng), opts, deadline, res, &failed);
     json_decref(opts);
     if (rc != 0) {
       free(res);
-      int who = failed >= 0 ? failed : -1;
-      if (who < 0) return rc; /* not one candidate's doing */
-      if ((rc = candidate_failed(P, who, "timing", rc, T, 0, 0)) != 0) return rc;
+      if (failed < 0) return rc; /* not one candidate's doing */
+      if ((rc = candidate_failed(P, failed, "timing", rc, T, 0, 0)) != 0) return rc;
       continue; /* time the others again, without it */
     }
     for (int k = 0; k < n; k++) {
@@ -503,6 +513,7 @@ static int time_T(probe_t *P, int T) {
       const hct_timing_res_t *r = &res[k];
       hct_db_trial_t t;
       trial_init(P, c, &t, "timing", T, 0);
+      t.cold = cold;
       if (r->err != 0) {
         char figs[64];
         snprintf(figs, sizeof figs, "{\"error_code\":\"%s\"}", hct_err_name(r->err));
@@ -510,11 +521,15 @@ static int time_T(probe_t *P, int T) {
         t.figures_json = figs;
         t.log = r->errmsg;
         if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
+        if (decides) c->timed[T] = 0;
         continue;
       }
-      c->timing[T] = r->s;
-      if (P->o->on_timed) P->o->on_timed(P->o->on_timed_arg, T, c->c.v->name, c->c.params, &r->s, r->pruned);
-      c->timed[T] = !r->pruned;
+      if (decides) {
+        c->timing[T] = r->s;
+        c->timed[T] = !r->pruned;
+        if (P->o->on_timed)
+          P->o->on_timed(P->o->on_timed_arg, T, c->c.v->name, c->c.params, &r->s, r->pruned);
+      }
       hct__strlcpy(t.status, r->pruned ? "pruned" : "pass", sizeof t.status);
       t.samples = r->s.n;
       t.median_us = r->s.median;
@@ -525,11 +540,11 @@ static int time_T(probe_t *P, int T) {
       t.ci_hi_us = r->s.ci_hi;
       t.converged = r->converged;
       t.throttled = r->throttled;
-      t.cold = P->op->timing_cold;
       char figs[320];
       snprintf(figs, sizeof figs, "{\"batch\":%d,\"rounds\":%d,\"clock_checked\":%d,\"rel_ci\":%.4g,"
-               "\"seconds\":%.3f,\"max\":%.3f}", P->op->batch, r->rounds, r->clock_checked,
-               isfinite(r->s.rel_ci) ? r->s.rel_ci : -1.0, r->seconds, r->s.max);
+               "\"seconds\":%.3f,\"max\":%.3f,\"decides\":%d}", P->op->batch, r->rounds,
+               r->clock_checked, isfinite(r->s.rel_ci) ? r->s.rel_ci : -1.0, r->seconds, r->s.max,
+               decides);
       t.figures_json = figs;
       if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
     }
@@ -537,6 +552,25 @@ static int time_T(probe_t *P, int T) {
     progress_end(P);
     return rc;
   }
+}
+
+static int winner_at(probe_t *P, int T, int allow_kl);
+
+/* Times every candidate that passed at T in the mode the manifest decides
+ * by; then the baseline and the winners of both classes in the other mode,
+ * recorded beside them, so a winner that only wins with cold (or warm)
+ * caches shows.  The second pass times at most three candidates. */
+static int time_T(probe_t *P, int T) {
+  int cold = P->op->timing_cold;
+  int rc = time_pass(P, T, cold, 1, NULL);
+  if (rc != 0 || P->o->one_mode) return rc;
+  uint8_t only[MAX_CANDS] = {0};
+  only[P->baseline] = 1;
+  for (int kl = 0; kl <= 1; kl++) {
+    int w = winner_at(P, T, kl);
+    if (w >= 0) only[w] = 1;
+  }
+  return time_pass(P, T, !cold, 0, only);
 }
 
 /* ---- deciding ------------------------------------------------------------ */

@@ -210,6 +210,8 @@ typedef struct hct_probe_opts_s {
   int no_decide;             /* time and record trials, change no decision */
   int no_table;              /* print no decision table at the end */
   int no_prune;              /* time every candidate to the end (bench) */
+  int one_mode;              /* time only in the mode that decides: no hot
+                                figures for the winners beside the cold */
   int sample_factor;         /* min samples x this (verify-decisions: 2); 0: 1 */
   /* Called for every candidate timed at T (hctune bench, verify-decisions). */
   void (*on_timed)(void *arg, int T, const char *variant, const char *params,
