@@ -1,0 +1,118 @@
+/*
+ * test_cli_probe.c: the argument and input errors of `hctune probe`,
+ * `bench` and `verify-decisions` as a user meets them on a machine without
+ * a GPU: each a one-line message naming the thing and the cause, a
+ * non-zero status (2 for usage, 1 for the rest), and no database written
+ * when nothing was probed.  Needs HCT_BIN (set by tests/run.sh).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common.h"
+
+static char dir[64];
+
+static int run(const char *args, char **err) {
+  char cmd[2048], e[128];
+  snprintf(e, sizeof e, "%s/err", dir);
+  snprintf(cmd, sizeof cmd, "'%s/hctune' %s >/dev/null 2>'%s'", getenv("HCT_BIN"), args, e);
+  int status = system(cmd);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(hct__read_file(e, err, NULL), 0);
+  return WEXITSTATUS(status);
+}
+
+static int lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  static const struct {
+    const char *args;
+    int status;
+    const char *needle;
+  } cases[] = {
+      {"probe --op no_such_op", 1, "op 'no_such_op'"},
+      {"probe --op ../etc", 1, "not a valid op name"},
+      {"probe --tokens 0", 2, "outside 1..64"},
+      {"probe --tokens 2-1", 2, "token list '2-1'"},
+      {"probe --tokens x", 2, "not a number"},
+      {"probe --tokens 9", 1, "token count 9: op 'hc_read' supports 1..8"},
+      {"probe --device 7", 1, "no gpu driver found"},
+      {"probe --check-sets 0", 2, "--check-sets '0'"},
+      {"probe --margin 90", 2, "--margin '90'"},
+      {"probe --bogus", 2, "unknown option '--bogus'"},
+      {"probe --db", 2, "needs a value"},
+      {"probe extra", 2, "unexpected argument 'extra'"},
+      {"bench --tokens 1", 2, "--variants is required"},
+      {"bench --variants v1 --tokens 99", 2, "outside 1..64"},
+      {"verify-decisions --limit 0.5", 2, "--limit '0.5'"},
+      {"nosuchcommand", 2, "'nosuchcommand' is not a command"},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
+    char *err = NULL;
+    int st = run(cases[i].args, &err);
+    if (st != cases[i].status || lines(err) != 1 || strstr(err, cases[i].needle) == NULL)
+      fail_msg("hctune %s: status %d (want %d), stderr '%s' (want one line with '%s')",
+               cases[i].args, st, cases[i].status, err, cases[i].needle);
+    free(err);
+  }
+}
+
+/* A probe that fails before it starts leaves no database behind. */
+static void test_no_db_on_early_failure(void **state) {
+  (void)state;
+  char args[256], db[128];
+  snprintf(db, sizeof db, "%s/never.db", dir);
+  snprintf(args, sizeof args, "probe --op no_such_op --db '%s'", db);
+  char *err = NULL;
+  assert_int_equal(run(args, &err), 1);
+  free(err);
+  struct stat st;
+  assert_int_not_equal(stat(db, &st), 0);
+}
+
+static void test_help(void **state) {
+  (void)state;
+  static const char *const cmds[] = {"probe", "bench", "verify-decisions", "devices", "list",
+                                     "show", "compile", "query", "daemon"};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(cmds); i++) {
+    char args[64], *err = NULL;
+    snprintf(args, sizeof args, "%s --help", cmds[i]);
+    int st = run(args, &err);
+    if (st != 0 || err[0] != '\0') fail_msg("hctune %s: status %d, stderr '%s'", args, st, err);
+    free(err);
+  }
+}
+
+int main(void) {
+  if (getenv("HCT_BIN") == NULL) {
+    printf("skipped: HCT_BIN is not set (run through tests/run.sh)\n");
+    return 0;
+  }
+  snprintf(dir, sizeof dir, "/tmp/hct_test_cli_probe.XXXXXX");
+  if (mkdtemp(dir) == NULL) return 1;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_no_db_on_early_failure),
+      cmocka_unit_test(test_help),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) return 1;
+  return rc;
+}
