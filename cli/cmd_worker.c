@@ -249,29 +249,18 @@ static void outs_free(void *outs[]) {
   }
 }
 
-/* Index of the variant's scratch "ws" (the grid barrier's words), or -1. */
-static int ws_index(const hct_variant_t *v) {
-  for (int i = 0; i < v->n_scratch; i++)
-    if (strcmp(v->scratch[i].name, "ws") == 0) return i;
-  return -1;
-}
-
 /*
- * One run of a candidate, as hct__run_once does, plus the timeout flag of
- * a grid-barrier variant (ws[0], kernels-src/common/hct_grid.h), which has
- * to be read before the scratch is freed.
+ * One check run of a candidate on the current input set, and the timeout
+ * flag of a grid-barrier variant.  The inputs and weights are uploaded once
+ * per input set: every candidate checked on it runs on the same device
+ * copy (hct__run_on resets what a run writes).
  */
 static int run_check(worker_t *W, const hct_cand_t *c, const hct_hostset_t *hs, void *outs[],
                      int *timed_out) {
   hct_gpu_t *g = W->gpu;
   inset_t *in = &W->in;
-  hct_scratchset_t s;
-  memset(&s, 0, sizeof s);
+  int rc;
   *timed_out = 0;
-  int rc = 0;
-  /* The inputs and weights are uploaded once per input set: every
-   * candidate checked on it runs on the same device copy, with its outputs
-   * poisoned and its inouts uploaded again before each run. */
   if (!in->dev_ok || in->gpu != g) {
     if (in->dev_ok) hct__devset_free(in->gpu, &in->dev);
     in->dev_ok = 0;
@@ -280,31 +269,9 @@ static int run_check(worker_t *W, const hct_cand_t *c, const hct_hostset_t *hs, 
     in->dev_ok = 1;
     if ((rc = hct__devset_upload(g, hs, &in->dev)) != 0) return rc;
   }
-  hct_devset_t *d = &in->dev;
-  for (int i = 0; rc == 0 && i < hs->n; i++) {
-    const hct_hbuf_t *b = &hs->bufs[i];
-    if (d->ptr[i] == 0) continue;
-    if (b->spec->role == HCT_BUF_OUTPUT)
-      rc = hct__dtype_size(b->spec->dtype) == 2 ? hct__gpu_fill16(g, d->ptr[i], HCT_POISON_16, b->elems)
-                                                : hct__gpu_fill32(g, d->ptr[i], HCT_POISON_F32, b->elems);
-    else if (b->spec->role == HCT_BUF_INOUT)
-      rc = hct__gpu_upload(g, d->ptr[i], b->data, d->bytes[i]);
-  }
-  if (rc == 0) rc = hct__scratch_alloc(g, c, hs->T, &s);
-  /* Scratch is poisoned: a variant may rely only on what it zeroes. */
-  for (int i = 0; rc == 0 && i < c->v->n_scratch; i++)
-    rc = hct__gpu_fill32(g, s.ptr[i], HCT_POISON_F32, s.bytes[i] / 4);
-  if (rc == 0) rc = hct__run_enqueue(g, c, hs, d, &s);
-  if (rc == 0) rc = hct__gpu_sync(g);
-  for (int i = 0; rc == 0 && i < hs->n; i++)
-    if (outs[i] != NULL && d->ptr[i]) rc = hct__gpu_download(g, outs[i], d->ptr[i], d->bytes[i]);
-  int ws = ws_index(c->v);
-  if (rc == 0 && c->v->grid_barrier && ws >= 0) {
-    uint32_t flag = 0;
-    rc = hct__gpu_download(g, &flag, s.ptr[ws], sizeof flag);
-    *timed_out = rc == 0 && flag != 0;
-  }
-  hct__scratch_free(g, &s);
+  uint32_t flag = 0;
+  rc = hct__run_on(g, c, hs, &in->dev, outs, c->v->grid_barrier ? &flag : NULL);
+  *timed_out = rc == 0 && flag != 0;
   return rc;
 }
 

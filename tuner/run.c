@@ -205,7 +205,7 @@ int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
 }
 
 int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
-                void *outs[]) {
+                void *outs[], uint32_t *barrier_flag) {
   hct_scratchset_t s;
   int rc = 0;
   /* Inputs and weights stay as uploaded; what a run writes is reset. */
@@ -227,16 +227,14 @@ int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_
     if (outs[i] != NULL && (role == HCT_BUF_OUTPUT || role == HCT_BUF_INOUT) && d->ptr[i])
       rc = hct__gpu_download(g, outs[i], d->ptr[i], d->bytes[i]);
   }
+  /* The grid barrier's timeout flag is word 0 of scratch "ws"
+   * (kernels-src/common/hct_grid.h); read it before the scratch goes. */
+  if (barrier_flag != NULL) {
+    *barrier_flag = 0;
+    for (int i = 0; rc == 0 && i < c->v->n_scratch; i++)
+      if (strcmp(c->v->scratch[i].name, "ws") == 0)
+        rc = hct__gpu_download(g, barrier_flag, s.ptr[i], sizeof *barrier_flag);
+  }
   hct__scratch_free(g, &s);
-  return rc;
-}
-
-int hct__run_once(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, void *outs[]) {
-  hct_devset_t d;
-  int rc = hct__devset_alloc(g, hs, &d);
-  if (rc != 0) return rc;
-  rc = hct__devset_upload(g, hs, &d);
-  if (rc == 0) rc = hct__run_on(g, c, hs, &d, outs);
-  hct__devset_free(g, &d);
   return rc;
 }

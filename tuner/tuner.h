@@ -182,16 +182,16 @@ int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
                      const hct_devset_t *d, const hct_scratchset_t *s);
 
 /*
- * Runs the candidate once on the host set: upload, poison, launch, sync,
- * download.  outs[i] receives buffer i (outputs and inouts; malloc'd by
- * the caller with hs->bufs[i].elems elements, NULL for the others).
+ * Runs the candidate once on buffers already uploaded with
+ * hct__devset_upload (many candidates can run on one upload of the
+ * weights): outputs are poisoned and inouts uploaded again, the scratch is
+ * allocated and poisoned, the launches run, and outs[i] receives buffer i
+ * (outputs and inouts; malloc'd by the caller with hs->bufs[i].elems
+ * elements, NULL for the others).  barrier_flag (may be NULL) receives
+ * word 0 of the scratch "ws": non-zero when a grid barrier timed out.
  */
-int hct__run_once(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, void *outs[]);
-/* The same on buffers already uploaded with hct__devset_upload: outputs are
- * poisoned and inouts uploaded again before the run, so many candidates
- * can run on one upload of the weights. */
 int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
-                void *outs[]);
+                void *outs[], uint32_t *barrier_flag);
 
 /* ---- the probe (tuner/probe.c) ---------------------------------------------- */
 
