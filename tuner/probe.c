@@ -597,14 +597,25 @@ static int decide(probe_t *P, json_t *result) {
   int rc = 0;
   json_t *jdec = json_array();
   for (int k = 0; k < 2; k++) {
+    /* The winner per T, as its label, merged into ranges of adjacent T
+     * with the same winner (tuner/stats.c). */
     int win[MAX_T + 1];
-    for (int T = 0; T <= MAX_T; T++) win[T] = P->tokens[T] ? winner_at(P, T, k == 1) : -1;
-    hct_db_decision_t *d = calloc(MAX_T, sizeof *d);
-    int nd = 0;
+    const char *label[MAX_T];
     for (int T = 1; T <= MAX_T; T++) {
-      if (win[T] < 0) continue;
-      int end = T;
-      while (end + 1 <= MAX_T && win[end + 1] == win[T]) end++;
+      win[T] = P->tokens[T] ? winner_at(P, T, k == 1) : -1;
+      label[T - 1] = win[T] >= 0 ? P->cands[win[T]].c.label : NULL;
+    }
+    hct_range_t ranges[MAX_T];
+    int nr = hct__merge_ranges(label, 1, MAX_T, ranges, MAX_T);
+    hct_db_decision_t *d = calloc(MAX_T, sizeof *d);
+    if (d == NULL || nr < 0) {
+      free(d);
+      json_decref(jdec);
+      return nr < 0 ? nr : hct__error(HCT_ENOMEM, "out of memory");
+    }
+    int nd = 0;
+    for (int r = 0; r < nr; r++) {
+      const int T = ranges[r].tmin, end = ranges[r].tmax;
       const cand_t *c = &P->cands[win[T]];
       const cand_t *b = &P->cands[P->baseline];
       hct_db_decision_t *x = &d[nd++];
@@ -638,7 +649,6 @@ static int decide(probe_t *P, json_t *result) {
                                             x->variant, "params", x->params, "class",
                                             x->variant_class, "median_us", x->median_us,
                                             "baseline_us", x->baseline_us));
-      T = end;
     }
     if (nd > 0 && !P->o->no_decide) rc = hct__db_decisions_replace(P->db, d, nd);
     free(d);
@@ -652,8 +662,8 @@ static int decide(probe_t *P, json_t *result) {
 
 static void print_table(probe_t *P) {
   const cand_t *b = &P->cands[P->baseline];
-  printf("%s on %s (%s, %s), cold, %d launches per graph\n", P->op->name, P->dev.name,
-         P->dev.uuid, P->dev.arch, P->op->batch);
+  printf("%s on %s (%s, %s), %s, %d launches per graph\n", P->op->name, P->dev.name,
+         P->dev.uuid, P->dev.arch, P->op->timing_cold ? "cold" : "hot", P->op->batch);
   printf("%4s  %-34s %10s %10s %8s  %-34s %10s %8s\n", "T", "bitwise winner", "us", "baseline",
          "speedup", "kl winner", "us", "speedup");
   for (int T = 1; T <= MAX_T; T++) {
