@@ -98,11 +98,12 @@ static int parse_args(int argc, char **argv, args_t *a) {
  * card?  A constraint naming a device-only value (SMEM_OPTIN, SM_COUNT) or
  * T does not evaluate here, and is left to the probe. */
 static int point_excluded(const hct_op_t *op, const hct_variant_t *v, const hct_point_t *p,
-                          int arch_num, int warp) {
+                          int arch_num, int warp, int hip) {
   hct_symtab_t syms;
   hct__point_symtab(op, v, p, &syms);
   hct__symtab_set(&syms, "ARCH", arch_num);
   hct__symtab_set(&syms, "WARP", warp);
+  hct__symtab_set(&syms, "HIP", hip);
   for (int i = 0; i < v->n_constraints; i++) {
     int64_t val = 1;
     if (hct__expr_eval(v->constraints[i], &syms, &val) == 0 && val == 0) return 1;
@@ -172,7 +173,7 @@ static int plan_op(plan_t *pl, const args_t *a, const hct_op_t *op, int arch_num
     if (points == NULL) return hct__error(HCT_ENOMEM, "out of memory planning compiles");
     int n = hct__param_points(v, points, 4096);
     for (int k = 0; k < n; k++) {
-      if (point_excluded(op, v, &points[k], arch_num, warp)) continue;
+      if (point_excluded(op, v, &points[k], arch_num, warp, a->backend == HCT_BACKEND_HIP)) continue;
       int rc = plan_add(pl, a, op, v, &points[k]);
       if (rc < 0) {
         free(points);

@@ -206,6 +206,12 @@ int hct__gpu_launch(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
   return DISPATCH(g, launch, g, f, grid, block, smem, args);
 }
 
+int hct__gpu_launch_pdl(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
+                        const unsigned block[3], unsigned smem, void **args) {
+  if (g->ops->launch_pdl == NULL) return DISPATCH(g, launch, g, f, grid, block, smem, args);
+  return DISPATCH(g, launch_pdl, g, f, grid, block, smem, args);
+}
+
 int hct__gpu_sync(hct_gpu_t *g) { return DISPATCH(g, sync, g); }
 
 int hct__gpu_event_create(hct_gpu_t *g, hct_event_t **out) {

@@ -74,6 +74,8 @@ enum { OPT = 0, REQ = 1 };
      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,   \
       CUstream, void **, void **),                                                        \
      "cuLaunchKernel", REQ)                                                               \
+  XX(CUresult, cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **),  \
+     "cuLaunchKernelEx", OPT)                                                             \
   XX(CUresult, cuEventCreate, (CUevent *, unsigned int), "cuEventCreate", REQ)            \
   XX(CUresult, cuEventDestroy_v2, (CUevent), "cuEventDestroy_v2", REQ)                    \
   XX(CUresult, cuEventRecord, (CUevent, CUstream), "cuEventRecord", REQ)                  \
@@ -782,6 +784,30 @@ static int cuda_launch(hct_gpu_t *gpu, hct_function_t *f, const unsigned grid[3]
   return 0;
 }
 
+/* A launch that may overlap the previous kernel of the stream (CUDA 12+):
+ * the kernel's own griddepcontrol.wait orders what must be ordered.  An
+ * older driver without cuLaunchKernelEx launches plainly. */
+static int cuda_launch_pdl(hct_gpu_t *gpu, hct_function_t *f, const unsigned grid[3],
+                           const unsigned block[3], unsigned smem, void **args) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  if (cu.cuLaunchKernelEx == NULL) return cuda_launch(gpu, f, grid, block, smem, args);
+  ENTER(gpu);
+  CUlaunchAttribute attr;
+  memset(&attr, 0, sizeof attr);
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg = {grid[0],  grid[1],  grid[2], block[0], block[1],
+                        block[2], smem,     g->stream, &attr, 1};
+  CUresult r = cu.cuLaunchKernelEx(&cfg, (CUfunction)f, args, NULL);
+  if (r != CUDA_SUCCESS) {
+    char what[160];
+    snprintf(what, sizeof what, "cuLaunchKernelEx (programmatic) grid (%u,%u,%u) block (%u,%u,%u)",
+             grid[0], grid[1], grid[2], block[0], block[1], block[2]);
+    return cu_fail(r, what);
+  }
+  return 0;
+}
+
 static int cuda_sync(hct_gpu_t *gpu) {
   cuda_gpu_t *g = (cuda_gpu_t *)gpu;
   ENTER(gpu);
@@ -893,6 +919,7 @@ const hct_backend_ops_t hct__cuda_backend = {
     .function = cuda_function,
     .function_smem = cuda_function_smem,
     .launch = cuda_launch,
+    .launch_pdl = cuda_launch_pdl,
     .sync = cuda_sync,
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,

@@ -98,6 +98,9 @@ typedef struct hct_launch_s {
   char grid[3][96];   /* expressions */
   char block[3][96];
   char smem[128];     /* dynamic shared memory, bytes */
+  char pdl[64];       /* non-zero: programmatic dependent launch (may start
+                         before the previous launch ends; the kernel waits
+                         with griddepcontrol.wait).  "0" by default */
   hct_arg_t args[HCT_MAX_ARGS];
   int n_args;
 } hct_launch_t;
@@ -343,6 +346,12 @@ int hct__gpu_function_smem(hct_function_t *f, int bytes);
 /* `args` as for cuLaunchKernel: an array of pointers to each argument. */
 int hct__gpu_launch(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
                     const unsigned block[3], unsigned smem, void **args);
+/* The same with programmatic stream serialisation (CUDA, sm_90): the
+ * kernel may start while the previous one on the stream still runs.  A
+ * backend without it launches plainly, which is always correct for a
+ * kernel written for it (its griddepcontrol instructions are then no-ops). */
+int hct__gpu_launch_pdl(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
+                        const unsigned block[3], unsigned smem, void **args);
 int hct__gpu_sync(hct_gpu_t *g);
 
 int hct__gpu_event_create(hct_gpu_t *g, hct_event_t **out);
@@ -398,6 +407,9 @@ typedef struct hct_backend_ops_s {
   int (*graph_launch)(hct_gpu_t *g, hct_graph_t *graph);
   void (*graph_destroy)(hct_gpu_t *g, hct_graph_t *graph);
   int (*sm_clock)(hct_gpu_t *g, int *mhz);
+  /* NULL: hct__gpu_launch_pdl launches plainly. */
+  int (*launch_pdl)(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
+                    const unsigned block[3], unsigned smem, void **args);
   /* Appends the options that depend on the target (arch flags, the
    * HCT_WARP, HCT_ARCH, HCT_CUDA / HCT_HIP defines) and sets o->is_ptx,
    * o->arch_num, o->warp; HCT_EINVAL naming an unknown arch. */

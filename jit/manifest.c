@@ -154,7 +154,7 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
 
   /* Names an expression of this variant may use. */
   hct_symtab_t names = op->constants;
-  static const char *const device_names[] = {"T", "SMEM_OPTIN", "SM_COUNT", "WARP", "ARCH"};
+  static const char *const device_names[] = {"T", "SMEM_OPTIN", "SM_COUNT", "WARP", "ARCH", "HIP"};
   for (i = 0; i < HCT_ARRAY_SIZE(device_names); i++) hct__symtab_set(&names, device_names[i], 1);
 
   json_t *params = json_object_get(jv, "params");
@@ -252,6 +252,10 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
     if (sm != NULL) get_expr(c, sm, l->smem, sizeof l->smem, lf);
     else hct__strlcpy(l->smem, "0", sizeof l->smem);
     check_expr(c, &names, l->smem, lf);
+    json_t *pdl = json_object_get(jl, "pdl");
+    if (pdl != NULL) get_expr(c, pdl, l->pdl, sizeof l->pdl, lf);
+    else hct__strlcpy(l->pdl, "0", sizeof l->pdl);
+    check_expr(c, &names, l->pdl, lf);
     json_t *args = json_object_get(jl, "args");
     if (!json_is_array(args)) {
       bad(c, lf, "args must be an array");

@@ -93,6 +93,7 @@ static void test_manifest_good(void **state) {
   assert_int_equal(v->parity, HCT_PARITY_BITWISE);
   assert_string_equal(v->launches[0].grid[0], "cdiv(T*N,B)");
   assert_string_equal(v->launches[0].grid[1], "1");
+  assert_string_equal(v->launches[0].pdl, "0"); /* no "pdl": a plain launch */
   assert_int_equal(v->launches[0].args[0].is_pointer, 1);
   hct_point_t pts[32];
   int n = hct__param_points(v, pts, 32);
@@ -130,6 +131,9 @@ static void test_manifest_errors(void **state) {
        "\"elems\":\"Q*2\"}],\"variants\":[]}", "unknown name 'Q'"},
       {"{\"op\":\"t\",\"constants\":{\"N\":4},\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\","
        "\"elems\":1}],\"variants\":[" GOOD_VARIANT("a", "baseline", "null") "]}", "argument '@y'"},
+      {GOOD_HEAD "\"variants\":[{\"name\":\"a\",\"template\":\"a.cu\",\"class\":\"baseline\","
+                 "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"pdl\":\"PDQ\","
+                 "\"args\":[]}]}]}", "unknown name 'PDQ'"},
       {"{\"op\":\"other\",\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\","
        "\"elems\":1}],\"variants\":[{\"name\":\"a\",\"template\":\"a.cu\",\"class\":\"baseline\","
        "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"args\":[]}]}]}", "folder name"},

@@ -18,6 +18,7 @@ void hct__run_symtab(const hct_cand_t *c, const hct_device_t *dev, int T, hct_sy
   hct__symtab_set(syms, "SM_COUNT", dev->sm_count);
   hct__symtab_set(syms, "WARP", dev->warp_size);
   hct__symtab_set(syms, "ARCH", dev->arch_num);
+  hct__symtab_set(syms, "HIP", dev->backend == HCT_BACKEND_HIP);
 }
 
 int hct__run_variant_fits(const hct_variant_t *v, const hct_device_t *dev, char *why, size_t len) {
@@ -199,7 +200,13 @@ int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
         args[a] = &ints[a];
       }
     }
-    if ((rc = hct__gpu_launch(g, c->fn[l], grid, block, (unsigned)smem, args)) != 0) return rc;
+    /* The first launch never overlaps: what ran before it on the stream is
+     * another candidate's, or a copy. */
+    int64_t pdl = 0;
+    if (l > 0 && (rc = hct__expr_eval(L->pdl, &syms, &pdl)) != 0) return rc;
+    rc = pdl ? hct__gpu_launch_pdl(g, c->fn[l], grid, block, (unsigned)smem, args)
+             : hct__gpu_launch(g, c->fn[l], grid, block, (unsigned)smem, args);
+    if (rc != 0) return rc;
   }
   return 0;
 }

@@ -154,7 +154,7 @@ typedef struct hct_scratchset_s {
 } hct_scratchset_t;
 
 /* The names every launch expression may use: op constants, the point, T,
- * and the device's SMEM_OPTIN, SM_COUNT, WARP, ARCH. */
+ * and the device's SMEM_OPTIN, SM_COUNT, WARP, ARCH, HIP (1 on HIP). */
 void hct__run_symtab(const hct_cand_t *c, const hct_device_t *dev, int T, hct_symtab_t *syms);
 /* 1 when the candidate supports T on dev (token range, constraints);
  * else 0 with the reason in why. */
