@@ -659,6 +659,10 @@ int cmd_worker(int argc, char **argv) {
     }
     return hct__usage_error(argv[0], "unknown option '%s'", argv[i]);
   }
+  /* Ctrl-C in a terminal reaches the whole process group: the probe
+   * decides what an interrupt means (it stops between candidates), and a
+   * worker dying of it mid-request would look like the candidate's fault. */
+  signal(SIGINT, SIG_IGN);
   /* A worker must not outlive its probe: one killed (SIGKILL, say) while
    * this process spins in a hung kernel would leave it holding the GPU
    * forever.  The kernel kills us when the parent goes; the check after

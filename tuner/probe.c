@@ -16,6 +16,7 @@
  */
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -56,6 +57,29 @@ typedef struct probe_s {
   uint64_t t0;
   hct_rng_t rng;
 } probe_t;
+
+/*
+ * Ctrl-C (or SIGTERM) during a probe: the probe stops at the next
+ * candidate, marks its run "interrupted" and keeps every trial recorded so
+ * far; a second one ends the process at once (the database stays sound:
+ * every trial is its own transaction, and the worker dies with us).
+ */
+static volatile sig_atomic_t probe_interrupted;
+
+static void on_interrupt(int sig) {
+  if (probe_interrupted) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  probe_interrupted = 1;
+}
+
+static int check_interrupt(const probe_t *P) {
+  if (!probe_interrupted) return 0;
+  return hct__error(HCT_EINTERRUPTED, "probe interrupted: the trials recorded so far are kept in '%s'",
+                    P->dbpath);
+}
 
 /* ---- progress --------------------------------------------------------- */
 
@@ -293,6 +317,9 @@ static int candidate_failed(probe_t *P, int i, const char *kind, int rc, int T, 
   cand_t *c = &P->cands[i];
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", hct_last_error());
+  /* A worker that died because the user interrupted us is no fault of the
+   * candidate it was running. */
+  if (probe_interrupted) return check_interrupt(P);
   if (fatal_error(rc)) return hct__error(rc, "%s", msg);
   const char *reason = hct__fault_reason(rc);
   char figs[128];
@@ -428,6 +455,7 @@ static int check_T(probe_t *P, int T, int pending) {
     char why[256];
     if (i == P->baseline || c->dead || c->failed[T] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
       continue;
+    if ((rc = check_interrupt(P)) != 0) return rc;
     if (c->c.v->parity == HCT_PARITY_BITWISE && strcmp(c->c.v->reference, base->c.v->name) != 0)
       return hct__error(HCT_EUNSUPPORTED, "%s: reference '%s' is not the baseline '%s'", c->c.label,
                         c->c.v->reference, base->c.v->name);
@@ -703,13 +731,20 @@ int hct__probe(const hct_probe_opts_t *o) {
   P.tty = isatty(2);
   P.t0 = hct__now_ns();
   int rc;
+  struct sigaction sa, old_int, old_term;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  probe_interrupted = 0;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
   char *kdir = P.kdir, *dbpath = P.dbpath;
   const size_t pathlen = sizeof P.kdir;
   const char *opname = o->op ? o->op : "hc_read";
 
   if (o->kernels_dir) hct__strlcpy(kdir, o->kernels_dir, pathlen);
-  else if ((rc = hct__kernels_dir(kdir, pathlen)) != 0) return rc;
-  if ((rc = hct__manifest_load(kdir, opname, &P.op)) != 0) return rc;
+  else if ((rc = hct__kernels_dir(kdir, pathlen)) != 0) goto out;
+  if ((rc = hct__manifest_load(kdir, opname, &P.op)) != 0) goto out;
   if ((P.impl = hct__op_impl(P.op->name)) == NULL) {
     rc = hct__error(HCT_ENOENT, "op '%s': hctune has no host implementation for it", P.op->name);
     goto out;
@@ -789,6 +824,7 @@ int hct__probe(const hct_probe_opts_t *o) {
   for (int T = 1; T <= MAX_T; T++) nT += P.tokens[T];
   for (int T = 1; T <= MAX_T; T++) {
     if (!P.tokens[T]) continue;
+    if ((rc = check_interrupt(&P)) != 0) goto fail;
     /* Faults of earlier probes at this T (a grid barrier that timed out
      * at T or below holds here too). */
     for (int i = 0; i < P.n; i++) {
@@ -834,13 +870,15 @@ fail:
   if (P.db && P.run_id[0]) {
     char saved[1024];
     snprintf(saved, sizeof saved, "%s", hct_last_error());
-    hct__db_run_end(P.db, P.run_id, "failed");
+    hct__db_run_end(P.db, P.run_id, rc == HCT_EINTERRUPTED ? "interrupted" : "failed");
     hct__error(rc, "%s", saved);
   }
 out:
   for (int i = 0; i < P.n; i++) hct__compile_job_clear(&P.cands[i].job);
   free(P.cands);
   hct__worker_stop(P.w);
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
   if (P.db) hct__db_close(P.db);
   if (P.op) hct__manifest_free(P.op);
   return rc;
