@@ -46,123 +46,16 @@ static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
               "splitk: a row of w_up is one or two chunks per lane");
 static_assert(C % (UW * CPW) == 0, "splitk: UW*CPW must divide C");
 
-/* ---- programmatic dependent launch (sm_90+) ------------------------------*/
+/* ---- step 1: v2's norm and the L2 prefetch (fast_common.h) ---------------*/
 
-/* When the runtime launches a kernel with programmatic stream
- * serialisation, it may start before the previous kernel of the stream has
- * finished: each kernel lets its successor start at once (sk_pdl_launch),
- * requests its own weights (never written by any kernel), and only then
- * waits (sk_pdl_wait) for the previous kernel's completion and memory
- * before any other global access.  Every block waits before it exits, so
- * completion stays transitive along the chain.  Launched the ordinary way,
- * both are no-ops. */
-HCT_DEV void sk_pdl_launch(void) {
-#if defined(HCT_CUDA) && HCT_ARCH >= 90
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-HCT_DEV void sk_pdl_wait(void) {
-#if defined(HCT_CUDA) && HCT_ARCH >= 90
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-/* ---- L2 prefetch of both weights ----------------------------------------- */
-
-#define SK_WBYTES ((long long)K * D * 2) /* bytes of w_down, and of w_up */
-#if PF == 2 && defined(HCT_CUDA) && HCT_ARCH >= 90
-#define SK_PIECE 4096
-#else
-#define SK_PIECE 32
-#endif
-static_assert(SK_WBYTES % SK_PIECE == 0, "splitk: prefetch pieces must tile the weights");
-
-/* Pieces are dealt round-robin over blocks first, so every SM issues its
- * share; a piece never straddles the two arrays. */
-HCT_DEV void sk_prefetch(const hct_u16 *w_down, const hct_u16 *w_up) {
-#if PF > 0 && defined(HCT_CUDA)
-  const long long np = 2 * SK_WBYTES / SK_PIECE;
-  const long long step = (long long)gridDim.x * blockDim.x;
-  for (long long p = blockIdx.x + (long long)gridDim.x * threadIdx.x; p < np; p += step) {
-    const long long off = p * SK_PIECE;
-    const char *a = off < SK_WBYTES ? (const char *)w_down + off
-                                    : (const char *)w_up + (off - SK_WBYTES);
-#if SK_PIECE == 4096
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], 4096;" ::"l"(a) : "memory");
-#else
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-#endif
-  }
-#endif
-}
-
-/* ---- step 1 ---------------------------------------------------------------*/
-
-/* hcr_norm_stream with the w_norm loads issued with the resid loads, so a
- * cold w_norm costs no second memory latency after the reduction.  The
- * arithmetic is hcr_norm_stream's, statement for statement. */
-HCT_DEV void sk_norm_stream(int t, int s, float *resid, const float *pending,
-                            const hct_u16 *w_norm, float *xn, float *red) {
-  const int tid = (int)threadIdx.x;
-  const long long base = ((long long)t * S + s) * C;
-  const hct_u16 *wn = w_norm + (long long)s * C;
-  float x[HCR_NORM_PER_THREAD], wv[HCR_NORM_PER_THREAD];
-  float a = 0.0f;
-#pragma unroll
-  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCR_NORM_THREADS;
-    wv[k] = c < C ? hct_bf16_to_f32(wn[c]) : 0.0f;
-  }
-#pragma unroll
-  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCR_NORM_THREADS;
-    x[k] = 0.0f;
-    if (c < C) {
-      float v = resid[base + c];
-      if (pending != 0) {
-        v = v + pending[base + c];
-        resid[base + c] = v;
-      }
-      x[k] = v;
-      a = fmaf(v, v, a);
-    }
-  }
-  a = hct_warp_sum(a);
-  if ((tid & (HCT_LW - 1)) == 0) red[tid / HCT_LW] = a;
-  __syncthreads();
-  if (tid < HCT_LW) {
-    float b = tid < HCR_NORM_THREADS / HCT_LW ? red[tid] : 0.0f;
-    b += hct_shfl_xor(b, 4);
-    b += hct_shfl_xor(b, 2);
-    b += hct_shfl_xor(b, 1);
-    if (tid == 0) red[8] = b;
-  }
-  __syncthreads();
-  const float ss = red[8];
-  const float rs = rsqrtf(ss / (float)C + HCT_EPS);
-  float *xo = xn + (long long)t * D + (long long)s * C;
-#pragma unroll
-  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCR_NORM_THREADS;
-    if (c < C) {
-      const float y = x[k] * wv[k];
-      xo[c] = y * rs;
-    }
-  }
-}
+#include "fast_common.h"
 
 /* Grid (max(T*S, PF ? SM_COUNT : 0)), block 256. */
 HCT_ENTRY void __launch_bounds__(HCR_NORM_THREADS)
     hc_sk_norm(float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,
                const hct_u16 *w_up, float *xn, int T) {
   __shared__ float red[9];
-  sk_pdl_launch();
-  sk_prefetch(w_down, w_up);
-  sk_pdl_wait();
-  const int b = (int)blockIdx.x;
-  if (b >= T * S) return;
-  sk_norm_stream(b / S, b % S, resid, pending, w_norm, xn, red);
+  hcr_fast_norm(resid, pending, w_norm, w_down, w_up, xn, T, red);
 }
 
 /* ---- step 2 ---------------------------------------------------------------*/
@@ -184,8 +77,8 @@ HCT_ENTRY void __launch_bounds__(SK_DT)
   hct_u4 wr[SK_CPL];
 #pragma unroll
   for (int m = 0; m < SK_CPL; ++m) wr[m] = w[lane + HCT_LW * m];
-  sk_pdl_launch();
-  sk_pdl_wait();
+  hcr_pdl_launch();
+  hcr_pdl_wait();
   for (int t = 0; t < T; ++t) {
     const hct_f4 *HCT_RESTRICT x = (const hct_f4 *)(xn + (long long)t * D) + 2 * sp * SK_CPS;
     float acc = 0.0f;
@@ -349,8 +242,8 @@ HCT_ENTRY void __launch_bounds__(SK_UT)
       w[i][s][0] = row[lane];
       w[i][s][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
     }
-  sk_pdl_launch();
-  sk_pdl_wait();
+  hcr_pdl_launch();
+  hcr_pdl_wait();
   /* R' of the token this lane mixes. */
   float rr[CPW][S];
 #pragma unroll

@@ -45,123 +45,16 @@ static_assert(D % UPW == 0, "tg: UPW must divide D");
 static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
               "tg: a row of w_up is one or two chunks per lane");
 
-/* ---- programmatic dependent launch (sm_90+) ------------------------------*/
+/* ---- step 1: v2's norm and the L2 prefetch (fast_common.h) ---------------*/
 
-/* When the runtime launches a kernel with programmatic stream
- * serialisation, it may start before the previous kernel of the stream has
- * finished: each kernel lets its successor start at once (tg_pdl_launch),
- * requests its own weights (never written by any kernel), and only then
- * waits (tg_pdl_wait) for the previous kernel's completion and memory
- * before any other global access.  Every block waits before it exits, so
- * completion stays transitive along the chain.  Launched the ordinary way,
- * both are no-ops. */
-HCT_DEV void tg_pdl_launch(void) {
-#if defined(HCT_CUDA) && HCT_ARCH >= 90
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-HCT_DEV void tg_pdl_wait(void) {
-#if defined(HCT_CUDA) && HCT_ARCH >= 90
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-/* ---- L2 prefetch of both weights ----------------------------------------- */
-
-#define TG_WBYTES ((long long)K * D * 2) /* bytes of w_down, and of w_up */
-#if PF == 2 && defined(HCT_CUDA) && HCT_ARCH >= 90
-#define TG_PIECE 4096
-#else
-#define TG_PIECE 32
-#endif
-static_assert(TG_WBYTES % TG_PIECE == 0, "tg: prefetch pieces must tile the weights");
-
-/* Pieces are dealt round-robin over blocks first, so every SM issues its
- * share; a piece never straddles the two arrays. */
-HCT_DEV void tg_prefetch(const hct_u16 *w_down, const hct_u16 *w_up) {
-#if PF > 0 && defined(HCT_CUDA)
-  const long long np = 2 * TG_WBYTES / TG_PIECE;
-  const long long step = (long long)gridDim.x * blockDim.x;
-  for (long long p = blockIdx.x + (long long)gridDim.x * threadIdx.x; p < np; p += step) {
-    const long long off = p * TG_PIECE;
-    const char *a = off < TG_WBYTES ? (const char *)w_down + off
-                                    : (const char *)w_up + (off - TG_WBYTES);
-#if TG_PIECE == 4096
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], 4096;" ::"l"(a) : "memory");
-#else
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-#endif
-  }
-#endif
-}
-
-/* ---- step 1 ---------------------------------------------------------------*/
-
-/* hcr_norm_stream with the w_norm loads issued with the resid loads, so a
- * cold w_norm costs no second memory latency after the reduction.  The
- * arithmetic is hcr_norm_stream's, statement for statement. */
-HCT_DEV void tg_norm_stream(int t, int s, float *resid, const float *pending,
-                            const hct_u16 *w_norm, float *xn, float *red) {
-  const int tid = (int)threadIdx.x;
-  const long long base = ((long long)t * S + s) * C;
-  const hct_u16 *wn = w_norm + (long long)s * C;
-  float x[HCR_NORM_PER_THREAD], wv[HCR_NORM_PER_THREAD];
-  float a = 0.0f;
-#pragma unroll
-  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCR_NORM_THREADS;
-    wv[k] = c < C ? hct_bf16_to_f32(wn[c]) : 0.0f;
-  }
-#pragma unroll
-  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCR_NORM_THREADS;
-    x[k] = 0.0f;
-    if (c < C) {
-      float v = resid[base + c];
-      if (pending != 0) {
-        v = v + pending[base + c];
-        resid[base + c] = v;
-      }
-      x[k] = v;
-      a = fmaf(v, v, a);
-    }
-  }
-  a = hct_warp_sum(a);
-  if ((tid & (HCT_LW - 1)) == 0) red[tid / HCT_LW] = a;
-  __syncthreads();
-  if (tid < HCT_LW) {
-    float b = tid < HCR_NORM_THREADS / HCT_LW ? red[tid] : 0.0f;
-    b += hct_shfl_xor(b, 4);
-    b += hct_shfl_xor(b, 2);
-    b += hct_shfl_xor(b, 1);
-    if (tid == 0) red[8] = b;
-  }
-  __syncthreads();
-  const float ss = red[8];
-  const float rs = rsqrtf(ss / (float)C + HCT_EPS);
-  float *xo = xn + (long long)t * D + (long long)s * C;
-#pragma unroll
-  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCR_NORM_THREADS;
-    if (c < C) {
-      const float y = x[k] * wv[k];
-      xo[c] = y * rs;
-    }
-  }
-}
+#include "fast_common.h"
 
 /* Grid (max(T*S, PF ? SM_COUNT : 0)), block 256. */
 HCT_ENTRY void __launch_bounds__(HCR_NORM_THREADS)
     hc_tg_norm(float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,
                const hct_u16 *w_up, float *xn, int T) {
   __shared__ float red[9];
-  tg_pdl_launch();
-  tg_prefetch(w_down, w_up);
-  tg_pdl_wait();
-  const int b = (int)blockIdx.x;
-  if (b >= T * S) return;
-  tg_norm_stream(b / S, b % S, resid, pending, w_norm, xn, red);
+  hcr_fast_norm(resid, pending, w_norm, w_down, w_up, xn, T, red);
 }
 
 /* ---- step 2 ---------------------------------------------------------------*/
@@ -187,8 +80,8 @@ HCT_ENTRY void __launch_bounds__(RPB *HCT_LW)
   hct_u4 cur[TG_QB], nxt[TG_QB];
 #pragma unroll
   for (int m = 0; m < TG_QB; ++m) cur[m] = w[lane + HCT_LW * m];
-  tg_pdl_launch();
-  tg_pdl_wait();
+  hcr_pdl_launch();
+  hcr_pdl_wait();
 #pragma unroll 1
   for (int qb = 0; qb < HCR_DOWN_Q; qb += TG_QB) {
     if (qb + TG_QB < HCR_DOWN_Q) {
@@ -280,8 +173,8 @@ HCT_ENTRY void __launch_bounds__(UPW *HCT_LW)
   const hct_u4 *row = (const hct_u4 *)(w_up + (long long)i * K);
   const hct_u4 w0 = row[lane];
   const hct_u4 w1 = lane + HCT_LW < HCR_UP_CHUNKS ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
-  tg_pdl_launch();
-  tg_pdl_wait();
+  hcr_pdl_launch();
+  hcr_pdl_wait();
   if (T <= 1) tg_up_row<1>(w0, w1, lo, gate, lane, i, T);
   else if (T <= 2) tg_up_row<2>(w0, w1, lo, gate, lane, i, T);
   else if (T <= 4) tg_up_row<4>(w0, w1, lo, gate, lane, i, T);
@@ -294,8 +187,8 @@ HCT_ENTRY void __launch_bounds__(UPW *HCT_LW)
 HCT_ENTRY void __launch_bounds__(256)
     hc_tg_mix(const float *resid, const float *gate, float *mixed, hct_u16 *mixed_bf16,
               hct_u16 *mixed_f16, int T) {
-  tg_pdl_launch();
-  tg_pdl_wait();
+  hcr_pdl_launch();
+  hcr_pdl_wait();
   const long long idx = (long long)blockIdx.x * 256 + threadIdx.x;
   if (idx >= (long long)T * C) return;
   const int t = (int)(idx / C), c = (int)(idx % C);

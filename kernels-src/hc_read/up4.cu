@@ -39,123 +39,16 @@ static_assert(D % (8 * UPW) == 0, "up4: 8*UPW must divide D");
 static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
               "up4: a row of w_up is one or two chunks per lane");
 
-/* ---- programmatic dependent launch (sm_90+) ------------------------------*/
+/* ---- step 1: v2's norm and the L2 prefetch (fast_common.h) ---------------*/
 
-/* When the runtime launches a kernel with programmatic stream
- * serialisation, it may start before the previous kernel of the stream has
- * finished: each kernel lets its successor start at once (up4_pdl_launch),
- * requests its own weights (never written by any kernel), and only then
- * waits (up4_pdl_wait) for the previous kernel's completion and memory
- * before any other global access.  Every block waits before it exits, so
- * completion stays transitive along the chain.  Launched the ordinary way,
- * both are no-ops. */
-HCT_DEV void up4_pdl_launch(void) {
-#if defined(HCT_CUDA) && HCT_ARCH >= 90
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-HCT_DEV void up4_pdl_wait(void) {
-#if defined(HCT_CUDA) && HCT_ARCH >= 90
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-/* ---- L2 prefetch of both weights ----------------------------------------- */
-
-#define UP4_WBYTES ((long long)K * D * 2) /* bytes of w_down, and of w_up */
-#if PF == 2 && defined(HCT_CUDA) && HCT_ARCH >= 90
-#define UP4_PIECE 4096
-#else
-#define UP4_PIECE 32
-#endif
-static_assert(UP4_WBYTES % UP4_PIECE == 0, "up4: prefetch pieces must tile the weights");
-
-/* Pieces are dealt round-robin over blocks first, so every SM issues its
- * share; a piece never straddles the two arrays. */
-HCT_DEV void up4_prefetch(const hct_u16 *w_down, const hct_u16 *w_up) {
-#if PF > 0 && defined(HCT_CUDA)
-  const long long np = 2 * UP4_WBYTES / UP4_PIECE;
-  const long long step = (long long)gridDim.x * blockDim.x;
-  for (long long p = blockIdx.x + (long long)gridDim.x * threadIdx.x; p < np; p += step) {
-    const long long off = p * UP4_PIECE;
-    const char *a = off < UP4_WBYTES ? (const char *)w_down + off
-                                    : (const char *)w_up + (off - UP4_WBYTES);
-#if UP4_PIECE == 4096
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], 4096;" ::"l"(a) : "memory");
-#else
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-#endif
-  }
-#endif
-}
-
-/* ---- step 1 ---------------------------------------------------------------*/
-
-/* hcr_norm_stream with the w_norm loads issued with the resid loads, so a
- * cold w_norm costs no second memory latency after the reduction.  The
- * arithmetic is hcr_norm_stream's, statement for statement. */
-HCT_DEV void up4_norm_stream(int t, int s, float *resid, const float *pending,
-                            const hct_u16 *w_norm, float *xn, float *red) {
-  const int tid = (int)threadIdx.x;
-  const long long base = ((long long)t * S + s) * C;
-  const hct_u16 *wn = w_norm + (long long)s * C;
-  float x[HCR_NORM_PER_THREAD], wv[HCR_NORM_PER_THREAD];
-  float a = 0.0f;
-#pragma unroll
-  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCR_NORM_THREADS;
-    wv[k] = c < C ? hct_bf16_to_f32(wn[c]) : 0.0f;
-  }
-#pragma unroll
-  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCR_NORM_THREADS;
-    x[k] = 0.0f;
-    if (c < C) {
-      float v = resid[base + c];
-      if (pending != 0) {
-        v = v + pending[base + c];
-        resid[base + c] = v;
-      }
-      x[k] = v;
-      a = fmaf(v, v, a);
-    }
-  }
-  a = hct_warp_sum(a);
-  if ((tid & (HCT_LW - 1)) == 0) red[tid / HCT_LW] = a;
-  __syncthreads();
-  if (tid < HCT_LW) {
-    float b = tid < HCR_NORM_THREADS / HCT_LW ? red[tid] : 0.0f;
-    b += hct_shfl_xor(b, 4);
-    b += hct_shfl_xor(b, 2);
-    b += hct_shfl_xor(b, 1);
-    if (tid == 0) red[8] = b;
-  }
-  __syncthreads();
-  const float ss = red[8];
-  const float rs = rsqrtf(ss / (float)C + HCT_EPS);
-  float *xo = xn + (long long)t * D + (long long)s * C;
-#pragma unroll
-  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCR_NORM_THREADS;
-    if (c < C) {
-      const float y = x[k] * wv[k];
-      xo[c] = y * rs;
-    }
-  }
-}
+#include "fast_common.h"
 
 /* Grid (max(T*S, PF ? SM_COUNT : 0)), block 256. */
 HCT_ENTRY void __launch_bounds__(HCR_NORM_THREADS)
     hc_up4_norm(float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,
                const hct_u16 *w_up, float *xn, int T) {
   __shared__ float red[9];
-  up4_pdl_launch();
-  up4_prefetch(w_down, w_up);
-  up4_pdl_wait();
-  const int b = (int)blockIdx.x;
-  if (b >= T * S) return;
-  up4_norm_stream(b / S, b % S, resid, pending, w_norm, xn, red);
+  hcr_fast_norm(resid, pending, w_norm, w_down, w_up, xn, T, red);
 }
 
 /* ---- step 2 ---------------------------------------------------------------*/
@@ -181,8 +74,8 @@ HCT_ENTRY void __launch_bounds__(RPB *HCT_LW)
   hct_u4 cur[UP4_QB], nxt[UP4_QB];
 #pragma unroll
   for (int m = 0; m < UP4_QB; ++m) cur[m] = w[lane + HCT_LW * m];
-  up4_pdl_launch();
-  up4_pdl_wait();
+  hcr_pdl_launch();
+  hcr_pdl_wait();
 #pragma unroll 1
   for (int qb = 0; qb < HCR_DOWN_Q; qb += UP4_QB) {
     if (qb + UP4_QB < HCR_DOWN_Q) {
@@ -304,8 +197,8 @@ HCT_ENTRY void __launch_bounds__(UPW *HCT_LW)
       w[b][r][0] = row[lane];
       w[b][r][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
     }
-  up4_pdl_launch();
-  up4_pdl_wait();
+  hcr_pdl_launch();
+  hcr_pdl_wait();
   if (T <= 1) up4_rows<1>(w, lo, gate, lane, i0, T);
   else if (T <= 2) up4_rows<2>(w, lo, gate, lane, i0, T);
   else if (T <= 4) up4_rows<4>(w, lo, gate, lane, i0, T);
@@ -318,8 +211,8 @@ HCT_ENTRY void __launch_bounds__(UPW *HCT_LW)
 HCT_ENTRY void __launch_bounds__(256)
     hc_up4_mix(const float *resid, const float *gate, float *mixed, hct_u16 *mixed_bf16,
               hct_u16 *mixed_f16, int T) {
-  up4_pdl_launch();
-  up4_pdl_wait();
+  hcr_pdl_launch();
+  hcr_pdl_wait();
   const long long idx = (long long)blockIdx.x * 256 + threadIdx.x;
   if (idx >= (long long)T * C) return;
   const int t = (int)(idx / C), c = (int)(idx % C);

@@ -1,0 +1,139 @@
+/*
+ * fast_common.h: what the fast multi-launch hc_read variants (tg, up4,
+ * upmix_dec, splitk) share: programmatic-dependent-launch hooks, the L2
+ * prefetch of both weights (parameter PF), and the first step (v2's norm,
+ * one block per token and stream, with the w_norm loads issued early).
+ *
+ * Each of those templates defines PF and includes this after hc_read.h;
+ * its norm entry is a thin wrapper around hcr_fast_norm, so the entry names
+ * stay the variant's own.  Everything here is inlined: the compiled code is
+ * the same as when each template carried its own copy (checked by
+ * comparing the PTX of every parameter point before and after the move).
+ */
+#ifndef HCR_FAST_COMMON_H
+#define HCR_FAST_COMMON_H
+
+#ifndef PF
+#error "fast_common.h: PF must be defined"
+#endif
+
+/* ---- programmatic dependent launch (sm_90+) ------------------------------*/
+
+/* When the runtime launches a kernel with programmatic stream
+ * serialisation, it may start before the previous kernel of the stream has
+ * finished: each kernel lets its successor start at once (hcr_pdl_launch),
+ * requests its own weights (never written by any kernel), and only then
+ * waits (hcr_pdl_wait) for the previous kernel's completion and memory
+ * before any other global access.  Every block waits before it exits, so
+ * completion stays transitive along the chain.  Launched the ordinary way,
+ * both are no-ops. */
+HCT_DEV void hcr_pdl_launch(void) {
+#if defined(HCT_CUDA) && HCT_ARCH >= 90
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+HCT_DEV void hcr_pdl_wait(void) {
+#if defined(HCT_CUDA) && HCT_ARCH >= 90
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* ---- L2 prefetch of both weights ----------------------------------------- */
+
+#define HCR_FAST_WBYTES ((long long)K * D * 2) /* bytes of w_down, and of w_up */
+#if PF == 2 && defined(HCT_CUDA) && HCT_ARCH >= 90
+#define HCR_FAST_PIECE 4096
+#else
+#define HCR_FAST_PIECE 32
+#endif
+static_assert(HCR_FAST_WBYTES % HCR_FAST_PIECE == 0, "hc_read: prefetch pieces must tile the weights");
+
+/* Pieces are dealt round-robin over blocks first, so every SM issues its
+ * share; a piece never straddles the two arrays. */
+HCT_DEV void hcr_prefetch(const hct_u16 *w_down, const hct_u16 *w_up) {
+#if PF > 0 && defined(HCT_CUDA)
+  const long long np = 2 * HCR_FAST_WBYTES / HCR_FAST_PIECE;
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long p = blockIdx.x + (long long)gridDim.x * threadIdx.x; p < np; p += step) {
+    const long long off = p * HCR_FAST_PIECE;
+    const char *a = off < HCR_FAST_WBYTES ? (const char *)w_down + off
+                                    : (const char *)w_up + (off - HCR_FAST_WBYTES);
+#if HCR_FAST_PIECE == 4096
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], 4096;" ::"l"(a) : "memory");
+#else
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+#endif
+  }
+#endif
+}
+
+/* ---- step 1 ---------------------------------------------------------------*/
+
+/* hcr_norm_stream with the w_norm loads issued with the resid loads, so a
+ * cold w_norm costs no second memory latency after the reduction.  The
+ * arithmetic is hcr_norm_stream's, statement for statement. */
+HCT_DEV void hcr_fast_norm_stream(int t, int s, float *resid, const float *pending,
+                                 const hct_u16 *w_norm, float *xn, float *red) {
+  const int tid = (int)threadIdx.x;
+  const long long base = ((long long)t * S + s) * C;
+  const hct_u16 *wn = w_norm + (long long)s * C;
+  float x[HCR_NORM_PER_THREAD], wv[HCR_NORM_PER_THREAD];
+  float a = 0.0f;
+#pragma unroll
+  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
+    const int c = tid + k * HCR_NORM_THREADS;
+    wv[k] = c < C ? hct_bf16_to_f32(wn[c]) : 0.0f;
+  }
+#pragma unroll
+  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
+    const int c = tid + k * HCR_NORM_THREADS;
+    x[k] = 0.0f;
+    if (c < C) {
+      float v = resid[base + c];
+      if (pending != 0) {
+        v = v + pending[base + c];
+        resid[base + c] = v;
+      }
+      x[k] = v;
+      a = fmaf(v, v, a);
+    }
+  }
+  a = hct_warp_sum(a);
+  if ((tid & (HCT_LW - 1)) == 0) red[tid / HCT_LW] = a;
+  __syncthreads();
+  if (tid < HCT_LW) {
+    float b = tid < HCR_NORM_THREADS / HCT_LW ? red[tid] : 0.0f;
+    b += hct_shfl_xor(b, 4);
+    b += hct_shfl_xor(b, 2);
+    b += hct_shfl_xor(b, 1);
+    if (tid == 0) red[8] = b;
+  }
+  __syncthreads();
+  const float ss = red[8];
+  const float rs = rsqrtf(ss / (float)C + HCT_EPS);
+  float *xo = xn + (long long)t * D + (long long)s * C;
+#pragma unroll
+  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
+    const int c = tid + k * HCR_NORM_THREADS;
+    if (c < C) {
+      const float y = x[k] * wv[k];
+      xo[c] = y * rs;
+    }
+  }
+}
+
+/* Grid (max(T*S, PF ? SM_COUNT : 0)), block 256; `red` is the entry's
+ * __shared__ float[9]. */
+HCT_DEV void hcr_fast_norm(float *resid, const float *pending, const hct_u16 *w_norm,
+                           const hct_u16 *w_down, const hct_u16 *w_up, float *xn, int T,
+                           float *red) {
+  hcr_pdl_launch();
+  hcr_prefetch(w_down, w_up);
+  hcr_pdl_wait();
+  const int b = (int)blockIdx.x;
+  if (b >= T * S) return;
+  hcr_fast_norm_stream(b / S, b % S, resid, pending, w_norm, xn, red);
+}
+
+#endif /* HCR_FAST_COMMON_H */
