@@ -1,8 +1,9 @@
 /*
  * fast_common.h: what the fast multi-launch hc_read variants (tg, up4,
  * upmix_dec, splitk) share: programmatic-dependent-launch hooks, the L2
- * prefetch of both weights (parameter PF), and the first step (v2's norm,
- * one block per token and stream, with the w_norm loads issued early).
+ * prefetch of both weights (parameter PF), the first step (v2's norm, one
+ * block per token and stream, with the w_norm loads issued early), and the
+ * reduction of several canonical butterflies at once (hcr_multi_sum).
  *
  * Each of those templates defines PF and includes this after hc_read.h;
  * its norm entry is a thin wrapper around hcr_fast_norm, so the entry names
@@ -134,6 +135,47 @@ HCT_DEV void hcr_fast_norm(float *resid, const float *pending, const hct_u16 *w_
   const int b = (int)blockIdx.x;
   if (b >= T * S) return;
   hcr_fast_norm_stream(b / S, b % S, resid, pending, w_norm, xn, red);
+}
+
+/* ---- several butterflies at once ------------------------------------------*/
+
+/*
+ * Reduces N = 2^M sums of 32 lane partials at once (M <= 5): halving
+ * stages at offsets 16, 8, ... (a lane keeps the lower half of its values
+ * when its offset bit is clear, the upper half when set, and adds its
+ * partner's copy of each kept value), then plain butterfly stages for the
+ * offsets left.  Partners always hold the same sums, so every sum is the
+ * canonical butterfly's, bit for bit.  Returns the sum of value
+ * lane >> (5 - M).
+ */
+/* One halving stage at offset OFF over the first N values. */
+template <int N, int OFF>
+HCT_DEV void hcr_halve(float *v, int lane) {
+  const bool up = (lane & OFF) != 0;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    const float keep = up ? v[N / 2 + i] : v[i];
+    const float send = up ? v[i] : v[N / 2 + i];
+    v[i] = keep + hct_shfl_xor(send, OFF);
+  }
+}
+
+template <int N>
+HCT_DEV float hcr_multi_sum(float (&v)[N], int lane) {
+  static_assert(N >= 1 && N <= HCT_LW && (N & (N - 1)) == 0, "hcr_multi_sum: N is 2^M <= 32");
+  if (N >= 2) hcr_halve<N, 16>(v, lane);
+  if (N >= 4) hcr_halve<(N >= 4 ? N / 2 : 2), 8>(v, lane);
+  if (N >= 8) hcr_halve<(N >= 8 ? N / 4 : 2), 4>(v, lane);
+  if (N >= 16) hcr_halve<(N >= 16 ? N / 8 : 2), 2>(v, lane);
+  if (N >= 32) hcr_halve<(N >= 32 ? N / 16 : 2), 1>(v, lane);
+  float a = v[0];
+  /* The offsets left, still in the canonical order (largest first). */
+  if (N < 2) a += hct_shfl_xor(a, 16);
+  if (N < 4) a += hct_shfl_xor(a, 8);
+  if (N < 8) a += hct_shfl_xor(a, 4);
+  if (N < 16) a += hct_shfl_xor(a, 2);
+  if (N < 32) a += hct_shfl_xor(a, 1);
+  return a;
 }
 
 #endif /* HCR_FAST_COMMON_H */

@@ -53,91 +53,17 @@ HCT_ENTRY void __launch_bounds__(HCR_NORM_THREADS)
 
 /* ---- step 2 ---------------------------------------------------------------*/
 
-#define UP4_QB 8 /* chunks per lane in registers at a time */
-static_assert(HCR_DOWN_Q % UP4_QB == 0, "up4: the 40 steps are batches of 8");
+#include "tg_down.h"
 
-/* Grid (K/RPB, cdiv(T, TG)), block RPB*32: warp w takes row
- * blockIdx.x*RPB + w for tokens blockIdx.y*TG .. +TG-1 (those < T). */
+/* Grid (K/RPB, cdiv(T, TG)), block RPB*32: tg_down.h. */
 HCT_ENTRY void __launch_bounds__(RPB *HCT_LW)
     hc_up4_down(const hct_u16 *w_down, const float *xn, float *lo, int T) {
-  const int lane = (int)threadIdx.x % HCT_LW;
-  const int j = (int)blockIdx.x * RPB + (int)threadIdx.x / HCT_LW;
-  const int t0 = (int)blockIdx.y * TG;
-  const hct_u4 *w = (const hct_u4 *)(w_down + (long long)j * D);
-  const hct_f4 *HCT_RESTRICT x[TG];
-  float acc[TG];
-#pragma unroll
-  for (int u = 0; u < TG; ++u) {
-    x[u] = (const hct_f4 *)(xn + (long long)(t0 + u < T ? t0 + u : 0) * D);
-    acc[u] = 0.0f;
-  }
-  hct_u4 cur[UP4_QB], nxt[UP4_QB];
-#pragma unroll
-  for (int m = 0; m < UP4_QB; ++m) cur[m] = w[lane + HCT_LW * m];
-  hcr_pdl_launch();
-  hcr_pdl_wait();
-#pragma unroll 1
-  for (int qb = 0; qb < HCR_DOWN_Q; qb += UP4_QB) {
-    if (qb + UP4_QB < HCR_DOWN_Q) {
-#pragma unroll
-      for (int m = 0; m < UP4_QB; ++m) nxt[m] = w[lane + HCT_LW * (qb + UP4_QB + m)];
-    }
-#pragma unroll
-    for (int m = 0; m < UP4_QB; ++m) {
-      const int c = lane + HCT_LW * (qb + m);
-#pragma unroll
-      for (int u = 0; u < TG; ++u) acc[u] = hcr_dot8(cur[m], x[u][2 * c], x[u][2 * c + 1], acc[u]);
-    }
-#pragma unroll
-    for (int m = 0; m < UP4_QB; ++m) cur[m] = nxt[m];
-  }
-#pragma unroll
-  for (int u = 0; u < TG; ++u) {
-    const float v = hct_warp_sum(acc[u]);
-    if (lane == 0 && t0 + u < T) lo[(long long)(t0 + u) * K + j] = v;
-  }
+  hcr_tg_down(w_down, xn, lo, T);
 }
 
 /* ---- step 3 ---------------------------------------------------------------*/
 
-/*
- * Reduces N = 2^M sums of 32 lane partials at once (M <= 5): halving
- * stages at offsets 16, 8, ... (a lane keeps the lower half of its values
- * when its offset bit is clear, the upper half when set, and adds its
- * partner's copy of each kept value), then plain butterfly stages for the
- * offsets left.  Partners always hold the same sums, so every sum is the
- * canonical butterfly's, bit for bit.  Returns the sum of value
- * lane >> (5 - M).
- */
-/* One halving stage at offset OFF over the first N values. */
-template <int N, int OFF>
-HCT_DEV void up4_halve(float *v, int lane) {
-  const bool up = (lane & OFF) != 0;
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) {
-    const float keep = up ? v[N / 2 + i] : v[i];
-    const float send = up ? v[i] : v[N / 2 + i];
-    v[i] = keep + hct_shfl_xor(send, OFF);
-  }
-}
-
-template <int N>
-HCT_DEV float up4_multi_sum(float (&v)[N], int lane) {
-  static_assert(N >= 1 && N <= HCT_LW && (N & (N - 1)) == 0, "up4_multi_sum: N is 2^M <= 32");
-  if (N >= 2) up4_halve<N, 16>(v, lane);
-  if (N >= 4) up4_halve<(N >= 4 ? N / 2 : 2), 8>(v, lane);
-  if (N >= 8) up4_halve<(N >= 8 ? N / 4 : 2), 4>(v, lane);
-  if (N >= 16) up4_halve<(N >= 16 ? N / 8 : 2), 2>(v, lane);
-  if (N >= 32) up4_halve<(N >= 32 ? N / 16 : 2), 1>(v, lane);
-  float a = v[0];
-  /* The offsets left, still in the canonical order (largest first). */
-  if (N < 2) a += hct_shfl_xor(a, 16);
-  if (N < 4) a += hct_shfl_xor(a, 8);
-  if (N < 8) a += hct_shfl_xor(a, 4);
-  if (N < 16) a += hct_shfl_xor(a, 2);
-  if (N < 32) a += hct_shfl_xor(a, 1);
-  return a;
-}
+/* hcr_multi_sum (fast_common.h) reduces several butterflies at once. */
 
 
 /* One batch of 4 rows (weights w[r][0..1]) for TB >= T tokens: value
@@ -166,7 +92,7 @@ HCT_DEV void up4_batch(const hct_u4 (&w)[4][2], const float *lo, float *gate, in
       v[r * TB + t] = acc;
     }
   }
-  const float u = up4_multi_sum<NV>(v, lane);
+  const float u = hcr_multi_sum<NV>(v, lane);
   /* Lane L holds value L >> (5 - M); the first lane of each run writes. */
   const int idx = lane >> (5 - M), r = idx / TB, t = idx % TB;
   if ((lane & ((1 << (5 - M)) - 1)) == 0 && t < T)
