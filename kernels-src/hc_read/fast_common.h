@@ -137,6 +137,15 @@ HCT_DEV void hcr_fast_norm(float *resid, const float *pending, const hct_u16 *w_
   hcr_fast_norm_stream(b / S, b % S, resid, pending, w_norm, xn, red);
 }
 
+/* Lane src's value of v, across the warp. */
+HCT_DEV float hcr_shfl_idx(float v, int src) {
+#if defined(HCT_CUDA)
+  return __shfl_sync(0xffffffffu, v, src);
+#else
+  return __shfl(v, src, HCT_LW);
+#endif
+}
+
 /* ---- several butterflies at once ------------------------------------------*/
 
 /*

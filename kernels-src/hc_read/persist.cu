@@ -41,6 +41,8 @@
  */
 #include "hc_read.h"
 #include "hct_grid.h"
+#include "fast_common.h"
+#include "persist_common.h"
 
 #ifndef WUPS
 #error "persist: WUPS must be defined"
@@ -58,7 +60,7 @@
 #define PS_NT (2 * K)             /* threads: two per row in stage A */
 #define PS_NW (PS_NT / HCT_LW)    /* warps: 20 */
 #define PS_CPS (C / 8)            /* chunks of 8 columns per stream: 320 */
-#define PS_TMAX 8
+#define PS_TMAX HCR_PERSIST_TMAX
 #define PS_UPC HCR_UP_CHUNKS      /* chunks of a w_up row: 40 */
 #define PS_IMAX 9                 /* stage B: blocks per lane in one pass (NB <= 144) */
 static_assert(PS_NT % HCT_LW == 0, "persist: 2*K threads must be whole warps");
@@ -66,33 +68,6 @@ static_assert(C % 8 == 0, "persist: a stream is whole chunks of 8");
 static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
               "persist: a row of w_up is one or two chunks per lane");
 static_assert(S == 4, "persist: the mix is written for 4 streams");
-
-/* Loads past L1: data another block wrote in this launch. */
-HCT_DEV float ps_ldcg(const float *p) {
-#if defined(HCT_CUDA)
-  float v;
-  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-  return v;
-#else
-  return *(const volatile float *)p;
-#endif
-}
-
-HCT_DEV float ps_shfl_idx(float v, int src) {
-#if defined(HCT_CUDA)
-  return __shfl_sync(0xffffffffu, v, src);
-#else
-  return __shfl(v, src, HCT_LW);
-#endif
-}
-
-HCT_DEV void ps_prefetch(const void *p, int bytes) {
-#if defined(HCT_CUDA) && HCT_ARCH >= 90 && PF == 2
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#elif defined(HCT_CUDA) && PF == 1
-  for (int o = 0; o < bytes; o += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)p + o));
-#endif
-}
 
 #if MMA
 /* ---- tensor cores: 3xTF32-style products ----------------------------------
@@ -132,37 +107,6 @@ HCT_DEV void ps_mma2(float (&d)[4], const hct_u32 (&a)[4], float y0, float y1) {
   ps_mma(d, a, h0, h1);
 }
 #endif
-
-/* One halving stage at offset OFF over the first N values (upmix_dec.cu
- * explains the scheme; the sums are the canonical butterfly's). */
-template <int N, int OFF>
-HCT_DEV void ps_halve(float *v, int lane) {
-  const bool up = (lane & OFF) != 0;
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) {
-    const float keep = up ? v[N / 2 + i] : v[i];
-    const float send = up ? v[i] : v[N / 2 + i];
-    v[i] = keep + hct_shfl_xor(send, OFF);
-  }
-}
-
-/* N = 2^M sums at once; returns the sum of value lane >> (5 - M). */
-template <int N>
-HCT_DEV float ps_multi_sum(float (&v)[N], int lane) {
-  static_assert(N >= 1 && N <= HCT_LW && (N & (N - 1)) == 0, "ps_multi_sum: N is 2^M <= 32");
-  if (N >= 2) ps_halve<N, 16>(v, lane);
-  if (N >= 4) ps_halve<(N >= 4 ? N / 2 : 2), 8>(v, lane);
-  if (N >= 8) ps_halve<(N >= 8 ? N / 4 : 2), 4>(v, lane);
-  if (N >= 16) ps_halve<(N >= 16 ? N / 8 : 2), 2>(v, lane);
-  if (N >= 32) ps_halve<(N >= 32 ? N / 16 : 2), 1>(v, lane);
-  float a = v[0];
-  if (N < 2) a += hct_shfl_xor(a, 16);
-  if (N < 4) a += hct_shfl_xor(a, 8);
-  if (N < 8) a += hct_shfl_xor(a, 4);
-  if (N < 16) a += hct_shfl_xor(a, 2);
-  if (N < 32) a += hct_shfl_xor(a, 1);
-  return a;
-}
 
 /* Block geometry, the same in every stage. */
 struct ps_geo {
@@ -236,51 +180,6 @@ HCT_DEV void ps_down(const ps_geo &g, const hct_u4 *smA, const float *sy, float 
   }
 }
 
-/* Stage C for one channel c by one warp, TB >= T tokens. */
-template <int TB>
-HCT_DEV void ps_upmix(const hct_u4 (&w)[S][2], const hct_f4 *slo, const float *resid, int lane,
-                      int c, int T, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
-  constexpr int NV = S * TB;
-  constexpr int M = TB == 1 ? 2 : TB == 2 ? 3 : TB == 4 ? 4 : 5;
-  static_assert((1 << M) == NV, "persist: 4 streams x TB tokens is 2^M");
-  const bool two = lane + HCT_LW < PS_UPC;
-  const int tm = lane & (TB - 1);
-  const bool mixer = lane < T && lane < TB;
-  float r[S];
-#pragma unroll
-  for (int s = 0; s < S; ++s) r[s] = mixer ? ps_ldcg(resid + ((long long)tm * S + s) * C + c) : 0.0f;
-  float v[NV];
-#pragma unroll
-  for (int t = 0; t < TB; ++t) {
-    const hct_f4 *l0 = slo + t * (K / 8), *l1 = slo + (PS_TMAX + t) * (K / 8);
-    const hct_f4 a = l0[lane], b = l1[lane];
-    hct_f4 a2 = {0.0f, 0.0f, 0.0f, 0.0f}, b2 = a2;
-    if (two) {
-      a2 = l0[lane + HCT_LW];
-      b2 = l1[lane + HCT_LW];
-    }
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      float acc = hcr_dot8(w[s][0], a, b, 0.0f);
-      if (two) acc = hcr_dot8(w[s][1], a2, b2, acc);
-      v[s * TB + t] = acc;
-    }
-  }
-  const float gt = hcr_sigmoid(ps_multi_sum<NV>(v, lane));
-  float gs[S];
-#pragma unroll
-  for (int s = 0; s < S; ++s) gs[s] = ps_shfl_idx(gt, (s * TB + tm) << (5 - M));
-  if (mixer) {
-    float m = gs[0] * r[0];
-#pragma unroll
-    for (int s = 1; s < S; ++s) m = fmaf(gs[s], r[s], m);
-    const long long o = (long long)tm * C + c;
-    mixed[o] = m;
-    mixed_bf16[o] = hct_f32_to_bf16(m);
-    mixed_f16[o] = hct_f32_to_f16(m);
-  }
-}
-
 /*
  * Grid ((SM_COUNT/4)*4), block 2*K = 640, dynamic shared memory (bytes):
  *   nchmax*K*16            w_down slice, [chunk][row]
@@ -319,7 +218,7 @@ HCT_ENTRY void __launch_bounds__(PS_NT, 1)
 #else
   /* Rows s*C + cu0 .. s*C + cu0 + ncu - 1 are adjacent in w_up. */
   if (tid < S && g.ncu > 0)
-    ps_prefetch(w_up + ((long long)tid * C + g.cu0) * K, g.ncu * K * 2);
+    hcr_prefetch_bytes(w_up + ((long long)tid * C + g.cu0) * K, g.ncu * K * 2);
 #endif
   hct_cp_async_commit();
 
@@ -411,8 +310,8 @@ HCT_ENTRY void __launch_bounds__(PS_NT, 1)
 #pragma unroll
         for (int m = 0; m < PS_IMAX; ++m) {
           const int i = gq + 4 * m;
-          pa[m] = i < g.nbs ? ps_ldcg(ps + (long long)i * K) : 0.0f;
-          qa[m] = i < g.nbs ? ps_ldcg(qs + i) : 0.0f;
+          pa[m] = i < g.nbs ? hcr_ldcg(ps + (long long)i * K) : 0.0f;
+          qa[m] = i < g.nbs ? hcr_ldcg(qs + i) : 0.0f;
         }
         float a = 0.0f, q = 0.0f;
 #pragma unroll
@@ -421,8 +320,8 @@ HCT_ENTRY void __launch_bounds__(PS_NT, 1)
           q += qa[m];
         }
         for (int i = gq + 4 * PS_IMAX; i < g.nbs; i += 4) {
-          a += ps_ldcg(ps + (long long)i * K);
-          q += ps_ldcg(qs + i);
+          a += hcr_ldcg(ps + (long long)i * K);
+          q += hcr_ldcg(qs + i);
         }
         v[s] = a;
         v[S + s] = q;
@@ -450,7 +349,7 @@ HCT_ENTRY void __launch_bounds__(PS_NT, 1)
   for (int p = tid; p < (MMA ? PS_TMAX : TB) * K; p += PS_NT) {
     const int t = p / K, k = p % K;
     ((float *)slo)[(((k >> 2) & 1) * PS_TMAX + t) * (K / 2) + (k >> 3) * 4 + (k & 3)] =
-        t < T ? ps_ldcg(lo + p) : 0.0f;
+        t < T ? hcr_ldcg(lo + p) : 0.0f;
   }
   hct_cp_async_wait<0>();
   __syncthreads();
@@ -507,7 +406,7 @@ HCT_ENTRY void __launch_bounds__(PS_NT, 1)
       const float *rp = resid + (long long)t * S * C + c;
       float r[S];
 #pragma unroll
-      for (int s = 0; s < S; ++s) r[s] = ps_ldcg(rp + (long long)s * C);
+      for (int s = 0; s < S; ++s) r[s] = hcr_ldcg(rp + (long long)s * C);
       float m = gs[0] * r[0];
 #pragma unroll
       for (int s = 1; s < S; ++s) m = fmaf(gs[s], r[s], m);
@@ -533,10 +432,10 @@ HCT_ENTRY void __launch_bounds__(PS_NT, 1)
       w[s][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
     }
     switch (TB) {
-      case 1: ps_upmix<1>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
-      case 2: ps_upmix<2>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
-      case 4: ps_upmix<4>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
-      default: ps_upmix<8>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
+      case 1: hcr_persist_upmix<1>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
+      case 2: hcr_persist_upmix<2>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
+      case 4: hcr_persist_upmix<4>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
+      default: hcr_persist_upmix<8>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
     }
   }
 #endif

@@ -34,6 +34,8 @@
  */
 #include "hc_read.h"
 #include "hct_grid.h"
+#include "fast_common.h"
+#include "persist_common.h"
 
 #ifndef WUPS
 #error "persist_bw: WUPS must be defined"
@@ -44,7 +46,7 @@
 
 #define PB_NT 640                 /* threads */
 #define PB_NW (PB_NT / HCT_LW)    /* warps: 20 */
-#define PB_TMAX 8
+#define PB_TMAX HCR_PERSIST_TMAX
 #define PB_UPC HCR_UP_CHUNKS      /* chunks of a w_up row: 40 */
 #define PB_LGW 8                  /* lanes per down unit */
 #define PB_NU ((HCT_LW / PB_LGW) * K) /* down units: 1280 */
@@ -56,102 +58,6 @@ static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
               "persist_bw: a row of w_up is one or two chunks per lane");
 static_assert(S == 4, "persist_bw: the mix is written for 4 streams");
 static_assert((PB_ROWCNT + K) * 4 <= 4096, "persist_bw: row counts must fit in ws");
-
-/* Loads past L1: data another block wrote in this launch. */
-HCT_DEV float pb_ldcg(const float *p) {
-#if defined(HCT_CUDA)
-  float v;
-  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-  return v;
-#else
-  return *(const volatile float *)p;
-#endif
-}
-
-HCT_DEV float pb_shfl_idx(float v, int src) {
-#if defined(HCT_CUDA)
-  return __shfl_sync(0xffffffffu, v, src);
-#else
-  return __shfl(v, src, HCT_LW);
-#endif
-}
-
-/* One halving stage at offset OFF over the first N values (upmix_dec.cu
- * explains the scheme; the sums are the canonical butterfly's). */
-template <int N, int OFF>
-HCT_DEV void pb_halve(float *v, int lane) {
-  const bool up = (lane & OFF) != 0;
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) {
-    const float keep = up ? v[N / 2 + i] : v[i];
-    const float send = up ? v[i] : v[N / 2 + i];
-    v[i] = keep + hct_shfl_xor(send, OFF);
-  }
-}
-
-/* N = 2^M sums at once; returns the sum of value lane >> (5 - M). */
-template <int N>
-HCT_DEV float pb_multi_sum(float (&v)[N], int lane) {
-  static_assert(N >= 1 && N <= HCT_LW && (N & (N - 1)) == 0, "pb_multi_sum: N is 2^M <= 32");
-  if (N >= 2) pb_halve<N, 16>(v, lane);
-  if (N >= 4) pb_halve<(N >= 4 ? N / 2 : 2), 8>(v, lane);
-  if (N >= 8) pb_halve<(N >= 8 ? N / 4 : 2), 4>(v, lane);
-  if (N >= 16) pb_halve<(N >= 16 ? N / 8 : 2), 2>(v, lane);
-  if (N >= 32) pb_halve<(N >= 32 ? N / 16 : 2), 1>(v, lane);
-  float a = v[0];
-  if (N < 2) a += hct_shfl_xor(a, 16);
-  if (N < 4) a += hct_shfl_xor(a, 8);
-  if (N < 8) a += hct_shfl_xor(a, 4);
-  if (N < 16) a += hct_shfl_xor(a, 2);
-  if (N < 32) a += hct_shfl_xor(a, 1);
-  return a;
-}
-
-/* Stage C for one channel c by one warp, TB >= T tokens. */
-template <int TB>
-HCT_DEV void pb_upmix(const hct_u4 (&w)[S][2], const hct_f4 *slo, const float *resid, int lane,
-                      int c, int T, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
-  constexpr int NV = S * TB;
-  constexpr int M = TB == 1 ? 2 : TB == 2 ? 3 : TB == 4 ? 4 : 5;
-  static_assert((1 << M) == NV, "persist_bw: 4 streams x TB tokens is 2^M");
-  const bool two = lane + HCT_LW < PB_UPC;
-  const int tm = lane & (TB - 1);
-  const bool mixer = lane < T && lane < TB;
-  float r[S];
-#pragma unroll
-  for (int s = 0; s < S; ++s) r[s] = mixer ? pb_ldcg(resid + ((long long)tm * S + s) * C + c) : 0.0f;
-  float v[NV];
-#pragma unroll
-  for (int t = 0; t < TB; ++t) {
-    const hct_f4 *l0 = slo + t * (K / 8), *l1 = slo + (PB_TMAX + t) * (K / 8);
-    const hct_f4 a = l0[lane], b = l1[lane];
-    hct_f4 a2 = {0.0f, 0.0f, 0.0f, 0.0f}, b2 = a2;
-    if (two) {
-      a2 = l0[lane + HCT_LW];
-      b2 = l1[lane + HCT_LW];
-    }
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      float acc = hcr_dot8(w[s][0], a, b, 0.0f);
-      if (two) acc = hcr_dot8(w[s][1], a2, b2, acc);
-      v[s * TB + t] = acc;
-    }
-  }
-  const float gt = hcr_sigmoid(pb_multi_sum<NV>(v, lane));
-  float gs[S];
-#pragma unroll
-  for (int s = 0; s < S; ++s) gs[s] = pb_shfl_idx(gt, (s * TB + tm) << (5 - M));
-  if (mixer) {
-    float m = gs[0] * r[0];
-#pragma unroll
-    for (int s = 1; s < S; ++s) m = fmaf(gs[s], r[s], m);
-    const long long o = (long long)tm * C + c;
-    mixed[o] = m;
-    mixed_bf16[o] = hct_f32_to_bf16(m);
-    mixed_f16[o] = hct_f32_to_f16(m);
-  }
-}
-
 
 /* hcr_norm_stream for a block of PB_NT threads: threads 0..255 do v2's
  * work, statement for statement (w_norm loaded with resid, as upmix_dec);
@@ -213,14 +119,6 @@ HCT_DEV void pb_norm_stream(int t, int s, float *resid, const float *pending,
   __syncthreads();
 }
 
-HCT_DEV void pb_prefetch(const void *p, int bytes) {
-#if defined(HCT_CUDA) && HCT_ARCH >= 90 && PF == 2
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#elif defined(HCT_CUDA) && PF == 1
-  for (int o = 0; o < bytes; o += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)p + o));
-#endif
-}
-
 /*
  * Grid (SM_COUNT), block 640, dynamic shared memory (bytes):
  *   numax*5120               the down units' weights, [unit][q][lane of 8]
@@ -263,7 +161,7 @@ HCT_ENTRY void __launch_bounds__(PB_NT, 1)
                    (const hct_u4 *)(w_up + ((long long)s * C + cu0 + cl) * K) + q);
   }
 #else
-  if (tid < S && ncu > 0) pb_prefetch(w_up + ((long long)tid * C + cu0) * K, ncu * K * 2);
+  if (tid < S && ncu > 0) hcr_prefetch_bytes(w_up + ((long long)tid * C + cu0) * K, ncu * K * 2);
 #endif
   hct_cp_async_commit();
 #if defined(HCT_CUDA) && HCT_ARCH >= 90
@@ -313,7 +211,7 @@ HCT_ENTRY void __launch_bounds__(PB_NT, 1)
   __threadfence();
   for (int p = wp; p < n_done * T; p += PB_NW) {
     const int j = rows_done[p % n_done], t = p / n_done;
-    float v = pb_ldcg(&part[((long long)t * K + j) * HCT_LW + lane]);
+    float v = hcr_ldcg(&part[((long long)t * K + j) * HCT_LW + lane]);
     v = hct_warp_sum(v);
     if (lane == 0) lo[(long long)t * K + j] = v;
   }
@@ -323,7 +221,7 @@ HCT_ENTRY void __launch_bounds__(PB_NT, 1)
   for (int p = tid; p < TB * K; p += PB_NT) {
     const int t = p / K, k = p % K;
     ((float *)slo)[(((k >> 2) & 1) * PB_TMAX + t) * (K / 2) + (k >> 3) * 4 + (k & 3)] =
-        t < T ? pb_ldcg(lo + p) : 0.0f;
+        t < T ? hcr_ldcg(lo + p) : 0.0f;
   }
   hct_cp_async_wait<0>();
   __syncthreads();
@@ -342,10 +240,10 @@ HCT_ENTRY void __launch_bounds__(PB_NT, 1)
       w[s][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
     }
     switch (TB) {
-      case 1: pb_upmix<1>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
-      case 2: pb_upmix<2>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
-      case 4: pb_upmix<4>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
-      default: pb_upmix<8>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
+      case 1: hcr_persist_upmix<1>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
+      case 2: hcr_persist_upmix<2>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
+      case 4: hcr_persist_upmix<4>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
+      default: hcr_persist_upmix<8>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
     }
   }
 }

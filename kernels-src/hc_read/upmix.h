@@ -11,13 +11,6 @@
 #define HCR_UPMIX_SLO (2 * 8 * (K / 8))
 
 
-HCT_DEV float hcr_shfl_idx(float v, int src) {
-#if defined(HCT_CUDA)
-  return __shfl_sync(0xffffffffu, v, src);
-#else
-  return __shfl(v, src, HCT_LW);
-#endif
-}
 
 /* hcr_multi_sum (fast_common.h) reduces several butterflies at once. */
 

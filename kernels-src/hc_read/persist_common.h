@@ -1,0 +1,77 @@
+/*
+ * persist_common.h: what the two persistent hc_read variants (persist,
+ * persist_bw) share: loads that bypass L1 for data other blocks wrote in
+ * the same launch, the L2 prefetch of a byte range (parameter PF), and the
+ * fused up and mix of one channel by one warp (stage C).  Needs
+ * fast_common.h (hcr_multi_sum, hcr_shfl_idx) and PF.
+ */
+#ifndef HCR_PERSIST_COMMON_H
+#define HCR_PERSIST_COMMON_H
+
+#define HCR_PERSIST_TMAX 8 /* tokens a launch holds in shared memory */
+
+/* Loads past L1: data another block wrote in this launch. */
+HCT_DEV float hcr_ldcg(const float *p) {
+#if defined(HCT_CUDA)
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+#else
+  return *(const volatile float *)p;
+#endif
+}
+
+HCT_DEV void hcr_prefetch_bytes(const void *p, int bytes) {
+#if defined(HCT_CUDA) && HCT_ARCH >= 90 && PF == 2
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#elif defined(HCT_CUDA) && PF == 1
+  for (int o = 0; o < bytes; o += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)p + o));
+#endif
+}
+
+/* Stage C for one channel c by one warp, TB >= T tokens. */
+template <int TB>
+HCT_DEV void hcr_persist_upmix(const hct_u4 (&w)[S][2], const hct_f4 *slo, const float *resid, int lane,
+                      int c, int T, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
+  constexpr int NV = S * TB;
+  constexpr int M = TB == 1 ? 2 : TB == 2 ? 3 : TB == 4 ? 4 : 5;
+  static_assert((1 << M) == NV, "persist_common.h: 4 streams x TB tokens is 2^M");
+  const bool two = lane + HCT_LW < HCR_UP_CHUNKS;
+  const int tm = lane & (TB - 1);
+  const bool mixer = lane < T && lane < TB;
+  float r[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) r[s] = mixer ? hcr_ldcg(resid + ((long long)tm * S + s) * C + c) : 0.0f;
+  float v[NV];
+#pragma unroll
+  for (int t = 0; t < TB; ++t) {
+    const hct_f4 *l0 = slo + t * (K / 8), *l1 = slo + (HCR_PERSIST_TMAX + t) * (K / 8);
+    const hct_f4 a = l0[lane], b = l1[lane];
+    hct_f4 a2 = {0.0f, 0.0f, 0.0f, 0.0f}, b2 = a2;
+    if (two) {
+      a2 = l0[lane + HCT_LW];
+      b2 = l1[lane + HCT_LW];
+    }
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      float acc = hcr_dot8(w[s][0], a, b, 0.0f);
+      if (two) acc = hcr_dot8(w[s][1], a2, b2, acc);
+      v[s * TB + t] = acc;
+    }
+  }
+  const float gt = hcr_sigmoid(hcr_multi_sum<NV>(v, lane));
+  float gs[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) gs[s] = hcr_shfl_idx(gt, (s * TB + tm) << (5 - M));
+  if (mixer) {
+    float m = gs[0] * r[0];
+#pragma unroll
+    for (int s = 1; s < S; ++s) m = fmaf(gs[s], r[s], m);
+    const long long o = (long long)tm * C + c;
+    mixed[o] = m;
+    mixed_bf16[o] = hct_f32_to_bf16(m);
+    mixed_f16[o] = hct_f32_to_f16(m);
+  }
+}
+
+#endif /* HCR_PERSIST_COMMON_H */
