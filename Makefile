@@ -71,7 +71,7 @@ TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
 $(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 
-.PHONY: all clean check check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
+.PHONY: all install clean check check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
 all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so tests
 
 $(O)/%.o: %.c
@@ -158,6 +158,21 @@ fuzz: $(O)/fuzz/fuzz_request
 	@mkdir -p $(O)/fuzz/corpus
 	$(O)/fuzz/fuzz_request -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=5 \
 	  -dict=daemon/fuzz_request.dict $(O)/fuzz/corpus daemon/fuzz_corpus
+
+# install: the programs, the client library and header, and the kernel
+# templates where hctune looks for them (PREFIX/share/hctune/kernels-src,
+# found from PREFIX/bin/hctune).
+PREFIX ?= /usr/local
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PREFIX)/share/hctune
+	install -m 0755 $(BIN)/hctune $(BIN)/hctuned $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(LIB)/libhctune.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 include/hctune.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0755 $(LIB)/libhctune.so $(DESTDIR)$(PREFIX)/lib/libhctune.so.0
+	ln -sf libhctune.so.0 $(DESTDIR)$(PREFIX)/lib/libhctune.so
+	rm -rf $(DESTDIR)$(PREFIX)/share/hctune/kernels-src
+	cp -r kernels-src $(DESTDIR)$(PREFIX)/share/hctune/
 
 clean:
 	rm -rf build bin lib
