@@ -47,6 +47,7 @@ typedef struct probe_s {
   hct_db_keys_t keys;
   char run_id[33];
   hct_worker_t *w;       /* every GPU call goes through it: fault isolation */
+  int fresh_worker;      /* restarted: its next check draws the inputs again */
   char kdir[1024];
   char dbpath[1024];
   cand_t *cands;
@@ -342,6 +343,7 @@ static int candidate_failed(probe_t *P, int i, const char *kind, int rc, int T, 
     if (c->dead) hct__worker_forget(P->w, key);
     int rr = hct__worker_recover(P->w, dropped_cb, P);
     if (rr != 0) return rr;
+    P->fresh_worker = 1;
     if (P->cands[P->baseline].dead)
       return hct__error(HCT_EWORKER, "baseline could not be loaded again after a worker restart");
   } else if (c->dead) {
@@ -459,7 +461,12 @@ static int check_T(probe_t *P, int T, int pending) {
     if (c->c.v->parity == HCT_PARITY_BITWISE && strcmp(c->c.v->reference, base->c.v->name) != 0)
       return hct__error(HCT_EUNSUPPORTED, "%s: reference '%s' is not the baseline '%s'", c->c.label,
                         c->c.v->reference, base->c.v->name);
-    rc = hct__worker_check(P->w, i, P->baseline, T, pending, seed, deadline, &ck);
+    /* A fresh worker draws the inputs and the float64 reference again
+     * before it runs anything: the launch deadline alone would be too
+     * short for that. */
+    rc = hct__worker_check(P->w, i, P->baseline, T, pending, seed,
+                           P->fresh_worker ? 120000 : deadline, &ck);
+    if (rc == 0) P->fresh_worker = 0;
     if (rc != 0) {
       if ((rc = candidate_failed(P, i, "parity", rc, T, pending, seed)) != 0) return rc;
       continue;
