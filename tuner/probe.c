@@ -462,11 +462,18 @@ static int check_T(probe_t *P, int T, int pending) {
       return hct__error(HCT_EUNSUPPORTED, "%s: reference '%s' is not the baseline '%s'", c->c.label,
                         c->c.v->reference, base->c.v->name);
     /* A fresh worker draws the inputs and the float64 reference again
-     * before it runs anything: the launch deadline alone would be too
-     * short for that. */
-    rc = hct__worker_check(P->w, i, P->baseline, T, pending, seed,
-                           P->fresh_worker ? 120000 : deadline, &ck);
-    if (rc == 0) P->fresh_worker = 0;
+     * before it runs anything: let it do so on the baseline, with time for
+     * that, so that the candidate's own run keeps the launch deadline. */
+    if (P->fresh_worker) {
+      hct_worker_check_t warm;
+      rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, 120000, &warm);
+      if (rc != 0) {
+        int r = candidate_failed(P, P->baseline, "parity", rc, T, pending, seed);
+        return r != 0 ? r : rc;
+      }
+      P->fresh_worker = 0;
+    }
+    rc = hct__worker_check(P->w, i, P->baseline, T, pending, seed, deadline, &ck);
     if (rc != 0) {
       if ((rc = candidate_failed(P, i, "parity", rc, T, pending, seed)) != 0) return rc;
       continue;
