@@ -443,6 +443,7 @@ static int check_T(probe_t *P, int T, int pending) {
     int r = candidate_failed(P, P->baseline, "parity", rc, T, pending, seed);
     return r != 0 ? r : rc;
   }
+  P->fresh_worker = 0; /* the worker holds this input set now */
   if ((rc = judge_baseline(P, &ck, T, pending, seed, &vd)) != 0) return rc;
   int deadline = hct__worker_deadline_ms(ck.run_ms * 4);
   hct_db_trial_t t;
