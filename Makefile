@@ -84,9 +84,13 @@ $(LIB)/libhctune.a: $(CORE_OBJ)
 
 # The shared library is the client alone: an engine that loads it pulls in
 # neither SQLite nor libuv.
-$(LIB)/libhctune.so: $(CLIENT_OBJ)
+$(LIB)/libhctune.so.0: $(CLIENT_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(LDFLAGS) -Wl,-soname,libhctune.so.0 -o $@ $^ -ljansson $(LDLIBS_SYS)
+
+# The link-time name points at the versioned file that programs load.
+$(LIB)/libhctune.so: $(LIB)/libhctune.so.0
+	ln -sf libhctune.so.0 $@
 
 $(BIN)/hctune: $(O)/cli/main.o $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
@@ -169,7 +173,7 @@ install: all
 	install -m 0755 $(BIN)/hctune $(BIN)/hctuned $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 $(LIB)/libhctune.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 0644 include/hctune.h $(DESTDIR)$(PREFIX)/include/
-	install -m 0755 $(LIB)/libhctune.so $(DESTDIR)$(PREFIX)/lib/libhctune.so.0
+	install -m 0755 $(LIB)/libhctune.so.0 $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libhctune.so.0 $(DESTDIR)$(PREFIX)/lib/libhctune.so
 	rm -rf $(DESTDIR)$(PREFIX)/share/hctune/kernels-src
 	cp -r kernels-src $(DESTDIR)$(PREFIX)/share/hctune/
