@@ -275,9 +275,11 @@ static void measure(figures_t *c, figures_t *e, double *tput_ratio) {
  * threads inherit it) on the others, when there are at least two.  Left to
  * the scheduler, the forked echo server tended to be woken on the client's
  * own CPU and the exec'd daemon on the other one (seen on this project's
- * 2-core machines: echo 10-13 us, daemon 45-58 us; both servers on one
- * core: 13.6 against 14.4 us, both across cores: 45.6 against 44.2 us), so
- * the ratio measured where each process ran, not what it did.
+ * 2-core machines: echo p50 10-13 us, choose 45-58 us).  Placed alike by
+ * hand, a client and the server sharing one CPU: hct_choose 13.6 us
+ * against a plain blocking echo's 9.5 us; on different CPUs (no decisions
+ * loaded): 45.6 against
+ * 44.2 us.  The ratio had measured where each process ran, not what it did.
  */
 static void place_alike(pid_t daemon, pid_t echo) {
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);

@@ -71,7 +71,6 @@ HCT_ENTRY void __launch_bounds__(RPB *HCT_LW)
 
 /* hcr_multi_sum (fast_common.h) reduces several butterflies at once. */
 
-
 /* Row i for TB >= T tokens: lane partials, then the TB sums at once. */
 template <int TB>
 HCT_DEV void tg_up_row(hct_u4 w0, hct_u4 w1, const float *lo, float *gate, int lane, int i, int T) {

@@ -65,7 +65,6 @@ HCT_ENTRY void __launch_bounds__(RPB *HCT_LW)
 
 /* hcr_multi_sum (fast_common.h) reduces several butterflies at once. */
 
-
 /* One batch of 4 rows (weights w[r][0..1]) for TB >= T tokens: value
  * r*TB + t is the lane partial of row i0 + r, token t. */
 template <int TB>
