@@ -278,8 +278,8 @@ static void measure(figures_t *c, figures_t *e, double *tput_ratio) {
  * 2-core machines: echo p50 10-13 us, choose 45-58 us).  Placed alike by
  * hand, a client and the server sharing one CPU: hct_choose 13.6 us
  * against a plain blocking echo's 9.5 us; on different CPUs (no decisions
- * loaded): 45.6 against
- * 44.2 us.  The ratio had measured where each process ran, not what it did.
+ * loaded): 45.6 against 44.2 us.  The ratio had measured where each
+ * process ran, not what it did.
  */
 static void place_alike(pid_t daemon, pid_t echo) {
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
