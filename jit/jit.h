@@ -78,12 +78,17 @@ typedef struct hct_buffer_s {
   char elems[128];  /* expression: element count, may use T */
 } hct_buffer_t;
 
-/* A variant's own scratch memory: "ws" of `bytes`, zeroed before each run
- * when `zero`. */
+/* When a scratch buffer is zeroed: never (its contents are poisoned for
+ * checks), before each run (a memset launched with the kernels, so inside
+ * a timed graph too), or once, when it is allocated (for state a kernel
+ * puts back itself, such as hct_grid.h's self-resetting barrier). */
+typedef enum { HCT_ZERO_NEVER = 0, HCT_ZERO_EACH_RUN, HCT_ZERO_ONCE } hct_zero_t;
+
+/* A variant's own scratch memory: "ws" of `bytes`. */
 typedef struct hct_scratch_s {
   char name[32];
   char bytes[128];
-  int zero;
+  hct_zero_t zero;
 } hct_scratch_t;
 
 /* A launch argument: a buffer or scratch by name (a device pointer), or an
@@ -97,7 +102,7 @@ typedef struct hct_launch_s {
   char entry[64];
   char grid[3][96];   /* expressions */
   char block[3][96];
-  char smem[128];     /* dynamic shared memory, bytes */
+  char smem[256];     /* dynamic shared memory, bytes */
   char pdl[64];       /* non-zero: programmatic dependent launch (may start
                          before the previous launch ends; the kernel waits
                          with griddepcontrol.wait).  "0" by default */
@@ -126,7 +131,7 @@ typedef struct hct_variant_s {
   char description[160];
   hct_param_t params[HCT_MAX_PARAMS];
   int n_params;
-  char constraints[HCT_MAX_CONSTRAINTS][128]; /* must all be non-zero */
+  char constraints[HCT_MAX_CONSTRAINTS][256]; /* must all be non-zero */
   int n_constraints;
   hct_scratch_t scratch[4];
   int n_scratch;

@@ -215,7 +215,17 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
     }
     get_expr(c, b, s->bytes, sizeof s->bytes, field);
     check_expr(c, &names, s->bytes, field);
-    s->zero = json_is_true(json_object_get(js, "zero"));
+    json_t *z = json_object_get(js, "zero");
+    if (z == NULL || json_is_false(z))
+      s->zero = HCT_ZERO_NEVER;
+    else if (json_is_true(z))
+      s->zero = HCT_ZERO_EACH_RUN;
+    else if (json_is_string(z) && strcmp(json_string_value(z), "once") == 0)
+      s->zero = HCT_ZERO_ONCE;
+    else {
+      bad(c, field, "scratch zero must be true, false or \"once\"");
+      return;
+    }
   }
 
   json_t *launches = json_object_get(jv, "launches");

@@ -136,6 +136,15 @@ int hct__scratch_alloc(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_
     }
     s->bytes[i] = (size_t)((bytes + 3) & ~3LL) + 4;
   }
+  return hct__scratch_zero_once(g, c, s);
+}
+
+int hct__scratch_zero_once(hct_gpu_t *g, const hct_cand_t *c, hct_scratchset_t *s) {
+  for (int i = 0; i < c->v->n_scratch; i++) {
+    if (c->v->scratch[i].zero != HCT_ZERO_ONCE) continue;
+    int rc = hct__gpu_fill32(g, s->ptr[i], 0, s->bytes[i] / 4);
+    if (rc != 0) return rc;
+  }
   return 0;
 }
 
@@ -162,7 +171,8 @@ int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
   int rc;
   hct__run_symtab(c, hct__gpu_device(g), hs->T, &syms);
   for (int i = 0; i < v->n_scratch; i++)
-    if (v->scratch[i].zero && (rc = hct__gpu_fill32(g, s->ptr[i], 0, s->bytes[i] / 4)) != 0)
+    if (v->scratch[i].zero == HCT_ZERO_EACH_RUN &&
+        (rc = hct__gpu_fill32(g, s->ptr[i], 0, s->bytes[i] / 4)) != 0)
       return rc;
   for (int l = 0; l < v->n_launches; l++) {
     const hct_launch_t *L = &v->launches[l];
@@ -227,6 +237,7 @@ int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_
    * run left there, only on what it zeroes itself. */
   for (int i = 0; rc == 0 && i < c->v->n_scratch; i++)
     rc = hct__gpu_fill32(g, s.ptr[i], HCT_POISON_F32, s.bytes[i] / 4);
+  if (rc == 0) rc = hct__scratch_zero_once(g, c, &s);
   if (rc == 0) rc = hct__run_enqueue(g, c, hs, d, &s);
   if (rc == 0) rc = hct__gpu_sync(g);
   for (int i = 0; rc == 0 && i < hs->n; i++) {

@@ -172,10 +172,14 @@ int hct__devset_alloc(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d);
 void hct__devset_free(hct_gpu_t *g, hct_devset_t *d);
 /* Uploads inputs, weights and inouts; poisons outputs. */
 int hct__devset_upload(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d);
+/* Allocates the candidate's scratch at T; buffers marked "zero": "once"
+ * come back zeroed. */
 int hct__scratch_alloc(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_t *s);
+/* Zeroes the "once" buffers again (after a check run poisoned them). */
+int hct__scratch_zero_once(hct_gpu_t *g, const hct_cand_t *c, hct_scratchset_t *s);
 void hct__scratch_free(hct_gpu_t *g, hct_scratchset_t *s);
 
-/* Enqueues the candidate's launches (zeroing its zero scratch first) on the
+/* Enqueues the candidate's launches (zeroing its "zero": true scratch first) on the
  * GPU's stream; no allocation or synchronisation, so it can be captured
  * into a graph. */
 int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,

@@ -1,95 +1,103 @@
 /*
- * persist_bw: hc_read in one persistent launch, bitwise equal to v1.  One
- * block of 640 threads per SM, two grid barriers (hct_grid.h: a wait that
- * times out raises ws[0] and the kernel returns).  The canonical order
- * fixes each lane's fmaf chain and each butterfly, not which block
- * computes them, so:
+ * persist_bw: hc_read in one persistent launch, bitwise equal to v1, two
+ * grid barriers.
  *
- *   start    every block requests all of its weights: its down units by
- *            cp.async (a unit is 8 lanes of one row: 8 x 40 chunks, 5 KB;
- *            units are numbered lane group first, u = lg*K + j, and dealt
- *            to blocks in runs, so a block needs only 1 or 2 lane groups
- *            of xn), and the w_up rows of its channels by cp.async (WUPS
- *            1) or an L2 prefetch (WUPS 0).
- *   stage 1  blocks 0 .. T*S-1 run the canonical norm of (t, s) with 256
- *            of their threads (v2's per-block order): xn and R'.
+ * The canonical order fixes each lane's fmaf chain and each butterfly,
+ * not which thread or block computes them.  Lane L of row j walks chunks
+ * c = L + 32q; the butterfly first adds lanes 16 apart, then 8, then 4:
+ * so the 8 lanes L = a + 4m (m = 0..7) of one "class" a = L % 4 are closed
+ * under the first three steps, and their partial sum G_a (the value every
+ * such lane holds after offsets 16, 8, 4) is
+ *     G_a = ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7))   (p_m: lane a + 4m)
+ * and the row's sum is lo = (G_0 + G_2) + (G_1 + G_3) (offsets 2, 1).
+ * Every lane ends with these same bits (a + b == b + a).
+ *
+ * Blocks are dealt to (class a, row group g): 4*RG blocks, one per SM, 640
+ * threads.  Block (a, g) owns the chains of its K/RG rows for the lanes of
+ * class a: it needs the chunks c = 4c' + a (c' = 0..319) of its rows and
+ * of xn, a quarter of each, and computes G_a for its rows.
+ *
+ *   start    requests by cp.async, in the order they are needed: R at its
+ *            chunks (all tokens) and w_norm there; its w_down chunks; the
+ *            w_up rows of its channels (C/(4*RG) of them, all 4 streams).
+ *   stage 1  blocks 0 .. T*S-1 run v2's norm of (t, s) with 256 threads
+ *            and publish rs[t][s] (the same statements as v1: ss by fmaf
+ *            over c = i + 256k, the warp butterfly, the 8-warp butterfly).
  *   barrier
- *   stage 2  every block runs the canonical lane chains of its units for
- *            every token (weights from shared memory, xn from L2) and
- *            stores the 32 lane partials of each row to `part`; the block
- *            that completes a row (a count per row in ws) runs its
- *            butterfly: lo.
+ *   stage 2  xn = fl(fl(R' * w_norm) * rs) at its chunks; the lane chains
+ *            (weights and xn from shared memory), G_a of each (row,
+ *            token) by the tree above, stored to `part`; with pending,
+ *            its share of R' stored to resid.
  *   barrier
- *   stage 3  up and mix as persist's stage C (canonical lane partials of
- *            rows s*C + c, sums by recursive halving, gates and mix in
- *            registers).
+ *   stage 3  lo = (G_0 + G_2) + (G_1 + G_3); up and mix as upmix_dec
+ *            (canonical lane partials of rows s*C + c, all sums reduced at
+ *            once by recursive halving, gates and mix in registers).
  *
- * Parameters: WUPS (w_up in shared memory, about 113 KB per block on 132
- * SMs), PF (the L2 prefetch kind when WUPS is 0: 2 bulk, sm_90; 1 per
- * 32 bytes; 0 none).
+ * Scratch: rs (T*S floats), part (G, 4*T*K floats), ws (the barrier's two
+ * words, zeroed once at allocation: hct_grid.h).
  *
- * Scratch: xn T*D*4, part T*K*32*4, lo T*K*4, ws 4096 zeroed (the
- * barrier's words 0..2, the row counts from word 16; each row's count is
- * put back to 0 by the block that completes it).
+ * Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out, and every
+ * stage can record the global timer into `trace` (null in hctune).
  */
 #include "hc_read.h"
 #include "hct_grid.h"
+/* No L2 prefetch parameter here: the weights go straight to shared memory. */
+#define PF 0
 #include "fast_common.h"
 #include "persist_common.h"
 
-#ifndef WUPS
-#error "persist_bw: WUPS must be defined"
-#endif
-#ifndef PF
-#error "persist_bw: PF must be defined"
+#ifndef RG
+#error "persist_bw: RG must be defined"
 #endif
 
-#define PB_NT 640                 /* threads */
-#define PB_NW (PB_NT / HCT_LW)    /* warps: 20 */
-#define PB_TMAX HCR_PERSIST_TMAX
-#define PB_UPC HCR_UP_CHUNKS      /* chunks of a w_up row: 40 */
-#define PB_LGW 8                  /* lanes per down unit */
-#define PB_NU ((HCT_LW / PB_LGW) * K) /* down units: 1280 */
-#define PB_UQ HCR_DOWN_Q          /* steps of a lane chain: 40 */
-#define PB_ROWCNT 16              /* first ws word of the row counts */
-static_assert(PB_NT >= HCR_NORM_THREADS && HCR_NORM_THREADS % HCT_LW == 0,
-              "persist_bw: the norm needs 256 of the block's threads");
+#define PB_NT 640                    /* threads */
+#define PB_NW (PB_NT / HCT_LW)       /* warps: 20 */
+#define PB_NA 4                      /* lane classes */
+#define PB_NB (PB_NA * RG)           /* blocks */
+#define PB_RPB (K / RG)              /* rows a block */
+#define PB_LPA (HCT_LW / PB_NA)      /* lanes a class: 8 */
+#define PB_CPA (D / 8 / PB_NA)       /* chunks of a row a class holds: 320 */
+#define PB_Q HCR_DOWN_Q              /* steps of a lane chain: 40 */
+#define PB_NCU (C / PB_NB)           /* channels a block, stage 3 */
+#define PB_UPC HCR_UP_CHUNKS         /* chunks of a w_up row: 40 */
+#define PB_TMAX HCR_PERSIST_TMAX     /* tokens: 8 */
+#define PB_RSH (PB_CPA / RG)         /* chunks of R' a block stores (pending) */
+static_assert(PB_LPA * PB_Q == PB_CPA, "persist_bw: a class's chains cover its chunks");
+static_assert(K % RG == 0 && C % PB_NB == 0 && PB_CPA % RG == 0,
+              "persist_bw: rows, channels and R' split evenly");
+static_assert(PB_NCU <= PB_NW, "persist_bw: stage 3 takes a channel a warp");
+static_assert(PB_NT >= HCR_NORM_THREADS, "persist_bw: the norm needs 256 threads");
 static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
               "persist_bw: a row of w_up is one or two chunks per lane");
 static_assert(S == 4, "persist_bw: the mix is written for 4 streams");
-static_assert((PB_ROWCNT + K) * 4 <= 4096, "persist_bw: row counts must fit in ws");
 
-/* hcr_norm_stream for a block of PB_NT threads: threads 0..255 do v2's
- * work, statement for statement (w_norm loaded with resid, as upmix_dec);
- * every thread takes part in the barriers. */
-HCT_DEV void pb_norm_stream(int t, int s, float *resid, const float *pending,
-                            const hct_u16 *w_norm, float *xn, float *red) {
+/* Shared memory, in bytes (the manifest's smem expression is this sum). */
+#define PB_SMEM(T)                                                                             \
+  (PB_RPB * PB_CPA * 16 + PB_NCU * S * PB_UPC * 16 + (T) * PB_CPA * 32 + PB_CPA * 16 +        \
+   PB_RPB * PB_LPA * PB_TMAX * 4 + 2 * PB_TMAX * (K / 8) * 16 + 64 * 4 + PB_TMAX * PB_RSH * 32)
+
+HCT_DEV void pb_stamp(hct_u64 *trace, int i) {
+  if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
+}
+
+/* Stage 1 for (t, s): v2's norm, threads 0..255 (statement for statement
+ * hcr_fast_norm_stream's sum), publishing rs only. */
+HCT_DEV void pb_norm_rs(int t, int s, const float *resid, const float *pending, float *rsg,
+                        float *red) {
   const int tid = (int)threadIdx.x;
-  const bool on = tid < HCR_NORM_THREADS; /* whole warps */
   const long long base = ((long long)t * S + s) * C;
-  const hct_u16 *wn = w_norm + (long long)s * C;
-  float x[HCR_NORM_PER_THREAD], wv[HCR_NORM_PER_THREAD];
-  if (on) {
+  if (tid < HCR_NORM_THREADS) {
+    float x[HCR_NORM_PER_THREAD];
+#pragma unroll
+    for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
+      const int c = tid + k * HCR_NORM_THREADS;
+      x[k] = c < C ? resid[base + c] : 0.0f;
+      if (pending != 0 && c < C) x[k] = x[k] + pending[base + c];
+    }
     float a = 0.0f;
 #pragma unroll
-    for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-      const int c = tid + k * HCR_NORM_THREADS;
-      wv[k] = c < C ? hct_bf16_to_f32(wn[c]) : 0.0f;
-    }
-#pragma unroll
-    for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-      const int c = tid + k * HCR_NORM_THREADS;
-      x[k] = 0.0f;
-      if (c < C) {
-        float v = resid[base + c];
-        if (pending != 0) {
-          v = v + pending[base + c];
-          resid[base + c] = v;
-        }
-        x[k] = v;
-        a = fmaf(v, v, a);
-      }
-    }
+    for (int k = 0; k < HCR_NORM_PER_THREAD; ++k)
+      if (tid + k * HCR_NORM_THREADS < C) a = fmaf(x[k], x[k], a);
     a = hct_warp_sum(a);
     if ((tid & (HCT_LW - 1)) == 0) red[tid / HCT_LW] = a;
   }
@@ -99,151 +107,183 @@ HCT_DEV void pb_norm_stream(int t, int s, float *resid, const float *pending,
     b += hct_shfl_xor(b, 4);
     b += hct_shfl_xor(b, 2);
     b += hct_shfl_xor(b, 1);
-    if (tid == 0) red[8] = b;
+    if (tid == 0) rsg[t * S + s] = rsqrtf(b / (float)C + HCT_EPS);
   }
-  __syncthreads();
-  if (on) {
-    const float ss = red[8];
-    const float rs = rsqrtf(ss / (float)C + HCT_EPS);
-    float *xo = xn + (long long)t * D + (long long)s * C;
-#pragma unroll
-    for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-      const int c = tid + k * HCR_NORM_THREADS;
-      if (c < C) {
-        const float y = x[k] * wv[k];
-        xo[c] = y * rs;
-      }
-    }
-  }
-  /* red is reused by the next stream. */
   __syncthreads();
 }
 
-/*
- * Grid (SM_COUNT), block 640, dynamic shared memory (bytes):
- *   numax*5120               the down units' weights, [unit][q][lane of 8]
- * + WUPS*ncumax*S*K*2        w_up rows of the block's channels, [c][s][chunk]
- * + 2*8*(K/8)*16             lo of the tokens, [half][t][chunk]
- * with numax = cdiv(4*K, NB), ncumax = cdiv(C, NB).
- */
-HCT_ENTRY void __launch_bounds__(PB_NT, 1)
-    hc_pb_read(float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,
-               const hct_u16 *w_up, float *xn, float *part, float *lo, hct_u32 *ws, float *mixed,
-               hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
-  extern __shared__ hct_u4 pb_sm[];
-  __shared__ float red[9];
-  __shared__ int rows_done[K]; /* rows this block completes */
-  __shared__ int n_done;
+/* Stage 2's chains for TT tokens a thread: thread (m, r, tg) runs lane
+ * a + 4m of row r for tokens tg*TT .. tg*TT+TT-1 (those below T). */
+template <int TT>
+HCT_DEV void pb_chains(const hct_u4 *wd, const float *xs, float *pp, int T) {
+  const int tid = (int)threadIdx.x;
+  const int m = tid % PB_LPA, r = (tid / PB_LPA) % PB_RPB, tg = tid / (PB_LPA * PB_RPB);
+  const int t0 = tg * TT;
+  if (t0 >= T) return;
+  const hct_u4 *w = wd + r * PB_CPA + m;
+  float acc[TT];
+#pragma unroll
+  for (int i = 0; i < TT; ++i) acc[i] = 0.0f;
+#pragma unroll 4
+  for (int q = 0; q < PB_Q; ++q) {
+    const hct_u4 wq = w[PB_LPA * q];
+#pragma unroll
+    for (int i = 0; i < TT; ++i) {
+      const hct_f4 *x = (const hct_f4 *)(xs + ((t0 + i) * PB_CPA + m + PB_LPA * q) * 8);
+      acc[i] = hcr_dot8(wq, x[0], x[1], acc[i]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < TT; ++i)
+    if (t0 + i < T) pp[(r * PB_LPA + m) * PB_TMAX + t0 + i] = acc[i];
+}
+
+template <int TB>
+HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
+                     const hct_u16 *w_down, const hct_u16 *w_up, float *rsg, float *part,
+                     hct_u32 *ws, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T,
+                     hct_u64 *trace) {
+  HCT_DYN_SHARED(hct_u4, pb_sm);
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
-  const int nb = (int)gridDim.x, b = (int)blockIdx.x;
-  const int u0 = b * PB_NU / nb, nu = (b + 1) * PB_NU / nb - u0;
-  const int numax = (PB_NU + nb - 1) / nb;
-  const int cu0 = b * C / nb, ncu = (b + 1) * C / nb - cu0;
-  const int ncumax = (C + nb - 1) / nb;
-  const int TB = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8;
-  hct_u4 *smW = pb_sm;
-  hct_u4 *smB = smW + numax * PB_UQ * PB_LGW;
-  hct_f4 *slo = (hct_f4 *)(smB + (WUPS ? ncumax * S * PB_UPC : 0));
+  const int b = (int)blockIdx.x, a = b / RG, g = b % RG;
+  const int j0 = g * PB_RPB, cu0 = b * PB_NCU;
+  pb_stamp(trace, 0);
 
-  /* ---- start: every weight byte of this block is requested ------------ */
-  for (int p = tid; p < nu * PB_UQ * PB_LGW; p += PB_NT) {
-    const int l = p % PB_LGW, q = (p / PB_LGW) % PB_UQ, uu = p / (PB_LGW * PB_UQ);
-    const int u = u0 + uu, lg = u / K, j = u % K;
-    hct_cp_async16(&smW[(uu * PB_UQ + q) * PB_LGW + l],
-                   (const hct_u4 *)(w_down + (long long)j * D) + (lg * PB_LGW + l + HCT_LW * q));
+  hct_u4 *wd = pb_sm;                                  /* [r][c'] chunk 4c'+a of row j0+r */
+  hct_u4 *wu = wd + PB_RPB * PB_CPA;                   /* [cl][s][chunk] */
+  float *xs = (float *)(wu + PB_NCU * S * PB_UPC);     /* [t][c'][8]: R, then xn */
+  hct_u4 *wn = (hct_u4 *)(xs + T * PB_CPA * 8);        /* [c'] w_norm chunk 4c'+a */
+  float *pp = (float *)(wn + PB_CPA);                  /* lane partials [r][m][t] */
+  hct_f4 *slo = (hct_f4 *)(pp + PB_RPB * PB_LPA * PB_TMAX); /* lo, [half][t][chunk] */
+  float *red = (float *)(slo + 2 * PB_TMAX * (K / 8)); /* 64 floats: norm, rs */
+  float *rsh = red + 64;                               /* R' of its share, [t][chunk][8] */
+
+  /* ---- start: every byte this block reads, in the order it is needed -- */
+  for (int p = tid; p < T * PB_CPA * 2; p += PB_NT) {
+    const int t = p / (PB_CPA * 2), cp = (p / 2) % PB_CPA, h = p % 2;
+    const int k = 8 * (4 * cp + a); /* column in D */
+    hct_cp_async16(xs + (t * PB_CPA + cp) * 8 + 4 * h, resid + (long long)t * D + k + 4 * h);
+  }
+  for (int p = tid; p < PB_CPA; p += PB_NT)
+    hct_cp_async16(&wn[p], (const hct_u4 *)w_norm + 4 * p + a);
+  hct_cp_async_commit();
+  for (int p = tid; p < PB_RPB * PB_CPA; p += PB_NT) {
+    const int r = p / PB_CPA, cp = p % PB_CPA;
+    hct_cp_async16(&wd[p], (const hct_u4 *)(w_down + (long long)(j0 + r) * D) + 4 * cp + a);
   }
   hct_cp_async_commit();
-#if WUPS
-  for (int p = tid; p < ncu * S * PB_UPC; p += PB_NT) {
-    const int q = p % PB_UPC, cs = p / PB_UPC;
+  for (int p = tid; p < PB_NCU * S * PB_UPC; p += PB_NT) {
+    const int q = p % PB_UPC, cs = p / PB_UPC; /* cs = cl*S + s */
     const int cl = cs / S, s = cs % S;
-    hct_cp_async16(&smB[cs * PB_UPC + q],
-                   (const hct_u4 *)(w_up + ((long long)s * C + cu0 + cl) * K) + q);
+    hct_cp_async16(&wu[p], (const hct_u4 *)(w_up + ((long long)s * C + cu0 + cl) * K) + q);
   }
-#else
-  if (tid < S && ncu > 0) hcr_prefetch_bytes(w_up + ((long long)tid * C + cu0) * K, ncu * K * 2);
-#endif
   hct_cp_async_commit();
-#if defined(HCT_CUDA) && HCT_ARCH >= 90
-  /* Under programmatic dependent launch, wait for the previous kernel
-   * before touching anything but weights; a no-op otherwise. */
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+  pb_stamp(trace, 1);
 
-  /* ---- stage 1: the canonical norm ---------------------------------------*/
-  for (int p = b; p < T * S; p += nb) pb_norm_stream(p / S, p % S, resid, pending, w_norm, xn, red);
+  /* ---- stage 1 ------------------------------------------------------------ */
+  if (b < T * S) pb_norm_rs(b / S, b % S, resid, pending, rsg, red);
+  /* Every read of resid in this block is done before the barrier (R' is
+   * stored after it). */
+  hct_cp_async_wait<2>();
+  pb_stamp(trace, 2);
   if (!hct_grid_sync(ws)) return;
+  pb_stamp(trace, 3);
 
-  /* ---- stage 2: the canonical lane chains, then the butterflies --------- */
-  hct_cp_async_wait<1>(); /* the down units landed */
+  /* ---- stage 2 ------------------------------------------------------------ */
+  if (tid < T * S) red[tid] = hcr_ldcg(rsg + tid);
   __syncthreads();
-  const int nc = nu * PB_LGW; /* chains of this block, per token */
-  for (int p = tid; p < nc * T; p += PB_NT) {
-    const int ci = p % nc, t = p / nc;
-    const int uu = ci / PB_LGW, l = ci % PB_LGW;
-    const int u = u0 + uu, lg = u / K, j = u % K;
-    const int L = lg * PB_LGW + l;
-    /* xn was written in this launch, by other blocks, before the barrier:
-     * plain (L1-allocating) loads are right, as this SM never read these
-     * lines before; never the read-only path. */
-    const hct_f4 *x = (const hct_f4 *)(xn + (long long)t * D);
-    const hct_u4 *w = smW + uu * PB_UQ * PB_LGW + l;
-    float acc = 0.0f;
-#pragma unroll 8
-    for (int q = 0; q < PB_UQ; ++q) {
-      const int c = L + HCT_LW * q;
-      acc = hcr_dot8(w[q * PB_LGW], x[2 * c], x[2 * c + 1], acc);
+  for (int p = tid; p < T * PB_CPA * 8; p += PB_NT) {
+    const int t = p / (PB_CPA * 8), cp = (p / 8) % PB_CPA, e = p % 8;
+    const int k = 8 * (4 * cp + a) + e, s = k / C;
+    float x = xs[p];
+    if (pending != 0) {
+      x = x + pending[(long long)t * D + k];
+      if (cp % RG == g) rsh[(t * PB_RSH + cp / RG) * 8 + e] = x;
     }
-    part[((long long)t * K + j) * HCT_LW + L] = acc;
+    const hct_u4 w4 = wn[cp];
+    const hct_u32 ww = e < 2 ? w4.x : e < 4 ? w4.y : e < 6 ? w4.z : w4.w;
+    const float wv = (e & 1) ? hct_bf16_hi(ww) : hct_bf16_lo(ww);
+    const float y = x * wv;
+    xs[p] = y * red[t * S + s];
   }
-  __threadfence();
-  if (tid == 0) n_done = 0;
+  if (pending != 0)
+    __syncthreads();
+  if (pending != 0)
+    for (int p = tid; p < T * PB_RSH * 8; p += PB_NT) {
+      const int t = p / (PB_RSH * 8), i = (p / 8) % PB_RSH, e = p % 8;
+      const int cp = i * RG + g;
+      resid[(long long)t * D + 8 * (4 * cp + a) + e] = rsh[p];
+    }
+  hct_cp_async_wait<1>();
   __syncthreads();
-  /* One count per unit: the fourth lane group of a row to arrive runs it. */
-  for (int uu = tid; uu < nu; uu += PB_NT) {
-    const int j = (u0 + uu) % K;
-    if (atomicAdd(&ws[PB_ROWCNT + j], 1u) == (hct_u32)(HCT_LW / PB_LGW - 1)) {
-      ws[PB_ROWCNT + j] = 0u; /* ready for the next launch */
-      rows_done[atomicAdd(&n_done, 1)] = j;
+  pb_stamp(trace, 4);
+  if (TB <= 2)
+    pb_chains<1>(wd, xs, pp, T);
+  else
+    pb_chains<TB / 4 == 0 ? 1 : TB / 4>(wd, xs, pp, T);
+  __syncthreads();
+  if (tid < PB_RPB * PB_TMAX) {
+    const int r = tid / PB_TMAX, t = tid % PB_TMAX;
+    if (t < T) {
+      const float *v = pp + r * PB_LPA * PB_TMAX + t;
+#define PB_P(m) v[(m) * PB_TMAX]
+      const float ga = ((PB_P(0) + PB_P(4)) + (PB_P(2) + PB_P(6))) +
+                       ((PB_P(1) + PB_P(5)) + (PB_P(3) + PB_P(7)));
+#undef PB_P
+      part[((long long)a * T + t) * K + j0 + r] = ga;
     }
   }
-  __syncthreads();
-  __threadfence();
-  for (int p = wp; p < n_done * T; p += PB_NW) {
-    const int j = rows_done[p % n_done], t = p / n_done;
-    float v = hcr_ldcg(&part[((long long)t * K + j) * HCT_LW + lane]);
-    v = hct_warp_sum(v);
-    if (lane == 0) lo[(long long)t * K + j] = v;
-  }
+  pb_stamp(trace, 5);
   if (!hct_grid_sync(ws)) return;
+  pb_stamp(trace, 6);
 
-  /* ---- stage 3: up and mix ------------------------------------------------*/
+  /* ---- stage 3 ------------------------------------------------------------ */
   for (int p = tid; p < TB * K; p += PB_NT) {
     const int t = p / K, k = p % K;
-    ((float *)slo)[(((k >> 2) & 1) * PB_TMAX + t) * (K / 2) + (k >> 3) * 4 + (k & 3)] =
-        t < T ? hcr_ldcg(lo + p) : 0.0f;
+    float l = 0.0f;
+    if (t < T) {
+      const float *G = part + (long long)t * K + k;
+      const long long ca = (long long)T * K; /* class stride */
+      l = (hcr_ldcg(G) + hcr_ldcg(G + 2 * ca)) + (hcr_ldcg(G + ca) + hcr_ldcg(G + 3 * ca));
+    }
+    ((float *)slo)[(((k >> 2) & 1) * PB_TMAX + t) * (K / 2) + (k >> 3) * 4 + (k & 3)] = l;
   }
   hct_cp_async_wait<0>();
   __syncthreads();
+  pb_stamp(trace, 7);
   const bool two = lane + HCT_LW < PB_UPC;
-  for (int cl = wp; cl < ncu; cl += PB_NW) {
-    const int c = cu0 + cl;
+  if (wp < PB_NCU) {
+    const int cl = wp, c = cu0 + cl;
     hct_u4 w[S][2];
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-#if WUPS
-      const hct_u4 *row = smB + (cl * S + s) * PB_UPC;
-#else
-      const hct_u4 *row = (const hct_u4 *)(w_up + ((long long)s * C + c) * K);
-#endif
+      const hct_u4 *row = wu + (cl * S + s) * PB_UPC;
       w[s][0] = row[lane];
       w[s][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
     }
-    switch (TB) {
-      case 1: hcr_persist_upmix<1>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
-      case 2: hcr_persist_upmix<2>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
-      case 4: hcr_persist_upmix<4>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
-      default: hcr_persist_upmix<8>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16); break;
-    }
+    hcr_persist_upmix<TB>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16);
   }
+  pb_stamp(trace, 8);
 }
+
+#define PB_ARGS resid, pending, w_norm, w_down, w_up, rsg, part, ws, mixed, mixed_bf16, mixed_f16, T
+#define PB_PARAMS                                                                               \
+  float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,            \
+      const hct_u16 *w_up, float *rsg, float *part, hct_u32 *ws, float *mixed,                  \
+      hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T
+HCT_DEV void pb_dispatch(PB_PARAMS, hct_u64 *trace) {
+  if (T <= 1)
+    pb_read<1>(PB_ARGS, trace);
+  else if (T <= 2)
+    pb_read<2>(PB_ARGS, trace);
+  else if (T <= 4)
+    pb_read<4>(PB_ARGS, trace);
+  else
+    pb_read<8>(PB_ARGS, trace);
+}
+
+#ifndef HCR_LAB
+/* Grid 4*RG, block 640, dynamic shared memory PB_SMEM(T) (the manifest's
+ * expression). */
+HCT_ENTRY void __launch_bounds__(PB_NT, 1) hc_pb_read(PB_PARAMS) { pb_dispatch(PB_ARGS, 0); }
+#endif

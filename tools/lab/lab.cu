@@ -1,0 +1,318 @@
+/*
+ * lab.cu: a bench for the persistent hc_read kernels outside hctune, built
+ * with nvcc (tools/lab/build.sh) and run on the GPU machine.  It includes
+ * the templates themselves (HCR_LAB: no entry points; each stage records
+ * the global timer), so what it times is the code hctune compiles.
+ *
+ * It prints, per token count:
+ *   - parity: persist_bw against v1 bit for bit (mixed, its 16-bit images,
+ *     resid with pending), persist's largest error relative to v1's max;
+ *   - time per read, the spec's method: 96 launches over rotating buffer
+ *     sets (over 4x the L2) in one CUDA graph, median of 15 replays;
+ *   - the timeline of one read in the middle of a replay: each stage's
+ *     global-timer stamp (ns after the read's first block started), the
+ *     minimum, median and maximum over blocks;
+ * and the building blocks: an empty 640-thread persistent grid, one and
+ * two grid barriers, and a grid that only streams 13.11 MB into shared
+ * memory by cp.async.
+ *
+ *   lab [T ...]        (default 1 2 4 8)
+ */
+#define HCT_CUDA 1
+#define HCT_WARP 32
+#define HCT_ARCH 90
+#define S 4
+#define C 2560
+#define D 10240
+#define K 320
+#define HCR_LAB 1
+#define RG 32
+#define DOWN_WARPS 4
+#define UP_WARPS 4
+#include "persist.cu"
+#include "persist_bw.cu"
+#include "v1.cu"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define CK(x)                                                                          \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      fprintf(stderr, "lab: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
+      exit(1);                                                                         \
+    }                                                                                  \
+  } while (0)
+
+static const int NB = 128, NT = 640, BATCH = 96, REPLAYS = 15, STAMPS = 16;
+
+__global__ void __launch_bounds__(640, 1) lab_pk(PK_PARAMS, hct_u64 *trace) { pk_dispatch(PK_ARGS); }
+__global__ void __launch_bounds__(640, 1) lab_pb(PB_PARAMS, hct_u64 *trace) { pb_dispatch(PB_ARGS, trace); }
+__global__ void __launch_bounds__(640, 1) lab_empty(hct_u32 *ws, int nbar, hct_u64 *trace) {
+  pk_stamp(trace, 0);
+  for (int i = 0; i < nbar; ++i) {
+    hct_grid_sync(ws);
+    pk_stamp(trace, 1 + i);
+  }
+}
+/* Each block copies its `bytes` of src into shared memory (cp.async, 16 B a
+ * thread at a time, all issued before the first wait). */
+__global__ void __launch_bounds__(640, 1) lab_stream(const hct_u4 *src, int bytes, hct_u64 *trace) {
+  HCT_DYN_SHARED(hct_u4, sm);
+  pk_stamp(trace, 0);
+  const hct_u4 *p = src + (long long)blockIdx.x * (bytes / 16);
+  for (int i = threadIdx.x; i < bytes / 16; i += blockDim.x) hct_cp_async16(&sm[i], &p[i]);
+  hct_cp_async_commit();
+  pk_stamp(trace, 1);
+  hct_cp_async_wait<0>();
+  __syncthreads();
+  pk_stamp(trace, 2);
+  if (threadIdx.x == 0 && sm[5].x == 0x12345678u) ((hct_u4 *)src)[0].y = 1; /* keep the copy */
+}
+
+__global__ void lab_fill(hct_u16 *w, long long n, unsigned seed, float scale) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)(i * 2654435761ull) ^ seed;
+    h ^= h >> 15; h *= 0x2c1b3c6du; h ^= h >> 12; h *= 0x297a2d39u; h ^= h >> 15;
+    const float u = ((float)(h & 0xffffff) / 16777216.0f - 0.5f) * 3.4f * scale;
+    w[i] = hct_f32_to_bf16(u);
+  }
+}
+__global__ void lab_fillf(float *x, long long n, unsigned seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)(i * 2654435761ull) ^ seed;
+    h ^= h >> 15; h *= 0x2c1b3c6du; h ^= h >> 12; h *= 0x297a2d39u; h ^= h >> 15;
+    x[i] = ((float)(h & 0xffffff) / 16777216.0f - 0.5f) * 3.4f;
+  }
+}
+
+struct Set {
+  float *resid, *pending, *mixed, *xn, *lo, *gate, *rs, *part;
+  hct_u16 *wn, *wd, *wu, *mb, *mh;
+};
+
+static void alloc_set(Set &s, int T, unsigned seed) {
+  CK(cudaMalloc(&s.resid, (size_t)T * D * 4));
+  CK(cudaMalloc(&s.pending, (size_t)T * D * 4));
+  CK(cudaMalloc(&s.mixed, (size_t)T * C * 4));
+  CK(cudaMalloc(&s.mb, (size_t)T * C * 2));
+  CK(cudaMalloc(&s.mh, (size_t)T * C * 2));
+  CK(cudaMalloc(&s.xn, (size_t)T * D * 4));
+  CK(cudaMalloc(&s.lo, (size_t)T * K * 4));
+  CK(cudaMalloc(&s.gate, (size_t)T * D * 4));
+  CK(cudaMalloc(&s.rs, 4096));
+  CK(cudaMalloc(&s.part, (size_t)8 * S * K * 4));
+  CK(cudaMalloc(&s.wn, (size_t)D * 2));
+  CK(cudaMalloc(&s.wd, (size_t)K * D * 2));
+  CK(cudaMalloc(&s.wu, (size_t)D * K * 2));
+  lab_fillf<<<256, 256>>>(s.resid, (long long)T * D, seed * 7 + 1);
+  lab_fillf<<<256, 256>>>(s.pending, (long long)T * D, seed * 7 + 2);
+  lab_fill<<<256, 256>>>(s.wn, D, seed * 7 + 3, 1.0f);
+  lab_fill<<<1024, 256>>>(s.wd, (long long)K * D, seed * 7 + 4, 1.0f / sqrtf((float)D));
+  lab_fill<<<1024, 256>>>(s.wu, (long long)D * K, seed * 7 + 5, 1.0f / sqrtf((float)K));
+  CK(cudaGetLastError());
+}
+
+enum Kind { V1, PB, PK };
+static const char *kind_name[] = {"v1", "persist_bw", "persist"};
+
+static hct_u32 *g_ws;
+
+static void launch(Kind k, Set &s, int T, bool pend, hct_u64 *trace) {
+  const float *P = pend ? s.pending : nullptr;
+  if (k == V1) {
+    hc_v1_norm<<<T, 256>>>(s.resid, P, s.wn, s.xn, T);
+    hc_v1_down<<<dim3(K / DOWN_WARPS, T), DOWN_WARPS * 32>>>(s.wd, s.xn, s.lo, T);
+    hc_v1_up<<<dim3(D / UP_WARPS, T), UP_WARPS * 32>>>(s.wu, s.lo, s.gate, T);
+    hc_v1_mix<<<(T * C + 255) / 256, 256>>>(s.resid, s.gate, s.mixed, s.mb, s.mh, T);
+  } else if (k == PB) {
+    lab_pb<<<NB, NT, PB_SMEM(T)>>>(s.resid, P, s.wn, s.wd, s.wu, s.rs, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
+  } else {
+    lab_pk<<<NB, NT, PK_SMEM(T)>>>(s.resid, P, s.wn, s.wd, s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
+  }
+}
+
+struct Outs {
+  std::vector<float> mixed, resid;
+  std::vector<hct_u16> mb, mh;
+};
+
+static Outs run_once(Kind k, Set &s, int T, bool pend, const std::vector<float> &r0) {
+  CK(cudaMemcpy(s.resid, r0.data(), r0.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemset(s.mixed, 0xff, (size_t)T * C * 4));
+  CK(cudaMemset(s.mb, 0xff, (size_t)T * C * 2));
+  CK(cudaMemset(s.mh, 0xff, (size_t)T * C * 2));
+  launch(k, s, T, pend, nullptr);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  Outs o;
+  o.mixed.resize((size_t)T * C);
+  o.resid.resize((size_t)T * D);
+  o.mb.resize((size_t)T * C);
+  o.mh.resize((size_t)T * C);
+  CK(cudaMemcpy(o.mixed.data(), s.mixed, o.mixed.size() * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(o.resid.data(), s.resid, o.resid.size() * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(o.mb.data(), s.mb, o.mb.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(o.mh.data(), s.mh, o.mh.size() * 2, cudaMemcpyDeviceToHost));
+  return o;
+}
+
+static void parity(int T, Set &s) {
+  std::vector<float> r0((size_t)T * D);
+  CK(cudaMemcpy(r0.data(), s.resid, r0.size() * 4, cudaMemcpyDeviceToHost));
+  for (int pend = 0; pend < 2; ++pend) {
+    Outs ref = run_once(V1, s, T, pend, r0);
+    for (int k = PB; k <= PK; ++k) {
+      Outs o = run_once((Kind)k, s, T, pend, r0);
+      long bad = 0, badr = 0;
+      double maxref = 0, maxerr = 0;
+      for (size_t i = 0; i < ref.mixed.size(); ++i) {
+        if (memcmp(&ref.mixed[i], &o.mixed[i], 4) || ref.mb[i] != o.mb[i] || ref.mh[i] != o.mh[i]) bad++;
+        maxref = std::max(maxref, (double)fabsf(ref.mixed[i]));
+        double e = fabs((double)ref.mixed[i] - (double)o.mixed[i]);
+        if (!(e <= 1e30)) e = 1e30;
+        maxerr = std::max(maxerr, e);
+      }
+      for (size_t i = 0; i < ref.resid.size(); ++i)
+        if (memcmp(&ref.resid[i], &o.resid[i], 4)) badr++;
+      printf("parity T=%d pending=%d %-10s: %ld of %zu outputs differ in bits, resid %ld differ, "
+             "max err / max |v1| = %.3g\n",
+             T, pend, kind_name[k], bad, ref.mixed.size(), badr, maxerr / maxref);
+    }
+  }
+  CK(cudaMemcpy(s.resid, r0.data(), r0.size() * 4, cudaMemcpyHostToDevice));
+}
+
+static void timeline(const char *what, const std::vector<hct_u64> &tr, int launch_i, int nst) {
+  const hct_u64 *b = tr.data() + (size_t)launch_i * NB * STAMPS;
+  hct_u64 t0 = ~0ull, prev_end = 0;
+  for (int i = 0; i < NB; ++i) t0 = std::min(t0, b[i * STAMPS]);
+  const hct_u64 *pb = b - (size_t)NB * STAMPS;
+  for (int i = 0; i < NB; ++i)
+    for (int j = 0; j < nst; ++j) prev_end = std::max(prev_end, pb[i * STAMPS + j]);
+  printf("  timeline %s (read %d; the previous read's last stamp %lld ns before)\n", what, launch_i,
+         (long long)t0 - (long long)prev_end);
+  for (int j = 0; j < nst; ++j) {
+    std::vector<long long> v;
+    for (int i = 0; i < NB; ++i)
+      if (b[i * STAMPS + j]) v.push_back((long long)(b[i * STAMPS + j] - t0));
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    printf("    stamp %2d: min %6lld  median %6lld  max %6lld ns\n", j, v[0], v[v.size() / 2], v.back());
+  }
+}
+
+typedef void (*enq_fn)(int b, hct_u64 *trace);
+
+static double time_graph(enq_fn enq, hct_u64 *trace, std::vector<hct_u64> *tr) {
+  /* Built with --default-stream per-thread: every <<<>>> launch goes to
+   * this thread's stream, which can be captured. */
+  cudaStream_t st = cudaStreamPerThread;
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int b = 0; b < BATCH; ++b) enq(b, trace ? trace + (size_t)b * NB * STAMPS : nullptr);
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> v;
+  for (int r = 0; r < REPLAYS + 1; ++r) {
+    CK(cudaEventRecord(e0, st));
+    CK(cudaGraphLaunch(ge, st));
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r > 0) v.push_back(ms * 1000.0 / BATCH);
+  }
+  CK(cudaGetLastError());
+  if (tr) {
+    tr->resize((size_t)BATCH * NB * STAMPS);
+    CK(cudaMemcpy(tr->data(), trace, tr->size() * 8, cudaMemcpyDeviceToHost));
+  }
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+static std::vector<Set> g_sets;
+static int g_T, g_nsets;
+static Kind g_kind;
+static int g_nbar;
+static hct_u4 *g_src;
+
+static void enq_kernel(int b, hct_u64 *trace) { launch(g_kind, g_sets[b % g_nsets], g_T, false, trace); }
+static void enq_empty(int b, hct_u64 *trace) { lab_empty<<<NB, NT, 200000>>>(g_ws, g_nbar, trace); }
+static void enq_stream(int b, hct_u64 *trace) {
+  const int bytes = 102400; /* 13.1 MB over 128 blocks */
+  lab_stream<<<NB, NT, bytes>>>(g_src + (size_t)(b % 20) * NB * (bytes / 16), bytes, trace);
+}
+
+int main(int argc, char **argv) {
+  std::vector<int> Ts;
+  for (int i = 1; i < argc; ++i) Ts.push_back(atoi(argv[i]));
+  if (Ts.empty()) Ts = {1, 2, 4, 8};
+  cudaDeviceProp pr;
+  CK(cudaGetDeviceProperties(&pr, 0));
+  printf("lab: %s, %d SMs, L2 %d MB, commit %s\n", pr.name, pr.multiProcessorCount, pr.l2CacheSize >> 20,
+         getenv("COMMIT") ? getenv("COMMIT") : "?");
+  CK(cudaFuncSetAttribute(lab_pk, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+  CK(cudaFuncSetAttribute(lab_pb, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+  CK(cudaFuncSetAttribute(lab_empty, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+  CK(cudaFuncSetAttribute(lab_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+  CK(cudaMalloc(&g_ws, 64));
+  CK(cudaMemset(g_ws, 0, 64));
+  hct_u64 *trace;
+  CK(cudaMalloc(&trace, (size_t)BATCH * NB * STAMPS * 8));
+  std::vector<hct_u64> tr;
+
+  /* Building blocks. */
+  CK(cudaMalloc(&g_src, (size_t)20 * 13107200));
+  CK(cudaMemset(g_src, 1, (size_t)20 * 13107200));
+  for (int nb = 0; nb <= 2; ++nb) {
+    g_nbar = nb;
+    CK(cudaMemset(trace, 0, (size_t)BATCH * NB * STAMPS * 8));
+    double us = time_graph(enq_empty, trace, &tr);
+    printf("empty 128x640 grid, 200 KB smem, %d barriers: %.2f us a launch\n", nb, us);
+    timeline("empty", tr, BATCH / 2, 1 + nb);
+  }
+  {
+    CK(cudaMemset(trace, 0, (size_t)BATCH * NB * STAMPS * 8));
+    double us = time_graph(enq_stream, trace, &tr);
+    printf("stream 13.11 MB into shared memory, 128 blocks of 100 KB, cp.async: %.2f us a launch (%.2f TB/s)\n",
+           us, 13.1072 / us);
+    timeline("stream", tr, BATCH / 2, 3);
+  }
+  CK(cudaFree(g_src));
+
+  for (int T : Ts) {
+    g_T = T;
+    const double set_bytes = 2.0 * K * D * 2 + (double)T * D * 4 * 2;
+    g_nsets = std::min(64, (int)(4.0 * pr.l2CacheSize / set_bytes) + 2);
+    for (auto &s : g_sets) {
+      cudaFree(s.resid); cudaFree(s.pending); cudaFree(s.mixed); cudaFree(s.mb); cudaFree(s.mh);
+      cudaFree(s.xn); cudaFree(s.lo); cudaFree(s.gate); cudaFree(s.rs); cudaFree(s.part);
+      cudaFree(s.wn); cudaFree(s.wd); cudaFree(s.wu);
+    }
+    g_sets.assign(g_nsets, Set());
+    for (int i = 0; i < g_nsets; ++i) alloc_set(g_sets[i], T, 1000 * T + i);
+    CK(cudaDeviceSynchronize());
+    parity(T, g_sets[0]);
+    for (int k = V1; k <= PK; ++k) {
+      g_kind = (Kind)k;
+      CK(cudaMemset(trace, 0, (size_t)BATCH * NB * STAMPS * 8));
+      double us = time_graph(enq_kernel, k == V1 ? nullptr : trace, k == V1 ? nullptr : &tr);
+      printf("time T=%d %-10s: %.2f us a read (cold, %d sets, %d reads a graph, median of %d)\n", T,
+             kind_name[k], us, g_nsets, BATCH, REPLAYS);
+      if (k != V1) timeline(kind_name[k], tr, BATCH / 2, 9);
+    }
+  }
+  return 0;
+}
