@@ -13,22 +13,29 @@
  * larger one: the grid only grows with T) is disqualified with reason
  * "timeout" rather than "hang".
  *
- * The barrier's state is the first two words of the variant's scratch
- * buffer "ws" (manifest: {"name": "ws", "bytes": "64", "zero": "once"}),
- * zeroed once when the scratch is allocated, never between runs:
- *   ws[0]  the timeout flag: non-zero when a wait gave up (the host reads it)
- *   ws[1]  the arrival word.  Each block adds 1, except block 0, which adds
- *          2^31 - (nblocks - 1): once every block has arrived the word has
- *          grown by exactly 2^31, so its top bit has flipped, and each
- *          waiter watches for the flip from the value its own add
- *          returned.  Nothing is ever reset, so consecutive barriers and
- *          consecutive launches need no zeroing in between (a memset node
- *          per launch in a CUDA graph costs about as much as a barrier);
- *          this is the scheme of CUDA's cooperative groups grid sync.
+ * The barrier's state lives in the variant's scratch buffer "ws", zeroed
+ * once when it is allocated (manifest: {"name": "ws", "bytes": "4096",
+ * "zero": "once"}; 4*(32 + blocks) bytes at least), never between runs:
+ *   ws[0]       the timeout flag: non-zero when a wait gave up (the host
+ *               reads it after a check run)
+ *   ws[32 + b]  block b's arrival count: how many barriers it has reached,
+ *               over every launch so far.
+ * A block reads its own count when it starts (hct_grid_begin: the previous
+ * launch has finished, and only this block writes it), and each barrier
+ * raises it by one: arrive by storing the new count, then wait until every
+ * block's count has reached it (thread i of each block watches block i's
+ * word; the counts sit together, so a whole poll is a few cache lines).
+ * Nothing is reset, so a timed CUDA graph needs no memset node per launch,
+ * and no atomics: 128 blocks adding to one word serialise on one L2 slice
+ * (measured on the H200, tools/lab: 1.35 us a barrier that way; the
+ * numbers for this one are in docs/perf/h200.md).  HCT_GRID_ATOMIC selects
+ * that older scheme (CUDA cooperative groups' one: one atomic add a block,
+ * the top bit of one word flips when all have arrived), for comparison.
  *
  * Every thread of every block must call hct_grid_sync() the same number of
  * times; it returns 1 when the barrier completed, 0 when it timed out (the
  * same value in every thread of a block), and the caller must then return.
+ * Each block calls hct_grid_begin() once first, before any barrier.
  */
 #ifndef HCT_GRID_H
 #define HCT_GRID_H
@@ -42,7 +49,7 @@
 #endif
 
 #define HCT_GRID_FLAG 0
-#define HCT_GRID_ARRIVE 1
+#define HCT_GRID_COUNTS 32 /* first arrival count */
 
 /* Nanoseconds of a clock shared by every SM.  On HIP, the constant-rate
  * wall clock (100 MHz on the cards we target), so only roughly ns. */
@@ -64,46 +71,120 @@ HCT_DEV void hct_spin_ns(hct_u64 ns) {
   }
 }
 
-/* How many polls of the arrival word between two looks at the clock and
- * the flag: the clock read is the slow part of a poll. */
+/* How many polls between two looks at the clock and the flag: the clock
+ * read is the slow part of a poll. */
 #define HCT_GRID_POLLS 32
 
-HCT_DEV int hct_grid_sync_timeout(hct_u32 *ws, hct_u64 timeout_ns) {
-  __shared__ int hct_grid_ok;
-  volatile hct_u32 *vws = ws;
-  __syncthreads();
-  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
-    const hct_u32 nblocks = gridDim.x * gridDim.y * gridDim.z;
-    const bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
-    const hct_u32 add = first ? 0x80000000u - (nblocks - 1u) : 1u;
-    __threadfence(); /* this block's writes before the arrival */
-    const hct_u32 old = atomicAdd(&ws[HCT_GRID_ARRIVE], add);
-    int ok = 1;
-    hct_u64 t0 = 0;
-    for (int polls = 0; ((old ^ vws[HCT_GRID_ARRIVE]) & 0x80000000u) == 0; ++polls) {
-      if (polls % HCT_GRID_POLLS != HCT_GRID_POLLS - 1) continue;
-      if (vws[HCT_GRID_FLAG] != 0) {
-        ok = 0;
-        break;
-      }
-      const hct_u64 now = hct_globaltimer();
-      if (t0 == 0) t0 = now;
-      if (now - t0 > timeout_ns) {
-        atomicExch(&ws[HCT_GRID_FLAG], 1u);
-        ok = 0;
-        break;
-      }
-    }
-    __threadfence(); /* the others' writes before this block reads them */
-    hct_grid_ok = ok && vws[HCT_GRID_FLAG] == 0;
-  }
-  __syncthreads();
-  const int ok = hct_grid_ok;
-  /* hct_grid_ok is written again only after the next call's first
-   * __syncthreads, when every thread has read it here. */
-  return ok;
+typedef struct {
+  hct_u32 *ws;
+  hct_u32 count; /* barriers this block has reached */
+  hct_u32 old;   /* HCT_GRID_ATOMIC: the arrival word before this block's add */
+} hct_grid_t;
+
+HCT_DEV int hct_grid_block(void) {
+  return (int)(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+}
+HCT_DEV int hct_grid_thread(void) {
+  return (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
 }
 
-HCT_DEV int hct_grid_sync(hct_u32 *ws) { return hct_grid_sync_timeout(ws, HCT_GRID_TIMEOUT_NS); }
+HCT_DEV hct_grid_t hct_grid_begin(hct_u32 *ws) {
+  hct_grid_t g;
+  g.ws = ws;
+  g.old = 0;
+#ifdef HCT_GRID_ATOMIC
+  g.count = 0;
+#else
+  g.count = ((volatile hct_u32 *)ws)[HCT_GRID_COUNTS + hct_grid_block()];
+#endif
+  return g;
+}
+
+/* Spins while `*p` is below `target` (wrapping counts: a signed
+ * difference); returns 0 on a timeout or when another waiter raised the
+ * flag.  t0 is 0 until the first look at the clock. */
+HCT_DEV int hct_grid_wait_count(hct_u32 *ws, const hct_u32 *p, hct_u32 target, hct_u64 timeout_ns,
+                                hct_u64 &t0) {
+  volatile const hct_u32 *vp = p;
+  volatile hct_u32 *vws = ws;
+  for (int polls = 0; (int)(*vp - target) < 0; ++polls) {
+    if (polls % HCT_GRID_POLLS != HCT_GRID_POLLS - 1) continue;
+    if (vws[HCT_GRID_FLAG] != 0) return 0;
+    const hct_u64 now = hct_globaltimer();
+    if (t0 == 0) t0 = now;
+    if (now - t0 > timeout_ns) {
+      atomicExch(&ws[HCT_GRID_FLAG], 1u);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/*
+ * A barrier in two halves, so a block can do work that needs no other
+ * block between its arrival and its wait (issue its next loads, say):
+ * hct_grid_arrive(), then hct_grid_wait().  Both by every thread.  The
+ * block's writes before the arrival are visible to every block after its
+ * wait.
+ */
+HCT_DEV void hct_grid_arrive(hct_grid_t *g) {
+  g->count++;
+  __syncthreads();
+  if (hct_grid_thread() == 0) {
+    __threadfence(); /* this block's writes (ordered by the barrier above) first */
+#ifdef HCT_GRID_ATOMIC
+    const hct_u32 nblocks = gridDim.x * gridDim.y * gridDim.z;
+    const hct_u32 add = hct_grid_block() == 0 ? 0x80000000u - (nblocks - 1u) : 1u;
+    g->old = atomicAdd(&g->ws[1], add);
+#else
+    ((volatile hct_u32 *)g->ws)[HCT_GRID_COUNTS + hct_grid_block()] = g->count;
+#endif
+  }
+}
+
+HCT_DEV int hct_grid_wait_timeout(hct_grid_t *g, hct_u64 timeout_ns) {
+  __shared__ int hct_grid_ok;
+  hct_u32 *ws = g->ws;
+  volatile hct_u32 *vws = ws;
+  const int tid = hct_grid_thread();
+  if (tid == 0) hct_grid_ok = 1;
+  __syncthreads();
+  hct_u64 t0 = 0;
+  int ok = 1;
+#ifdef HCT_GRID_ATOMIC
+  if (tid == 0) {
+    for (int polls = 0; ok && ((g->old ^ vws[1]) & 0x80000000u) == 0; ++polls) {
+      if (polls % HCT_GRID_POLLS != HCT_GRID_POLLS - 1) continue;
+      const hct_u64 now = hct_globaltimer();
+      if (t0 == 0) t0 = now;
+      if (vws[HCT_GRID_FLAG] != 0) ok = 0;
+      else if (now - t0 > timeout_ns) {
+        atomicExch(&ws[HCT_GRID_FLAG], 1u);
+        ok = 0;
+      }
+    }
+  }
+#else
+  const int nblocks = (int)(gridDim.x * gridDim.y * gridDim.z);
+  for (int i = tid; i < nblocks; i += (int)(blockDim.x * blockDim.y * blockDim.z))
+    ok &= hct_grid_wait_count(ws, ws + HCT_GRID_COUNTS + i, g->count, timeout_ns, t0);
+#endif
+  if (!ok) hct_grid_ok = 0;
+  __threadfence(); /* the others' writes before this block reads them */
+  __syncthreads();
+  const int res = hct_grid_ok && vws[HCT_GRID_FLAG] == 0;
+  /* hct_grid_ok is written again only after the next wait's first
+   * __syncthreads, when every thread has read it here. */
+  __syncthreads();
+  return res;
+}
+
+HCT_DEV int hct_grid_sync_timeout(hct_grid_t *g, hct_u64 timeout_ns) {
+  hct_grid_arrive(g);
+  return hct_grid_wait_timeout(g, timeout_ns);
+}
+
+HCT_DEV int hct_grid_sync(hct_grid_t *g) { return hct_grid_sync_timeout(g, HCT_GRID_TIMEOUT_NS); }
+HCT_DEV int hct_grid_wait(hct_grid_t *g) { return hct_grid_wait_timeout(g, HCT_GRID_TIMEOUT_NS); }
 
 #endif /* HCT_GRID_H */

@@ -6,8 +6,8 @@
  * on, over the columns of stream s only, and the C/(S*RG) channels
  * c0 = b*C/(S*RG) .. of the up and mix.
  *
- *   start    the block requests, in the order they are needed, by cp.async
- *            into shared memory: R of stream s for every token, w_norm of
+ *   start    the block requests, in the order they are needed, by bulk
+ *            copies into shared memory (hct_bulk.h, issued by one warp): R of stream s for every token, w_norm of
  *            s and R of its channels; its w_down rows over stream s; its
  *            w_up rows (s'*C + c for its channels and all four streams).  About 110 KB a block, 13.1 MB for the grid:
  *            the whole weight stream starts at the first instruction and
@@ -20,7 +20,7 @@
  *            times rs: q[t][s][j] = rs * (w_down[j][s] . y).  lo is linear
  *            in the four streams' q, so the norm needs no grid barrier;
  *            only the rounding differs from v1.
- *   barrier  (hct_grid.h: self-resetting, no per-run zeroing); with
+ *   barrier  (hct_grid.h: arrival counts, no per-run zeroing); with
  *            pending, each block now stores its share of R' (not before:
  *            other blocks read R until they reach the barrier)
  *   stage B  every block gathers lo[t][j] = ((q0 + q1) + q2) + q3, the
@@ -52,9 +52,10 @@
 #ifndef RG
 #error "persist: RG must be defined"
 #endif
-#if !(defined(HCT_CUDA) && HCT_ARCH >= 80)
-#error "persist: needs tensor cores and cp.async (sm_80 or later)"
+#if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
+#error "persist: needs the copy engine's bulk copies (sm_90 or later)"
 #endif
+#include "hct_bulk.h"
 
 #define PK_NT 640                   /* threads */
 #define PK_NW (PK_NT / HCT_LW)      /* warps: 20 */
@@ -81,7 +82,7 @@ static_assert(S == 4, "persist: the mix is written for 4 streams");
 /* Shared memory, in bytes (the manifest's smem expression is this sum). */
 #define PK_SMEM(T)                                                                              \
   (PK_RPB * PK_WDS * 16 + PK_NR * PK_WUS * 16 + (T) * PK_YS * 4 + PK_RED * 4 + K * 8 * 4 +     \
-   PK_TMAX * S * PK_NCU * 4 + 256 * 4 + PK_TMAX * (C / RG) * 4 + C * 2)
+   PK_TMAX * S * PK_NCU * 4 + 256 * 4 + PK_TMAX * (C / RG) * 4 + C * 2 + 32)
 
 /* ---- tensor cores: 3xTF32-style products ----------------------------------
  * mma.m16n8k8 with tf32 inputs and f32 accumulation.  The weights are bf16,
@@ -108,15 +109,6 @@ HCT_DEV void pk_mma(float (&d)[4], const hct_u32 (&a)[4], hct_u32 b0, hct_u32 b1
       "{%8,%9}, {%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* A x (B_hi + B_lo) into d: the small half first. */
-HCT_DEV void pk_mma2(float (&d)[4], const hct_u32 (&a)[4], float y0, float y1) {
-  hct_u32 h0, l0, h1, l1;
-  pk_split(y0, h0, l0);
-  pk_split(y1, h1, l1);
-  pk_mma(d, a, l0, l1);
-  pk_mma(d, a, h0, h1);
 }
 
 /* The A fragment of rows r0 and r0+8 of a tile, chunk pointers already
@@ -171,6 +163,7 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
   const int b = (int)blockIdx.x, s = b / RG, g = b % RG;
   const int j0 = g * PK_RPB, cu0 = b * PK_NCU;
   pk_stamp(trace, 0);
+  hct_grid_t grid = hct_grid_begin(ws);
 
   hct_u4 *wd = pk_sm;                                   /* [row][chunk], stride PK_WDS */
   hct_u4 *wu = wd + PK_RPB * PK_WDS;                    /* [s][cl][chunk], stride PK_WUS */
@@ -182,34 +175,45 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
   float *rsh = ssq + 256;                               /* R' of its share, [t][C/RG] */
   hct_u16 *wn = (hct_u16 *)(rsh + PK_TMAX * (C / RG));  /* w_norm of stream s */
 
-  /* ---- start: every byte this block reads, in the order it is needed -- */
-  for (int p = tid; p < T * (C / 4); p += PK_NT) {
-    const int t = p / (C / 4), q = p % (C / 4);
-    hct_cp_async16(y + t * PK_YS + 4 * q, resid + ((long long)t * S + s) * C + 4 * q);
+  hct_u64 *bar = (hct_u64 *)(wn + C);                  /* three mbarriers */
+
+  /* ---- start: every byte this block reads, in the order it is needed,
+   * as bulk copies issued by warp 0 (about 100 of them; items dealt over
+   * its lanes in order): group 0 R of stream s, w_norm of s and R of the
+   * block's channels; group 1 its w_down rows; group 2 its w_up rows. */
+  if (tid == 0)
+    for (int i = 0; i < 3; ++i) hct_bulk_init(&bar[i]);
+  __syncthreads();
+  if (wp == 0) {
+    if (lane == 0) {
+      hct_bulk_expect(&bar[0], T * C * 4 + C * 2 + T * S * PK_NCU * 4);
+      hct_bulk_expect(&bar[1], PK_RPB * C * 2);
+      hct_bulk_expect(&bar[2], PK_NR * K * 2);
+    }
+    __syncwarp();
+    const int n0 = T + 1 + T * S, n1 = n0 + PK_RPB, n2 = n1 + PK_NR;
+    for (int i = lane; i < n2; i += HCT_LW) {
+      if (i < T) {
+        hct_bulk_copy(y + i * PK_YS, resid + ((long long)i * S + s) * C, C * 4, &bar[0]);
+      } else if (i == T) {
+        hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, &bar[0]);
+      } else if (i < n0) {
+        const int ts = i - T - 1; /* t*S + s' */
+        hct_bulk_copy(rm + ts * PK_NCU, resid + (long long)ts * C + cu0, PK_NCU * 4, &bar[0]);
+      } else if (i < n1) {
+        const int r = i - n0;
+        hct_bulk_copy(wd + r * PK_WDS, w_down + (long long)(j0 + r) * D + (long long)s * C, C * 2, &bar[1]);
+      } else {
+        const int row = i - n1; /* s'*NCU + cl */
+        const int sr = row / PK_NCU, cl = row % PK_NCU;
+        hct_bulk_copy(wu + row * PK_WUS, w_up + ((long long)sr * C + cu0 + cl) * K, K * 2, &bar[2]);
+      }
+    }
   }
-  for (int p = tid; p < C / 8; p += PK_NT) hct_cp_async16(wn + 8 * p, w_norm + (long long)s * C + 8 * p);
-  for (int p = tid; p < T * S * (PK_NCU / 4); p += PK_NT) {
-    const int t = p / (S * (PK_NCU / 4)), r = p % (S * (PK_NCU / 4));
-    const int sr = r / (PK_NCU / 4), q = r % (PK_NCU / 4);
-    hct_cp_async16(rm + (t * S + sr) * PK_NCU + 4 * q, resid + ((long long)t * S + sr) * C + cu0 + 4 * q);
-  }
-  hct_cp_async_commit();
-  for (int p = tid; p < PK_RPB * PK_CPS; p += PK_NT) {
-    const int r = p / PK_CPS, ch = p % PK_CPS;
-    hct_cp_async16(&wd[r * PK_WDS + ch], w_down + (long long)(j0 + r) * D + (long long)s * C + 8 * ch);
-  }
-  hct_cp_async_commit();
-  for (int p = tid; p < PK_NR * PK_UPC; p += PK_NT) {
-    const int row = p / PK_UPC, q = p % PK_UPC; /* row = s'*NCU + cl */
-    const int sr = row / PK_NCU, cl = row % PK_NCU;
-    hct_cp_async16(&wu[row * PK_WUS + q], w_up + ((long long)sr * C + cu0 + cl) * K + 8 * q);
-  }
-  hct_cp_async_commit();
   pk_stamp(trace, 1);
 
   /* ---- stage A ---------------------------------------------------------- */
-  hct_cp_async_wait<2>();
-  __syncthreads();
+  hct_bulk_wait(&bar[0], 0);
   pk_stamp(trace, 2);
   {
     float a[TB];
@@ -219,8 +223,8 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     constexpr int SH = TB == 1 ? 5 : TB == 2 ? 4 : TB == 4 ? 3 : 2;
     if ((lane & ((1 << SH) - 1)) == 0 && (lane >> SH) < T) ssq[wp * PK_TMAX + (lane >> SH)] = v;
   }
-  hct_cp_async_wait<1>();
-  __syncthreads();
+  __syncthreads(); /* y and the squares' partials */
+  hct_bulk_wait(&bar[1], 0);
   pk_stamp(trace, 3);
   if (tid < T) {
     float ss = 0.0f;
@@ -231,22 +235,33 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     /* Warp wp: k-steps [wp*KS, (wp+1)*KS) of the stream, rows gq and
      * gq+8 of the block's (those past PK_RPB read as zero), tokens as the
      * 8 columns of B (those past T read as zero). */
-    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    /* Four independent accumulator chains (hi and lo halves of y, even
+     * and odd k-steps), added in a fixed order at the end: a quarter of
+     * the dependent mma latency of a single chain. */
+    float d[4][4] = {};
     const hct_u4 *r0 = gq < PK_RPB ? wd + gq * PK_WDS : 0;
     const hct_u4 *r1 = gq + 8 < PK_RPB ? wd + (gq + 8) * PK_WDS : 0;
     const float *yt = y + gq * PK_YS;
-#pragma unroll 4
-    for (int ks = wp * PK_KS; ks < (wp + 1) * PK_KS; ++ks) {
+#pragma unroll
+    for (int k = 0; k < PK_KS; ++k) {
+      const int ks = wp * PK_KS + k;
       hct_u32 a[4];
       pk_afrag(a, r0 ? r0 + ks : 0, r1 ? r1 + ks : 0, ti);
       const float y0 = gq < T ? yt[ks * 8 + ti] : 0.0f;
       const float y1 = gq < T ? yt[ks * 8 + ti + 4] : 0.0f;
-      pk_mma2(d, a, y0, y1);
+      hct_u32 h0, l0, h1, l1;
+      pk_split(y0, h0, l0);
+      pk_split(y1, h1, l1);
+      pk_mma(d[2 + (k & 1)], a, l0, l1);
+      pk_mma(d[k & 1], a, h0, h1);
     }
+    float v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = (d[2][i] + d[3][i]) + (d[0][i] + d[1][i]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      red[(wp * 16 + gq) * PK_TMAX + 2 * ti + h] = d[h];
-      red[(wp * 16 + gq + 8) * PK_TMAX + 2 * ti + h] = d[2 + h];
+      red[(wp * 16 + gq) * PK_TMAX + 2 * ti + h] = v[h];
+      red[(wp * 16 + gq + 8) * PK_TMAX + 2 * ti + h] = v[2 + h];
     }
   }
   __syncthreads();
@@ -259,7 +274,7 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     }
   }
   pk_stamp(trace, 4);
-  if (!hct_grid_sync(ws)) return;
+  if (!hct_grid_sync(&grid)) return;
   pk_stamp(trace, 5);
   if (pending != 0)
     for (int p = tid; p < T * (C / RG); p += PK_NT) {
@@ -277,8 +292,8 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     }
     slo[(((k >> 2) & 1) * PK_TMAX + t) * (K / 2) + (k >> 3) * 4 + (k & 3)] = l;
   }
-  hct_cp_async_wait<0>();
-  __syncthreads();
+  hct_bulk_wait(&bar[2], 0);
+  __syncthreads(); /* lo */
   pk_stamp(trace, 6);
 
   /* ---- stage C: up, gates, mix ------------------------------------------ */
@@ -289,19 +304,27 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
       const int tile = item / 4, kq = item % 4;
       const int ra = tile * 16 + gq;
       const hct_u4 *p0 = wu + ra * PK_WUS, *p1 = wu + (ra + 8) * PK_WUS;
-      float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float d[4][4] = {};
 #pragma unroll
-      for (int ks = kq * (PK_UPC / 4); ks < (kq + 1) * (PK_UPC / 4); ++ks) {
+      for (int k = 0; k < PK_UPC / 4; ++k) {
+        const int ks = kq * (PK_UPC / 4) + k;
         hct_u32 a[4];
         pk_afrag(a, p0 + ks, p1 + ks, ti);
         const float y0 = slo[(gq * (K / 8) + ks) * 4 + ti];
         const float y1 = slo[((PK_TMAX + gq) * (K / 8) + ks) * 4 + ti];
-        pk_mma2(d, a, y0, y1);
+        hct_u32 h0, l0, h1, l1;
+        pk_split(y0, h0, l0);
+        pk_split(y1, h1, l1);
+        pk_mma(d[2 + (k & 1)], a, l0, l1);
+        pk_mma(d[k & 1], a, h0, h1);
       }
+      float v[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v[i] = (d[2][i] + d[3][i]) + (d[0][i] + d[1][i]);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        red[(kq * PK_NR + ra) * PK_TMAX + 2 * ti + h] = d[h];
-        red[(kq * PK_NR + ra + 8) * PK_TMAX + 2 * ti + h] = d[2 + h];
+        red[(kq * PK_NR + ra) * PK_TMAX + 2 * ti + h] = v[h];
+        red[(kq * PK_NR + ra + 8) * PK_TMAX + 2 * ti + h] = v[2 + h];
       }
     }
   }

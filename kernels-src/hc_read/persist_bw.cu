@@ -17,9 +17,10 @@
  * class a: it needs the chunks c = 4c' + a (c' = 0..319) of its rows and
  * of xn, a quarter of each, and computes G_a for its rows.
  *
- *   start    requests by cp.async, in the order they are needed: R at its
- *            chunks (all tokens) and w_norm there; its w_down chunks; the
- *            w_up rows of its channels (C/(4*RG) of them, all 4 streams).
+ *   start    the w_up rows of its channels (C/(4*RG) of them, all 4
+ *            streams) by bulk copies, an L2 prefetch of its w_down rows,
+ *            R at its chunks (all tokens) and w_norm there by cp.async;
+ *            its w_down chunks by cp.async once the norm is done.
  *   stage 1  blocks 0 .. T*S-1 run v2's norm of (t, s) with 256 threads
  *            and publish rs[t][s] (the same statements as v1: ss by fmaf
  *            over c = i + 256k, the warp butterfly, the 8-warp butterfly).
@@ -33,14 +34,15 @@
  *            (canonical lane partials of rows s*C + c, all sums reduced at
  *            once by recursive halving, gates and mix in registers).
  *
- * Scratch: rs (T*S floats), part (G, 4*T*K floats), ws (the barrier's two
- * words, zeroed once at allocation: hct_grid.h).
+ * Scratch: rs (T*S floats), part (G, 4*T*K floats), ws (the barrier's flag and
+ * arrival counts, zeroed once at allocation: hct_grid.h).
  *
  * Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out, and every
  * stage can record the global timer into `trace` (null in hctune).
  */
 #include "hc_read.h"
 #include "hct_grid.h"
+#include "hct_bulk.h"
 /* No L2 prefetch parameter here: the weights go straight to shared memory. */
 #define PF 0
 #include "fast_common.h"
@@ -74,7 +76,8 @@ static_assert(S == 4, "persist_bw: the mix is written for 4 streams");
 /* Shared memory, in bytes (the manifest's smem expression is this sum). */
 #define PB_SMEM(T)                                                                             \
   (PB_RPB * PB_CPA * 16 + PB_NCU * S * PB_UPC * 16 + (T) * PB_CPA * 32 + PB_CPA * 16 +        \
-   PB_RPB * PB_LPA * PB_TMAX * 4 + 2 * PB_TMAX * (K / 8) * 16 + 64 * 4 + PB_TMAX * PB_RSH * 32)
+   PB_RPB * PB_LPA * PB_TMAX * 4 + 2 * PB_TMAX * (K / 8) * 16 + 64 * 4 + PB_TMAX * PB_RSH * 32 + \
+   16)
 
 HCT_DEV void pb_stamp(hct_u64 *trace, int i) {
   if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
@@ -124,7 +127,7 @@ HCT_DEV void pb_chains(const hct_u4 *wd, const float *xs, float *pp, int T) {
   float acc[TT];
 #pragma unroll
   for (int i = 0; i < TT; ++i) acc[i] = 0.0f;
-#pragma unroll 4
+#pragma unroll 8
   for (int q = 0; q < PB_Q; ++q) {
     const hct_u4 wq = w[PB_LPA * q];
 #pragma unroll
@@ -148,6 +151,7 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   const int b = (int)blockIdx.x, a = b / RG, g = b % RG;
   const int j0 = g * PB_RPB, cu0 = b * PB_NCU;
   pb_stamp(trace, 0);
+  hct_grid_t grid = hct_grid_begin(ws);
 
   hct_u4 *wd = pb_sm;                                  /* [r][c'] chunk 4c'+a of row j0+r */
   hct_u4 *wu = wd + PB_RPB * PB_CPA;                   /* [cl][s][chunk] */
@@ -158,7 +162,32 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   float *red = (float *)(slo + 2 * PB_TMAX * (K / 8)); /* 64 floats: norm, rs */
   float *rsh = red + 64;                               /* R' of its share, [t][chunk][8] */
 
-  /* ---- start: every byte this block reads, in the order it is needed -- */
+  hct_u64 *bar = (hct_u64 *)(rsh + PB_TMAX * PB_RSH * 8);  /* w_up's mbarrier */
+
+  /* ---- start --------------------------------------------------------------
+   * w_up rows by bulk copies (warp 0), an L2 prefetch of this block's
+   * quarter of its row group's w_down bytes (the four class blocks of a
+   * row group cover its rows once), then R and w_norm at its chunks by
+   * cp.async (group 0).  Its w_down chunks, 16 bytes every 64, go by
+   * cp.async too (group 1), issued after the norm: cp.async of scattered
+   * pieces is slow to issue, and the norm must not wait behind it. */
+  if (tid == 0) hct_bulk_init(bar);
+  __syncthreads();
+  if (wp == 0) {
+    if (lane == 0) hct_bulk_expect(bar, PB_NCU * S * PB_UPC * 16);
+    __syncwarp();
+    for (int i = lane; i < PB_NCU * S + PB_RPB; i += HCT_LW) {
+      if (i < PB_NCU * S) {
+        const int cl = i / S, s = i % S;
+        hct_bulk_copy(wu + i * PB_UPC, w_up + ((long long)s * C + cu0 + cl) * K, K * 2, bar);
+      } else {
+        const char *row = (const char *)(w_down + (long long)(j0 + i - PB_NCU * S) * D);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row + a * (D / 2)),
+                     "r"(D / 2)
+                     : "memory");
+      }
+    }
+  }
   for (int p = tid; p < T * PB_CPA * 2; p += PB_NT) {
     const int t = p / (PB_CPA * 2), cp = (p / 2) % PB_CPA, h = p % 2;
     const int k = 8 * (4 * cp + a); /* column in D */
@@ -167,26 +196,26 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   for (int p = tid; p < PB_CPA; p += PB_NT)
     hct_cp_async16(&wn[p], (const hct_u4 *)w_norm + 4 * p + a);
   hct_cp_async_commit();
+  pb_stamp(trace, 1);
+
+  /* ---- stage 1 ------------------------------------------------------------ */
+  if (b < T * S) pb_norm_rs(b / S, b % S, resid, pending, rsg, red);
+  /* R of stage 3's channels, read now: from the barrier on, blocks store
+   * R' into resid. */
+  const int tm = lane % TB;
+  float rr[S] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (wp < PB_NCU && lane < T && lane < TB)
+#pragma unroll
+    for (int s = 0; s < S; ++s) rr[s] = resid[((long long)tm * S + s) * C + cu0 + wp];
+  hct_cp_async_wait<0>(); /* this block's reads of resid are done */
+  hct_grid_arrive(&grid);
   for (int p = tid; p < PB_RPB * PB_CPA; p += PB_NT) {
     const int r = p / PB_CPA, cp = p % PB_CPA;
     hct_cp_async16(&wd[p], (const hct_u4 *)(w_down + (long long)(j0 + r) * D) + 4 * cp + a);
   }
   hct_cp_async_commit();
-  for (int p = tid; p < PB_NCU * S * PB_UPC; p += PB_NT) {
-    const int q = p % PB_UPC, cs = p / PB_UPC; /* cs = cl*S + s */
-    const int cl = cs / S, s = cs % S;
-    hct_cp_async16(&wu[p], (const hct_u4 *)(w_up + ((long long)s * C + cu0 + cl) * K) + q);
-  }
-  hct_cp_async_commit();
-  pb_stamp(trace, 1);
-
-  /* ---- stage 1 ------------------------------------------------------------ */
-  if (b < T * S) pb_norm_rs(b / S, b % S, resid, pending, rsg, red);
-  /* Every read of resid in this block is done before the barrier (R' is
-   * stored after it). */
-  hct_cp_async_wait<2>();
   pb_stamp(trace, 2);
-  if (!hct_grid_sync(ws)) return;
+  if (!hct_grid_wait(&grid)) return;
   pb_stamp(trace, 3);
 
   /* ---- stage 2 ------------------------------------------------------------ */
@@ -214,7 +243,7 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
       const int cp = i * RG + g;
       resid[(long long)t * D + 8 * (4 * cp + a) + e] = rsh[p];
     }
-  hct_cp_async_wait<1>();
+  hct_cp_async_wait<0>();
   __syncthreads();
   pb_stamp(trace, 4);
   if (TB <= 2)
@@ -234,7 +263,7 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
     }
   }
   pb_stamp(trace, 5);
-  if (!hct_grid_sync(ws)) return;
+  if (!hct_grid_sync(&grid)) return;
   pb_stamp(trace, 6);
 
   /* ---- stage 3 ------------------------------------------------------------ */
@@ -248,8 +277,8 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
     }
     ((float *)slo)[(((k >> 2) & 1) * PB_TMAX + t) * (K / 2) + (k >> 3) * 4 + (k & 3)] = l;
   }
-  hct_cp_async_wait<0>();
-  __syncthreads();
+  hct_bulk_wait(bar, 0);
+  __syncthreads(); /* lo */
   pb_stamp(trace, 7);
   const bool two = lane + HCT_LW < PB_UPC;
   if (wp < PB_NCU) {
@@ -261,7 +290,10 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
       w[s][0] = row[lane];
       w[s][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
     }
-    hcr_persist_upmix<TB>(w, slo, resid, lane, c, T, mixed, mixed_bf16, mixed_f16);
+    if (pending != 0 && lane < T && lane < TB)
+#pragma unroll
+      for (int s = 0; s < S; ++s) rr[s] = rr[s] + pending[((long long)tm * S + s) * C + c];
+    hcr_persist_upmix<TB>(w, slo, rr, lane, c, T, mixed, mixed_bf16, mixed_f16);
   }
   pb_stamp(trace, 8);
 }

@@ -1,9 +1,9 @@
 /*
- * persist_common.h: what the two persistent hc_read variants (persist,
+ * persist_common.h: what the persistent hc_read variants (persist,
  * persist_bw) share: loads that bypass L1 for data other blocks wrote in
- * the same launch, the L2 prefetch of a byte range (parameter PF), and the
- * fused up and mix of one channel by one warp (stage C).  Needs
- * fast_common.h (hcr_multi_sum, hcr_shfl_idx) and PF.
+ * the same launch, and the fused up and mix of one channel by one warp
+ * in the canonical order (stage C of persist_bw).  Needs fast_common.h
+ * (hcr_multi_sum, hcr_shfl_idx).
  */
 #ifndef HCR_PERSIST_COMMON_H
 #define HCR_PERSIST_COMMON_H
@@ -21,27 +21,19 @@ HCT_DEV float hcr_ldcg(const float *p) {
 #endif
 }
 
-HCT_DEV void hcr_prefetch_bytes(const void *p, int bytes) {
-#if defined(HCT_CUDA) && HCT_ARCH >= 90 && PF == 2
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#elif defined(HCT_CUDA) && PF == 1
-  for (int o = 0; o < bytes; o += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)p + o));
-#endif
-}
-
-/* Stage C for one channel c by one warp, TB >= T tokens. */
+/* Stage C for one channel c by one warp, TB >= T tokens: r holds R' of
+ * (token lane % TB, stream s, channel c) in lanes below T and TB (the
+ * caller loads it early, off the critical path). */
 template <int TB>
-HCT_DEV void hcr_persist_upmix(const hct_u4 (&w)[S][2], const hct_f4 *slo, const float *resid, int lane,
-                      int c, int T, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
+HCT_DEV void hcr_persist_upmix(const hct_u4 (&w)[S][2], const hct_f4 *slo, const float (&r)[S],
+                               int lane, int c, int T, float *mixed, hct_u16 *mixed_bf16,
+                               hct_u16 *mixed_f16) {
   constexpr int NV = S * TB;
   constexpr int M = TB == 1 ? 2 : TB == 2 ? 3 : TB == 4 ? 4 : 5;
   static_assert((1 << M) == NV, "persist_common.h: 4 streams x TB tokens is 2^M");
   const bool two = lane + HCT_LW < HCR_UP_CHUNKS;
   const int tm = lane & (TB - 1);
   const bool mixer = lane < T && lane < TB;
-  float r[S];
-#pragma unroll
-  for (int s = 0; s < S; ++s) r[s] = mixer ? hcr_ldcg(resid + ((long long)tm * S + s) * C + c) : 0.0f;
   float v[NV];
 #pragma unroll
   for (int t = 0; t < TB; ++t) {

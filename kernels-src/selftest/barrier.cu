@@ -15,12 +15,13 @@
 
 HCT_ENTRY void __launch_bounds__(ST_THREADS)
     st_barrier(const float *x, float *y, hct_u32 *ws, int T) {
+  hct_grid_t grid = hct_grid_begin(ws);
   const int i = st_index();
   const int n = T * ROW;
   if (i == 0) hct_spin_ns(10000);
   if (i < n) y[i] = 2.0f * x[i];
   if (T >= 3 && blockIdx.x == 0) return; /* the missing block */
-  if (!hct_grid_sync(ws)) return;
+  if (!hct_grid_sync(&grid)) return;
   /* The mirrored block: block k finishes what block B-1-k started, so
    * each block reads another's stage 1 (only block k touches that region
    * after the barrier: no second barrier is needed). */

@@ -54,10 +54,30 @@ __global__ void __launch_bounds__(640, 1) lab_pk(PK_PARAMS, hct_u64 *trace) { pk
 __global__ void __launch_bounds__(640, 1) lab_pb(PB_PARAMS, hct_u64 *trace) { pb_dispatch(PB_ARGS, trace); }
 __global__ void __launch_bounds__(640, 1) lab_empty(hct_u32 *ws, int nbar, hct_u64 *trace) {
   pk_stamp(trace, 0);
+  hct_grid_t g = hct_grid_begin(ws);
   for (int i = 0; i < nbar; ++i) {
-    hct_grid_sync(ws);
+    hct_grid_sync(&g);
     pk_stamp(trace, 1 + i);
   }
+}
+/* The same bytes by bulk copies: warp 0 issues 4 KB pieces, one mbarrier. */
+__global__ void __launch_bounds__(640, 1) lab_stream_bulk(const hct_u4 *src, int bytes, hct_u64 *trace) {
+  HCT_DYN_SHARED(hct_u4, sm);
+  __shared__ hct_u64 bar;
+  pk_stamp(trace, 0);
+  if (threadIdx.x == 0) hct_bulk_init(&bar);
+  __syncthreads();
+  const char *p = (const char *)(src + (long long)blockIdx.x * (bytes / 16));
+  if (threadIdx.x < 32) {
+    if (threadIdx.x == 0) hct_bulk_expect(&bar, bytes);
+    __syncwarp();
+    for (int i = threadIdx.x; i < bytes / 4096; i += 32)
+      hct_bulk_copy((char *)sm + i * 4096, p + (long long)i * 4096, 4096, &bar);
+  }
+  pk_stamp(trace, 1);
+  hct_bulk_wait(&bar, 0);
+  pk_stamp(trace, 2);
+  if (threadIdx.x == 0 && sm[5].x == 0x12345678u) ((hct_u4 *)src)[0].y = 1; /* keep the copy */
 }
 /* Each block copies its `bytes` of src into shared memory (cp.async, 16 B a
  * thread at a time, all issued before the first wait). */
@@ -249,10 +269,14 @@ static int g_nbar;
 static hct_u4 *g_src;
 
 static void enq_kernel(int b, hct_u64 *trace) { launch(g_kind, g_sets[b % g_nsets], g_T, false, trace); }
-static void enq_empty(int b, hct_u64 *trace) { lab_empty<<<NB, NT, 200000>>>(g_ws, g_nbar, trace); }
+static void enq_empty(int b, hct_u64 *trace) { lab_empty<<<NB, NT, 200 * 1024>>>(g_ws, g_nbar, trace); }
 static void enq_stream(int b, hct_u64 *trace) {
   const int bytes = 102400; /* 13.1 MB over 128 blocks */
   lab_stream<<<NB, NT, bytes>>>(g_src + (size_t)(b % 20) * NB * (bytes / 16), bytes, trace);
+}
+static void enq_stream_bulk(int b, hct_u64 *trace) {
+  const int bytes = 102400;
+  lab_stream_bulk<<<NB, NT, bytes>>>(g_src + (size_t)(b % 20) * NB * (bytes / 16), bytes, trace);
 }
 
 int main(int argc, char **argv) {
@@ -261,14 +285,20 @@ int main(int argc, char **argv) {
   if (Ts.empty()) Ts = {1, 2, 4, 8};
   cudaDeviceProp pr;
   CK(cudaGetDeviceProperties(&pr, 0));
-  printf("lab: %s, %d SMs, L2 %d MB, commit %s\n", pr.name, pr.multiProcessorCount, pr.l2CacheSize >> 20,
-         getenv("COMMIT") ? getenv("COMMIT") : "?");
-  CK(cudaFuncSetAttribute(lab_pk, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
-  CK(cudaFuncSetAttribute(lab_pb, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
-  CK(cudaFuncSetAttribute(lab_empty, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
-  CK(cudaFuncSetAttribute(lab_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
-  CK(cudaMalloc(&g_ws, 64));
-  CK(cudaMemset(g_ws, 0, 64));
+#ifdef HCT_GRID_ATOMIC
+  const char *barrier = "atomic (one word)";
+#else
+  const char *barrier = "arrival counts";
+#endif
+  printf("lab: %s, %d SMs, L2 %d MB, commit %s, grid barrier: %s\n", pr.name, pr.multiProcessorCount,
+         pr.l2CacheSize >> 20, getenv("COMMIT") ? getenv("COMMIT") : "?", barrier);
+  CK(cudaFuncSetAttribute(lab_pk, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
+  CK(cudaFuncSetAttribute(lab_pb, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
+  CK(cudaFuncSetAttribute(lab_empty, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
+  CK(cudaFuncSetAttribute(lab_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
+  CK(cudaFuncSetAttribute(lab_stream_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+  CK(cudaMalloc(&g_ws, 4096));
+  CK(cudaMemset(g_ws, 0, 4096));
   hct_u64 *trace;
   CK(cudaMalloc(&trace, (size_t)BATCH * NB * STAMPS * 8));
   std::vector<hct_u64> tr;
@@ -289,6 +319,11 @@ int main(int argc, char **argv) {
     printf("stream 13.11 MB into shared memory, 128 blocks of 100 KB, cp.async: %.2f us a launch (%.2f TB/s)\n",
            us, 13.1072 / us);
     timeline("stream", tr, BATCH / 2, 3);
+    CK(cudaMemset(trace, 0, (size_t)BATCH * NB * STAMPS * 8));
+    us = time_graph(enq_stream_bulk, trace, &tr);
+    printf("stream 13.11 MB into shared memory, 128 blocks of 100 KB, bulk copies: %.2f us a launch (%.2f TB/s)\n",
+           us, 13.1072 / us);
+    timeline("stream bulk", tr, BATCH / 2, 3);
   }
   CK(cudaFree(g_src));
 
