@@ -13,24 +13,21 @@
  * larger one: the grid only grows with T) is disqualified with reason
  * "timeout" rather than "hang".
  *
- * The barrier's state lives in the variant's scratch buffer "ws", zeroed
- * once when it is allocated (manifest: {"name": "ws", "bytes": "4096",
- * "zero": "once"}; 4*(32 + blocks) bytes at least), never between runs:
- *   ws[0]       the timeout flag: non-zero when a wait gave up (the host
- *               reads it after a check run)
- *   ws[32 + b]  block b's arrival count: how many barriers it has reached,
- *               over every launch so far.
- * A block reads its own count when it starts (hct_grid_begin: the previous
- * launch has finished, and only this block writes it), and each barrier
- * raises it by one: arrive by storing the new count, then wait until every
- * block's count has reached it (thread i of each block watches block i's
- * word; the counts sit together, so a whole poll is a few cache lines).
- * Nothing is reset, so a timed CUDA graph needs no memset node per launch,
- * and no atomics: 128 blocks adding to one word serialise on one L2 slice
- * (measured on the H200, tools/lab: 1.35 us a barrier that way; the
- * numbers for this one are in docs/perf/h200.md).  HCT_GRID_ATOMIC selects
- * that older scheme (CUDA cooperative groups' one: one atomic add a block,
- * the top bit of one word flips when all have arrived), for comparison.
+ * The barrier's state is the first two words of the variant's scratch
+ * buffer "ws" (manifest: {"name": "ws", "bytes": "64", "zero": "once"}),
+ * zeroed once when it is allocated, never between runs:
+ *   ws[0]  the timeout flag: non-zero when a wait gave up (the host reads
+ *          it after a check run)
+ *   ws[1]  the arrival word.  Each block adds 1, except block 0, which adds
+ *          2^31 - (nblocks - 1): once every block has arrived the word has
+ *          grown by exactly 2^31, so its top bit has flipped, and each
+ *          waiter watches for the flip from the value its own add
+ *          returned (CUDA cooperative groups' grid sync works this way).
+ *          Nothing is reset, so a timed CUDA graph needs no memset node
+ *          per launch.
+ * Measured on the H200 (tools/lab, docs/perf/h200.md): 1.3 to 2 us a
+ * barrier for 128 blocks; a scheme without atomics (each block storing its
+ * own arrival count, every block polling all of them) took 2.8 us.
  *
  * Every thread of every block must call hct_grid_sync() the same number of
  * times; it returns 1 when the barrier completed, 0 when it timed out (the
@@ -49,7 +46,7 @@
 #endif
 
 #define HCT_GRID_FLAG 0
-#define HCT_GRID_COUNTS 32 /* first arrival count */
+#define HCT_GRID_ARRIVE 1
 
 /* Nanoseconds of a clock shared by every SM.  On HIP, the constant-rate
  * wall clock (100 MHz on the cards we target), so only roughly ns. */
@@ -77,8 +74,7 @@ HCT_DEV void hct_spin_ns(hct_u64 ns) {
 
 typedef struct {
   hct_u32 *ws;
-  hct_u32 count; /* barriers this block has reached */
-  hct_u32 old;   /* HCT_GRID_ATOMIC: the arrival word before this block's add */
+  hct_u32 old; /* the arrival word before this block's add (thread 0) */
 } hct_grid_t;
 
 HCT_DEV int hct_grid_block(void) {
@@ -92,32 +88,7 @@ HCT_DEV hct_grid_t hct_grid_begin(hct_u32 *ws) {
   hct_grid_t g;
   g.ws = ws;
   g.old = 0;
-#ifdef HCT_GRID_ATOMIC
-  g.count = 0;
-#else
-  g.count = ((volatile hct_u32 *)ws)[HCT_GRID_COUNTS + hct_grid_block()];
-#endif
   return g;
-}
-
-/* Spins while `*p` is below `target` (wrapping counts: a signed
- * difference); returns 0 on a timeout or when another waiter raised the
- * flag.  t0 is 0 until the first look at the clock. */
-HCT_DEV int hct_grid_wait_count(hct_u32 *ws, const hct_u32 *p, hct_u32 target, hct_u64 timeout_ns,
-                                hct_u64 &t0) {
-  volatile const hct_u32 *vp = p;
-  volatile hct_u32 *vws = ws;
-  for (int polls = 0; (int)(*vp - target) < 0; ++polls) {
-    if (polls % HCT_GRID_POLLS != HCT_GRID_POLLS - 1) continue;
-    if (vws[HCT_GRID_FLAG] != 0) return 0;
-    const hct_u64 now = hct_globaltimer();
-    if (t0 == 0) t0 = now;
-    if (now - t0 > timeout_ns) {
-      atomicExch(&ws[HCT_GRID_FLAG], 1u);
-      return 0;
-    }
-  }
-  return 1;
 }
 
 /*
@@ -128,17 +99,12 @@ HCT_DEV int hct_grid_wait_count(hct_u32 *ws, const hct_u32 *p, hct_u32 target, h
  * wait.
  */
 HCT_DEV void hct_grid_arrive(hct_grid_t *g) {
-  g->count++;
   __syncthreads();
   if (hct_grid_thread() == 0) {
     __threadfence(); /* this block's writes (ordered by the barrier above) first */
-#ifdef HCT_GRID_ATOMIC
     const hct_u32 nblocks = gridDim.x * gridDim.y * gridDim.z;
     const hct_u32 add = hct_grid_block() == 0 ? 0x80000000u - (nblocks - 1u) : 1u;
-    g->old = atomicAdd(&g->ws[1], add);
-#else
-    ((volatile hct_u32 *)g->ws)[HCT_GRID_COUNTS + hct_grid_block()] = g->count;
-#endif
+    g->old = atomicAdd(&g->ws[HCT_GRID_ARRIVE], add);
   }
 }
 
@@ -147,13 +113,10 @@ HCT_DEV int hct_grid_wait_timeout(hct_grid_t *g, hct_u64 timeout_ns) {
   hct_u32 *ws = g->ws;
   volatile hct_u32 *vws = ws;
   const int tid = hct_grid_thread();
-  if (tid == 0) hct_grid_ok = 1;
-  __syncthreads();
-  hct_u64 t0 = 0;
-  int ok = 1;
-#ifdef HCT_GRID_ATOMIC
   if (tid == 0) {
-    for (int polls = 0; ok && ((g->old ^ vws[1]) & 0x80000000u) == 0; ++polls) {
+    hct_u64 t0 = 0;
+    int ok = 1;
+    for (int polls = 0; ok && ((g->old ^ vws[HCT_GRID_ARRIVE]) & 0x80000000u) == 0; ++polls) {
       if (polls % HCT_GRID_POLLS != HCT_GRID_POLLS - 1) continue;
       const hct_u64 now = hct_globaltimer();
       if (t0 == 0) t0 = now;
@@ -163,16 +126,11 @@ HCT_DEV int hct_grid_wait_timeout(hct_grid_t *g, hct_u64 timeout_ns) {
         ok = 0;
       }
     }
+    __threadfence(); /* the others' writes before this block reads them */
+    hct_grid_ok = ok && vws[HCT_GRID_FLAG] == 0;
   }
-#else
-  const int nblocks = (int)(gridDim.x * gridDim.y * gridDim.z);
-  for (int i = tid; i < nblocks; i += (int)(blockDim.x * blockDim.y * blockDim.z))
-    ok &= hct_grid_wait_count(ws, ws + HCT_GRID_COUNTS + i, g->count, timeout_ns, t0);
-#endif
-  if (!ok) hct_grid_ok = 0;
-  __threadfence(); /* the others' writes before this block reads them */
   __syncthreads();
-  const int res = hct_grid_ok && vws[HCT_GRID_FLAG] == 0;
+  const int res = hct_grid_ok;
   /* hct_grid_ok is written again only after the next wait's first
    * __syncthreads, when every thread has read it here. */
   __syncthreads();

@@ -6,38 +6,43 @@
  * on, over the columns of stream s only, and the C/(S*RG) channels
  * c0 = b*C/(S*RG) .. of the up and mix.
  *
- *   start    the block requests, in the order they are needed, by bulk
- *            copies into shared memory (hct_bulk.h, issued by one warp): R of stream s for every token, w_norm of
- *            s and R of its channels; its w_down rows over stream s; its
- *            w_up rows (s'*C + c for its channels and all four streams).  About 110 KB a block, 13.1 MB for the grid:
- *            the whole weight stream starts at the first instruction and
+ *   start    the block requests, in the order they are needed, by cp.async
+ *            into shared memory: R of stream s for every token, w_norm of
+ *            s and R of its channels (group 0); its w_down rows over
+ *            stream s (group 1); its w_up rows (s'*C + c for its channels
+ *            and all four streams, group 2).  About 120 KB a block, 13.1
+ *            MB for the grid: the whole weight stream starts at once and
  *            runs under everything below.
  *   stage A  y = fl(R' * w_norm) over stream s and the sum of squares of
  *            R' (the whole stream is here, so every block of stream s
  *            computes the same rs, bit for bit, without a barrier); the
- *            dots of its rows with y on tensor cores (3xTF32: bf16
- *            weights are exact in tf32, y is split in two tf32 halves),
- *            times rs: q[t][s][j] = rs * (w_down[j][s] . y).  lo is linear
- *            in the four streams' q, so the norm needs no grid barrier;
- *            only the rounding differs from v1.
- *   barrier  (hct_grid.h: arrival counts, no per-run zeroing); with
- *            pending, each block now stores its share of R' (not before:
- *            other blocks read R until they reach the barrier)
+ *            dots of its rows with y by fmaf, a thread per (chunk of 8
+ *            columns, half of the rows), reduced over the chunks; times
+ *            rs: q[t][s][j] = rs * (w_down[j][s] . y).  lo is linear in
+ *            the four streams' q, so the norm needs no grid barrier; only
+ *            the rounding differs from v1.
+ *   barrier  (hct_grid.h); with pending, each block now stores its share
+ *            of R' (not before: other blocks read R until they arrive)
  *   stage B  every block gathers lo[t][j] = ((q0 + q1) + q2) + q3, the
  *            same order everywhere;
- *   stage C  up on tensor cores (the same 3xTF32 products, 16 rows a
- *            tile, each tile's 40 k-steps in 4 quarters added in order),
- *            the gates, the mix in registers.
+ *   stage C  a warp per channel: lane L takes elements 10L .. 10L+9 of
+ *            the four rows s*C + c (even work for every lane; the
+ *            canonical order gives lanes 0..7 twice the others' share),
+ *            all 4*T sums reduced at once (hcr_multi_sum), the gates and
+ *            the mix in registers.
  *
  * Deterministic: a fixed order everywhere, so the same bits on every run.
  * Launched the ordinary way (never as a programmatic dependent launch: it
- * reads resid from its first instruction).
+ * reads resid from its first instruction).  Tensor cores were tried for
+ * the dots (3xTF32 mma.sync): at T = 1 they did 8 times the useful work
+ * (16 rows x 8 tokens for 10 x 1) and took 3 us a stage on the H200
+ * (docs/perf/h200.md); fmaf needs a tenth of that.
  *
  * Parameter RG: row groups (K/RG rows a block; S*RG blocks must all be
  * resident, so S*RG <= SM_COUNT).
  *
- * Scratch: part (q, T*S*K floats), ws (the barrier's two words, zeroed
- * once at allocation).
+ * Scratch: part (q, T*S*K floats), ws (the barrier's state, zeroed once
+ * at allocation: hct_grid.h).
  *
  * Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out, and every
  * stage can record the global timer into `trace` (null in hctune).
@@ -52,75 +57,30 @@
 #ifndef RG
 #error "persist: RG must be defined"
 #endif
-#if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
-#error "persist: needs the copy engine's bulk copies (sm_90 or later)"
-#endif
-#include "hct_bulk.h"
 
 #define PK_NT 640                   /* threads */
 #define PK_NW (PK_NT / HCT_LW)      /* warps: 20 */
 #define PK_NB (S * RG)              /* blocks */
-#define PK_RPB (K / RG)             /* w_down rows a block */
-#define PK_NCU (C / PK_NB)          /* channels a block, stage C */
-#define PK_NR (S * PK_NCU)          /* w_up rows a block */
+#define PK_RPB (K / RG)             /* w_down rows a block: 10 */
+#define PK_RPT (PK_RPB / 2)         /* rows a thread in stage A: 5 */
+#define PK_NCU (C / PK_NB)          /* channels a block, stage C: 20 */
+#define PK_NR (S * PK_NCU)          /* w_up rows a block: 80 */
 #define PK_TMAX HCR_PERSIST_TMAX    /* tokens: 8 */
 #define PK_CPS (C / 8)              /* chunks of 8 columns in a stream: 320 */
-#define PK_WDS (PK_CPS + 1)         /* w_down row stride in chunks (padded: conflict-free) */
-#define PK_UPC HCR_UP_CHUNKS        /* chunks of a w_up row: 40 */
-#define PK_WUS (PK_UPC + 1)         /* w_up row stride in chunks (padded) */
-#define PK_YS (C + 4)               /* floats a token row of y (padded) */
-#define PK_KS (PK_CPS / PK_NW)      /* k-steps a warp in stage A: 16 */
-#define PK_RED (PK_NW * 16 * PK_TMAX > 4 * PK_NR * PK_TMAX ? PK_NW * 16 * PK_TMAX : 4 * PK_NR * PK_TMAX)
-static_assert(K % RG == 0 && C % PK_NB == 0, "persist: rows and channels must split evenly");
-static_assert(PK_RPB <= 16, "persist: a block's rows are one tensor-core tile");
-static_assert(PK_CPS % PK_NW == 0, "persist: stage A's k-steps split evenly over warps");
-static_assert(PK_NR % 16 == 0, "persist: stage C's rows are whole tiles");
-static_assert(PK_UPC % 4 == 0, "persist: stage C's k-steps split in quarters");
-static_assert(C % (4 * PK_NT) == 0, "persist: stage A's elements split evenly over threads");
+#define PK_UPE (K / HCT_LW)         /* elements of a w_up row a lane: 10 */
+#define PK_LOS (PK_TMAX * 12 + 4)   /* floats a lane's lo slice (padded: conflict-free) */
+static_assert(K % RG == 0 && C % PK_NB == 0 && PK_RPB % 2 == 0, "persist: rows and channels must split evenly");
+static_assert(PK_CPS * 2 == PK_NT, "persist: stage A is a thread per (chunk, half of the rows)");
+static_assert(PK_UPE % 2 == 0 && PK_UPE <= 12, "persist: a lane's w_up elements are whole bf16 pairs");
+static_assert(PK_NCU == PK_NW, "persist: stage C is a warp per channel");
+static_assert(C % PK_NT == 0 && C % RG == 0, "persist: stage A's elements split evenly");
 static_assert(S == 4, "persist: the mix is written for 4 streams");
 
 /* Shared memory, in bytes (the manifest's smem expression is this sum). */
-#define PK_SMEM(T)                                                                              \
-  (PK_RPB * PK_WDS * 16 + PK_NR * PK_WUS * 16 + (T) * PK_YS * 4 + PK_RED * 4 + K * 8 * 4 +     \
-   PK_TMAX * S * PK_NCU * 4 + 256 * 4 + PK_TMAX * (C / RG) * 4 + C * 2 + 32)
-
-/* ---- tensor cores: 3xTF32-style products ----------------------------------
- * mma.m16n8k8 with tf32 inputs and f32 accumulation.  The weights are bf16,
- * exact in tf32; an activation y is split into hi = tf32(y) and lo =
- * tf32(y - hi) (y - hi is exact), and each tile is multiplied twice, so the
- * products carry about 22 bits of y.  Fragments (PTX ISA, m16n8k8 .tf32),
- * g = lane / 4, i = lane % 4: A a0 (g, i), a1 (g+8, i), a2 (g, i+4), a3
- * (g+8, i+4); B b0 (k i, n g), b1 (k i+4, n g); C c0 (g, 2i), c1 (g,
- * 2i+1), c2 (g+8, 2i), c3 (g+8, 2i+1). */
-HCT_DEV hct_u32 pk_bf16_bits(hct_u4 w, int e) {
-  const hct_u32 word = e < 2 ? w.x : e < 4 ? w.y : e < 6 ? w.z : w.w;
-  return (e & 1) ? (word & 0xffff0000u) : (word << 16);
-}
-
-HCT_DEV void pk_split(float y, hct_u32 &hi, hct_u32 &lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(y));
-  const float r = y - __uint_as_float(hi);
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(r));
-}
-
-HCT_DEV void pk_mma(float (&d)[4], const hct_u32 (&a)[4], hct_u32 b0, hct_u32 b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* The A fragment of rows r0 and r0+8 of a tile, chunk pointers already
- * offset to the k-step (null: a row past the tile's end, read as zero). */
-HCT_DEV void pk_afrag(hct_u32 (&a)[4], const hct_u4 *p0, const hct_u4 *p1, int ti) {
-  const hct_u4 z = {0, 0, 0, 0};
-  const hct_u4 wa = p0 ? *p0 : z, wb = p1 ? *p1 : z;
-  a[0] = pk_bf16_bits(wa, ti);
-  a[1] = pk_bf16_bits(wb, ti);
-  a[2] = pk_bf16_bits(wa, ti + 4);
-  a[3] = pk_bf16_bits(wb, ti + 4);
-}
+#define PK_SMEM(T)                                                                               \
+  (PK_RPB * PK_CPS * 16 + PK_NR * K * 2 + (T) * C * 4 + HCT_LW * PK_LOS * 4 +                   \
+   PK_NW * PK_RPT * PK_TMAX * 4 + PK_TMAX * S * PK_NCU * 4 + 256 * 4 + PK_TMAX * (C / RG) * 4 + \
+   C * 2)
 
 HCT_DEV void pk_stamp(hct_u64 *trace, int i) {
   if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
@@ -141,15 +101,119 @@ HCT_DEV void pk_norm_part(float *y, const hct_u16 *wn, float *rsh, const float *
 #pragma unroll
     for (int i = 0; i < C / PK_NT; ++i) {
       const int c = tid + i * PK_NT;
-      float x = y[t * PK_YS + c];
+      float x = y[t * C + c];
       if (pending != 0) {
         const long long at = ((long long)t * S + s) * C + c;
         x = x + pending[at];
         if (c / (C / RG) == g) rsh[t * (C / RG) + c % (C / RG)] = x;
       }
       a[t] = fmaf(x, x, a[t]);
-      y[t * PK_YS + c] = x * hct_bf16_to_f32(wn[c]);
+      y[t * C + c] = x * hct_bf16_to_f32(wn[c]);
     }
+  }
+}
+
+/* The warp sums of N <= 32 values at once, zero-padded to P = 2^M
+ * (hcr_multi_sum): returns, in every lane, the sum of value lane >> (5-M). */
+template <int N, int P>
+HCT_DEV float pk_warp_sums(const float *v, int lane) {
+  static_assert(N <= P && P <= 32, "pk_warp_sums: at most 32 values");
+  float w[P];
+#pragma unroll
+  for (int i = 0; i < P; ++i) w[i] = i < N ? v[i] : 0.0f;
+  return hcr_multi_sum<P>(w, lane);
+}
+
+#define PK_POW2(n) ((n) <= 1 ? 1 : (n) <= 2 ? 2 : (n) <= 4 ? 4 : (n) <= 8 ? 8 : (n) <= 16 ? 16 : 32)
+#define PK_LOG2(p) ((p) == 1 ? 0 : (p) == 2 ? 1 : (p) == 4 ? 2 : (p) == 8 ? 3 : (p) == 16 ? 4 : 5)
+
+/* Stores the warp sums of values [v0, v0 + N) of acc (value v = i*TB + t:
+ * row i, token t) to out[i*TMAX + t], each from the first lane holding it. */
+template <int TB, int N>
+HCT_DEV void pk_store_sums(const float *acc, int v0, int lane, float *out) {
+  constexpr int P = PK_POW2(N), M = PK_LOG2(P);
+  const float r = pk_warp_sums<N, P>(acc + v0, lane);
+  const int v = lane >> (5 - M);
+  if ((lane & ((1 << (5 - M)) - 1)) == 0 && v < N)
+    out[((v0 + v) / TB) * PK_TMAX + (v0 + v) % TB] = r;
+}
+
+/* Stage A's dots for TB tokens: thread (chunk ch, half h) takes rows
+ * h*RPT .. h*RPT+RPT-1 of the block over the 8 columns of its chunk; the
+ * sums over the chunks of a warp land in red[warp][i*TMAX + t]. */
+template <int TB>
+HCT_DEV void pk_down(const hct_u4 *wd, const float *y, float *red, int T) {
+  const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
+  const int ch = tid % PK_CPS, h = tid / PK_CPS;
+  hct_u4 w[PK_RPT];
+#pragma unroll
+  for (int i = 0; i < PK_RPT; ++i) w[i] = wd[(h * PK_RPT + i) * PK_CPS + ch];
+  float acc[PK_RPT * TB];
+#pragma unroll
+  for (int t = 0; t < TB; ++t) {
+    hct_f4 a = {0.0f, 0.0f, 0.0f, 0.0f}, b = a;
+    if (t < T) {
+      const hct_f4 *yp = (const hct_f4 *)(y + t * C + ch * 8);
+      a = yp[0];
+      b = yp[1];
+    }
+#pragma unroll
+    for (int i = 0; i < PK_RPT; ++i) acc[i * TB + t] = hcr_dot8(w[i], a, b, 0.0f);
+  }
+  float *out = red + wp * PK_RPT * PK_TMAX;
+  constexpr int N = PK_RPT * TB;
+  if constexpr (N <= 32) {
+    pk_store_sums<TB, N>(acc, 0, lane, out);
+  } else {
+    pk_store_sums<TB, 32>(acc, 0, lane, out);
+    pk_store_sums<TB, N - 32>(acc, 32, lane, out);
+  }
+}
+
+/* Stage C for channel c = cu0 + cl by one warp, TB >= T tokens: lane L
+ * dots elements 10L .. 10L+9 of the rows s*C + c with lo (its slice in
+ * lo2, [L][t][12]); the 4*TB sums at once; gates; the mix of token
+ * lane < T with r (R' of that token, the four streams). */
+template <int TB>
+HCT_DEV void pk_upmix(const hct_u32 *wu, const float *lo2, const float (&r)[S], int lane, int cl,
+                      int c, int T, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
+  constexpr int NV = S * TB;
+  constexpr int M = PK_LOG2(NV);
+  float v[NV];
+  hct_u32 w[S][PK_UPE / 2];
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+#pragma unroll
+    for (int i = 0; i < PK_UPE / 2; ++i) w[s][i] = wu[(s * PK_NCU + cl) * (K / 2) + lane * (PK_UPE / 2) + i];
+#pragma unroll
+  for (int t = 0; t < TB; ++t) {
+    const hct_f4 *lp = (const hct_f4 *)(lo2 + lane * PK_LOS + t * 12);
+    const hct_f4 l0 = lp[0], l1 = lp[1], l2 = lp[2];
+    const float l[12] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w, l2.x, l2.y, l2.z, l2.w};
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      float acc = 0.0f;
+#pragma unroll
+      for (int i = 0; i < PK_UPE / 2; ++i) {
+        acc = fmaf(hct_bf16_lo(w[s][i]), l[2 * i], acc);
+        acc = fmaf(hct_bf16_hi(w[s][i]), l[2 * i + 1], acc);
+      }
+      v[s * TB + t] = acc;
+    }
+  }
+  const float gt = hcr_sigmoid(hcr_multi_sum<NV>(v, lane));
+  const int tm = lane & (TB - 1);
+  float gs[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) gs[s] = hcr_shfl_idx(gt, (s * TB + tm) << (5 - M));
+  if (lane < T && lane < TB) {
+    float m = gs[0] * r[0];
+#pragma unroll
+    for (int s = 1; s < S; ++s) m = fmaf(gs[s], r[s], m);
+    const long long o = (long long)tm * C + c;
+    mixed[o] = m;
+    mixed_bf16[o] = hct_f32_to_bf16(m);
+    mixed_f16[o] = hct_f32_to_f16(m);
   }
 }
 
@@ -159,117 +223,73 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
                      float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T, hct_u64 *trace) {
   HCT_DYN_SHARED(hct_u4, pk_sm);
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
-  const int gq = lane >> 2, ti = lane & 3;
   const int b = (int)blockIdx.x, s = b / RG, g = b % RG;
   const int j0 = g * PK_RPB, cu0 = b * PK_NCU;
   pk_stamp(trace, 0);
   hct_grid_t grid = hct_grid_begin(ws);
 
-  hct_u4 *wd = pk_sm;                                   /* [row][chunk], stride PK_WDS */
-  hct_u4 *wu = wd + PK_RPB * PK_WDS;                    /* [s][cl][chunk], stride PK_WUS */
-  float *y = (float *)(wu + PK_NR * PK_WUS);            /* [t][c], stride PK_YS */
-  float *red = y + T * PK_YS;                           /* stage A's tiles, then C's */
-  float *slo = red + PK_RED;                            /* lo, [half][t][chunk] float4 */
-  float *rm = slo + K * 8;                              /* R of the channels, [t][s][cl] */
+  hct_u4 *wd = pk_sm;                                   /* [row][chunk] */
+  hct_u32 *wu = (hct_u32 *)(wd + PK_RPB * PK_CPS);      /* [s'][cl][K/2] bf16 pairs */
+  float *y = (float *)(wu + PK_NR * (K / 2));           /* [t][c] */
+  float *lo2 = y + T * C;                               /* [lane][t][12] */
+  float *red = lo2 + HCT_LW * PK_LOS;                   /* [warp][row][t] */
+  float *rm = red + PK_NW * PK_RPT * PK_TMAX;           /* R of the channels, [t][s][cl] */
   float *ssq = rm + PK_TMAX * S * PK_NCU;               /* squares [warp][t], then rs */
   float *rsh = ssq + 256;                               /* R' of its share, [t][C/RG] */
   hct_u16 *wn = (hct_u16 *)(rsh + PK_TMAX * (C / RG));  /* w_norm of stream s */
 
-  hct_u64 *bar = (hct_u64 *)(wn + C);                  /* three mbarriers */
-
-  /* ---- start: every byte this block reads, in the order it is needed,
-   * as bulk copies issued by warp 0 (about 100 of them; items dealt over
-   * its lanes in order): group 0 R of stream s, w_norm of s and R of the
-   * block's channels; group 1 its w_down rows; group 2 its w_up rows. */
-  if (tid == 0)
-    for (int i = 0; i < 3; ++i) hct_bulk_init(&bar[i]);
-  __syncthreads();
-  if (wp == 0) {
-    if (lane == 0) {
-      hct_bulk_expect(&bar[0], T * C * 4 + C * 2 + T * S * PK_NCU * 4);
-      hct_bulk_expect(&bar[1], PK_RPB * C * 2);
-      hct_bulk_expect(&bar[2], PK_NR * K * 2);
-    }
-    __syncwarp();
-    const int n0 = T + 1 + T * S, n1 = n0 + PK_RPB, n2 = n1 + PK_NR;
-    for (int i = lane; i < n2; i += HCT_LW) {
-      if (i < T) {
-        hct_bulk_copy(y + i * PK_YS, resid + ((long long)i * S + s) * C, C * 4, &bar[0]);
-      } else if (i == T) {
-        hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, &bar[0]);
-      } else if (i < n0) {
-        const int ts = i - T - 1; /* t*S + s' */
-        hct_bulk_copy(rm + ts * PK_NCU, resid + (long long)ts * C + cu0, PK_NCU * 4, &bar[0]);
-      } else if (i < n1) {
-        const int r = i - n0;
-        hct_bulk_copy(wd + r * PK_WDS, w_down + (long long)(j0 + r) * D + (long long)s * C, C * 2, &bar[1]);
-      } else {
-        const int row = i - n1; /* s'*NCU + cl */
-        const int sr = row / PK_NCU, cl = row % PK_NCU;
-        hct_bulk_copy(wu + row * PK_WUS, w_up + ((long long)sr * C + cu0 + cl) * K, K * 2, &bar[2]);
-      }
-    }
+  /* ---- start: every byte this block reads, in the order it is needed -- */
+  for (int p = tid; p < T * (C / 4); p += PK_NT) {
+    const int t = p / (C / 4), q = p % (C / 4);
+    hct_cp_async16(y + t * C + 4 * q, resid + ((long long)t * S + s) * C + 4 * q);
   }
+  for (int p = tid; p < C / 8; p += PK_NT) hct_cp_async16(wn + 8 * p, w_norm + (long long)s * C + 8 * p);
+  for (int p = tid; p < T * S * (PK_NCU / 4); p += PK_NT) {
+    const int ts = p / (PK_NCU / 4), q = p % (PK_NCU / 4); /* ts = t*S + s' */
+    hct_cp_async16(rm + ts * PK_NCU + 4 * q, resid + (long long)ts * C + cu0 + 4 * q);
+  }
+  hct_cp_async_commit();
+  for (int p = tid; p < PK_RPB * PK_CPS; p += PK_NT) {
+    const int r = p / PK_CPS, ch = p % PK_CPS;
+    hct_cp_async16(&wd[p], w_down + (long long)(j0 + r) * D + (long long)s * C + 8 * ch);
+  }
+  hct_cp_async_commit();
+  for (int p = tid; p < PK_NR * (K / 8); p += PK_NT) {
+    const int row = p / (K / 8), q = p % (K / 8); /* row = s'*NCU + cl */
+    const int sr = row / PK_NCU, cl = row % PK_NCU;
+    hct_cp_async16(wu + p * 4, w_up + ((long long)sr * C + cu0 + cl) * K + 8 * q);
+  }
+  hct_cp_async_commit();
   pk_stamp(trace, 1);
 
   /* ---- stage A ---------------------------------------------------------- */
-  hct_bulk_wait(&bar[0], 0);
+  hct_cp_async_wait<2>();
+  __syncthreads();
   pk_stamp(trace, 2);
   {
     float a[TB];
     pk_norm_part<TB>(y, wn, rsh, pending, s, g, T, a);
     const float v = hcr_multi_sum<TB>(a, lane);
     /* Lane t << (5 - log2 TB) holds token t's warp sum. */
-    constexpr int SH = TB == 1 ? 5 : TB == 2 ? 4 : TB == 4 ? 3 : 2;
+    constexpr int SH = 5 - PK_LOG2(TB);
     if ((lane & ((1 << SH) - 1)) == 0 && (lane >> SH) < T) ssq[wp * PK_TMAX + (lane >> SH)] = v;
   }
-  __syncthreads(); /* y and the squares' partials */
-  hct_bulk_wait(&bar[1], 0);
+  hct_cp_async_wait<1>();
+  __syncthreads(); /* y, the squares' partials, w_down */
   pk_stamp(trace, 3);
   if (tid < T) {
     float ss = 0.0f;
     for (int w = 0; w < PK_NW; ++w) ss += ssq[w * PK_TMAX + tid];
     ssq[PK_NW * PK_TMAX + tid] = rsqrtf(ss / (float)C + HCT_EPS);
   }
-  {
-    /* Warp wp: k-steps [wp*KS, (wp+1)*KS) of the stream, rows gq and
-     * gq+8 of the block's (those past PK_RPB read as zero), tokens as the
-     * 8 columns of B (those past T read as zero). */
-    /* Four independent accumulator chains (hi and lo halves of y, even
-     * and odd k-steps), added in a fixed order at the end: a quarter of
-     * the dependent mma latency of a single chain. */
-    float d[4][4] = {};
-    const hct_u4 *r0 = gq < PK_RPB ? wd + gq * PK_WDS : 0;
-    const hct_u4 *r1 = gq + 8 < PK_RPB ? wd + (gq + 8) * PK_WDS : 0;
-    const float *yt = y + gq * PK_YS;
-#pragma unroll
-    for (int k = 0; k < PK_KS; ++k) {
-      const int ks = wp * PK_KS + k;
-      hct_u32 a[4];
-      pk_afrag(a, r0 ? r0 + ks : 0, r1 ? r1 + ks : 0, ti);
-      const float y0 = gq < T ? yt[ks * 8 + ti] : 0.0f;
-      const float y1 = gq < T ? yt[ks * 8 + ti + 4] : 0.0f;
-      hct_u32 h0, l0, h1, l1;
-      pk_split(y0, h0, l0);
-      pk_split(y1, h1, l1);
-      pk_mma(d[2 + (k & 1)], a, l0, l1);
-      pk_mma(d[k & 1], a, h0, h1);
-    }
-    float v[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = (d[2][i] + d[3][i]) + (d[0][i] + d[1][i]);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      red[(wp * 16 + gq) * PK_TMAX + 2 * ti + h] = v[h];
-      red[(wp * 16 + gq + 8) * PK_TMAX + 2 * ti + h] = v[2 + h];
-    }
-  }
+  pk_down<TB>(wd, y, red, T);
   __syncthreads();
   if (tid < PK_RPB * PK_TMAX) {
-    const int r = tid / PK_TMAX, t = tid % PK_TMAX;
+    const int r = tid / PK_TMAX, t = tid % PK_TMAX, h = r / PK_RPT;
     if (t < T) {
       float dot = 0.0f;
-      for (int w = 0; w < PK_NW; ++w) dot += red[(w * 16 + r) * PK_TMAX + t];
+      for (int w = h * (PK_NW / 2); w < (h + 1) * (PK_NW / 2); ++w)
+        dot += red[(w * PK_RPT + r % PK_RPT) * PK_TMAX + t];
       part[((long long)t * S + s) * K + j0 + r] = ssq[PK_NW * PK_TMAX + t] * dot;
     }
   }
@@ -282,7 +302,7 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
       resid[((long long)t * S + s) * C + g * (C / RG) + e] = rsh[p];
     }
 
-  /* ---- stage B: lo, [half][t][chunk] float4 (B fragments in stage C) ---- */
+  /* ---- stage B: lo, each lane's slice of K for stage C ------------------ */
   for (int p = tid; p < PK_TMAX * K; p += PK_NT) {
     const int t = p / K, k = p % K;
     float l = 0.0f;
@@ -290,68 +310,24 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
       const float *q = part + (long long)t * S * K + k;
       l = ((hcr_ldcg(q) + hcr_ldcg(q + K)) + hcr_ldcg(q + 2 * K)) + hcr_ldcg(q + 3 * K);
     }
-    slo[(((k >> 2) & 1) * PK_TMAX + t) * (K / 2) + (k >> 3) * 4 + (k & 3)] = l;
+    lo2[(k / PK_UPE) * PK_LOS + t * 12 + k % PK_UPE] = l;
   }
-  hct_bulk_wait(&bar[2], 0);
-  __syncthreads(); /* lo */
+  hct_cp_async_wait<0>();
+  __syncthreads(); /* lo, w_up */
   pk_stamp(trace, 6);
 
   /* ---- stage C: up, gates, mix ------------------------------------------ */
   {
-    /* Item = (tile of 16 rows, quarter of the 40 k-steps); the quarters'
-     * sums land in red as [quarter][row][token]. */
-    for (int item = wp; item < (PK_NR / 16) * 4; item += PK_NW) {
-      const int tile = item / 4, kq = item % 4;
-      const int ra = tile * 16 + gq;
-      const hct_u4 *p0 = wu + ra * PK_WUS, *p1 = wu + (ra + 8) * PK_WUS;
-      float d[4][4] = {};
-#pragma unroll
-      for (int k = 0; k < PK_UPC / 4; ++k) {
-        const int ks = kq * (PK_UPC / 4) + k;
-        hct_u32 a[4];
-        pk_afrag(a, p0 + ks, p1 + ks, ti);
-        const float y0 = slo[(gq * (K / 8) + ks) * 4 + ti];
-        const float y1 = slo[((PK_TMAX + gq) * (K / 8) + ks) * 4 + ti];
-        hct_u32 h0, l0, h1, l1;
-        pk_split(y0, h0, l0);
-        pk_split(y1, h1, l1);
-        pk_mma(d[2 + (k & 1)], a, l0, l1);
-        pk_mma(d[k & 1], a, h0, h1);
-      }
-      float v[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) v[i] = (d[2][i] + d[3][i]) + (d[0][i] + d[1][i]);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        red[(kq * PK_NR + ra) * PK_TMAX + 2 * ti + h] = v[h];
-        red[(kq * PK_NR + ra + 8) * PK_TMAX + 2 * ti + h] = v[2 + h];
-      }
-    }
-  }
-  __syncthreads();
-  pk_stamp(trace, 7);
-  for (int p = tid; p < T * PK_NCU; p += PK_NT) {
-    const int t = p / PK_NCU, cl = p % PK_NCU, c = cu0 + cl;
-    float gs[S], r[S];
+    const int cl = wp, c = cu0 + cl, tm = lane % TB;
+    float r[S];
 #pragma unroll
     for (int sr = 0; sr < S; ++sr) {
-      const int row = sr * PK_NCU + cl;
-      float u = red[row * PK_TMAX + t];
-#pragma unroll
-      for (int q = 1; q < 4; ++q) u += red[(q * PK_NR + row) * PK_TMAX + t];
-      gs[sr] = hcr_sigmoid(u);
-      r[sr] = rm[(t * S + sr) * PK_NCU + cl];
-      if (pending != 0) r[sr] = r[sr] + pending[((long long)t * S + sr) * C + c];
+      r[sr] = lane < T ? rm[(tm * S + sr) * PK_NCU + cl] : 0.0f;
+      if (pending != 0 && lane < T) r[sr] = r[sr] + pending[((long long)tm * S + sr) * C + c];
     }
-    float m = gs[0] * r[0];
-#pragma unroll
-    for (int sr = 1; sr < S; ++sr) m = fmaf(gs[sr], r[sr], m);
-    const long long o = (long long)t * C + c;
-    mixed[o] = m;
-    mixed_bf16[o] = hct_f32_to_bf16(m);
-    mixed_f16[o] = hct_f32_to_f16(m);
+    pk_upmix<TB>(wu, lo2, r, lane, cl, c, T, mixed, mixed_bf16, mixed_f16);
   }
-  pk_stamp(trace, 8);
+  pk_stamp(trace, 7);
 }
 
 #define PK_ARGS resid, pending, w_norm, w_down, w_up, part, ws, mixed, mixed_bf16, mixed_f16, T, trace

@@ -17,10 +17,10 @@
  * class a: it needs the chunks c = 4c' + a (c' = 0..319) of its rows and
  * of xn, a quarter of each, and computes G_a for its rows.
  *
- *   start    the w_up rows of its channels (C/(4*RG) of them, all 4
- *            streams) by bulk copies, an L2 prefetch of its w_down rows,
- *            R at its chunks (all tokens) and w_norm there by cp.async;
- *            its w_down chunks by cp.async once the norm is done.
+ *   start    an L2 prefetch of its w_down rows; by cp.async R at its
+ *            chunks (all tokens) and w_norm there, and the w_up rows of
+ *            its channels (C/(4*RG) of them, all 4 streams); its w_down
+ *            chunks by cp.async once the norm is done.
  *   stage 1  blocks 0 .. T*S-1 run v2's norm of (t, s) with 256 threads
  *            and publish rs[t][s] (the same statements as v1: ss by fmaf
  *            over c = i + 256k, the warp butterfly, the 8-warp butterfly).
@@ -42,7 +42,6 @@
  */
 #include "hc_read.h"
 #include "hct_grid.h"
-#include "hct_bulk.h"
 /* No L2 prefetch parameter here: the weights go straight to shared memory. */
 #define PF 0
 #include "fast_common.h"
@@ -76,8 +75,7 @@ static_assert(S == 4, "persist_bw: the mix is written for 4 streams");
 /* Shared memory, in bytes (the manifest's smem expression is this sum). */
 #define PB_SMEM(T)                                                                             \
   (PB_RPB * PB_CPA * 16 + PB_NCU * S * PB_UPC * 16 + (T) * PB_CPA * 32 + PB_CPA * 16 +        \
-   PB_RPB * PB_LPA * PB_TMAX * 4 + 2 * PB_TMAX * (K / 8) * 16 + 64 * 4 + PB_TMAX * PB_RSH * 32 + \
-   16)
+   PB_RPB * PB_LPA * PB_TMAX * 4 + 2 * PB_TMAX * (K / 8) * 16 + 64 * 4 + PB_TMAX * PB_RSH * 32)
 
 HCT_DEV void pb_stamp(hct_u64 *trace, int i) {
   if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
@@ -162,32 +160,20 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   float *red = (float *)(slo + 2 * PB_TMAX * (K / 8)); /* 64 floats: norm, rs */
   float *rsh = red + 64;                               /* R' of its share, [t][chunk][8] */
 
-  hct_u64 *bar = (hct_u64 *)(rsh + PB_TMAX * PB_RSH * 8);  /* w_up's mbarrier */
-
   /* ---- start --------------------------------------------------------------
-   * w_up rows by bulk copies (warp 0), an L2 prefetch of this block's
-   * quarter of its row group's w_down bytes (the four class blocks of a
-   * row group cover its rows once), then R and w_norm at its chunks by
-   * cp.async (group 0).  Its w_down chunks, 16 bytes every 64, go by
-   * cp.async too (group 1), issued after the norm: cp.async of scattered
+   * An L2 prefetch of this block's quarter of its row group's w_down bytes
+   * (the four class blocks of a row group cover its rows once; sm_90),
+   * then by cp.async R and w_norm at its chunks (group 0) and its w_up
+   * rows (group 1).  Its w_down chunks, 16 bytes every 64, go by cp.async
+   * too (group 2), issued after the norm from L2: cp.async of scattered
    * pieces is slow to issue, and the norm must not wait behind it. */
-  if (tid == 0) hct_bulk_init(bar);
-  __syncthreads();
-  if (wp == 0) {
-    if (lane == 0) hct_bulk_expect(bar, PB_NCU * S * PB_UPC * 16);
-    __syncwarp();
-    for (int i = lane; i < PB_NCU * S + PB_RPB; i += HCT_LW) {
-      if (i < PB_NCU * S) {
-        const int cl = i / S, s = i % S;
-        hct_bulk_copy(wu + i * PB_UPC, w_up + ((long long)s * C + cu0 + cl) * K, K * 2, bar);
-      } else {
-        const char *row = (const char *)(w_down + (long long)(j0 + i - PB_NCU * S) * D);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row + a * (D / 2)),
-                     "r"(D / 2)
-                     : "memory");
-      }
-    }
+#if defined(HCT_CUDA) && HCT_ARCH >= 90
+  if (wp == PB_NW - 1 && lane < PB_RPB) {
+    const char *row = (const char *)(w_down + (long long)(j0 + lane) * D);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row + a * (D / 2)), "r"(D / 2)
+                 : "memory");
   }
+#endif
   for (int p = tid; p < T * PB_CPA * 2; p += PB_NT) {
     const int t = p / (PB_CPA * 2), cp = (p / 2) % PB_CPA, h = p % 2;
     const int k = 8 * (4 * cp + a); /* column in D */
@@ -195,6 +181,12 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   }
   for (int p = tid; p < PB_CPA; p += PB_NT)
     hct_cp_async16(&wn[p], (const hct_u4 *)w_norm + 4 * p + a);
+  hct_cp_async_commit();
+  for (int p = tid; p < PB_NCU * S * PB_UPC; p += PB_NT) {
+    const int q = p % PB_UPC, cs = p / PB_UPC; /* cs = cl*S + s */
+    const int cl = cs / S, s = cs % S;
+    hct_cp_async16(&wu[p], (const hct_u4 *)(w_up + ((long long)s * C + cu0 + cl) * K) + q);
+  }
   hct_cp_async_commit();
   pb_stamp(trace, 1);
 
@@ -207,7 +199,7 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   if (wp < PB_NCU && lane < T && lane < TB)
 #pragma unroll
     for (int s = 0; s < S; ++s) rr[s] = resid[((long long)tm * S + s) * C + cu0 + wp];
-  hct_cp_async_wait<0>(); /* this block's reads of resid are done */
+  hct_cp_async_wait<1>(); /* this block's reads of resid are done */
   hct_grid_arrive(&grid);
   for (int p = tid; p < PB_RPB * PB_CPA; p += PB_NT) {
     const int r = p / PB_CPA, cp = p % PB_CPA;
@@ -277,7 +269,6 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
     }
     ((float *)slo)[(((k >> 2) & 1) * PB_TMAX + t) * (K / 2) + (k >> 3) * 4 + (k & 3)] = l;
   }
-  hct_bulk_wait(bar, 0);
   __syncthreads(); /* lo */
   pb_stamp(trace, 7);
   const bool two = lane + HCT_LW < PB_UPC;

@@ -31,6 +31,7 @@
 #define UP_WARPS 4
 #include "persist.cu"
 #include "persist_bw.cu"
+#include "hct_bulk.h"
 #include "v1.cu"
 
 #include <algorithm>
@@ -50,8 +51,39 @@
 
 static const int NB = 128, NT = 640, BATCH = 96, REPLAYS = 15, STAMPS = 16;
 
-__global__ void __launch_bounds__(640, 1) lab_pk(PK_PARAMS, hct_u64 *trace) { pk_dispatch(PK_ARGS); }
-__global__ void __launch_bounds__(640, 1) lab_pb(PB_PARAMS, hct_u64 *trace) { pb_dispatch(PB_ARGS, trace); }
+/* Slots 14 and 15 of a block's trace: the SM clock (clock64) when the
+ * block started and when it finished, for the clock rate over the read. */
+__device__ void lab_clock_stamp(hct_u64 *trace, int slot) {
+  if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + slot] = clock64();
+}
+__global__ void __launch_bounds__(640, 1) lab_pk(PK_PARAMS, hct_u64 *trace) {
+  lab_clock_stamp(trace, 14);
+  pk_dispatch(PK_ARGS);
+  lab_clock_stamp(trace, 15);
+}
+__global__ void __launch_bounds__(640, 1) lab_pb(PB_PARAMS, hct_u64 *trace) {
+  lab_clock_stamp(trace, 14);
+  pb_dispatch(PB_ARGS, trace);
+  lab_clock_stamp(trace, 15);
+}
+/* Latency of dependent loads: one thread follows `n` links of a chain. */
+__global__ void lab_chase(const unsigned *next, int n, unsigned *sink, hct_u64 *ns) {
+  unsigned i = 0;
+  const hct_u64 t0 = hct_globaltimer();
+  for (int k = 0; k < n; ++k) i = ((volatile const unsigned *)next)[i];
+  const hct_u64 t1 = hct_globaltimer();
+  *sink = i;
+  *ns = t1 - t0;
+}
+/* The SM clock: cycles over 20 us of the global timer. */
+__global__ void lab_clock(hct_u64 *out) {
+  const hct_u64 t0 = hct_globaltimer();
+  const hct_u64 c0 = clock64();
+  while (hct_globaltimer() - t0 < 20000) {
+  }
+  out[0] = clock64() - c0;
+  out[1] = hct_globaltimer() - t0;
+}
 __global__ void __launch_bounds__(640, 1) lab_empty(hct_u32 *ws, int nbar, hct_u64 *trace) {
   pk_stamp(trace, 0);
   hct_grid_t g = hct_grid_begin(ws);
@@ -207,6 +239,20 @@ static void parity(int T, Set &s) {
   CK(cudaMemcpy(s.resid, r0.data(), r0.size() * 4, cudaMemcpyHostToDevice));
 }
 
+static double clock_mhz(const std::vector<hct_u64> &tr, int launch_i, int nst) {
+  const hct_u64 *b = tr.data() + (size_t)launch_i * NB * STAMPS;
+  std::vector<double> v;
+  for (int i = 0; i < NB; ++i) {
+    hct_u64 t_first = b[i * STAMPS], t_last = 0;
+    for (int j = 0; j < nst; ++j) t_last = std::max(t_last, b[i * STAMPS + j]);
+    if (b[i * STAMPS + 15] > b[i * STAMPS + 14] && t_last > t_first)
+      v.push_back((double)(b[i * STAMPS + 15] - b[i * STAMPS + 14]) * 1000.0 / (double)(t_last - t_first));
+  }
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 static void timeline(const char *what, const std::vector<hct_u64> &tr, int launch_i, int nst) {
   const hct_u64 *b = tr.data() + (size_t)launch_i * NB * STAMPS;
   hct_u64 t0 = ~0ull, prev_end = 0;
@@ -285,13 +331,8 @@ int main(int argc, char **argv) {
   if (Ts.empty()) Ts = {1, 2, 4, 8};
   cudaDeviceProp pr;
   CK(cudaGetDeviceProperties(&pr, 0));
-#ifdef HCT_GRID_ATOMIC
-  const char *barrier = "atomic (one word)";
-#else
-  const char *barrier = "arrival counts";
-#endif
-  printf("lab: %s, %d SMs, L2 %d MB, commit %s, grid barrier: %s\n", pr.name, pr.multiProcessorCount,
-         pr.l2CacheSize >> 20, getenv("COMMIT") ? getenv("COMMIT") : "?", barrier);
+  printf("lab: %s, %d SMs, L2 %d MB, commit %s\n", pr.name, pr.multiProcessorCount, pr.l2CacheSize >> 20,
+         getenv("COMMIT") ? getenv("COMMIT") : "?");
   CK(cudaFuncSetAttribute(lab_pk, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
   CK(cudaFuncSetAttribute(lab_pb, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
   CK(cudaFuncSetAttribute(lab_empty, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
@@ -303,7 +344,43 @@ int main(int argc, char **argv) {
   CK(cudaMalloc(&trace, (size_t)BATCH * NB * STAMPS * 8));
   std::vector<hct_u64> tr;
 
-  /* Building blocks. */
+  /* Building blocks: the clock, load latencies, launches, barriers, streaming. */
+  {
+    hct_u64 *d, h[2];
+    CK(cudaMalloc(&d, 16));
+    for (int i = 0; i < 3; ++i) {
+      lab_clock<<<1, 1>>>(d);
+      CK(cudaMemcpy(h, d, 16, cudaMemcpyDeviceToHost));
+      printf("SM clock, one spinning thread: %.0f MHz\n", (double)h[0] * 1000.0 / (double)h[1]);
+    }
+    const size_t sizes[2] = {(size_t)4 << 20, (size_t)2 << 30};
+    const char *names[2] = {"4 MB chain (L2)", "2 GB chain (DRAM)"};
+    for (int k = 0; k < 2; ++k) {
+      const size_t n = sizes[k] / 4;
+      std::vector<unsigned> nx(n);
+      /* A random cycle over every 64th word (separate 256-byte lines). */
+      std::vector<unsigned> idx;
+      for (size_t i = 0; i < n; i += 64) idx.push_back((unsigned)i);
+      unsigned long long r = 88172645463325252ull;
+      for (size_t i = idx.size() - 1; i > 0; --i) {
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        std::swap(idx[i], idx[r % (i + 1)]);
+      }
+      for (size_t i = 0; i < idx.size(); ++i) nx[idx[i]] = idx[(i + 1) % idx.size()];
+      unsigned *dn, *sink;
+      CK(cudaMalloc(&dn, sizes[k]));
+      CK(cudaMalloc(&sink, 4));
+      CK(cudaMemcpy(dn, nx.data(), sizes[k], cudaMemcpyHostToDevice));
+      const int steps = 2000;
+      lab_chase<<<1, 1>>>(dn, steps, sink, d); /* warm (L2) */
+      lab_chase<<<1, 1>>>(dn, steps, sink, d);
+      CK(cudaMemcpy(h, d, 8, cudaMemcpyDeviceToHost));
+      printf("dependent loads, %s: %.0f ns each\n", names[k], (double)h[0] / steps);
+      CK(cudaFree(dn));
+      CK(cudaFree(sink));
+    }
+    CK(cudaFree(d));
+  }
   CK(cudaMalloc(&g_src, (size_t)20 * 13107200));
   CK(cudaMemset(g_src, 1, (size_t)20 * 13107200));
   for (int nb = 0; nb <= 2; ++nb) {
@@ -346,7 +423,10 @@ int main(int argc, char **argv) {
       double us = time_graph(enq_kernel, k == V1 ? nullptr : trace, k == V1 ? nullptr : &tr);
       printf("time T=%d %-10s: %.2f us a read (cold, %d sets, %d reads a graph, median of %d)\n", T,
              kind_name[k], us, g_nsets, BATCH, REPLAYS);
-      if (k != V1) timeline(kind_name[k], tr, BATCH / 2, 9);
+      if (k != V1) {
+        timeline(kind_name[k], tr, BATCH / 2, 9);
+        printf("  SM clock over that read: %.0f MHz (median over blocks)\n", clock_mhz(tr, BATCH / 2, 9));
+      }
     }
   }
   return 0;
