@@ -210,10 +210,11 @@ int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
         args[a] = &ints[a];
       }
     }
-    /* The first launch never overlaps: what ran before it on the stream is
-     * another candidate's, or a copy. */
+    /* A first launch with pdl overlaps whatever ran before it on the
+     * stream (the previous read in a timed graph, or an engine's previous
+     * kernel): such a kernel may read only weights before its wait. */
     int64_t pdl = 0;
-    if (l > 0 && (rc = hct__expr_eval(L->pdl, &syms, &pdl)) != 0) return rc;
+    if ((rc = hct__expr_eval(L->pdl, &syms, &pdl)) != 0) return rc;
     rc = pdl ? hct__gpu_launch_pdl(g, c->fn[l], grid, block, (unsigned)smem, args)
              : hct__gpu_launch(g, c->fn[l], grid, block, (unsigned)smem, args);
     if (rc != 0) return rc;

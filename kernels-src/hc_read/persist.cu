@@ -6,13 +6,11 @@
  * on, over the columns of stream s only, and the C/(S*RG) channels
  * c0 = b*C/(S*RG) .. of the up and mix.
  *
- *   start    the block requests, in the order they are needed, by cp.async
- *            into shared memory: R of stream s for every token, w_norm of
- *            s and R of its channels (group 0); its w_down rows over
- *            stream s (group 1); its w_up rows (s'*C + c for its channels
- *            and all four streams, group 2).  About 120 KB a block, 13.1
- *            MB for the grid: the whole weight stream starts at once and
- *            runs under everything below.
+ *   start    the block requests by cp.async into shared memory its w_down
+ *            rows over stream s, R of stream s for every token, w_norm of
+ *            s and R of its channels; its w_up rows (s'*C + c for its
+ *            channels and all four streams) follow after stage A.  About
+ *            120 KB a block, 13.1 MB for the grid.
  *   stage A  y = fl(R' * w_norm) over stream s and the sum of squares of
  *            R' (the whole stream is here, so every block of stream s
  *            computes the same rs, bit for bit, without a barrier); the
@@ -32,14 +30,17 @@
  *            the mix in registers.
  *
  * Deterministic: a fixed order everywhere, so the same bits on every run.
- * Launched the ordinary way (never as a programmatic dependent launch: it
- * reads resid from its first instruction).  Tensor cores were tried for
+ * Tensor cores were tried for
  * the dots (3xTF32 mma.sync): at T = 1 they did 8 times the useful work
  * (16 rows x 8 tokens for 10 x 1) and took 3 us a stage on the H200
  * (docs/perf/h200.md); fmaf needs a tenth of that.
  *
- * Parameter RG: row groups (K/RG rows a block; S*RG blocks must all be
- * resident, so S*RG <= SM_COUNT).
+ * Parameters: RG, row groups (K/RG rows a block; S*RG blocks must all be
+ * resident, so S*RG <= SM_COUNT); PDL, launched as a programmatic
+ * dependent launch (sm_90): the block lets the next kernel's launch begin
+ * at once and requests its w_down rows before it waits for the previous
+ * kernel, so a read's launch and weight stream overlap the previous
+ * kernel's tail.
  *
  * Scratch: part (q, T*S*K floats), ws (the barrier's state, zeroed once
  * at allocation: hct_grid.h).
@@ -56,6 +57,9 @@
 
 #ifndef RG
 #error "persist: RG must be defined"
+#endif
+#ifndef PDL
+#error "persist: PDL must be defined"
 #endif
 
 #define PK_NT 640                   /* threads */
@@ -238,7 +242,19 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
   float *rsh = ssq + 256;                               /* R' of its share, [t][C/RG] */
   hct_u16 *wn = (hct_u16 *)(rsh + PK_TMAX * (C / RG));  /* w_norm of stream s */
 
-  /* ---- start: every byte this block reads, in the order it is needed -- */
+  /* ---- start --------------------------------------------------------------
+   * By cp.async: its w_down rows (group 0), then, once the previous kernel
+   * of the stream is done (PDL: a no-op otherwise), R of stream s for every
+   * token, w_norm of s and R of its channels (group 1).  Its w_up rows
+   * (group 2) are requested after the dots: issued now, they would hold
+   * the SM's outstanding requests that w_down needs first. */
+  if (PDL) hcr_pdl_launch();
+  for (int p = tid; p < PK_RPB * PK_CPS; p += PK_NT) {
+    const int r = p / PK_CPS, ch = p % PK_CPS;
+    hct_cp_async16(&wd[p], w_down + (long long)(j0 + r) * D + (long long)s * C + 8 * ch);
+  }
+  hct_cp_async_commit();
+  if (PDL) hcr_pdl_wait();
   for (int p = tid; p < T * (C / 4); p += PK_NT) {
     const int t = p / (C / 4), q = p % (C / 4);
     hct_cp_async16(y + t * C + 4 * q, resid + ((long long)t * S + s) * C + 4 * q);
@@ -249,21 +265,10 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     hct_cp_async16(rm + ts * PK_NCU + 4 * q, resid + (long long)ts * C + cu0 + 4 * q);
   }
   hct_cp_async_commit();
-  for (int p = tid; p < PK_RPB * PK_CPS; p += PK_NT) {
-    const int r = p / PK_CPS, ch = p % PK_CPS;
-    hct_cp_async16(&wd[p], w_down + (long long)(j0 + r) * D + (long long)s * C + 8 * ch);
-  }
-  hct_cp_async_commit();
-  for (int p = tid; p < PK_NR * (K / 8); p += PK_NT) {
-    const int row = p / (K / 8), q = p % (K / 8); /* row = s'*NCU + cl */
-    const int sr = row / PK_NCU, cl = row % PK_NCU;
-    hct_cp_async16(wu + p * 4, w_up + ((long long)sr * C + cu0 + cl) * K + 8 * q);
-  }
-  hct_cp_async_commit();
   pk_stamp(trace, 1);
 
   /* ---- stage A ---------------------------------------------------------- */
-  hct_cp_async_wait<2>();
+  hct_cp_async_wait<0>(); /* both groups: R came second, but it is small */
   __syncthreads();
   pk_stamp(trace, 2);
   {
@@ -274,13 +279,14 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     constexpr int SH = 5 - PK_LOG2(TB);
     if ((lane & ((1 << SH) - 1)) == 0 && (lane >> SH) < T) ssq[wp * PK_TMAX + (lane >> SH)] = v;
   }
-  hct_cp_async_wait<1>();
-  __syncthreads(); /* y, the squares' partials, w_down */
+  __syncthreads(); /* y, the squares' partials */
   pk_stamp(trace, 3);
-  if (tid < T) {
+  if (tid >= PK_NT - T) { /* the last warp: thread 0 goes on to the dots */
+    const int t = tid - (PK_NT - T);
     float ss = 0.0f;
-    for (int w = 0; w < PK_NW; ++w) ss += ssq[w * PK_TMAX + tid];
-    ssq[PK_NW * PK_TMAX + tid] = rsqrtf(ss / (float)C + HCT_EPS);
+#pragma unroll
+    for (int w = 0; w < PK_NW; ++w) ss += ssq[w * PK_TMAX + t];
+    ssq[PK_NW * PK_TMAX + t] = rsqrtf(ss / (float)C + HCT_EPS);
   }
   pk_down<TB>(wd, y, red, T);
   __syncthreads();
@@ -294,7 +300,14 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     }
   }
   pk_stamp(trace, 4);
-  if (!hct_grid_sync(&grid)) return;
+  hct_grid_arrive(&grid);
+  for (int p = tid; p < PK_NR * (K / 8); p += PK_NT) {
+    const int row = p / (K / 8), q = p % (K / 8); /* row = s'*NCU + cl */
+    const int sr = row / PK_NCU, cl = row % PK_NCU;
+    hct_cp_async16(wu + p * 4, w_up + ((long long)sr * C + cu0 + cl) * K + 8 * q);
+  }
+  hct_cp_async_commit();
+  if (!hct_grid_wait(&grid)) return;
   pk_stamp(trace, 5);
   if (pending != 0)
     for (int p = tid; p < T * (C / RG); p += PK_NT) {

@@ -27,6 +27,9 @@
 #define K 320
 #define HCR_LAB 1
 #define RG 32
+#define NB 128
+#define TP 2
+#define PDL 1
 #define DOWN_WARPS 4
 #define UP_WARPS 4
 #include "persist.cu"
@@ -49,7 +52,7 @@
     }                                                                                  \
   } while (0)
 
-static const int NB = 128, NT = 640, BATCH = 96, REPLAYS = 15, STAMPS = 16;
+static const int NBLK = 128, NT = 640, BATCH = 96, REPLAYS = 15, STAMPS = 16;
 
 /* Slots 14 and 15 of a block's trace: the SM clock (clock64) when the
  * block started and when it finished, for the clock rate over the read. */
@@ -169,8 +172,24 @@ static void alloc_set(Set &s, int T, unsigned seed) {
   CK(cudaGetLastError());
 }
 
-enum Kind { V1, PB, PK };
-static const char *kind_name[] = {"v1", "persist_bw", "persist"};
+enum Kind { V1, PB, PK, PBP, PKP };
+static const char *kind_name[] = {"v1", "persist_bw", "persist", "persist_bw+pdl", "persist+pdl"};
+
+/* A launch with programmatic stream serialisation (PDL). */
+template <typename... A>
+static void launch_pdl(void (*f)(A...), int smem, A... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(128);
+  cfg.blockDim = dim3(640);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = cudaStreamPerThread;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, f, args...));
+}
 
 static hct_u32 *g_ws;
 
@@ -182,9 +201,15 @@ static void launch(Kind k, Set &s, int T, bool pend, hct_u64 *trace) {
     hc_v1_up<<<dim3(D / UP_WARPS, T), UP_WARPS * 32>>>(s.wu, s.lo, s.gate, T);
     hc_v1_mix<<<(T * C + 255) / 256, 256>>>(s.resid, s.gate, s.mixed, s.mb, s.mh, T);
   } else if (k == PB) {
-    lab_pb<<<NB, NT, PB_SMEM(T)>>>(s.resid, P, s.wn, s.wd, s.wu, s.rs, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
+    lab_pb<<<NBLK, NT, PB_SMEM(T)>>>(s.resid, P, s.wn, s.wd, s.wu, s.lo, g_ws, s.mixed, s.mb, s.mh, T, trace);
+  } else if (k == PK) {
+    lab_pk<<<NBLK, NT, PK_SMEM(T)>>>(s.resid, P, s.wn, s.wd, s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
+  } else if (k == PBP) {
+    launch_pdl(lab_pb, PB_SMEM(T), s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
+               (const hct_u16 *)s.wu, s.lo, g_ws, s.mixed, s.mb, s.mh, T, trace);
   } else {
-    lab_pk<<<NB, NT, PK_SMEM(T)>>>(s.resid, P, s.wn, s.wd, s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
+    launch_pdl(lab_pk, PK_SMEM(T), s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
+               (const hct_u16 *)s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
   }
 }
 
@@ -218,7 +243,7 @@ static void parity(int T, Set &s) {
   CK(cudaMemcpy(r0.data(), s.resid, r0.size() * 4, cudaMemcpyDeviceToHost));
   for (int pend = 0; pend < 2; ++pend) {
     Outs ref = run_once(V1, s, T, pend, r0);
-    for (int k = PB; k <= PK; ++k) {
+    for (int k = PB; k <= PKP; ++k) {
       Outs o = run_once((Kind)k, s, T, pend, r0);
       long bad = 0, badr = 0;
       double maxref = 0, maxerr = 0;
@@ -240,9 +265,9 @@ static void parity(int T, Set &s) {
 }
 
 static double clock_mhz(const std::vector<hct_u64> &tr, int launch_i, int nst) {
-  const hct_u64 *b = tr.data() + (size_t)launch_i * NB * STAMPS;
+  const hct_u64 *b = tr.data() + (size_t)launch_i * NBLK * STAMPS;
   std::vector<double> v;
-  for (int i = 0; i < NB; ++i) {
+  for (int i = 0; i < NBLK; ++i) {
     hct_u64 t_first = b[i * STAMPS], t_last = 0;
     for (int j = 0; j < nst; ++j) t_last = std::max(t_last, b[i * STAMPS + j]);
     if (b[i * STAMPS + 15] > b[i * STAMPS + 14] && t_last > t_first)
@@ -254,17 +279,17 @@ static double clock_mhz(const std::vector<hct_u64> &tr, int launch_i, int nst) {
 }
 
 static void timeline(const char *what, const std::vector<hct_u64> &tr, int launch_i, int nst) {
-  const hct_u64 *b = tr.data() + (size_t)launch_i * NB * STAMPS;
+  const hct_u64 *b = tr.data() + (size_t)launch_i * NBLK * STAMPS;
   hct_u64 t0 = ~0ull, prev_end = 0;
-  for (int i = 0; i < NB; ++i) t0 = std::min(t0, b[i * STAMPS]);
-  const hct_u64 *pb = b - (size_t)NB * STAMPS;
-  for (int i = 0; i < NB; ++i)
+  for (int i = 0; i < NBLK; ++i) t0 = std::min(t0, b[i * STAMPS]);
+  const hct_u64 *pb = b - (size_t)NBLK * STAMPS;
+  for (int i = 0; i < NBLK; ++i)
     for (int j = 0; j < nst; ++j) prev_end = std::max(prev_end, pb[i * STAMPS + j]);
   printf("  timeline %s (read %d; the previous read's last stamp %lld ns before)\n", what, launch_i,
          (long long)t0 - (long long)prev_end);
   for (int j = 0; j < nst; ++j) {
     std::vector<long long> v;
-    for (int i = 0; i < NB; ++i)
+    for (int i = 0; i < NBLK; ++i)
       if (b[i * STAMPS + j]) v.push_back((long long)(b[i * STAMPS + j] - t0));
     if (v.empty()) continue;
     std::sort(v.begin(), v.end());
@@ -281,7 +306,7 @@ static double time_graph(enq_fn enq, hct_u64 *trace, std::vector<hct_u64> *tr) {
   cudaGraph_t g;
   cudaGraphExec_t ge;
   CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  for (int b = 0; b < BATCH; ++b) enq(b, trace ? trace + (size_t)b * NB * STAMPS : nullptr);
+  for (int b = 0; b < BATCH; ++b) enq(b, trace ? trace + (size_t)b * NBLK * STAMPS : nullptr);
   CK(cudaStreamEndCapture(st, &g));
   CK(cudaGraphInstantiate(&ge, g, 0));
   cudaEvent_t e0, e1;
@@ -299,7 +324,7 @@ static double time_graph(enq_fn enq, hct_u64 *trace, std::vector<hct_u64> *tr) {
   }
   CK(cudaGetLastError());
   if (tr) {
-    tr->resize((size_t)BATCH * NB * STAMPS);
+    tr->resize((size_t)BATCH * NBLK * STAMPS);
     CK(cudaMemcpy(tr->data(), trace, tr->size() * 8, cudaMemcpyDeviceToHost));
   }
   cudaGraphExecDestroy(ge);
@@ -315,14 +340,14 @@ static int g_nbar;
 static hct_u4 *g_src;
 
 static void enq_kernel(int b, hct_u64 *trace) { launch(g_kind, g_sets[b % g_nsets], g_T, false, trace); }
-static void enq_empty(int b, hct_u64 *trace) { lab_empty<<<NB, NT, 200 * 1024>>>(g_ws, g_nbar, trace); }
+static void enq_empty(int b, hct_u64 *trace) { lab_empty<<<NBLK, NT, 200 * 1024>>>(g_ws, g_nbar, trace); }
 static void enq_stream(int b, hct_u64 *trace) {
   const int bytes = 102400; /* 13.1 MB over 128 blocks */
-  lab_stream<<<NB, NT, bytes>>>(g_src + (size_t)(b % 20) * NB * (bytes / 16), bytes, trace);
+  lab_stream<<<NBLK, NT, bytes>>>(g_src + (size_t)(b % 20) * NBLK * (bytes / 16), bytes, trace);
 }
 static void enq_stream_bulk(int b, hct_u64 *trace) {
   const int bytes = 102400;
-  lab_stream_bulk<<<NB, NT, bytes>>>(g_src + (size_t)(b % 20) * NB * (bytes / 16), bytes, trace);
+  lab_stream_bulk<<<NBLK, NT, bytes>>>(g_src + (size_t)(b % 20) * NBLK * (bytes / 16), bytes, trace);
 }
 
 int main(int argc, char **argv) {
@@ -341,7 +366,7 @@ int main(int argc, char **argv) {
   CK(cudaMalloc(&g_ws, 4096));
   CK(cudaMemset(g_ws, 0, 4096));
   hct_u64 *trace;
-  CK(cudaMalloc(&trace, (size_t)BATCH * NB * STAMPS * 8));
+  CK(cudaMalloc(&trace, (size_t)BATCH * NBLK * STAMPS * 8));
   std::vector<hct_u64> tr;
 
   /* Building blocks: the clock, load latencies, launches, barriers, streaming. */
@@ -385,18 +410,18 @@ int main(int argc, char **argv) {
   CK(cudaMemset(g_src, 1, (size_t)20 * 13107200));
   for (int nb = 0; nb <= 2; ++nb) {
     g_nbar = nb;
-    CK(cudaMemset(trace, 0, (size_t)BATCH * NB * STAMPS * 8));
+    CK(cudaMemset(trace, 0, (size_t)BATCH * NBLK * STAMPS * 8));
     double us = time_graph(enq_empty, trace, &tr);
     printf("empty 128x640 grid, 200 KB smem, %d barriers: %.2f us a launch\n", nb, us);
     timeline("empty", tr, BATCH / 2, 1 + nb);
   }
   {
-    CK(cudaMemset(trace, 0, (size_t)BATCH * NB * STAMPS * 8));
+    CK(cudaMemset(trace, 0, (size_t)BATCH * NBLK * STAMPS * 8));
     double us = time_graph(enq_stream, trace, &tr);
     printf("stream 13.11 MB into shared memory, 128 blocks of 100 KB, cp.async: %.2f us a launch (%.2f TB/s)\n",
            us, 13.1072 / us);
     timeline("stream", tr, BATCH / 2, 3);
-    CK(cudaMemset(trace, 0, (size_t)BATCH * NB * STAMPS * 8));
+    CK(cudaMemset(trace, 0, (size_t)BATCH * NBLK * STAMPS * 8));
     us = time_graph(enq_stream_bulk, trace, &tr);
     printf("stream 13.11 MB into shared memory, 128 blocks of 100 KB, bulk copies: %.2f us a launch (%.2f TB/s)\n",
            us, 13.1072 / us);
@@ -417,9 +442,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < g_nsets; ++i) alloc_set(g_sets[i], T, 1000 * T + i);
     CK(cudaDeviceSynchronize());
     parity(T, g_sets[0]);
-    for (int k = V1; k <= PK; ++k) {
+    for (int k = V1; k <= PKP; ++k) {
       g_kind = (Kind)k;
-      CK(cudaMemset(trace, 0, (size_t)BATCH * NB * STAMPS * 8));
+      CK(cudaMemset(trace, 0, (size_t)BATCH * NBLK * STAMPS * 8));
       double us = time_graph(enq_kernel, k == V1 ? nullptr : trace, k == V1 ? nullptr : &tr);
       printf("time T=%d %-10s: %.2f us a read (cold, %d sets, %d reads a graph, median of %d)\n", T,
              kind_name[k], us, g_nsets, BATCH, REPLAYS);
