@@ -58,6 +58,10 @@
 #ifndef RG
 #error "persist: RG must be defined"
 #endif
+#if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
+#error "persist: needs the copy engine's bulk copies (sm_90 or later)"
+#endif
+#include "hct_bulk.h"
 #ifndef PDL
 #error "persist: PDL must be defined"
 #endif
@@ -79,12 +83,12 @@ static_assert(PK_UPE % 2 == 0 && PK_UPE <= 12, "persist: a lane's w_up elements 
 static_assert(PK_NCU == PK_NW, "persist: stage C is a warp per channel");
 static_assert(C % PK_NT == 0 && C % RG == 0, "persist: stage A's elements split evenly");
 static_assert(S == 4, "persist: the mix is written for 4 streams");
+static_assert(HCR_PERSIST_TMAX + PK_RPB + S < HCT_LW, "persist: a lane of warp 0 a bulk copy");
 
 /* Shared memory, in bytes (the manifest's smem expression is this sum). */
 #define PK_SMEM(T)                                                                               \
   (PK_RPB * PK_CPS * 16 + PK_NR * K * 2 + (T) * C * 4 + HCT_LW * PK_LOS * 4 +                   \
-   PK_NW * PK_RPT * PK_TMAX * 4 + PK_TMAX * S * PK_NCU * 4 + 256 * 4 + PK_TMAX * (C / RG) * 4 + \
-   C * 2)
+   PK_NW * PK_RPT * PK_TMAX * 4 + 256 * 4 + PK_TMAX * (C / RG) * 4 + C * 2 + 32)
 
 HCT_DEV void pk_stamp(hct_u64 *trace, int i) {
   if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
@@ -237,39 +241,61 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
   float *y = (float *)(wu + PK_NR * (K / 2));           /* [t][c] */
   float *lo2 = y + T * C;                               /* [lane][t][12] */
   float *red = lo2 + HCT_LW * PK_LOS;                   /* [warp][row][t] */
-  float *rm = red + PK_NW * PK_RPT * PK_TMAX;           /* R of the channels, [t][s][cl] */
-  float *ssq = rm + PK_TMAX * S * PK_NCU;               /* squares [warp][t], then rs */
+  float *ssq = red + PK_NW * PK_RPT * PK_TMAX;          /* squares [warp][t], then rs */
   float *rsh = ssq + 256;                               /* R' of its share, [t][C/RG] */
   hct_u16 *wn = (hct_u16 *)(rsh + PK_TMAX * (C / RG));  /* w_norm of stream s */
+  hct_u64 *bar = (hct_u64 *)(wn + C);                   /* R and w_norm, w_down, w_up */
 
   /* ---- start --------------------------------------------------------------
-   * By cp.async: its w_down rows (group 0), then, once the previous kernel
-   * of the stream is done (PDL: a no-op otherwise), R of stream s for every
-   * token, w_norm of s and R of its channels (group 1).  Its w_up rows
-   * (group 2) are requested after the dots: issued now, they would hold
-   * the SM's outstanding requests that w_down needs first. */
+   * Bulk copies (hct_bulk.h), few and large, issued by warp 0: R of stream
+   * s for every token and w_norm of s (bar 0), its w_down rows (bar 1),
+   * its w_up rows, 20 contiguous rows a stream (bar 2).  With PDL the
+   * weights go first, before the wait for the previous kernel. */
+  if (tid == 0)
+    for (int i = 0; i < 3; ++i) hct_bulk_init(&bar[i]);
+  __syncthreads();
   if (PDL) hcr_pdl_launch();
-  for (int p = tid; p < PK_RPB * PK_CPS; p += PK_NT) {
-    const int r = p / PK_CPS, ch = p % PK_CPS;
-    hct_cp_async16(&wd[p], w_down + (long long)(j0 + r) * D + (long long)s * C + 8 * ch);
+  if (wp == 0) {
+    if (lane == 0) {
+      hct_bulk_expect(&bar[0], T * C * 4 + C * 2);
+      hct_bulk_expect(&bar[1], PK_RPB * C * 2);
+      hct_bulk_expect(&bar[2], PK_NR * K * 2);
+    }
+    __syncwarp();
+    if (PDL) {
+      if (lane < PK_RPB)
+        hct_bulk_copy(wd + lane * PK_CPS, w_down + (long long)(j0 + lane) * D + (long long)s * C, C * 2, &bar[1]);
+      if (lane >= PK_RPB && lane < PK_RPB + S)
+        hct_bulk_copy(wu + (lane - PK_RPB) * PK_NCU * (K / 2), w_up + ((long long)(lane - PK_RPB) * C + cu0) * K,
+                      PK_NCU * K * 2, &bar[2]);
+      hcr_pdl_wait();
+      if (lane < T) hct_bulk_copy(y + lane * C, resid + ((long long)lane * S + s) * C, C * 4, &bar[0]);
+      if (lane == T) hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, &bar[0]);
+    } else {
+      if (lane < T) hct_bulk_copy(y + lane * C, resid + ((long long)lane * S + s) * C, C * 4, &bar[0]);
+      if (lane == T) hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, &bar[0]);
+      if (lane > T && lane <= T + PK_RPB) {
+        const int r = lane - T - 1;
+        hct_bulk_copy(wd + r * PK_CPS, w_down + (long long)(j0 + r) * D + (long long)s * C, C * 2, &bar[1]);
+      }
+      if (lane > T + PK_RPB && lane <= T + PK_RPB + S) {
+        const int sr = lane - T - PK_RPB - 1;
+        hct_bulk_copy(wu + sr * PK_NCU * (K / 2), w_up + ((long long)sr * C + cu0) * K, PK_NCU * K * 2, &bar[2]);
+      }
+    }
   }
-  hct_cp_async_commit();
-  if (PDL) hcr_pdl_wait();
-  for (int p = tid; p < T * (C / 4); p += PK_NT) {
-    const int t = p / (C / 4), q = p % (C / 4);
-    hct_cp_async16(y + t * C + 4 * q, resid + ((long long)t * S + s) * C + 4 * q);
-  }
-  for (int p = tid; p < C / 8; p += PK_NT) hct_cp_async16(wn + 8 * p, w_norm + (long long)s * C + 8 * p);
-  for (int p = tid; p < T * S * (PK_NCU / 4); p += PK_NT) {
-    const int ts = p / (PK_NCU / 4), q = p % (PK_NCU / 4); /* ts = t*S + s' */
-    hct_cp_async16(rm + ts * PK_NCU + 4 * q, resid + (long long)ts * C + cu0 + 4 * q);
-  }
-  hct_cp_async_commit();
+  if (PDL && wp != 0) hcr_pdl_wait();
+  /* R of stage C's channels (all four streams), read now: resid changes
+   * after the barrier. */
+  const int tm = lane % TB;
+  float rr[S] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (lane < T)
+#pragma unroll
+    for (int sr = 0; sr < S; ++sr) rr[sr] = resid[((long long)tm * S + sr) * C + cu0 + wp];
   pk_stamp(trace, 1);
 
   /* ---- stage A ---------------------------------------------------------- */
-  hct_cp_async_wait<0>(); /* both groups: R came second, but it is small */
-  __syncthreads();
+  hct_bulk_wait(&bar[0], 0);
   pk_stamp(trace, 2);
   {
     float a[TB];
@@ -281,6 +307,7 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
   }
   __syncthreads(); /* y, the squares' partials */
   pk_stamp(trace, 3);
+  hct_bulk_wait(&bar[1], 0);
   if (tid >= PK_NT - T) { /* the last warp: thread 0 goes on to the dots */
     const int t = tid - (PK_NT - T);
     float ss = 0.0f;
@@ -289,6 +316,7 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     ssq[PK_NW * PK_TMAX + t] = rsqrtf(ss / (float)C + HCT_EPS);
   }
   pk_down<TB>(wd, y, red, T);
+  pk_stamp(trace, 4);
   __syncthreads();
   if (tid < PK_RPB * PK_TMAX) {
     const int r = tid / PK_TMAX, t = tid % PK_TMAX, h = r / PK_RPT;
@@ -299,16 +327,9 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
       part[((long long)t * S + s) * K + j0 + r] = ssq[PK_NW * PK_TMAX + t] * dot;
     }
   }
-  pk_stamp(trace, 4);
-  hct_grid_arrive(&grid);
-  for (int p = tid; p < PK_NR * (K / 8); p += PK_NT) {
-    const int row = p / (K / 8), q = p % (K / 8); /* row = s'*NCU + cl */
-    const int sr = row / PK_NCU, cl = row % PK_NCU;
-    hct_cp_async16(wu + p * 4, w_up + ((long long)sr * C + cu0 + cl) * K + 8 * q);
-  }
-  hct_cp_async_commit();
-  if (!hct_grid_wait(&grid)) return;
   pk_stamp(trace, 5);
+  if (!hct_grid_sync(&grid)) return;
+  pk_stamp(trace, 6);
   if (pending != 0)
     for (int p = tid; p < T * (C / RG); p += PK_NT) {
       const int t = p / (C / RG), e = p % (C / RG);
@@ -325,22 +346,20 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     }
     lo2[(k / PK_UPE) * PK_LOS + t * 12 + k % PK_UPE] = l;
   }
-  hct_cp_async_wait<0>();
-  __syncthreads(); /* lo, w_up */
-  pk_stamp(trace, 6);
+  pk_stamp(trace, 7);
+  hct_bulk_wait(&bar[2], 0);
+  __syncthreads(); /* lo */
+  pk_stamp(trace, 8);
 
   /* ---- stage C: up, gates, mix ------------------------------------------ */
   {
-    const int cl = wp, c = cu0 + cl, tm = lane % TB;
-    float r[S];
+    const int cl = wp, c = cu0 + cl;
+    if (pending != 0 && lane < T)
 #pragma unroll
-    for (int sr = 0; sr < S; ++sr) {
-      r[sr] = lane < T ? rm[(tm * S + sr) * PK_NCU + cl] : 0.0f;
-      if (pending != 0 && lane < T) r[sr] = r[sr] + pending[((long long)tm * S + sr) * C + c];
-    }
-    pk_upmix<TB>(wu, lo2, r, lane, cl, c, T, mixed, mixed_bf16, mixed_f16);
+      for (int sr = 0; sr < S; ++sr) rr[sr] = rr[sr] + pending[((long long)tm * S + sr) * C + c];
+    pk_upmix<TB>(wu, lo2, rr, lane, cl, c, T, mixed, mixed_bf16, mixed_f16);
   }
-  pk_stamp(trace, 7);
+  pk_stamp(trace, 9);
 }
 
 #define PK_ARGS resid, pending, w_norm, w_down, w_up, part, ws, mixed, mixed_bf16, mixed_f16, T, trace

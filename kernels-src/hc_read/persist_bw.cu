@@ -55,6 +55,10 @@
 #ifndef PDL
 #error "persist_bw: PDL must be defined"
 #endif
+#if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
+#error "persist_bw: needs the copy engine's bulk copies (sm_90 or later)"
+#endif
+#include "hct_bulk.h"
 
 #define PB_NT 640                     /* threads */
 #define PB_NW (PB_NT / HCT_LW)        /* warps: 20 */
@@ -72,28 +76,30 @@ static_assert(C % HCR_NORM_THREADS == 0, "persist_bw: the norm's chains are whol
 static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
               "persist_bw: a row of w_up is one or two chunks per lane");
 static_assert(S == 4, "persist_bw: the mix is written for 4 streams");
+static_assert(1 + PB_RMAX + S <= HCT_LW, "persist_bw: a lane of warp 0 a bulk copy");
 
 /* Shared memory, in bytes (the manifest's smem expression is this sum). */
 #define PB_SMEM(T)                                                                              \
   (PB_RMAX * D * 2 + PB_NCU * S * PB_UPC * 16 + ((T) < TP ? (T) : TP) * D * 4 + D * 2 +        \
-   2 * PB_TMAX * (K / 8) * 16 + 128 * 4)
+   2 * PB_TMAX * (K / 8) * 16 + 128 * 4 + 32)
+
 
 HCT_DEV void pb_stamp(hct_u64 *trace, int i) {
   if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
 }
 
-/* Requests R of tokens t0 .. t0+n-1 into xr (cp.async, one group). */
-HCT_DEV void pb_load_r(float *xr, const float *resid, int t0, int n) {
-  for (int p = (int)threadIdx.x; p < n * (D / 4); p += PB_NT)
-    hct_cp_async16(xr + 4 * p, resid + (long long)t0 * D + 4 * p);
-  hct_cp_async_commit();
+/* Requests R of tokens t0 .. t0+n-1 into xr: one bulk copy (one thread),
+ * completing on `bar`, with `extra` more bytes to come on it. */
+HCT_DEV void pb_load_r(float *xr, const float *resid, int t0, int n, hct_u64 *bar, int extra) {
+  hct_bulk_expect(bar, n * D * 4 + extra);
+  hct_bulk_copy(xr, resid + (long long)t0 * D, n * D * 4, bar);
 }
 
 /* One pass over tokens t0 .. t0+n-1, whose R is in xr (landed, visible):
  * the canonical norms, xn in place, the lane chains of the block's rows,
  * lo stored.  `nrow` rows j = b + NB*i. */
 HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float *pending, float *red,
-                     float *lo, int t0, int n, int nrow, bool wait_wd) {
+                     float *lo, int t0, int n, int nrow, hct_u64 *wait_wd, hct_u64 *trace) {
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
   const int b = (int)blockIdx.x;
   /* R' = fl(R + P), once per element, in place. */
@@ -111,6 +117,7 @@ HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float
     a = hct_warp_sum(a);
     if (lane == 0) red[pair * PB_VW + w] = a;
   }
+  if (t0 == 0) pb_stamp(trace, 3);
   __syncthreads();
   /* The 8-warp butterfly of each pair: warp `pair`, warp w's sum in lane w. */
   if (wp < n * S) {
@@ -128,7 +135,8 @@ HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float
     const float y = xr[p] * hct_bf16_to_f32(wn[k]);
     xr[p] = y * rs[tt * S + k / C];
   }
-  if (wait_wd) hct_cp_async_wait<1>(); /* w_down (the first pass without PDL) */
+  if (wait_wd) hct_bulk_wait(wait_wd, 0); /* w_down (the first pass) */
+  if (t0 == 0) pb_stamp(trace, 4);
   __syncthreads();
   /* The lane chains: warp (row i, token tt), lane L walks chunks L + 32q. */
   if (wp < nrow * n) {
@@ -144,7 +152,9 @@ HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float
     acc = hct_warp_sum(acc);
     if (lane == 0) lo[(long long)(t0 + tt) * K + b + NB * i] = acc;
   }
-  __syncthreads(); /* xr is reloaded by the next pass */
+  if (t0 == 0) pb_stamp(trace, 5);
+  hct_bulk_fence(); /* xr is reloaded by the next pass, by a bulk copy */
+  __syncthreads();
 }
 
 template <int TB>
@@ -160,35 +170,41 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   hct_grid_t grid = hct_grid_begin(ws);
 
   hct_u4 *wd = pb_sm;                                  /* [i][chunk] rows b + NB*i */
-  hct_u4 *wu = wd + PB_RMAX * (D / 8);                 /* [cl][s][chunk] */
+  hct_u4 *wu = wd + PB_RMAX * (D / 8);                 /* [s][cl][chunk] */
   float *xr = (float *)(wu + PB_NCU * S * PB_UPC);     /* [tt][D]: R, R', then xn */
   hct_u16 *wn = (hct_u16 *)(xr + tp * D);              /* w_norm */
   hct_f4 *slo = (hct_f4 *)(wn + D);                    /* lo, [half][t][chunk] */
   float *red = (float *)(slo + 2 * PB_TMAX * (K / 8)); /* 128 floats: norm sums, rs */
+  hct_u64 *bar = (hct_u64 *)(red + 128);               /* R (a phase a pass), w_down, w_up */
 
   /* ---- start --------------------------------------------------------------
-   * Three cp.async groups, waited for in order: without PDL w_norm and R
-   * (the norm starts as soon as they land), w_down, w_up; with PDL w_norm
-   * and w_down (requested before the wait for the previous kernel), R,
-   * w_up. */
+   * Bulk copies (hct_bulk.h), one a contiguous range, by warp 0: w_norm and
+   * R of the first pass (bar 0, a phase a pass), its w_down rows (bar 1),
+   * its w_up rows, 20 contiguous rows a stream (bar 2).  With PDL the
+   * weights go first, before the wait for the previous kernel. */
+  if (tid == 0)
+    for (int i = 0; i < 3; ++i) hct_bulk_init(&bar[i]);
+  __syncthreads();
   if (PDL) hcr_pdl_launch();
-  for (int p = tid; p < D / 8; p += PB_NT) hct_cp_async16(wn + 8 * p, w_norm + 8 * p);
-  if (!PDL) pb_load_r(xr, resid, 0, tp);
-  for (int p = tid; p < nrow * (D / 8); p += PB_NT) {
-    const int i = p / (D / 8), ch = p % (D / 8);
-    hct_cp_async16(&wd[p], w_down + (long long)(b + NB * i) * D + 8 * ch);
+  if (wp == 0) {
+    if (lane == 0) {
+      hct_bulk_expect(&bar[1], nrow * D * 2);
+      hct_bulk_expect(&bar[2], PB_NCU * S * K * 2);
+    }
+    __syncwarp();
+    if (lane >= 1 && lane <= nrow)
+      hct_bulk_copy(wd + (lane - 1) * (D / 8), w_down + (long long)(b + NB * (lane - 1)) * D, D * 2, &bar[1]);
+    if (lane > PB_RMAX && lane <= PB_RMAX + S) {
+      const int s = lane - PB_RMAX - 1;
+      hct_bulk_copy(wu + s * PB_NCU * PB_UPC, w_up + ((long long)s * C + cu0) * K, PB_NCU * K * 2, &bar[2]);
+    }
+    if (lane == 0) {
+      if (PDL) hcr_pdl_wait();
+      pb_load_r(xr, resid, 0, tp, &bar[0], D * 2);
+      hct_bulk_copy(wn, w_norm, D * 2, &bar[0]);
+    }
   }
-  hct_cp_async_commit();
-  if (PDL) {
-    hcr_pdl_wait();
-    pb_load_r(xr, resid, 0, tp);
-  }
-  for (int p = tid; p < PB_NCU * S * PB_UPC; p += PB_NT) {
-    const int q = p % PB_UPC, cs = p / PB_UPC; /* cs = cl*S + s */
-    const int cl = cs / S, s = cs % S;
-    hct_cp_async16(&wu[p], (const hct_u4 *)(w_up + ((long long)s * C + cu0 + cl) * K) + q);
-  }
-  hct_cp_async_commit();
+  if (PDL && wp != 0) hcr_pdl_wait();
   /* R of the end's channels, read now (resid changes after the barrier). */
   const int tm = lane % TB;
   float rr[S] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -198,21 +214,14 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   pb_stamp(trace, 1);
 
   /* ---- passes ------------------------------------------------------------- */
-  for (int t0 = 0; t0 < T; t0 += tp) {
+  for (int t0 = 0, phase = 0; t0 < T; t0 += tp, ++phase) {
     const int n = T - t0 < tp ? T - t0 : tp;
-    if (t0 > 0) {
-      pb_load_r(xr, resid, t0, n);
-      hct_cp_async_wait<0>();
-    } else if (PDL) {
-      hct_cp_async_wait<1>(); /* w_norm, w_down, R */
-    } else {
-      hct_cp_async_wait<2>(); /* w_norm and R; w_down is waited for below */
-    }
-    __syncthreads();
+    if (t0 > 0 && tid == 0) pb_load_r(xr, resid, t0, n, &bar[0], 0);
+    hct_bulk_wait(&bar[0], phase & 1);
     if (t0 == 0) pb_stamp(trace, 2);
-    pb_pass(xr, wn, wd, pending, red, lo, t0, n, nrow, t0 == 0 && !PDL);
+    pb_pass(xr, wn, wd, pending, red, lo, t0, n, nrow, t0 == 0 ? &bar[1] : 0, trace);
   }
-  pb_stamp(trace, 3);
+  pb_stamp(trace, 6);
   hct_grid_arrive(&grid);
   /* Its share of R' (T*D/NB elements from b*D/NB in each token), for after
    * the barrier: every block's reads of resid are done by then. */
@@ -230,7 +239,7 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
         }
       }
   if (!hct_grid_wait(&grid)) return;
-  pb_stamp(trace, 4);
+  pb_stamp(trace, 7);
 
   /* ---- end ---------------------------------------------------------------- */
   if (pending != 0)
@@ -246,15 +255,16 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
     ((float *)slo)[(((k >> 2) & 1) * PB_TMAX + t) * (K / 2) + (k >> 3) * 4 + (k & 3)] =
         t < T ? hcr_ldcg(lo + p) : 0.0f;
   }
+  hct_bulk_wait(&bar[2], 0);
   __syncthreads();
-  pb_stamp(trace, 5);
+  pb_stamp(trace, 8);
   const bool two = lane + HCT_LW < PB_UPC;
   if (wp < PB_NCU) {
     const int cl = wp, c = cu0 + cl;
     hct_u4 w[S][2];
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-      const hct_u4 *row = wu + (cl * S + s) * PB_UPC;
+      const hct_u4 *row = wu + (s * PB_NCU + cl) * PB_UPC;
       w[s][0] = row[lane];
       w[s][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
     }
@@ -263,7 +273,7 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
       for (int s = 0; s < S; ++s) rr[s] = rr[s] + pending[((long long)tm * S + s) * C + c];
     hcr_persist_upmix<TB>(w, slo, rr, lane, c, T, mixed, mixed_bf16, mixed_f16);
   }
-  pb_stamp(trace, 6);
+  pb_stamp(trace, 9);
 }
 
 #define PB_ARGS resid, pending, w_norm, w_down, w_up, lo, ws, mixed, mixed_bf16, mixed_f16, T

@@ -358,10 +358,10 @@ int main(int argc, char **argv) {
   CK(cudaGetDeviceProperties(&pr, 0));
   printf("lab: %s, %d SMs, L2 %d MB, commit %s\n", pr.name, pr.multiProcessorCount, pr.l2CacheSize >> 20,
          getenv("COMMIT") ? getenv("COMMIT") : "?");
-  CK(cudaFuncSetAttribute(lab_pk, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
-  CK(cudaFuncSetAttribute(lab_pb, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
-  CK(cudaFuncSetAttribute(lab_empty, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
-  CK(cudaFuncSetAttribute(lab_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
+  CK(cudaFuncSetAttribute(lab_pk, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024 - 64));
+  CK(cudaFuncSetAttribute(lab_pb, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024 - 64));
+  CK(cudaFuncSetAttribute(lab_empty, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024 - 64));
+  CK(cudaFuncSetAttribute(lab_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024 - 64));
   CK(cudaFuncSetAttribute(lab_stream_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
   CK(cudaMalloc(&g_ws, 4096));
   CK(cudaMemset(g_ws, 0, 4096));
@@ -449,8 +449,8 @@ int main(int argc, char **argv) {
       printf("time T=%d %-10s: %.2f us a read (cold, %d sets, %d reads a graph, median of %d)\n", T,
              kind_name[k], us, g_nsets, BATCH, REPLAYS);
       if (k != V1) {
-        timeline(kind_name[k], tr, BATCH / 2, 9);
-        printf("  SM clock over that read: %.0f MHz (median over blocks)\n", clock_mhz(tr, BATCH / 2, 9));
+        timeline(kind_name[k], tr, BATCH / 2, 10);
+        printf("  SM clock over that read: %.0f MHz (median over blocks)\n", clock_mhz(tr, BATCH / 2, 10));
       }
     }
   }
