@@ -83,7 +83,6 @@ static_assert(PK_UPE % 2 == 0 && PK_UPE <= 12, "persist: a lane's w_up elements 
 static_assert(PK_NCU == PK_NW, "persist: stage C is a warp per channel");
 static_assert(C % PK_NT == 0 && C % RG == 0, "persist: stage A's elements split evenly");
 static_assert(S == 4, "persist: the mix is written for 4 streams");
-static_assert(HCR_PERSIST_TMAX + PK_RPB + S < HCT_LW, "persist: a lane of warp 0 a bulk copy");
 
 /* Shared memory, in bytes (the manifest's smem expression is this sum). */
 #define PK_SMEM(T)                                                                               \
@@ -184,7 +183,8 @@ HCT_DEV void pk_down(const hct_u4 *wd, const float *y, float *red, int T) {
  * lane < T with r (R' of that token, the four streams). */
 template <int TB>
 HCT_DEV void pk_upmix(const hct_u32 *wu, const float *lo2, const float (&r)[S], int lane, int cl,
-                      int c, int T, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
+                      int c, int T, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16,
+                      hct_u64 *trace) {
   constexpr int NV = S * TB;
   constexpr int M = PK_LOG2(NV);
   float v[NV];
@@ -209,7 +209,9 @@ HCT_DEV void pk_upmix(const hct_u32 *wu, const float *lo2, const float (&r)[S], 
       v[s * TB + t] = acc;
     }
   }
+  pk_stamp(trace, 11);
   const float gt = hcr_sigmoid(hcr_multi_sum<NV>(v, lane));
+  pk_stamp(trace, 12);
   const int tm = lane & (TB - 1);
   float gs[S];
 #pragma unroll
@@ -223,6 +225,27 @@ HCT_DEV void pk_upmix(const hct_u32 *wu, const float *lo2, const float (&r)[S], 
     mixed_bf16[o] = hct_f32_to_bf16(m);
     mixed_f16[o] = hct_f32_to_f16(m);
   }
+}
+
+/* cp.async of R of stream s for T tokens into y and of w_norm of s into
+ * wn (one group). */
+HCT_DEV void pk_load_r(float *y, hct_u16 *wn, const float *resid, const hct_u16 *w_norm, int s, int T) {
+  const int tid = (int)threadIdx.x;
+  for (int p = tid; p < T * (C / 4); p += PK_NT) {
+    const int t = p / (C / 4), q = p % (C / 4);
+    hct_cp_async16(y + t * C + 4 * q, resid + ((long long)t * S + s) * C + 4 * q);
+  }
+  for (int p = tid; p < C / 8; p += PK_NT) hct_cp_async16(wn + 8 * p, w_norm + (long long)s * C + 8 * p);
+  hct_cp_async_commit();
+}
+
+/* cp.async of the block's w_down rows over stream s (one group). */
+HCT_DEV void pk_load_wd(hct_u4 *wd, const hct_u16 *w_down, int j0, int s) {
+  for (int p = (int)threadIdx.x; p < PK_RPB * PK_CPS; p += PK_NT) {
+    const int r = p / PK_CPS, ch = p % PK_CPS;
+    hct_cp_async16(&wd[p], w_down + (long long)(j0 + r) * D + (long long)s * C + 8 * ch);
+  }
+  hct_cp_async_commit();
 }
 
 template <int TB>
@@ -244,47 +267,26 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
   float *ssq = red + PK_NW * PK_RPT * PK_TMAX;          /* squares [warp][t], then rs */
   float *rsh = ssq + 256;                               /* R' of its share, [t][C/RG] */
   hct_u16 *wn = (hct_u16 *)(rsh + PK_TMAX * (C / RG));  /* w_norm of stream s */
-  hct_u64 *bar = (hct_u64 *)(wn + C);                   /* R and w_norm, w_down, w_up */
+  hct_u64 *bar = (hct_u64 *)(wn + C);                   /* w_up's mbarrier */
 
   /* ---- start --------------------------------------------------------------
-   * Bulk copies (hct_bulk.h), few and large, issued by warp 0: R of stream
-   * s for every token and w_norm of s (bar 0), its w_down rows (bar 1),
-   * its w_up rows, 20 contiguous rows a stream (bar 2).  With PDL the
-   * weights go first, before the wait for the previous kernel. */
-  if (tid == 0)
-    for (int i = 0; i < 3; ++i) hct_bulk_init(&bar[i]);
-  __syncthreads();
-  if (PDL) hcr_pdl_launch();
-  if (wp == 0) {
-    if (lane == 0) {
-      hct_bulk_expect(&bar[0], T * C * 4 + C * 2);
-      hct_bulk_expect(&bar[1], PK_RPB * C * 2);
-      hct_bulk_expect(&bar[2], PK_NR * K * 2);
-    }
-    __syncwarp();
-    if (PDL) {
-      if (lane < PK_RPB)
-        hct_bulk_copy(wd + lane * PK_CPS, w_down + (long long)(j0 + lane) * D + (long long)s * C, C * 2, &bar[1]);
-      if (lane >= PK_RPB && lane < PK_RPB + S)
-        hct_bulk_copy(wu + (lane - PK_RPB) * PK_NCU * (K / 2), w_up + ((long long)(lane - PK_RPB) * C + cu0) * K,
-                      PK_NCU * K * 2, &bar[2]);
-      hcr_pdl_wait();
-      if (lane < T) hct_bulk_copy(y + lane * C, resid + ((long long)lane * S + s) * C, C * 4, &bar[0]);
-      if (lane == T) hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, &bar[0]);
-    } else {
-      if (lane < T) hct_bulk_copy(y + lane * C, resid + ((long long)lane * S + s) * C, C * 4, &bar[0]);
-      if (lane == T) hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, &bar[0]);
-      if (lane > T && lane <= T + PK_RPB) {
-        const int r = lane - T - 1;
-        hct_bulk_copy(wd + r * PK_CPS, w_down + (long long)(j0 + r) * D + (long long)s * C, C * 2, &bar[1]);
-      }
-      if (lane > T + PK_RPB && lane <= T + PK_RPB + S) {
-        const int sr = lane - T - PK_RPB - 1;
-        hct_bulk_copy(wu + sr * PK_NCU * (K / 2), w_up + ((long long)sr * C + cu0) * K, PK_NCU * K * 2, &bar[2]);
-      }
-    }
+   * R of stream s for every token and w_norm of s by cp.async from every
+   * thread (group 0, the first requests of the SM: the norm needs them
+   * first), its w_down rows likewise (group 1); its w_up rows, 20
+   * contiguous rows a stream, by four bulk copies once the norm is done
+   * (the copy engine interleaves the copies it has, so early w_up copies
+   * delay everything else).  With PDL, w_down goes first, before the wait
+   * for the previous kernel. */
+  if (tid == 0) hct_bulk_init(&bar[0]);
+  if (PDL) {
+    hcr_pdl_launch();
+    pk_load_wd(wd, w_down, j0, s);
+    hcr_pdl_wait();
+    pk_load_r(y, wn, resid, w_norm, s, T);
+  } else {
+    pk_load_r(y, wn, resid, w_norm, s, T);
+    pk_load_wd(wd, w_down, j0, s);
   }
-  if (PDL && wp != 0) hcr_pdl_wait();
   /* R of stage C's channels (all four streams), read now: resid changes
    * after the barrier. */
   const int tm = lane % TB;
@@ -295,7 +297,11 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
   pk_stamp(trace, 1);
 
   /* ---- stage A ---------------------------------------------------------- */
-  hct_bulk_wait(&bar[0], 0);
+  if (PDL)
+    hct_cp_async_wait<0>();
+  else
+    hct_cp_async_wait<1>();
+  __syncthreads(); /* R and w_norm (and the mbarrier's init) */
   pk_stamp(trace, 2);
   {
     float a[TB];
@@ -307,7 +313,14 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
   }
   __syncthreads(); /* y, the squares' partials */
   pk_stamp(trace, 3);
-  hct_bulk_wait(&bar[1], 0);
+  if (tid == 0) {
+    hct_bulk_expect(&bar[0], PK_NR * K * 2);
+    for (int sr = 0; sr < S; ++sr)
+      hct_bulk_copy(wu + sr * PK_NCU * (K / 2), w_up + ((long long)sr * C + cu0) * K, PK_NCU * K * 2, &bar[0]);
+  }
+  hct_cp_async_wait<0>();
+  __syncthreads(); /* w_down */
+  pk_stamp(trace, 10);
   if (tid >= PK_NT - T) { /* the last warp: thread 0 goes on to the dots */
     const int t = tid - (PK_NT - T);
     float ss = 0.0f;
@@ -347,7 +360,7 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     lo2[(k / PK_UPE) * PK_LOS + t * 12 + k % PK_UPE] = l;
   }
   pk_stamp(trace, 7);
-  hct_bulk_wait(&bar[2], 0);
+  hct_bulk_wait(&bar[0], 0);
   __syncthreads(); /* lo */
   pk_stamp(trace, 8);
 
@@ -357,7 +370,7 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     if (pending != 0 && lane < T)
 #pragma unroll
       for (int sr = 0; sr < S; ++sr) rr[sr] = rr[sr] + pending[((long long)tm * S + sr) * C + c];
-    pk_upmix<TB>(wu, lo2, rr, lane, cl, c, T, mixed, mixed_bf16, mixed_f16);
+    pk_upmix<TB>(wu, lo2, rr, lane, cl, c, T, mixed, mixed_bf16, mixed_f16, trace);
   }
   pk_stamp(trace, 9);
 }

@@ -76,7 +76,6 @@ static_assert(C % HCR_NORM_THREADS == 0, "persist_bw: the norm's chains are whol
 static_assert(HCR_UP_CHUNKS > HCT_LW && HCR_UP_CHUNKS <= 2 * HCT_LW,
               "persist_bw: a row of w_up is one or two chunks per lane");
 static_assert(S == 4, "persist_bw: the mix is written for 4 streams");
-static_assert(1 + PB_RMAX + S <= HCT_LW, "persist_bw: a lane of warp 0 a bulk copy");
 
 /* Shared memory, in bytes (the manifest's smem expression is this sum). */
 #define PB_SMEM(T)                                                                              \
@@ -84,22 +83,32 @@ static_assert(1 + PB_RMAX + S <= HCT_LW, "persist_bw: a lane of warp 0 a bulk co
    2 * PB_TMAX * (K / 8) * 16 + 128 * 4 + 32)
 
 
+/* cp.async of the block's w_down rows b + NB*i (one group). */
+HCT_DEV void pb_load_wd(hct_u4 *wd, const hct_u16 *w_down, int b, int nrow) {
+  for (int p = (int)threadIdx.x; p < nrow * (D / 8); p += PB_NT) {
+    const int i = p / (D / 8), ch = p % (D / 8);
+    hct_cp_async16(&wd[p], w_down + (long long)(b + NB * i) * D + 8 * ch);
+  }
+  hct_cp_async_commit();
+}
+
 HCT_DEV void pb_stamp(hct_u64 *trace, int i) {
   if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
 }
 
-/* Requests R of tokens t0 .. t0+n-1 into xr: one bulk copy (one thread),
- * completing on `bar`, with `extra` more bytes to come on it. */
-HCT_DEV void pb_load_r(float *xr, const float *resid, int t0, int n, hct_u64 *bar, int extra) {
-  hct_bulk_expect(bar, n * D * 4 + extra);
-  hct_bulk_copy(xr, resid + (long long)t0 * D, n * D * 4, bar);
+/* cp.async of R of tokens t0 .. t0+n-1 into xr (one group). */
+HCT_DEV void pb_load_r(float *xr, const float *resid, int t0, int n) {
+  for (int p = (int)threadIdx.x; p < n * (D / 4); p += PB_NT)
+    hct_cp_async16(xr + 4 * p, resid + (long long)t0 * D + 4 * p);
+  hct_cp_async_commit();
 }
 
 /* One pass over tokens t0 .. t0+n-1, whose R is in xr (landed, visible):
  * the canonical norms, xn in place, the lane chains of the block's rows,
  * lo stored.  `nrow` rows j = b + NB*i. */
 HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float *pending, float *red,
-                     float *lo, int t0, int n, int nrow, hct_u64 *wait_wd, hct_u64 *trace) {
+                     float *lo, int t0, int n, int nrow, bool first, hct_u64 *bar, hct_u4 *wu,
+                     const hct_u16 *w_up, int cu0, hct_u64 *trace) {
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
   const int b = (int)blockIdx.x;
   /* R' = fl(R + P), once per element, in place. */
@@ -117,7 +126,15 @@ HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float
     a = hct_warp_sum(a);
     if (lane == 0) red[pair * PB_VW + w] = a;
   }
-  if (t0 == 0) pb_stamp(trace, 3);
+  if (first) {
+    pb_stamp(trace, 3);
+    /* The first norm is done: now w_up (see pb_read's start). */
+    if (threadIdx.x == 0) {
+      hct_bulk_expect(bar, PB_NCU * S * K * 2);
+      for (int s = 0; s < S; ++s)
+        hct_bulk_copy(wu + s * PB_NCU * PB_UPC, w_up + ((long long)s * C + cu0) * K, PB_NCU * K * 2, bar);
+    }
+  }
   __syncthreads();
   /* The 8-warp butterfly of each pair: warp `pair`, warp w's sum in lane w. */
   if (wp < n * S) {
@@ -135,8 +152,10 @@ HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float
     const float y = xr[p] * hct_bf16_to_f32(wn[k]);
     xr[p] = y * rs[tt * S + k / C];
   }
-  if (wait_wd) hct_bulk_wait(wait_wd, 0); /* w_down (the first pass) */
-  if (t0 == 0) pb_stamp(trace, 4);
+  if (first) {
+    hct_cp_async_wait<0>(); /* w_down */
+    pb_stamp(trace, 4);
+  }
   __syncthreads();
   /* The lane chains: warp (row i, token tt), lane L walks chunks L + 32q. */
   if (wp < nrow * n) {
@@ -153,8 +172,7 @@ HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float
     if (lane == 0) lo[(long long)(t0 + tt) * K + b + NB * i] = acc;
   }
   if (t0 == 0) pb_stamp(trace, 5);
-  hct_bulk_fence(); /* xr is reloaded by the next pass, by a bulk copy */
-  __syncthreads();
+  __syncthreads(); /* xr is reloaded by the next pass */
 }
 
 template <int TB>
@@ -175,36 +193,28 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   hct_u16 *wn = (hct_u16 *)(xr + tp * D);              /* w_norm */
   hct_f4 *slo = (hct_f4 *)(wn + D);                    /* lo, [half][t][chunk] */
   float *red = (float *)(slo + 2 * PB_TMAX * (K / 8)); /* 128 floats: norm sums, rs */
-  hct_u64 *bar = (hct_u64 *)(red + 128);               /* R (a phase a pass), w_down, w_up */
+  hct_u64 *bar = (hct_u64 *)(red + 128);               /* w_up's mbarrier */
 
   /* ---- start --------------------------------------------------------------
-   * Bulk copies (hct_bulk.h), one a contiguous range, by warp 0: w_norm and
-   * R of the first pass (bar 0, a phase a pass), its w_down rows (bar 1),
-   * its w_up rows, 20 contiguous rows a stream (bar 2).  With PDL the
-   * weights go first, before the wait for the previous kernel. */
-  if (tid == 0)
-    for (int i = 0; i < 3; ++i) hct_bulk_init(&bar[i]);
-  __syncthreads();
-  if (PDL) hcr_pdl_launch();
-  if (wp == 0) {
-    if (lane == 0) {
-      hct_bulk_expect(&bar[1], nrow * D * 2);
-      hct_bulk_expect(&bar[2], PB_NCU * S * K * 2);
-    }
-    __syncwarp();
-    if (lane >= 1 && lane <= nrow)
-      hct_bulk_copy(wd + (lane - 1) * (D / 8), w_down + (long long)(b + NB * (lane - 1)) * D, D * 2, &bar[1]);
-    if (lane > PB_RMAX && lane <= PB_RMAX + S) {
-      const int s = lane - PB_RMAX - 1;
-      hct_bulk_copy(wu + s * PB_NCU * PB_UPC, w_up + ((long long)s * C + cu0) * K, PB_NCU * K * 2, &bar[2]);
-    }
-    if (lane == 0) {
-      if (PDL) hcr_pdl_wait();
-      pb_load_r(xr, resid, 0, tp, &bar[0], D * 2);
-      hct_bulk_copy(wn, w_norm, D * 2, &bar[0]);
-    }
+   * By cp.async from every thread: w_norm and R of the first pass (group
+   * 0, the SM's first requests: the norm needs them first), its w_down
+   * rows (group 1); its w_up rows, 20 contiguous rows a stream, by four
+   * bulk copies once the first norm is done (the copy engine interleaves
+   * the copies it holds, so early w_up copies would delay the rest).  With
+   * PDL, w_norm and w_down go first, before the wait for the previous
+   * kernel. */
+  if (tid == 0) hct_bulk_init(bar);
+  if (PDL) {
+    hcr_pdl_launch();
+    for (int p = tid; p < D / 8; p += PB_NT) hct_cp_async16(wn + 8 * p, w_norm + 8 * p);
+    pb_load_wd(wd, w_down, b, nrow);
+    hcr_pdl_wait();
+    pb_load_r(xr, resid, 0, tp);
+  } else {
+    for (int p = tid; p < D / 8; p += PB_NT) hct_cp_async16(wn + 8 * p, w_norm + 8 * p);
+    pb_load_r(xr, resid, 0, tp);
+    pb_load_wd(wd, w_down, b, nrow);
   }
-  if (PDL && wp != 0) hcr_pdl_wait();
   /* R of the end's channels, read now (resid changes after the barrier). */
   const int tm = lane % TB;
   float rr[S] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -214,12 +224,19 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   pb_stamp(trace, 1);
 
   /* ---- passes ------------------------------------------------------------- */
-  for (int t0 = 0, phase = 0; t0 < T; t0 += tp, ++phase) {
+  for (int t0 = 0; t0 < T; t0 += tp) {
     const int n = T - t0 < tp ? T - t0 : tp;
-    if (t0 > 0 && tid == 0) pb_load_r(xr, resid, t0, n, &bar[0], 0);
-    hct_bulk_wait(&bar[0], phase & 1);
+    if (t0 > 0) {
+      pb_load_r(xr, resid, t0, n);
+      hct_cp_async_wait<0>();
+    } else if (PDL) {
+      hct_cp_async_wait<0>(); /* w_norm, w_down, R */
+    } else {
+      hct_cp_async_wait<1>(); /* w_norm and R; w_down is waited for in the pass */
+    }
+    __syncthreads();
     if (t0 == 0) pb_stamp(trace, 2);
-    pb_pass(xr, wn, wd, pending, red, lo, t0, n, nrow, t0 == 0 ? &bar[1] : 0, trace);
+    pb_pass(xr, wn, wd, pending, red, lo, t0, n, nrow, t0 == 0, bar, wu, w_up, cu0, trace);
   }
   pb_stamp(trace, 6);
   hct_grid_arrive(&grid);
@@ -255,7 +272,7 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
     ((float *)slo)[(((k >> 2) & 1) * PB_TMAX + t) * (K / 2) + (k >> 3) * 4 + (k & 3)] =
         t < T ? hcr_ldcg(lo + p) : 0.0f;
   }
-  hct_bulk_wait(&bar[2], 0);
+  hct_bulk_wait(bar, 0);
   __syncthreads();
   pb_stamp(trace, 8);
   const bool two = lane + HCT_LW < PB_UPC;

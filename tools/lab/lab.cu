@@ -449,8 +449,8 @@ int main(int argc, char **argv) {
       printf("time T=%d %-10s: %.2f us a read (cold, %d sets, %d reads a graph, median of %d)\n", T,
              kind_name[k], us, g_nsets, BATCH, REPLAYS);
       if (k != V1) {
-        timeline(kind_name[k], tr, BATCH / 2, 10);
-        printf("  SM clock over that read: %.0f MHz (median over blocks)\n", clock_mhz(tr, BATCH / 2, 10));
+        timeline(kind_name[k], tr, BATCH / 2, 14);
+        printf("  SM clock over that read: %.0f MHz (median over blocks)\n", clock_mhz(tr, BATCH / 2, 14));
       }
     }
   }
