@@ -211,8 +211,10 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
     hcr_pdl_wait();
     pb_load_r(xr, resid, 0, tp);
   } else {
+    /* R first and alone (see persist.cu). */
     for (int p = tid; p < D / 8; p += PB_NT) hct_cp_async16(wn + 8 * p, w_norm + 8 * p);
     pb_load_r(xr, resid, 0, tp);
+    hct_cp_async_wait<0>();
     pb_load_wd(wd, w_down, b, nrow);
   }
   /* R of the end's channels, read now (resid changes after the barrier). */
@@ -231,8 +233,6 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
       hct_cp_async_wait<0>();
     } else if (PDL) {
       hct_cp_async_wait<0>(); /* w_norm, w_down, R */
-    } else {
-      hct_cp_async_wait<1>(); /* w_norm and R; w_down is waited for in the pass */
     }
     __syncthreads();
     if (t0 == 0) pb_stamp(trace, 2);
