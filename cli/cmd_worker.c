@@ -531,6 +531,25 @@ static int req_time(worker_t *W, json_t *req, json_t *reply) {
     for (int k = 0; k < n; k++)
       if (json_integer_value(json_array_get(np, j)) == cs[k]->id) no_prune[k] = 1;
   to.no_prune = no_prune;
+  /* "ranks": one per id of "cands", in order (tuner/stats.h: who may
+   * prune whom). */
+  uint8_t ranks[MAX_CANDS] = {0};
+  json_t *rk = json_object_get(req, "ranks");
+  if (rk != NULL) {
+    if (!json_is_array(rk) || json_array_size(rk) != (size_t)n) {
+      rc = hct__error(HCT_EINVAL, "request 'time': 'ranks' must be an array of %d integers", n);
+      goto done;
+    }
+    for (int k = 0; k < n; k++) {
+      json_t *v = json_array_get(rk, (size_t)k);
+      if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 255) {
+        rc = hct__error(HCT_EINVAL, "request 'time': ranks[%d] must be an integer in 0..255", k);
+        goto done;
+      }
+      ranks[k] = (uint8_t)json_integer_value(v);
+    }
+    to.rank = ranks;
+  }
   to.sample = sample_cb;
   to.arg = &tm;
   to.max_clock_mhz = W->dev.clock_khz / 1000;

@@ -169,7 +169,7 @@ static void test_prune(void **state) {
   o.target_rel_ci = 1e-9; /* never converges: only pruning stops early */
   o.max_rounds = 30;
   o.prune_after = 5;
-  hct_timing_res_t r[3];
+  hct_timing_res_t r[3], r4[4];
   assert_int_equal(hct__timing_run(3, &o, r), 0);
   assert_int_equal(r[1].pruned, 1); /* 2x slower */
   assert_int_equal(r[1].rounds, 5);
@@ -193,6 +193,26 @@ static void test_prune(void **state) {
   assert_int_equal(r[0].pruned, 1); /* the flags are per candidate */
   hct__timing_res_free(r, 3);
   o.no_prune = NULL;
+
+  /* Ranks: a candidate is pruned only by those of rank at most its own.
+   * Candidate 1 (rank 0, 20) is twice as slow as 0 (rank 1, 10), but its
+   * own class's best is 2 (rank 0, 19): kept.  Candidate 3 (rank 1, 20)
+   * competes with all: pruned. */
+  fake_init(&f, 4, (double[]){10, 20, 19, 20}, (double[]){0.05, 0.05, 0.05, 0.05});
+  o.rank = (const uint8_t[]){1, 0, 0, 1};
+  assert_int_equal(hct__timing_run(4, &o, r4), 0);
+  assert_int_equal(r4[1].pruned, 0);
+  assert_int_equal(r4[1].rounds, 30);
+  assert_int_equal(r4[2].pruned, 0);
+  assert_int_equal(r4[3].pruned, 1);
+  hct__timing_res_free(r4, 4);
+  /* Without ranks, the same run prunes 1 and 2 as well. */
+  fake_init(&f, 4, (double[]){10, 20, 19, 20}, (double[]){0.05, 0.05, 0.05, 0.05});
+  o.rank = NULL;
+  assert_int_equal(hct__timing_run(4, &o, r4), 0);
+  assert_int_equal(r4[1].pruned, 1);
+  assert_int_equal(r4[2].pruned, 1);
+  hct__timing_res_free(r4, 4);
 
   /* A negative factor turns pruning off. */
   fake_init(&f, 3, (double[]){10, 20, 12}, (double[]){0.05, 0.05, 0.05});

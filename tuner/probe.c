@@ -533,6 +533,12 @@ static int time_pass(probe_t *P, int T, int cold, int decides, const uint8_t *on
     json_object_set_new(opts, "min_samples", json_integer(P->o->sample_factor > 1 ? 10 * P->o->sample_factor : 6));
     json_object_set_new(opts, "warmup", json_integer(1));
     if (P->o->no_prune) json_object_set_new(opts, "prune_factor", json_real(-1.0));
+    /* A bitwise candidate competes with bitwise ones only: a much faster
+     * kl variant must not prune it out of its own class's decision. */
+    json_t *ranks = json_array();
+    for (int k = 0; k < n; k++)
+      json_array_append_new(ranks, json_integer(P->cands[ids[k]].c.v->parity == HCT_PARITY_KL));
+    json_object_set_new(opts, "ranks", ranks);
     hct_timing_res_t *res = calloc((size_t)n, sizeof *res);
     if (opts == NULL || res == NULL) {
       json_decref(opts);

@@ -145,6 +145,11 @@ typedef struct hct_timing_opts_s {
                                it for the incumbent: every challenger is
                                compared with it, so it must stay timed to
                                a tight interval even when it is slow */
+  const uint8_t *rank;      /* NULL, or ncand ranks: a candidate is pruned
+                               only against those of rank at most its own
+                               (the probe: bitwise 0, kl 1, so a bitwise
+                               candidate competes with bitwise ones only,
+                               a kl one with all) */
   uint64_t seed;            /* visit orders; the same seed, the same orders */
 } hct_timing_opts_t;
 
@@ -158,7 +163,8 @@ typedef struct hct_timing_opts_s {
  *   - it has spent max_rounds or max_seconds (not converged);
  *   - it has done prune_after rounds and its median exceeds prune_factor
  *     times the best median among candidates with at least prune_after
- *     samples (pruned; its figures are kept).
+ *     samples and a rank no higher than its own (pruned; its figures are
+ *     kept).
  * With sm_clock, the clock is read before and after every kept-to-be
  * sample; when either read is below the threshold the sample is discarded,
  * counted in `throttled` and taken again.

@@ -200,18 +200,18 @@ static void after_round(run_t *r) {
     }
   }
   if (!(r->o.prune_factor > 0)) return;
-  double best = INFINITY;
-  for (int i = 0; i < r->ncand; i++) {
-    const hct_timing_res_t *res = &r->res[i];
-    if (res->err == 0 && res->s.n >= r->o.prune_after && res->s.median < best)
-      best = res->s.median;
-  }
-  if (!isfinite(best)) return;
   for (int i = 0; i < r->ncand; i++) {
     hct_timing_res_t *res = &r->res[i];
+    if (!r->c[i].active || res->rounds < r->o.prune_after) continue;
     if (r->o.no_prune != NULL && r->o.no_prune[i]) continue;
-    if (r->c[i].active && res->rounds >= r->o.prune_after &&
-        res->s.median > r->o.prune_factor * best) {
+    /* The best of those it competes with: rank at most its own. */
+    double best = INFINITY;
+    for (int j = 0; j < r->ncand; j++) {
+      const hct_timing_res_t *o = &r->res[j];
+      if (r->o.rank != NULL && r->o.rank[j] > r->o.rank[i]) continue;
+      if (o->err == 0 && o->s.n >= r->o.prune_after && o->s.median < best) best = o->s.median;
+    }
+    if (isfinite(best) && res->s.median > r->o.prune_factor * best) {
       res->pruned = 1;
       r->c[i].active = 0;
     }
