@@ -134,6 +134,10 @@ static void test_manifest_errors(void **state) {
       {GOOD_HEAD "\"variants\":[{\"name\":\"a\",\"template\":\"a.cu\",\"class\":\"baseline\","
                  "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"pdl\":\"PDQ\","
                  "\"args\":[]}]}]}", "unknown name 'PDQ'"},
+      {GOOD_HEAD "\"variants\":[{\"name\":\"a\",\"template\":\"a.cu\",\"class\":\"baseline\","
+                 "\"scratch\":[{\"name\":\"ws\",\"bytes\":64,\"zero\":\"sometimes\"}],"
+                 "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"args\":[]}]}]}",
+       "zero must be"},
       {"{\"op\":\"other\",\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\","
        "\"elems\":1}],\"variants\":[{\"name\":\"a\",\"template\":\"a.cu\",\"class\":\"baseline\","
        "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"args\":[]}]}]}", "folder name"},
@@ -171,6 +175,18 @@ static void test_shipped_manifests_load(void **state) {
   for (int i = 0; i < n; i++) {
     hct_op_t *op;
     if (hct__manifest_load(dir, names[i], &op) != 0) fail_msg("%s", hct_last_error());
+    /* The three kinds of scratch zeroing, as hc_read ships them. */
+    for (int v = 0; strcmp(names[i], "hc_read") == 0 && v < op->n_variants; v++) {
+      const hct_variant_t *var = &op->variants[v];
+      for (int k = 0; k < var->n_scratch; k++) {
+        const hct_scratch_t *sc = &var->scratch[k];
+        if (strcmp(var->name, "persist") == 0 && strcmp(sc->name, "ws") == 0)
+          assert_int_equal(sc->zero, HCT_ZERO_ONCE);
+        if (strcmp(var->name, "splitk") == 0 && strcmp(sc->name, "ws") == 0)
+          assert_int_equal(sc->zero, HCT_ZERO_EACH_RUN);
+        if (strcmp(sc->name, "xn") == 0) assert_int_equal(sc->zero, HCT_ZERO_NEVER);
+      }
+    }
     hct__manifest_free(op);
   }
 }
