@@ -98,6 +98,12 @@ HCT_DEV void hct_spin_ns(hct_u64 ns) {
 /* How many polls between two looks at the clock and the flag: the clock
  * read is the slow part of a poll. */
 #define HCT_GRID_POLLS 32
+/* Nanoseconds a waiter sleeps between polls (0: none), so 128 pollers load
+ * the arrival word's L2 slice less while the last blocks arrive.  A
+ * template may define it (from a parameter) before including this file. */
+#ifndef HCT_GRID_BACKOFF_NS
+#define HCT_GRID_BACKOFF_NS 0
+#endif
 
 typedef struct {
   hct_u32 *ws;
@@ -144,6 +150,9 @@ HCT_DEV int hct_grid_wait_timeout(hct_grid_t *g, hct_u64 timeout_ns) {
     int ok = 1;
     for (int polls = 0; ok && ((g->old ^ hct_grid_load_acquire(&ws[HCT_GRID_ARRIVE])) & 0x80000000u) == 0;
          ++polls) {
+#if HCT_GRID_BACKOFF_NS > 0 && defined(HCT_CUDA) && HCT_ARCH >= 70
+      __nanosleep(HCT_GRID_BACKOFF_NS);
+#endif
       if (polls % HCT_GRID_POLLS != HCT_GRID_POLLS - 1) continue;
       const hct_u64 now = hct_globaltimer();
       if (t0 == 0) t0 = now;

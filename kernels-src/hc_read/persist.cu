@@ -40,7 +40,8 @@
  * dependent launch (sm_90): the block lets the next kernel's launch begin
  * at once and requests its w_down rows before it waits for the previous
  * kernel, so a read's launch and weight stream overlap the previous
- * kernel's tail.
+ * kernel's tail; WUE, w_up requested at the start (1) or once the norm is
+ * done (0); GB, nanoseconds of back-off between the barrier's polls.
  *
  * Scratch: part (q, T*S*K floats), ws (the barrier's state, zeroed once
  * at allocation: hct_grid.h).
@@ -49,6 +50,10 @@
  * stage can record the global timer into `trace` (null in hctune).
  */
 #include "hc_read.h"
+#ifndef GB
+#error "persist: GB must be defined"
+#endif
+#define HCT_GRID_BACKOFF_NS GB
 #include "hct_grid.h"
 /* No L2 prefetch parameter here: the weights go straight to shared memory. */
 #define PF 0
@@ -64,6 +69,9 @@
 #include "hct_bulk.h"
 #ifndef PDL
 #error "persist: PDL must be defined"
+#endif
+#ifndef WUE
+#error "persist: WUE must be defined"
 #endif
 
 #define PK_NT 640                   /* threads */
@@ -248,6 +256,15 @@ HCT_DEV void pk_load_wd(hct_u4 *wd, const hct_u16 *w_down, int j0, int s) {
   hct_cp_async_commit();
 }
 
+/* The block's w_up rows, 20 contiguous rows a stream: four bulk copies by
+ * thread 0, completing on bar[0]. */
+HCT_DEV void pk_load_wu(hct_u32 *wu, const hct_u16 *w_up, int cu0, hct_u64 *bar) {
+  if (threadIdx.x != 0) return;
+  hct_bulk_expect(&bar[0], PK_NR * K * 2);
+  for (int sr = 0; sr < S; ++sr)
+    hct_bulk_copy(wu + sr * PK_NCU * (K / 2), w_up + ((long long)sr * C + cu0) * K, PK_NCU * K * 2, &bar[0]);
+}
+
 template <int TB>
 HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
                      const hct_u16 *w_down, const hct_u16 *w_up, float *part, hct_u32 *ws,
@@ -278,6 +295,10 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
    * delay everything else).  With PDL, w_down goes first, before the wait
    * for the previous kernel. */
   if (tid == 0) hct_bulk_init(&bar[0]);
+  if (WUE) {
+    __syncthreads(); /* the mbarrier's init */
+    pk_load_wu(wu, w_up, cu0, bar);
+  }
   if (PDL) {
     hcr_pdl_launch();
     pk_load_wd(wd, w_down, j0, s);
@@ -314,11 +335,7 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
   }
   __syncthreads(); /* y, the squares' partials */
   pk_stamp(trace, 3);
-  if (tid == 0) {
-    hct_bulk_expect(&bar[0], PK_NR * K * 2);
-    for (int sr = 0; sr < S; ++sr)
-      hct_bulk_copy(wu + sr * PK_NCU * (K / 2), w_up + ((long long)sr * C + cu0) * K, PK_NCU * K * 2, &bar[0]);
-  }
+  if (!WUE) pk_load_wu(wu, w_up, cu0, bar);
   hct_cp_async_wait<0>();
   __syncthreads(); /* w_down */
   pk_stamp(trace, 10);
