@@ -40,8 +40,9 @@
  * dependent launch (sm_90): the block lets the next kernel's launch begin
  * at once and requests its w_down rows before it waits for the previous
  * kernel, so a read's launch and weight stream overlap the previous
- * kernel's tail; WUE, w_up requested at the start (1) or once the norm is
- * done (0); GB, nanoseconds of back-off between the barrier's polls.
+ * kernel's tail; GB, nanoseconds of back-off between the barrier's polls.
+ * w_up requested at the start instead of after the norm was measured
+ * slower at T = 1, 2, 4 and 8 (docs/perf/h200.md).
  *
  * Scratch: part (q, T*S*K floats), ws (the barrier's state, zeroed once
  * at allocation: hct_grid.h).
@@ -70,9 +71,7 @@
 #ifndef PDL
 #error "persist: PDL must be defined"
 #endif
-#ifndef WUE
-#error "persist: WUE must be defined"
-#endif
+
 
 #define PK_NT 640                   /* threads */
 #define PK_NW (PK_NT / HCT_LW)      /* warps: 20 */
@@ -295,10 +294,6 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
    * delay everything else).  With PDL, w_down goes first, before the wait
    * for the previous kernel. */
   if (tid == 0) hct_bulk_init(&bar[0]);
-  if (WUE) {
-    __syncthreads(); /* the mbarrier's init */
-    pk_load_wu(wu, w_up, cu0, bar);
-  }
   if (PDL) {
     hcr_pdl_launch();
     pk_load_wd(wd, w_down, j0, s);
@@ -335,7 +330,7 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
   }
   __syncthreads(); /* y, the squares' partials */
   pk_stamp(trace, 3);
-  if (!WUE) pk_load_wu(wu, w_up, cu0, bar);
+  pk_load_wu(wu, w_up, cu0, bar);
   hct_cp_async_wait<0>();
   __syncthreads(); /* w_down */
   pk_stamp(trace, 10);

@@ -30,7 +30,6 @@
 #define NB 128
 #define TP 2
 #define PDL 1
-#define WUE 0
 #define GB 0
 #define DOWN_WARPS 4
 #define UP_WARPS 4
