@@ -219,19 +219,8 @@ HCT_DEV void pk_upmix(const hct_u32 *wu, const float *lo2, const float (&r)[S], 
   pk_stamp(trace, 11);
   const float gt = hcr_sigmoid(hcr_multi_sum<NV>(v, lane));
   pk_stamp(trace, 12);
-  const int tm = lane & (TB - 1);
-  float gs[S];
-#pragma unroll
-  for (int s = 0; s < S; ++s) gs[s] = hcr_shfl_idx(gt, (s * TB + tm) << (5 - M));
-  if (lane < T && lane < TB) {
-    float m = gs[0] * r[0];
-#pragma unroll
-    for (int s = 1; s < S; ++s) m = fmaf(gs[s], r[s], m);
-    const long long o = (long long)tm * C + c;
-    mixed[o] = m;
-    mixed_bf16[o] = hct_f32_to_bf16(m);
-    mixed_f16[o] = hct_f32_to_f16(m);
-  }
+  hcr_persist_mix<TB, M>(gt, r, lane & (TB - 1), lane < T && lane < TB, c, mixed, mixed_bf16,
+                         mixed_f16);
 }
 
 /* cp.async of R of stream s for T tokens into y and of w_norm of s into

@@ -92,6 +92,16 @@ HCT_DEV void pb_load_wd(hct_u4 *wd, const hct_u16 *w_down, int b, int nrow) {
   hct_cp_async_commit();
 }
 
+/* A block's share of R' for the store after the barrier: D/NB elements
+ * from b*D/NB in each token, PB_SH of them a thread.  Element i of the
+ * thread's (token i / PB_SH, k = i % PB_SH): its offset in resid, or -1. */
+#define PB_SH ((D / NB + PB_NT - 1) / PB_NT)
+HCT_DEV long long pb_share_at(int i, int T) {
+  const int t = i / PB_SH, e = (int)threadIdx.x + (i % PB_SH) * PB_NT;
+  if (t >= T || e >= D / NB) return -1;
+  return (long long)t * D + (long long)blockIdx.x * (D / NB) + e;
+}
+
 HCT_DEV void pb_stamp(hct_u64 *trace, int i) {
   if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
 }
@@ -242,31 +252,23 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   hct_grid_arrive(&grid);
   /* Its share of R' (T*D/NB elements from b*D/NB in each token), for after
    * the barrier: every block's reads of resid are done by then. */
-  constexpr int SH = (D / NB + PB_NT - 1) / PB_NT;
-  float rsh[PB_TMAX * SH];
+  float rsh[PB_TMAX * PB_SH];
   if (pending != 0)
 #pragma unroll
-    for (int t = 0; t < PB_TMAX; ++t)
-#pragma unroll
-      for (int k = 0; k < SH; ++k) {
-        const int e = tid + k * PB_NT;
-        if (t < T && e < D / NB) {
-          const long long at = (long long)t * D + b * (D / NB) + e;
-          rsh[t * SH + k] = resid[at] + pending[at];
-        }
-      }
+    for (int i = 0; i < PB_TMAX * PB_SH; ++i) {
+      const long long at = pb_share_at(i, T);
+      if (at >= 0) rsh[i] = resid[at] + pending[at];
+    }
   if (!hct_grid_wait(&grid)) return;
   pb_stamp(trace, 7);
 
   /* ---- end ---------------------------------------------------------------- */
   if (pending != 0)
 #pragma unroll
-    for (int t = 0; t < PB_TMAX; ++t)
-#pragma unroll
-      for (int k = 0; k < SH; ++k) {
-        const int e = tid + k * PB_NT;
-        if (t < T && e < D / NB) resid[(long long)t * D + b * (D / NB) + e] = rsh[t * SH + k];
-      }
+    for (int i = 0; i < PB_TMAX * PB_SH; ++i) {
+      const long long at = pb_share_at(i, T);
+      if (at >= 0) resid[at] = rsh[i];
+    }
   for (int p = tid; p < TB * K; p += PB_NT) {
     const int t = p / K, k = p % K;
     ((float *)slo)[(((k >> 2) & 1) * PB_TMAX + t) * (K / 2) + (k >> 3) * 4 + (k & 3)] =

@@ -21,6 +21,27 @@ HCT_DEV float hcr_ldcg(const float *p) {
 #endif
 }
 
+/* The end of an up-and-mix warp: gt holds, in lane v << (5 - M), the gate
+ * of value v = s*TB + t (token t, stream s); the lanes that mix (`mixer`,
+ * token tm) gather their four gates and store the mix of R' (r) and its
+ * 16-bit images for channel c. */
+template <int TB, int M>
+HCT_DEV void hcr_persist_mix(float gt, const float (&r)[S], int tm, bool mixer, int c, float *mixed,
+                             hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
+  float gs[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) gs[s] = hcr_shfl_idx(gt, (s * TB + tm) << (5 - M));
+  if (mixer) {
+    float m = gs[0] * r[0];
+#pragma unroll
+    for (int s = 1; s < S; ++s) m = fmaf(gs[s], r[s], m);
+    const long long o = (long long)tm * C + c;
+    mixed[o] = m;
+    mixed_bf16[o] = hct_f32_to_bf16(m);
+    mixed_f16[o] = hct_f32_to_f16(m);
+  }
+}
+
 /* Stage C for one channel c by one warp, TB >= T tokens: r holds R' of
  * (token lane % TB, stream s, channel c) in lanes below T and TB (the
  * caller loads it early, off the critical path). */
@@ -52,18 +73,7 @@ HCT_DEV void hcr_persist_upmix(const hct_u4 (&w)[S][2], const hct_f4 *slo, const
     }
   }
   const float gt = hcr_sigmoid(hcr_multi_sum<NV>(v, lane));
-  float gs[S];
-#pragma unroll
-  for (int s = 0; s < S; ++s) gs[s] = hcr_shfl_idx(gt, (s * TB + tm) << (5 - M));
-  if (mixer) {
-    float m = gs[0] * r[0];
-#pragma unroll
-    for (int s = 1; s < S; ++s) m = fmaf(gs[s], r[s], m);
-    const long long o = (long long)tm * C + c;
-    mixed[o] = m;
-    mixed_bf16[o] = hct_f32_to_bf16(m);
-    mixed_f16[o] = hct_f32_to_f16(m);
-  }
+  hcr_persist_mix<TB, M>(gt, r, tm, mixer, c, mixed, mixed_bf16, mixed_f16);
 }
 
 #endif /* HCR_PERSIST_COMMON_H */
