@@ -60,9 +60,4 @@ HCT_DEV void hct_bulk_wait(hct_u64 *bar, hct_u32 parity) {
   }
 }
 
-/* Before a bulk copy overwrites shared memory that ordinary loads and
- * stores used (a buffer reused from phase to phase): every thread that
- * touched it, then a __syncthreads, then the copy. */
-HCT_DEV void hct_bulk_fence(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
 #endif /* HCT_BULK_H */
