@@ -60,10 +60,4 @@ HCT_DEV void hct_bulk_wait(hct_u64 *bar, hct_u32 parity) {
   }
 }
 
-/* Asks the L2 to fetch `bytes` (a multiple of 16) from global memory,
- * 16-byte aligned: no shared memory, no completion to wait for. */
-HCT_DEV void hct_prefetch_l2(const void *src, hct_u32 bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
-}
-
 #endif /* HCT_BULK_H */

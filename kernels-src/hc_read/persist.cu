@@ -40,8 +40,7 @@
  * dependent launch (sm_90): the block lets the next kernel's launch begin
  * at once and requests its w_down rows before it waits for the previous
  * kernel, so a read's launch and weight stream overlap the previous
- * kernel's tail; L2P, the weights prefetched into L2 first; GB,
- * nanoseconds of back-off between the barrier's polls.
+ * kernel's tail; GB, nanoseconds of back-off between the barrier's polls.
  * w_up requested at the start instead of after the norm was measured
  * slower at T = 1, 2, 4 and 8 (docs/perf/h200.md).
  *
@@ -71,9 +70,6 @@
 #include "hct_bulk.h"
 #ifndef PDL
 #error "persist: PDL must be defined"
-#endif
-#ifndef L2P
-#error "persist: L2P must be defined"
 #endif
 
 
@@ -279,28 +275,28 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
   hct_u64 *bar = (hct_u64 *)(wn + C);                   /* w_up's mbarrier */
 
   /* ---- start --------------------------------------------------------------
-   * With L2P, the block's w_down and w_up bytes are first prefetched into
-   * L2 (a few bulk prefetches by warp 0: the L2 fetches them, no SM
-   * request slot is held; with PDL this runs during the previous kernel's
-   * tail).  Then, after the wait for the previous kernel (PDL), R of
-   * stream s for every token and w_norm of s by cp.async from every thread
-   * (group 0), and its w_down rows (group 1, L2 hits when prefetched); its
-   * w_up rows, 20 contiguous rows a stream, by four bulk copies once the
-   * norm is done.  Measured (tools/lab, docs/perf/h200.md): R requested
-   * with w_down lands only with most of the chip's w_down requests (2.8 us
-   * after the start), and cp.async issue stalls each thread while the
-   * SM's requests are in flight. */
+   * R of stream s for every token and w_norm of s by cp.async from every
+   * thread (group 0, the first requests of the SM: the norm needs them
+   * first), its w_down rows likewise (group 1); its w_up rows, 20
+   * contiguous rows a stream, by four bulk copies once the norm is done
+   * (the copy engine interleaves the copies it has, so early w_up copies
+   * delay everything else).  With PDL, w_down goes first, before the wait
+   * for the previous kernel. */
   if (tid == 0) hct_bulk_init(&bar[0]);
-  if (PDL) hcr_pdl_launch();
-#if L2P
-  if (wp == 0 && lane < PK_RPB)
-    hct_prefetch_l2(w_down + (long long)(j0 + lane) * D + (long long)s * C, C * 2);
-  if (wp == 0 && lane >= PK_RPB && lane < PK_RPB + S)
-    hct_prefetch_l2(w_up + ((long long)(lane - PK_RPB) * C + cu0) * K, PK_NCU * K * 2);
-#endif
-  if (PDL) hcr_pdl_wait();
-  pk_load_r(y, wn, resid, w_norm, s, T);
-  pk_load_wd(wd, w_down, j0, s);
+  if (PDL) {
+    hcr_pdl_launch();
+    pk_load_wd(wd, w_down, j0, s);
+    hcr_pdl_wait();
+    pk_load_r(y, wn, resid, w_norm, s, T);
+  } else {
+    /* R first and alone (it lands in about 1 us, against 2.8 us when
+     * requested together with w_down); the threads then stall issuing
+     * w_down, so the norm starts at about the same time either way
+     * (tools/lab, docs/perf/h200.md). */
+    pk_load_r(y, wn, resid, w_norm, s, T);
+    hct_cp_async_wait<0>();
+    pk_load_wd(wd, w_down, j0, s);
+  }
   /* R of stage C's channels (all four streams), read now: resid changes
    * after the barrier. */
   const int tm = lane % TB;
@@ -311,7 +307,7 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
   pk_stamp(trace, 1);
 
   /* ---- stage A ---------------------------------------------------------- */
-  hct_cp_async_wait<1>();
+  if (PDL) hct_cp_async_wait<0>();
   __syncthreads(); /* R and w_norm (and the mbarrier's init) */
   pk_stamp(trace, 2);
   {

@@ -31,7 +31,6 @@
 #define TP 2
 #define PDL 1
 #define GB 0
-#define L2P 1
 #define DOWN_WARPS 4
 #define UP_WARPS 4
 #include "persist.cu"
