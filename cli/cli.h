@@ -8,6 +8,7 @@
 #define HCT_CLI_H
 
 #include "common.h"
+#include "stats.h"
 
 typedef struct hct_cmd_s {
   const char *name;
@@ -58,5 +59,27 @@ void hct__table_init(hct_table_t *t, int ncols, const char *const *head, const c
 int hct__table_add(hct_table_t *t, const char *const *cells);
 void hct__table_print(const hct_table_t *t, FILE *f);
 void hct__table_free(hct_table_t *t);
+
+/*
+ * The rows a probe reports through its on_timed callback (cli/cmd_bench.c),
+ * for the commands that re-time and print (bench, verify-decisions): pass
+ * hct__timed_rows_add as on_timed and a hct_timed_rows_t as its argument.
+ * The array grows as needed; when it cannot, `oom` is set and later rows
+ * are dropped, so the caller fails instead of printing a partial table.
+ */
+typedef struct hct_timed_row_s {
+  int T;
+  char variant[32];
+  char params[256];
+  hct_summary_t s;
+  int pruned;
+} hct_timed_row_t;
+typedef struct hct_timed_rows_s {
+  hct_timed_row_t *r;
+  int n, cap, oom;
+} hct_timed_rows_t;
+void hct__timed_rows_add(void *rows, int T, const char *variant, const char *params,
+                         const hct_summary_t *s, int pruned);
+void hct__timed_rows_free(hct_timed_rows_t *rows);
 
 #endif /* HCT_CLI_H */

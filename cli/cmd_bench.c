@@ -22,26 +22,21 @@ static const char usage[] =
     "probe's method, and prints per token count each variant's best median, its\n"
     "95% confidence interval, and its ratio to the first variant named.\n";
 
-#define MAX_ROWS 4096
-
-typedef struct row_s {
-  int T;
-  char variant[32];
-  char params[256];
-  hct_summary_t s;
-  int pruned;
-} row_t;
-
-typedef struct rows_s {
-  row_t *r;
-  int n;
-} rows_t;
-
-static void on_timed(void *arg, int T, const char *variant, const char *params,
-                     const hct_summary_t *s, int pruned) {
-  rows_t *rows = arg;
-  if (rows->n == MAX_ROWS) return;
-  row_t *r = &rows->r[rows->n++];
+void hct__timed_rows_add(void *arg, int T, const char *variant, const char *params,
+                         const hct_summary_t *s, int pruned) {
+  hct_timed_rows_t *rows = arg;
+  if (rows->oom) return;
+  if (rows->n == rows->cap) {
+    int cap = rows->cap ? 2 * rows->cap : 256;
+    hct_timed_row_t *r = realloc(rows->r, (size_t)cap * sizeof *r);
+    if (r == NULL) {
+      rows->oom = 1;
+      return;
+    }
+    rows->r = r;
+    rows->cap = cap;
+  }
+  hct_timed_row_t *r = &rows->r[rows->n++];
   r->T = T;
   hct__strlcpy(r->variant, variant, sizeof r->variant);
   hct__strlcpy(r->params, params, sizeof r->params);
@@ -49,11 +44,16 @@ static void on_timed(void *arg, int T, const char *variant, const char *params,
   r->pruned = pruned;
 }
 
+void hct__timed_rows_free(hct_timed_rows_t *rows) {
+  free(rows->r);
+  memset(rows, 0, sizeof *rows);
+}
+
 /* The fastest point of `variant` at T, or NULL. */
-static const row_t *best_of(const rows_t *rows, int T, const char *variant) {
-  const row_t *best = NULL;
+static const hct_timed_row_t *best_of(const hct_timed_rows_t *rows, int T, const char *variant) {
+  const hct_timed_row_t *best = NULL;
   for (int i = 0; i < rows->n; i++) {
-    const row_t *r = &rows->r[i];
+    const hct_timed_row_t *r = &rows->r[i];
     if (r->T != T || strcmp(r->variant, variant) != 0 || r->pruned) continue;
     if (best == NULL || r->s.median < best->s.median) best = r;
   }
@@ -102,18 +102,18 @@ int cmd_bench(int argc, char **argv) {
     p += len + (e != NULL);
   }
 
-  rows_t rows = {calloc(MAX_ROWS, sizeof(row_t)), 0};
-  if (rows.r == NULL) return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory"));
+  hct_timed_rows_t rows = {0};
   o.no_decide = 1;
   o.quiet = json;
-  o.on_timed = on_timed;
+  o.on_timed = hct__timed_rows_add;
   o.on_timed_arg = &rows;
   o.no_table = 1; /* bench prints its own */
   o.no_prune = 1;  /* side by side: every variant timed to the end */
   o.one_mode = 1;
   int rc = hct__probe(&o);
+  if (rc == 0 && rows.oom) rc = hct__error(HCT_ENOMEM, "out of memory for the timed rows");
   if (rc != 0) {
-    free(rows.r);
+    hct__timed_rows_free(&rows);
     return hct__cli_fail(rc);
   }
 
@@ -127,10 +127,10 @@ int cmd_bench(int argc, char **argv) {
     int any = 0;
     for (int i = 0; i < rows.n; i++) any |= rows.r[i].T == T;
     if (!any) continue;
-    const row_t *first = best_of(&rows, T, names[0]);
+    const hct_timed_row_t *first = best_of(&rows, T, names[0]);
     if (!json) printf("%4d", T);
     for (int k = 0; k < nn; k++) {
-      const row_t *r = best_of(&rows, T, names[k]);
+      const hct_timed_row_t *r = best_of(&rows, T, names[k]);
       char cell[128];
       if (r == NULL) {
         snprintf(cell, sizeof cell, "(not timed: rejected or unsupported)");
@@ -154,6 +154,6 @@ int cmd_bench(int argc, char **argv) {
     free(s);
   }
   json_decref(out);
-  free(rows.r);
+  hct__timed_rows_free(&rows);
   return HCT_EXIT_OK;
 }

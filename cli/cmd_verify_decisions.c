@@ -23,31 +23,6 @@ static const char usage[] =
     "ratio of the chosen variant's median to the best median of its class.\n"
     "Exits 1 when a ratio exceeds --limit (default 1.03).\n";
 
-#define MAX_ROWS 8192
-
-typedef struct row_s {
-  int T;
-  char variant[32];
-  char params[256];
-  double median;
-} row_t;
-
-typedef struct rows_s {
-  row_t *r;
-  int n;
-} rows_t;
-
-static void on_timed(void *arg, int T, const char *variant, const char *params,
-                     const hct_summary_t *s, int pruned) {
-  rows_t *rows = arg;
-  if (rows->n == MAX_ROWS || pruned) return;
-  row_t *r = &rows->r[rows->n++];
-  r->T = T;
-  hct__strlcpy(r->variant, variant, sizeof r->variant);
-  hct__strlcpy(r->params, params, sizeof r->params);
-  r->median = s->median;
-}
-
 int cmd_verify_decisions(int argc, char **argv) {
   static const struct option longopts[] = {
       {"db", required_argument, NULL, 'b'},    {"device", required_argument, NULL, 'd'},
@@ -100,10 +75,8 @@ int cmd_verify_decisions(int argc, char **argv) {
 
   int worst_fail = 0, checked = 0;
   uint8_t *done = calloc((size_t)nd, 1);
-  rows_t rows = {calloc(MAX_ROWS, sizeof(row_t)), 0};
-  if (rows.r == NULL || done == NULL) {
-    free(rows.r);
-    free(done);
+  hct_timed_rows_t rows = {0};
+  if (done == NULL) {
     free(d);
     return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory"));
   }
@@ -130,13 +103,15 @@ int cmd_verify_decisions(int argc, char **argv) {
     o.quiet = 1;
     o.sample_factor = 2;
     o.one_mode = 1;
-    o.on_timed = on_timed;
+    o.on_timed = hct__timed_rows_add;
     o.on_timed_arg = &rows;
     rows.n = 0;
     for (int j = i; j < nd; j++)
       if (strcmp(d[j].keys.uuid, d[i].keys.uuid) == 0 && strcmp(d[j].op, d[i].op) == 0)
         for (int T = d[j].tmin; T <= d[j].tmax && T <= 64; T++) o.tokens[T] = 1;
-    if ((rc = hct__probe(&o)) != 0) {
+    if ((rc = hct__probe(&o)) == 0 && rows.oom)
+      rc = hct__error(HCT_ENOMEM, "out of memory for the timed rows");
+    if (rc != 0) {
       hct__manifest_free(op);
       break;
     }
@@ -145,14 +120,14 @@ int cmd_verify_decisions(int argc, char **argv) {
       done[j] = 1;
       int allow_kl = strcmp(d[j].parity, "kl") == 0;
       for (int T = d[j].tmin; T <= d[j].tmax; T++) {
-        const row_t *chosen = NULL, *best = NULL;
+        const hct_timed_row_t *chosen = NULL, *best = NULL;
         for (int k = 0; k < rows.n; k++) {
-          const row_t *r = &rows.r[k];
-          if (r->T != T) continue;
+          const hct_timed_row_t *r = &rows.r[k];
+          if (r->T != T || r->pruned) continue;
           const hct_variant_t *v = hct__variant_find(op, r->variant);
           if (v == NULL || (v->parity == HCT_PARITY_KL && !allow_kl)) continue;
           if (strcmp(r->variant, d[j].variant) == 0 && strcmp(r->params, d[j].params) == 0) chosen = r;
-          if (best == NULL || r->median < best->median) best = r;
+          if (best == NULL || r->s.median < best->s.median) best = r;
         }
         checked++;
         if (chosen == NULL || best == NULL) {
@@ -161,19 +136,19 @@ int cmd_verify_decisions(int argc, char **argv) {
           worst_fail = 1;
           continue;
         }
-        double ratio = chosen->median / best->median;
+        double ratio = chosen->s.median / best->s.median;
         char cl[300], bl[300];
         snprintf(cl, sizeof cl, "%s %s", chosen->variant, chosen->params);
         snprintf(bl, sizeof bl, "%s %s", best->variant, best->params);
         printf("%-14.14s %-10s %-8s %5d  %-28.28s %10.2f  %-28.28s %10.2f %7.3f%s\n", d[j].keys.uuid,
-               d[j].op, d[j].parity, T, cl, chosen->median, bl, best->median, ratio,
+               d[j].op, d[j].parity, T, cl, chosen->s.median, bl, best->s.median, ratio,
                ratio > limit ? "  OVER LIMIT" : "");
         if (ratio > limit) worst_fail = 1;
       }
     }
     hct__manifest_free(op);
   }
-  free(rows.r);
+  hct__timed_rows_free(&rows);
   free(done);
   free(d);
   if (rc != 0) return hct__cli_fail(rc);

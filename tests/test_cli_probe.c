@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "cli.h"
 #include "common.h"
 
 static char dir[64];
@@ -98,6 +99,32 @@ static void test_help(void **state) {
   }
 }
 
+/* The rows bench and verify-decisions collect from the probe: every one
+ * kept, in order, past the first growth of the array. */
+static void test_timed_rows(void **state) {
+  (void)state;
+  hct_timed_rows_t rows = {0};
+  for (int i = 0; i < 1000; i++) {
+    hct_summary_t s = {0};
+    s.median = 10.0 + i;
+    char params[32];
+    snprintf(params, sizeof params, "{\"P\":%d}", i);
+    hct__timed_rows_add(&rows, 1 + i % 8, i % 2 ? "tg" : "persist", params, &s, i % 3 == 0);
+  }
+  assert_int_equal(rows.n, 1000);
+  assert_int_equal(rows.oom, 0);
+  assert_true(rows.cap >= 1000);
+  assert_int_equal(rows.r[999].T, 8);
+  assert_string_equal(rows.r[999].variant, "tg");
+  assert_string_equal(rows.r[999].params, "{\"P\":999}");
+  assert_true(rows.r[999].s.median == 1009.0);
+  assert_int_equal(rows.r[999].pruned, 1);
+  assert_int_equal(rows.r[998].pruned, 0);
+  hct__timed_rows_free(&rows);
+  assert_null(rows.r);
+  assert_int_equal(rows.n, 0);
+}
+
 int main(void) {
   if (getenv("HCT_BIN") == NULL) {
     printf("skipped: HCT_BIN is not set (run through tests/run.sh)\n");
@@ -109,6 +136,7 @@ int main(void) {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_no_db_on_early_failure),
       cmocka_unit_test(test_help),
+      cmocka_unit_test(test_timed_rows),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[128];
