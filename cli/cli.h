@@ -8,6 +8,7 @@
 #define HCT_CLI_H
 
 #include "common.h"
+#include "db.h"
 #include "stats.h"
 
 typedef struct hct_cmd_s {
@@ -42,6 +43,11 @@ int hct__usage_error(const char *cmd, const char *fmt, ...) HCT_PRINTF(2, 3);
 /* Prints the last error of this thread (or the code's text) and returns
  * HCT_EXIT_FAIL. */
 int hct__cli_fail(int code);
+
+/* Opens an existing results database read-only: `db_path`, or the default
+ * one ($HCTUNE_DB, ...) when NULL; the path used goes to path[len] for
+ * messages.  An error code with the thread's message set. */
+int hct__cli_open_db(const char *db_path, char *path, size_t len, hct_db_t **db);
 
 /*
  * An aligned text table (cli/cmd_list.c), for any command that prints rows:

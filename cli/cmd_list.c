@@ -318,15 +318,10 @@ int cmd_list(int argc, char **argv) {
   if (faults && pins) return hct__usage_error(argv[0], "--faults and --pins are exclusive");
 
   char path[PATH_MAX];
-  int err;
-  if (db_path == NULL) {
-    err = hct__default_db_path(path, sizeof path, 0);
-    if (err) return hct__cli_fail(err);
-    db_path = path;
-  }
   hct_db_t *db;
-  err = hct__db_open(db_path, HCT_DB_NOCREATE | HCT_DB_READONLY, &db);
+  int err = hct__cli_open_db(db_path, path, sizeof path, &db);
   if (err) return hct__cli_fail(err);
+  db_path = path;
   hct_db_device_t *devs;
   int ndev;
   err = hct__db_devices_list(db, &devs, &ndev);

@@ -176,15 +176,10 @@ int cmd_show(int argc, char **argv) {
   if (optind < argc) return hct__usage_error(argv[0], "unexpected argument '%s'", argv[optind]);
 
   char path[PATH_MAX];
-  int err;
-  if (db_path == NULL) {
-    err = hct__default_db_path(path, sizeof path, 0);
-    if (err) return hct__cli_fail(err);
-    db_path = path;
-  }
   hct_db_t *db;
-  err = hct__db_open(db_path, HCT_DB_NOCREATE | HCT_DB_READONLY, &db);
+  int err = hct__cli_open_db(db_path, path, sizeof path, &db);
   if (err) return hct__cli_fail(err);
+  db_path = path;
   char *text = NULL;
   hct_db_decision_t *d = NULL;
   int nd = 0;

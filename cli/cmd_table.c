@@ -64,3 +64,13 @@ int hct__cli_fail(int code) {
   hct__error_print("hctune", code);
   return HCT_EXIT_FAIL;
 }
+
+int hct__cli_open_db(const char *db_path, char *path, size_t len, hct_db_t **db) {
+  if (db_path != NULL)
+    hct__strlcpy(path, db_path, len);
+  else {
+    int rc = hct__default_db_path(path, len, 0);
+    if (rc != 0) return rc;
+  }
+  return hct__db_open(path, HCT_DB_NOCREATE | HCT_DB_READONLY, db);
+}

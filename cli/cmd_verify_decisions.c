@@ -52,11 +52,9 @@ int cmd_verify_decisions(int argc, char **argv) {
 
   char path[1024], kdir[1024];
   int rc;
-  if (db_path) hct__strlcpy(path, db_path, sizeof path);
-  else if ((rc = hct__default_db_path(path, sizeof path, 0)) != 0) return hct__cli_fail(rc);
   if ((rc = hct__kernels_dir(kdir, sizeof kdir)) != 0) return hct__cli_fail(rc);
   hct_db_t *db;
-  if ((rc = hct__db_open(path, HCT_DB_NOCREATE | HCT_DB_READONLY, &db)) != 0) return hct__cli_fail(rc);
+  if ((rc = hct__cli_open_db(db_path, path, sizeof path, &db)) != 0) return hct__cli_fail(rc);
   hct_db_decision_t *d = NULL;
   int nd = 0;
   rc = hct__db_decisions_list(db, &d, &nd);
