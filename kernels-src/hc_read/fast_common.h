@@ -5,6 +5,10 @@
  * block per token and stream, with the w_norm loads issued early), and the
  * reduction of several canonical butterflies at once (hcr_multi_sum).
  *
+ * It also holds the canonical up and mix of a warp's channels
+ * (hcr_upmix_warp, used by upmix.h and persist_bw) and the gates-and-mix
+ * tail it shares with persist (hcr_gate_mix).
+ *
  * Each of those templates defines PF and includes this after hc_read.h;
  * its norm entry is a thin wrapper around hcr_fast_norm, so the entry names
  * stay the variant's own.  Everything here is inlined: the compiled code is
@@ -185,6 +189,73 @@ HCT_DEV float hcr_multi_sum(float (&v)[N], int lane) {
   if (N < 16) a += hct_shfl_xor(a, 2);
   if (N < 32) a += hct_shfl_xor(a, 1);
   return a;
+}
+
+/* ---- steps 3 and 4 by one warp ------------------------------------------ */
+
+/* The end of an up-and-mix warp: gt holds, in lane v << (5 - M), the gate
+ * of value v = s*TB + t (token t, stream s); the lanes that mix (`mixer`,
+ * token tm) gather their four gates and store the mix of R' (r) and its
+ * 16-bit images for channel c. */
+template <int TB, int M>
+HCT_DEV void hcr_gate_mix(float gt, const float (&r)[S], int tm, bool mixer, int c, float *mixed,
+                          hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
+  float gs[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) gs[s] = hcr_shfl_idx(gt, (s * TB + tm) << (5 - M));
+  if (mixer) {
+    float m = gs[0] * r[0];
+#pragma unroll
+    for (int s = 1; s < S; ++s) m = fmaf(gs[s], r[s], m);
+    const long long o = (long long)tm * C + c;
+    mixed[o] = m;
+    mixed_bf16[o] = hct_f32_to_bf16(m);
+    mixed_f16[o] = hct_f32_to_f16(m);
+  }
+}
+
+/*
+ * Steps 3 and 4 in the canonical order for the channels c0 .. c0+NC-1 of
+ * one warp (upmix.h's upmix_dec and splitk, persist_bw), with lo of the
+ * tokens in shared memory (tokens T..TB-1 zero) as slo[h][t][chunk], h
+ * the first or second float4 of a chunk, 8 token rows a half.  w holds
+ * each channel's four w_up rows (chunks lane and lane + 32), rr R' of the
+ * token the lane mixes.  Value s*TB + t of a lane is its partial of row
+ * s*C + c for token t; after hcr_multi_sum lane L holds the full sum of
+ * value L >> (5 - M), and lane t < T gathers its four gates and mixes.
+ */
+template <int TB, int NC>
+HCT_DEV void hcr_upmix_warp(const hct_u4 (&w)[NC][S][2], const float (&rr)[NC][S],
+                           const hct_f4 *slo, int lane, int c0, int T, float *mixed,
+                           hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
+  constexpr int NV = S * TB;
+  constexpr int M = TB == 1 ? 2 : TB == 2 ? 3 : TB == 4 ? 4 : 5;
+  static_assert(S == 4 && (1 << M) == NV, "hcr_upmix_warp: 4 streams x TB tokens is 2^M");
+  const bool two = lane + HCT_LW < HCR_UP_CHUNKS;
+  const int tm = lane & (TB - 1);
+  const bool mixer = lane < T && lane < TB;
+#pragma unroll
+  for (int i = 0; i < NC; ++i) {
+    float v[NV];
+#pragma unroll
+    for (int t = 0; t < TB; ++t) {
+      const hct_f4 *l0 = slo + t * (K / 8), *l1 = slo + (8 + t) * (K / 8);
+      const hct_f4 a = l0[lane], b = l1[lane];
+      hct_f4 a2 = {0.0f, 0.0f, 0.0f, 0.0f}, b2 = a2;
+      if (two) {
+        a2 = l0[lane + HCT_LW];
+        b2 = l1[lane + HCT_LW];
+      }
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        float acc = hcr_dot8(w[i][s][0], a, b, 0.0f);
+        if (two) acc = hcr_dot8(w[i][s][1], a2, b2, acc);
+        v[s * TB + t] = acc;
+      }
+    }
+    const float g = hcr_sigmoid(hcr_multi_sum<NV>(v, lane));
+    hcr_gate_mix<TB, M>(g, rr[i], tm, mixer, c0 + i, mixed, mixed_bf16, mixed_f16);
+  }
 }
 
 #endif /* HCR_FAST_COMMON_H */

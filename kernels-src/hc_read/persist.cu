@@ -219,8 +219,8 @@ HCT_DEV void pk_upmix(const hct_u32 *wu, const float *lo2, const float (&r)[S], 
   pk_stamp(trace, 11);
   const float gt = hcr_sigmoid(hcr_multi_sum<NV>(v, lane));
   pk_stamp(trace, 12);
-  hcr_persist_mix<TB, M>(gt, r, lane & (TB - 1), lane < T && lane < TB, c, mixed, mixed_bf16,
-                         mixed_f16);
+  hcr_gate_mix<TB, M>(gt, r, lane & (TB - 1), lane < T && lane < TB, c, mixed, mixed_bf16,
+                      mixed_f16);
 }
 
 /* cp.async of R of stream s for T tokens into y and of w_norm of s into

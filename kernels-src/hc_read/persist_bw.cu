@@ -24,9 +24,8 @@
  *            row's butterfly: lo, stored.
  *   barrier  (hct_grid.h, arrive and wait split: its share of R' is
  *            computed between)
- *   end      every block gathers lo; up and mix by upmix_dec's warp per
- *            channel (canonical lane partials, sums by recursive halving,
- *            gates and mix in registers); its share of R' stored.
+ *   end      every block gathers lo; up and mix by hcr_upmix_warp (fast_common.h: canonical lane partials, sums by
+ *            recursive halving, gates and mix in registers); its share of R' stored.
  *
  * Parameters: NB blocks (<= SM_COUNT, all resident), TP tokens a pass,
  * PDL (programmatic dependent launch, sm_90).
@@ -229,10 +228,10 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   }
   /* R of the end's channels, read now (resid changes after the barrier). */
   const int tm = lane % TB;
-  float rr[S] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float rr[1][S] = {{0.0f, 0.0f, 0.0f, 0.0f}};
   if (wp < PB_NCU && lane < T && lane < TB)
 #pragma unroll
-    for (int s = 0; s < S; ++s) rr[s] = resid[((long long)tm * S + s) * C + cu0 + wp];
+    for (int s = 0; s < S; ++s) rr[0][s] = resid[((long long)tm * S + s) * C + cu0 + wp];
   pb_stamp(trace, 1);
 
   /* ---- passes ------------------------------------------------------------- */
@@ -280,17 +279,17 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   const bool two = lane + HCT_LW < PB_UPC;
   if (wp < PB_NCU) {
     const int cl = wp, c = cu0 + cl;
-    hct_u4 w[S][2];
+    hct_u4 w[1][S][2];
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       const hct_u4 *row = wu + (s * PB_NCU + cl) * PB_UPC;
-      w[s][0] = row[lane];
-      w[s][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
+      w[0][s][0] = row[lane];
+      w[0][s][1] = two ? row[lane + HCT_LW] : hct_u4{0, 0, 0, 0};
     }
     if (pending != 0 && lane < T && lane < TB)
 #pragma unroll
-      for (int s = 0; s < S; ++s) rr[s] = rr[s] + pending[((long long)tm * S + s) * C + c];
-    hcr_persist_upmix<TB>(w, slo, rr, lane, c, T, mixed, mixed_bf16, mixed_f16);
+      for (int s = 0; s < S; ++s) rr[0][s] = rr[0][s] + pending[((long long)tm * S + s) * C + c];
+    hcr_upmix_warp<TB, 1>(w, rr, slo, lane, c, T, mixed, mixed_bf16, mixed_f16);
   }
   pb_stamp(trace, 9);
 }

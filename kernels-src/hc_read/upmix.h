@@ -2,8 +2,9 @@
  * upmix.h: steps 3 and 4 of upmix_dec and splitk, fused: a warp takes the
  * 4 rows of w_up of one channel (one per stream) for every token, reduces
  * the 4 x TB canonical butterflies at once (hcr_multi_sum) and mixes the
- * gated streams in registers: the gate tensor is never written.  Needs UW
- * and CPW, and fast_common.h.
+ * gated streams in registers: the gate tensor is never written (the
+ * warp's work is hcr_upmix_warp, fast_common.h).  Needs UW and CPW, and
+ * fast_common.h.
  */
 #ifndef HCR_UPMIX_H
 #define HCR_UPMIX_H
@@ -15,58 +16,6 @@
 /* hcr_multi_sum (fast_common.h) reduces several butterflies at once. */
 
 #define HCR_UPMIX_UT (UW * HCT_LW)
-
-/*
- * Steps 3 and 4 for the channels c0 .. c0+CPW-1 of one warp, with lo of
- * the tokens in shared memory (tokens T..TB-1 zero) as slo[h][t][chunk].  Value s*TB + t of a
- * lane is its partial of row s*C + c for token t; after hcr_multi_sum lane
- * L holds the full sum of value L >> (5 - M), and lane t < T gathers its
- * four gates and mixes.
- */
-template <int TB>
-HCT_DEV void hcr_upmix_warp(const hct_u4 (&w)[CPW][S][2], const float (&rr)[CPW][S],
-                           const hct_f4 *slo, int lane, int c0, int T, float *mixed,
-                           hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
-  constexpr int NV = S * TB;
-  constexpr int M = TB == 1 ? 2 : TB == 2 ? 3 : TB == 4 ? 4 : 5;
-  static_assert(S == 4 && (1 << M) == NV, "upmix.h: 4 streams x TB tokens is 2^M");
-  const bool two = lane + HCT_LW < HCR_UP_CHUNKS;
-  const int tm = lane & (TB - 1);
-  const bool mixer = lane < T && lane < TB;
-#pragma unroll
-  for (int i = 0; i < CPW; ++i) {
-    float v[NV];
-#pragma unroll
-    for (int t = 0; t < TB; ++t) {
-      const hct_f4 *l0 = slo + t * (K / 8), *l1 = slo + (8 + t) * (K / 8);
-      const hct_f4 a = l0[lane], b = l1[lane];
-      hct_f4 a2 = {0.0f, 0.0f, 0.0f, 0.0f}, b2 = a2;
-      if (two) {
-        a2 = l0[lane + HCT_LW];
-        b2 = l1[lane + HCT_LW];
-      }
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        float acc = hcr_dot8(w[i][s][0], a, b, 0.0f);
-        if (two) acc = hcr_dot8(w[i][s][1], a2, b2, acc);
-        v[s * TB + t] = acc;
-      }
-    }
-    const float g = hcr_sigmoid(hcr_multi_sum<NV>(v, lane));
-    float gs[S];
-#pragma unroll
-    for (int s = 0; s < S; ++s) gs[s] = hcr_shfl_idx(g, (s * TB + tm) << (5 - M));
-    if (mixer) {
-      float m = gs[0] * rr[i][0];
-#pragma unroll
-      for (int s = 1; s < S; ++s) m = fmaf(gs[s], rr[i][s], m);
-      const long long o = (long long)tm * C + c0 + i;
-      mixed[o] = m;
-      mixed_bf16[o] = hct_f32_to_bf16(m);
-      mixed_f16[o] = hct_f32_to_f16(m);
-    }
-  }
-}
 
 /*
  * Grid (C / (UW*CPW)), block UW*32.  Warp w of block b takes channels
@@ -117,10 +66,10 @@ HCT_DEV void hcr_upmix(const float *resid, const hct_u16 *w_up, const float *lo,
   __syncthreads();
 
   switch (TB) {
-    case 1: hcr_upmix_warp<1>(w, rr, slo, lane, c0, T, mixed, mixed_bf16, mixed_f16); break;
-    case 2: hcr_upmix_warp<2>(w, rr, slo, lane, c0, T, mixed, mixed_bf16, mixed_f16); break;
-    case 4: hcr_upmix_warp<4>(w, rr, slo, lane, c0, T, mixed, mixed_bf16, mixed_f16); break;
-    default: hcr_upmix_warp<8>(w, rr, slo, lane, c0, T, mixed, mixed_bf16, mixed_f16); break;
+    case 1: hcr_upmix_warp<1, CPW>(w, rr, slo, lane, c0, T, mixed, mixed_bf16, mixed_f16); break;
+    case 2: hcr_upmix_warp<2, CPW>(w, rr, slo, lane, c0, T, mixed, mixed_bf16, mixed_f16); break;
+    case 4: hcr_upmix_warp<4, CPW>(w, rr, slo, lane, c0, T, mixed, mixed_bf16, mixed_f16); break;
+    default: hcr_upmix_warp<8, CPW>(w, rr, slo, lane, c0, T, mixed, mixed_bf16, mixed_f16); break;
   }
 }
 
