@@ -1,7 +1,8 @@
 /*
  * hct_bulk.h: the copy engine's bulk copies from global into shared memory
  * (sm_90, CUDA), completing on an mbarrier.  One thread issues a copy of
- * any multiple of 16 bytes with one instruction and goes on; the copies of
+ * any multiple of 16 bytes with one instruction and goes on (an issue
+ * took 28-51 ns on the H200, so: few, large copies); the copies of
  * a group complete on one mbarrier, which every thread can wait on.  With
  * per-thread cp.async (hct_kernel.h) the issuing warps stall once the SM's
  * outstanding requests are at their limit, so warps that should compute

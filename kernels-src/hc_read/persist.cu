@@ -279,9 +279,9 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
    * thread (group 0, the first requests of the SM: the norm needs them
    * first), its w_down rows likewise (group 1); its w_up rows, 20
    * contiguous rows a stream, by four bulk copies once the norm is done
-   * (the copy engine interleaves the copies it has, so early w_up copies
-   * delay everything else).  With PDL, w_down goes first, before the wait
-   * for the previous kernel. */
+   * (bulk copies of R issued with those of the weights landed only with
+   * the last of them: docs/perf/h200.md).  With PDL, w_down goes first,
+   * before the wait for the previous kernel. */
   if (tid == 0) hct_bulk_init(&bar[0]);
   if (PDL) {
     hcr_pdl_launch();

@@ -208,10 +208,10 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
    * By cp.async from every thread: w_norm and R of the first pass (group
    * 0, the SM's first requests: the norm needs them first), its w_down
    * rows (group 1); its w_up rows, 20 contiguous rows a stream, by four
-   * bulk copies once the first norm is done (the copy engine interleaves
-   * the copies it holds, so early w_up copies would delay the rest).  With
-   * PDL, w_norm and w_down go first, before the wait for the previous
-   * kernel. */
+   * bulk copies once the first norm is done (bulk copies of R issued with
+   * those of the weights landed only with the last of them:
+   * docs/perf/h200.md).  With PDL, w_norm and w_down go first, before the
+   * wait for the previous kernel. */
   if (tid == 0) hct_bulk_init(bar);
   if (PDL) {
     hcr_pdl_launch();
