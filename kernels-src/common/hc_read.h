@@ -97,18 +97,27 @@ HCT_DEV void hcr_norm_stream(int t, int s, float *resid, const float *pending,
   __syncthreads();
 }
 
-/* Step 2 for one (token, row j), by one logical warp (lane = its lane). */
-HCT_DEV void hcr_down_row(int t, int j, int lane, const hct_u16 *w_down, const float *xn,
-                          float *lo) {
-  const hct_u4 *w = (const hct_u4 *)(w_down + (long long)j * D);
-  const hct_f4 *x = (const hct_f4 *)(xn + (long long)t * D);
+/* Step 2's sum for one row and token, by one logical warp: lane L's fmaf
+ * chain over chunks L + 32q of the row w and of x (xn of the token), in
+ * order, then the butterfly; every lane returns the sum.  w and x may be in
+ * global or shared memory.  UNROLL only tells the compiler how far to
+ * unroll; the order is the same. */
+template <int UNROLL>
+HCT_DEV float hcr_down_sum(const hct_u4 *w, const hct_f4 *x, int lane) {
   float acc = 0.0f;
-#pragma unroll 4
+#pragma unroll UNROLL
   for (int q = 0; q < HCR_DOWN_Q; ++q) {
     const int c = lane + HCT_LW * q;
     acc = hcr_dot8(w[c], x[2 * c], x[2 * c + 1], acc);
   }
-  acc = hct_warp_sum(acc);
+  return hct_warp_sum(acc);
+}
+
+/* Step 2 for one (token, row j), by one logical warp (lane = its lane). */
+HCT_DEV void hcr_down_row(int t, int j, int lane, const hct_u16 *w_down, const float *xn,
+                          float *lo) {
+  const float acc = hcr_down_sum<4>((const hct_u4 *)(w_down + (long long)j * D),
+                                    (const hct_f4 *)(xn + (long long)t * D), lane);
   if (lane == 0) lo[(long long)t * K + j] = acc;
 }
 

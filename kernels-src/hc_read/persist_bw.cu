@@ -169,15 +169,7 @@ HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float
   /* The lane chains: warp (row i, token tt), lane L walks chunks L + 32q. */
   if (wp < nrow * n) {
     const int i = wp / n, tt = wp % n;
-    const hct_u4 *w = wd + i * (D / 8);
-    const hct_f4 *x = (const hct_f4 *)(xr + tt * D);
-    float acc = 0.0f;
-#pragma unroll 8
-    for (int q = 0; q < HCR_DOWN_Q; ++q) {
-      const int c = lane + HCT_LW * q;
-      acc = hcr_dot8(w[c], x[2 * c], x[2 * c + 1], acc);
-    }
-    acc = hct_warp_sum(acc);
+    const float acc = hcr_down_sum<8>(wd + i * (D / 8), (const hct_f4 *)(xr + tt * D), lane);
     if (lane == 0) lo[(long long)(t0 + tt) * K + b + NB * i] = acc;
   }
   if (t0 == 0) pb_stamp(trace, 5);
