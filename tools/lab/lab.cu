@@ -35,6 +35,7 @@
 #define UP_WARPS 4
 #include "persist.cu"
 #include "persist_bw.cu"
+#include "pipe.cu"
 #include "hct_bulk.h"
 #include "v1.cu"
 
@@ -68,6 +69,11 @@ __global__ void __launch_bounds__(640, 1) lab_pk(PK_PARAMS, hct_u64 *trace) {
 __global__ void __launch_bounds__(640, 1) lab_pb(PB_PARAMS, hct_u64 *trace) {
   lab_clock_stamp(trace, 14);
   pb_dispatch(PB_ARGS, trace);
+  lab_clock_stamp(trace, 15);
+}
+__global__ void __cluster_dims__(PP_CL, 1, 1) __launch_bounds__(PP_NT, 2) lab_pp(PP_PARAMS, hct_u64 *trace) {
+  lab_clock_stamp(trace, 14);
+  pp_read(PP_ARGS, trace);
   lab_clock_stamp(trace, 15);
 }
 /* Latency of dependent loads: one thread follows `n` links of a chain. */
@@ -173,15 +179,16 @@ static void alloc_set(Set &s, int T, unsigned seed) {
   CK(cudaGetLastError());
 }
 
-enum Kind { V1, PB, PK, PBP, PKP };
-static const char *kind_name[] = {"v1", "persist_bw", "persist", "persist_bw+pdl", "persist+pdl"};
+enum Kind { V1, PB, PK, PBP, PKP, PP, PPP };
+static const char *kind_name[] = {"v1", "persist_bw", "persist", "persist_bw+pdl", "persist+pdl", "pipe", "pipe+pdl"};
+static const int kind_nt[] = {0, 640, 640, 640, 640, PP_NT, PP_NT};
 
 /* A launch with programmatic stream serialisation (PDL). */
 template <typename... A>
-static void launch_pdl(void (*f)(A...), int smem, A... args) {
+static void launch_pdl(void (*f)(A...), int nt, int smem, A... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(128);
-  cfg.blockDim = dim3(640);
+  cfg.blockDim = dim3(nt);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = cudaStreamPerThread;
   cudaLaunchAttribute at[1];
@@ -206,10 +213,15 @@ static void launch(Kind k, Set &s, int T, bool pend, hct_u64 *trace) {
   } else if (k == PK) {
     lab_pk<<<NBLK, NT, PK_SMEM(T)>>>(s.resid, P, s.wn, s.wd, s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
   } else if (k == PBP) {
-    launch_pdl(lab_pb, PB_SMEM(T), s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
+    launch_pdl(lab_pb, 640, PB_SMEM(T), s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
                (const hct_u16 *)s.wu, s.lo, g_ws, s.mixed, s.mb, s.mh, T, trace);
+  } else if (k == PP) {
+    lab_pp<<<NBLK, PP_NT, PP_SMEM>>>(s.resid, P, s.wn, s.wd, s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
+  } else if (k == PPP) {
+    launch_pdl(lab_pp, PP_NT, PP_SMEM, s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
+               (const hct_u16 *)s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
   } else {
-    launch_pdl(lab_pk, PK_SMEM(T), s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
+    launch_pdl(lab_pk, 640, PK_SMEM(T), s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
                (const hct_u16 *)s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
   }
 }
@@ -244,7 +256,7 @@ static void parity(int T, Set &s) {
   CK(cudaMemcpy(r0.data(), s.resid, r0.size() * 4, cudaMemcpyDeviceToHost));
   for (int pend = 0; pend < 2; ++pend) {
     Outs ref = run_once(V1, s, T, pend, r0);
-    for (int k = PB; k <= PKP; ++k) {
+    for (int k = PB; k <= PPP; ++k) {
       Outs o = run_once((Kind)k, s, T, pend, r0);
       long bad = 0, badr = 0;
       double maxref = 0, maxerr = 0;
@@ -364,12 +376,15 @@ int main(int argc, char **argv) {
   CK(cudaFuncSetAttribute(lab_empty, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024 - 64));
   CK(cudaFuncSetAttribute(lab_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024 - 64));
   CK(cudaFuncSetAttribute(lab_stream_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+  CK(cudaFuncSetAttribute(lab_pp, cudaFuncAttributeMaxDynamicSharedMemorySize, PP_SMEM));
   CK(cudaMalloc(&g_ws, 4096));
   CK(cudaMemset(g_ws, 0, 4096));
   hct_u64 *trace;
   CK(cudaMalloc(&trace, (size_t)BATCH * NBLK * STAMPS * 8));
   std::vector<hct_u64> tr;
 
+  const bool quick = getenv("LAB_QUICK") != nullptr; /* skip the building blocks */
+  if (quick) goto kernels;
   /* Building blocks: the clock, load latencies, launches, barriers, streaming. */
   {
     hct_u64 *d, h[2];
@@ -430,6 +445,7 @@ int main(int argc, char **argv) {
   }
   CK(cudaFree(g_src));
 
+kernels:
   for (int T : Ts) {
     g_T = T;
     const double set_bytes = 2.0 * K * D * 2 + (double)T * D * 4 * 2;
@@ -443,7 +459,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < g_nsets; ++i) alloc_set(g_sets[i], T, 1000 * T + i);
     CK(cudaDeviceSynchronize());
     parity(T, g_sets[0]);
-    for (int k = V1; k <= PKP; ++k) {
+    for (int k = V1; k <= PPP; ++k) {
       g_kind = (Kind)k;
       CK(cudaMemset(trace, 0, (size_t)BATCH * NBLK * STAMPS * 8));
       double us = time_graph(enq_kernel, k == V1 ? nullptr : trace, k == V1 ? nullptr : &tr);

@@ -1,0 +1,381 @@
+/*
+ * pipe: hc_read in one persistent launch, class kl, sized so that two
+ * reads are in flight on every SM: while one read computes, the next
+ * read's blocks are already resident and their weights are streaming into
+ * shared memory and registers.
+ *
+ * Why: a read moves 13.11 MB of weights and its dependency chain (norm,
+ * down, an exchange across the chip, up, mix) is latency-bound.  `persist`
+ * fills an SM (640 threads, about 180 KB), so the next read's blocks can
+ * only start once this read's blocks have left, and every read pays its
+ * weight stream and its chain one after the other.  Here a block takes
+ * 320 threads (at most 96 registers) and about 97 KB of shared memory, so
+ * two fit on an SM; each block lets the next launch begin at once
+ * (programmatic dependent launch, PDL), requests its weights, and only
+ * then waits for the previous read.  The stream of read n+1 then overlaps
+ * the chain of read n.
+ *
+ * Work, 128 blocks in 16 clusters of 8:
+ *   down   cluster (g, h) owns rows 40g .. 40g+39 of w_down over streams
+ *          2h and 2h+1; its block of rank r the quarter r%4 (640 columns)
+ *          of stream 2h + r/4.  A block stages its R' (every token) and
+ *          its w_down tile in shared memory, y = fl(R' * w_norm), and its
+ *          partial sums of squares.  The dots run on tensor cores
+ *          (mma.sync m16n8k16, bf16 in, f32 accumulate): tokens are the
+ *          rows of A, w_down rows the columns of B; each f32 activation
+ *          is split into three bf16 terms (hi + mid + lo == y exactly), so
+ *          every product is exact in f32 and only the accumulation rounds.
+ *   cluster the eight partial dots and sums of squares are exchanged in
+ *          distributed shared memory; each block reduces five rows, scales
+ *          by its two streams' rs (the norm's scale commutes with the dot:
+ *          lo is linear in each stream's partial) and stores them.
+ *   grid   one grid barrier (hct_grid.h); then every block gathers
+ *          lo = part[0] + part[1] (the two stream halves).
+ *   up     block b owns channels 20b .. 20b+19, the 80 rows s*C + c of
+ *          w_up, held in registers as mma fragments since before the
+ *          wait; a warp per 8 rows; sigmoid; the mix of its channels.
+ *
+ * Columns within a 32-column step are given to mma k positions in a
+ * permuted order (a lane's 8 contiguous columns serve positions 2q, 2q+1,
+ * 2q+8, 2q+9 of two steps), the same for A and B, so every operand is one
+ * 16-byte load.
+ *
+ * Deterministic: fixed orders everywhere.  Parameters: PDL (see above;
+ * without it the read runs alone), GB (the grid barrier's back-off, ns).
+ * Scratch: part (2*T*K floats), ws (the barrier's state, zeroed once).
+ * Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out, and each
+ * stage can record the global timer into `trace`.
+ */
+#include "hc_read.h"
+#ifndef GB
+#error "pipe: GB must be defined"
+#endif
+#define HCT_GRID_BACKOFF_NS GB
+#include "hct_grid.h"
+#define PF 0
+#include "fast_common.h"
+#include "persist_common.h"
+#ifndef PDL
+#error "pipe: PDL must be defined"
+#endif
+#if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
+#error "pipe: needs thread block clusters and bf16 mma (sm_90 or later)"
+#endif
+
+#define PP_NT 320           /* threads */
+#define PP_NW 10            /* warps */
+#define PP_NB 128           /* blocks */
+#define PP_CL 8             /* blocks a cluster */
+#define PP_RPC 40           /* w_down rows a cluster */
+#define PP_KPB 640          /* w_down columns a block: a quarter stream */
+#define PP_WDS (PP_KPB + 32) /* w_down tile row stride, bf16: 64 B of padding, conflict-free */
+#define PP_YS (PP_KPB + 8)  /* y row stride, floats */
+#define PP_NCU 20           /* channels a block, up and mix */
+#define PP_NR (S * PP_NCU)  /* w_up rows a block: 80 */
+#define PP_LOS (K + 8)      /* lo row stride, floats */
+#define PP_TMAX 8           /* tokens: the 8 rows of an mma's A that are used */
+#define PP_UPM (K / 32)     /* 32-column steps of an up row: 10 */
+static_assert(S == 4 && C == 4 * PP_KPB, "pipe: a block takes a quarter of a stream");
+static_assert((K / PP_RPC) * 2 * PP_CL == PP_NB, "pipe: 8 row groups x 2 stream halves x 8 ranks");
+static_assert(C == PP_NB * PP_NCU && PP_NR == 8 * PP_NW, "pipe: a warp per 8 up rows");
+static_assert(PP_RPC == 5 * 8 && PP_NW == 2 * 5, "pipe: down is 5 column tiles x 2 halves");
+static_assert(K % 32 == 0 && PP_KPB % 64 == 0, "pipe: whole 32-column steps");
+
+/* Shared memory, bytes from the start (the manifest's smem is PP_SMEM). */
+#define PP_OFF_WD 0                                   /* [40][PP_WDS] bf16; later the gates */
+#define PP_OFF_Y (PP_OFF_WD + PP_RPC * PP_WDS * 2)    /* [8][PP_YS] f32; later lo [8][PP_LOS] */
+#define PP_OFF_PB (PP_OFF_Y + PP_TMAX * PP_YS * 4)    /* pending, [8][PP_YS] f32 */
+#define PP_OFF_WN (PP_OFF_PB + PP_TMAX * PP_YS * 4)   /* w_norm, 640 bf16 */
+#define PP_OFF_X (PP_OFF_WN + PP_KPB * 2)             /* partial dots [8][40] f32, then sums of squares [8] */
+#define PP_OFF_RED (PP_OFF_X + (PP_TMAX * PP_RPC + PP_TMAX) * 4) /* [5][64] f32 */
+#define PP_OFF_SSW (PP_OFF_RED + 5 * 64 * 4)          /* [10 warps][8] f32 */
+#define PP_SMEM (PP_OFF_SSW + PP_NW * PP_TMAX * 4)
+static_assert(PP_TMAX * PP_LOS <= PP_TMAX * PP_YS && PP_TMAX * PP_NR * 4 <= PP_RPC * PP_WDS * 2,
+              "pipe: lo and the gates fit where y and w_down were");
+
+HCT_DEV void pp_stamp(hct_u64 *trace, int i) {
+  if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
+}
+
+/* ---- sm_90 pieces ----------------------------------------------------------*/
+
+HCT_DEV hct_u32 pp_smem_addr(const void *p) {
+  hct_u32 a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+HCT_DEV int pp_cluster_rank(void) {
+  hct_u32 r;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return (int)r;
+}
+HCT_DEV int pp_cluster_id(void) {
+  hct_u32 r;
+  asm("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+  return (int)r;
+}
+/* Every thread of every block of the cluster; writes before it are seen
+ * by reads after it, in any block of the cluster. */
+HCT_DEV void pp_cluster_sync(void) {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+/* The float at p in the shared memory of the cluster's block `rank`. */
+HCT_DEV float pp_ld_cluster(const float *p, int rank) {
+  hct_u32 a;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(pp_smem_addr(p)), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
+  return v;
+}
+
+/* Two floats to a bf16 pair, round to nearest even; `a` in the low half
+ * (the lower column of an mma fragment). */
+HCT_DEV hct_u32 pp_bf2(float a, float b) {
+  hct_u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+  return r;
+}
+/* a = hi + mid + lo in bf16 pairs: the remainders are exact in f32, and
+ * three 8-bit significands cover a float's 24, so the sum is a (to 2^-27
+ * relative, far below an f32 rounding). */
+struct pp_split {
+  hct_u32 h, m, l;
+};
+HCT_DEV pp_split pp_split2(float a, float b) {
+  pp_split s;
+  s.h = pp_bf2(a, b);
+  const float ra = a - hct_bf16_lo(s.h), rb = b - hct_bf16_hi(s.h);
+  s.m = pp_bf2(ra, rb);
+  s.l = pp_bf2(ra - hct_bf16_lo(s.m), rb - hct_bf16_hi(s.m));
+  return s;
+}
+/* d += A * B for one m16n8k16 step with A's rows 8..15 zero. */
+HCT_DEV void pp_mma(float (&d)[4], hct_u32 a0, hct_u32 a2, hct_u32 b0, hct_u32 b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+/* One 32-column step: this lane's 8 activations x (its row's 8 weights in
+ * w), as two mma steps of three terms each.  dh takes the hi terms, dl
+ * the rest (the small terms summed apart lose less). */
+HCT_DEV void pp_step(float (&dh)[4], float (&dl)[4], hct_f4 a, hct_f4 b, hct_u4 w) {
+  const pp_split x0 = pp_split2(a.x, a.y), x2 = pp_split2(a.z, a.w);
+  pp_mma(dh, x0.h, x2.h, w.x, w.y);
+  pp_mma(dl, x0.m, x2.m, w.x, w.y);
+  pp_mma(dl, x0.l, x2.l, w.x, w.y);
+  const pp_split y0 = pp_split2(b.x, b.y), y2 = pp_split2(b.z, b.w);
+  pp_mma(dh, y0.h, y2.h, w.z, w.w);
+  pp_mma(dl, y0.m, y2.m, w.z, w.w);
+  pp_mma(dl, y0.l, y2.l, w.z, w.w);
+}
+
+/* ---- the read --------------------------------------------------------------*/
+
+#define PP_PARAMS                                                                               \
+  float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,            \
+      const hct_u16 *w_up, float *part, hct_u32 *ws, float *mixed, hct_u16 *mixed_bf16,         \
+      hct_u16 *mixed_f16, int T
+#define PP_ARGS resid, pending, w_norm, w_down, w_up, part, ws, mixed, mixed_bf16, mixed_f16, T
+
+HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
+  HCT_DYN_SHARED(hct_u4, pp_sm);
+  char *sm = (char *)pp_sm;
+  hct_u16 *wd = (hct_u16 *)(sm + PP_OFF_WD);
+  float *gt = (float *)(sm + PP_OFF_WD);
+  float *y = (float *)(sm + PP_OFF_Y);
+  float *lo = (float *)(sm + PP_OFF_Y);
+  float *pb = (float *)(sm + PP_OFF_PB);
+  hct_u16 *wn = (hct_u16 *)(sm + PP_OFF_WN);
+  float *xp = (float *)(sm + PP_OFF_X); /* [t][40] */
+  float *xs = xp + PP_TMAX * PP_RPC;    /* [t] */
+  float *red = (float *)(sm + PP_OFF_RED);
+  float *ssw = (float *)(sm + PP_OFF_SSW);
+
+  const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
+  const int tok = lane >> 2, q = lane & 3; /* an mma fragment's row / column and k pair */
+  const int cid = pp_cluster_id(), r = pp_cluster_rank();
+  const int g = cid >> 1, h = cid & 1, s = 2 * h + r / 4;
+  const int j0 = g * PP_RPC;           /* the cluster's first w_down row */
+  const int cs0 = (r % 4) * PP_KPB;    /* the block's first column within stream s */
+  const int cu0 = (int)blockIdx.x * PP_NCU;
+  pp_stamp(trace, 0);
+  hct_grid_t grid = hct_grid_begin(ws);
+
+  /* ---- before the wait: weights only (no kernel writes them) ------------ */
+  if (PDL) hcr_pdl_launch();
+  for (int p = tid; p < PP_RPC * (PP_KPB / 8); p += PP_NT) {
+    const int row = p / (PP_KPB / 8), ch = p % (PP_KPB / 8);
+    hct_cp_async16(wd + row * PP_WDS + 8 * ch, w_down + (long long)(j0 + row) * D + (long long)s * C + cs0 + 8 * ch);
+  }
+  for (int p = tid; p < PP_KPB / 8; p += PP_NT) hct_cp_async16(wn + 8 * p, w_norm + (long long)s * C + cs0 + 8 * p);
+  hct_cp_async_commit();
+  /* This warp's 8 up rows as B fragments: lane (tok, q) holds columns
+   * 32m + 8q .. 32m + 8q + 7 of row 8*wp + tok. */
+  hct_u4 wu[PP_UPM];
+  {
+    const int rho = 8 * wp + tok, sr = rho / PP_NCU, cl = rho % PP_NCU;
+    const hct_u4 *src = (const hct_u4 *)(w_up + ((long long)sr * C + cu0 + cl) * K + 8 * q);
+#pragma unroll
+    for (int m = 0; m < PP_UPM; ++m) wu[m] = src[4 * m];
+  }
+  if (PDL) hcr_pdl_wait();
+  pp_stamp(trace, 1);
+
+  /* ---- R' ----------------------------------------------------------------
+   * This block's columns of stream s, every token, to y (and pending to
+   * pb); R' of its mix channels (all streams) to registers: their owner
+   * is this block, which stores them after the barrier, when every block
+   * has read R. */
+  for (int p = tid; p < T * (PP_KPB / 4); p += PP_NT) {
+    const int t = p / (PP_KPB / 4), i = p % (PP_KPB / 4);
+    const long long at = ((long long)t * S + s) * C + cs0 + 4 * i;
+    hct_cp_async16(y + t * PP_YS + 4 * i, resid + at);
+    if (pending != 0) hct_cp_async16(pb + t * PP_YS + 4 * i, pending + at);
+  }
+  hct_cp_async_commit();
+  const int mt = tid / PP_NCU, mcl = tid % PP_NCU; /* the mix: a thread per (token, channel) */
+  float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (mt < T) {
+#pragma unroll
+    for (int sr = 0; sr < S; ++sr) {
+      const long long at = ((long long)mt * S + sr) * C + cu0 + mcl;
+      rm[sr] = pending != 0 ? resid[at] + pending[at] : resid[at];
+    }
+  }
+  hct_cp_async_wait<0>();
+  __syncthreads();
+  pp_stamp(trace, 2);
+
+  /* ---- y = fl(R' * w_norm) and the sums of squares ---------------------- */
+  {
+    float ss[PP_TMAX];
+#pragma unroll
+    for (int t = 0; t < PP_TMAX; ++t) {
+      ss[t] = 0.0f;
+      if (t >= T) continue;
+#pragma unroll
+      for (int i = 0; i < PP_KPB / PP_NT; ++i) {
+        const int k = tid + i * PP_NT;
+        float x = y[t * PP_YS + k];
+        if (pending != 0) x = x + pb[t * PP_YS + k];
+        ss[t] = fmaf(x, x, ss[t]);
+        y[t * PP_YS + k] = x * hct_bf16_to_f32(wn[k]);
+      }
+      ss[t] = hct_warp_sum(ss[t]);
+    }
+    if (lane < PP_TMAX) {
+      float v = 0.0f;
+#pragma unroll
+      for (int t = 0; t < PP_TMAX; ++t) v = lane == t ? ss[t] : v;
+      ssw[wp * PP_TMAX + lane] = v;
+    }
+  }
+  __syncthreads();
+  pp_stamp(trace, 3);
+
+  /* ---- down: warp (column tile nt, half kh) ------------------------------ */
+  {
+    const int nt = wp % 5, kh = wp / 5;
+    const hct_u16 *wrow = wd + (8 * nt + tok) * PP_WDS + kh * (PP_KPB / 2) + 8 * q;
+    const float *yrow = y + tok * PP_YS + kh * (PP_KPB / 2) + 8 * q;
+    float dh[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const hct_f4 z = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 1
+    for (int m = 0; m < PP_KPB / 64; ++m) {
+      const hct_u4 w = *(const hct_u4 *)(wrow + 32 * m);
+      const hct_f4 a = tok < T ? *(const hct_f4 *)(yrow + 32 * m) : z;
+      const hct_f4 b = tok < T ? *(const hct_f4 *)(yrow + 32 * m + 4) : z;
+      pp_step(dh, dl, a, b, w);
+    }
+    /* Lane (tok, q) holds token tok's dots with rows 8nt + 2q, +1. */
+    const float v0 = dh[0] + dl[0], v1 = dh[1] + dl[1];
+    if (kh == 1) {
+      red[nt * 64 + 2 * lane] = v0;
+      red[nt * 64 + 2 * lane + 1] = v1;
+    }
+    __syncthreads();
+    if (kh == 0 && tok < T) {
+      xp[tok * PP_RPC + 8 * nt + 2 * q] = v0 + red[nt * 64 + 2 * lane];
+      xp[tok * PP_RPC + 8 * nt + 2 * q + 1] = v1 + red[nt * 64 + 2 * lane + 1];
+    }
+    if (tid < T) {
+      float v = 0.0f;
+#pragma unroll
+      for (int w = 0; w < PP_NW; ++w) v += ssw[w * PP_TMAX + tid];
+      xs[tid] = v;
+    }
+  }
+  pp_stamp(trace, 4);
+  pp_cluster_sync(); /* every block's xp and xs, to the whole cluster */
+
+  /* ---- the cluster's lo for two stream halves: this block's 5 rows ------- */
+  if (tid < 5 * T) {
+    const int t = tid / 5, row = 5 * r + tid % 5;
+    float p0 = 0.0f, p1 = 0.0f, s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      p0 += pp_ld_cluster(xp + t * PP_RPC + row, k);
+      s0 += pp_ld_cluster(xs + t, k);
+      p1 += pp_ld_cluster(xp + t * PP_RPC + row, 4 + k);
+      s1 += pp_ld_cluster(xs + t, 4 + k);
+    }
+    const float rs0 = rsqrtf(s0 / (float)C + HCT_EPS), rs1 = rsqrtf(s1 / (float)C + HCT_EPS);
+    part[((long long)h * T + t) * K + j0 + row] = fmaf(rs1, p1, rs0 * p0);
+  }
+  pp_stamp(trace, 5);
+  /* The grid barrier also keeps every block's shared memory alive until
+   * the whole cluster has read it. */
+  if (!hct_grid_sync(&grid)) return;
+  pp_stamp(trace, 6);
+
+  /* ---- gather lo; store this block's R' ---------------------------------- */
+  for (int p = tid; p < T * K; p += PP_NT) {
+    const int t = p / K, j = p % K;
+    lo[t * PP_LOS + j] = hcr_ldcg(part + (long long)t * K + j) + hcr_ldcg(part + ((long long)T + t) * K + j);
+  }
+  if (pending != 0 && mt < T)
+#pragma unroll
+    for (int sr = 0; sr < S; ++sr) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
+  __syncthreads();
+  pp_stamp(trace, 7);
+
+  /* ---- up: warp wp, rows 8wp .. 8wp+7; gates --------------------------- */
+  {
+    const float *lrow = lo + tok * PP_LOS + 8 * q;
+    float dh[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const hct_f4 z = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int m = 0; m < PP_UPM; ++m) {
+      const hct_f4 a = tok < T ? *(const hct_f4 *)(lrow + 32 * m) : z;
+      const hct_f4 b = tok < T ? *(const hct_f4 *)(lrow + 32 * m + 4) : z;
+      pp_step(dh, dl, a, b, wu[m]);
+    }
+    if (tok < T) {
+      gt[tok * PP_NR + 8 * wp + 2 * q] = hcr_sigmoid(dh[0] + dl[0]);
+      gt[tok * PP_NR + 8 * wp + 2 * q + 1] = hcr_sigmoid(dh[1] + dl[1]);
+    }
+  }
+  __syncthreads();
+  pp_stamp(trace, 8);
+
+  /* ---- mix ----------------------------------------------------------------*/
+  if (mt < T) {
+    const float *gr = gt + mt * PP_NR + mcl;
+    float m = gr[0] * rm[0];
+#pragma unroll
+    for (int sr = 1; sr < S; ++sr) m = fmaf(gr[sr * PP_NCU], rm[sr], m);
+    const long long o = (long long)mt * C + cu0 + mcl;
+    mixed[o] = m;
+    mixed_bf16[o] = hct_f32_to_bf16(m);
+    mixed_f16[o] = hct_f32_to_f16(m);
+  }
+  pp_stamp(trace, 9);
+}
+
+#ifndef HCR_LAB
+/* Grid 128 in clusters of 8, block 320, dynamic shared memory PP_SMEM. */
+HCT_ENTRY void __cluster_dims__(PP_CL, 1, 1) __launch_bounds__(PP_NT, 2) hc_pp_read(PP_PARAMS) {
+  pp_read(PP_ARGS, 0);
+}
+#endif
