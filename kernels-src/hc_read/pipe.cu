@@ -149,25 +149,45 @@ HCT_DEV pp_split pp_split2(float a, float b) {
   s.l = pp_bf2(ra - hct_bf16_lo(s.m), rb - hct_bf16_hi(s.m));
   return s;
 }
-/* d += A * B for one m16n8k16 step with A's rows 8..15 zero. */
-HCT_DEV void pp_mma(float (&d)[4], hct_u32 a0, hct_u32 a2, hct_u32 b0, hct_u32 b1) {
+/* d += A * B, one m16n8k16 step; A's rows 0..7 in a0 (k 0..7) and a2
+ * (k 8..15), rows 8..15 in a1 and a3. */
+HCT_DEV void pp_mma(float (&d)[4], hct_u32 a0, hct_u32 a1, hct_u32 a2, hct_u32 a3, hct_u32 b0, hct_u32 b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-/* One 32-column step: this lane's 8 activations x (its row's 8 weights in
- * w), as two mma steps of three terms each.  dh takes the hi terms, dl
- * the rest (the small terms summed apart lose less). */
-HCT_DEV void pp_step(float (&dh)[4], float (&dl)[4], hct_f4 a, hct_f4 b, hct_u4 w) {
+/*
+ * Accumulators of a 32-column step: the hi terms go in A's rows 0..7 and
+ * the mid terms in rows 8..15 of one mma (the same weights multiply both),
+ * the lo terms in rows 0..7 of a second; each of the step's two halves
+ * has its own pair of accumulators, so four chains of mma run side by
+ * side (mma.sync's latency, not its rate, bounds a warp's 10 to 20 steps).
+ * Token tok's dot with column 2q (+1) is then the sum of d[h][0] (d[h][1])
+ * and d[h][2] (d[h][3]) and l[h][0] (l[h][1]) over h.
+ */
+struct pp_acc {
+  float d[2][4], l[2][4];
+};
+HCT_DEV void pp_acc_zero(pp_acc &a) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a.d[h][i] = a.l[h][i] = 0.0f;
+}
+/* Column e (0, 1) of this lane's pair: the fixed order of the sums. */
+HCT_DEV float pp_acc_sum(const pp_acc &a, int e) {
+  return ((a.d[0][e] + a.d[0][2 + e]) + a.l[0][e]) + ((a.d[1][e] + a.d[1][2 + e]) + a.l[1][e]);
+}
+/* One 32-column step: this lane's 8 activations (a, b) x its row's 8
+ * weights (w): half 0 takes elements 0..3, half 1 elements 4..7. */
+HCT_DEV void pp_step(pp_acc &acc, hct_f4 a, hct_f4 b, hct_u4 w) {
   const pp_split x0 = pp_split2(a.x, a.y), x2 = pp_split2(a.z, a.w);
-  pp_mma(dh, x0.h, x2.h, w.x, w.y);
-  pp_mma(dl, x0.m, x2.m, w.x, w.y);
-  pp_mma(dl, x0.l, x2.l, w.x, w.y);
+  pp_mma(acc.d[0], x0.h, x0.m, x2.h, x2.m, w.x, w.y);
+  pp_mma(acc.l[0], x0.l, 0u, x2.l, 0u, w.x, w.y);
   const pp_split y0 = pp_split2(b.x, b.y), y2 = pp_split2(b.z, b.w);
-  pp_mma(dh, y0.h, y2.h, w.z, w.w);
-  pp_mma(dl, y0.m, y2.m, w.z, w.w);
-  pp_mma(dl, y0.l, y2.l, w.z, w.w);
+  pp_mma(acc.d[1], y0.h, y0.m, y2.h, y2.m, w.z, w.w);
+  pp_mma(acc.l[1], y0.l, 0u, y2.l, 0u, w.z, w.w);
 }
 
 /* ---- the read --------------------------------------------------------------*/
@@ -219,6 +239,17 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 #pragma unroll
     for (int m = 0; m < PP_UPM; ++m) wu[m] = src[4 * m];
   }
+  /* R and pending into L2 before the wait too: a prefetch returns nothing
+   * to the SM, and the loads after the wait read the L2, where the
+   * previous kernel's stores land, so this is safe even when the previous
+   * read wrote resid. */
+  for (int p = tid; p < T * (PP_KPB / 32 + S); p += PP_NT) {
+    const int t = p / (PP_KPB / 32 + S), i = p % (PP_KPB / 32 + S);
+    const long long at = i < PP_KPB / 32 ? ((long long)t * S + s) * C + cs0 + 32 * i
+                                         : ((long long)t * S + (i - PP_KPB / 32)) * C + cu0;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(resid + at));
+    if (pending != 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(pending + at));
+  }
   if (PDL) hcr_pdl_wait();
   pp_stamp(trace, 1);
 
@@ -247,67 +278,64 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   __syncthreads();
   pp_stamp(trace, 2);
 
-  /* ---- y = fl(R' * w_norm) and the sums of squares ---------------------- */
+  /* ---- down: warp (column tile nt, half kh) ------------------------------
+   * Lane (tok, q) reads R' of token tok at its 8 columns of each step,
+   * scales by w_norm (y = fl(R' * w_norm)) and splits y for the mma; the
+   * warps of tile 0 also sum R'^2 (the norm's partial sums). */
   {
-    float ss[PP_TMAX];
-#pragma unroll
-    for (int t = 0; t < PP_TMAX; ++t) {
-      ss[t] = 0.0f;
-      if (t >= T) continue;
-#pragma unroll
-      for (int i = 0; i < PP_KPB / PP_NT; ++i) {
-        const int k = tid + i * PP_NT;
-        float x = y[t * PP_YS + k];
-        if (pending != 0) x = x + pb[t * PP_YS + k];
-        ss[t] = fmaf(x, x, ss[t]);
-        y[t * PP_YS + k] = x * hct_bf16_to_f32(wn[k]);
-      }
-      ss[t] = hct_warp_sum(ss[t]);
-    }
-    if (lane < PP_TMAX) {
-      float v = 0.0f;
-#pragma unroll
-      for (int t = 0; t < PP_TMAX; ++t) v = lane == t ? ss[t] : v;
-      ssw[wp * PP_TMAX + lane] = v;
-    }
-  }
-  __syncthreads();
-  pp_stamp(trace, 3);
-
-  /* ---- down: warp (column tile nt, half kh) ------------------------------ */
-  {
-    const int nt = wp % 5, kh = wp / 5;
-    const hct_u16 *wrow = wd + (8 * nt + tok) * PP_WDS + kh * (PP_KPB / 2) + 8 * q;
-    const float *yrow = y + tok * PP_YS + kh * (PP_KPB / 2) + 8 * q;
-    float dh[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int nt = wp % 5, kh = wp / 5, c0 = kh * (PP_KPB / 2) + 8 * q;
+    const hct_u16 *wrow = wd + (8 * nt + tok) * PP_WDS + c0;
+    const float *rrow = y + tok * PP_YS + c0, *prow = pb + tok * PP_YS + c0;
+    const hct_u16 *nrow = wn + c0;
+    const bool live = tok < T;
+    pp_acc acc;
+    pp_acc_zero(acc);
+    float ss = 0.0f;
     const hct_f4 z = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 1
+#pragma unroll 2
     for (int m = 0; m < PP_KPB / 64; ++m) {
       const hct_u4 w = *(const hct_u4 *)(wrow + 32 * m);
-      const hct_f4 a = tok < T ? *(const hct_f4 *)(yrow + 32 * m) : z;
-      const hct_f4 b = tok < T ? *(const hct_f4 *)(yrow + 32 * m + 4) : z;
-      pp_step(dh, dl, a, b, w);
+      hct_f4 a = z, b = z;
+      if (live) {
+        a = *(const hct_f4 *)(rrow + 32 * m);
+        b = *(const hct_f4 *)(rrow + 32 * m + 4);
+        if (pending != 0) {
+          const hct_f4 pa = *(const hct_f4 *)(prow + 32 * m), pbv = *(const hct_f4 *)(prow + 32 * m + 4);
+          a.x = a.x + pa.x; a.y = a.y + pa.y; a.z = a.z + pa.z; a.w = a.w + pa.w;
+          b.x = b.x + pbv.x; b.y = b.y + pbv.y; b.z = b.z + pbv.z; b.w = b.w + pbv.w;
+        }
+        if (nt == 0) {
+          ss = fmaf(a.x, a.x, ss); ss = fmaf(a.y, a.y, ss); ss = fmaf(a.z, a.z, ss); ss = fmaf(a.w, a.w, ss);
+          ss = fmaf(b.x, b.x, ss); ss = fmaf(b.y, b.y, ss); ss = fmaf(b.z, b.z, ss); ss = fmaf(b.w, b.w, ss);
+        }
+        const hct_u4 n = *(const hct_u4 *)(nrow + 32 * m);
+        a.x = a.x * hct_bf16_lo(n.x); a.y = a.y * hct_bf16_hi(n.x);
+        a.z = a.z * hct_bf16_lo(n.y); a.w = a.w * hct_bf16_hi(n.y);
+        b.x = b.x * hct_bf16_lo(n.z); b.y = b.y * hct_bf16_hi(n.z);
+        b.z = b.z * hct_bf16_lo(n.w); b.w = b.w * hct_bf16_hi(n.w);
+      }
+      pp_step(acc, a, b, w);
     }
     /* Lane (tok, q) holds token tok's dots with rows 8nt + 2q, +1. */
-    const float v0 = dh[0] + dl[0], v1 = dh[1] + dl[1];
+    const float v0 = pp_acc_sum(acc, 0), v1 = pp_acc_sum(acc, 1);
     if (kh == 1) {
       red[nt * 64 + 2 * lane] = v0;
       red[nt * 64 + 2 * lane + 1] = v1;
     }
+    if (nt == 0) {
+      ss += hct_shfl_xor(ss, 1);
+      ss += hct_shfl_xor(ss, 2);
+      if (q == 0) ssw[kh * PP_TMAX + tok] = ss;
+    }
     __syncthreads();
-    if (kh == 0 && tok < T) {
+    if (kh == 0 && live) {
       xp[tok * PP_RPC + 8 * nt + 2 * q] = v0 + red[nt * 64 + 2 * lane];
       xp[tok * PP_RPC + 8 * nt + 2 * q + 1] = v1 + red[nt * 64 + 2 * lane + 1];
     }
-    if (tid < T) {
-      float v = 0.0f;
-#pragma unroll
-      for (int w = 0; w < PP_NW; ++w) v += ssw[w * PP_TMAX + tid];
-      xs[tid] = v;
-    }
+    if (tid < T) xs[tid] = ssw[tid] + ssw[PP_TMAX + tid];
   }
-  pp_stamp(trace, 4);
   pp_cluster_sync(); /* every block's xp and xs, to the whole cluster */
+  pp_stamp(trace, 4);
 
   /* ---- the cluster's lo for two stream halves: this block's 5 rows ------- */
   if (tid < 5 * T) {
@@ -343,17 +371,18 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   /* ---- up: warp wp, rows 8wp .. 8wp+7; gates --------------------------- */
   {
     const float *lrow = lo + tok * PP_LOS + 8 * q;
-    float dh[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    pp_acc acc;
+    pp_acc_zero(acc);
     const hct_f4 z = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int m = 0; m < PP_UPM; ++m) {
       const hct_f4 a = tok < T ? *(const hct_f4 *)(lrow + 32 * m) : z;
       const hct_f4 b = tok < T ? *(const hct_f4 *)(lrow + 32 * m + 4) : z;
-      pp_step(dh, dl, a, b, wu[m]);
+      pp_step(acc, a, b, wu[m]);
     }
     if (tok < T) {
-      gt[tok * PP_NR + 8 * wp + 2 * q] = hcr_sigmoid(dh[0] + dl[0]);
-      gt[tok * PP_NR + 8 * wp + 2 * q + 1] = hcr_sigmoid(dh[1] + dl[1]);
+      gt[tok * PP_NR + 8 * wp + 2 * q] = hcr_sigmoid(pp_acc_sum(acc, 0));
+      gt[tok * PP_NR + 8 * wp + 2 * q + 1] = hcr_sigmoid(pp_acc_sum(acc, 1));
     }
   }
   __syncthreads();
