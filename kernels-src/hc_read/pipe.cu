@@ -69,10 +69,12 @@
 #define PP_RPC 40           /* w_down rows a cluster */
 #define PP_KPB 640          /* w_down columns a block: a quarter stream */
 #define PP_WDS (PP_KPB + 32) /* w_down tile row stride, bf16: 64 B of padding, conflict-free */
-#define PP_YS (PP_KPB + 8)  /* y row stride, floats */
 #define PP_NCU 20           /* channels a block, up and mix */
 #define PP_NR (S * PP_NCU)  /* w_up rows a block: 80 */
-#define PP_LOS (K + 8)      /* lo row stride, floats */
+#define PP_DC8 (PP_KPB / 8) /* chunks of 8 columns a token, down: 80 */
+#define PP_UC8 (K / 8)      /* chunks of 8 columns a token, up: 40 */
+#define PP_DTS (PP_DC8 + 4) /* split plane token stride, down, in 16-byte units (padded: conflict-free) */
+#define PP_UTS (PP_UC8 + 4) /* the same, up */
 #define PP_TMAX 8           /* tokens: the 8 rows of an mma's A that are used */
 #define PP_UPM (K / 32)     /* 32-column steps of an up row: 10 */
 static_assert(S == 4 && C == 4 * PP_KPB, "pipe: a block takes a quarter of a stream");
@@ -81,17 +83,18 @@ static_assert(C == PP_NB * PP_NCU && PP_NR == 8 * PP_NW, "pipe: a warp per 8 up 
 static_assert(PP_RPC == 5 * 8 && PP_NW == 2 * 5, "pipe: down is 5 column tiles x 2 halves");
 static_assert(K % 32 == 0 && PP_KPB % 64 == 0, "pipe: whole 32-column steps");
 
-/* Shared memory, bytes from the start (the manifest's smem is PP_SMEM). */
-#define PP_OFF_WD 0                                   /* [40][PP_WDS] bf16; later the gates */
-#define PP_OFF_Y (PP_OFF_WD + PP_RPC * PP_WDS * 2)    /* [8][PP_YS] f32; later lo [8][PP_LOS] */
-#define PP_OFF_PB (PP_OFF_Y + PP_TMAX * PP_YS * 4)    /* pending, [8][PP_YS] f32 */
-#define PP_OFF_WN (PP_OFF_PB + PP_TMAX * PP_YS * 4)   /* w_norm, 640 bf16 */
-#define PP_OFF_X (PP_OFF_WN + PP_KPB * 2)             /* partial dots [8][40] f32, then sums of squares [8] */
+/* Shared memory, bytes from the start (the manifest's smem is PP_SMEM).
+ * The split planes hold the activations as mma fragments, computed once
+ * a block: plane 0 the hi, 1 the mid, 2 the lo terms, [token][chunk of 8
+ * columns] of 16 bytes (four bf16 pairs). */
+#define PP_OFF_WD 0                                      /* [40][PP_WDS] bf16; later the gates */
+#define PP_OFF_SP (PP_OFF_WD + PP_RPC * PP_WDS * 2)      /* [3][8][PP_DTS] u4; up: [3][8][PP_UTS] */
+#define PP_OFF_WN (PP_OFF_SP + 3 * PP_TMAX * PP_DTS * 16) /* w_norm, 640 bf16 */
+#define PP_OFF_X (PP_OFF_WN + PP_KPB * 2)                /* partial dots [8][40] f32, then sums of squares [8] */
 #define PP_OFF_RED (PP_OFF_X + (PP_TMAX * PP_RPC + PP_TMAX) * 4) /* [5][64] f32 */
-#define PP_OFF_SSW (PP_OFF_RED + 5 * 64 * 4)          /* [10 warps][8] f32 */
-#define PP_SMEM (PP_OFF_SSW + PP_NW * PP_TMAX * 4)
-static_assert(PP_TMAX * PP_LOS <= PP_TMAX * PP_YS && PP_TMAX * PP_NR * 4 <= PP_RPC * PP_WDS * 2,
-              "pipe: lo and the gates fit where y and w_down were");
+#define PP_OFF_SSI (PP_OFF_RED + 5 * 64 * 4)             /* sums of squares of each chunk [8][80] f32 */
+#define PP_SMEM (PP_OFF_SSI + PP_TMAX * PP_DC8 * 4)
+static_assert(PP_TMAX * PP_NR * 4 <= PP_RPC * PP_WDS * 2, "pipe: the gates fit where w_down was");
 
 HCT_DEV void pp_stamp(hct_u64 *trace, int i) {
   if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
@@ -149,6 +152,21 @@ HCT_DEV pp_split pp_split2(float a, float b) {
   s.l = pp_bf2(ra - hct_bf16_lo(s.m), rb - hct_bf16_hi(s.m));
   return s;
 }
+/* The three terms of 8 activations, as 16-byte plane entries. */
+HCT_DEV void pp_split8(hct_u4 *plane, int stride, int t, int c8, hct_f4 a, hct_f4 b) {
+  const pp_split e0 = pp_split2(a.x, a.y), e1 = pp_split2(a.z, a.w), e2 = pp_split2(b.x, b.y),
+                 e3 = pp_split2(b.z, b.w);
+  const hct_u4 hi = {e0.h, e1.h, e2.h, e3.h}, mid = {e0.m, e1.m, e2.m, e3.m}, lo = {e0.l, e1.l, e2.l, e3.l};
+  plane[t * stride + c8] = hi;
+  plane[(PP_TMAX + t) * stride + c8] = mid;
+  plane[(2 * PP_TMAX + t) * stride + c8] = lo;
+}
+HCT_DEV hct_f4 pp_ldcg4(const float *p) {
+  hct_f4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  return v;
+}
+
 /* d += A * B, one m16n8k16 step; A's rows 0..7 in a0 (k 0..7) and a2
  * (k 8..15), rows 8..15 in a1 and a3. */
 HCT_DEV void pp_mma(float (&d)[4], hct_u32 a0, hct_u32 a1, hct_u32 a2, hct_u32 a3, hct_u32 b0, hct_u32 b1) {
@@ -179,15 +197,20 @@ HCT_DEV void pp_acc_zero(pp_acc &a) {
 HCT_DEV float pp_acc_sum(const pp_acc &a, int e) {
   return ((a.d[0][e] + a.d[0][2 + e]) + a.l[0][e]) + ((a.d[1][e] + a.d[1][2 + e]) + a.l[1][e]);
 }
-/* One 32-column step: this lane's 8 activations (a, b) x its row's 8
- * weights (w): half 0 takes elements 0..3, half 1 elements 4..7. */
-HCT_DEV void pp_step(pp_acc &acc, hct_f4 a, hct_f4 b, hct_u4 w) {
-  const pp_split x0 = pp_split2(a.x, a.y), x2 = pp_split2(a.z, a.w);
-  pp_mma(acc.d[0], x0.h, x0.m, x2.h, x2.m, w.x, w.y);
-  pp_mma(acc.l[0], x0.l, 0u, x2.l, 0u, w.x, w.y);
-  const pp_split y0 = pp_split2(b.x, b.y), y2 = pp_split2(b.z, b.w);
-  pp_mma(acc.d[1], y0.h, y0.m, y2.h, y2.m, w.z, w.w);
-  pp_mma(acc.l[1], y0.l, 0u, y2.l, 0u, w.z, w.w);
+/* One 32-column step of lane (tok, q): the plane entries of its chunk
+ * (its 8 activations' terms; zero for a row past T) x its weight row's 8
+ * bf16 in w.  Half 0 takes elements 0..3, half 1 elements 4..7. */
+HCT_DEV void pp_step(pp_acc &acc, const hct_u4 *plane, int stride, int tok, int c8, bool live, hct_u4 w) {
+  hct_u4 hi = {0u, 0u, 0u, 0u}, mid = hi, lo = hi;
+  if (live) {
+    hi = plane[tok * stride + c8];
+    mid = plane[(PP_TMAX + tok) * stride + c8];
+    lo = plane[(2 * PP_TMAX + tok) * stride + c8];
+  }
+  pp_mma(acc.d[0], hi.x, mid.x, hi.y, mid.y, w.x, w.y);
+  pp_mma(acc.l[0], lo.x, 0u, lo.y, 0u, w.x, w.y);
+  pp_mma(acc.d[1], hi.z, mid.z, hi.w, mid.w, w.z, w.w);
+  pp_mma(acc.l[1], lo.z, 0u, lo.w, 0u, w.z, w.w);
 }
 
 /* ---- the read --------------------------------------------------------------*/
@@ -203,14 +226,12 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   char *sm = (char *)pp_sm;
   hct_u16 *wd = (hct_u16 *)(sm + PP_OFF_WD);
   float *gt = (float *)(sm + PP_OFF_WD);
-  float *y = (float *)(sm + PP_OFF_Y);
-  float *lo = (float *)(sm + PP_OFF_Y);
-  float *pb = (float *)(sm + PP_OFF_PB);
+  hct_u4 *sp = (hct_u4 *)(sm + PP_OFF_SP);
   hct_u16 *wn = (hct_u16 *)(sm + PP_OFF_WN);
   float *xp = (float *)(sm + PP_OFF_X); /* [t][40] */
   float *xs = xp + PP_TMAX * PP_RPC;    /* [t] */
   float *red = (float *)(sm + PP_OFF_RED);
-  float *ssw = (float *)(sm + PP_OFF_SSW);
+  float *ssi = (float *)(sm + PP_OFF_SSI);
 
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
   const int tok = lane >> 2, q = lane & 3; /* an mma fragment's row / column and k pair */
@@ -253,18 +274,9 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   if (PDL) hcr_pdl_wait();
   pp_stamp(trace, 1);
 
-  /* ---- R' ----------------------------------------------------------------
-   * This block's columns of stream s, every token, to y (and pending to
-   * pb); R' of its mix channels (all streams) to registers: their owner
-   * is this block, which stores them after the barrier, when every block
-   * has read R. */
-  for (int p = tid; p < T * (PP_KPB / 4); p += PP_NT) {
-    const int t = p / (PP_KPB / 4), i = p % (PP_KPB / 4);
-    const long long at = ((long long)t * S + s) * C + cs0 + 4 * i;
-    hct_cp_async16(y + t * PP_YS + 4 * i, resid + at);
-    if (pending != 0) hct_cp_async16(pb + t * PP_YS + 4 * i, pending + at);
-  }
-  hct_cp_async_commit();
+  /* R' of this block's mix channels (all streams) to registers: their
+   * owner is this block, which stores them after the barrier, when every
+   * block has read R. */
   const int mt = tid / PP_NCU, mcl = tid % PP_NCU; /* the mix: a thread per (token, channel) */
   float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f};
   if (mt < T) {
@@ -275,64 +287,63 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     }
   }
   hct_cp_async_wait<0>();
-  __syncthreads();
+  __syncthreads(); /* w_down and w_norm */
   pp_stamp(trace, 2);
 
-  /* ---- down: warp (column tile nt, half kh) ------------------------------
-   * Lane (tok, q) reads R' of token tok at its 8 columns of each step,
-   * scales by w_norm (y = fl(R' * w_norm)) and splits y for the mma; the
-   * warps of tile 0 also sum R'^2 (the norm's partial sums). */
+  /* ---- y = fl(R' * w_norm), split into the planes; sums of squares -------
+   * A thread per (token, chunk of 8 columns); R' read from L2 (prefetched
+   * before the wait). */
+  for (int p = tid; p < T * PP_DC8; p += PP_NT) {
+    const int t = p / PP_DC8, c8 = p % PP_DC8;
+    const long long at = ((long long)t * S + s) * C + cs0 + 8 * c8;
+    hct_f4 a = *(const hct_f4 *)(resid + at), b = *(const hct_f4 *)(resid + at + 4);
+    if (pending != 0) {
+      const hct_f4 pa = *(const hct_f4 *)(pending + at), pbv = *(const hct_f4 *)(pending + at + 4);
+      a.x = a.x + pa.x; a.y = a.y + pa.y; a.z = a.z + pa.z; a.w = a.w + pa.w;
+      b.x = b.x + pbv.x; b.y = b.y + pbv.y; b.z = b.z + pbv.z; b.w = b.w + pbv.w;
+    }
+    float ss = 0.0f;
+    ss = fmaf(a.x, a.x, ss); ss = fmaf(a.y, a.y, ss); ss = fmaf(a.z, a.z, ss); ss = fmaf(a.w, a.w, ss);
+    ss = fmaf(b.x, b.x, ss); ss = fmaf(b.y, b.y, ss); ss = fmaf(b.z, b.z, ss); ss = fmaf(b.w, b.w, ss);
+    ssi[p] = ss;
+    const hct_u4 n = *(const hct_u4 *)(wn + 8 * c8);
+    a.x = a.x * hct_bf16_lo(n.x); a.y = a.y * hct_bf16_hi(n.x);
+    a.z = a.z * hct_bf16_lo(n.y); a.w = a.w * hct_bf16_hi(n.y);
+    b.x = b.x * hct_bf16_lo(n.z); b.y = b.y * hct_bf16_hi(n.z);
+    b.z = b.z * hct_bf16_lo(n.w); b.w = b.w * hct_bf16_hi(n.w);
+    pp_split8(sp, PP_DTS, t, c8, a, b);
+  }
+  __syncthreads();
+  pp_stamp(trace, 3);
+
+  /* ---- down: warp (column tile nt, half kh) ------------------------------ */
   {
-    const int nt = wp % 5, kh = wp / 5, c0 = kh * (PP_KPB / 2) + 8 * q;
-    const hct_u16 *wrow = wd + (8 * nt + tok) * PP_WDS + c0;
-    const float *rrow = y + tok * PP_YS + c0, *prow = pb + tok * PP_YS + c0;
-    const hct_u16 *nrow = wn + c0;
+    const int nt = wp % 5, kh = wp / 5;
+    const hct_u16 *wrow = wd + (8 * nt + tok) * PP_WDS + kh * (PP_KPB / 2) + 8 * q;
     const bool live = tok < T;
     pp_acc acc;
     pp_acc_zero(acc);
-    float ss = 0.0f;
-    const hct_f4 z = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 2
-    for (int m = 0; m < PP_KPB / 64; ++m) {
-      const hct_u4 w = *(const hct_u4 *)(wrow + 32 * m);
-      hct_f4 a = z, b = z;
-      if (live) {
-        a = *(const hct_f4 *)(rrow + 32 * m);
-        b = *(const hct_f4 *)(rrow + 32 * m + 4);
-        if (pending != 0) {
-          const hct_f4 pa = *(const hct_f4 *)(prow + 32 * m), pbv = *(const hct_f4 *)(prow + 32 * m + 4);
-          a.x = a.x + pa.x; a.y = a.y + pa.y; a.z = a.z + pa.z; a.w = a.w + pa.w;
-          b.x = b.x + pbv.x; b.y = b.y + pbv.y; b.z = b.z + pbv.z; b.w = b.w + pbv.w;
-        }
-        if (nt == 0) {
-          ss = fmaf(a.x, a.x, ss); ss = fmaf(a.y, a.y, ss); ss = fmaf(a.z, a.z, ss); ss = fmaf(a.w, a.w, ss);
-          ss = fmaf(b.x, b.x, ss); ss = fmaf(b.y, b.y, ss); ss = fmaf(b.z, b.z, ss); ss = fmaf(b.w, b.w, ss);
-        }
-        const hct_u4 n = *(const hct_u4 *)(nrow + 32 * m);
-        a.x = a.x * hct_bf16_lo(n.x); a.y = a.y * hct_bf16_hi(n.x);
-        a.z = a.z * hct_bf16_lo(n.y); a.w = a.w * hct_bf16_hi(n.y);
-        b.x = b.x * hct_bf16_lo(n.z); b.y = b.y * hct_bf16_hi(n.z);
-        b.z = b.z * hct_bf16_lo(n.w); b.w = b.w * hct_bf16_hi(n.w);
-      }
-      pp_step(acc, a, b, w);
-    }
+    for (int m = 0; m < PP_KPB / 64; ++m)
+      pp_step(acc, sp, PP_DTS, tok, kh * (PP_DC8 / 2) + 4 * m + q, live, *(const hct_u4 *)(wrow + 32 * m));
     /* Lane (tok, q) holds token tok's dots with rows 8nt + 2q, +1. */
     const float v0 = pp_acc_sum(acc, 0), v1 = pp_acc_sum(acc, 1);
     if (kh == 1) {
       red[nt * 64 + 2 * lane] = v0;
       red[nt * 64 + 2 * lane + 1] = v1;
     }
-    if (nt == 0) {
-      ss += hct_shfl_xor(ss, 1);
-      ss += hct_shfl_xor(ss, 2);
-      if (q == 0) ssw[kh * PP_TMAX + tok] = ss;
-    }
     __syncthreads();
     if (kh == 0 && live) {
       xp[tok * PP_RPC + 8 * nt + 2 * q] = v0 + red[nt * 64 + 2 * lane];
       xp[tok * PP_RPC + 8 * nt + 2 * q + 1] = v1 + red[nt * 64 + 2 * lane + 1];
     }
-    if (tid < T) xs[tid] = ssw[tid] + ssw[PP_TMAX + tid];
+    /* Warp t < T: token t's sum of squares over the block's columns. */
+    if (wp < T) {
+      float v = ssi[wp * PP_DC8 + lane] + ssi[wp * PP_DC8 + 32 + lane];
+      if (lane < PP_DC8 - 64) v += ssi[wp * PP_DC8 + 64 + lane];
+      v = hct_warp_sum(v);
+      if (lane == 0) xs[wp] = v;
+    }
   }
   pp_cluster_sync(); /* every block's xp and xs, to the whole cluster */
   pp_stamp(trace, 4);
@@ -357,10 +368,14 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   if (!hct_grid_sync(&grid)) return;
   pp_stamp(trace, 6);
 
-  /* ---- gather lo; store this block's R' ---------------------------------- */
-  for (int p = tid; p < T * K; p += PP_NT) {
-    const int t = p / K, j = p % K;
-    lo[t * PP_LOS + j] = hcr_ldcg(part + (long long)t * K + j) + hcr_ldcg(part + ((long long)T + t) * K + j);
+  /* ---- gather lo into the planes; store this block's R' ---------------- */
+  for (int p = tid; p < T * PP_UC8; p += PP_NT) {
+    const int t = p / PP_UC8, c8 = p % PP_UC8;
+    const float *p0 = part + (long long)t * K + 8 * c8, *p1 = part + ((long long)T + t) * K + 8 * c8;
+    const hct_f4 a0 = pp_ldcg4(p0), b0 = pp_ldcg4(p0 + 4), a1 = pp_ldcg4(p1), b1 = pp_ldcg4(p1 + 4);
+    const hct_f4 a = {a0.x + a1.x, a0.y + a1.y, a0.z + a1.z, a0.w + a1.w};
+    const hct_f4 b = {b0.x + b1.x, b0.y + b1.y, b0.z + b1.z, b0.w + b1.w};
+    pp_split8(sp, PP_UTS, t, c8, a, b);
   }
   if (pending != 0 && mt < T)
 #pragma unroll
@@ -370,16 +385,10 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 
   /* ---- up: warp wp, rows 8wp .. 8wp+7; gates --------------------------- */
   {
-    const float *lrow = lo + tok * PP_LOS + 8 * q;
     pp_acc acc;
     pp_acc_zero(acc);
-    const hct_f4 z = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int m = 0; m < PP_UPM; ++m) {
-      const hct_f4 a = tok < T ? *(const hct_f4 *)(lrow + 32 * m) : z;
-      const hct_f4 b = tok < T ? *(const hct_f4 *)(lrow + 32 * m + 4) : z;
-      pp_step(acc, a, b, wu[m]);
-    }
+    for (int m = 0; m < PP_UPM; ++m) pp_step(acc, sp, PP_UTS, tok, 4 * m + q, tok < T, wu[m]);
     if (tok < T) {
       gt[tok * PP_NR + 8 * wp + 2 * q] = hcr_sigmoid(pp_acc_sum(acc, 0));
       gt[tok * PP_NR + 8 * wp + 2 * q + 1] = hcr_sigmoid(pp_acc_sum(acc, 1));
