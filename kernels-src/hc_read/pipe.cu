@@ -84,12 +84,11 @@ static_assert(PP_RPC == 5 * 8 && PP_NW == 2 * 5, "pipe: down is 5 column tiles x
 static_assert(K % 32 == 0 && PP_KPB % 64 == 0, "pipe: whole 32-column steps");
 
 /* Shared memory, bytes from the start (the manifest's smem is PP_SMEM).
- * The split planes hold the activations as mma fragments, computed once
- * a block: plane 0 the hi, 1 the mid, 2 the lo terms, [token][chunk of 8
- * columns] of 16 bytes (four bf16 pairs). */
+ * The split planes hold the activations as mma A registers, computed once
+ * a block (pp_split8), [plane][token][chunk of 8 columns] of 16 bytes. */
 #define PP_OFF_WD 0                                      /* [40][PP_WDS] bf16; later the gates */
-#define PP_OFF_SP (PP_OFF_WD + PP_RPC * PP_WDS * 2)      /* [3][8][PP_DTS] u4; up: [3][8][PP_UTS] */
-#define PP_OFF_WN (PP_OFF_SP + 3 * PP_TMAX * PP_DTS * 16) /* w_norm, 640 bf16 */
+#define PP_OFF_SP (PP_OFF_WD + PP_RPC * PP_WDS * 2)      /* [4][8][PP_DTS] u4; up: [4][8][PP_UTS] */
+#define PP_OFF_WN (PP_OFF_SP + 4 * PP_TMAX * PP_DTS * 16) /* w_norm, 640 bf16 */
 #define PP_OFF_X (PP_OFF_WN + PP_KPB * 2)                /* partial dots [8][40] f32, then sums of squares [8] */
 #define PP_OFF_RED (PP_OFF_X + (PP_TMAX * PP_RPC + PP_TMAX) * 4) /* [5][64] f32 */
 #define PP_OFF_SSI (PP_OFF_RED + 5 * 64 * 4)             /* sums of squares of each chunk [8][80] f32 */
@@ -152,14 +151,24 @@ HCT_DEV pp_split pp_split2(float a, float b) {
   s.l = pp_bf2(ra - hct_bf16_lo(s.m), rb - hct_bf16_hi(s.m));
   return s;
 }
-/* The three terms of 8 activations, as 16-byte plane entries. */
+/* The three terms of 8 activations (a, b) as four plane entries, each
+ * the A registers of one mma as they are passed (no moves): plane 0
+ * {hi, mid} of elements 0..3, plane 1 the same of 4..7, planes 2 and 3
+ * {lo, 0} of each half.  Token rows past T hold zeros. */
 HCT_DEV void pp_split8(hct_u4 *plane, int stride, int t, int c8, hct_f4 a, hct_f4 b) {
   const pp_split e0 = pp_split2(a.x, a.y), e1 = pp_split2(a.z, a.w), e2 = pp_split2(b.x, b.y),
                  e3 = pp_split2(b.z, b.w);
-  const hct_u4 hi = {e0.h, e1.h, e2.h, e3.h}, mid = {e0.m, e1.m, e2.m, e3.m}, lo = {e0.l, e1.l, e2.l, e3.l};
-  plane[t * stride + c8] = hi;
-  plane[(PP_TMAX + t) * stride + c8] = mid;
-  plane[(2 * PP_TMAX + t) * stride + c8] = lo;
+  const hct_u4 q0 = {e0.h, e0.m, e1.h, e1.m}, q1 = {e2.h, e2.m, e3.h, e3.m};
+  const hct_u4 q2 = {e0.l, 0u, e1.l, 0u}, q3 = {e2.l, 0u, e3.l, 0u};
+  plane[t * stride + c8] = q0;
+  plane[(PP_TMAX + t) * stride + c8] = q1;
+  plane[(2 * PP_TMAX + t) * stride + c8] = q2;
+  plane[(3 * PP_TMAX + t) * stride + c8] = q3;
+}
+HCT_DEV void pp_zero8(hct_u4 *plane, int stride, int t, int c8) {
+  const hct_u4 z = {0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) plane[(i * PP_TMAX + t) * stride + c8] = z;
 }
 HCT_DEV hct_f4 pp_ldcg4(const float *p) {
   hct_f4 v;
@@ -198,19 +207,14 @@ HCT_DEV float pp_acc_sum(const pp_acc &a, int e) {
   return ((a.d[0][e] + a.d[0][2 + e]) + a.l[0][e]) + ((a.d[1][e] + a.d[1][2 + e]) + a.l[1][e]);
 }
 /* One 32-column step of lane (tok, q): the plane entries of its chunk
- * (its 8 activations' terms; zero for a row past T) x its weight row's 8
- * bf16 in w.  Half 0 takes elements 0..3, half 1 elements 4..7. */
-HCT_DEV void pp_step(pp_acc &acc, const hct_u4 *plane, int stride, int tok, int c8, bool live, hct_u4 w) {
-  hct_u4 hi = {0u, 0u, 0u, 0u}, mid = hi, lo = hi;
-  if (live) {
-    hi = plane[tok * stride + c8];
-    mid = plane[(PP_TMAX + tok) * stride + c8];
-    lo = plane[(2 * PP_TMAX + tok) * stride + c8];
-  }
-  pp_mma(acc.d[0], hi.x, mid.x, hi.y, mid.y, w.x, w.y);
-  pp_mma(acc.l[0], lo.x, 0u, lo.y, 0u, w.x, w.y);
-  pp_mma(acc.d[1], hi.z, mid.z, hi.w, mid.w, w.z, w.w);
-  pp_mma(acc.l[1], lo.z, 0u, lo.w, 0u, w.z, w.w);
+ * x its weight row's 8 bf16 in w (half 0: elements 0..3, half 1: 4..7). */
+HCT_DEV void pp_step(pp_acc &acc, const hct_u4 *plane, int stride, int tok, int c8, hct_u4 w) {
+  const hct_u4 q0 = plane[tok * stride + c8], q1 = plane[(PP_TMAX + tok) * stride + c8];
+  const hct_u4 q2 = plane[(2 * PP_TMAX + tok) * stride + c8], q3 = plane[(3 * PP_TMAX + tok) * stride + c8];
+  pp_mma(acc.d[0], q0.x, q0.y, q0.z, q0.w, w.x, w.y);
+  pp_mma(acc.l[0], q2.x, q2.y, q2.z, q2.w, w.x, w.y);
+  pp_mma(acc.d[1], q1.x, q1.y, q1.z, q1.w, w.z, w.w);
+  pp_mma(acc.l[1], q3.x, q3.y, q3.z, q3.w, w.z, w.w);
 }
 
 /* ---- the read --------------------------------------------------------------*/
@@ -293,8 +297,12 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   /* ---- y = fl(R' * w_norm), split into the planes; sums of squares -------
    * A thread per (token, chunk of 8 columns); R' read from L2 (prefetched
    * before the wait). */
-  for (int p = tid; p < T * PP_DC8; p += PP_NT) {
+  for (int p = tid; p < PP_TMAX * PP_DC8; p += PP_NT) {
     const int t = p / PP_DC8, c8 = p % PP_DC8;
+    if (t >= T) {
+      pp_zero8(sp, PP_DTS, t, c8);
+      continue;
+    }
     const long long at = ((long long)t * S + s) * C + cs0 + 8 * c8;
     hct_f4 a = *(const hct_f4 *)(resid + at), b = *(const hct_f4 *)(resid + at + 4);
     if (pending != 0) {
@@ -325,7 +333,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     pp_acc_zero(acc);
 #pragma unroll 2
     for (int m = 0; m < PP_KPB / 64; ++m)
-      pp_step(acc, sp, PP_DTS, tok, kh * (PP_DC8 / 2) + 4 * m + q, live, *(const hct_u4 *)(wrow + 32 * m));
+      pp_step(acc, sp, PP_DTS, tok, kh * (PP_DC8 / 2) + 4 * m + q, *(const hct_u4 *)(wrow + 32 * m));
     /* Lane (tok, q) holds token tok's dots with rows 8nt + 2q, +1. */
     const float v0 = pp_acc_sum(acc, 0), v1 = pp_acc_sum(acc, 1);
     if (kh == 1) {
@@ -369,8 +377,12 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   pp_stamp(trace, 6);
 
   /* ---- gather lo into the planes; store this block's R' ---------------- */
-  for (int p = tid; p < T * PP_UC8; p += PP_NT) {
+  for (int p = tid; p < PP_TMAX * PP_UC8; p += PP_NT) {
     const int t = p / PP_UC8, c8 = p % PP_UC8;
+    if (t >= T) {
+      pp_zero8(sp, PP_UTS, t, c8);
+      continue;
+    }
     const float *p0 = part + (long long)t * K + 8 * c8, *p1 = part + ((long long)T + t) * K + 8 * c8;
     const hct_f4 a0 = pp_ldcg4(p0), b0 = pp_ldcg4(p0 + 4), a1 = pp_ldcg4(p1), b1 = pp_ldcg4(p1 + 4);
     const hct_f4 a = {a0.x + a1.x, a0.y + a1.y, a0.z + a1.z, a0.w + a1.w};
@@ -388,7 +400,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     pp_acc acc;
     pp_acc_zero(acc);
 #pragma unroll
-    for (int m = 0; m < PP_UPM; ++m) pp_step(acc, sp, PP_UTS, tok, 4 * m + q, tok < T, wu[m]);
+    for (int m = 0; m < PP_UPM; ++m) pp_step(acc, sp, PP_UTS, tok, 4 * m + q, wu[m]);
     if (tok < T) {
       gt[tok * PP_NR + 8 * wp + 2 * q] = hcr_sigmoid(pp_acc_sum(acc, 0));
       gt[tok * PP_NR + 8 * wp + 2 * q + 1] = hcr_sigmoid(pp_acc_sum(acc, 1));
