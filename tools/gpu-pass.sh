@@ -10,7 +10,7 @@ export HCTUNE_KERNELS="$root/kernels-src" HCTUNE_DB="$out/probe.db"
 rm -f "$HCTUNE_DB"
 {
   date -u +%Y-%m-%dT%H:%M:%SZ
-  git rev-parse --short HEAD 2>/dev/null || cat .commit 2>/dev/null
+  cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
   bin/hctune devices
 } > "$out/env.txt" 2>&1

@@ -9,7 +9,7 @@
  * fills an SM (640 threads, about 180 KB), so the next read's blocks can
  * only start once this read's blocks have left, and every read pays its
  * weight stream and its chain one after the other.  Here a block takes
- * 320 threads (at most 96 registers) and about 97 KB of shared memory, so
+ * 320 threads (at most 96 registers) and about 103 KB of shared memory, so
  * two fit on an SM; each block lets the next launch begin at once
  * (programmatic dependent launch, PDL), requests its weights, and only
  * then waits for the previous read.  The stream of read n+1 then overlaps
@@ -18,27 +18,35 @@
  * Work, 128 blocks in 16 clusters of 8:
  *   down   cluster (g, h) owns rows 40g .. 40g+39 of w_down over streams
  *          2h and 2h+1; its block of rank r the quarter r%4 (640 columns)
- *          of stream 2h + r/4.  A block stages its R' (every token) and
- *          its w_down tile in shared memory, y = fl(R' * w_norm), and its
- *          partial sums of squares.  The dots run on tensor cores
- *          (mma.sync m16n8k16, bf16 in, f32 accumulate): tokens are the
- *          rows of A, w_down rows the columns of B; each f32 activation
- *          is split into three bf16 terms (hi + mid + lo == y exactly), so
- *          every product is exact in f32 and only the accumulation rounds.
+ *          of stream 2h + r/4.  The w_down tile lands in shared memory
+ *          (cp.async, before the wait).  After the wait a thread per
+ *          (token, 8 columns) reads R' from L2 (prefetched before the
+ *          wait), sums its squares (the norm's partial), forms y =
+ *          fl(R' * w_norm) and splits each y into three bf16 terms (hi +
+ *          mid + lo == y exactly), stored as mma A registers in "planes"
+ *          (pp_split8).  The dots run on tensor cores (mma.sync m16n8k16,
+ *          f32 accumulate): tokens are A's rows (hi terms in rows 0..7,
+ *          mid in 8..15, lo in a second mma), w_down rows the columns of
+ *          B; every product is exact in f32, only the accumulation rounds.
  *   cluster the eight partial dots and sums of squares are exchanged in
  *          distributed shared memory; each block reduces five rows, scales
  *          by its two streams' rs (the norm's scale commutes with the dot:
  *          lo is linear in each stream's partial) and stores them.
  *   grid   one grid barrier (hct_grid.h); then every block gathers
- *          lo = part[0] + part[1] (the two stream halves).
+ *          lo = part[0] + part[1] (the two stream halves) into the planes.
  *   up     block b owns channels 20b .. 20b+19, the 80 rows s*C + c of
- *          w_up, held in registers as mma fragments since before the
+ *          w_up, held in registers as mma B fragments since before the
  *          wait; a warp per 8 rows; sigmoid; the mix of its channels.
  *
  * Columns within a 32-column step are given to mma k positions in a
  * permuted order (a lane's 8 contiguous columns serve positions 2q, 2q+1,
  * 2q+8, 2q+9 of two steps), the same for A and B, so every operand is one
  * 16-byte load.
+ *
+ * Measured (docs/perf/h200.md): the overlap works (the chain after the
+ * wait starts with every weight on chip) but the two mma stages take 2 to
+ * 3 us each where a few hundred ns were predicted, so a read costs 11-13
+ * us, flat in T; it wins the kl decisions at T = 5-8 only.
  *
  * Deterministic: fixed orders everywhere.  Parameters: PDL (see above;
  * without it the read runs alone), GB (the grid barrier's back-off, ns).
@@ -207,10 +215,21 @@ HCT_DEV float pp_acc_sum(const pp_acc &a, int e) {
   return ((a.d[0][e] + a.d[0][2 + e]) + a.l[0][e]) + ((a.d[1][e] + a.d[1][2 + e]) + a.l[1][e]);
 }
 /* One 32-column step of lane (tok, q): the plane entries of its chunk
- * x its weight row's 8 bf16 in w (half 0: elements 0..3, half 1: 4..7). */
-HCT_DEV void pp_step(pp_acc &acc, const hct_u4 *plane, int stride, int tok, int c8, hct_u4 w) {
-  const hct_u4 q0 = plane[tok * stride + c8], q1 = plane[(PP_TMAX + tok) * stride + c8];
-  const hct_u4 q2 = plane[(2 * PP_TMAX + tok) * stride + c8], q3 = plane[(3 * PP_TMAX + tok) * stride + c8];
+ * x its weight row's 8 bf16 in w (half 0: elements 0..3, half 1: 4..7).
+ * Lanes of rows past T load nothing (their zeros are in registers): every
+ * warp reads the same activations, and shared-memory bandwidth, not the
+ * tensor cores, bounded the loop when all eight rows were loaded
+ * (tools/lab: 40 loads of 512 bytes a warp took 2000 cycles, the 40 mma
+ * 750). */
+HCT_DEV void pp_step(pp_acc &acc, const hct_u4 *plane, int stride, int tok, int c8, bool live, hct_u4 w) {
+  const hct_u4 z = {0u, 0u, 0u, 0u};
+  hct_u4 q0 = z, q1 = z, q2 = z, q3 = z;
+  if (live) {
+    q0 = plane[tok * stride + c8];
+    q1 = plane[(PP_TMAX + tok) * stride + c8];
+    q2 = plane[(2 * PP_TMAX + tok) * stride + c8];
+    q3 = plane[(3 * PP_TMAX + tok) * stride + c8];
+  }
   pp_mma(acc.d[0], q0.x, q0.y, q0.z, q0.w, w.x, w.y);
   pp_mma(acc.l[0], q2.x, q2.y, q2.z, q2.w, w.x, w.y);
   pp_mma(acc.d[1], q1.x, q1.y, q1.z, q1.w, w.z, w.w);
@@ -333,7 +352,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     pp_acc_zero(acc);
 #pragma unroll 2
     for (int m = 0; m < PP_KPB / 64; ++m)
-      pp_step(acc, sp, PP_DTS, tok, kh * (PP_DC8 / 2) + 4 * m + q, *(const hct_u4 *)(wrow + 32 * m));
+      pp_step(acc, sp, PP_DTS, tok, kh * (PP_DC8 / 2) + 4 * m + q, live, *(const hct_u4 *)(wrow + 32 * m));
     /* Lane (tok, q) holds token tok's dots with rows 8nt + 2q, +1. */
     const float v0 = pp_acc_sum(acc, 0), v1 = pp_acc_sum(acc, 1);
     if (kh == 1) {
@@ -353,6 +372,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
       if (lane == 0) xs[wp] = v;
     }
   }
+  pp_stamp(trace, 10);
   pp_cluster_sync(); /* every block's xp and xs, to the whole cluster */
   pp_stamp(trace, 4);
 
@@ -400,7 +420,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     pp_acc acc;
     pp_acc_zero(acc);
 #pragma unroll
-    for (int m = 0; m < PP_UPM; ++m) pp_step(acc, sp, PP_UTS, tok, 4 * m + q, wu[m]);
+    for (int m = 0; m < PP_UPM; ++m) pp_step(acc, sp, PP_UTS, tok, 4 * m + q, tok < T, wu[m]);
     if (tok < T) {
       gt[tok * PP_NR + 8 * wp + 2 * q] = hcr_sigmoid(pp_acc_sum(acc, 0));
       gt[tok * PP_NR + 8 * wp + 2 * q + 1] = hcr_sigmoid(pp_acc_sum(acc, 1));

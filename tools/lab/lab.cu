@@ -16,6 +16,10 @@
  * two grid barriers, and a grid that only streams 13.11 MB into shared
  * memory by cp.async.
  *
+ * The kernels: v1, persist_bw, persist and pipe, each persistent one
+ * launched plainly and as a programmatic dependent launch.  LAB_QUICK=1 in
+ * the environment skips the building blocks.
+ *
  *   lab [T ...]        (default 1 2 4 8)
  */
 #define HCT_CUDA 1
@@ -75,6 +79,39 @@ __global__ void __cluster_dims__(PP_CL, 1, 1) __launch_bounds__(PP_NT, 2) lab_pp
   lab_clock_stamp(trace, 14);
   pp_read(PP_ARGS, trace);
   lab_clock_stamp(trace, 15);
+}
+/* The mma loop of pipe's up stage alone: `steps` 32-column steps of
+ * pp_step per warp, A from shared-memory planes (MODE 0), A from
+ * registers (MODE 1: no shared loads), or the shared loads alone (MODE
+ * 2); cycles of each warp's loop into cyc[warp]. */
+template <int MODE>
+__global__ void __launch_bounds__(PP_NT, 2) lab_mma(int steps, const hct_u4 *wsrc, float *sink, hct_u64 *cyc) {
+  HCT_DYN_SHARED(hct_u4, sm);
+  const int tid = threadIdx.x, lane = tid % 32, wp = tid / 32, tok = lane >> 2, q = lane & 3;
+  for (int i = tid; i < 4 * PP_TMAX * PP_UTS; i += blockDim.x) sm[i] = wsrc[i % 64];
+  hct_u4 w = wsrc[lane];
+  __syncthreads();
+  pp_acc acc;
+  pp_acc_zero(acc);
+  hct_u4 r0 = sm[lane], r1 = sm[lane + 32];
+  const hct_u64 c0 = clock64();
+  for (int m = 0; m < steps; ++m) {
+    if (MODE == 0) pp_step(acc, sm, PP_UTS, tok, (4 * m + q) % PP_UC8, true, w);
+    else if (MODE == 1) {
+      pp_mma(acc.d[0], r0.x, r0.y, r0.z, r0.w, w.x, w.y);
+      pp_mma(acc.l[0], r1.x, r1.y, r1.z, r1.w, w.x, w.y);
+      pp_mma(acc.d[1], r0.x, r0.y, r0.z, r0.w, w.z, w.w);
+      pp_mma(acc.l[1], r1.x, r1.y, r1.z, r1.w, w.z, w.w);
+    } else {
+      const int c8 = (4 * m + q) % PP_UC8;
+      const hct_u4 a = sm[tok * PP_UTS + c8], b = sm[(PP_TMAX + tok) * PP_UTS + c8];
+      const hct_u4 c = sm[(2 * PP_TMAX + tok) * PP_UTS + c8], d = sm[(3 * PP_TMAX + tok) * PP_UTS + c8];
+      acc.d[0][0] += __uint_as_float(a.x ^ b.y ^ c.z ^ d.w);
+    }
+  }
+  const hct_u64 c1 = clock64();
+  if (lane == 0) cyc[blockIdx.x * PP_NW + wp] = c1 - c0;
+  sink[blockIdx.x * blockDim.x + tid] = pp_acc_sum(acc, 0) + pp_acc_sum(acc, 1);
 }
 /* Latency of dependent loads: one thread follows `n` links of a chain. */
 __global__ void lab_chase(const unsigned *next, int n, unsigned *sink, hct_u64 *ns) {
@@ -446,6 +483,33 @@ int main(int argc, char **argv) {
   CK(cudaFree(g_src));
 
 kernels:
+  /* pipe's mma loop alone: cycles a warp for 10 and 40 steps, 128 blocks
+   * of 320 threads (103 KB: up to two an SM) and 1 block (alone on an SM). */
+  {
+    hct_u4 *wsrc;
+    float *sink;
+    hct_u64 *cyc;
+    CK(cudaMalloc(&wsrc, 64 * 16));
+    CK(cudaMemset(wsrc, 0x3c, 64 * 16));
+    CK(cudaMalloc(&sink, 128 * PP_NT * 4));
+    CK(cudaMalloc(&cyc, 128 * PP_NW * 8));
+    void (*fns[3])(int, const hct_u4 *, float *, hct_u64 *) = {lab_mma<0>, lab_mma<1>, lab_mma<2>};
+    const char *mn[3] = {"mma, A from shared planes", "mma, A in registers", "shared loads only"};
+    for (int f = 0; f < 3; ++f) {
+      CK(cudaFuncSetAttribute(fns[f], cudaFuncAttributeMaxDynamicSharedMemorySize, PP_SMEM));
+      for (int nb : {1, 128})
+        for (int steps : {10, 40}) {
+          fns[f]<<<nb, PP_NT, PP_SMEM>>>(steps, wsrc, sink, cyc);
+          fns[f]<<<nb, PP_NT, PP_SMEM>>>(steps, wsrc, sink, cyc);
+          CK(cudaDeviceSynchronize());
+          std::vector<hct_u64> h((size_t)nb * PP_NW);
+          CK(cudaMemcpy(h.data(), cyc, h.size() * 8, cudaMemcpyDeviceToHost));
+          std::sort(h.begin(), h.end());
+          printf("mma loop: %-28s %3d blocks, %2d steps: median %llu cycles a warp, max %llu\n", mn[f], nb,
+                 steps, (unsigned long long)h[h.size() / 2], (unsigned long long)h.back());
+        }
+    }
+  }
   for (int T : Ts) {
     g_T = T;
     const double set_bytes = 2.0 * K * D * 2 + (double)T * D * 4 * 2;
