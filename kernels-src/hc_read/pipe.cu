@@ -214,22 +214,29 @@ HCT_DEV void pp_acc_zero(pp_acc &a) {
 HCT_DEV float pp_acc_sum(const pp_acc &a, int e) {
   return ((a.d[0][e] + a.d[0][2 + e]) + a.l[0][e]) + ((a.d[1][e] + a.d[1][2 + e]) + a.l[1][e]);
 }
-/* One 32-column step of lane (tok, q): the plane entries of its chunk
- * x its weight row's 8 bf16 in w (half 0: elements 0..3, half 1: 4..7).
- * Lanes of rows past T load nothing (their zeros are in registers): every
- * warp reads the same activations, and shared-memory bandwidth, not the
- * tensor cores, bounded the loop when all eight rows were loaded
- * (tools/lab: 40 loads of 512 bytes a warp took 2000 cycles, the 40 mma
- * 750). */
-HCT_DEV void pp_step(pp_acc &acc, const hct_u4 *plane, int stride, int tok, int c8, bool live, hct_u4 w) {
+/* 16 bytes of shared memory at the 32-bit shared address `a` into v when
+ * `on` (v unchanged otherwise): a predicated load, no branch, and no
+ * generic-to-shared conversion per load (with a generic pointer the
+ * compiler re-derived the cluster window, S2R SR_CgaCtaId, at every step). */
+HCT_DEV void pp_lds16(hct_u4 &v, hct_u32 a, bool on) {
+  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %4, 0;\n\t@p ld.shared.v4.u32 {%0,%1,%2,%3}, [%5];\n\t}"
+               : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
+               : "r"((hct_u32)on), "r"(a));
+}
+/* One 32-column step of lane (tok, q): the four plane entries at shared
+ * address a (plane i at a + i * pstride) x its weight row's 8 bf16 in w
+ * (half 0: elements 0..3, half 1: 4..7).  Lanes of rows past T load
+ * nothing (their zeros stay in registers): every warp reads the same
+ * activations, and shared-memory bandwidth bounded the loop when all eight
+ * rows were loaded (tools/lab: 40 loads of 512 bytes a warp took 2000
+ * cycles, the 40 mma 750). */
+HCT_DEV void pp_step(pp_acc &acc, hct_u32 a, hct_u32 pstride, bool live, hct_u4 w) {
   const hct_u4 z = {0u, 0u, 0u, 0u};
   hct_u4 q0 = z, q1 = z, q2 = z, q3 = z;
-  if (live) {
-    q0 = plane[tok * stride + c8];
-    q1 = plane[(PP_TMAX + tok) * stride + c8];
-    q2 = plane[(2 * PP_TMAX + tok) * stride + c8];
-    q3 = plane[(3 * PP_TMAX + tok) * stride + c8];
-  }
+  pp_lds16(q0, a, live);
+  pp_lds16(q1, a + pstride, live);
+  pp_lds16(q2, a + 2 * pstride, live);
+  pp_lds16(q3, a + 3 * pstride, live);
   pp_mma(acc.d[0], q0.x, q0.y, q0.z, q0.w, w.x, w.y);
   pp_mma(acc.l[0], q2.x, q2.y, q2.z, q2.w, w.x, w.y);
   pp_mma(acc.d[1], q1.x, q1.y, q1.z, q1.w, w.z, w.w);
@@ -346,13 +353,18 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   /* ---- down: warp (column tile nt, half kh) ------------------------------ */
   {
     const int nt = wp % 5, kh = wp / 5;
-    const hct_u16 *wrow = wd + (8 * nt + tok) * PP_WDS + kh * (PP_KPB / 2) + 8 * q;
+    /* Shared addresses of this lane's weight row and plane entries. */
+    const hct_u32 wa = pp_smem_addr(wd + (8 * nt + tok) * PP_WDS + kh * (PP_KPB / 2) + 8 * q);
+    const hct_u32 pa = pp_smem_addr(sp + tok * PP_DTS + kh * (PP_DC8 / 2) + q);
     const bool live = tok < T;
     pp_acc acc;
     pp_acc_zero(acc);
-#pragma unroll 2
-    for (int m = 0; m < PP_KPB / 64; ++m)
-      pp_step(acc, sp, PP_DTS, tok, kh * (PP_DC8 / 2) + 4 * m + q, live, *(const hct_u4 *)(wrow + 32 * m));
+#pragma unroll
+    for (int m = 0; m < PP_KPB / 64; ++m) {
+      hct_u4 w = {0u, 0u, 0u, 0u};
+      pp_lds16(w, wa + 64 * m, true);
+      pp_step(acc, pa + 64 * m, PP_TMAX * PP_DTS * 16, live, w);
+    }
     /* Lane (tok, q) holds token tok's dots with rows 8nt + 2q, +1. */
     const float v0 = pp_acc_sum(acc, 0), v1 = pp_acc_sum(acc, 1);
     if (kh == 1) {
@@ -417,10 +429,11 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 
   /* ---- up: warp wp, rows 8wp .. 8wp+7; gates --------------------------- */
   {
+    const hct_u32 pa = pp_smem_addr(sp + tok * PP_UTS + q);
     pp_acc acc;
     pp_acc_zero(acc);
 #pragma unroll
-    for (int m = 0; m < PP_UPM; ++m) pp_step(acc, sp, PP_UTS, tok, 4 * m + q, tok < T, wu[m]);
+    for (int m = 0; m < PP_UPM; ++m) pp_step(acc, pa + 64 * m, PP_TMAX * PP_UTS * 16, tok < T, wu[m]);
     if (tok < T) {
       gt[tok * PP_NR + 8 * wp + 2 * q] = hcr_sigmoid(pp_acc_sum(acc, 0));
       gt[tok * PP_NR + 8 * wp + 2 * q + 1] = hcr_sigmoid(pp_acc_sum(acc, 1));
