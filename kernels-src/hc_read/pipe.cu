@@ -63,6 +63,7 @@
 #define PF 0
 #include "fast_common.h"
 #include "persist_common.h"
+#include "hct_bulk.h"
 #ifndef PDL
 #error "pipe: PDL must be defined"
 #endif
@@ -100,7 +101,8 @@ static_assert(K % 32 == 0 && PP_KPB % 64 == 0, "pipe: whole 32-column steps");
 #define PP_OFF_X (PP_OFF_WN + PP_KPB * 2)                /* partial dots [8][40] f32, then sums of squares [8] */
 #define PP_OFF_RED (PP_OFF_X + (PP_TMAX * PP_RPC + PP_TMAX) * 4) /* [5][64] f32 */
 #define PP_OFF_SSI (PP_OFF_RED + 5 * 64 * 4)             /* sums of squares of each chunk [8][80] f32 */
-#define PP_SMEM (PP_OFF_SSI + PP_TMAX * PP_DC8 * 4)
+#define PP_OFF_BAR (PP_OFF_SSI + PP_TMAX * PP_DC8 * 4) /* the weights' mbarrier */
+#define PP_SMEM (PP_OFF_BAR + 16)
 static_assert(PP_TMAX * PP_NR * 4 <= PP_RPC * PP_WDS * 2, "pipe: the gates fit where w_down was");
 
 HCT_DEV void pp_stamp(hct_u64 *trace, int i) {
@@ -187,6 +189,10 @@ HCT_DEV hct_f4 pp_ldcg4(const float *p) {
 /* d += A * B, one m16n8k16 step; A's rows 0..7 in a0 (k 0..7) and a2
  * (k 8..15), rows 8..15 in a1 and a3. */
 HCT_DEV void pp_mma(float (&d)[4], hct_u32 a0, hct_u32 a1, hct_u32 a2, hct_u32 a3, hct_u32 b0, hct_u32 b1) {
+#if defined(PP_EXP) && PP_EXP == 1 /* tools/lab experiment: no tensor cores */
+  d[0] += __uint_as_float(a0 ^ a1 ^ a2 ^ a3 ^ b0 ^ b1);
+  return;
+#endif
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -219,6 +225,10 @@ HCT_DEV float pp_acc_sum(const pp_acc &a, int e) {
  * generic-to-shared conversion per load (with a generic pointer the
  * compiler re-derived the cluster window, S2R SR_CgaCtaId, at every step). */
 HCT_DEV void pp_lds16(hct_u4 &v, hct_u32 a, bool on) {
+#if defined(PP_EXP) && PP_EXP == 2 /* tools/lab experiment: no shared loads */
+  v.x ^= a; v.y ^= (hct_u32)on;
+  return;
+#endif
   asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %4, 0;\n\t@p ld.shared.v4.u32 {%0,%1,%2,%3}, [%5];\n\t}"
                : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
                : "r"((hct_u32)on), "r"(a));
@@ -275,12 +285,24 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 
   /* ---- before the wait: weights only (no kernel writes them) ------------ */
   if (PDL) hcr_pdl_launch();
-  for (int p = tid; p < PP_RPC * (PP_KPB / 8); p += PP_NT) {
-    const int row = p / (PP_KPB / 8), ch = p % (PP_KPB / 8);
-    hct_cp_async16(wd + row * PP_WDS + 8 * ch, w_down + (long long)(j0 + row) * D + (long long)s * C + cs0 + 8 * ch);
+  /* w_down's 40 row segments (1280 bytes each) and w_norm's by bulk copies
+   * from warp 0: the copy engine moves them, so the 6400 16-byte cp.async
+   * a block would issue do not queue in front of the shared loads of the
+   * read running beside it on the SM. */
+  hct_u64 *bar = (hct_u64 *)(sm + PP_OFF_BAR);
+  if (wp == 0) {
+    if (lane == 0) {
+      hct_bulk_init(bar);
+      hct_bulk_expect(bar, (PP_RPC + 1) * PP_KPB * 2);
+    }
+    __syncwarp();
+    for (int row = lane; row <= PP_RPC; row += HCT_LW) {
+      if (row < PP_RPC)
+        hct_bulk_copy(wd + row * PP_WDS, w_down + (long long)(j0 + row) * D + (long long)s * C + cs0, PP_KPB * 2, bar);
+      else
+        hct_bulk_copy(wn, w_norm + (long long)s * C + cs0, PP_KPB * 2, bar);
+    }
   }
-  for (int p = tid; p < PP_KPB / 8; p += PP_NT) hct_cp_async16(wn + 8 * p, w_norm + (long long)s * C + cs0 + 8 * p);
-  hct_cp_async_commit();
   /* This warp's 8 up rows as B fragments: lane (tok, q) holds columns
    * 32m + 8q .. 32m + 8q + 7 of row 8*wp + tok. */
   hct_u4 wu[PP_UPM];
@@ -316,8 +338,8 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
       rm[sr] = pending != 0 ? resid[at] + pending[at] : resid[at];
     }
   }
-  hct_cp_async_wait<0>();
-  __syncthreads(); /* w_down and w_norm */
+  __syncthreads(); /* the mbarrier's init */
+  hct_bulk_wait(bar, 0); /* w_down and w_norm */
   pp_stamp(trace, 2);
 
   /* ---- y = fl(R' * w_norm), split into the planes; sums of squares -------
