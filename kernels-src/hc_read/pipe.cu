@@ -381,7 +381,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     const bool live = tok < T;
     pp_acc acc;
     pp_acc_zero(acc);
-#pragma unroll
+#pragma unroll 1
     for (int m = 0; m < PP_KPB / 64; ++m) {
       hct_u4 w = {0u, 0u, 0u, 0u};
       pp_lds16(w, wa + 64 * m, true);
