@@ -35,6 +35,9 @@
 #define TP 2
 #define PDL 1
 #define GB 0
+#ifndef CL
+#define CL 0
+#endif
 #define DOWN_WARPS 4
 #define UP_WARPS 4
 #include "persist.cu"
@@ -75,7 +78,7 @@ __global__ void __launch_bounds__(640, 1) lab_pb(PB_PARAMS, hct_u64 *trace) {
   pb_dispatch(PB_ARGS, trace);
   lab_clock_stamp(trace, 15);
 }
-__global__ void __cluster_dims__(PP_CL, 1, 1) __launch_bounds__(PP_NT, 2) lab_pp(PP_PARAMS, hct_u64 *trace) {
+__global__ void PP_CLUSTER __launch_bounds__(PP_NT, 2) lab_pp(PP_PARAMS, hct_u64 *trace) {
   lab_clock_stamp(trace, 14);
   pp_read(PP_ARGS, trace);
   lab_clock_stamp(trace, 15);
