@@ -207,7 +207,7 @@ static void alloc_set(Set &s, int T, unsigned seed) {
   CK(cudaMalloc(&s.lo, (size_t)T * K * 4));
   CK(cudaMalloc(&s.gate, (size_t)T * D * 4));
   CK(cudaMalloc(&s.rs, 4096));
-  CK(cudaMalloc(&s.part, (size_t)8 * S * K * 4));
+  CK(cudaMalloc(&s.part, (size_t)128 * 8 * 41 * 4)); /* pipe with CL 0 needs the most */
   CK(cudaMalloc(&s.wn, (size_t)D * 2));
   CK(cudaMalloc(&s.wd, (size_t)K * D * 2));
   CK(cudaMalloc(&s.wu, (size_t)D * K * 2));
