@@ -67,9 +67,6 @@
 #ifndef PDL
 #error "pipe: PDL must be defined"
 #endif
-#ifndef CL
-#error "pipe: CL must be defined"
-#endif
 #if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
 #error "pipe: needs thread block clusters and bf16 mma (sm_90 or later)"
 #endif
@@ -278,11 +275,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
   const int tok = lane >> 2, q = lane & 3; /* an mma fragment's row / column and k pair */
-#if CL
   const int cid = pp_cluster_id(), r = pp_cluster_rank();
-#else
-  const int cid = (int)blockIdx.x / PP_CL, r = (int)blockIdx.x % PP_CL;
-#endif
   const int g = cid >> 1, h = cid & 1, s = 2 * h + r / 4;
   const int j0 = g * PP_RPC;           /* the cluster's first w_down row */
   const int cs0 = (r % 4) * PP_KPB;    /* the block's first column within stream s */
@@ -401,23 +394,19 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
       red[nt * 64 + 2 * lane + 1] = v1;
     }
     __syncthreads();
-    /* CL: to shared memory for the cluster; else to global, for everyone. */
-    float *xo = CL ? xp : part + (long long)blockIdx.x * PP_TMAX * PP_RPC;
-    float *xso = CL ? xs : part + PP_NB * PP_TMAX * PP_RPC + (long long)blockIdx.x * PP_TMAX;
     if (kh == 0 && live) {
-      xo[tok * PP_RPC + 8 * nt + 2 * q] = v0 + red[nt * 64 + 2 * lane];
-      xo[tok * PP_RPC + 8 * nt + 2 * q + 1] = v1 + red[nt * 64 + 2 * lane + 1];
+      xp[tok * PP_RPC + 8 * nt + 2 * q] = v0 + red[nt * 64 + 2 * lane];
+      xp[tok * PP_RPC + 8 * nt + 2 * q + 1] = v1 + red[nt * 64 + 2 * lane + 1];
     }
     /* Warp t < T: token t's sum of squares over the block's columns. */
     if (wp < T) {
       float v = ssi[wp * PP_DC8 + lane] + ssi[wp * PP_DC8 + 32 + lane];
       if (lane < PP_DC8 - 64) v += ssi[wp * PP_DC8 + 64 + lane];
       v = hct_warp_sum(v);
-      if (lane == 0) xso[wp] = v;
+      if (lane == 0) xs[wp] = v;
     }
   }
   pp_stamp(trace, 10);
-#if CL
   pp_cluster_sync(); /* every block's xp and xs, to the whole cluster */
   pp_stamp(trace, 4);
 
@@ -436,60 +425,22 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     part[((long long)h * T + t) * K + j0 + row] = fmaf(rs1, p1, rs0 * p0);
   }
   pp_stamp(trace, 5);
-#endif
   /* The grid barrier also keeps every block's shared memory alive until
    * the whole cluster has read it. */
   if (!hct_grid_sync(&grid)) return;
   pp_stamp(trace, 6);
 
   /* ---- gather lo into the planes; store this block's R' ---------------- */
-#if !CL
-  /* rs of every (token, stream) from the sums of squares of row group 0's
-   * blocks (every row group's blocks hold the same sums). */
-  float *rsm = red; /* [t][s] */
-  if (tid < S * T) {
-    const int t = tid / S, sr = tid % S;
-    const float *ss = part + PP_NB * PP_TMAX * PP_RPC + t;
-    const int b0 = (sr / 2) * PP_CL + (sr % 2) * 4;
-    const float v = ((hcr_ldcg(ss + (b0 + 0) * PP_TMAX) + hcr_ldcg(ss + (b0 + 1) * PP_TMAX)) +
-                     hcr_ldcg(ss + (b0 + 2) * PP_TMAX)) + hcr_ldcg(ss + (b0 + 3) * PP_TMAX);
-    rsm[tid] = rsqrtf(v / (float)C + HCT_EPS);
-  }
-  __syncthreads();
-#endif
   for (int p = tid; p < PP_TMAX * PP_UC8; p += PP_NT) {
     const int t = p / PP_UC8, c8 = p % PP_UC8;
     if (t >= T) {
       pp_zero8(sp, PP_UTS, t, c8);
       continue;
     }
-#if CL
     const float *p0 = part + (long long)t * K + 8 * c8, *p1 = part + ((long long)T + t) * K + 8 * c8;
     const hct_f4 a0 = pp_ldcg4(p0), b0 = pp_ldcg4(p0 + 4), a1 = pp_ldcg4(p1), b1 = pp_ldcg4(p1 + 4);
     const hct_f4 a = {a0.x + a1.x, a0.y + a1.y, a0.z + a1.z, a0.w + a1.w};
     const hct_f4 b = {b0.x + b1.x, b0.y + b1.y, b0.z + b1.z, b0.w + b1.w};
-#else
-    /* Rows 8c8 .. 8c8+7 lie in row group c8/5: the partials of its 16
-     * blocks (two stream halves x eight quarters), each stream's four
-     * quarters summed, times that stream's rs. */
-    const int gq = c8 / 5, lr = 8 * (c8 % 5);
-    hct_f4 a = {0.0f, 0.0f, 0.0f, 0.0f}, b = a;
-#pragma unroll
-    for (int sr = 0; sr < S; ++sr) {
-      hct_f4 qa = {0.0f, 0.0f, 0.0f, 0.0f}, qb = qa;
-#pragma unroll
-      for (int qq = 0; qq < 4; ++qq) {
-        const int bb = (2 * gq + sr / 2) * PP_CL + (sr % 2) * 4 + qq;
-        const float *pp = part + ((long long)bb * PP_TMAX + t) * PP_RPC + lr;
-        const hct_f4 x = pp_ldcg4(pp), y = pp_ldcg4(pp + 4);
-        qa.x += x.x; qa.y += x.y; qa.z += x.z; qa.w += x.w;
-        qb.x += y.x; qb.y += y.y; qb.z += y.z; qb.w += y.w;
-      }
-      const float rv = rsm[t * S + sr];
-      a.x = fmaf(rv, qa.x, a.x); a.y = fmaf(rv, qa.y, a.y); a.z = fmaf(rv, qa.z, a.z); a.w = fmaf(rv, qa.w, a.w);
-      b.x = fmaf(rv, qb.x, b.x); b.y = fmaf(rv, qb.y, b.y); b.z = fmaf(rv, qb.z, b.z); b.w = fmaf(rv, qb.w, b.w);
-    }
-#endif
     pp_split8(sp, PP_UTS, t, c8, a, b);
   }
   if (pending != 0 && mt < T)
@@ -527,15 +478,9 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   pp_stamp(trace, 9);
 }
 
-#if CL
-#define PP_CLUSTER __cluster_dims__(PP_CL, 1, 1)
-#else
-#define PP_CLUSTER
-#endif
 #ifndef HCR_LAB
-/* Grid 128 (in clusters of 8 when CL), block 320, dynamic shared memory
- * PP_SMEM. */
-HCT_ENTRY void PP_CLUSTER __launch_bounds__(PP_NT, 2) hc_pp_read(PP_PARAMS) {
+/* Grid 128 in clusters of 8, block 320, dynamic shared memory PP_SMEM. */
+HCT_ENTRY void __cluster_dims__(PP_CL, 1, 1) __launch_bounds__(PP_NT, 2) hc_pp_read(PP_PARAMS) {
   pp_read(PP_ARGS, 0);
 }
 #endif

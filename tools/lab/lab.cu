@@ -35,9 +35,6 @@
 #define TP 2
 #define PDL 1
 #define GB 0
-#ifndef CL
-#define CL 0
-#endif
 #define DOWN_WARPS 4
 #define UP_WARPS 4
 #include "persist.cu"
@@ -78,7 +75,7 @@ __global__ void __launch_bounds__(640, 1) lab_pb(PB_PARAMS, hct_u64 *trace) {
   pb_dispatch(PB_ARGS, trace);
   lab_clock_stamp(trace, 15);
 }
-__global__ void PP_CLUSTER __launch_bounds__(PP_NT, 2) lab_pp(PP_PARAMS, hct_u64 *trace) {
+__global__ void __cluster_dims__(PP_CL, 1, 1) __launch_bounds__(PP_NT, 2) lab_pp(PP_PARAMS, hct_u64 *trace) {
   lab_clock_stamp(trace, 14);
   pp_read(PP_ARGS, trace);
   lab_clock_stamp(trace, 15);
@@ -207,7 +204,7 @@ static void alloc_set(Set &s, int T, unsigned seed) {
   CK(cudaMalloc(&s.lo, (size_t)T * K * 4));
   CK(cudaMalloc(&s.gate, (size_t)T * D * 4));
   CK(cudaMalloc(&s.rs, 4096));
-  CK(cudaMalloc(&s.part, (size_t)128 * 8 * 41 * 4)); /* pipe with CL 0 needs the most */
+  CK(cudaMalloc(&s.part, (size_t)8 * S * K * 4));
   CK(cudaMalloc(&s.wn, (size_t)D * 2));
   CK(cudaMalloc(&s.wd, (size_t)K * D * 2));
   CK(cudaMalloc(&s.wu, (size_t)D * K * 2));
