@@ -381,12 +381,16 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     const bool live = tok < T;
     pp_acc acc;
     pp_acc_zero(acc);
+#if defined(PP_EXP) && PP_EXP == 3 /* tools/lab experiment: no down loop at all */
+    if (live) acc.d[0][0] = __uint_as_float(wa ^ pa);
+#else
 #pragma unroll 1
     for (int m = 0; m < PP_KPB / 64; ++m) {
       hct_u4 w = {0u, 0u, 0u, 0u};
       pp_lds16(w, wa + 64 * m, true);
       pp_step(acc, pa + 64 * m, PP_TMAX * PP_DTS * 16, live, w);
     }
+#endif
     /* Lane (tok, q) holds token tok's dots with rows 8nt + 2q, +1. */
     const float v0 = pp_acc_sum(acc, 0), v1 = pp_acc_sum(acc, 1);
     if (kh == 1) {
