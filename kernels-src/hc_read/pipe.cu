@@ -233,24 +233,36 @@ HCT_DEV void pp_lds16(hct_u4 &v, hct_u32 a, bool on) {
                : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
                : "r"((hct_u32)on), "r"(a));
 }
-/* One 32-column step of lane (tok, q): the four plane entries at shared
- * address a (plane i at a + i * pstride) x its weight row's 8 bf16 in w
- * (half 0: elements 0..3, half 1: 4..7).  Lanes of rows past T load
- * nothing (their zeros stay in registers): every warp reads the same
- * activations, and shared-memory bandwidth bounded the loop when all eight
- * rows were loaded (tools/lab: 40 loads of 512 bytes a warp took 2000
- * cycles, the 40 mma 750). */
-HCT_DEV void pp_step(pp_acc &acc, hct_u32 a, hct_u32 pstride, bool live, hct_u4 w) {
+/* The operands of one 32-column step of lane (tok, q): the four plane
+ * entries at shared address a (plane i at a + i * pstride; lanes of rows
+ * past T load nothing, their zeros stay) and, when withw, its weight
+ * row's 8 bf16 at wa. */
+struct pp_ops {
+  hct_u4 q[4], w;
+};
+HCT_DEV void pp_ops_zero(pp_ops &o) {
   const hct_u4 z = {0u, 0u, 0u, 0u};
-  hct_u4 q0 = z, q1 = z, q2 = z, q3 = z;
-  pp_lds16(q0, a, live);
-  pp_lds16(q1, a + pstride, live);
-  pp_lds16(q2, a + 2 * pstride, live);
-  pp_lds16(q3, a + 3 * pstride, live);
-  pp_mma(acc.d[0], q0.x, q0.y, q0.z, q0.w, w.x, w.y);
-  pp_mma(acc.l[0], q2.x, q2.y, q2.z, q2.w, w.x, w.y);
-  pp_mma(acc.d[1], q1.x, q1.y, q1.z, q1.w, w.z, w.w);
-  pp_mma(acc.l[1], q3.x, q3.y, q3.z, q3.w, w.z, w.w);
+  o.q[0] = o.q[1] = o.q[2] = o.q[3] = o.w = z;
+}
+HCT_DEV void pp_load(pp_ops &o, hct_u32 a, hct_u32 pstride, bool live, bool withw, hct_u32 wa) {
+  if (withw) pp_lds16(o.w, wa, true);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) pp_lds16(o.q[i], a + i * pstride, live);
+}
+/* The step's four mma: w's half 0 (elements 0..3) with planes 0 and 2,
+ * half 1 with planes 1 and 3. */
+HCT_DEV void pp_step(pp_acc &acc, const pp_ops &o, hct_u4 w) {
+  pp_mma(acc.d[0], o.q[0].x, o.q[0].y, o.q[0].z, o.q[0].w, w.x, w.y);
+  pp_mma(acc.l[0], o.q[2].x, o.q[2].y, o.q[2].z, o.q[2].w, w.x, w.y);
+  pp_mma(acc.d[1], o.q[1].x, o.q[1].y, o.q[1].z, o.q[1].w, w.z, w.w);
+  pp_mma(acc.l[1], o.q[3].x, o.q[3].y, o.q[3].z, o.q[3].w, w.z, w.w);
+}
+/* Volatile, so it stays after the shared loads before it (a plain load
+ * of const data may be hoisted, holding its registers longer). */
+HCT_DEV hct_u4 pp_ldg16(const void *p) {
+  hct_u4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
 }
 
 /* ---- the read --------------------------------------------------------------*/
@@ -303,14 +315,13 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
         hct_bulk_copy(wn, w_norm + (long long)s * C + cs0, PP_KPB * 2, bar);
     }
   }
-  /* This warp's 8 up rows as B fragments: lane (tok, q) holds columns
-   * 32m + 8q .. 32m + 8q + 7 of row 8*wp + tok. */
-  hct_u4 wu[PP_UPM];
-  {
-    const int rho = 8 * wp + tok, sr = rho / PP_NCU, cl = rho % PP_NCU;
-    const hct_u4 *src = (const hct_u4 *)(w_up + ((long long)sr * C + cu0 + cl) * K + 8 * q);
-#pragma unroll
-    for (int m = 0; m < PP_UPM; ++m) wu[m] = src[4 * m];
+  /* w_up's 80 rows (640 bytes each) into L2 now; into registers (as B
+   * fragments) after the down stage, where they were in the way of the
+   * down loop's software pipelining (96 registers a thread). */
+  for (int p = tid; p < PP_NR * (K * 2 / 128); p += PP_NT) {
+    const int row = p / (K * 2 / 128), ln = p % (K * 2 / 128);
+    const int sr = row / PP_NCU, cl = row % PP_NCU;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(w_up + ((long long)sr * C + cu0 + cl) * K + 64 * ln));
   }
   /* R and pending into L2 before the wait too: a prefetch returns nothing
    * to the SM, and the loads after the wait read the L2, where the
@@ -373,6 +384,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   pp_stamp(trace, 3);
 
   /* ---- down: warp (column tile nt, half kh) ------------------------------ */
+  hct_u4 wu[PP_UPM];
   {
     const int nt = wp % 5, kh = wp / 5;
     /* Shared addresses of this lane's weight row and plane entries. */
@@ -381,16 +393,27 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     const bool live = tok < T;
     pp_acc acc;
     pp_acc_zero(acc);
-#if defined(PP_EXP) && PP_EXP == 3 /* tools/lab experiment: no down loop at all */
-    if (live) acc.d[0][0] = __uint_as_float(wa ^ pa);
-#else
-#pragma unroll 1
+    /* Software-pipelined: step m+1's operands are requested before step
+     * m's mma (one step after the other, each step cost its shared-load
+     * latency plus its mma: tools/lab). */
+    pp_ops o[2];
+    pp_ops_zero(o[0]);
+    pp_ops_zero(o[1]);
+    const hct_u32 ps = PP_TMAX * PP_DTS * 16;
+    pp_load(o[0], pa, ps, live, true, wa);
+#pragma unroll
     for (int m = 0; m < PP_KPB / 64; ++m) {
-      hct_u4 w = {0u, 0u, 0u, 0u};
-      pp_lds16(w, wa + 64 * m, true);
-      pp_step(acc, pa + 64 * m, PP_TMAX * PP_DTS * 16, live, w);
+      if (m + 1 < PP_KPB / 64) pp_load(o[(m + 1) & 1], pa + 64 * (m + 1), ps, live, true, wa + 64 * (m + 1));
+      pp_step(acc, o[m & 1], o[m & 1].w);
     }
-#endif
+    /* This warp's 8 up rows as B fragments, requested now: lane (tok, q)
+     * holds columns 32m + 8q .. 32m + 8q + 7 of row 8*wp + tok. */
+    {
+      const int rho = 8 * wp + tok, sr = rho / PP_NCU, cl = rho % PP_NCU;
+      const hct_u4 *src = (const hct_u4 *)(w_up + ((long long)sr * C + cu0 + cl) * K + 8 * q);
+#pragma unroll
+      for (int m = 0; m < PP_UPM; ++m) wu[m] = pp_ldg16(src + 4 * m);
+    }
     /* Lane (tok, q) holds token tok's dots with rows 8nt + 2q, +1. */
     const float v0 = pp_acc_sum(acc, 0), v1 = pp_acc_sum(acc, 1);
     if (kh == 1) {
@@ -455,11 +478,19 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 
   /* ---- up: warp wp, rows 8wp .. 8wp+7; gates --------------------------- */
   {
-    const hct_u32 pa = pp_smem_addr(sp + tok * PP_UTS + q);
+    const hct_u32 pa = pp_smem_addr(sp + tok * PP_UTS + q), ps = PP_TMAX * PP_UTS * 16;
+    const bool live = tok < T;
     pp_acc acc;
     pp_acc_zero(acc);
+    pp_ops o[2];
+    pp_ops_zero(o[0]);
+    pp_ops_zero(o[1]);
+    pp_load(o[0], pa, ps, live, false, 0);
 #pragma unroll
-    for (int m = 0; m < PP_UPM; ++m) pp_step(acc, pa + 64 * m, PP_TMAX * PP_UTS * 16, tok < T, wu[m]);
+    for (int m = 0; m < PP_UPM; ++m) {
+      if (m + 1 < PP_UPM) pp_load(o[(m + 1) & 1], pa + 64 * (m + 1), ps, live, false, 0);
+      pp_step(acc, o[m & 1], wu[m]);
+    }
     if (tok < T) {
       gt[tok * PP_NR + 8 * wp + 2 * q] = hcr_sigmoid(pp_acc_sum(acc, 0));
       gt[tok * PP_NR + 8 * wp + 2 * q + 1] = hcr_sigmoid(pp_acc_sum(acc, 1));

@@ -96,7 +96,12 @@ __global__ void __launch_bounds__(PP_NT, 2) lab_mma(int steps, const hct_u4 *wsr
   hct_u4 r0 = sm[lane], r1 = sm[lane + 32];
   const hct_u64 c0 = clock64();
   for (int m = 0; m < steps; ++m) {
-    if (MODE == 0) pp_step(acc, pp_smem_addr(sm + tok * PP_UTS + (4 * m + q) % PP_UC8), PP_TMAX * PP_UTS * 16, true, w);
+    if (MODE == 0) {
+      pp_ops o;
+      pp_ops_zero(o);
+      pp_load(o, pp_smem_addr(sm + tok * PP_UTS + (4 * m + q) % PP_UC8), PP_TMAX * PP_UTS * 16, true, false, 0);
+      pp_step(acc, o, w);
+    }
     else if (MODE == 1) {
       pp_mma(acc.d[0], r0.x, r0.y, r0.z, r0.w, w.x, w.y);
       pp_mma(acc.l[0], r1.x, r1.y, r1.z, r1.w, w.x, w.y);
