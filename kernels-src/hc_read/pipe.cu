@@ -85,7 +85,6 @@
 #define PP_DTS (PP_DC8 + 4) /* split plane token stride, down, in 16-byte units (padded: conflict-free) */
 #define PP_UTS (PP_UC8 + 4) /* the same, up */
 #define PP_TMAX 8           /* tokens: the 8 rows of an mma's A that are used */
-#define PP_UPM (K / 32)     /* 32-column steps of an up row: 10 */
 static_assert(S == 4 && C == 4 * PP_KPB, "pipe: a block takes a quarter of a stream");
 static_assert((K / PP_RPC) * 2 * PP_CL == PP_NB, "pipe: 8 row groups x 2 stream halves x 8 ranks");
 static_assert(C == PP_NB * PP_NCU && PP_NR == 8 * PP_NW, "pipe: a warp per 8 up rows");
@@ -198,28 +197,6 @@ HCT_DEV void pp_mma(float (&d)[4], hct_u32 a0, hct_u32 a1, hct_u32 a2, hct_u32 a
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-/*
- * Accumulators of a 32-column step: the hi terms go in A's rows 0..7 and
- * the mid terms in rows 8..15 of one mma (the same weights multiply both),
- * the lo terms in rows 0..7 of a second; each of the step's two halves
- * has its own pair of accumulators, so four chains of mma run side by
- * side (mma.sync's latency, not its rate, bounds a warp's 10 to 20 steps).
- * Token tok's dot with column 2q (+1) is then the sum of d[h][0] (d[h][1])
- * and d[h][2] (d[h][3]) and l[h][0] (l[h][1]) over h.
- */
-struct pp_acc {
-  float d[2][4], l[2][4];
-};
-HCT_DEV void pp_acc_zero(pp_acc &a) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) a.d[h][i] = a.l[h][i] = 0.0f;
-}
-/* Column e (0, 1) of this lane's pair: the fixed order of the sums. */
-HCT_DEV float pp_acc_sum(const pp_acc &a, int e) {
-  return ((a.d[0][e] + a.d[0][2 + e]) + a.l[0][e]) + ((a.d[1][e] + a.d[1][2 + e]) + a.l[1][e]);
-}
 /* 16 bytes of shared memory at the 32-bit shared address `a` into v when
  * `on` (v unchanged otherwise): a predicated load, no branch, and no
  * generic-to-shared conversion per load (with a generic pointer the
@@ -233,30 +210,21 @@ HCT_DEV void pp_lds16(hct_u4 &v, hct_u32 a, bool on) {
                : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
                : "r"((hct_u32)on), "r"(a));
 }
-/* The operands of one 32-column step of lane (tok, q): the four plane
- * entries at shared address a (plane i at a + i * pstride; lanes of rows
- * past T load nothing, their zeros stay) and, when withw, its weight
- * row's 8 bf16 at wa. */
-struct pp_ops {
-  hct_u4 q[4], w;
-};
-HCT_DEV void pp_ops_zero(pp_ops &o) {
-  const hct_u4 z = {0u, 0u, 0u, 0u};
-  o.q[0] = o.q[1] = o.q[2] = o.q[3] = o.w = z;
+/* One 32-column step into a single accumulator: rows 0..7 of C collect
+ * the hi and lo terms, rows 8..15 the mid terms (A's rows 8..15), so a
+ * token's dot is d[e] + d[2 + e]. */
+HCT_DEV void pp_step1(float (&d)[4], const hct_u4 (&qa)[4], hct_u4 w) {
+  pp_mma(d, qa[0].x, qa[0].y, qa[0].z, qa[0].w, w.x, w.y);
+  pp_mma(d, qa[2].x, qa[2].y, qa[2].z, qa[2].w, w.x, w.y);
+  pp_mma(d, qa[1].x, qa[1].y, qa[1].z, qa[1].w, w.z, w.w);
+  pp_mma(d, qa[3].x, qa[3].y, qa[3].z, qa[3].w, w.z, w.w);
 }
-HCT_DEV void pp_load(pp_ops &o, hct_u32 a, hct_u32 pstride, bool live, bool withw, hct_u32 wa) {
-  if (withw) pp_lds16(o.w, wa, true);
+/* The four plane entries of one step (zeros past T stay). */
+HCT_DEV void pp_loadq(hct_u4 (&qa)[4], hct_u32 a, hct_u32 pstride, bool live) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) pp_lds16(o.q[i], a + i * pstride, live);
+  for (int i = 0; i < 4; ++i) pp_lds16(qa[i], a + i * pstride, live);
 }
-/* The step's four mma: w's half 0 (elements 0..3) with planes 0 and 2,
- * half 1 with planes 1 and 3. */
-HCT_DEV void pp_step(pp_acc &acc, const pp_ops &o, hct_u4 w) {
-  pp_mma(acc.d[0], o.q[0].x, o.q[0].y, o.q[0].z, o.q[0].w, w.x, w.y);
-  pp_mma(acc.l[0], o.q[2].x, o.q[2].y, o.q[2].z, o.q[2].w, w.x, w.y);
-  pp_mma(acc.d[1], o.q[1].x, o.q[1].y, o.q[1].z, o.q[1].w, w.z, w.w);
-  pp_mma(acc.l[1], o.q[3].x, o.q[3].y, o.q[3].z, o.q[3].w, w.z, w.w);
-}
+
 /* Volatile, so it stays after the shared loads before it (a plain load
  * of const data may be hoisted, holding its registers longer). */
 HCT_DEV hct_u4 pp_ldg16(const void *p) {
@@ -282,7 +250,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   hct_u16 *wn = (hct_u16 *)(sm + PP_OFF_WN);
   float *xp = (float *)(sm + PP_OFF_X); /* [t][40] */
   float *xs = xp + PP_TMAX * PP_RPC;    /* [t] */
-  float *red = (float *)(sm + PP_OFF_RED);
   float *ssi = (float *)(sm + PP_OFF_SSI);
 
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
@@ -383,47 +350,61 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   __syncthreads();
   pp_stamp(trace, 3);
 
-  /* ---- down: warp (column tile nt, half kh) ------------------------------ */
-  hct_u4 wu[PP_UPM];
+  /* ---- down: warp kg takes columns 64kg .. 64kg+63 for all 40 rows ------
+   * The activations of a step are loaded once a warp and used for the five
+   * column tiles: every warp loading them for its own tile made the loop
+   * bound by shared-memory wavefronts (tools/lab: about 100 ns a step). */
+  hct_u4 wu[2 * 5];
   {
-    const int nt = wp % 5, kh = wp / 5;
-    /* Shared addresses of this lane's weight row and plane entries. */
-    const hct_u32 wa = pp_smem_addr(wd + (8 * nt + tok) * PP_WDS + kh * (PP_KPB / 2) + 8 * q);
-    const hct_u32 pa = pp_smem_addr(sp + tok * PP_DTS + kh * (PP_DC8 / 2) + q);
+    const int kg = wp;
+    const hct_u32 wa = pp_smem_addr(wd + tok * PP_WDS + kg * 64 + 8 * q);
+    const hct_u32 pa = pp_smem_addr(sp + tok * PP_DTS + kg * 8 + q), ps = PP_TMAX * PP_DTS * 16;
     const bool live = tok < T;
-    pp_acc acc;
-    pp_acc_zero(acc);
-    /* Software-pipelined: step m+1's operands are requested before step
-     * m's mma (one step after the other, each step cost its shared-load
-     * latency plus its mma: tools/lab). */
-    pp_ops o[2];
-    pp_ops_zero(o[0]);
-    pp_ops_zero(o[1]);
-    const hct_u32 ps = PP_TMAX * PP_DTS * 16;
-    pp_load(o[0], pa, ps, live, true, wa);
+    float acc[5][4];
 #pragma unroll
-    for (int m = 0; m < PP_KPB / 64; ++m) {
-      if (m + 1 < PP_KPB / 64) pp_load(o[(m + 1) & 1], pa + 64 * (m + 1), ps, live, true, wa + 64 * (m + 1));
-      pp_step(acc, o[m & 1], o[m & 1].w);
+    for (int nt = 0; nt < 5; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    const hct_u4 z = {0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      hct_u4 qa[4] = {z, z, z, z};
+      pp_loadq(qa, pa + 64 * m, ps, live);
+      hct_u4 w[5];
+#pragma unroll
+      for (int nt = 0; nt < 5; ++nt) {
+        w[nt] = z;
+        pp_lds16(w[nt], wa + 8 * nt * PP_WDS * 2 + 64 * m, true);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 5; ++nt) pp_step1(acc[nt], qa, w[nt]);
     }
-    /* This warp's 8 up rows as B fragments, requested now: lane (tok, q)
-     * holds columns 32m + 8q .. 32m + 8q + 7 of row 8*wp + tok. */
+    /* This warp's w_up B fragments for the up stage, requested now (see
+     * the up stage for the layout). */
     {
-      const int rho = 8 * wp + tok, sr = rho / PP_NCU, cl = rho % PP_NCU;
-      const hct_u4 *src = (const hct_u4 *)(w_up + ((long long)sr * C + cu0 + cl) * K + 8 * q);
+      const int ng = wp / 5, ukg = wp % 5;
 #pragma unroll
-      for (int m = 0; m < PP_UPM; ++m) wu[m] = pp_ldg16(src + 4 * m);
+      for (int j = 0; j < 5; ++j) {
+        const int rho = 40 * ng + 8 * j + tok, sr = rho / PP_NCU, cl = rho % PP_NCU;
+        const hct_u4 *src = (const hct_u4 *)(w_up + ((long long)sr * C + cu0 + cl) * K + 64 * ukg + 8 * q);
+        wu[2 * j] = pp_ldg16(src);
+        wu[2 * j + 1] = pp_ldg16(src + 4);
+      }
     }
-    /* Lane (tok, q) holds token tok's dots with rows 8nt + 2q, +1. */
-    const float v0 = pp_acc_sum(acc, 0), v1 = pp_acc_sum(acc, 1);
-    if (kh == 1) {
-      red[nt * 64 + 2 * lane] = v0;
-      red[nt * 64 + 2 * lane + 1] = v1;
-    }
+    /* Lane (tok, q) holds token tok's dots over this warp's columns with
+     * rows 8nt + 2q, +1; summed over the ten warps in a fixed order, in
+     * the planes' space (every warp is done with them). */
     __syncthreads();
-    if (kh == 0 && live) {
-      xp[tok * PP_RPC + 8 * nt + 2 * q] = v0 + red[nt * 64 + 2 * lane];
-      xp[tok * PP_RPC + 8 * nt + 2 * q + 1] = v1 + red[nt * 64 + 2 * lane + 1];
+    float *rd = (float *)sp; /* [warp][t][40] */
+    if (live)
+#pragma unroll
+      for (int nt = 0; nt < 5; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) rd[(kg * PP_TMAX + tok) * PP_RPC + 8 * nt + 2 * q + e] = acc[nt][e] + acc[nt][2 + e];
+    __syncthreads();
+    if (tid < T * PP_RPC) {
+      float v = 0.0f;
+#pragma unroll
+      for (int w = 0; w < PP_NW; ++w) v += rd[w * PP_TMAX * PP_RPC + tid];
+      xp[tid] = v; /* [t][40]: tid = t * 40 + row */
     }
     /* Warp t < T: token t's sum of squares over the block's columns. */
     if (wp < T) {
@@ -476,24 +457,37 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   __syncthreads();
   pp_stamp(trace, 7);
 
-  /* ---- up: warp wp, rows 8wp .. 8wp+7; gates --------------------------- */
+  /* ---- up: warp (ng, ukg) takes rows 40ng .. 40ng+39 (five column tiles)
+   * over columns 64ukg .. 64ukg+63 of K; the five warps of a row group are
+   * summed in a fixed order; gates. */
   {
-    const hct_u32 pa = pp_smem_addr(sp + tok * PP_UTS + q), ps = PP_TMAX * PP_UTS * 16;
+    const int ng = wp / 5, ukg = wp % 5;
+    const hct_u32 pa = pp_smem_addr(sp + tok * PP_UTS + ukg * 8 + q), ps = PP_TMAX * PP_UTS * 16;
     const bool live = tok < T;
-    pp_acc acc;
-    pp_acc_zero(acc);
-    pp_ops o[2];
-    pp_ops_zero(o[0]);
-    pp_ops_zero(o[1]);
-    pp_load(o[0], pa, ps, live, false, 0);
+    float acc[5][4];
 #pragma unroll
-    for (int m = 0; m < PP_UPM; ++m) {
-      if (m + 1 < PP_UPM) pp_load(o[(m + 1) & 1], pa + 64 * (m + 1), ps, live, false, 0);
-      pp_step(acc, o[m & 1], wu[m]);
+    for (int j = 0; j < 5; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    const hct_u4 z = {0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      hct_u4 qa[4] = {z, z, z, z};
+      pp_loadq(qa, pa + 64 * m, ps, live);
+#pragma unroll
+      for (int j = 0; j < 5; ++j) pp_step1(acc[j], qa, wu[2 * j + m]);
     }
-    if (tok < T) {
-      gt[tok * PP_NR + 8 * wp + 2 * q] = hcr_sigmoid(pp_acc_sum(acc, 0));
-      gt[tok * PP_NR + 8 * wp + 2 * q + 1] = hcr_sigmoid(pp_acc_sum(acc, 1));
+    __syncthreads(); /* every warp is done with the planes */
+    float *rd = (float *)sp; /* [ukg][t][80] */
+    if (live)
+#pragma unroll
+      for (int j = 0; j < 5; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) rd[(ukg * PP_TMAX + tok) * PP_NR + 40 * ng + 8 * j + 2 * q + e] = acc[j][e] + acc[j][2 + e];
+    __syncthreads();
+    for (int p = tid; p < T * PP_NR; p += PP_NT) {
+      float u = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 5; ++k) u += rd[k * PP_TMAX * PP_NR + p];
+      gt[p] = hcr_sigmoid(u); /* [t][80] */
     }
   }
   __syncthreads();

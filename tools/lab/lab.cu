@@ -91,32 +91,32 @@ __global__ void __launch_bounds__(PP_NT, 2) lab_mma(int steps, const hct_u4 *wsr
   for (int i = tid; i < 4 * PP_TMAX * PP_UTS; i += blockDim.x) sm[i] = wsrc[i % 64];
   hct_u4 w = wsrc[lane];
   __syncthreads();
-  pp_acc acc;
-  pp_acc_zero(acc);
+  float acc[4][4] = {};
   hct_u4 r0 = sm[lane], r1 = sm[lane + 32];
   const hct_u64 c0 = clock64();
   for (int m = 0; m < steps; ++m) {
     if (MODE == 0) {
-      pp_ops o;
-      pp_ops_zero(o);
-      pp_load(o, pp_smem_addr(sm + tok * PP_UTS + (4 * m + q) % PP_UC8), PP_TMAX * PP_UTS * 16, true, false, 0);
-      pp_step(acc, o, w);
+      const hct_u4 z = {0u, 0u, 0u, 0u};
+      hct_u4 qa[4] = {z, z, z, z};
+      pp_loadq(qa, pp_smem_addr(sm + tok * PP_UTS + (4 * m + q) % PP_UC8), PP_TMAX * PP_UTS * 16, true);
+      pp_step1(acc[0], qa, w);
+      pp_step1(acc[1], qa, w);
     }
     else if (MODE == 1) {
-      pp_mma(acc.d[0], r0.x, r0.y, r0.z, r0.w, w.x, w.y);
-      pp_mma(acc.l[0], r1.x, r1.y, r1.z, r1.w, w.x, w.y);
-      pp_mma(acc.d[1], r0.x, r0.y, r0.z, r0.w, w.z, w.w);
-      pp_mma(acc.l[1], r1.x, r1.y, r1.z, r1.w, w.z, w.w);
+      pp_mma(acc[0], r0.x, r0.y, r0.z, r0.w, w.x, w.y);
+      pp_mma(acc[1], r1.x, r1.y, r1.z, r1.w, w.x, w.y);
+      pp_mma(acc[2], r0.x, r0.y, r0.z, r0.w, w.z, w.w);
+      pp_mma(acc[3], r1.x, r1.y, r1.z, r1.w, w.z, w.w);
     } else {
       const int c8 = (4 * m + q) % PP_UC8;
       const hct_u4 a = sm[tok * PP_UTS + c8], b = sm[(PP_TMAX + tok) * PP_UTS + c8];
       const hct_u4 c = sm[(2 * PP_TMAX + tok) * PP_UTS + c8], d = sm[(3 * PP_TMAX + tok) * PP_UTS + c8];
-      acc.d[0][0] += __uint_as_float(a.x ^ b.y ^ c.z ^ d.w);
+      acc[0][0] += __uint_as_float(a.x ^ b.y ^ c.z ^ d.w);
     }
   }
   const hct_u64 c1 = clock64();
   if (lane == 0) cyc[blockIdx.x * PP_NW + wp] = c1 - c0;
-  sink[blockIdx.x * blockDim.x + tid] = pp_acc_sum(acc, 0) + pp_acc_sum(acc, 1);
+  sink[blockIdx.x * blockDim.x + tid] = acc[0][0] + acc[1][1] + acc[2][2] + acc[3][3];
 }
 /* Latency of dependent loads: one thread follows `n` links of a chain. */
 __global__ void lab_chase(const unsigned *next, int n, unsigned *sink, hct_u64 *ns) {
