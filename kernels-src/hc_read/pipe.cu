@@ -18,16 +18,20 @@
  * Work, 128 blocks in 16 clusters of 8:
  *   down   cluster (g, h) owns rows 40g .. 40g+39 of w_down over streams
  *          2h and 2h+1; its block of rank r the quarter r%4 (640 columns)
- *          of stream 2h + r/4.  The w_down tile lands in shared memory
- *          (cp.async, before the wait).  After the wait a thread per
- *          (token, 8 columns) reads R' from L2 (prefetched before the
- *          wait), sums its squares (the norm's partial), forms y =
- *          fl(R' * w_norm) and splits each y into three bf16 terms (hi +
- *          mid + lo == y exactly), stored as mma A registers in "planes"
- *          (pp_split8).  The dots run on tensor cores (mma.sync m16n8k16,
- *          f32 accumulate): tokens are A's rows (hi terms in rows 0..7,
- *          mid in 8..15, lo in a second mma), w_down rows the columns of
- *          B; every product is exact in f32, only the accumulation rounds.
+ *          of stream 2h + r/4.  The w_down tile and w_norm land in shared
+ *          memory by 41 bulk copies from warp 0 before the wait; w_up's
+ *          rows and R are prefetched into L2.  After the wait a thread per
+ *          (token, 8 columns) reads R' from L2, sums its squares (the
+ *          norm's partial), forms y = fl(R' * w_norm) and splits each y
+ *          into three bf16 terms (hi + mid + lo == y exactly), stored as
+ *          mma A registers in "planes" (pp_split8).  The dots run on tensor
+ *          cores (mma.sync m16n8k16, f32 accumulate): tokens are A's rows
+ *          (hi terms in rows 0..7 and mid in 8..15 of one mma, lo in rows
+ *          0..7 of a second), w_down rows the columns of B; every product
+ *          is exact in f32, only the accumulation rounds.  A warp takes 64
+ *          columns of all 40 rows, so it loads each step's activations
+ *          once for five column tiles; the ten warps' partials are summed
+ *          in shared memory.
  *   cluster the eight partial dots and sums of squares are exchanged in
  *          distributed shared memory; each block reduces five rows, scales
  *          by its two streams' rs (the norm's scale commutes with the dot:
@@ -35,8 +39,10 @@
  *   grid   one grid barrier (hct_grid.h); then every block gathers
  *          lo = part[0] + part[1] (the two stream halves) into the planes.
  *   up     block b owns channels 20b .. 20b+19, the 80 rows s*C + c of
- *          w_up, held in registers as mma B fragments since before the
- *          wait; a warp per 8 rows; sigmoid; the mix of its channels.
+ *          w_up, loaded into registers as mma B fragments after the down
+ *          loop (from L2); a warp takes 40 rows x 64 columns of K; the
+ *          five warps of a row group summed in shared memory; sigmoid; the
+ *          mix of its channels.
  *
  * Columns within a 32-column step are given to mma k positions in a
  * permuted order (a lane's 8 contiguous columns serve positions 2q, 2q+1,
@@ -44,13 +50,17 @@
  * 16-byte load.
  *
  * Measured (docs/perf/h200.md): the overlap works (the chain after the
- * wait starts with every weight on chip) but the two mma stages take 2 to
- * 3 us each where a few hundred ns were predicted, so a read costs 11-13
- * us, flat in T; it wins the kl decisions at T = 5-8 only.
+ * wait starts with every weight on chip), but the chain itself is 8-9 us
+ * where about 3.5 were predicted: the down stage takes 2 us (3.5 with the
+ * next read beside it) and the grid barrier waits for blocks that share
+ * an SM with another block of the same read.  A read costs 10.1 to 12.1
+ * us, nearly flat in T; it wins the kl decisions at T = 5-8.
  *
  * Deterministic: fixed orders everywhere.  Parameters: PDL (see above;
  * without it the read runs alone), GB (the grid barrier's back-off, ns).
  * Scratch: part (2*T*K floats), ws (the barrier's state, zeroed once).
+ * Shared memory at PP_OFF_RED (1280 bytes) is unused since 868ad36; left
+ * so the measured layout stays as it was.
  * Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out, and each
  * stage can record the global timer into `trace`.
  */
