@@ -37,10 +37,15 @@ static const char *get_str(ctx_t *c, json_t *obj, const char *key, const char *f
   return json_string_value(v);
 }
 
-static void copy_str(ctx_t *c, char *dst, size_t len, const char *src, const char *field) {
+/* Copies src (NULL: nothing) into dst[len]; `key` names it in the error. */
+static void copy_str(ctx_t *c, char *dst, size_t len, const char *src, const char *field,
+                     const char *key) {
   if (src == NULL) return;
   if (strlen(src) >= len) {
-    bad(c, field, "too long");
+    char cause[128];
+    snprintf(cause, sizeof cause, "%s too long: %zu characters, at most %zu", key, strlen(src),
+             len - 1);
+    bad(c, field, cause);
     return;
   }
   hct__strlcpy(dst, src, len);
@@ -51,7 +56,7 @@ static void get_expr(ctx_t *c, json_t *v, char *dst, size_t len, const char *fie
   if (json_is_integer(v)) {
     snprintf(dst, len, "%lld", (long long)json_integer_value(v));
   } else if (json_is_string(v)) {
-    copy_str(c, dst, len, json_string_value(v), field);
+    copy_str(c, dst, len, json_string_value(v), field, "expression");
   } else {
     bad(c, field, "must be a number or an expression string");
   }
@@ -121,13 +126,13 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
     bad(c, field, "not an object");
     return;
   }
-  copy_str(c, v->name, sizeof v->name, get_str(c, jv, "name", field, 1), field);
+  copy_str(c, v->name, sizeof v->name, get_str(c, jv, "name", field, 1), field, "name");
   if (c->err) return;
   snprintf(field, sizeof field, "variant '%s'", v->name);
   copy_str(c, v->template_file, sizeof v->template_file, get_str(c, jv, "template", field, 1),
-           field);
+           field, "template");
   copy_str(c, v->description, sizeof v->description, get_str(c, jv, "description", field, 0),
-           field);
+           field, "description");
   const char *cls = get_str(c, jv, "class", field, 1);
   if (c->err) return;
   size_t i;
@@ -138,7 +143,8 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
     return;
   }
   v->parity = parities[i].p;
-  copy_str(c, v->reference, sizeof v->reference, get_str(c, jv, "reference", field, 0), field);
+  copy_str(c, v->reference, sizeof v->reference, get_str(c, jv, "reference", field, 0), field,
+           "reference");
   if (v->parity == HCT_PARITY_BITWISE && v->reference[0] == '\0') {
     bad(c, field, "a bitwise variant needs a reference");
     return;
@@ -167,7 +173,7 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
       return;
     }
     hct_param_t *p = &v->params[v->n_params++];
-    copy_str(c, p->name, sizeof p->name, get_str(c, jp, "name", field, 1), field);
+    copy_str(c, p->name, sizeof p->name, get_str(c, jp, "name", field, 1), field, "name");
     json_t *vals = json_object_get(jp, "values");
     if (!json_is_array(vals) || json_array_size(vals) == 0 ||
         json_array_size(vals) > HCT_MAX_PARAM_VALUES) {
@@ -207,7 +213,7 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
       return;
     }
     hct_scratch_t *s = &v->scratch[v->n_scratch++];
-    copy_str(c, s->name, sizeof s->name, get_str(c, js, "name", field, 1), field);
+    copy_str(c, s->name, sizeof s->name, get_str(c, js, "name", field, 1), field, "name");
     json_t *b = json_object_get(js, "bytes");
     if (b == NULL) {
       bad(c, field, "scratch needs bytes");
@@ -243,7 +249,7 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
     hct_launch_t *l = &v->launches[v->n_launches++];
     char lf[200];
     snprintf(lf, sizeof lf, "%s launches[%zu]", field, i);
-    copy_str(c, l->entry, sizeof l->entry, get_str(c, jl, "entry", lf, 1), lf);
+    copy_str(c, l->entry, sizeof l->entry, get_str(c, jl, "entry", lf, 1), lf, "entry");
     static const char *const dims[] = {"grid", "block"};
     for (int d = 0; d < 2; d++) {
       json_t *arr = json_object_get(jl, dims[d]);
@@ -302,9 +308,9 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
 
 static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
   if (!json_is_object(root)) return bad(c, "top level", "not an object");
-  copy_str(c, op->name, sizeof op->name, get_str(c, root, "op", "op", 1), "op");
+  copy_str(c, op->name, sizeof op->name, get_str(c, root, "op", "op", 1), "op", "op");
   copy_str(c, op->description, sizeof op->description,
-           get_str(c, root, "description", "description", 0), "description");
+           get_str(c, root, "description", "description", 0), "description", "description");
   op->selftest = json_is_true(json_object_get(root, "selftest"));
   op->tmin = 1;
   op->tmax = 8;
@@ -332,7 +338,7 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
     hct_buffer_t *b = &op->buffers[op->n_buffers++];
     char field[64];
     snprintf(field, sizeof field, "buffers[%zu]", i);
-    copy_str(c, b->name, sizeof b->name, get_str(c, jb, "name", field, 1), field);
+    copy_str(c, b->name, sizeof b->name, get_str(c, jb, "name", field, 1), field, "name");
     const char *dt = get_str(c, jb, "dtype", field, 1);
     const char *role = get_str(c, jb, "role", field, 1);
     if (c->err) return c->err;

@@ -112,6 +112,8 @@ static void test_manifest_good(void **state) {
   hct__manifest_free(op);
 }
 
+#define LONG20 "abcdefghijklmnopqrst"
+#define LONG200 LONG20 LONG20 LONG20 LONG20 LONG20 LONG20 LONG20 LONG20 LONG20 LONG20
 static void test_manifest_errors(void **state) {
   (void)state;
   static const struct {
@@ -138,6 +140,10 @@ static void test_manifest_errors(void **state) {
                  "\"scratch\":[{\"name\":\"ws\",\"bytes\":64,\"zero\":\"sometimes\"}],"
                  "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"args\":[]}]}]}",
        "zero must be"},
+      {GOOD_HEAD "\"variants\":[{\"name\":\"a\",\"template\":\"a.cu\",\"class\":\"baseline\","
+                 "\"description\":\"" LONG200 "\","
+                 "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"args\":[]}]}]}",
+       "description too long: 200 characters, at most"},
       {"{\"op\":\"other\",\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\","
        "\"elems\":1}],\"variants\":[{\"name\":\"a\",\"template\":\"a.cu\",\"class\":\"baseline\","
        "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"args\":[]}]}]}", "folder name"},
