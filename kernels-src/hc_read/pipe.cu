@@ -387,6 +387,9 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 #pragma unroll
       for (int nt = 0; nt < 5; ++nt) pp_step1(acc[nt], qa, w[nt]);
     }
+#ifdef HCR_LAB
+    pp_stamp(trace, 11); /* the loop's end (lab only: the stage split finer) */
+#endif
     /* This warp's w_up B fragments for the up stage, requested now (see
      * the up stage for the layout). */
     {
@@ -399,6 +402,9 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
         wu[2 * j + 1] = pp_ldg16(src + 4);
       }
     }
+#ifdef HCR_LAB
+    pp_stamp(trace, 12);
+#endif
     /* Lane (tok, q) holds token tok's dots over this warp's columns with
      * rows 8nt + 2q, +1; summed over the ten warps in a fixed order, in
      * the planes' space (every warp is done with them). */
