@@ -112,7 +112,8 @@ static_assert(K % 32 == 0 && PP_KPB % 64 == 0, "pipe: whole 32-column steps");
 #define PP_OFF_SSI (PP_OFF_RED + 5 * 64 * 4)             /* sums of squares of each chunk [8][80] f32 */
 #define PP_OFF_BAR (PP_OFF_SSI + PP_TMAX * PP_DC8 * 4) /* the weights' mbarrier */
 #define PP_SMEM (PP_OFF_BAR + 16)
-static_assert(PP_TMAX * PP_NR * 4 <= PP_RPC * PP_WDS * 2, "pipe: the gates fit where w_down was");
+static_assert(PP_NR * K * 2 <= PP_RPC * PP_WDS * 2 && 16384 + PP_TMAX * PP_NR * 4 <= 4 * PP_TMAX * PP_DTS * 16,
+              "pipe: w_up fits where w_down was, the gates in the planes' space");
 
 HCT_DEV void pp_stamp(hct_u64 *trace, int i) {
   if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
@@ -235,13 +236,6 @@ HCT_DEV void pp_loadq(hct_u4 (&qa)[4], hct_u32 a, hct_u32 pstride, bool live) {
   for (int i = 0; i < 4; ++i) pp_lds16(qa[i], a + i * pstride, live);
 }
 
-/* Volatile, so it stays after the shared loads before it (a plain load
- * of const data may be hoisted, holding its registers longer). */
-HCT_DEV hct_u4 pp_ldg16(const void *p) {
-  hct_u4 v;
-  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
 
 /* ---- the read --------------------------------------------------------------*/
 
@@ -255,7 +249,8 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   HCT_DYN_SHARED(hct_u4, pp_sm);
   char *sm = (char *)pp_sm;
   hct_u16 *wd = (hct_u16 *)(sm + PP_OFF_WD);
-  float *gt = (float *)(sm + PP_OFF_WD);
+  float *gt = (float *)(sm + PP_OFF_SP + 16384); /* the gates [t][80], past the up stage's partials */
+  hct_u16 *wub = (hct_u16 *)(sm + PP_OFF_WD);      /* w_up's 80 rows [s][cl][K], after the down loop */
   hct_u4 *sp = (hct_u4 *)(sm + PP_OFF_SP);
   hct_u16 *wn = (hct_u16 *)(sm + PP_OFF_WN);
   float *xp = (float *)(sm + PP_OFF_X); /* [t][40] */
@@ -282,6 +277,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   if (wp == 0) {
     if (lane == 0) {
       hct_bulk_init(bar);
+      hct_bulk_init(bar + 1);
       hct_bulk_expect(bar, (PP_RPC + 1) * PP_KPB * 2);
     }
     __syncwarp();
@@ -364,7 +360,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
    * The activations of a step are loaded once a warp and used for the five
    * column tiles: every warp loading them for its own tile made the loop
    * bound by shared-memory wavefronts (tools/lab: about 100 ns a step). */
-  hct_u4 wu[2 * 5];
   {
     const int kg = wp;
     const hct_u32 wa = pp_smem_addr(wd + tok * PP_WDS + kg * 64 + 8 * q);
@@ -390,18 +385,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 #ifdef HCR_LAB
     pp_stamp(trace, 11); /* the loop's end (lab only: the stage split finer) */
 #endif
-    /* This warp's w_up B fragments for the up stage, requested now (see
-     * the up stage for the layout). */
-    {
-      const int ng = wp / 5, ukg = wp % 5;
-#pragma unroll
-      for (int j = 0; j < 5; ++j) {
-        const int rho = 40 * ng + 8 * j + tok, sr = rho / PP_NCU, cl = rho % PP_NCU;
-        const hct_u4 *src = (const hct_u4 *)(w_up + ((long long)sr * C + cu0 + cl) * K + 64 * ukg + 8 * q);
-        wu[2 * j] = pp_ldg16(src);
-        wu[2 * j + 1] = pp_ldg16(src + 4);
-      }
-    }
 #ifdef HCR_LAB
     pp_stamp(trace, 12);
 #endif
@@ -409,6 +392,19 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
      * rows 8nt + 2q, +1; summed over the ten warps in a fixed order, in
      * the planes' space (every warp is done with them). */
     __syncthreads();
+    /* Every warp is done with w_down: w_up's 80 rows (four runs of 20
+     * contiguous rows, one a stream) into its place by four bulk copies,
+     * landing while the cluster exchange, the barrier and the gather run.
+     * (Ten 16-byte loads a thread into registers here stalled their issue
+     * 0.5 to 1.2 us: tools/lab, stamps 11 and 12.) */
+    if (tid == 0) {
+      /* The loop's reads of w_down (generic proxy) before the copies'
+       * writes (async proxy). */
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      hct_bulk_expect(bar + 1, PP_NR * K * 2);
+      for (int sr = 0; sr < S; ++sr)
+        hct_bulk_copy(wub + sr * PP_NCU * K, w_up + ((long long)sr * C + cu0) * K, PP_NCU * K * 2, bar + 1);
+    }
     float *rd = (float *)sp; /* [warp][t][40] */
     if (live)
 #pragma unroll
@@ -484,12 +480,22 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 #pragma unroll
     for (int j = 0; j < 5; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
     const hct_u4 z = {0u, 0u, 0u, 0u};
+    /* Lane (tok, q) of n-tile j reads row 40ng + 8j + tok, columns
+     * 64ukg + 32m + 8q .. +7 (rows 640 bytes apart: a 2-way conflict). */
+    const hct_u32 ba = pp_smem_addr(wub + (40 * ng + tok) * K + 64 * ukg + 8 * q);
+    hct_bulk_wait(bar + 1, 0); /* w_up */
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
       hct_u4 qa[4] = {z, z, z, z};
       pp_loadq(qa, pa + 64 * m, ps, live);
+      hct_u4 w[5];
 #pragma unroll
-      for (int j = 0; j < 5; ++j) pp_step1(acc[j], qa, wu[2 * j + m]);
+      for (int j = 0; j < 5; ++j) {
+        w[j] = z;
+        pp_lds16(w[j], ba + 8 * j * K * 2 + 64 * m, true);
+      }
+#pragma unroll
+      for (int j = 0; j < 5; ++j) pp_step1(acc[j], qa, w[j]);
     }
     __syncthreads(); /* every warp is done with the planes */
     float *rd = (float *)sp; /* [ukg][t][80] */
