@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <uv.h>
 
 #include "jit.h"
 
@@ -675,5 +676,7 @@ int main(void) {
       cmocka_unit_test(test_model_key),
       cmocka_unit_test(test_gpu_runtime),
   };
-  return cmocka_run_group_tests(tests, setup_root, teardown_root);
+  int rc = cmocka_run_group_tests(tests, setup_root, teardown_root);
+  uv_library_shutdown(); /* the pool threads that ran NVRTC end before exit (cli/main.c) */
+  return rc;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <uv.h>
 
 #include "tuner.h"
 
@@ -841,6 +842,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_selftest_through_worker),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  uv_library_shutdown(); /* the pool threads that ran NVRTC end before exit (cli/main.c) */
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (system(cmd) != 0) rc = 1;
