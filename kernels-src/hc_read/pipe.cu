@@ -39,10 +39,10 @@
  *   grid   one grid barrier (hct_grid.h); then every block gathers
  *          lo = part[0] + part[1] (the two stream halves) into the planes.
  *   up     block b owns channels 20b .. 20b+19, the 80 rows s*C + c of
- *          w_up, loaded into registers as mma B fragments after the down
- *          loop (from L2); a warp takes 40 rows x 64 columns of K; the
- *          five warps of a row group summed in shared memory; sigmoid; the
- *          mix of its channels.
+ *          w_up, copied (four bulk copies, from L2) into w_down's shared
+ *          memory once the down loop is done; a warp takes 40 rows x 64
+ *          columns of K; the five warps of a row group summed in shared
+ *          memory; sigmoid; the mix of its channels.
  *
  * Columns within a 32-column step are given to mma k positions in a
  * permuted order (a lane's 8 contiguous columns serve positions 2q, 2q+1,
@@ -51,10 +51,10 @@
  *
  * Measured (docs/perf/h200.md): the overlap works (the chain after the
  * wait starts with every weight on chip), but the chain itself is 8-9 us
- * where about 3.5 were predicted: the down stage takes 2 us (3.5 with the
- * next read beside it) and the grid barrier waits for blocks that share
- * an SM with another block of the same read.  A read costs 10.1 to 12.1
- * us, nearly flat in T; it wins the kl decisions at T = 5-8.
+ * where about 3.5 were predicted: the down stage takes 1.2 us (more with
+ * the next read beside it) and the grid barrier waits for blocks that share
+ * an SM with another block of the same read.  A read costs 9.9 to 11.6
+ * us, nearly flat in T; it wins the kl decisions at T = 4-8.
  *
  * Deterministic: fixed orders everywhere.  Parameters: PDL (see above;
  * without it the read runs alone), GB (the grid barrier's back-off, ns).
