@@ -236,6 +236,30 @@ HCT_DEV void pp_loadq(hct_u4 (&qa)[4], hct_u32 a, hct_u32 pstride, bool live) {
   for (int i = 0; i < 4; ++i) pp_lds16(qa[i], a + i * pstride, live);
 }
 
+/* Two 32-column steps of lane (tok, q) over five column tiles, the loop
+ * of both the down and the up stage: a step's activations (plane entries
+ * at pa, planes ps bytes apart) are loaded once and serve the five tiles,
+ * whose weights lie at wa + j * wtile; 64 bytes a step on both sides.
+ * Tile j's dots accumulate in acc[j]. */
+HCT_DEV void pp_tiles5(float (&acc)[5][4], hct_u32 pa, hct_u32 ps, bool live, hct_u32 wa, hct_u32 wtile) {
+#pragma unroll
+  for (int j = 0; j < 5; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  const hct_u4 z = {0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    hct_u4 qa[4] = {z, z, z, z};
+    pp_loadq(qa, pa + 64 * m, ps, live);
+    hct_u4 w[5];
+#pragma unroll
+    for (int j = 0; j < 5; ++j) {
+      w[j] = z;
+      pp_lds16(w[j], wa + j * wtile + 64 * m, true);
+    }
+#pragma unroll
+    for (int j = 0; j < 5; ++j) pp_step1(acc[j], qa, w[j]);
+  }
+}
+
 
 /* ---- the read --------------------------------------------------------------*/
 
@@ -366,27 +390,9 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     const hct_u32 pa = pp_smem_addr(sp + tok * PP_DTS + kg * 8 + q), ps = PP_TMAX * PP_DTS * 16;
     const bool live = tok < T;
     float acc[5][4];
-#pragma unroll
-    for (int nt = 0; nt < 5; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
-    const hct_u4 z = {0u, 0u, 0u, 0u};
-#pragma unroll
-    for (int m = 0; m < 2; ++m) {
-      hct_u4 qa[4] = {z, z, z, z};
-      pp_loadq(qa, pa + 64 * m, ps, live);
-      hct_u4 w[5];
-#pragma unroll
-      for (int nt = 0; nt < 5; ++nt) {
-        w[nt] = z;
-        pp_lds16(w[nt], wa + 8 * nt * PP_WDS * 2 + 64 * m, true);
-      }
-#pragma unroll
-      for (int nt = 0; nt < 5; ++nt) pp_step1(acc[nt], qa, w[nt]);
-    }
+    pp_tiles5(acc, pa, ps, live, wa, 8 * PP_WDS * 2);
 #ifdef HCR_LAB
     pp_stamp(trace, 11); /* the loop's end (lab only: the stage split finer) */
-#endif
-#ifdef HCR_LAB
-    pp_stamp(trace, 12);
 #endif
     /* Lane (tok, q) holds token tok's dots over this warp's columns with
      * rows 8nt + 2q, +1; summed over the ten warps in a fixed order, in
@@ -396,7 +402,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
      * contiguous rows, one a stream) into its place by four bulk copies,
      * landing while the cluster exchange, the barrier and the gather run.
      * (Ten 16-byte loads a thread into registers here stalled their issue
-     * 0.5 to 1.2 us: tools/lab, stamps 11 and 12.) */
+     * 0.5 to 1.2 us: tools/lab at 6a1560f.) */
     if (tid == 0) {
       /* The loop's reads of w_down (generic proxy) before the copies'
        * writes (async proxy). */
@@ -476,27 +482,12 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     const int ng = wp / 5, ukg = wp % 5;
     const hct_u32 pa = pp_smem_addr(sp + tok * PP_UTS + ukg * 8 + q), ps = PP_TMAX * PP_UTS * 16;
     const bool live = tok < T;
-    float acc[5][4];
-#pragma unroll
-    for (int j = 0; j < 5; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-    const hct_u4 z = {0u, 0u, 0u, 0u};
     /* Lane (tok, q) of n-tile j reads row 40ng + 8j + tok, columns
      * 64ukg + 32m + 8q .. +7 (rows 640 bytes apart: a 2-way conflict). */
     const hct_u32 ba = pp_smem_addr(wub + (40 * ng + tok) * K + 64 * ukg + 8 * q);
     hct_bulk_wait(bar + 1, 0); /* w_up */
-#pragma unroll
-    for (int m = 0; m < 2; ++m) {
-      hct_u4 qa[4] = {z, z, z, z};
-      pp_loadq(qa, pa + 64 * m, ps, live);
-      hct_u4 w[5];
-#pragma unroll
-      for (int j = 0; j < 5; ++j) {
-        w[j] = z;
-        pp_lds16(w[j], ba + 8 * j * K * 2 + 64 * m, true);
-      }
-#pragma unroll
-      for (int j = 0; j < 5; ++j) pp_step1(acc[j], qa, w[j]);
-    }
+    float acc[5][4];
+    pp_tiles5(acc, pa, ps, live, ba, 8 * K * 2);
     __syncthreads(); /* every warp is done with the planes */
     float *rd = (float *)sp; /* [ukg][t][80] */
     if (live)
