@@ -44,16 +44,31 @@ HCT_DEV float hcr_dot8(hct_u4 w, hct_f4 a, hct_f4 b, float acc) {
 
 /*
  * Step 1 for one (token, stream), by a whole block of 256 threads.  `red`
- * is 9 floats of shared memory, free on entry and free again on return.
- * With `pending`, R' = fl(R + P) is stored into resid here, once per
- * element, and the values stay in registers so R' is never formed twice.
+ * is 9 floats of shared memory, free on entry.  With `pending`, R' =
+ * fl(R + P) is stored into resid here, once per element, and the values
+ * stay in registers so R' is never formed twice.  Two switches change
+ * when things happen, never the arithmetic:
+ *   EARLY_WN  w_norm is loaded with the resid loads, before the reduction,
+ *             so a cold w_norm costs no second memory latency after it
+ *             (the fast variants, through hcr_fast_norm);
+ *   REUSE     `red` is free again on return (a barrier at the end), for a
+ *             caller that normalises its next stream with it (v1).
  */
-HCT_DEV void hcr_norm_stream(int t, int s, float *resid, const float *pending,
-                             const hct_u16 *w_norm, float *xn, float *red) {
+template <bool EARLY_WN, bool REUSE>
+HCT_DEV void hcr_norm_stream_t(int t, int s, float *resid, const float *pending,
+                               const hct_u16 *w_norm, float *xn, float *red) {
   const int tid = (int)threadIdx.x;
   const long long base = ((long long)t * S + s) * C;
-  float x[HCR_NORM_PER_THREAD];
+  const hct_u16 *wn = w_norm + (long long)s * C;
+  float x[HCR_NORM_PER_THREAD], wv[HCR_NORM_PER_THREAD];
   float a = 0.0f;
+  if (EARLY_WN) {
+#pragma unroll
+    for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
+      const int c = tid + k * HCR_NORM_THREADS;
+      wv[k] = c < C ? hct_bf16_to_f32(wn[c]) : 0.0f;
+    }
+  }
 #pragma unroll
   for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
     const int c = tid + k * HCR_NORM_THREADS;
@@ -84,17 +99,21 @@ HCT_DEV void hcr_norm_stream(int t, int s, float *resid, const float *pending,
   const float ss = red[8];
   const float rs = rsqrtf(ss / (float)C + HCT_EPS);
   float *xo = xn + (long long)t * D + (long long)s * C;
-  const hct_u16 *wn = w_norm + (long long)s * C;
 #pragma unroll
   for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
     const int c = tid + k * HCR_NORM_THREADS;
     if (c < C) {
-      const float y = x[k] * hct_bf16_to_f32(wn[c]);
+      const float y = x[k] * (EARLY_WN ? wv[k] : hct_bf16_to_f32(wn[c]));
       xo[c] = y * rs;
     }
   }
-  /* red is reused by the caller's next stream. */
-  __syncthreads();
+  if (REUSE) __syncthreads();
+}
+
+/* v1's, v2's and v3's step 1 (the canonical order). */
+HCT_DEV void hcr_norm_stream(int t, int s, float *resid, const float *pending,
+                             const hct_u16 *w_norm, float *xn, float *red) {
+  hcr_norm_stream_t<false, true>(t, s, resid, pending, w_norm, xn, red);
 }
 
 /* Step 2's sum for one row and token, by one logical warp: lane L's fmaf

@@ -75,59 +75,6 @@ HCT_DEV void hcr_prefetch(const hct_u16 *w_down, const hct_u16 *w_up) {
 
 /* ---- step 1 ---------------------------------------------------------------*/
 
-/* hcr_norm_stream with the w_norm loads issued with the resid loads, so a
- * cold w_norm costs no second memory latency after the reduction.  The
- * arithmetic is hcr_norm_stream's, statement for statement. */
-HCT_DEV void hcr_fast_norm_stream(int t, int s, float *resid, const float *pending,
-                                 const hct_u16 *w_norm, float *xn, float *red) {
-  const int tid = (int)threadIdx.x;
-  const long long base = ((long long)t * S + s) * C;
-  const hct_u16 *wn = w_norm + (long long)s * C;
-  float x[HCR_NORM_PER_THREAD], wv[HCR_NORM_PER_THREAD];
-  float a = 0.0f;
-#pragma unroll
-  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCR_NORM_THREADS;
-    wv[k] = c < C ? hct_bf16_to_f32(wn[c]) : 0.0f;
-  }
-#pragma unroll
-  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCR_NORM_THREADS;
-    x[k] = 0.0f;
-    if (c < C) {
-      float v = resid[base + c];
-      if (pending != 0) {
-        v = v + pending[base + c];
-        resid[base + c] = v;
-      }
-      x[k] = v;
-      a = fmaf(v, v, a);
-    }
-  }
-  a = hct_warp_sum(a);
-  if ((tid & (HCT_LW - 1)) == 0) red[tid / HCT_LW] = a;
-  __syncthreads();
-  if (tid < HCT_LW) {
-    float b = tid < HCR_NORM_THREADS / HCT_LW ? red[tid] : 0.0f;
-    b += hct_shfl_xor(b, 4);
-    b += hct_shfl_xor(b, 2);
-    b += hct_shfl_xor(b, 1);
-    if (tid == 0) red[8] = b;
-  }
-  __syncthreads();
-  const float ss = red[8];
-  const float rs = rsqrtf(ss / (float)C + HCT_EPS);
-  float *xo = xn + (long long)t * D + (long long)s * C;
-#pragma unroll
-  for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCR_NORM_THREADS;
-    if (c < C) {
-      const float y = x[k] * wv[k];
-      xo[c] = y * rs;
-    }
-  }
-}
-
 /* Grid (max(T*S, PF ? SM_COUNT : 0)), block 256; `red` is the entry's
  * __shared__ float[9]. */
 HCT_DEV void hcr_fast_norm(float *resid, const float *pending, const hct_u16 *w_norm,
@@ -138,7 +85,7 @@ HCT_DEV void hcr_fast_norm(float *resid, const float *pending, const hct_u16 *w_
   hcr_pdl_wait();
   const int b = (int)blockIdx.x;
   if (b >= T * S) return;
-  hcr_fast_norm_stream(b / S, b % S, resid, pending, w_norm, xn, red);
+  hcr_norm_stream_t<true, false>(b / S, b % S, resid, pending, w_norm, xn, red);
 }
 
 /* Lane src's value of v, across the warp. */
