@@ -103,14 +103,15 @@ static void test_hc_read_all_archs(void **state) {
     printf("hc_read for %s: exit %d in %.1f s\n", archs[i], rc,
            (double)(hct__now_ns() - t0) / 1e9);
     if (rc != 0) fail_msg("%s: exit %d\n%s\n%s", archs[i], rc, out, err);
-    /* The persistent variants use the copy engine's bulk copies: sm_90 on
-     * (min_arch in the manifest; compile skips them below). */
+    /* The persistent variants use the copy engine's bulk copies (pipe also
+     * thread block clusters): sm_90 on (min_arch in the manifest; compile
+     * skips them below). */
     static const struct {
       const char *name;
       int min_sm;
     } variants[] = {{"v1", 0},     {"v2", 0},        {"v3", 0},      {"tg", 0},
                     {"up4", 0},    {"upmix_dec", 0}, {"splitk", 0},  {"persist", 90},
-                    {"persist_bw", 90}};
+                    {"persist_bw", 90}, {"pipe", 90}};
     const int sm = atoi(archs[i] + 3);
     for (size_t v = 0; v < HCT_ARRAY_SIZE(variants); v++) {
       const int ok = variant_ok(out, variants[v].name);
