@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "db.h"
+#include "cli_test.h"
 
 typedef struct {
   char dir[64];
@@ -46,21 +47,7 @@ static int teardown(void **state) {
 /* Runs `hctune <args>`; returns the exit status, stdout and stderr in
  * malloc'd buffers. */
 static int run(fixture_t *f, const char *args, char **out, char **err) {
-  char cmd[2048], o[160], e[160];
-  snprintf(o, sizeof o, "%s/out", f->dir);
-  snprintf(e, sizeof e, "%s/err", f->dir);
-  snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", f->bin, args, o, e);
-  int status = system(cmd);
-  assert_true(WIFEXITED(status));
-  assert_int_equal(hct__read_file(o, out, NULL), 0);
-  assert_int_equal(hct__read_file(e, err, NULL), 0);
-  return WEXITSTATUS(status);
-}
-
-static int lines(const char *s) {
-  int n = 0;
-  for (; *s; s++) n += *s == '\n';
-  return n;
+  return cli_run("", f->bin, f->dir, args, out, err);
 }
 
 static void seed(const char *path) {
@@ -117,13 +104,13 @@ static void test_missing_db(void **state) {
   fixture_t *f = *state;
   char *out, *err;
   assert_int_equal(run(f, "list --db /nonexistent/x.db", &out, &err), 1);
-  assert_int_equal(lines(err), 1);
+  assert_int_equal(cli_lines(err), 1);
   assert_non_null(strstr(err, "/nonexistent/x.db"));
   assert_string_equal(out, "");
   free(out);
   free(err);
   assert_int_equal(run(f, "show --db /nonexistent/x.db", &out, &err), 1);
-  assert_int_equal(lines(err), 1);
+  assert_int_equal(cli_lines(err), 1);
   assert_non_null(strstr(err, "/nonexistent/x.db"));
   free(out);
   free(err);
@@ -139,7 +126,7 @@ static void test_usage(void **state) {
   free(err);
   assert_int_equal(run(f, "list --bogus", &out, &err), 2);
   assert_non_null(strstr(err, "--bogus"));
-  assert_int_equal(lines(err), 1);
+  assert_int_equal(cli_lines(err), 1);
   free(out);
   free(err);
   assert_int_equal(run(f, "show --tokens zero", &out, &err), 2);
@@ -175,7 +162,7 @@ static void test_seeded(void **state) {
   assert_non_null(strstr(out, "GPU-8d1c2e3f (NVIDIA H200)"));
   assert_non_null(strstr(out, "1-4"));
   assert_non_null(strstr(out, "2.00x"));
-  assert_int_equal(lines(out), 2);
+  assert_int_equal(cli_lines(out), 2);
   free(out);
   free(err);
 
@@ -240,7 +227,7 @@ static void test_corrupt_db(void **state) {
   char *out, *err, args[256];
   snprintf(args, sizeof args, "list --db '%s'", f->path);
   assert_int_equal(run(f, args, &out, &err), 1);
-  assert_int_equal(lines(err), 1);
+  assert_int_equal(cli_lines(err), 1);
   assert_non_null(strstr(err, f->path));
   free(out);
   free(err);

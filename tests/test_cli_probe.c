@@ -20,23 +20,14 @@
 
 #include "cli.h"
 #include "common.h"
+#include "cli_test.h"
 
 static char dir[64];
 
 static int run(const char *args, char **err) {
-  char cmd[2048], e[128];
-  snprintf(e, sizeof e, "%s/err", dir);
-  snprintf(cmd, sizeof cmd, "'%s/hctune' %s >/dev/null 2>'%s'", getenv("HCT_BIN"), args, e);
-  int status = system(cmd);
-  assert_true(WIFEXITED(status));
-  assert_int_equal(hct__read_file(e, err, NULL), 0);
-  return WEXITSTATUS(status);
-}
-
-static int lines(const char *s) {
-  int n = 0;
-  for (; *s; s++) n += *s == '\n';
-  return n;
+  char bin[1100];
+  snprintf(bin, sizeof bin, "%s/hctune", getenv("HCT_BIN"));
+  return cli_run("", bin, dir, args, NULL, err);
 }
 
 static void test_errors(void **state) {
@@ -66,7 +57,7 @@ static void test_errors(void **state) {
   for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
     char *err = NULL;
     int st = run(cases[i].args, &err);
-    if (st != cases[i].status || lines(err) != 1 || strstr(err, cases[i].needle) == NULL)
+    if (st != cases[i].status || cli_lines(err) != 1 || strstr(err, cases[i].needle) == NULL)
       fail_msg("hctune %s: status %d (want %d), stderr '%s' (want one line with '%s')",
                cases[i].args, st, cases[i].status, err, cases[i].needle);
     free(err);

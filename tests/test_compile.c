@@ -18,28 +18,16 @@
 #include <cmocka.h>
 
 #include "jit.h"
+#include "cli_test.h"
 
 static char bin[1024], kernels[1024], tmp[128];
 
-/* Runs `hctune <args>` with HCTUNE_KERNELS=`kdir`; returns the exit status
- * and the output (stdout then stderr) in a malloc'd string. */
+/* Runs `hctune <args>` with HCTUNE_KERNELS=`kdir`; returns the exit status,
+ * stdout and stderr in malloc'd strings. */
 static int run(const char *kdir, const char *args, char **out, char **err) {
-  char cmd[4096], ofile[256], efile[256];
-  snprintf(ofile, sizeof ofile, "%s/out", tmp);
-  snprintf(efile, sizeof efile, "%s/err", tmp);
-  snprintf(cmd, sizeof cmd, "HCTUNE_KERNELS='%s' '%s' %s >'%s' 2>'%s'", kdir, bin, args, ofile,
-           efile);
-  int st = system(cmd);
-  assert_true(st != -1 && WIFEXITED(st));
-  assert_int_equal(hct__read_file(ofile, out, NULL), 0);
-  assert_int_equal(hct__read_file(efile, err, NULL), 0);
-  return WEXITSTATUS(st);
-}
-
-static int count_lines(const char *s) {
-  int n = 0;
-  for (; *s; s++) n += *s == '\n';
-  return n;
+  char env[1200];
+  snprintf(env, sizeof env, "HCTUNE_KERNELS='%s' ", kdir);
+  return cli_run(env, bin, tmp, args, out, err);
 }
 
 static int setup(void **state) {
@@ -206,7 +194,7 @@ static void test_broken_template(void **state) {
   if (rc == 0) fail_msg("a broken template compiled:\n%s", out);
   /* One line per failed binary (two points), each naming the template and
    * the compiler's error. */
-  assert_int_equal(count_lines(err), 2);
+  assert_int_equal(cli_lines(err), 2);
   assert_non_null(strstr(err, "hctune: template 'broken/v1.cu'"));
   assert_non_null(strstr(err, "this_is_not_declared"));
   assert_non_null(strstr(out, "FAILED"));
@@ -248,7 +236,7 @@ static void test_bad_usage(void **state) {
     char *out, *err;
     int rc = run(kernels, cases[i].args, &out, &err);
     if (rc != 2) fail_msg("'%s': exit %d, want 2", cases[i].args, rc);
-    if (count_lines(err) != 1 || strstr(err, cases[i].want) == NULL)
+    if (cli_lines(err) != 1 || strstr(err, cases[i].want) == NULL)
       fail_msg("'%s': stderr '%s' lacks '%s' on one line", cases[i].args, err, cases[i].want);
     free(out);
     free(err);
@@ -263,7 +251,7 @@ static void test_bad_usage(void **state) {
   for (size_t i = 0; i < HCT_ARRAY_SIZE(missing); i++) {
     char *out, *err;
     int rc = run(kernels, missing[i].args, &out, &err);
-    if (rc != 1 || count_lines(err) != 1 || strstr(err, missing[i].want) == NULL)
+    if (rc != 1 || cli_lines(err) != 1 || strstr(err, missing[i].want) == NULL)
       fail_msg("'%s': exit %d, stderr '%s', want 1 and '%s'", missing[i].args, rc, err,
                missing[i].want);
     free(out);
@@ -283,7 +271,7 @@ static void test_devices_no_driver(void **state) {
   char *out, *err;
   int rc = run(kernels, "devices", &out, &err);
   assert_int_equal(rc, 1);
-  assert_int_equal(count_lines(err), 1);
+  assert_int_equal(cli_lines(err), 1);
   assert_non_null(strstr(err, "hctune: no gpu driver found: cuda: cannot load libcuda.so.1"));
   assert_string_equal(out, "");
   free(out);
