@@ -72,7 +72,6 @@
 #include "hct_grid.h"
 #define PF 0
 #include "fast_common.h"
-#include "persist_common.h"
 #include "hct_bulk.h"
 #ifndef PDL
 #error "pipe: PDL must be defined"
@@ -121,11 +120,6 @@ HCT_DEV void pp_stamp(hct_u64 *trace, int i) {
 
 /* ---- sm_90 pieces ----------------------------------------------------------*/
 
-HCT_DEV hct_u32 pp_smem_addr(const void *p) {
-  hct_u32 a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-  return a;
-}
 HCT_DEV int pp_cluster_rank(void) {
   hct_u32 r;
   asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
@@ -145,7 +139,7 @@ HCT_DEV void pp_cluster_sync(void) {
 HCT_DEV float pp_ld_cluster(const float *p, int rank) {
   hct_u32 a;
   float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(pp_smem_addr(p)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(hct_smem_addr(p)), "r"(rank));
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
   return v;
 }
@@ -386,8 +380,8 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
    * bound by shared-memory wavefronts (tools/lab: about 100 ns a step). */
   {
     const int kg = wp;
-    const hct_u32 wa = pp_smem_addr(wd + tok * PP_WDS + kg * 64 + 8 * q);
-    const hct_u32 pa = pp_smem_addr(sp + tok * PP_DTS + kg * 8 + q), ps = PP_TMAX * PP_DTS * 16;
+    const hct_u32 wa = hct_smem_addr(wd + tok * PP_WDS + kg * 64 + 8 * q);
+    const hct_u32 pa = hct_smem_addr(sp + tok * PP_DTS + kg * 8 + q), ps = PP_TMAX * PP_DTS * 16;
     const bool live = tok < T;
     float acc[5][4];
     pp_tiles5(acc, pa, ps, live, wa, 8 * PP_WDS * 2);
@@ -480,11 +474,11 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
    * summed in a fixed order; gates. */
   {
     const int ng = wp / 5, ukg = wp % 5;
-    const hct_u32 pa = pp_smem_addr(sp + tok * PP_UTS + ukg * 8 + q), ps = PP_TMAX * PP_UTS * 16;
+    const hct_u32 pa = hct_smem_addr(sp + tok * PP_UTS + ukg * 8 + q), ps = PP_TMAX * PP_UTS * 16;
     const bool live = tok < T;
     /* Lane (tok, q) of n-tile j reads row 40ng + 8j + tok, columns
      * 64ukg + 32m + 8q .. +7 (rows 640 bytes apart: a 2-way conflict). */
-    const hct_u32 ba = pp_smem_addr(wub + (40 * ng + tok) * K + 64 * ukg + 8 * q);
+    const hct_u32 ba = hct_smem_addr(wub + (40 * ng + tok) * K + 64 * ukg + 8 * q);
     hct_bulk_wait(bar + 1, 0); /* w_up */
     float acc[5][4];
     pp_tiles5(acc, pa, ps, live, ba, 8 * K * 2);

@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(PP_NT, 2) lab_mma(int steps, const hct_u4 *wsr
     if (MODE == 0) {
       const hct_u4 z = {0u, 0u, 0u, 0u};
       hct_u4 qa[4] = {z, z, z, z};
-      pp_loadq(qa, pp_smem_addr(sm + tok * PP_UTS + (4 * m + q) % PP_UC8), PP_TMAX * PP_UTS * 16, true);
+      pp_loadq(qa, hct_smem_addr(sm + tok * PP_UTS + (4 * m + q) % PP_UC8), PP_TMAX * PP_UTS * 16, true);
       pp_step1(acc[0], qa, w);
       pp_step1(acc[1], qa, w);
     }
