@@ -76,6 +76,9 @@
 #ifndef PDL
 #error "pipe: PDL must be defined"
 #endif
+#ifndef XCH
+#error "pipe: XCH must be defined"
+#endif
 #if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
 #error "pipe: needs thread block clusters and bf16 mma (sm_90 or later)"
 #endif
@@ -190,6 +193,28 @@ HCT_DEV hct_f4 pp_ldcg4(const float *p) {
   return v;
 }
 
+/* ---- the exchange of lo with the tag in the data (XCH = 1) -----------------
+ * A part entry is 64 bits, the float's bits below and the read's tag above,
+ * written by one 64-bit store: a reader that sees the tag sees the value
+ * (a single access, so single-copy atomic; NCCL's LL protocol works so).
+ * Readers poll the entries they need instead of a grid barrier followed by
+ * a second trip to L2 for the data.  The store is a release so that this
+ * block's reads of R come before any block's store of R' (pending). */
+HCT_DEV void pp_st_tagged(hct_u64 *p, float v, hct_u32 tag) {
+  const hct_u64 x = ((hct_u64)tag << 32) | (hct_u64)__float_as_uint(v);
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(x) : "memory");
+}
+HCT_DEV void pp_ld_tagged2(hct_u64 &a, hct_u64 &b, const hct_u64 *p) {
+  asm volatile("ld.acquire.gpu.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
+HCT_DEV float pp_untag(hct_u64 x) { return __uint_as_float((hct_u32)x); }
+/* The read's tag: ws[2] counts the reads that have finished (block 0 adds
+ * 1 as it leaves, which is after every block has read the count: no block
+ * leaves before it has every block's entries, and each block publishes
+ * them after reading it).  Read after the PDL wait; + 1 so that the zeroed
+ * buffer matches no read. */
+#define PP_WS_READS 2
+
 /* d += A * B, one m16n8k16 step; A's rows 0..7 in a0 (k 0..7) and a2
  * (k 8..15), rows 8..15 in a1 and a3. */
 HCT_DEV void pp_mma(float (&d)[4], hct_u32 a0, hct_u32 a1, hct_u32 a2, hct_u32 a3, hct_u32 b0, hct_u32 b1) {
@@ -257,6 +282,11 @@ HCT_DEV void pp_tiles5(float (&acc)[5][4], hct_u32 pa, hct_u32 ps, bool live, hc
 
 /* ---- the read --------------------------------------------------------------*/
 
+/* XCH = 1: block 0 counts the finished read (PP_WS_READS) as it leaves. */
+HCT_DEV void pp_read_done(hct_u32 *ws) {
+  if (XCH && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&ws[PP_WS_READS], 1u);
+}
+
 #define PP_PARAMS                                                                               \
   float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,            \
       const hct_u16 *w_up, float *part, hct_u32 *ws, float *mixed, hct_u16 *mixed_bf16,         \
@@ -287,6 +317,12 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 
   /* ---- before the wait: weights only (no kernel writes them) ------------ */
   if (PDL) hcr_pdl_launch();
+#if defined(HCR_LAB) && defined(PP_WAIT_EARLY) /* lab: no stream before the wait */
+  if (PDL) hcr_pdl_wait();
+#endif
+#if defined(HCR_LAB) && defined(PP_DELAY) /* lab: the stream starts PP_DELAY ns late */
+  for (const hct_u64 d0 = hct_globaltimer(); hct_globaltimer() - d0 < PP_DELAY;) __nanosleep(100);
+#endif
   /* w_down's 40 row segments (1280 bytes each) and w_norm's by bulk copies
    * from warp 0: the copy engine moves them, so the 6400 16-byte cp.async
    * a block would issue do not queue in front of the shared loads of the
@@ -327,6 +363,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   }
   if (PDL) hcr_pdl_wait();
   pp_stamp(trace, 1);
+  const hct_u32 tag = XCH ? hct_grid_load_acquire(ws + PP_WS_READS) + 1u : 0u;
 
   /* R' of this block's mix channels (all streams) to registers: their
    * owner is this block, which stores them after the barrier, when every
@@ -442,26 +479,72 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
       s1 += pp_ld_cluster(xs + t, 4 + k);
     }
     const float rs0 = rsqrtf(s0 / (float)C + HCT_EPS), rs1 = rsqrtf(s1 / (float)C + HCT_EPS);
-    part[((long long)h * T + t) * K + j0 + row] = fmaf(rs1, p1, rs0 * p0);
+    const long long at = ((long long)h * T + t) * K + j0 + row;
+    if (XCH)
+      pp_st_tagged((hct_u64 *)part + at, fmaf(rs1, p1, rs0 * p0), tag);
+    else
+      part[at] = fmaf(rs1, p1, rs0 * p0);
   }
   pp_stamp(trace, 5);
-  /* The grid barrier also keeps every block's shared memory alive until
-   * the whole cluster has read it. */
-  if (!hct_grid_sync(&grid)) return;
+  /* XCH = 0: a grid barrier, then every block reads lo.  It also keeps
+   * every block's shared memory alive until the whole cluster has read it
+   * (with XCH = 1 a block leaves only after every block's entries arrived,
+   * each stored after that block's reads of its cluster's memory). */
+  if (!XCH && !hct_grid_sync(&grid)) return;
   pp_stamp(trace, 6);
 
   /* ---- gather lo into the planes; store this block's R' ---------------- */
+  int failed = 0;
   for (int p = tid; p < PP_TMAX * PP_UC8; p += PP_NT) {
     const int t = p / PP_UC8, c8 = p % PP_UC8;
     if (t >= T) {
       pp_zero8(sp, PP_UTS, t, c8);
       continue;
     }
-    const float *p0 = part + (long long)t * K + 8 * c8, *p1 = part + ((long long)T + t) * K + 8 * c8;
-    const hct_f4 a0 = pp_ldcg4(p0), b0 = pp_ldcg4(p0 + 4), a1 = pp_ldcg4(p1), b1 = pp_ldcg4(p1 + 4);
+    const long long at0 = (long long)t * K + 8 * c8, at1 = ((long long)T + t) * K + 8 * c8;
+    hct_f4 a0, b0, a1, b1;
+    if (XCH) {
+      /* Poll the 16 entries (two halves of 8 rows) until every tag is this
+       * read's; give up like the grid barrier (hct_grid.h). */
+      const hct_u64 *e0 = (const hct_u64 *)part + at0, *e1 = (const hct_u64 *)part + at1;
+      hct_u64 e[16];
+      hct_u64 t0 = 0;
+      for (int polls = 0;; ++polls) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          pp_ld_tagged2(e[2 * i], e[2 * i + 1], e0 + 2 * i);
+          pp_ld_tagged2(e[8 + 2 * i], e[9 + 2 * i], e1 + 2 * i);
+        }
+        hct_u32 miss = 0;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) miss |= (hct_u32)(e[i] >> 32) ^ tag;
+        if (miss == 0) break;
+        if (polls % HCT_GRID_POLLS != HCT_GRID_POLLS - 1) continue;
+        const hct_u64 now = hct_globaltimer();
+        if (t0 == 0) t0 = now;
+        if (((volatile hct_u32 *)ws)[HCT_GRID_FLAG] != 0) failed = 1;
+        else if (now - t0 > HCT_GRID_TIMEOUT_NS) {
+          atomicExch(&ws[HCT_GRID_FLAG], 1u);
+          failed = 1;
+        }
+        if (failed) break;
+      }
+      if (failed) break;
+      a0 = hct_f4{pp_untag(e[0]), pp_untag(e[1]), pp_untag(e[2]), pp_untag(e[3])};
+      b0 = hct_f4{pp_untag(e[4]), pp_untag(e[5]), pp_untag(e[6]), pp_untag(e[7])};
+      a1 = hct_f4{pp_untag(e[8]), pp_untag(e[9]), pp_untag(e[10]), pp_untag(e[11])};
+      b1 = hct_f4{pp_untag(e[12]), pp_untag(e[13]), pp_untag(e[14]), pp_untag(e[15])};
+    } else {
+      a0 = pp_ldcg4(part + at0); b0 = pp_ldcg4(part + at0 + 4);
+      a1 = pp_ldcg4(part + at1); b1 = pp_ldcg4(part + at1 + 4);
+    }
     const hct_f4 a = {a0.x + a1.x, a0.y + a1.y, a0.z + a1.z, a0.w + a1.w};
     const hct_f4 b = {b0.x + b1.x, b0.y + b1.y, b0.z + b1.z, b0.w + b1.w};
     pp_split8(sp, PP_UTS, t, c8, a, b);
+  }
+  if (XCH && __syncthreads_or(failed)) {
+    pp_read_done(ws);
+    return;
   }
   if (pending != 0 && mt < T)
 #pragma unroll
@@ -511,6 +594,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     mixed_bf16[o] = hct_f32_to_bf16(m);
     mixed_f16[o] = hct_f32_to_f16(m);
   }
+  pp_read_done(ws);
   pp_stamp(trace, 9);
 }
 

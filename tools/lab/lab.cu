@@ -18,7 +18,8 @@
  *
  * The kernels: v1, persist_bw, persist and pipe, each persistent one
  * launched plainly and as a programmatic dependent launch.  LAB_QUICK=1 in
- * the environment skips the building blocks.
+ * the environment skips the building blocks and the mma loop; LAB_KINDS
+ * (say "pipe,pipe+pdl") times only the kinds named.
  *
  *   lab [T ...]        (default 1 2 4 8)
  */
@@ -35,6 +36,9 @@
 #define TP 2
 #define PDL 1
 #define GB 0
+#ifndef XCH /* pipe's exchange of lo: 1 tags in the data, 0 a grid barrier (build.sh -DXCH=0) */
+#define XCH 1
+#endif
 #define DOWN_WARPS 4
 #define UP_WARPS 4
 #include "persist.cu"
@@ -47,6 +51,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #define CK(x)                                                                          \
@@ -75,8 +80,15 @@ __global__ void __launch_bounds__(640, 1) lab_pb(PB_PARAMS, hct_u64 *trace) {
   pb_dispatch(PB_ARGS, trace);
   lab_clock_stamp(trace, 15);
 }
+/* Slot 13: the SM the block ran on. */
+__device__ void lab_smid_stamp(hct_u64 *trace) {
+  hct_u32 id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + 13] = id;
+}
 __global__ void __cluster_dims__(PP_CL, 1, 1) __launch_bounds__(PP_NT, 2) lab_pp(PP_PARAMS, hct_u64 *trace) {
   lab_clock_stamp(trace, 14);
+  lab_smid_stamp(trace);
   pp_read(PP_ARGS, trace);
   lab_clock_stamp(trace, 15);
 }
@@ -209,7 +221,8 @@ static void alloc_set(Set &s, int T, unsigned seed) {
   CK(cudaMalloc(&s.lo, (size_t)T * K * 4));
   CK(cudaMalloc(&s.gate, (size_t)T * D * 4));
   CK(cudaMalloc(&s.rs, 4096));
-  CK(cudaMalloc(&s.part, (size_t)8 * S * K * 4));
+  CK(cudaMalloc(&s.part, (size_t)8 * S * K * 4)); /* pipe: 2 x 8 x K tagged 8-byte entries */
+  CK(cudaMemset(s.part, 0, (size_t)8 * S * K * 4));
   CK(cudaMalloc(&s.wn, (size_t)D * 2));
   CK(cudaMalloc(&s.wd, (size_t)K * D * 2));
   CK(cudaMalloc(&s.wu, (size_t)D * K * 2));
@@ -268,6 +281,15 @@ static void launch(Kind k, Set &s, int T, bool pend, hct_u64 *trace) {
   }
 }
 
+/* LAB_KINDS="pipe,pipe+pdl": time only those kinds (v1 is always the
+ * parity reference). */
+static bool kind_wanted(int k) {
+  const char *w = getenv("LAB_KINDS");
+  if (w == nullptr || k == V1) return true;
+  std::string list = std::string(",") + w + ",";
+  return list.find(std::string(",") + kind_name[k] + ",") != std::string::npos;
+}
+
 struct Outs {
   std::vector<float> mixed, resid;
   std::vector<hct_u16> mb, mh;
@@ -299,6 +321,7 @@ static void parity(int T, Set &s) {
   for (int pend = 0; pend < 2; ++pend) {
     Outs ref = run_once(V1, s, T, pend, r0);
     for (int k = PB; k <= PPP; ++k) {
+      if (!kind_wanted(k)) continue;
       Outs o = run_once((Kind)k, s, T, pend, r0);
       long bad = 0, badr = 0;
       double maxref = 0, maxerr = 0;
@@ -343,6 +366,7 @@ static void timeline(const char *what, const std::vector<hct_u64> &tr, int launc
   printf("  timeline %s (read %d; the previous read's last stamp %lld ns before)\n", what, launch_i,
          (long long)t0 - (long long)prev_end);
   for (int j = 0; j < nst; ++j) {
+    if (j == 13) continue; /* the SM id (pipe) */
     std::vector<long long> v;
     for (int i = 0; i < NBLK; ++i)
       if (b[i * STAMPS + j]) v.push_back((long long)(b[i * STAMPS + j] - t0));
@@ -350,6 +374,46 @@ static void timeline(const char *what, const std::vector<hct_u64> &tr, int launc
     std::sort(v.begin(), v.end());
     printf("    stamp %2d: min %6lld  median %6lld  max %6lld ns\n", j, v[0], v[v.size() / 2], v.back());
   }
+}
+
+/* pipe: when each block of read `launch_i` was released from the PDL wait
+ * (stamp 1) after the previous read's last block ended (stamp 9), and the
+ * blocks that shared an SM with another block of the same read, against
+ * the others, by the end of their down stage (stamp 10) and their
+ * arrival at the exchange (stamp 5). */
+static void pipe_analysis(const std::vector<hct_u64> &tr, int launch_i) {
+  const hct_u64 *b = tr.data() + (size_t)launch_i * NBLK * STAMPS, *pb = b - (size_t)NBLK * STAMPS;
+  hct_u64 prev_end = 0, t0 = ~0ull;
+  for (int i = 0; i < NBLK; ++i) prev_end = std::max(prev_end, pb[i * STAMPS + 9]);
+  for (int i = 0; i < NBLK; ++i) t0 = std::min(t0, b[i * STAMPS]);
+  std::vector<long long> rel;
+  for (int i = 0; i < NBLK; ++i) rel.push_back((long long)b[i * STAMPS + 1] - (long long)prev_end);
+  std::sort(rel.begin(), rel.end());
+  printf("  released after the previous read's last end: min %lld median %lld max %lld ns\n", rel[0],
+         rel[NBLK / 2], rel.back());
+  std::vector<int> count(1024, 0);
+  for (int i = 0; i < NBLK; ++i) count[b[i * STAMPS + 13] & 1023]++;
+  std::vector<long long> d_sh, d_al, a_sh, a_al;
+  int shared = 0;
+  for (int i = 0; i < NBLK; ++i) {
+    const bool sh = count[b[i * STAMPS + 13] & 1023] > 1;
+    shared += sh;
+    (sh ? d_sh : d_al).push_back((long long)(b[i * STAMPS + 10] - t0));
+    (sh ? a_sh : a_al).push_back((long long)(b[i * STAMPS + 5] - t0));
+  }
+  int prev_on = 0; /* blocks on an SM that held a block of the previous read */
+  std::vector<int> pc(1024, 0);
+  for (int i = 0; i < NBLK; ++i) pc[pb[i * STAMPS + 13] & 1023]++;
+  for (int i = 0; i < NBLK; ++i) prev_on += pc[b[i * STAMPS + 13] & 1023] > 0;
+  for (auto *v : {&d_sh, &d_al, &a_sh, &a_al}) std::sort(v->begin(), v->end());
+  printf("  %d blocks share an SM with a block of the same read, %d sit on an SM the previous read used\n",
+         shared, prev_on);
+  if (!d_al.empty())
+    printf("    alone:  down end median %lld max %lld, exchange median %lld max %lld ns\n", d_al[d_al.size() / 2],
+           d_al.back(), a_al[a_al.size() / 2], a_al.back());
+  if (!d_sh.empty())
+    printf("    shared: down end median %lld max %lld, exchange median %lld max %lld ns\n", d_sh[d_sh.size() / 2],
+           d_sh.back(), a_sh[a_sh.size() / 2], a_sh.back());
 }
 
 typedef void (*enq_fn)(int b, hct_u64 *trace);
@@ -490,7 +554,7 @@ int main(int argc, char **argv) {
 kernels:
   /* pipe's mma loop alone: cycles a warp for 10 and 40 steps, 128 blocks
    * of 320 threads (103 KB: up to two an SM) and 1 block (alone on an SM). */
-  {
+  if (!quick) {
     hct_u4 *wsrc;
     float *sink;
     hct_u64 *cyc;
@@ -529,6 +593,7 @@ kernels:
     CK(cudaDeviceSynchronize());
     parity(T, g_sets[0]);
     for (int k = V1; k <= PPP; ++k) {
+      if (!kind_wanted(k)) continue;
       g_kind = (Kind)k;
       CK(cudaMemset(trace, 0, (size_t)BATCH * NBLK * STAMPS * 8));
       double us = time_graph(enq_kernel, k == V1 ? nullptr : trace, k == V1 ? nullptr : &tr);
@@ -536,6 +601,7 @@ kernels:
              kind_name[k], us, g_nsets, BATCH, REPLAYS);
       if (k != V1) {
         timeline(kind_name[k], tr, BATCH / 2, 14);
+        if (k == PP || k == PPP) pipe_analysis(tr, BATCH / 2);
         printf("  SM clock over that read: %.0f MHz (median over blocks)\n", clock_mhz(tr, BATCH / 2, 14));
       }
     }
