@@ -76,8 +76,8 @@
 #ifndef PDL
 #error "pipe: PDL must be defined"
 #endif
-#ifndef XCH
-#error "pipe: XCH must be defined"
+#ifndef CL
+#error "pipe: CL must be defined"
 #endif
 #if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
 #error "pipe: needs thread block clusters and bf16 mma (sm_90 or later)"
@@ -86,8 +86,11 @@
 #define PP_NT 320           /* threads */
 #define PP_NW 10            /* warps */
 #define PP_NB 128           /* blocks */
-#define PP_CL 8             /* blocks a cluster */
+#define PP_CL CL            /* blocks a cluster: 4 (one stream) or 8 (two) */
+#define PP_SPC (PP_CL / 4)  /* streams a cluster: its ranks take the four quarters of each */
+#define PP_NH (S / PP_SPC)  /* stream groups: the partials of lo the gather sums */
 #define PP_RPC 40           /* w_down rows a cluster */
+#define PP_RPB (PP_RPC / PP_CL) /* rows of lo a block reduces over its cluster */
 #define PP_KPB 640          /* w_down columns a block: a quarter stream */
 #define PP_WDS (PP_KPB + 32) /* w_down tile row stride, bf16: 64 B of padding, conflict-free */
 #define PP_NCU 20           /* channels a block, up and mix */
@@ -98,7 +101,8 @@
 #define PP_UTS (PP_UC8 + 4) /* the same, up */
 #define PP_TMAX 8           /* tokens: the 8 rows of an mma's A that are used */
 static_assert(S == 4 && C == 4 * PP_KPB, "pipe: a block takes a quarter of a stream");
-static_assert((K / PP_RPC) * 2 * PP_CL == PP_NB, "pipe: 8 row groups x 2 stream halves x 8 ranks");
+static_assert(PP_CL == 4 || PP_CL == 8, "pipe: clusters of 4 or 8");
+static_assert((K / PP_RPC) * PP_NH * PP_CL == PP_NB, "pipe: 8 row groups x stream groups x ranks");
 static_assert(C == PP_NB * PP_NCU && PP_NR == 8 * PP_NW, "pipe: a warp per 8 up rows");
 static_assert(PP_RPC == 5 * 8 && PP_NW == 2 * 5, "pipe: down is 5 column tiles x 2 halves");
 static_assert(K % 32 == 0 && PP_KPB % 64 == 0, "pipe: whole 32-column steps");
@@ -117,9 +121,27 @@ static_assert(K % 32 == 0 && PP_KPB % 64 == 0, "pipe: whole 32-column steps");
 static_assert(PP_NR * K * 2 <= PP_RPC * PP_WDS * 2 && 16384 + PP_TMAX * PP_NR * 4 <= 4 * PP_TMAX * PP_DTS * 16,
               "pipe: w_up fits where w_down was, the gates in the planes' space");
 
+#ifdef HCR_LAB
+/* tools/lab: the global timer at each stage into shared memory, written
+ * out as the block leaves, so that no global store of the lab's sits in
+ * front of the barriers' releases (slots 13-15 are the lab's own). */
+__shared__ hct_u64 pp_lab_tr[13];
 HCT_DEV void pp_stamp(hct_u64 *trace, int i) {
-  if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
+  if (trace != 0 && threadIdx.x == 0) pp_lab_tr[i] = hct_globaltimer();
 }
+HCT_DEV void pp_stamps_begin(hct_u64 *trace) {
+  if (trace != 0 && threadIdx.x == 0)
+    for (int i = 0; i < 13; ++i) pp_lab_tr[i] = 0;
+}
+HCT_DEV void pp_stamps_out(hct_u64 *trace) {
+  if (trace != 0 && threadIdx.x == 0)
+    for (int i = 0; i < 13; ++i) trace[blockIdx.x * 16 + i] = pp_lab_tr[i];
+}
+#else
+HCT_DEV void pp_stamp(hct_u64 *, int) {}
+HCT_DEV void pp_stamps_begin(hct_u64 *) {}
+HCT_DEV void pp_stamps_out(hct_u64 *) {}
+#endif
 
 /* ---- sm_90 pieces ----------------------------------------------------------*/
 
@@ -193,28 +215,6 @@ HCT_DEV hct_f4 pp_ldcg4(const float *p) {
   return v;
 }
 
-/* ---- the exchange of lo with the tag in the data (XCH = 1) -----------------
- * A part entry is 64 bits, the float's bits below and the read's tag above,
- * written by one 64-bit store: a reader that sees the tag sees the value
- * (a single access, so single-copy atomic; NCCL's LL protocol works so).
- * Readers poll the entries they need instead of a grid barrier followed by
- * a second trip to L2 for the data.  The store is a release so that this
- * block's reads of R come before any block's store of R' (pending). */
-HCT_DEV void pp_st_tagged(hct_u64 *p, float v, hct_u32 tag) {
-  const hct_u64 x = ((hct_u64)tag << 32) | (hct_u64)__float_as_uint(v);
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(x) : "memory");
-}
-HCT_DEV void pp_ld_tagged2(hct_u64 &a, hct_u64 &b, const hct_u64 *p) {
-  asm volatile("ld.acquire.gpu.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
-}
-HCT_DEV float pp_untag(hct_u64 x) { return __uint_as_float((hct_u32)x); }
-/* The read's tag: ws[2] counts the reads that have finished (block 0 adds
- * 1 as it leaves, which is after every block has read the count: no block
- * leaves before it has every block's entries, and each block publishes
- * them after reading it).  Read after the PDL wait; + 1 so that the zeroed
- * buffer matches no read. */
-#define PP_WS_READS 2
-
 /* d += A * B, one m16n8k16 step; A's rows 0..7 in a0 (k 0..7) and a2
  * (k 8..15), rows 8..15 in a1 and a3. */
 HCT_DEV void pp_mma(float (&d)[4], hct_u32 a0, hct_u32 a1, hct_u32 a2, hct_u32 a3, hct_u32 b0, hct_u32 b1) {
@@ -282,11 +282,6 @@ HCT_DEV void pp_tiles5(float (&acc)[5][4], hct_u32 pa, hct_u32 ps, bool live, hc
 
 /* ---- the read --------------------------------------------------------------*/
 
-/* XCH = 1: block 0 counts the finished read (PP_WS_READS) as it leaves. */
-HCT_DEV void pp_read_done(hct_u32 *ws) {
-  if (XCH && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&ws[PP_WS_READS], 1u);
-}
-
 #define PP_PARAMS                                                                               \
   float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,            \
       const hct_u16 *w_up, float *part, hct_u32 *ws, float *mixed, hct_u16 *mixed_bf16,         \
@@ -308,21 +303,16 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
   const int tok = lane >> 2, q = lane & 3; /* an mma fragment's row / column and k pair */
   const int cid = pp_cluster_id(), r = pp_cluster_rank();
-  const int g = cid >> 1, h = cid & 1, s = 2 * h + r / 4;
+  const int g = cid / PP_NH, h = cid % PP_NH, s = PP_SPC * h + r / 4;
   const int j0 = g * PP_RPC;           /* the cluster's first w_down row */
   const int cs0 = (r % 4) * PP_KPB;    /* the block's first column within stream s */
   const int cu0 = (int)blockIdx.x * PP_NCU;
+  pp_stamps_begin(trace);
   pp_stamp(trace, 0);
   hct_grid_t grid = hct_grid_begin(ws);
 
   /* ---- before the wait: weights only (no kernel writes them) ------------ */
   if (PDL) hcr_pdl_launch();
-#if defined(HCR_LAB) && defined(PP_WAIT_EARLY) /* lab: no stream before the wait */
-  if (PDL) hcr_pdl_wait();
-#endif
-#if defined(HCR_LAB) && defined(PP_DELAY) /* lab: the stream starts PP_DELAY ns late */
-  for (const hct_u64 d0 = hct_globaltimer(); hct_globaltimer() - d0 < PP_DELAY;) __nanosleep(100);
-#endif
   /* w_down's 40 row segments (1280 bytes each) and w_norm's by bulk copies
    * from warp 0: the copy engine moves them, so the 6400 16-byte cp.async
    * a block would issue do not queue in front of the shared loads of the
@@ -363,7 +353,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   }
   if (PDL) hcr_pdl_wait();
   pp_stamp(trace, 1);
-  const hct_u32 tag = XCH ? hct_grid_load_acquire(ws + PP_WS_READS) + 1u : 0u;
 
   /* R' of this block's mix channels (all streams) to registers: their
    * owner is this block, which stores them after the barrier, when every
@@ -467,84 +456,51 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   pp_cluster_sync(); /* every block's xp and xs, to the whole cluster */
   pp_stamp(trace, 4);
 
-  /* ---- the cluster's lo for two stream halves: this block's 5 rows ------- */
-  if (tid < 5 * T) {
-    const int t = tid / 5, row = 5 * r + tid % 5;
-    float p0 = 0.0f, p1 = 0.0f, s0 = 0.0f, s1 = 0.0f;
+  /* ---- the cluster's lo over its streams: this block's PP_RPB rows ------- */
+  if (tid < PP_RPB * T) {
+    const int t = tid / PP_RPB, row = PP_RPB * r + tid % PP_RPB;
+    float p[PP_SPC], ss[PP_SPC];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      p0 += pp_ld_cluster(xp + t * PP_RPC + row, k);
-      s0 += pp_ld_cluster(xs + t, k);
-      p1 += pp_ld_cluster(xp + t * PP_RPC + row, 4 + k);
-      s1 += pp_ld_cluster(xs + t, 4 + k);
+    for (int i = 0; i < PP_SPC; ++i) {
+      p[i] = ss[i] = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        p[i] += pp_ld_cluster(xp + t * PP_RPC + row, 4 * i + k);
+        ss[i] += pp_ld_cluster(xs + t, 4 * i + k);
+      }
     }
-    const float rs0 = rsqrtf(s0 / (float)C + HCT_EPS), rs1 = rsqrtf(s1 / (float)C + HCT_EPS);
-    const long long at = ((long long)h * T + t) * K + j0 + row;
-    if (XCH)
-      pp_st_tagged((hct_u64 *)part + at, fmaf(rs1, p1, rs0 * p0), tag);
-    else
-      part[at] = fmaf(rs1, p1, rs0 * p0);
+    float v = rsqrtf(ss[0] / (float)C + HCT_EPS) * p[0];
+#pragma unroll
+    for (int i = 1; i < PP_SPC; ++i) v = fmaf(rsqrtf(ss[i] / (float)C + HCT_EPS), p[i], v);
+    part[((long long)h * T + t) * K + j0 + row] = v;
   }
   pp_stamp(trace, 5);
-  /* XCH = 0: a grid barrier, then every block reads lo.  It also keeps
-   * every block's shared memory alive until the whole cluster has read it
-   * (with XCH = 1 a block leaves only after every block's entries arrived,
-   * each stored after that block's reads of its cluster's memory). */
-  if (!XCH && !hct_grid_sync(&grid)) return;
+  /* The grid barrier also keeps every block's shared memory alive until
+   * the whole cluster has read it. */
+  if (!hct_grid_sync(&grid)) return;
   pp_stamp(trace, 6);
 
   /* ---- gather lo into the planes; store this block's R' ---------------- */
-  int failed = 0;
   for (int p = tid; p < PP_TMAX * PP_UC8; p += PP_NT) {
     const int t = p / PP_UC8, c8 = p % PP_UC8;
     if (t >= T) {
       pp_zero8(sp, PP_UTS, t, c8);
       continue;
     }
-    const long long at0 = (long long)t * K + 8 * c8, at1 = ((long long)T + t) * K + 8 * c8;
-    hct_f4 a0, b0, a1, b1;
-    if (XCH) {
-      /* Poll the 16 entries (two halves of 8 rows) until every tag is this
-       * read's; give up like the grid barrier (hct_grid.h). */
-      const hct_u64 *e0 = (const hct_u64 *)part + at0, *e1 = (const hct_u64 *)part + at1;
-      hct_u64 e[16];
-      hct_u64 t0 = 0;
-      for (int polls = 0;; ++polls) {
+    hct_f4 pa[PP_NH], pb[PP_NH]; /* every stream group's partial, loads first */
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          pp_ld_tagged2(e[2 * i], e[2 * i + 1], e0 + 2 * i);
-          pp_ld_tagged2(e[8 + 2 * i], e[9 + 2 * i], e1 + 2 * i);
-        }
-        hct_u32 miss = 0;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) miss |= (hct_u32)(e[i] >> 32) ^ tag;
-        if (miss == 0) break;
-        if (polls % HCT_GRID_POLLS != HCT_GRID_POLLS - 1) continue;
-        const hct_u64 now = hct_globaltimer();
-        if (t0 == 0) t0 = now;
-        if (((volatile hct_u32 *)ws)[HCT_GRID_FLAG] != 0) failed = 1;
-        else if (now - t0 > HCT_GRID_TIMEOUT_NS) {
-          atomicExch(&ws[HCT_GRID_FLAG], 1u);
-          failed = 1;
-        }
-        if (failed) break;
-      }
-      if (failed) break;
-      a0 = hct_f4{pp_untag(e[0]), pp_untag(e[1]), pp_untag(e[2]), pp_untag(e[3])};
-      b0 = hct_f4{pp_untag(e[4]), pp_untag(e[5]), pp_untag(e[6]), pp_untag(e[7])};
-      a1 = hct_f4{pp_untag(e[8]), pp_untag(e[9]), pp_untag(e[10]), pp_untag(e[11])};
-      b1 = hct_f4{pp_untag(e[12]), pp_untag(e[13]), pp_untag(e[14]), pp_untag(e[15])};
-    } else {
-      a0 = pp_ldcg4(part + at0); b0 = pp_ldcg4(part + at0 + 4);
-      a1 = pp_ldcg4(part + at1); b1 = pp_ldcg4(part + at1 + 4);
+    for (int i = 0; i < PP_NH; ++i) {
+      const float *pi = part + ((long long)i * T + t) * K + 8 * c8;
+      pa[i] = pp_ldcg4(pi);
+      pb[i] = pp_ldcg4(pi + 4);
     }
-    const hct_f4 a = {a0.x + a1.x, a0.y + a1.y, a0.z + a1.z, a0.w + a1.w};
-    const hct_f4 b = {b0.x + b1.x, b0.y + b1.y, b0.z + b1.z, b0.w + b1.w};
+    hct_f4 a = pa[0], b = pb[0];
+#pragma unroll
+    for (int i = 1; i < PP_NH; ++i) {
+      a.x += pa[i].x; a.y += pa[i].y; a.z += pa[i].z; a.w += pa[i].w;
+      b.x += pb[i].x; b.y += pb[i].y; b.z += pb[i].z; b.w += pb[i].w;
+    }
     pp_split8(sp, PP_UTS, t, c8, a, b);
-  }
-  if (XCH && __syncthreads_or(failed)) {
-    pp_read_done(ws);
-    return;
   }
   if (pending != 0 && mt < T)
 #pragma unroll
@@ -563,6 +519,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
      * 64ukg + 32m + 8q .. +7 (rows 640 bytes apart: a 2-way conflict). */
     const hct_u32 ba = hct_smem_addr(wub + (40 * ng + tok) * K + 64 * ukg + 8 * q);
     hct_bulk_wait(bar + 1, 0); /* w_up */
+    pp_stamp(trace, 12);
     float acc[5][4];
     pp_tiles5(acc, pa, ps, live, ba, 8 * K * 2);
     __syncthreads(); /* every warp is done with the planes */
@@ -594,8 +551,8 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     mixed_bf16[o] = hct_f32_to_bf16(m);
     mixed_f16[o] = hct_f32_to_f16(m);
   }
-  pp_read_done(ws);
   pp_stamp(trace, 9);
+  pp_stamps_out(trace);
 }
 
 #ifndef HCR_LAB

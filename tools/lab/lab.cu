@@ -36,8 +36,8 @@
 #define TP 2
 #define PDL 1
 #define GB 0
-#ifndef XCH /* pipe's exchange of lo: 1 tags in the data, 0 a grid barrier (build.sh -DXCH=0) */
-#define XCH 1
+#ifndef CL /* pipe's cluster size (build.sh -DCL=8) */
+#define CL 4
 #endif
 #define DOWN_WARPS 4
 #define UP_WARPS 4
@@ -406,6 +406,19 @@ static void pipe_analysis(const std::vector<hct_u64> &tr, int launch_i) {
   for (int i = 0; i < NBLK; ++i) pc[pb[i * STAMPS + 13] & 1023]++;
   for (int i = 0; i < NBLK; ++i) prev_on += pc[b[i * STAMPS + 13] & 1023] > 0;
   for (auto *v : {&d_sh, &d_al, &a_sh, &a_al}) std::sort(v->begin(), v->end());
+  /* The six blocks whose down stage ended last: when they started, were
+   * released, had their weights, split, looped, summed. */
+  std::vector<std::pair<hct_u64, int>> by_end;
+  for (int i = 0; i < NBLK; ++i) by_end.push_back({b[i * STAMPS + 10], i});
+  std::sort(by_end.rbegin(), by_end.rend());
+  for (int k = 0; k < 6; ++k) {
+    const hct_u64 *x = b + by_end[k].second * STAMPS;
+    printf("    late block %3d on SM %3llu (%d of this read there): start %lld release %lld weights %lld split %lld "
+           "loop %lld down %lld w_up %lld ns\n",
+           by_end[k].second, (unsigned long long)x[13], count[x[13] & 1023], (long long)(x[0] - t0),
+           (long long)(x[1] - t0), (long long)(x[2] - t0), (long long)(x[3] - t0), (long long)(x[11] - t0),
+           (long long)(x[10] - t0), (long long)(x[12] - t0));
+  }
   printf("  %d blocks share an SM with a block of the same read, %d sit on an SM the previous read used\n",
          shared, prev_on);
   if (!d_al.empty())
