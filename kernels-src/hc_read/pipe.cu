@@ -282,49 +282,6 @@ HCT_DEV void pp_tiles5(float (&acc)[5][4], hct_u32 pa, hct_u32 ps, bool live, hc
 
 /* ---- the read --------------------------------------------------------------*/
 
-/* Which tile block b takes: w_down rows j0 .. j0+39 of stream s, columns
- * cs0 .. cs0+639 of that stream; channels cu0 .. cu0+19 for up and mix. */
-struct pp_tile {
-  int g, h, s, j0, cs0, cu0;
-};
-HCT_DEV pp_tile pp_tile_of(int cid, int r, int b) {
-  pp_tile w;
-  w.g = cid / PP_NH;
-  w.h = cid % PP_NH;
-  w.s = PP_SPC * w.h + r / 4;
-  w.j0 = w.g * PP_RPC;
-  w.cs0 = (r % 4) * PP_KPB;
-  w.cu0 = b * PP_NCU;
-  return w;
-}
-
-/* In a graph of reads the next read's blocks take the slots that the read
- * two back leaves, and its last clusters find none free until the
- * previous read has ended (tools/lab at d4685dc: blocks 120-127 started
- * about 10 us after the others, as the previous read ended, and then
- * waited 3 us for weights that the next read's whole stream competed
- * with, while every other block waited at the barrier for them).  So
- * every block requests a share of the last PP_NLATE blocks' weights into
- * L2 before its wait: their copies, when they come, read L2. */
-#define PP_NLATE 16
-#define PP_LATE_ITEMS (PP_RPC + S) /* a block's 40 w_down rows and 4 runs of w_up */
-HCT_DEV void pp_prefetch_late(const hct_u16 *w_down, const hct_u16 *w_up, int lane) {
-  for (int i = (int)blockIdx.x + PP_NB * lane; i < PP_NLATE * PP_LATE_ITEMS; i += PP_NB * HCT_LW) {
-    const int b = PP_NB - PP_NLATE + i / PP_LATE_ITEMS, k = i % PP_LATE_ITEMS;
-    const pp_tile w = pp_tile_of(b / PP_CL, b % PP_CL, b);
-    if (k < PP_RPC)
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(
-                       w_down + (long long)(w.j0 + k) * D + (long long)w.s * C + w.cs0),
-                   "r"(PP_KPB * 2)
-                   : "memory");
-    else
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(
-                       w_up + ((long long)(k - PP_RPC) * C + w.cu0) * K),
-                   "r"(PP_NCU * K * 2)
-                   : "memory");
-  }
-}
-
 #define PP_PARAMS                                                                               \
   float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,            \
       const hct_u16 *w_up, float *part, hct_u32 *ws, float *mixed, hct_u16 *mixed_bf16,         \
@@ -345,12 +302,11 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
   const int tok = lane >> 2, q = lane & 3; /* an mma fragment's row / column and k pair */
-  const int r = pp_cluster_rank();
-  const pp_tile me = pp_tile_of(pp_cluster_id(), r, (int)blockIdx.x);
-  const int h = me.h, s = me.s;
-  const int j0 = me.j0;   /* the cluster's first w_down row */
-  const int cs0 = me.cs0; /* the block's first column within stream s */
-  const int cu0 = me.cu0;
+  const int cid = pp_cluster_id(), r = pp_cluster_rank();
+  const int g = cid / PP_NH, h = cid % PP_NH, s = PP_SPC * h + r / 4;
+  const int j0 = g * PP_RPC;           /* the cluster's first w_down row */
+  const int cs0 = (r % 4) * PP_KPB;    /* the block's first column within stream s */
+  const int cu0 = (int)blockIdx.x * PP_NCU;
   pp_stamps_begin(trace);
   pp_stamp(trace, 0);
   hct_grid_t grid = hct_grid_begin(ws);
@@ -376,9 +332,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
         hct_bulk_copy(wn, w_norm + (long long)s * C + cs0, PP_KPB * 2, bar);
     }
   }
-#ifndef PP_NO_LATE /* tools/lab: -DPP_NO_LATE for the comparison */
-  if (wp == 1) pp_prefetch_late(w_down, w_up, lane);
-#endif
   /* w_up's 80 rows (640 bytes each) into L2 now; into registers (as B
    * fragments) after the down stage, where they were in the way of the
    * down loop's software pipelining (96 registers a thread). */
