@@ -100,6 +100,9 @@
 #define PP_DTS (PP_DC8 + 4) /* split plane token stride, down, in 16-byte units (padded: conflict-free) */
 #define PP_UTS (PP_UC8 + 4) /* the same, up */
 #define PP_TMAX 8           /* tokens: the 8 rows of an mma's A that are used */
+#ifndef PP_CPW
+#define PP_CPW PP_NW        /* warps that issue the weights' bulk copies (tools/lab: -DPP_CPW=1) */
+#endif
 static_assert(S == 4 && C == 4 * PP_KPB, "pipe: a block takes a quarter of a stream");
 static_assert(PP_CL == 4 || PP_CL == 8, "pipe: clusters of 4 or 8");
 static_assert((K / PP_RPC) * PP_NH * PP_CL == PP_NB, "pipe: 8 row groups x stream groups x ranks");
@@ -318,20 +321,23 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
    * a block would issue do not queue in front of the shared loads of the
    * read running beside it on the SM. */
   hct_u64 *bar = (hct_u64 *)(sm + PP_OFF_BAR);
-  if (wp == 0) {
-    if (lane == 0) {
-      hct_bulk_init(bar);
-      hct_bulk_init(bar + 1);
-      hct_bulk_expect(bar, (PP_RPC + 1) * PP_KPB * 2);
-    }
-    __syncwarp();
-    for (int row = lane; row <= PP_RPC; row += HCT_LW) {
+  if (tid == 0) {
+    hct_bulk_init(bar);
+    hct_bulk_init(bar + 1);
+    hct_bulk_expect(bar, (PP_RPC + 1) * PP_KPB * 2);
+  }
+  __syncthreads(); /* the mbarriers' init, before any copy names them */
+  /* Row i by lane i / PP_CPW of warp i % PP_CPW: each bulk copy holds its
+   * warp for 30-50 ns (tools/lab), so 41 from one warp took 1.5-2 us, and
+   * a block that starts late (placed only as the previous read ends) has
+   * its chain held up by that. */
+  if (wp < PP_CPW)
+    for (int row = wp + PP_CPW * lane; row <= PP_RPC; row += PP_CPW * HCT_LW) {
       if (row < PP_RPC)
         hct_bulk_copy(wd + row * PP_WDS, w_down + (long long)(j0 + row) * D + (long long)s * C + cs0, PP_KPB * 2, bar);
       else
         hct_bulk_copy(wn, w_norm + (long long)s * C + cs0, PP_KPB * 2, bar);
     }
-  }
   /* w_up's 80 rows (640 bytes each) into L2 now; into registers (as B
    * fragments) after the down stage, where they were in the way of the
    * down loop's software pipelining (96 registers a thread). */
@@ -366,7 +372,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
       rm[sr] = pending != 0 ? resid[at] + pending[at] : resid[at];
     }
   }
-  __syncthreads(); /* the mbarrier's init */
   hct_bulk_wait(bar, 0); /* w_down and w_norm */
   pp_stamp(trace, 2);
 

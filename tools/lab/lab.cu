@@ -36,8 +36,8 @@
 #define TP 2
 #define PDL 1
 #define GB 0
-#ifndef CL /* pipe's cluster size (build.sh -DCL=8) */
-#define CL 4
+#ifndef CL /* pipe's cluster size (build.sh -DCL=4) */
+#define CL 8
 #endif
 #define DOWN_WARPS 4
 #define UP_WARPS 4
@@ -391,6 +391,9 @@ static void pipe_analysis(const std::vector<hct_u64> &tr, int launch_i) {
   std::sort(rel.begin(), rel.end());
   printf("  released after the previous read's last end: min %lld median %lld max %lld ns\n", rel[0],
          rel[NBLK / 2], rel.back());
+  int late = 0;
+  for (int i = 0; i < NBLK; ++i) late += b[i * STAMPS] + 1000 > prev_end;
+  printf("  %d blocks started less than 1 us before the previous read's last end, or after it\n", late);
   std::vector<int> count(1024, 0);
   for (int i = 0; i < NBLK; ++i) count[b[i * STAMPS + 13] & 1023]++;
   std::vector<long long> d_sh, d_al, a_sh, a_al;
