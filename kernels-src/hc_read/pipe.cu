@@ -372,6 +372,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
       rm[sr] = pending != 0 ? resid[at] + pending[at] : resid[at];
     }
   }
+  pp_stamp(trace, 12);
   hct_bulk_wait(bar, 0); /* w_down and w_norm */
   pp_stamp(trace, 2);
 
@@ -524,7 +525,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
      * 64ukg + 32m + 8q .. +7 (rows 640 bytes apart: a 2-way conflict). */
     const hct_u32 ba = hct_smem_addr(wub + (40 * ng + tok) * K + 64 * ukg + 8 * q);
     hct_bulk_wait(bar + 1, 0); /* w_up */
-    pp_stamp(trace, 12);
     float acc[5][4];
     pp_tiles5(acc, pa, ps, live, ba, 8 * K * 2);
     __syncthreads(); /* every warp is done with the planes */

@@ -417,7 +417,7 @@ static void pipe_analysis(const std::vector<hct_u64> &tr, int launch_i) {
   for (int k = 0; k < 6; ++k) {
     const hct_u64 *x = b + by_end[k].second * STAMPS;
     printf("    late block %3d on SM %3llu (%d of this read there): start %lld release %lld weights %lld split %lld "
-           "loop %lld down %lld w_up %lld ns\n",
+           "loop %lld down %lld (rm loaded %lld) ns\n",
            by_end[k].second, (unsigned long long)x[13], count[x[13] & 1023], (long long)(x[0] - t0),
            (long long)(x[1] - t0), (long long)(x[2] - t0), (long long)(x[3] - t0), (long long)(x[11] - t0),
            (long long)(x[10] - t0), (long long)(x[12] - t0));
