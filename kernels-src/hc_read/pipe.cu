@@ -127,18 +127,19 @@ static_assert(PP_NR * K * 2 <= PP_RPC * PP_WDS * 2 && 16384 + PP_TMAX * PP_NR * 
 #ifdef HCR_LAB
 /* tools/lab: the global timer at each stage into shared memory, written
  * out as the block leaves, so that no global store of the lab's sits in
- * front of the barriers' releases (slots 13-15 are the lab's own). */
-__shared__ hct_u64 pp_lab_tr[13];
+ * front of the barriers' releases (slot 13 is the lab's: the SM). */
+__shared__ hct_u64 pp_lab_tr[16];
 HCT_DEV void pp_stamp(hct_u64 *trace, int i) {
   if (trace != 0 && threadIdx.x == 0) pp_lab_tr[i] = hct_globaltimer();
 }
 HCT_DEV void pp_stamps_begin(hct_u64 *trace) {
   if (trace != 0 && threadIdx.x == 0)
-    for (int i = 0; i < 13; ++i) pp_lab_tr[i] = 0;
+    for (int i = 0; i < 16; ++i) pp_lab_tr[i] = 0;
 }
 HCT_DEV void pp_stamps_out(hct_u64 *trace) {
   if (trace != 0 && threadIdx.x == 0)
-    for (int i = 0; i < 13; ++i) trace[blockIdx.x * 16 + i] = pp_lab_tr[i];
+    for (int i = 0; i < 16; ++i)
+      if (i != 13) trace[blockIdx.x * 16 + i] = pp_lab_tr[i];
 }
 #else
 HCT_DEV void pp_stamp(hct_u64 *, int) {}
@@ -338,14 +339,23 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
       else
         hct_bulk_copy(wn, w_norm + (long long)s * C + cs0, PP_KPB * 2, bar);
     }
-  /* w_up's 80 rows (640 bytes each) into L2 now; into registers (as B
-   * fragments) after the down stage, where they were in the way of the
-   * down loop's software pipelining (96 registers a thread). */
+  pp_stamp(trace, 14);
+  /* w_up's 80 rows (four runs of 20 contiguous rows, one a stream) into L2
+   * now, into shared memory after the down loop. */
+#ifdef PP_WUP_LINES /* tools/lab: the 400 line prefetches of 98a7d4d and before */
   for (int p = tid; p < PP_NR * (K * 2 / 128); p += PP_NT) {
     const int row = p / (K * 2 / 128), ln = p % (K * 2 / 128);
     const int sr = row / PP_NCU, cl = row % PP_NCU;
     asm volatile("prefetch.global.L2 [%0];" ::"l"(w_up + ((long long)sr * C + cu0 + cl) * K + 64 * ln));
   }
+#else
+  if (tid >= PP_NT - S) {
+    const int sr = tid - (PP_NT - S);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w_up + ((long long)sr * C + cu0) * K),
+                 "r"(PP_NCU * K * 2)
+                 : "memory");
+  }
+#endif
   /* R and pending into L2 before the wait too: a prefetch returns nothing
    * to the SM, and the loads after the wait read the L2, where the
    * previous kernel's stores land, so this is safe even when the previous
@@ -357,6 +367,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(resid + at));
     if (pending != 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(pending + at));
   }
+  pp_stamp(trace, 15);
   if (PDL) hcr_pdl_wait();
   pp_stamp(trace, 1);
 

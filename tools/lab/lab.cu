@@ -86,11 +86,11 @@ __device__ void lab_smid_stamp(hct_u64 *trace) {
   asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
   if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + 13] = id;
 }
+/* No clock stamps: pipe's slots 14 and 15 are its copies issued and its
+ * prefetches issued, before the PDL wait. */
 __global__ void __cluster_dims__(PP_CL, 1, 1) __launch_bounds__(PP_NT, 2) lab_pp(PP_PARAMS, hct_u64 *trace) {
-  lab_clock_stamp(trace, 14);
   lab_smid_stamp(trace);
   pp_read(PP_ARGS, trace);
-  lab_clock_stamp(trace, 15);
 }
 /* The mma loop of pipe's up stage alone: `steps` 32-column steps of
  * pp_step per warp, A from shared-memory planes (MODE 0), A from
@@ -417,10 +417,10 @@ static void pipe_analysis(const std::vector<hct_u64> &tr, int launch_i) {
   for (int k = 0; k < 6; ++k) {
     const hct_u64 *x = b + by_end[k].second * STAMPS;
     printf("    late block %3d on SM %3llu (%d of this read there): start %lld release %lld weights %lld split %lld "
-           "loop %lld down %lld (rm loaded %lld) ns\n",
+           "loop %lld down %lld (rm loaded %lld, copies issued %lld, prefetches %lld) ns\n",
            by_end[k].second, (unsigned long long)x[13], count[x[13] & 1023], (long long)(x[0] - t0),
            (long long)(x[1] - t0), (long long)(x[2] - t0), (long long)(x[3] - t0), (long long)(x[11] - t0),
-           (long long)(x[10] - t0), (long long)(x[12] - t0));
+           (long long)(x[10] - t0), (long long)(x[12] - t0), (long long)(x[14] - t0), (long long)(x[15] - t0));
   }
   printf("  %d blocks share an SM with a block of the same read, %d sit on an SM the previous read used\n",
          shared, prev_on);
@@ -616,9 +616,10 @@ kernels:
       printf("time T=%d %-10s: %.2f us a read (cold, %d sets, %d reads a graph, median of %d)\n", T,
              kind_name[k], us, g_nsets, BATCH, REPLAYS);
       if (k != V1) {
-        timeline(kind_name[k], tr, BATCH / 2, 14);
-        if (k == PP || k == PPP) pipe_analysis(tr, BATCH / 2);
-        printf("  SM clock over that read: %.0f MHz (median over blocks)\n", clock_mhz(tr, BATCH / 2, 14));
+        const bool pipe = k == PP || k == PPP;
+        timeline(kind_name[k], tr, BATCH / 2, pipe ? 16 : 14);
+        if (pipe) pipe_analysis(tr, BATCH / 2);
+        else printf("  SM clock over that read: %.0f MHz (median over blocks)\n", clock_mhz(tr, BATCH / 2, 14));
       }
     }
   }
