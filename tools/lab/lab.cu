@@ -130,6 +130,11 @@ __global__ void __launch_bounds__(PP_NT, 2) lab_mma(int steps, const hct_u4 *wsr
   if (lane == 0) cyc[blockIdx.x * PP_NW + wp] = c1 - c0;
   sink[blockIdx.x * blockDim.x + tid] = acc[0][0] + acc[1][1] + acc[2][2] + acc[3][3];
 }
+/* For the cluster occupancy query: pipe's block shape, no work. */
+__global__ void lab_noop(int *p) {
+  if (p != nullptr && threadIdx.x == 0) p[blockIdx.x] = 1;
+}
+
 /* Latency of dependent loads: one thread follows `n` links of a chain. */
 __global__ void lab_chase(const unsigned *next, int n, unsigned *sink, hct_u64 *ns) {
   unsigned i = 0;
@@ -238,11 +243,15 @@ enum Kind { V1, PB, PK, PBP, PKP, PP, PPP };
 static const char *kind_name[] = {"v1", "persist_bw", "persist", "persist_bw+pdl", "persist+pdl", "pipe", "pipe+pdl"};
 static const int kind_nt[] = {0, 640, 640, 640, 640, PP_NT, PP_NT};
 
+/* LAB_GRID=120: launch the persistent kernels with fewer blocks (their
+ * results are then wrong: a timing experiment only). */
+static unsigned g_grid = 128;
+
 /* A launch with programmatic stream serialisation (PDL). */
 template <typename... A>
 static void launch_pdl(void (*f)(A...), int nt, int smem, A... args) {
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(128);
+  cfg.gridDim = dim3(g_grid);
   cfg.blockDim = dim3(nt);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = cudaStreamPerThread;
@@ -271,7 +280,7 @@ static void launch(Kind k, Set &s, int T, bool pend, hct_u64 *trace) {
     launch_pdl(lab_pb, 640, PB_SMEM(T), s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
                (const hct_u16 *)s.wu, s.lo, g_ws, s.mixed, s.mb, s.mh, T, trace);
   } else if (k == PP) {
-    lab_pp<<<NBLK, PP_NT, PP_SMEM>>>(s.resid, P, s.wn, s.wd, s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
+    lab_pp<<<g_grid, PP_NT, PP_SMEM>>>(s.resid, P, s.wn, s.wd, s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
   } else if (k == PPP) {
     launch_pdl(lab_pp, PP_NT, PP_SMEM, s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
                (const hct_u16 *)s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
@@ -345,7 +354,7 @@ static void parity(int T, Set &s) {
 static double clock_mhz(const std::vector<hct_u64> &tr, int launch_i, int nst) {
   const hct_u64 *b = tr.data() + (size_t)launch_i * NBLK * STAMPS;
   std::vector<double> v;
-  for (int i = 0; i < NBLK; ++i) {
+  for (int i = 0; i < (int)g_grid; ++i) {
     hct_u64 t_first = b[i * STAMPS], t_last = 0;
     for (int j = 0; j < nst; ++j) t_last = std::max(t_last, b[i * STAMPS + j]);
     if (b[i * STAMPS + 15] > b[i * STAMPS + 14] && t_last > t_first)
@@ -359,16 +368,16 @@ static double clock_mhz(const std::vector<hct_u64> &tr, int launch_i, int nst) {
 static void timeline(const char *what, const std::vector<hct_u64> &tr, int launch_i, int nst) {
   const hct_u64 *b = tr.data() + (size_t)launch_i * NBLK * STAMPS;
   hct_u64 t0 = ~0ull, prev_end = 0;
-  for (int i = 0; i < NBLK; ++i) t0 = std::min(t0, b[i * STAMPS]);
+  for (int i = 0; i < (int)g_grid; ++i) t0 = std::min(t0, b[i * STAMPS]);
   const hct_u64 *pb = b - (size_t)NBLK * STAMPS;
-  for (int i = 0; i < NBLK; ++i)
+  for (int i = 0; i < (int)g_grid; ++i)
     for (int j = 0; j < nst; ++j) prev_end = std::max(prev_end, pb[i * STAMPS + j]);
   printf("  timeline %s (read %d; the previous read's last stamp %lld ns before)\n", what, launch_i,
          (long long)t0 - (long long)prev_end);
   for (int j = 0; j < nst; ++j) {
     if (j == 13) continue; /* the SM id (pipe) */
     std::vector<long long> v;
-    for (int i = 0; i < NBLK; ++i)
+    for (int i = 0; i < (int)g_grid; ++i)
       if (b[i * STAMPS + j]) v.push_back((long long)(b[i * STAMPS + j] - t0));
     if (v.empty()) continue;
     std::sort(v.begin(), v.end());
@@ -384,21 +393,21 @@ static void timeline(const char *what, const std::vector<hct_u64> &tr, int launc
 static void pipe_analysis(const std::vector<hct_u64> &tr, int launch_i) {
   const hct_u64 *b = tr.data() + (size_t)launch_i * NBLK * STAMPS, *pb = b - (size_t)NBLK * STAMPS;
   hct_u64 prev_end = 0, t0 = ~0ull;
-  for (int i = 0; i < NBLK; ++i) prev_end = std::max(prev_end, pb[i * STAMPS + 9]);
-  for (int i = 0; i < NBLK; ++i) t0 = std::min(t0, b[i * STAMPS]);
+  for (int i = 0; i < (int)g_grid; ++i) prev_end = std::max(prev_end, pb[i * STAMPS + 9]);
+  for (int i = 0; i < (int)g_grid; ++i) t0 = std::min(t0, b[i * STAMPS]);
   std::vector<long long> rel;
-  for (int i = 0; i < NBLK; ++i) rel.push_back((long long)b[i * STAMPS + 1] - (long long)prev_end);
+  for (int i = 0; i < (int)g_grid; ++i) rel.push_back((long long)b[i * STAMPS + 1] - (long long)prev_end);
   std::sort(rel.begin(), rel.end());
   printf("  released after the previous read's last end: min %lld median %lld max %lld ns\n", rel[0],
-         rel[NBLK / 2], rel.back());
+         rel[rel.size() / 2], rel.back());
   int late = 0;
-  for (int i = 0; i < NBLK; ++i) late += b[i * STAMPS] + 1000 > prev_end;
+  for (int i = 0; i < (int)g_grid; ++i) late += b[i * STAMPS] + 1000 > prev_end;
   printf("  %d blocks started less than 1 us before the previous read's last end, or after it\n", late);
   std::vector<int> count(1024, 0);
-  for (int i = 0; i < NBLK; ++i) count[b[i * STAMPS + 13] & 1023]++;
+  for (int i = 0; i < (int)g_grid; ++i) count[b[i * STAMPS + 13] & 1023]++;
   std::vector<long long> d_sh, d_al, a_sh, a_al;
   int shared = 0;
-  for (int i = 0; i < NBLK; ++i) {
+  for (int i = 0; i < (int)g_grid; ++i) {
     const bool sh = count[b[i * STAMPS + 13] & 1023] > 1;
     shared += sh;
     (sh ? d_sh : d_al).push_back((long long)(b[i * STAMPS + 10] - t0));
@@ -406,13 +415,13 @@ static void pipe_analysis(const std::vector<hct_u64> &tr, int launch_i) {
   }
   int prev_on = 0; /* blocks on an SM that held a block of the previous read */
   std::vector<int> pc(1024, 0);
-  for (int i = 0; i < NBLK; ++i) pc[pb[i * STAMPS + 13] & 1023]++;
-  for (int i = 0; i < NBLK; ++i) prev_on += pc[b[i * STAMPS + 13] & 1023] > 0;
+  for (int i = 0; i < (int)g_grid; ++i) pc[pb[i * STAMPS + 13] & 1023]++;
+  for (int i = 0; i < (int)g_grid; ++i) prev_on += pc[b[i * STAMPS + 13] & 1023] > 0;
   for (auto *v : {&d_sh, &d_al, &a_sh, &a_al}) std::sort(v->begin(), v->end());
   /* The six blocks whose down stage ended last: when they started, were
    * released, had their weights, split, looped, summed. */
   std::vector<std::pair<hct_u64, int>> by_end;
-  for (int i = 0; i < NBLK; ++i) by_end.push_back({b[i * STAMPS + 10], i});
+  for (int i = 0; i < (int)g_grid; ++i) by_end.push_back({b[i * STAMPS + 10], i});
   std::sort(by_end.rbegin(), by_end.rend());
   for (int k = 0; k < 6; ++k) {
     const hct_u64 *x = b + by_end[k].second * STAMPS;
@@ -505,6 +514,28 @@ int main(int argc, char **argv) {
   CK(cudaMalloc(&trace, (size_t)BATCH * NBLK * STAMPS * 8));
   std::vector<hct_u64> tr;
 
+  if (getenv("LAB_GRID") != nullptr) g_grid = (unsigned)atoi(getenv("LAB_GRID"));
+  /* How many clusters of pipe's blocks (320 threads, PP_SMEM bytes) the
+   * card holds at once, by cluster size. */
+  CK(cudaFuncSetAttribute(lab_noop, cudaFuncAttributeMaxDynamicSharedMemorySize, PP_SMEM));
+  CK(cudaFuncSetAttribute(lab_noop, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  for (int cl : {1, 2, 4, 8, 16}) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(128);
+    cfg.blockDim = dim3(PP_NT);
+    cfg.dynamicSmemBytes = PP_SMEM + 256;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = cl;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    int n = -1;
+    cudaError_t e = cudaOccupancyMaxActiveClusters(&n, lab_noop, &cfg);
+    printf("clusters of %2d blocks of %d threads and %d bytes resident at once: %d (%d blocks)%s%s\n", cl, PP_NT,
+           PP_SMEM + 256, n, n * cl, e ? ": " : "", e ? cudaGetErrorString(e) : "");
+  }
   const bool quick = getenv("LAB_QUICK") != nullptr; /* skip the building blocks */
   if (quick) goto kernels;
   /* Building blocks: the clock, load latencies, launches, barriers, streaming. */
