@@ -523,7 +523,7 @@ int main(int argc, char **argv) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(128);
     cfg.blockDim = dim3(PP_NT);
-    cfg.dynamicSmemBytes = PP_SMEM + 256;
+    cfg.dynamicSmemBytes = PP_SMEM;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = cl;
@@ -534,7 +534,7 @@ int main(int argc, char **argv) {
     int n = -1;
     cudaError_t e = cudaOccupancyMaxActiveClusters(&n, lab_noop, &cfg);
     printf("clusters of %2d blocks of %d threads and %d bytes resident at once: %d (%d blocks)%s%s\n", cl, PP_NT,
-           PP_SMEM + 256, n, n * cl, e ? ": " : "", e ? cudaGetErrorString(e) : "");
+           PP_SMEM, n, n * cl, e ? ": " : "", e ? cudaGetErrorString(e) : "");
   }
   const bool quick = getenv("LAB_QUICK") != nullptr; /* skip the building blocks */
   if (quick) goto kernels;
