@@ -286,6 +286,22 @@ HCT_DEV void pp_tiles5(float (&acc)[5][4], hct_u32 pa, hct_u32 ps, bool live, hc
 
 /* ---- the read --------------------------------------------------------------*/
 
+/* w_up's 80 rows (four runs of 20 contiguous rows, one a stream) into
+ * w_down's shared memory by four bulk copies, once every warp is done
+ * with w_down; by one thread.  Where (PP_WUPX): 0 right after the down
+ * loop, 1 after the cluster exchange, 2 after the grid barrier. */
+#ifndef PP_WUPX
+#define PP_WUPX 0
+#endif
+HCT_DEV void pp_issue_wup(hct_u16 *wub, const hct_u16 *w_up, int cu0, hct_u64 *bar) {
+  /* The loop's reads of w_down (generic proxy) before the copies' writes
+   * (async proxy). */
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  hct_bulk_expect(bar, PP_NR * K * 2);
+  for (int sr = 0; sr < S; ++sr)
+    hct_bulk_copy(wub + sr * PP_NCU * K, w_up + ((long long)sr * C + cu0) * K, PP_NCU * K * 2, bar);
+}
+
 #define PP_PARAMS                                                                               \
   float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,            \
       const hct_u16 *w_up, float *part, hct_u32 *ws, float *mixed, hct_u16 *mixed_bf16,         \
@@ -440,14 +456,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
      * landing while the cluster exchange, the barrier and the gather run.
      * (Ten 16-byte loads a thread into registers here stalled their issue
      * 0.5 to 1.2 us: tools/lab at 6a1560f.) */
-    if (tid == 0) {
-      /* The loop's reads of w_down (generic proxy) before the copies'
-       * writes (async proxy). */
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      hct_bulk_expect(bar + 1, PP_NR * K * 2);
-      for (int sr = 0; sr < S; ++sr)
-        hct_bulk_copy(wub + sr * PP_NCU * K, w_up + ((long long)sr * C + cu0) * K, PP_NCU * K * 2, bar + 1);
-    }
+    if (PP_WUPX == 0 && tid == 0) pp_issue_wup(wub, w_up, cu0, bar + 1);
     float *rd = (float *)sp; /* [warp][t][40] */
     if (live)
 #pragma unroll
@@ -472,6 +481,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   pp_stamp(trace, 10);
   pp_cluster_sync(); /* every block's xp and xs, to the whole cluster */
   pp_stamp(trace, 4);
+  if (PP_WUPX == 1 && tid == HCT_LW) pp_issue_wup(wub, w_up, cu0, bar + 1);
 
   /* ---- the cluster's lo over its streams: this block's PP_RPB rows ------- */
   if (tid < PP_RPB * T) {
@@ -496,6 +506,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
    * the whole cluster has read it. */
   if (!hct_grid_sync(&grid)) return;
   pp_stamp(trace, 6);
+  if (PP_WUPX == 2 && tid == HCT_LW) pp_issue_wup(wub, w_up, cu0, bar + 1);
 
   /* ---- gather lo into the planes; store this block's R' ---------------- */
   for (int p = tid; p < PP_TMAX * PP_UC8; p += PP_NT) {
