@@ -75,30 +75,6 @@ HCT_DEV hct_u32 hct_grid_load_acquire(const hct_u32 *p) {
 #endif
 }
 
-/* The same without ordering (hct_grid_arrive_relaxed): on sm_90 a release
- * or an acquire also waits for the block's bulk copies still in flight
- * (tools/lab, docs/perf/h200.md), which a caller whose data carries its own
- * validity need not pay for. */
-HCT_DEV hct_u32 hct_grid_add_relaxed(hct_u32 *p, hct_u32 v) {
-#if defined(HCT_CUDA) && HCT_ARCH >= 70
-  hct_u32 old;
-  asm volatile("atom.add.relaxed.gpu.global.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-  return old;
-#else
-  return atomicAdd(p, v);
-#endif
-}
-
-HCT_DEV hct_u32 hct_grid_load_relaxed(const hct_u32 *p) {
-#if defined(HCT_CUDA) && HCT_ARCH >= 70
-  hct_u32 v;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-#else
-  return *(volatile const hct_u32 *)p;
-#endif
-}
-
 /* Nanoseconds of a clock shared by every SM.  On HIP, the constant-rate
  * wall clock (100 MHz on the cards we target), so only roughly ns. */
 HCT_DEV hct_u64 hct_globaltimer(void) {
@@ -155,26 +131,16 @@ HCT_DEV hct_grid_t hct_grid_begin(hct_u32 *ws) {
  * block's writes before the arrival are visible to every block after its
  * wait.
  */
-HCT_DEV hct_u32 hct_grid_arrival(void) {
-  const hct_u32 nblocks = gridDim.x * gridDim.y * gridDim.z;
-  return hct_grid_block() == 0 ? 0x80000000u - (nblocks - 1u) : 1u;
-}
-
 HCT_DEV void hct_grid_arrive(hct_grid_t *g) {
   __syncthreads(); /* the block's writes, ordered before thread 0's release */
-  if (hct_grid_thread() == 0) g->old = hct_grid_add_release(&g->ws[HCT_GRID_ARRIVE], hct_grid_arrival());
+  if (hct_grid_thread() == 0) {
+    const hct_u32 nblocks = gridDim.x * gridDim.y * gridDim.z;
+    const hct_u32 add = hct_grid_block() == 0 ? 0x80000000u - (nblocks - 1u) : 1u;
+    g->old = hct_grid_add_release(&g->ws[HCT_GRID_ARRIVE], add);
+  }
 }
 
-/* An arrival that orders nothing: the other blocks may see it before this
- * block's writes.  For data whose every entry says whether it is the
- * current one (a tag), which the reader checks after the wait. */
-HCT_DEV void hct_grid_arrive_relaxed(hct_grid_t *g) {
-  __syncthreads();
-  if (hct_grid_thread() == 0) g->old = hct_grid_add_relaxed(&g->ws[HCT_GRID_ARRIVE], hct_grid_arrival());
-}
-
-/* The wait; `acquire` 0 polls with relaxed loads (after a relaxed arrival). */
-HCT_DEV int hct_grid_wait_mode(hct_grid_t *g, hct_u64 timeout_ns, int acquire) {
+HCT_DEV int hct_grid_wait_timeout(hct_grid_t *g, hct_u64 timeout_ns) {
   __shared__ int hct_grid_ok;
   hct_u32 *ws = g->ws;
   volatile hct_u32 *vws = ws;
@@ -182,10 +148,7 @@ HCT_DEV int hct_grid_wait_mode(hct_grid_t *g, hct_u64 timeout_ns, int acquire) {
   if (tid == 0) {
     hct_u64 t0 = 0;
     int ok = 1;
-    for (int polls = 0;
-         ok && ((g->old ^ (acquire ? hct_grid_load_acquire(&ws[HCT_GRID_ARRIVE])
-                                   : hct_grid_load_relaxed(&ws[HCT_GRID_ARRIVE]))) &
-                0x80000000u) == 0;
+    for (int polls = 0; ok && ((g->old ^ hct_grid_load_acquire(&ws[HCT_GRID_ARRIVE])) & 0x80000000u) == 0;
          ++polls) {
 #if HCT_GRID_BACKOFF_NS > 0 && defined(HCT_CUDA) && HCT_ARCH >= 70
       __nanosleep(HCT_GRID_BACKOFF_NS);
@@ -210,10 +173,6 @@ HCT_DEV int hct_grid_wait_mode(hct_grid_t *g, hct_u64 timeout_ns, int acquire) {
   return res;
 }
 
-HCT_DEV int hct_grid_wait_timeout(hct_grid_t *g, hct_u64 timeout_ns) {
-  return hct_grid_wait_mode(g, timeout_ns, 1);
-}
-
 HCT_DEV int hct_grid_sync_timeout(hct_grid_t *g, hct_u64 timeout_ns) {
   hct_grid_arrive(g);
   return hct_grid_wait_timeout(g, timeout_ns);
@@ -221,9 +180,5 @@ HCT_DEV int hct_grid_sync_timeout(hct_grid_t *g, hct_u64 timeout_ns) {
 
 HCT_DEV int hct_grid_sync(hct_grid_t *g) { return hct_grid_sync_timeout(g, HCT_GRID_TIMEOUT_NS); }
 HCT_DEV int hct_grid_wait(hct_grid_t *g) { return hct_grid_wait_timeout(g, HCT_GRID_TIMEOUT_NS); }
-HCT_DEV int hct_grid_sync_relaxed(hct_grid_t *g) {
-  hct_grid_arrive_relaxed(g);
-  return hct_grid_wait_mode(g, HCT_GRID_TIMEOUT_NS, 0);
-}
 
 #endif /* HCT_GRID_H */

@@ -112,7 +112,7 @@ static_assert((K / PP_RPC) * PP_NH * PP_CL == PP_NB, "pipe: 8 row groups x strea
 static_assert(C == PP_NB * PP_NCU && PP_NR == 8 * PP_NW, "pipe: a warp per 8 up rows");
 static_assert(PP_RPC == 5 * 8 && PP_NW == 2 * 5, "pipe: down is 5 column tiles x 2 halves");
 static_assert(K % 32 == 0 && PP_KPB % 64 == 0, "pipe: whole 32-column steps");
-static_assert(PP_NH * K * (EXCH ? 8 : 4) <= 2 * K * 8, "pipe: part fits the manifest's 2*T*K*8 bytes");
+static_assert(PP_NH <= 2, "pipe: part is 2*T*K floats (the manifest)");
 
 /* Shared memory, bytes from the start (the manifest's smem is PP_SMEM).
  * The split planes hold the activations as mma A registers, computed once
@@ -178,16 +178,18 @@ HCT_DEV float pp_ld_cluster(const float *p, int rank) {
   return v;
 }
 
-/* ---- EXCH = 1: the cluster's partials pushed, the grid's exchange tagged --
+/* ---- EXCH = 1: the cluster's partials pushed ----------------------------
  * A release (barrier.cluster.arrive.release, atom.add.release) waits on
  * sm_90 for the block's bulk copies still in flight (tools/lab at
  * fe3cee5: the w_up copies issued after the down loop held the cluster
  * barrier 1.9 us, and the grid barrier's arrival when issued after it).
- * So: each block pushes its partial dots into the shared memory of the
+ * So each block pushes its partial dots into the shared memory of the
  * cluster's block that reduces them, by st.async, which completes on that
- * block's mbarrier (no fence); and the lo partials go to global memory as
- * 64-bit entries carrying the read's tag, with a relaxed grid barrier: a
- * reader checks each entry's tag and reads it again until it matches. */
+ * block's mbarrier: no fence, and the w_up copies land meanwhile, before
+ * the grid barrier's release.  (Tagged 64-bit entries of lo behind a
+ * relaxed grid barrier, so that no release waits at all, were slower:
+ * 10.04 against 9.60 us at T=1, 13.50 against 11.41 at T=8, lab at
+ * 5168583: readers spun on entries that arrived late.) */
 HCT_DEV hct_u32 pp_mapa(const void *p, int rank) {
   hct_u32 a;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(hct_smem_addr(p)), "r"(rank));
@@ -200,19 +202,6 @@ HCT_DEV void pp_st_async(const float *dst, float v, const hct_u64 *bar, int rank
 }
 HCT_DEV void pp_cluster_arrive_relaxed(void) { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
 HCT_DEV void pp_cluster_wait(void) { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
-HCT_DEV void pp_st_tagged(hct_u64 *p, float v, hct_u32 tag) {
-  const hct_u64 x = ((hct_u64)tag << 32) | (hct_u64)__float_as_uint(v);
-  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(x) : "memory");
-}
-HCT_DEV void pp_ld_tagged2(hct_u64 &a, hct_u64 &b, const hct_u64 *p) {
-  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
-}
-/* ws[2] counts finished reads: block 0 adds 1 as it leaves, which is after
- * every block has read it (no block leaves before it has every block's
- * entries, each published after its block read the count).  Read after
- * the PDL wait; the tag is count + 1, so the zeroed buffer matches none. */
-#define PP_WS_READS 2
-
 /* Two floats to a bf16 pair, round to nearest even; `a` in the low half
  * (the lower column of an mma fragment). */
 HCT_DEV hct_u32 pp_bf2(float a, float b) {
@@ -326,47 +315,6 @@ HCT_DEV void pp_tiles5(float (&acc)[5][4], hct_u32 pa, hct_u32 ps, bool live, hc
 
 /* ---- the read --------------------------------------------------------------*/
 
-/* EXCH 1: block 0 counts the finished read (PP_WS_READS) as it leaves. */
-HCT_DEV void pp_read_done(hct_u32 *ws) {
-  if (EXCH && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&ws[PP_WS_READS], 1u);
-}
-
-/* EXCH 1: the PP_NH partials of lo for token t, columns 8c8 .. 8c8+7, read
- * until every entry carries this read's tag; 0 when the wait gave up the
- * way the grid barrier does (hct_grid.h). */
-HCT_DEV int pp_gather_tagged(hct_f4 (&pa)[PP_NH], hct_f4 (&pb)[PP_NH], const hct_u64 *part, int T, int t, int c8,
-                             hct_u32 tag, hct_u32 *ws) {
-  hct_u64 e[PP_NH][8];
-  hct_u64 t0 = 0;
-  for (int polls = 0;; ++polls) {
-#pragma unroll
-    for (int i = 0; i < PP_NH; ++i)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) pp_ld_tagged2(e[i][2 * k], e[i][2 * k + 1], part + ((long long)i * T + t) * K + 8 * c8 + 2 * k);
-    hct_u32 miss = 0;
-#pragma unroll
-    for (int i = 0; i < PP_NH; ++i)
-#pragma unroll
-      for (int k = 0; k < 8; ++k) miss |= (hct_u32)(e[i][k] >> 32) ^ tag;
-    if (miss == 0) break;
-    if (polls % HCT_GRID_POLLS != HCT_GRID_POLLS - 1) continue;
-    const hct_u64 now = hct_globaltimer();
-    if (t0 == 0) t0 = now;
-    if (((volatile hct_u32 *)ws)[HCT_GRID_FLAG] != 0) return 0;
-    if (now - t0 > HCT_GRID_TIMEOUT_NS) {
-      atomicExch(&ws[HCT_GRID_FLAG], 1u);
-      return 0;
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < PP_NH; ++i) {
-    pa[i] = hct_f4{__uint_as_float((hct_u32)e[i][0]), __uint_as_float((hct_u32)e[i][1]),
-                   __uint_as_float((hct_u32)e[i][2]), __uint_as_float((hct_u32)e[i][3])};
-    pb[i] = hct_f4{__uint_as_float((hct_u32)e[i][4]), __uint_as_float((hct_u32)e[i][5]),
-                   __uint_as_float((hct_u32)e[i][6]), __uint_as_float((hct_u32)e[i][7])};
-  }
-  return 1;
-}
 
 /* w_up's 80 rows (four runs of 20 contiguous rows, one a stream) into
  * w_down's shared memory by four bulk copies, once every warp is done
@@ -477,7 +425,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   pp_stamp(trace, 15);
   if (PDL) hcr_pdl_wait();
   pp_stamp(trace, 1);
-  const hct_u32 tag = EXCH ? hct_grid_load_relaxed(ws + PP_WS_READS) + 1u : 0u;
 
   /* R' of this block's mix channels (all streams) to registers: their
    * owner is this block, which stores them after the barrier, when every
@@ -610,26 +557,17 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     float v = rsqrtf(ss[0] / (float)C + HCT_EPS) * p[0];
 #pragma unroll
     for (int i = 1; i < PP_SPC; ++i) v = fmaf(rsqrtf(ss[i] / (float)C + HCT_EPS), p[i], v);
-    const long long at = ((long long)h * T + t) * K + j0 + row;
-    if (EXCH)
-      pp_st_tagged((hct_u64 *)part + at, v, tag);
-    else
-      part[at] = v;
+    part[((long long)h * T + t) * K + j0 + row] = v;
   }
   pp_stamp(trace, 5);
   /* EXCH 0: the grid barrier also keeps every block's shared memory alive
    * until the whole cluster has read it (EXCH 1: a block's partials leave
    * it by its own stores, and the receiver waits for them). */
-  if (!(EXCH ? hct_grid_sync_relaxed(&grid) : hct_grid_sync(&grid))) {
-    pp_read_done(ws);
-    return;
-  }
+  if (!hct_grid_sync(&grid)) return;
   pp_stamp(trace, 6);
   if (PP_WUPX == 2 && tid == HCT_LW) pp_issue_wup(wub, w_up, cu0, bar + 1);
 
   /* ---- gather lo into the planes; store this block's R' ---------------- */
-  int failed = 0;
-  (void)failed;
   for (int p = tid; p < PP_TMAX * PP_UC8; p += PP_NT) {
     const int t = p / PP_UC8, c8 = p % PP_UC8;
     if (t >= T) {
@@ -637,18 +575,11 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
       continue;
     }
     hct_f4 pa[PP_NH], pb[PP_NH]; /* every stream group's partial, loads first */
-    if (EXCH) {
-      if (!pp_gather_tagged(pa, pb, (const hct_u64 *)part, T, t, c8, tag, ws)) {
-        failed = 1;
-        break;
-      }
-    } else {
 #pragma unroll
-      for (int i = 0; i < PP_NH; ++i) {
-        const float *pi = part + ((long long)i * T + t) * K + 8 * c8;
-        pa[i] = pp_ldcg4(pi);
-        pb[i] = pp_ldcg4(pi + 4);
-      }
+    for (int i = 0; i < PP_NH; ++i) {
+      const float *pi = part + ((long long)i * T + t) * K + 8 * c8;
+      pa[i] = pp_ldcg4(pi);
+      pb[i] = pp_ldcg4(pi + 4);
     }
     hct_f4 a = pa[0], b = pb[0];
 #pragma unroll
@@ -657,10 +588,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
       b.x += pb[i].x; b.y += pb[i].y; b.z += pb[i].z; b.w += pb[i].w;
     }
     pp_split8(sp, PP_UTS, t, c8, a, b);
-  }
-  if (EXCH && __syncthreads_or(failed)) {
-    pp_read_done(ws);
-    return;
   }
   if (pending != 0 && mt < T)
 #pragma unroll
@@ -710,7 +637,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     mixed_bf16[o] = hct_f32_to_bf16(m);
     mixed_f16[o] = hct_f32_to_f16(m);
   }
-  pp_read_done(ws);
   pp_stamp(trace, 9);
   pp_stamps_out(trace);
 }
