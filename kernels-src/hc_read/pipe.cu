@@ -319,7 +319,9 @@ HCT_DEV void pp_tiles5(float (&acc)[5][4], hct_u32 pa, hct_u32 ps, bool live, hc
 /* w_up's 80 rows (four runs of 20 contiguous rows, one a stream) into
  * w_down's shared memory by four bulk copies, once every warp is done
  * with w_down; by one thread.  Where (PP_WUPX): 0 right after the down
- * loop, 1 after the cluster exchange, 2 after the grid barrier. */
+ * loop, 1 after the cluster exchange, 2 after the grid barrier, 3 between
+ * the barrier's arrival (a release, which would wait for them) and its
+ * wait. */
 #ifndef PP_WUPX
 #define PP_WUPX 0
 #endif
@@ -367,6 +369,19 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
    * from warp 0: the copy engine moves them, so the 6400 16-byte cp.async
    * a block would issue do not queue in front of the shared loads of the
    * read running beside it on the SM. */
+  /* R and pending into L2 before the wait, first: a prefetch returns
+   * nothing to the SM, and the loads after the wait read the L2, where
+   * the previous kernel's stores land, so this is safe even when the
+   * previous read wrote resid.  First, because the blocks placed late (as
+   * the previous read ends) run their chain right after, and their R had
+   * not landed when they split it (tools/lab at 8a1c78d: 1.2 us). */
+  for (int p = tid; p < T * (PP_KPB / 32 + S); p += PP_NT) {
+    const int t = p / (PP_KPB / 32 + S), i = p % (PP_KPB / 32 + S);
+    const long long at = i < PP_KPB / 32 ? ((long long)t * S + s) * C + cs0 + 32 * i
+                                         : ((long long)t * S + (i - PP_KPB / 32)) * C + cu0;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(resid + at));
+    if (pending != 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(pending + at));
+  }
   hct_u64 *bar = (hct_u64 *)(sm + PP_OFF_BAR);
   float *rcv = (float *)(sm + PP_OFF_RCV); /* EXCH 1: [rank][t][PP_RPB + 1] */
   if (tid == 0) {
@@ -411,17 +426,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
                  : "memory");
   }
 #endif
-  /* R and pending into L2 before the wait too: a prefetch returns nothing
-   * to the SM, and the loads after the wait read the L2, where the
-   * previous kernel's stores land, so this is safe even when the previous
-   * read wrote resid. */
-  for (int p = tid; p < T * (PP_KPB / 32 + S); p += PP_NT) {
-    const int t = p / (PP_KPB / 32 + S), i = p % (PP_KPB / 32 + S);
-    const long long at = i < PP_KPB / 32 ? ((long long)t * S + s) * C + cs0 + 32 * i
-                                         : ((long long)t * S + (i - PP_KPB / 32)) * C + cu0;
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(resid + at));
-    if (pending != 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(pending + at));
-  }
   pp_stamp(trace, 15);
   if (PDL) hcr_pdl_wait();
   pp_stamp(trace, 1);
@@ -563,7 +567,9 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   /* EXCH 0: the grid barrier also keeps every block's shared memory alive
    * until the whole cluster has read it (EXCH 1: a block's partials leave
    * it by its own stores, and the receiver waits for them). */
-  if (!hct_grid_sync(&grid)) return;
+  hct_grid_arrive(&grid);
+  if (PP_WUPX == 3 && tid == HCT_LW) pp_issue_wup(wub, w_up, cu0, bar + 1);
+  if (!hct_grid_wait(&grid)) return;
   pp_stamp(trace, 6);
   if (PP_WUPX == 2 && tid == HCT_LW) pp_issue_wup(wub, w_up, cu0, bar + 1);
 
