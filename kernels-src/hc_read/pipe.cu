@@ -365,10 +365,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 
   /* ---- before the wait: weights only (no kernel writes them) ------------ */
   if (PDL) hcr_pdl_launch();
-  /* w_down's 40 row segments (1280 bytes each) and w_norm's by bulk copies
-   * from warp 0: the copy engine moves them, so the 6400 16-byte cp.async
-   * a block would issue do not queue in front of the shared loads of the
-   * read running beside it on the SM. */
   /* R and pending into L2 before the wait, first: a prefetch returns
    * nothing to the SM, and the loads after the wait read the L2, where
    * the previous kernel's stores land, so this is safe even when the
@@ -382,6 +378,10 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(resid + at));
     if (pending != 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(pending + at));
   }
+  /* w_down's 40 row segments (1280 bytes each) and w_norm's by bulk copies
+   * (see below for which warps issue them): the copy engine moves them, so the 6400 16-byte cp.async
+   * a block would issue do not queue in front of the shared loads of the
+   * read running beside it on the SM. */
   hct_u64 *bar = (hct_u64 *)(sm + PP_OFF_BAR);
   float *rcv = (float *)(sm + PP_OFF_RCV); /* EXCH 1: [rank][t][PP_RPB + 1] */
   if (tid == 0) {
