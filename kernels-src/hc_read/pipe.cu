@@ -325,6 +325,9 @@ HCT_DEV void pp_tiles5(float (&acc)[5][4], hct_u32 pa, hct_u32 ps, bool live, hc
 #ifndef PP_WUPX
 #define PP_WUPX 0
 #endif
+#ifndef PP_NO_WUP_PREFETCH /* tools/lab: 1 leaves w_up's L2 prefetch out */
+#define PP_NO_WUP_PREFETCH 0
+#endif
 HCT_DEV void pp_issue_wup(hct_u16 *wub, const hct_u16 *w_up, int cu0, hct_u64 *bar) {
   /* The loop's reads of w_down (generic proxy) before the copies' writes
    * (async proxy). */
@@ -419,7 +422,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(w_up + ((long long)sr * C + cu0 + cl) * K + 64 * ln));
   }
 #else
-  if (tid >= PP_NT - S) {
+  if (!PP_NO_WUP_PREFETCH && tid >= PP_NT - S) {
     const int sr = tid - (PP_NT - S);
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w_up + ((long long)sr * C + cu0) * K),
                  "r"(PP_NCU * K * 2)
