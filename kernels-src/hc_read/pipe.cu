@@ -15,52 +15,57 @@
  * then waits for the previous read.  The stream of read n+1 then overlaps
  * the chain of read n.
  *
- * Work, 128 blocks in 16 clusters of 8:
+ * Work, 128 blocks in 16 clusters of 8 (clusters of 4 are supported: CL):
  *   down   cluster (g, h) owns rows 40g .. 40g+39 of w_down over streams
  *          2h and 2h+1; its block of rank r the quarter r%4 (640 columns)
- *          of stream 2h + r/4.  The w_down tile and w_norm land in shared
- *          memory by 41 bulk copies from warp 0 before the wait; w_up's
- *          rows and R are prefetched into L2.  After the wait a thread per
- *          (token, 8 columns) reads R' from L2, sums its squares (the
- *          norm's partial), forms y = fl(R' * w_norm) and splits each y
- *          into three bf16 terms (hi + mid + lo == y exactly), stored as
- *          mma A registers in "planes" (pp_split8).  The dots run on tensor
- *          cores (mma.sync m16n8k16, f32 accumulate): tokens are A's rows
- *          (hi terms in rows 0..7 and mid in 8..15 of one mma, lo in rows
- *          0..7 of a second), w_down rows the columns of B; every product
- *          is exact in f32, only the accumulation rounds.  A warp takes 64
- *          columns of all 40 rows, so it loads each step's activations
- *          once for five column tiles; the ten warps' partials are summed
- *          in shared memory.
- *   cluster the eight partial dots and sums of squares are exchanged in
- *          distributed shared memory; each block reduces five rows, scales
- *          by its two streams' rs (the norm's scale commutes with the dot:
- *          lo is linear in each stream's partial) and stores them.
+ *          of stream 2h + r/4.  Before the wait: R (and pending) are
+ *          prefetched into L2, the w_down tile and w_norm land in shared
+ *          memory by 41 bulk copies issued from all ten warps.  After the
+ *          wait a thread per (token, 8 columns) reads R' from L2, sums its
+ *          squares (the norm's partial), forms y = fl(R' * w_norm) and
+ *          splits each y into three bf16 terms (hi + mid + lo == y
+ *          exactly), stored as mma A registers in "planes" (pp_split8).
+ *          The dots run on tensor cores (mma.sync m16n8k16, f32
+ *          accumulate): tokens are A's rows (hi terms in rows 0..7 and mid
+ *          in 8..15 of one mma, lo in rows 0..7 of a second), w_down rows
+ *          the columns of B; every product is exact in f32, only the
+ *          accumulation rounds.  A warp takes 64 columns of all 40 rows, so
+ *          it loads each step's activations once for five column tiles;
+ *          the ten warps' partials are summed in shared memory.
+ *   cluster each block pushes its partial dots and sums of squares, by
+ *          st.async, into the shared memory of the cluster's block that
+ *          reduces those rows (five a block), completing on that block's
+ *          mbarrier; the reducer scales by its two streams' rs (the norm's
+ *          scale commutes with the dot: lo is linear in each stream's
+ *          partial) and stores them.
  *   grid   one grid barrier (hct_grid.h); then every block gathers
  *          lo = part[0] + part[1] (the two stream halves) into the planes.
  *   up     block b owns channels 20b .. 20b+19, the 80 rows s*C + c of
- *          w_up, copied (four bulk copies, from L2) into w_down's shared
- *          memory once the down loop is done; a warp takes 40 rows x 64
- *          columns of K; the five warps of a row group summed in shared
- *          memory; sigmoid; the mix of its channels.
+ *          w_up, copied (four bulk copies) into w_down's shared memory
+ *          once the down loop is done; a warp takes 40 rows x 64 columns
+ *          of K; the five warps of a row group summed in shared memory;
+ *          sigmoid; the mix of its channels.
  *
  * Columns within a 32-column step are given to mma k positions in a
  * permuted order (a lane's 8 contiguous columns serve positions 2q, 2q+1,
  * 2q+8, 2q+9 of two steps), the same for A and B, so every operand is one
  * 16-byte load.
  *
- * Measured (docs/perf/h200.md): the overlap works (the chain after the
- * wait starts with every weight on chip), but the chain itself is 8-9 us
- * where about 3.5 were predicted: the down stage takes 1.2 us (more with
- * the next read beside it) and the grid barrier waits for blocks that share
- * an SM with another block of the same read.  A read costs 9.9 to 11.6
- * us, nearly flat in T; it wins the kl decisions at T = 4-8.
+ * Measured (docs/perf/h200.md, tools/lab): the overlap works (the chain
+ * after the wait starts with every weight on chip), but the chain itself
+ * is 7.5-9 us where about 3.5 were predicted.  What it waits on: the
+ * blocks of the last two clusters, which find no room until the previous
+ * read's blocks leave (the card holds 30 clusters of 8 such blocks, not
+ * the 32 of two reads), so the grid barrier waits for them; in that
+ * steady state most SMs hold two blocks of the same read; a release (the
+ * grid barrier's arrival) waits for the block's bulk copies in flight;
+ * and each stage's L2 traffic runs beside the next read's weight stream.
+ * A read costs 8.4 to 10.7 us (8a1c78d), nearly flat in T.
  *
  * Deterministic: fixed orders everywhere.  Parameters: PDL (see above;
- * without it the read runs alone), GB (the grid barrier's back-off, ns).
- * Scratch: part (2*T*K floats), ws (the barrier's state, zeroed once).
- * Shared memory at PP_OFF_RED (1280 bytes) is unused since 868ad36; left
- * so the measured layout stays as it was.
+ * without it the read runs alone), GB (the grid barrier's back-off, ns),
+ * CL (cluster size).  Scratch: part (2*T*K floats), ws (the barrier's
+ * state, zeroed once).
  * Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out, and each
  * stage can record the global timer into `trace`.
  */
@@ -78,9 +83,6 @@
 #endif
 #ifndef CL
 #error "pipe: CL must be defined"
-#endif
-#ifndef EXCH
-#error "pipe: EXCH must be defined"
 #endif
 #if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
 #error "pipe: needs thread block clusters and bf16 mma (sm_90 or later)"
@@ -103,9 +105,6 @@
 #define PP_DTS (PP_DC8 + 4) /* split plane token stride, down, in 16-byte units (padded: conflict-free) */
 #define PP_UTS (PP_UC8 + 4) /* the same, up */
 #define PP_TMAX 8           /* tokens: the 8 rows of an mma's A that are used */
-#ifndef PP_CPW
-#define PP_CPW PP_NW        /* warps that issue the weights' bulk copies (tools/lab: -DPP_CPW=1) */
-#endif
 static_assert(S == 4 && C == 4 * PP_KPB, "pipe: a block takes a quarter of a stream");
 static_assert(PP_CL == 4 || PP_CL == 8, "pipe: clusters of 4 or 8");
 static_assert((K / PP_RPC) * PP_NH * PP_CL == PP_NB, "pipe: 8 row groups x stream groups x ranks");
@@ -120,12 +119,12 @@ static_assert(PP_NH <= 2, "pipe: part is 2*T*K floats (the manifest)");
 #define PP_OFF_WD 0                                      /* [40][PP_WDS] bf16; later the gates */
 #define PP_OFF_SP (PP_OFF_WD + PP_RPC * PP_WDS * 2)      /* [4][8][PP_DTS] u4; up: [4][8][PP_UTS] */
 #define PP_OFF_WN (PP_OFF_SP + 4 * PP_TMAX * PP_DTS * 16) /* w_norm, 640 bf16 */
-#define PP_OFF_X (PP_OFF_WN + PP_KPB * 2)                /* partial dots [8][40] f32, then sums of squares [8] */
-#define PP_RCVN (PP_CL * PP_TMAX * (PP_RPB + 1))         /* EXCH 1: what the cluster sends a block, floats */
-#define PP_OFF_RCV (PP_OFF_X + (PP_TMAX * PP_RPC + PP_TMAX) * 4) /* [rank][t][PP_RPB dots, 1 sum of squares] f32 */
+#define PP_RCVN (PP_CL * PP_TMAX * (PP_RPB + 1))         /* what the cluster sends a block, floats */
+#define PP_OFF_RCV (PP_OFF_WN + PP_KPB * 2)              /* [rank][t][PP_RPB dots, 1 sum of squares] f32 */
 #define PP_OFF_SSI (PP_OFF_RCV + PP_RCVN * 4)            /* sums of squares of each chunk [8][80] f32 */
 #define PP_OFF_BAR (PP_OFF_SSI + PP_TMAX * PP_DC8 * 4) /* mbarriers: w_down, w_up, the cluster's partials */
 #define PP_SMEM (PP_OFF_BAR + 24)
+static_assert(PP_SMEM <= 102168, "pipe: the manifest's smem (102168 bytes at CL=8)");
 static_assert(PP_NR * K * 2 <= PP_RPC * PP_WDS * 2 && 16384 + PP_TMAX * PP_NR * 4 <= 4 * PP_TMAX * PP_DTS * 16,
               "pipe: w_up fits where w_down was, the gates in the planes' space");
 
@@ -164,21 +163,7 @@ HCT_DEV int pp_cluster_id(void) {
   asm("mov.u32 %0, %%clusterid.x;" : "=r"(r));
   return (int)r;
 }
-/* Every thread of every block of the cluster; writes before it are seen
- * by reads after it, in any block of the cluster. */
-HCT_DEV void pp_cluster_sync(void) {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-/* The float at p in the shared memory of the cluster's block `rank`. */
-HCT_DEV float pp_ld_cluster(const float *p, int rank) {
-  hct_u32 a;
-  float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(hct_smem_addr(p)), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
-  return v;
-}
-
-/* ---- EXCH = 1: the cluster's partials pushed ----------------------------
+/* ---- the cluster's partials, pushed -------------------------------------
  * A release (barrier.cluster.arrive.release, atom.add.release) waits on
  * sm_90 for the block's bulk copies still in flight (tools/lab at
  * fe3cee5: the w_up copies issued after the down loop held the cluster
@@ -189,7 +174,10 @@ HCT_DEV float pp_ld_cluster(const float *p, int rank) {
  * the grid barrier's release.  (Tagged 64-bit entries of lo behind a
  * relaxed grid barrier, so that no release waits at all, were slower:
  * 10.04 against 9.60 us at T=1, 13.50 against 11.41 at T=8, lab at
- * 5168583: readers spun on entries that arrived late.) */
+ * 5168583: readers spun on entries that arrived late.  Against the
+ * pull it replaced, a cluster barrier and loads from the other blocks'
+ * shared memory, the push took a read from 9.55 to 8.84 us at T=1 and
+ * from 11.36 to 10.82 at T=8: lab at 8a1c78d.) */
 HCT_DEV hct_u32 pp_mapa(const void *p, int rank) {
   hct_u32 a;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(hct_smem_addr(p)), "r"(rank));
@@ -318,16 +306,10 @@ HCT_DEV void pp_tiles5(float (&acc)[5][4], hct_u32 pa, hct_u32 ps, bool live, hc
 
 /* w_up's 80 rows (four runs of 20 contiguous rows, one a stream) into
  * w_down's shared memory by four bulk copies, once every warp is done
- * with w_down; by one thread.  Where (PP_WUPX): 0 right after the down
- * loop, 1 after the cluster exchange, 2 after the grid barrier, 3 between
- * the barrier's arrival (a release, which would wait for them) and its
- * wait. */
-#ifndef PP_WUPX
-#define PP_WUPX 0
-#endif
-#ifndef PP_NO_WUP_PREFETCH /* tools/lab: 1 leaves w_up's L2 prefetch out */
-#define PP_NO_WUP_PREFETCH 0
-#endif
+ * with w_down; by one thread.  Issued right after the down loop: issued
+ * after the cluster exchange the grid barrier's release waited for them,
+ * issued after the barrier the up stage did (tools/lab at fe3cee5 and
+ * 3853954). */
 HCT_DEV void pp_issue_wup(hct_u16 *wub, const hct_u16 *w_up, int cu0, hct_u64 *bar) {
   /* The loop's reads of w_down (generic proxy) before the copies' writes
    * (async proxy). */
@@ -351,8 +333,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   hct_u16 *wub = (hct_u16 *)(sm + PP_OFF_WD);      /* w_up's 80 rows [s][cl][K], after the down loop */
   hct_u4 *sp = (hct_u4 *)(sm + PP_OFF_SP);
   hct_u16 *wn = (hct_u16 *)(sm + PP_OFF_WN);
-  float *xp = (float *)(sm + PP_OFF_X); /* [t][40] */
-  float *xs = xp + PP_TMAX * PP_RPC;    /* [t] */
   float *ssi = (float *)(sm + PP_OFF_SSI);
 
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
@@ -381,54 +361,38 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(resid + at));
     if (pending != 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(pending + at));
   }
-  /* w_down's 40 row segments (1280 bytes each) and w_norm's by bulk copies
-   * (see below for which warps issue them): the copy engine moves them, so the 6400 16-byte cp.async
-   * a block would issue do not queue in front of the shared loads of the
+  /* w_down's 40 row segments (1280 bytes each) and w_norm's by bulk
+   * copies: the copy engine moves them, so the 6400 16-byte cp.async a
+   * block would issue do not queue in front of the shared loads of the
    * read running beside it on the SM. */
   hct_u64 *bar = (hct_u64 *)(sm + PP_OFF_BAR);
-  float *rcv = (float *)(sm + PP_OFF_RCV); /* EXCH 1: [rank][t][PP_RPB + 1] */
+  float *rcv = (float *)(sm + PP_OFF_RCV); /* [rank][t][PP_RPB + 1] */
   if (tid == 0) {
     hct_bulk_init(bar);
     hct_bulk_init(bar + 1);
     hct_bulk_expect(bar, (PP_RPC + 1) * PP_KPB * 2);
-    if (EXCH) {
-      hct_bulk_init(bar + 2); /* fence.mbarrier_init.release.cluster: the cluster sees it */
-      hct_bulk_expect(bar + 2, PP_CL * T * (PP_RPB + 1) * 4);
-    }
+    hct_bulk_init(bar + 2); /* fence.mbarrier_init.release.cluster: the cluster sees it */
+    hct_bulk_expect(bar + 2, PP_CL * T * (PP_RPB + 1) * 4);
   }
   __syncthreads(); /* the mbarriers' init, before any copy names them */
-  /* EXCH 1: the cluster's blocks send into each other's shared memory after
-   * the down loop, once every block's mbarrier is initialised: arrive now,
+  /* The cluster's blocks send into each other's shared memory after the
+   * down loop, once every block's mbarrier is initialised: arrive now,
    * wait then. */
-  if (EXCH) pp_cluster_arrive_relaxed();
-  /* Row i by lane i / PP_CPW of warp i % PP_CPW: each bulk copy holds its
-   * warp for 30-50 ns (tools/lab), so 41 from one warp took 1.5-2 us, and
-   * a block that starts late (placed only as the previous read ends) has
-   * its chain held up by that. */
-  if (wp < PP_CPW)
-    for (int row = wp + PP_CPW * lane; row <= PP_RPC; row += PP_CPW * HCT_LW) {
+  pp_cluster_arrive_relaxed();
+  /* Row i by lane i / 10 of warp i % 10: each bulk copy holds its warp for
+   * 30-50 ns (tools/lab), so 41 from one warp took 1.5-2 us, and a block
+   * placed late (as the previous read ends) had its chain held up by that:
+   * a read 1 us faster at T=1 (lab at 98a7d4d). */
+  for (int row = wp + PP_NW * lane; row <= PP_RPC; row += PP_NW * HCT_LW) {
       if (row < PP_RPC)
         hct_bulk_copy(wd + row * PP_WDS, w_down + (long long)(j0 + row) * D + (long long)s * C + cs0, PP_KPB * 2, bar);
       else
         hct_bulk_copy(wn, w_norm + (long long)s * C + cs0, PP_KPB * 2, bar);
     }
   pp_stamp(trace, 14);
-  /* w_up's 80 rows (four runs of 20 contiguous rows, one a stream) into L2
-   * now, into shared memory after the down loop. */
-#ifdef PP_WUP_LINES /* tools/lab: the 400 line prefetches of 98a7d4d and before */
-  for (int p = tid; p < PP_NR * (K * 2 / 128); p += PP_NT) {
-    const int row = p / (K * 2 / 128), ln = p % (K * 2 / 128);
-    const int sr = row / PP_NCU, cl = row % PP_NCU;
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(w_up + ((long long)sr * C + cu0 + cl) * K + 64 * ln));
-  }
-#else
-  if (!PP_NO_WUP_PREFETCH && tid >= PP_NT - S) {
-    const int sr = tid - (PP_NT - S);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w_up + ((long long)sr * C + cu0) * K),
-                 "r"(PP_NCU * K * 2)
-                 : "memory");
-  }
-#endif
+  /* w_up is not prefetched into L2 here: with four bulk prefetches a read
+   * was 0.1-0.2 us slower than without (lab at e7056b0), with 400 line
+   * prefetches slower still (98a7d4d). */
   pp_stamp(trace, 15);
   if (PDL) hcr_pdl_wait();
   pp_stamp(trace, 1);
@@ -502,7 +466,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
      * landing while the cluster exchange, the barrier and the gather run.
      * (Ten 16-byte loads a thread into registers here stalled their issue
      * 0.5 to 1.2 us: tools/lab at 6a1560f.) */
-    if (PP_WUPX == 0 && tid == 0) pp_issue_wup(wub, w_up, cu0, bar + 1);
+    if (tid == 0) pp_issue_wup(wub, w_up, cu0, bar + 1);
     float *rd = (float *)sp; /* [warp][t][40] */
     if (live)
 #pragma unroll
@@ -510,37 +474,27 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) rd[(kg * PP_TMAX + tok) * PP_RPC + 8 * nt + 2 * q + e] = acc[nt][e] + acc[nt][2 + e];
     __syncthreads();
-    /* EXCH 1: every block of the cluster has initialised its mbarrier. */
-    if (EXCH) pp_cluster_wait();
+    /* Every block of the cluster has initialised its mbarrier. */
+    pp_cluster_wait();
     if (tid < T * PP_RPC) {
       float v = 0.0f;
 #pragma unroll
       for (int w = 0; w < PP_NW; ++w) v += rd[w * PP_TMAX * PP_RPC + tid];
       /* [t][40]: tid = t * 40 + row; row's reducer is rank row / PP_RPB */
       const int t = tid / PP_RPC, row = tid % PP_RPC;
-      if (EXCH)
-        pp_st_async(rcv + (r * PP_TMAX + t) * (PP_RPB + 1) + row % PP_RPB, v, bar + 2, row / PP_RPB);
-      else
-        xp[tid] = v;
+      pp_st_async(rcv + (r * PP_TMAX + t) * (PP_RPB + 1) + row % PP_RPB, v, bar + 2, row / PP_RPB);
     }
     /* Warp t < T: token t's sum of squares over the block's columns. */
     if (wp < T) {
       float v = ssi[wp * PP_DC8 + lane] + ssi[wp * PP_DC8 + 32 + lane];
       if (lane < PP_DC8 - 64) v += ssi[wp * PP_DC8 + 64 + lane];
       v = hct_warp_sum(v);
-      if (EXCH) {
-        if (lane < PP_CL) pp_st_async(rcv + (r * PP_TMAX + wp) * (PP_RPB + 1) + PP_RPB, v, bar + 2, lane);
-      } else if (lane == 0)
-        xs[wp] = v;
+      if (lane < PP_CL) pp_st_async(rcv + (r * PP_TMAX + wp) * (PP_RPB + 1) + PP_RPB, v, bar + 2, lane);
     }
   }
   pp_stamp(trace, 10);
-  if (EXCH)
-    hct_bulk_wait(bar + 2, 0); /* the cluster's partials of this block's rows */
-  else
-    pp_cluster_sync(); /* every block's xp and xs, to the whole cluster */
+  hct_bulk_wait(bar + 2, 0); /* the cluster's partials of this block's rows */
   pp_stamp(trace, 4);
-  if (PP_WUPX == 1 && tid == HCT_LW) pp_issue_wup(wub, w_up, cu0, bar + 1);
 
   /* ---- the cluster's lo over its streams: this block's PP_RPB rows ------- */
   if (tid < PP_RPB * T) {
@@ -551,14 +505,9 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
       p[i] = ss[i] = 0.0f;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        if (EXCH) {
-          const float *e = rcv + ((4 * i + k) * PP_TMAX + t) * (PP_RPB + 1);
-          p[i] += e[tid % PP_RPB];
-          ss[i] += e[PP_RPB];
-        } else {
-          p[i] += pp_ld_cluster(xp + t * PP_RPC + row, 4 * i + k);
-          ss[i] += pp_ld_cluster(xs + t, 4 * i + k);
-        }
+        const float *e = rcv + ((4 * i + k) * PP_TMAX + t) * (PP_RPB + 1);
+        p[i] += e[tid % PP_RPB];
+        ss[i] += e[PP_RPB];
       }
     }
     float v = rsqrtf(ss[0] / (float)C + HCT_EPS) * p[0];
@@ -567,14 +516,10 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     part[((long long)h * T + t) * K + j0 + row] = v;
   }
   pp_stamp(trace, 5);
-  /* EXCH 0: the grid barrier also keeps every block's shared memory alive
-   * until the whole cluster has read it (EXCH 1: a block's partials leave
-   * it by its own stores, and the receiver waits for them). */
-  hct_grid_arrive(&grid);
-  if (PP_WUPX == 3 && tid == HCT_LW) pp_issue_wup(wub, w_up, cu0, bar + 1);
-  if (!hct_grid_wait(&grid)) return;
+  /* A block's partials left it by its own stores, which its cluster's
+   * receivers waited for, so its shared memory may go. */
+  if (!hct_grid_sync(&grid)) return;
   pp_stamp(trace, 6);
-  if (PP_WUPX == 2 && tid == HCT_LW) pp_issue_wup(wub, w_up, cu0, bar + 1);
 
   /* ---- gather lo into the planes; store this block's R' ---------------- */
   for (int p = tid; p < PP_TMAX * PP_UC8; p += PP_NT) {

@@ -36,9 +36,6 @@
 #define TP 2
 #define PDL 1
 #define GB 0
-#ifndef EXCH /* pipe's exchanges: 1 pushed and tagged, 0 cluster barrier and grid barrier (build.sh -DEXCH=0) */
-#define EXCH 1
-#endif
 #ifndef CL /* pipe's cluster size (build.sh -DCL=4) */
 #define CL 8
 #endif
