@@ -397,38 +397,58 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   if (PDL) hcr_pdl_wait();
   pp_stamp(trace, 1);
 
-  /* R' of this block's mix channels (all streams) to registers: their
-   * owner is this block, which stores them after the barrier, when every
-   * block has read R. */
+  /* Every global load of the chain's start is issued here, before any
+   * use, so they take one trip to L2 together (a select on pending that
+   * used the mix channels' R had made the split pass's loads a second
+   * trip): R (and pending) of this block's mix channels, which this block
+   * owns and stores after the barrier, when every block has read R; and
+   * R' of the split pass's items, a thread per (token, chunk of 8
+   * columns), two items a thread. */
   const int mt = tid / PP_NCU, mcl = tid % PP_NCU; /* the mix: a thread per (token, channel) */
-  float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f}, rp[S] = {0.0f, 0.0f, 0.0f, 0.0f};
   if (mt < T) {
 #pragma unroll
     for (int sr = 0; sr < S; ++sr) {
       const long long at = ((long long)mt * S + sr) * C + cu0 + mcl;
-      rm[sr] = pending != 0 ? resid[at] + pending[at] : resid[at];
+      rm[sr] = resid[at];
+      if (pending != 0) rp[sr] = pending[at];
     }
   }
+  static_assert(PP_TMAX * PP_DC8 == 2 * PP_NT, "pipe: two split items a thread");
+  hct_f4 xa[2], xb[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int p = tid + k * PP_NT, t = p / PP_DC8, c8 = p % PP_DC8;
+    const hct_f4 z = {0.0f, 0.0f, 0.0f, 0.0f};
+    xa[k] = xb[k] = z;
+    if (t < T) {
+      const long long at = ((long long)t * S + s) * C + cs0 + 8 * c8;
+      xa[k] = *(const hct_f4 *)(resid + at);
+      xb[k] = *(const hct_f4 *)(resid + at + 4);
+      if (pending != 0) {
+        const hct_f4 pa = *(const hct_f4 *)(pending + at), pbv = *(const hct_f4 *)(pending + at + 4);
+        hct_f4 &a = xa[k], &b = xb[k];
+        a.x = a.x + pa.x; a.y = a.y + pa.y; a.z = a.z + pa.z; a.w = a.w + pa.w;
+        b.x = b.x + pbv.x; b.y = b.y + pbv.y; b.z = b.z + pbv.z; b.w = b.w + pbv.w;
+      }
+    }
+  }
+  if (pending != 0)
+#pragma unroll
+    for (int sr = 0; sr < S; ++sr) rm[sr] = rm[sr] + rp[sr];
   pp_stamp(trace, 12);
   hct_bulk_wait(bar, 0); /* w_down and w_norm */
   pp_stamp(trace, 2);
 
-  /* ---- y = fl(R' * w_norm), split into the planes; sums of squares -------
-   * A thread per (token, chunk of 8 columns); R' read from L2 (prefetched
-   * before the wait). */
-  for (int p = tid; p < PP_TMAX * PP_DC8; p += PP_NT) {
-    const int t = p / PP_DC8, c8 = p % PP_DC8;
+  /* ---- y = fl(R' * w_norm), split into the planes; sums of squares ------- */
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int p = tid + k * PP_NT, t = p / PP_DC8, c8 = p % PP_DC8;
     if (t >= T) {
       pp_zero8(sp, PP_DTS, t, c8);
       continue;
     }
-    const long long at = ((long long)t * S + s) * C + cs0 + 8 * c8;
-    hct_f4 a = *(const hct_f4 *)(resid + at), b = *(const hct_f4 *)(resid + at + 4);
-    if (pending != 0) {
-      const hct_f4 pa = *(const hct_f4 *)(pending + at), pbv = *(const hct_f4 *)(pending + at + 4);
-      a.x = a.x + pa.x; a.y = a.y + pa.y; a.z = a.z + pa.z; a.w = a.w + pa.w;
-      b.x = b.x + pbv.x; b.y = b.y + pbv.y; b.z = b.z + pbv.z; b.w = b.w + pbv.w;
-    }
+    hct_f4 a = xa[k], b = xb[k];
     float ss = 0.0f;
     ss = fmaf(a.x, a.x, ss); ss = fmaf(a.y, a.y, ss); ss = fmaf(a.z, a.z, ss); ss = fmaf(a.w, a.w, ss);
     ss = fmaf(b.x, b.x, ss); ss = fmaf(b.y, b.y, ss); ss = fmaf(b.z, b.z, ss); ss = fmaf(b.w, b.w, ss);
