@@ -310,9 +310,6 @@ HCT_DEV void pp_tiles5(float (&acc)[5][4], hct_u32 pa, hct_u32 ps, bool live, hc
  * after the cluster exchange the grid barrier's release waited for them,
  * issued after the barrier the up stage did (tools/lab at fe3cee5 and
  * 3853954). */
-#ifndef PP_WUPA
-#define PP_WUPA 0
-#endif
 HCT_DEV void pp_issue_wup(hct_u16 *wub, const hct_u16 *w_up, int cu0, hct_u64 *bar) {
   /* The loop's reads of w_down (generic proxy) before the copies' writes
    * (async proxy). */
@@ -393,15 +390,9 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
         hct_bulk_copy(wn, w_norm + (long long)s * C + cs0, PP_KPB * 2, bar);
     }
   pp_stamp(trace, 14);
-  /* PP_WUPA (tools/lab experiment): w_up into L2 now by four bulk
-   * prefetches, into shared memory between the grid barrier's arrival and
-   * its wait (a release waits for the block's bulk copies in flight). */
-  if (PP_WUPA && tid >= PP_NT - S) {
-    const int sr = tid - (PP_NT - S);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w_up + ((long long)sr * C + cu0) * K),
-                 "r"(PP_NCU * K * 2)
-                 : "memory");
-  }
+  /* w_up is not prefetched into L2 here: with four bulk prefetches a read
+   * was 0.1-0.2 us slower than without (lab at e7056b0), with 400 line
+   * prefetches slower still (98a7d4d). */
   pp_stamp(trace, 15);
   if (PDL) hcr_pdl_wait();
   pp_stamp(trace, 1);
@@ -495,7 +486,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
      * landing while the cluster exchange, the barrier and the gather run.
      * (Ten 16-byte loads a thread into registers here stalled their issue
      * 0.5 to 1.2 us: tools/lab at 6a1560f.) */
-    if (!PP_WUPA && tid == 0) pp_issue_wup(wub, w_up, cu0, bar + 1);
+    if (tid == 0) pp_issue_wup(wub, w_up, cu0, bar + 1);
     float *rd = (float *)sp; /* [warp][t][40] */
     if (live)
 #pragma unroll
@@ -547,9 +538,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   pp_stamp(trace, 5);
   /* A block's partials left it by its own stores, which its cluster's
    * receivers waited for, so its shared memory may go. */
-  hct_grid_arrive(&grid);
-  if (PP_WUPA && tid == HCT_LW) pp_issue_wup(wub, w_up, cu0, bar + 1);
-  if (!hct_grid_wait(&grid)) return;
+  if (!hct_grid_sync(&grid)) return;
   pp_stamp(trace, 6);
 
   /* ---- gather lo into the planes; store this block's R' ---------------- */
