@@ -64,8 +64,8 @@
  *
  * Deterministic: fixed orders everywhere.  Parameters: PDL (see above;
  * without it the read runs alone), GB (the grid barrier's back-off, ns),
- * CL (cluster size).  Scratch: part (2*T*K floats), ws (the barrier's
- * state, zeroed once).
+ * CL (cluster size).  Scratch: part (PP_NH*T*K floats of 4*T*K), ws (the
+ * barrier's state, zeroed once).
  * Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out, and each
  * stage can record the global timer into `trace`.
  */
@@ -111,7 +111,7 @@ static_assert((K / PP_RPC) * PP_NH * PP_CL == PP_NB, "pipe: 8 row groups x strea
 static_assert(C == PP_NB * PP_NCU && PP_NR == 8 * PP_NW, "pipe: a warp per 8 up rows");
 static_assert(PP_RPC == 5 * 8 && PP_NW == 2 * 5, "pipe: down is 5 column tiles x 2 halves");
 static_assert(K % 32 == 0 && PP_KPB % 64 == 0, "pipe: whole 32-column steps");
-static_assert(PP_NH <= 2, "pipe: part is 2*T*K floats (the manifest)");
+static_assert(PP_NH <= 4, "pipe: part is 4*T*K floats (the manifest)");
 
 /* Shared memory, bytes from the start (the manifest's smem is PP_SMEM).
  * The split planes hold the activations as mma A registers, computed once
