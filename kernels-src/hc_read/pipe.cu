@@ -346,14 +346,15 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   pp_stamp(trace, 0);
   hct_grid_t grid = hct_grid_begin(ws);
 
-  /* ---- before the wait: weights only (no kernel writes them) ------------ */
+  /* ---- before the wait: the weights (no kernel writes them), R into L2 --- */
   if (PDL) hcr_pdl_launch();
   /* R and pending into L2 before the wait, first: a prefetch returns
    * nothing to the SM, and the loads after the wait read the L2, where
    * the previous kernel's stores land, so this is safe even when the
    * previous read wrote resid.  First, because the blocks placed late (as
    * the previous read ends) run their chain right after, and their R had
-   * not landed when they split it (tools/lab at 8a1c78d: 1.2 us). */
+   * not landed when they split it (tools/lab at 8a1c78d: 1.2 us); their
+   * split came sooner, the read was no faster (3853954). */
   for (int p = tid; p < T * (PP_KPB / 32 + S); p += PP_NT) {
     const int t = p / (PP_KPB / 32 + S), i = p % (PP_KPB / 32 + S);
     const long long at = i < PP_KPB / 32 ? ((long long)t * S + s) * C + cs0 + 32 * i
@@ -384,11 +385,11 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
    * placed late (as the previous read ends) had its chain held up by that:
    * a read 1 us faster at T=1 (lab at 98a7d4d). */
   for (int row = wp + PP_NW * lane; row <= PP_RPC; row += PP_NW * HCT_LW) {
-      if (row < PP_RPC)
-        hct_bulk_copy(wd + row * PP_WDS, w_down + (long long)(j0 + row) * D + (long long)s * C + cs0, PP_KPB * 2, bar);
-      else
-        hct_bulk_copy(wn, w_norm + (long long)s * C + cs0, PP_KPB * 2, bar);
-    }
+    if (row < PP_RPC)
+      hct_bulk_copy(wd + row * PP_WDS, w_down + (long long)(j0 + row) * D + (long long)s * C + cs0, PP_KPB * 2, bar);
+    else
+      hct_bulk_copy(wn, w_norm + (long long)s * C + cs0, PP_KPB * 2, bar);
+  }
   pp_stamp(trace, 14);
   /* w_up is not prefetched into L2 here: with four bulk prefetches a read
    * was 0.1-0.2 us slower than without (lab at e7056b0), with 400 line
@@ -398,12 +399,13 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   pp_stamp(trace, 1);
 
   /* Every global load of the chain's start is issued here, before any
-   * use, so they take one trip to L2 together (a select on pending that
-   * used the mix channels' R had made the split pass's loads a second
-   * trip): R (and pending) of this block's mix channels, which this block
-   * owns and stores after the barrier, when every block has read R; and
-   * R' of the split pass's items, a thread per (token, chunk of 8
-   * columns), two items a thread. */
+   * use, so that they take one trip to L2 together: R (and pending) of
+   * this block's mix channels, which this block owns and stores after the
+   * barrier, when every block has read R; and R' of the split pass's
+   * items, a thread per (token, chunk of 8 columns), two items a thread.
+   * (Before 01715c7 the split pass loaded R' after the weights' wait and
+   * after the mix channels' R' had been formed; this order took 0.25 us
+   * off a read at T=1 and 0.65 at T=8, tools/lab.) */
   const int mt = tid / PP_NCU, mcl = tid % PP_NCU; /* the mix: a thread per (token, channel) */
   float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f}, rp[S] = {0.0f, 0.0f, 0.0f, 0.0f};
   if (mt < T) {
