@@ -306,16 +306,17 @@ HCT_DEV void pp_tiles5(float (&acc)[5][4], hct_u32 pa, hct_u32 ps, bool live, hc
 
 /* w_up's 80 rows (four runs of 20 contiguous rows, one a stream) into
  * w_down's shared memory by four bulk copies, once every warp is done
- * with w_down; stream sr's run by one thread.  Issued right after the down loop: issued
+ * with w_down; by one thread.  Issued right after the down loop: issued
  * after the cluster exchange the grid barrier's release waited for them,
  * issued after the barrier the up stage did (tools/lab at fe3cee5 and
  * 3853954). */
-HCT_DEV void pp_issue_wup(hct_u16 *wub, const hct_u16 *w_up, int cu0, hct_u64 *bar, int sr) {
-  /* The loop's reads of w_down (generic proxy) before the copy's writes
+HCT_DEV void pp_issue_wup(hct_u16 *wub, const hct_u16 *w_up, int cu0, hct_u64 *bar) {
+  /* The loop's reads of w_down (generic proxy) before the copies' writes
    * (async proxy). */
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  if (sr == 0) hct_bulk_expect(bar, PP_NR * K * 2);
-  hct_bulk_copy(wub + sr * PP_NCU * K, w_up + ((long long)sr * C + cu0) * K, PP_NCU * K * 2, bar);
+  hct_bulk_expect(bar, PP_NR * K * 2);
+  for (int sr = 0; sr < S; ++sr)
+    hct_bulk_copy(wub + sr * PP_NCU * K, w_up + ((long long)sr * C + cu0) * K, PP_NCU * K * 2, bar);
 }
 
 #define PP_PARAMS                                                                               \
@@ -487,9 +488,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
      * landing while the cluster exchange, the barrier and the gather run.
      * (Ten 16-byte loads a thread into registers here stalled their issue
      * 0.5 to 1.2 us: tools/lab at 6a1560f.) */
-    /* One copy each from lane 0 of the last four warps: a copy holds its
-     * warp 30-50 ns, and four in warp 0 held up the barrier below. */
-    if (lane == 0 && wp >= PP_NW - S) pp_issue_wup(wub, w_up, cu0, bar + 1, wp - (PP_NW - S));
+    if (tid == 0) pp_issue_wup(wub, w_up, cu0, bar + 1);
     float *rd = (float *)sp; /* [warp][t][40] */
     if (live)
 #pragma unroll
