@@ -49,6 +49,17 @@ HCT_DEV void hct_bulk_copy(void *dst, const void *src, hct_u32 bytes, hct_u64 *b
       : "memory");
 }
 
+/* `runs` copies of `bytes` each, the i-th from src + i * src_stride bytes
+ * to dst + i * bytes, with the phase's one arrival announcing them all;
+ * by one thread.  (hc_read's variants take a block's w_up rows so: one run
+ * of contiguous rows a stream.) */
+HCT_DEV void hct_bulk_copy_runs(void *dst, const void *src, long long src_stride, hct_u32 bytes, int runs,
+                                hct_u64 *bar) {
+  hct_bulk_expect(bar, bytes * (hct_u32)runs);
+  for (int i = 0; i < runs; ++i)
+    hct_bulk_copy((char *)dst + (long long)i * bytes, (const char *)src + i * src_stride, bytes, bar);
+}
+
 HCT_DEV void hct_bulk_wait(hct_u64 *bar, hct_u32 parity) {
   const hct_u32 a = hct_smem_addr(bar);
   hct_u32 done = 0;

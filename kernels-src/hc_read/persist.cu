@@ -248,9 +248,7 @@ HCT_DEV void pk_load_wd(hct_u4 *wd, const hct_u16 *w_down, int j0, int s) {
  * thread 0, completing on bar[0]. */
 HCT_DEV void pk_load_wu(hct_u32 *wu, const hct_u16 *w_up, int cu0, hct_u64 *bar) {
   if (threadIdx.x != 0) return;
-  hct_bulk_expect(&bar[0], PK_NR * K * 2);
-  for (int sr = 0; sr < S; ++sr)
-    hct_bulk_copy(wu + sr * PK_NCU * (K / 2), w_up + ((long long)sr * C + cu0) * K, PK_NCU * K * 2, &bar[0]);
+  hct_bulk_copy_runs(wu, w_up + (long long)cu0 * K, (long long)C * K * 2, PK_NCU * K * 2, S, &bar[0]);
 }
 
 template <int TB>

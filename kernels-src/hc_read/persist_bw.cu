@@ -138,11 +138,8 @@ HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float
   if (first) {
     pb_stamp(trace, 3);
     /* The first norm is done: now w_up (see pb_read's start). */
-    if (threadIdx.x == 0) {
-      hct_bulk_expect(bar, PB_NCU * S * K * 2);
-      for (int s = 0; s < S; ++s)
-        hct_bulk_copy(wu + s * PB_NCU * PB_UPC, w_up + ((long long)s * C + cu0) * K, PB_NCU * K * 2, bar);
-    }
+    if (threadIdx.x == 0)
+      hct_bulk_copy_runs(wu, w_up + (long long)cu0 * K, (long long)C * K * 2, PB_NCU * K * 2, S, bar);
   }
   __syncthreads();
   /* The 8-warp butterfly of each pair: warp `pair`, warp w's sum in lane w. */

@@ -314,9 +314,7 @@ HCT_DEV void pp_issue_wup(hct_u16 *wub, const hct_u16 *w_up, int cu0, hct_u64 *b
   /* The loop's reads of w_down (generic proxy) before the copies' writes
    * (async proxy). */
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  hct_bulk_expect(bar, PP_NR * K * 2);
-  for (int sr = 0; sr < S; ++sr)
-    hct_bulk_copy(wub + sr * PP_NCU * K, w_up + ((long long)sr * C + cu0) * K, PP_NCU * K * 2, bar);
+  hct_bulk_copy_runs(wub, w_up + (long long)cu0 * K, (long long)C * K * 2, PP_NCU * K * 2, S, bar);
 }
 
 #define PP_PARAMS                                                                               \
@@ -394,7 +392,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   /* w_up is not prefetched into L2 here: with four bulk prefetches a read
    * was 0.1-0.2 us slower than without (lab at e7056b0), with 400 line
    * prefetches slower still (98a7d4d). */
-  pp_stamp(trace, 15);
   if (PDL) hcr_pdl_wait();
   pp_stamp(trace, 1);
 

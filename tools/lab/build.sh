@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds tools/lab/lab.cu into bin/lab (nvcc, sm_90, static CUDA runtime),
 # with the compiler's resource report on stderr.
-#   tools/lab/build.sh [OUT [NVCC FLAGS...]]   e.g. bin/lab_x0 -DXCH=0
+#   tools/lab/build.sh [OUT [NVCC FLAGS...]]   e.g. bin/lab_c4 -DCL=4
 set -e
 nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
 out=${1:-bin/lab}

@@ -86,8 +86,8 @@ __device__ void lab_smid_stamp(hct_u64 *trace) {
   asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
   if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + 13] = id;
 }
-/* No clock stamps: pipe's slots 14 and 15 are its copies issued and its
- * prefetches issued, before the PDL wait. */
+/* No clock stamps: pipe's slot 14 is its weight copies issued, before the
+ * PDL wait. */
 __global__ void __cluster_dims__(PP_CL, 1, 1) __launch_bounds__(PP_NT, 2) lab_pp(PP_PARAMS, hct_u64 *trace) {
   lab_smid_stamp(trace);
   pp_read(PP_ARGS, trace);
@@ -241,7 +241,6 @@ static void alloc_set(Set &s, int T, unsigned seed) {
 
 enum Kind { V1, PB, PK, PBP, PKP, PP, PPP };
 static const char *kind_name[] = {"v1", "persist_bw", "persist", "persist_bw+pdl", "persist+pdl", "pipe", "pipe+pdl"};
-static const int kind_nt[] = {0, 640, 640, 640, 640, PP_NT, PP_NT};
 
 /* LAB_GRID=120: launch the persistent kernels with fewer blocks (their
  * results are then wrong: a timing experiment only). */
@@ -426,10 +425,10 @@ static void pipe_analysis(const std::vector<hct_u64> &tr, int launch_i) {
   for (int k = 0; k < 6; ++k) {
     const hct_u64 *x = b + by_end[k].second * STAMPS;
     printf("    late block %3d on SM %3llu (%d of this read there): start %lld release %lld weights %lld split %lld "
-           "loop %lld down %lld (rm loaded %lld, copies issued %lld, prefetches %lld) ns\n",
+           "loop %lld down %lld (rm loaded %lld, copies issued %lld) ns\n",
            by_end[k].second, (unsigned long long)x[13], count[x[13] & 1023], (long long)(x[0] - t0),
            (long long)(x[1] - t0), (long long)(x[2] - t0), (long long)(x[3] - t0), (long long)(x[11] - t0),
-           (long long)(x[10] - t0), (long long)(x[12] - t0), (long long)(x[14] - t0), (long long)(x[15] - t0));
+           (long long)(x[10] - t0), (long long)(x[12] - t0), (long long)(x[14] - t0));
   }
   printf("  %d blocks share an SM with a block of the same read, %d sit on an SM the previous read used\n",
          shared, prev_on);
