@@ -579,6 +579,9 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
      * 64ukg + 32m + 8q .. +7 (rows 640 bytes apart: a 2-way conflict). */
     const hct_u32 ba = hct_smem_addr(wub + (40 * ng + tok) * K + 64 * ukg + 8 * q);
     hct_bulk_wait(bar + 1, 0); /* w_up */
+#ifdef HCR_LAB
+    pp_stamp(trace, 15); /* w_up landed (lab only) */
+#endif
     float acc[5][4];
     pp_tiles5(acc, pa, ps, live, ba, 8 * K * 2);
     __syncthreads(); /* every warp is done with the planes */

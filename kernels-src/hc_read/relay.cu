@@ -1,0 +1,376 @@
+/*
+ * relay: hc_read in one persistent launch, class bitwise (every output bit
+ * equal to v1's), sized like `pipe` so that two reads are in flight on
+ * every SM: each block asks for its weights before it waits for the
+ * previous read (programmatic dependent launch), so the next read's
+ * weights stream in while this one computes.
+ *
+ * Why not split the down dot over blocks the way pipe does: the canonical
+ * order fixes each lane's fmaf chain, and lane L of row j walks chunks
+ * L + 32q for q = 0..39, ten in each stream, stream 0 first.  So a block
+ * that holds one stream's columns of a row can run every lane's chain
+ * over that stream, as long as it starts from the accumulator the block
+ * of the stream before left: the chains are relayed, stream to stream,
+ * across a cluster of four blocks, by st.async into the next block's
+ * shared memory (completing on its mbarrier).  The relay is pipelined over
+ * token groups (G tokens a hand-off), so stream 1 works on the first group
+ * while stream 0 works on the second.
+ *
+ * Work, 128 blocks in 32 clusters of 4 (rank s = stream s):
+ *   norm   every block runs the canonical norm of its own stream for every
+ *          token (256 threads, fmaf over c = i + 256m, the two butterflies),
+ *          redundantly across clusters: no exchange is needed for rs, and
+ *          xn = fl(fl(R' * w_norm) * rs) of its stream lands in shared
+ *          memory.  R comes in by cp.async (no registers), pending by
+ *          loads in batches of RL_PB tokens.
+ *   down   cluster c owns rows 10c .. 10c+9; thread (L, j) = tid / 10,
+ *          tid % 10 holds row j's 80 weights of lane L in stream s in
+ *          registers (ten 16-byte loads issued before the wait), and runs
+ *          lane L's chain over the stream for each token of a group, from
+ *          the accumulator stream s - 1 handed over; a warp holds about
+ *          four lanes, so the activation loads are broadcasts.  The block
+ *          of stream 3 ends the chains and runs each row's butterfly
+ *          (xor 16, 8, 4, 2, 1, the same additions) out of shared memory:
+ *          lo[t][j] into global scratch.
+ *   grid   one grid barrier (hct_grid.h); every block reads lo.
+ *   up     block b owns channels 20b .. 20b+19, the 80 rows s*C + c of
+ *          w_up (four bulk copies into the activations' space once the
+ *          block's down work is done); thread (row pair, L < 8) runs the
+ *          canonical lanes L, L+8, L+16, L+24 of a row (lane L also takes
+ *          chunk L+32), adds them as the butterfly's first two levels do
+ *          and finishes levels 4, 2, 1 with shuffles inside its group of
+ *          eight; sigmoid; the mix of its channels (canonical fmaf order).
+ *
+ * Parameters: PDL (0: the read runs alone), GB (grid barrier back-off,
+ * ns), G (tokens a relay hand-off: 1, 2 or 4).  Scratch: lo (T*K floats),
+ * ws (the barrier's state, zeroed once).
+ */
+#include "hc_read.h"
+#ifndef GB
+#error "relay: GB must be defined"
+#endif
+#define HCT_GRID_BACKOFF_NS GB
+#include "hct_grid.h"
+#define PF 0
+#include "fast_common.h"
+#include "hct_bulk.h"
+#ifndef PDL
+#error "relay: PDL must be defined"
+#endif
+#ifndef G
+#error "relay: G must be defined"
+#endif
+#if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
+#error "relay: needs thread block clusters and st.async (sm_90 or later)"
+#endif
+
+#define RL_NT 320             /* threads */
+#define RL_NB 128             /* blocks */
+#define RL_CL 4               /* a cluster: one block a stream */
+#define RL_RPC 10             /* w_down rows a cluster */
+#define RL_QS (HCR_DOWN_Q / S) /* chunks of a lane chain in one stream: 10 */
+#define RL_NCU 20             /* channels a block, up and mix */
+#define RL_NR (S * RL_NCU)    /* w_up rows a block: 80 */
+#define RL_TMAX 8
+#ifndef RL_PB
+#define RL_PB 2 /* tokens of pending loaded at a time (registers) */
+#endif
+#define RL_NBAR (2 + RL_TMAX) /* mbarriers: w_norm, w_up, one a token group */
+static_assert(S == RL_CL && HCR_DOWN_Q == S * RL_QS, "relay: a block per stream, ten chunks of a chain each");
+static_assert(K == (RL_NB / RL_CL) * RL_RPC && RL_NT == HCT_LW * RL_RPC, "relay: a thread per (lane, row)");
+static_assert(C == RL_NB * RL_NCU && RL_NR * 4 == RL_NT && RL_NT == (RL_NR / 2) * 8, "relay: 40 row slots of 8 lanes, two w_up rows each");
+static_assert(HCR_UP_CHUNKS == 40, "relay: up lane L takes chunk L, and L+32 when L < 8");
+static_assert(G == 1 || G == 2 || G == 4, "relay: G is 1, 2 or 4");
+
+/* Shared memory, bytes from the start; the activations last, sized by T
+ * (the manifest's smem: RL_OFF_X + max(T*C*4, RL_NR*K*2)). */
+#define RL_OFF_WN 0                                   /* w_norm of the stream, C bf16 */
+#define RL_OFF_RCV (RL_OFF_WN + C * 2)                /* [t][tid] f32: the chains handed over */
+#define RL_OFF_LO (RL_OFF_RCV + RL_TMAX * RL_NT * 4)  /* [t][K] f32 after the barrier */
+#define RL_OFF_GT (RL_OFF_LO + RL_TMAX * K * 4)       /* gates [t][80] f32 */
+#define RL_OFF_RED (RL_OFF_GT + RL_TMAX * RL_NR * 4)  /* the norm's warp sums [t][8], rs [t] */
+#define RL_OFF_BAR (RL_OFF_RED + RL_TMAX * 9 * 4)     /* RL_NBAR mbarriers */
+#define RL_OFF_X ((RL_OFF_BAR + RL_NBAR * 8 + 127) / 128 * 128) /* xn [t][C] f32; later w_up [80][K] bf16 */
+static_assert(RL_OFF_X == 28544, "relay: the manifest's smem starts the activations at 28544");
+
+HCT_DEV int rl_cluster_rank(void) {
+  hct_u32 r;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return (int)r;
+}
+HCT_DEV int rl_cluster_id(void) {
+  hct_u32 r;
+  asm("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+  return (int)r;
+}
+HCT_DEV hct_u32 rl_mapa(const void *p, int rank) {
+  hct_u32 a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(hct_smem_addr(p)), "r"(rank));
+  return a;
+}
+/* v into the shared memory of cluster block `rank` at dst (an address of
+ * this block's layout), completing on that block's mbarrier bar. */
+HCT_DEV void rl_st_async(const float *dst, float v, const hct_u64 *bar, int rank) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(rl_mapa(dst, rank)),
+               "r"(__float_as_uint(v)), "r"(rl_mapa(bar, rank))
+               : "memory");
+}
+HCT_DEV void rl_cluster_arrive_relaxed(void) { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+HCT_DEV void rl_cluster_wait(void) { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
+HCT_DEV hct_f4 rl_ldcg4(const float *p) {
+  hct_f4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  return v;
+}
+
+#define RL_PARAMS                                                                                \
+  float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,             \
+      const hct_u16 *w_up, float *lo, hct_u32 *ws, float *mixed, hct_u16 *mixed_bf16,            \
+      hct_u16 *mixed_f16, int T
+
+HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_read(RL_PARAMS) {
+  HCT_DYN_SHARED(hct_u4, rl_sm);
+  char *sm = (char *)rl_sm;
+  hct_u16 *wn = (hct_u16 *)(sm + RL_OFF_WN);
+  float *rcv = (float *)(sm + RL_OFF_RCV);
+  float *los = (float *)(sm + RL_OFF_LO);
+  float *gt = (float *)(sm + RL_OFF_GT);
+  float *red = (float *)(sm + RL_OFF_RED); /* [t][8] warp sums, then rs at [64 + t] */
+  hct_u64 *bar = (hct_u64 *)(sm + RL_OFF_BAR);
+  float *xs = (float *)(sm + RL_OFF_X);
+  hct_u16 *wub = (hct_u16 *)(sm + RL_OFF_X);
+
+  const int tid = (int)threadIdx.x, wp = tid / HCT_LW, lane = tid % HCT_LW;
+  const int c = rl_cluster_id(), s = rl_cluster_rank();
+  const int dl = tid / RL_RPC, dj = tid % RL_RPC; /* down: the chain's lane L and row */
+  const int cu0 = (int)blockIdx.x * RL_NCU;
+  hct_grid_t grid = hct_grid_begin(ws);
+
+  /* ---- before the wait: weights (no kernel writes them), R into L2 ----- */
+  if (PDL) hcr_pdl_launch();
+  {
+    /* This cluster's share of the stream's lines of R (and pending), every
+     * block of the stream taking a different share, and the mix channels'. */
+    const int lines = T * (C / 32);
+    for (int p = c + 32 * tid; p < lines; p += 32 * RL_NT) {
+      const long long at = ((long long)(p / (C / 32)) * S + s) * C + 32 * (p % (C / 32));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(resid + at));
+      if (pending != 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(pending + at));
+    }
+    if (tid < T * S) {
+      const long long at = (long long)tid * C + cu0;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(resid + at));
+      if (pending != 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(pending + at));
+    }
+  }
+  if (tid == 0) {
+    for (int i = 0; i < RL_NBAR; ++i) hct_bulk_init(bar + i);
+    hct_bulk_expect(bar, C * 2);
+    hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, bar);
+    /* The hand-offs this block receives, a token group each. */
+    if (s > 0)
+      for (int gi = 0; gi * G < T; ++gi) hct_bulk_expect(bar + 2 + gi, (hct_u32)(min(G, T - gi * G) * RL_NT * 4));
+  }
+  /* Row j's weights of lane L over stream s: chunk L + 32q, q = 10s + qq. */
+  hct_u4 wr[RL_QS];
+  {
+    const hct_u16 *src = w_down + (long long)(RL_RPC * c + dj) * D + (long long)s * C + 8 * dl;
+#pragma unroll
+    for (int qq = 0; qq < RL_QS; ++qq) wr[qq] = *(const hct_u4 *)(src + 8 * HCT_LW * qq);
+  }
+  __syncthreads(); /* the mbarriers' init, before any wait names them */
+  rl_cluster_arrive_relaxed(); /* waited for before the first hand-off */
+  if (PDL) hcr_pdl_wait();
+
+  /* ---- R' of the stream into shared memory; the mix channels' R' -------- */
+  for (int p = tid; p < T * (C / 4); p += RL_NT) {
+    const int t = p / (C / 4), c4 = p % (C / 4);
+    hct_cp_async16(xs + 4 * p, resid + ((long long)t * S + s) * C + 4 * c4);
+  }
+  hct_cp_async_commit();
+  const int mt = tid / RL_NCU, mcl = tid % RL_NCU; /* the mix: a thread per (token, channel) */
+  float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (mt < T) {
+#pragma unroll
+    for (int sr = 0; sr < S; ++sr) {
+      const long long at = ((long long)mt * S + sr) * C + cu0 + mcl;
+      rm[sr] = resid[at];
+      if (pending != 0) rm[sr] = rm[sr] + pending[at];
+    }
+  }
+  hct_cp_async_wait<0>();
+  if (pending != 0) {
+    /* R' = fl(R + P), element by element, two tokens' loads at a time
+     * (each thread adds to what its own cp.async brought). */
+    for (int t0 = 0; t0 < T; t0 += RL_PB) {
+      const int n = min(RL_PB, T - t0) * (C / 4);
+      hct_f4 pv[RL_PB * (C / 4) / RL_NT];
+#pragma unroll
+      for (int k = 0; k < RL_PB * (C / 4) / RL_NT; ++k) {
+        const int p = tid + k * RL_NT;
+        if (p < n) {
+          const int t = t0 + p / (C / 4), c4 = p % (C / 4);
+          pv[k] = *(const hct_f4 *)(pending + ((long long)t * S + s) * C + 4 * c4);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < RL_PB * (C / 4) / RL_NT; ++k) {
+        const int p = tid + k * RL_NT;
+        if (p < n) {
+          hct_f4 *x = (hct_f4 *)(xs + (long long)t0 * C) + p;
+          hct_f4 v = *x;
+          v.x = v.x + pv[k].x; v.y = v.y + pv[k].y; v.z = v.z + pv[k].z; v.w = v.w + pv[k].w;
+          *x = v;
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  /* ---- the canonical norm of stream s, every token ---------------------- */
+  if (tid < HCR_NORM_THREADS) {
+    for (int t = 0; t < T; ++t) {
+      const float *x = xs + (long long)t * C;
+      float a = 0.0f;
+#pragma unroll
+      for (int m = 0; m < HCR_NORM_PER_THREAD; ++m) a = fmaf(x[tid + m * HCR_NORM_THREADS], x[tid + m * HCR_NORM_THREADS], a);
+      a = hct_warp_sum(a);
+      if (lane == 0) red[t * 8 + wp] = a;
+    }
+  }
+  __syncthreads();
+  if (wp < T) {
+    /* Warp k's sum in lane k, butterfly 4, 2, 1 on lanes 0..7. */
+    float b = lane < HCR_NORM_THREADS / HCT_LW ? red[wp * 8 + lane] : 0.0f;
+    b += hct_shfl_xor(b, 4);
+    b += hct_shfl_xor(b, 2);
+    b += hct_shfl_xor(b, 1);
+    if (lane == 0) red[64 + wp] = rsqrtf(b / (float)C + HCT_EPS);
+  }
+  hct_bulk_wait(bar, 0); /* w_norm */
+  __syncthreads();
+  for (int p = tid; p < T * (C / 4); p += RL_NT) {
+    const int t = p / (C / 4), c4 = p % (C / 4);
+    const float rs = red[64 + t];
+    hct_f4 *x = (hct_f4 *)xs + p;
+    hct_f4 v = *x;
+    const hct_u32 *w2 = (const hct_u32 *)(wn + 4 * c4);
+    const hct_u32 wa = w2[0], wb = w2[1];
+    float y;
+    y = v.x * hct_bf16_lo(wa); v.x = y * rs;
+    y = v.y * hct_bf16_hi(wa); v.y = y * rs;
+    y = v.z * hct_bf16_lo(wb); v.z = y * rs;
+    y = v.w * hct_bf16_hi(wb); v.w = y * rs;
+    *x = v;
+  }
+  __syncthreads();
+
+  /* ---- down: lane dl's chain of row dj over stream s, token group by group */
+  rl_cluster_wait(); /* every block of the cluster has initialised its mbarriers */
+  for (int t0 = 0, gi = 0; t0 < T; t0 += G, ++gi) {
+    float acc[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) acc[g] = 0.0f;
+    if (s > 0) {
+      hct_bulk_wait(bar + 2 + gi, 0);
+#pragma unroll
+      for (int g = 0; g < G; ++g)
+        if (t0 + g < T) acc[g] = rcv[(t0 + g) * RL_NT + tid];
+    }
+#pragma unroll
+    for (int qq = 0; qq < RL_QS; ++qq) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        if (t0 + g < T) {
+          const hct_f4 *x = (const hct_f4 *)(xs + (long long)(t0 + g) * C + 8 * HCT_LW * qq + 8 * dl);
+          acc[g] = hcr_dot8(wr[qq], x[0], x[1], acc[g]);
+        }
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      if (t0 + g < T) {
+        float *dst = rcv + (t0 + g) * RL_NT + tid;
+        if (s < S - 1) rl_st_async(dst, acc[g], bar + 2 + gi, s + 1);
+        else *dst = acc[g]; /* this thread's own slot: read above, by it */
+      }
+    }
+  }
+  __syncthreads(); /* every thread is done with xs (and, in stream 3, rcv holds the chains) */
+  /* w_up's 80 rows (four runs of 20 contiguous rows, one a stream) into the
+   * activations' space, landing during the barrier; the loop's reads of xs
+   * (generic proxy) before the copies' writes (async proxy). */
+  if (tid == 0) {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    hct_bulk_copy_runs(wub, w_up + (long long)cu0 * K, (long long)C * K * 2, RL_NCU * K * 2, S, bar + 1);
+  }
+  if (s == S - 1 && tid < T * RL_RPC) {
+    /* Row j's butterfly for token t: lane L + m into lane L, m = 16 .. 1. */
+    const int t = tid / RL_RPC, j = tid % RL_RPC;
+    float v[HCT_LW];
+#pragma unroll
+    for (int l = 0; l < HCT_LW; ++l) v[l] = rcv[t * RL_NT + l * RL_RPC + j];
+    /* (each level its own loop: nested, the compiler left v in local memory) */
+#pragma unroll
+    for (int l = 0; l < 16; ++l) v[l] = v[l] + v[l + 16];
+#pragma unroll
+    for (int l = 0; l < 8; ++l) v[l] = v[l] + v[l + 8];
+#pragma unroll
+    for (int l = 0; l < 4; ++l) v[l] = v[l] + v[l + 4];
+    v[0] = v[0] + v[2];
+    v[1] = v[1] + v[3];
+    v[0] = v[0] + v[1];
+    lo[(long long)t * K + RL_RPC * c + j] = v[0];
+  }
+  if (!hct_grid_sync(&grid)) return;
+
+  /* ---- lo from every cluster; this block's R' stored -------------------- */
+  for (int p = tid; p < T * (K / 4); p += RL_NT) ((hct_f4 *)los)[p] = rl_ldcg4(lo + 4 * p);
+  if (pending != 0 && mt < T)
+#pragma unroll
+    for (int sr = 0; sr < S; ++sr) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
+  hct_bulk_wait(bar + 1, 0); /* w_up */
+  __syncthreads();
+
+  /* ---- up: thread (row slot, L < 8) takes rows ir and ir + 40 ----------- */
+  {
+    const int ul = tid % 8, ur = tid / 8;
+    const hct_u4 *w4 = (const hct_u4 *)wub;
+#pragma unroll 1
+    for (int h = 0; h < 2; ++h) {
+      const int ir = ur + (RL_NR / 2) * h;
+      hct_u4 w[5];
+#pragma unroll
+      for (int k = 0; k < 5; ++k) w[k] = w4[ir * HCR_UP_CHUNKS + ul + 8 * k];
+      for (int t = 0; t < T; ++t) {
+        const hct_f4 *l4 = (const hct_f4 *)(los + t * K);
+        float v[4];
+        /* lanes ul, ul + 8, ul + 16, ul + 24 of the canonical warp */
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int ch = ul + 8 * k;
+          v[k] = hcr_dot8(w[k], l4[2 * ch], l4[2 * ch + 1], 0.0f);
+        }
+        v[0] = hcr_dot8(w[4], l4[2 * (ul + 32)], l4[2 * (ul + 32) + 1], v[0]); /* lane ul's second chunk */
+        float u = (v[0] + v[2]) + (v[1] + v[3]); /* the butterfly's levels 16 and 8 */
+        u += hct_shfl_xor(u, 4);
+        u += hct_shfl_xor(u, 2);
+        u += hct_shfl_xor(u, 1);
+        if (ul == 0) gt[t * RL_NR + ir] = hcr_sigmoid(u);
+      }
+    }
+  }
+  __syncthreads();
+
+  /* ---- mix ---------------------------------------------------------------*/
+  if (mt < T) {
+    const float *gr = gt + mt * RL_NR + mcl;
+    float m = gr[0] * rm[0];
+#pragma unroll
+    for (int sr = 1; sr < S; ++sr) m = fmaf(gr[sr * RL_NCU], rm[sr], m);
+    const long long o = (long long)mt * C + cu0 + mcl;
+    mixed[o] = m;
+    mixed_bf16[o] = hct_f32_to_bf16(m);
+    mixed_f16[o] = hct_f32_to_f16(m);
+  }
+}
