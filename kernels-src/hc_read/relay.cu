@@ -11,8 +11,8 @@
  * that holds one stream's columns of a row can run every lane's chain
  * over that stream, as long as it starts from the accumulator the block
  * of the stream before left: the chains are relayed, stream to stream,
- * across a cluster of four blocks, by st.async into the next block's
- * shared memory (completing on its mbarrier).  The relay is pipelined over
+ * across a cluster of four blocks, by stores into the next block's
+ * shared memory and one release arrival on its mbarrier.  The relay is pipelined over
  * token groups (G tokens a hand-off), so stream 1 works on the first group
  * while stream 0 works on the second.
  *
@@ -42,7 +42,8 @@
  *          eight; sigmoid; the mix of its channels (canonical fmaf order).
  *
  * Parameters: PDL (0: the read runs alone), GB (grid barrier back-off,
- * ns), G (tokens a relay hand-off: 1, 2 or 4).  Scratch: lo (T*K floats),
+ * ns), G (tokens a relay hand-off: 1, 2 or 4), HO (how a hand-off is
+ * signalled, below).  Scratch: lo (T*K floats),
  * ws (the barrier's state, zeroed once).
  */
 #include "hc_read.h"
@@ -59,6 +60,9 @@
 #endif
 #ifndef G
 #error "relay: G must be defined"
+#endif
+#ifndef HO
+#error "relay: HO must be defined"
 #endif
 #if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
 #error "relay: needs thread block clusters and st.async (sm_90 or later)"
@@ -108,12 +112,34 @@ HCT_DEV hct_u32 rl_mapa(const void *p, int rank) {
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(hct_smem_addr(p)), "r"(rank));
   return a;
 }
-/* v into the shared memory of cluster block `rank` at dst (an address of
- * this block's layout), completing on that block's mbarrier bar. */
+/* The hand-off, two ways (parameter HO):
+ *   0  each thread's value by st.async into the shared memory of cluster
+ *      block `rank` at dst (an address of this block's layout), completing
+ *      on that block's mbarrier (which expects the group's bytes);
+ *   1  plain remote stores, then, once the whole block has stored
+ *      (__syncthreads), one arrival of thread 0 with release semantics at
+ *      cluster scope, which the receiver waits on with acquire semantics. */
 HCT_DEV void rl_st_async(const float *dst, float v, const hct_u64 *bar, int rank) {
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(rl_mapa(dst, rank)),
                "r"(__float_as_uint(v)), "r"(rl_mapa(bar, rank))
                : "memory");
+}
+HCT_DEV void rl_st_remote(const float *dst, float v, int rank) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(rl_mapa(dst, rank)), "f"(v) : "memory");
+}
+HCT_DEV void rl_arrive_remote(const hct_u64 *bar, int rank) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(rl_mapa(bar, rank)) : "memory");
+}
+HCT_DEV void rl_wait_cluster(const hct_u64 *bar) {
+  const hct_u32 a = hct_smem_addr(bar);
+  hct_u32 done = 0;
+  while (!done) {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(a)
+        : "memory");
+  }
 }
 HCT_DEV void rl_cluster_arrive_relaxed(void) { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
 HCT_DEV void rl_cluster_wait(void) { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
@@ -123,12 +149,41 @@ HCT_DEV hct_f4 rl_ldcg4(const float *p) {
   return v;
 }
 
+#ifdef HCR_LAB
+/* tools/lab: the global timer at each stage into shared memory, written
+ * out as the block leaves (slot 13 is the lab's: the SM). */
+__shared__ hct_u64 rl_lab_tr[16];
+HCT_DEV void rl_stamp(hct_u64 *trace, int i) {
+  if (trace != 0 && threadIdx.x == 0) rl_lab_tr[i] = hct_globaltimer();
+}
+HCT_DEV void rl_stamps_begin(hct_u64 *trace) {
+  if (trace != 0 && threadIdx.x == 0)
+    for (int i = 0; i < 16; ++i) rl_lab_tr[i] = 0;
+}
+HCT_DEV void rl_stamps_out(hct_u64 *trace) {
+  if (trace != 0 && threadIdx.x == 0)
+    for (int i = 0; i < 16; ++i)
+      if (i != 13) trace[blockIdx.x * 16 + i] = rl_lab_tr[i];
+}
+#else
+HCT_DEV void rl_stamp(hct_u64 *, int) {}
+HCT_DEV void rl_stamps_begin(hct_u64 *) {}
+HCT_DEV void rl_stamps_out(hct_u64 *) {}
+#endif
+
 #define RL_PARAMS                                                                                \
   float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,             \
       const hct_u16 *w_up, float *lo, hct_u32 *ws, float *mixed, hct_u16 *mixed_bf16,            \
       hct_u16 *mixed_f16, int T
 
-HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_read(RL_PARAMS) {
+#define RL_ARGS resid, pending, w_norm, w_down, w_up, lo, ws, mixed, mixed_bf16, mixed_f16, T
+
+/* Lab stamps: 0 start, 14 weights requested, 1 released (PDL wait), 2 R'
+ * in shared memory, 3 xn formed, 4 the cluster's mbarriers ready, 12 the
+ * first hand-off received (streams 1-3), 5 the block's chains done, 6 lo
+ * stored, 7 the grid barrier passed, 11 w_up landed, 8 lo gathered, 9 the
+ * gates, 10 the end. */
+HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   HCT_DYN_SHARED(hct_u4, rl_sm);
   char *sm = (char *)rl_sm;
   hct_u16 *wn = (hct_u16 *)(sm + RL_OFF_WN);
@@ -145,6 +200,8 @@ HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_r
   const int dl = tid / RL_RPC, dj = tid % RL_RPC; /* down: the chain's lane L and row */
   const int cu0 = (int)blockIdx.x * RL_NCU;
   hct_grid_t grid = hct_grid_begin(ws);
+  rl_stamps_begin(trace);
+  rl_stamp(trace, 0);
 
   /* ---- before the wait: weights (no kernel writes them), R into L2 ----- */
   if (PDL) hcr_pdl_launch();
@@ -167,8 +224,8 @@ HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_r
     for (int i = 0; i < RL_NBAR; ++i) hct_bulk_init(bar + i);
     hct_bulk_expect(bar, C * 2);
     hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, bar);
-    /* The hand-offs this block receives, a token group each. */
-    if (s > 0)
+    /* HO 0: the hand-offs this block receives, a token group's bytes each. */
+    if (HO == 0 && s > 0)
       for (int gi = 0; gi * G < T; ++gi) hct_bulk_expect(bar + 2 + gi, (hct_u32)(min(G, T - gi * G) * RL_NT * 4));
   }
   /* Row j's weights of lane L over stream s: chunk L + 32q, q = 10s + qq. */
@@ -180,7 +237,9 @@ HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_r
   }
   __syncthreads(); /* the mbarriers' init, before any wait names them */
   rl_cluster_arrive_relaxed(); /* waited for before the first hand-off */
+  rl_stamp(trace, 14);
   if (PDL) hcr_pdl_wait();
+  rl_stamp(trace, 1);
 
   /* ---- R' of the stream into shared memory; the mix channels' R' -------- */
   for (int p = tid; p < T * (C / 4); p += RL_NT) {
@@ -226,6 +285,7 @@ HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_r
     }
   }
   __syncthreads();
+  rl_stamp(trace, 2);
 
   /* ---- the canonical norm of stream s, every token ---------------------- */
   if (tid < HCR_NORM_THREADS) {
@@ -266,13 +326,17 @@ HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_r
   __syncthreads();
 
   /* ---- down: lane dl's chain of row dj over stream s, token group by group */
+  rl_stamp(trace, 3);
   rl_cluster_wait(); /* every block of the cluster has initialised its mbarriers */
+  rl_stamp(trace, 4);
   for (int t0 = 0, gi = 0; t0 < T; t0 += G, ++gi) {
     float acc[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) acc[g] = 0.0f;
     if (s > 0) {
-      hct_bulk_wait(bar + 2 + gi, 0);
+      if (HO == 0) hct_bulk_wait(bar + 2 + gi, 0); /* stream s - 1's hand-off of this group */
+      else rl_wait_cluster(bar + 2 + gi);
+      if (gi == 0) rl_stamp(trace, 12);
 #pragma unroll
       for (int g = 0; g < G; ++g)
         if (t0 + g < T) acc[g] = rcv[(t0 + g) * RL_NT + tid];
@@ -291,12 +355,18 @@ HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_r
     for (int g = 0; g < G; ++g) {
       if (t0 + g < T) {
         float *dst = rcv + (t0 + g) * RL_NT + tid;
-        if (s < S - 1) rl_st_async(dst, acc[g], bar + 2 + gi, s + 1);
-        else *dst = acc[g]; /* this thread's own slot: read above, by it */
+        if (s == S - 1) *dst = acc[g]; /* this thread's own slot: read above, by it */
+        else if (HO == 0) rl_st_async(dst, acc[g], bar + 2 + gi, s + 1);
+        else rl_st_remote(dst, acc[g], s + 1);
       }
+    }
+    if (HO == 1 && s < S - 1) {
+      __syncthreads(); /* every thread's stores, before thread 0's release */
+      if (tid == 0) rl_arrive_remote(bar + 2 + gi, s + 1);
     }
   }
   __syncthreads(); /* every thread is done with xs (and, in stream 3, rcv holds the chains) */
+  rl_stamp(trace, 5);
   /* w_up's 80 rows (four runs of 20 contiguous rows, one a stream) into the
    * activations' space, landing during the barrier; the loop's reads of xs
    * (generic proxy) before the copies' writes (async proxy). */
@@ -322,7 +392,9 @@ HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_r
     v[0] = v[0] + v[1];
     lo[(long long)t * K + RL_RPC * c + j] = v[0];
   }
+  rl_stamp(trace, 6);
   if (!hct_grid_sync(&grid)) return;
+  rl_stamp(trace, 7);
 
   /* ---- lo from every cluster; this block's R' stored -------------------- */
   for (int p = tid; p < T * (K / 4); p += RL_NT) ((hct_f4 *)los)[p] = rl_ldcg4(lo + 4 * p);
@@ -330,7 +402,9 @@ HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_r
 #pragma unroll
     for (int sr = 0; sr < S; ++sr) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
   hct_bulk_wait(bar + 1, 0); /* w_up */
+  rl_stamp(trace, 11);
   __syncthreads();
+  rl_stamp(trace, 8);
 
   /* ---- up: thread (row slot, L < 8) takes rows ir and ir + 40 ----------- */
   {
@@ -361,6 +435,7 @@ HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_r
     }
   }
   __syncthreads();
+  rl_stamp(trace, 9);
 
   /* ---- mix ---------------------------------------------------------------*/
   if (mt < T) {
@@ -373,4 +448,14 @@ HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_r
     mixed_bf16[o] = hct_f32_to_bf16(m);
     mixed_f16[o] = hct_f32_to_f16(m);
   }
+  rl_stamp(trace, 10);
+  rl_stamps_out(trace);
 }
+
+#ifndef HCR_LAB
+/* Grid 128 in clusters of 4, block 320, dynamic shared memory
+ * RL_OFF_X + max(T*C*4, 80*K*2). */
+HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_read(RL_PARAMS) {
+  rl_read(RL_ARGS, 0);
+}
+#endif

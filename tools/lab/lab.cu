@@ -16,7 +16,7 @@
  * two grid barriers, and a grid that only streams 13.11 MB into shared
  * memory by cp.async.
  *
- * The kernels: v1, persist_bw, persist and pipe, each persistent one
+ * The kernels: v1, persist_bw, persist, pipe and relay, each persistent one
  * launched plainly and as a programmatic dependent launch.  LAB_QUICK=1 in
  * the environment skips the building blocks and the mma loop; LAB_KINDS
  * (say "pipe,pipe+pdl") times only the kinds named.
@@ -44,6 +44,13 @@
 #include "persist.cu"
 #include "persist_bw.cu"
 #include "pipe.cu"
+#ifndef G /* relay's token group and hand-off (build.sh -DG=2 -DHO=1) */
+#define G 1
+#endif
+#ifndef HO
+#define HO 0
+#endif
+#include "relay.cu"
 #include "hct_bulk.h"
 #include "v1.cu"
 
@@ -92,6 +99,11 @@ __global__ void __cluster_dims__(PP_CL, 1, 1) __launch_bounds__(PP_NT, 2) lab_pp
   lab_smid_stamp(trace);
   pp_read(PP_ARGS, trace);
 }
+__global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_rl(RL_PARAMS, hct_u64 *trace) {
+  lab_smid_stamp(trace);
+  rl_read(RL_ARGS, trace);
+}
+#define RL_SMEM(T) (RL_OFF_X + std::max((T) * C * 4, RL_NR * K * 2))
 /* The mma loop of pipe's up stage alone: `steps` 32-column steps of
  * pp_step per warp, A from shared-memory planes (MODE 0), A from
  * registers (MODE 1: no shared loads), or the shared loads alone (MODE
@@ -239,8 +251,9 @@ static void alloc_set(Set &s, int T, unsigned seed) {
   CK(cudaGetLastError());
 }
 
-enum Kind { V1, PB, PK, PBP, PKP, PP, PPP };
-static const char *kind_name[] = {"v1", "persist_bw", "persist", "persist_bw+pdl", "persist+pdl", "pipe", "pipe+pdl"};
+enum Kind { V1, PB, PK, PBP, PKP, PP, PPP, RL, RLP };
+static const char *kind_name[] = {"v1",   "persist_bw", "persist", "persist_bw+pdl", "persist+pdl",
+                                  "pipe", "pipe+pdl",   "relay",   "relay+pdl"};
 
 /* LAB_GRID=120: launch the persistent kernels with fewer blocks (their
  * results are then wrong: a timing experiment only). */
@@ -280,6 +293,11 @@ static void launch(Kind k, Set &s, int T, bool pend, hct_u64 *trace) {
                (const hct_u16 *)s.wu, s.lo, g_ws, s.mixed, s.mb, s.mh, T, trace);
   } else if (k == PP) {
     lab_pp<<<g_grid, PP_NT, PP_SMEM>>>(s.resid, P, s.wn, s.wd, s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
+  } else if (k == RL) {
+    lab_rl<<<g_grid, RL_NT, RL_SMEM(T)>>>(s.resid, P, s.wn, s.wd, s.wu, s.lo, g_ws, s.mixed, s.mb, s.mh, T, trace);
+  } else if (k == RLP) {
+    launch_pdl(lab_rl, RL_NT, RL_SMEM(T), s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
+               (const hct_u16 *)s.wu, s.lo, g_ws, s.mixed, s.mb, s.mh, T, trace);
   } else if (k == PPP) {
     launch_pdl(lab_pp, PP_NT, PP_SMEM, s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
                (const hct_u16 *)s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
@@ -328,7 +346,7 @@ static void parity(int T, Set &s) {
   CK(cudaMemcpy(r0.data(), s.resid, r0.size() * 4, cudaMemcpyDeviceToHost));
   for (int pend = 0; pend < 2; ++pend) {
     Outs ref = run_once(V1, s, T, pend, r0);
-    for (int k = PB; k <= PPP; ++k) {
+    for (int k = PB; k <= RLP; ++k) {
       if (!kind_wanted(k)) continue;
       Outs o = run_once((Kind)k, s, T, pend, r0);
       long bad = 0, badr = 0;
@@ -478,6 +496,29 @@ static double time_graph(enq_fn enq, hct_u64 *trace, std::vector<hct_u64> *tr) {
 
 static std::vector<Set> g_sets;
 static int g_T, g_nsets;
+/* relay: each stage's median over the blocks of each stream (cluster
+ * rank = block % 4), ns after the read's first block started. */
+static void relay_analysis(const std::vector<hct_u64> &tr, int launch_i) {
+  const hct_u64 *b = tr.data() + (size_t)launch_i * NBLK * STAMPS;
+  hct_u64 t0 = ~0ull;
+  for (int i = 0; i < (int)g_grid; ++i) t0 = std::min(t0, b[i * STAMPS]);
+  const int slots[] = {1, 2, 3, 4, 12, 5, 6, 7, 11, 8, 9, 10};
+  printf("  by stream:   ");
+  for (int j : slots) printf(" %6d", j);
+  printf("\n");
+  for (int st = 0; st < RL_CL; ++st) {
+    printf("    stream %d: ", st);
+    for (int j : slots) {
+      std::vector<long long> v;
+      for (int i = st; i < (int)g_grid; i += RL_CL)
+        if (b[i * STAMPS + j]) v.push_back((long long)(b[i * STAMPS + j] - t0));
+      std::sort(v.begin(), v.end());
+      printf(" %6lld", v.empty() ? -1ll : v[v.size() / 2]);
+    }
+    printf("\n");
+  }
+}
+
 static Kind g_kind;
 static int g_nbar;
 static hct_u4 *g_src;
@@ -507,6 +548,7 @@ int main(int argc, char **argv) {
   CK(cudaFuncSetAttribute(lab_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024 - 64));
   CK(cudaFuncSetAttribute(lab_stream_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
   CK(cudaFuncSetAttribute(lab_pp, cudaFuncAttributeMaxDynamicSharedMemorySize, PP_SMEM));
+  CK(cudaFuncSetAttribute(lab_rl, cudaFuncAttributeMaxDynamicSharedMemorySize, RL_SMEM(8)));
   CK(cudaMalloc(&g_ws, 4096));
   CK(cudaMemset(g_ws, 0, 4096));
   hct_u64 *trace;
@@ -638,7 +680,7 @@ kernels:
     for (int i = 0; i < g_nsets; ++i) alloc_set(g_sets[i], T, 1000 * T + i);
     CK(cudaDeviceSynchronize());
     parity(T, g_sets[0]);
-    for (int k = V1; k <= PPP; ++k) {
+    for (int k = V1; k <= RLP; ++k) {
       if (!kind_wanted(k)) continue;
       g_kind = (Kind)k;
       CK(cudaMemset(trace, 0, (size_t)BATCH * NBLK * STAMPS * 8));
@@ -646,9 +688,10 @@ kernels:
       printf("time T=%d %-10s: %.2f us a read (cold, %d sets, %d reads a graph, median of %d)\n", T,
              kind_name[k], us, g_nsets, BATCH, REPLAYS);
       if (k != V1) {
-        const bool pipe = k == PP || k == PPP;
-        timeline(kind_name[k], tr, BATCH / 2, pipe ? 16 : 14);
+        const bool pipe = k == PP || k == PPP, relay = k == RL || k == RLP;
+        timeline(kind_name[k], tr, BATCH / 2, pipe || relay ? 16 : 14);
         if (pipe) pipe_analysis(tr, BATCH / 2);
+        else if (relay) relay_analysis(tr, BATCH / 2);
         else printf("  SM clock over that read: %.0f MHz (median over blocks)\n", clock_mhz(tr, BATCH / 2, 14));
       }
     }
