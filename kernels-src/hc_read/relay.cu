@@ -35,7 +35,7 @@
  *   grid   one grid barrier (hct_grid.h); every block reads lo.
  *   up     block b owns channels 20b .. 20b+19, the 80 rows s*C + c of
  *          w_up (four bulk copies into the activations' space once the
- *          block's down work is done); thread (row pair, L < 8) runs the
+ *          block has arrived at the barrier); thread (row pair, L < 8) runs the
  *          canonical lanes L, L+8, L+16, L+24 of a row (lane L also takes
  *          chunk L+32), adds them as the butterfly's first two levels do
  *          and finishes levels 4, 2, 1 with shuffles inside its group of
@@ -367,13 +367,6 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   }
   __syncthreads(); /* every thread is done with xs (and, in stream 3, rcv holds the chains) */
   rl_stamp(trace, 5);
-  /* w_up's 80 rows (four runs of 20 contiguous rows, one a stream) into the
-   * activations' space, landing during the barrier; the loop's reads of xs
-   * (generic proxy) before the copies' writes (async proxy). */
-  if (tid == 0) {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    hct_bulk_copy_runs(wub, w_up + (long long)cu0 * K, (long long)C * K * 2, RL_NCU * K * 2, S, bar + 1);
-  }
   if (s == S - 1 && tid < T * RL_RPC) {
     /* Row j's butterfly for token t: lane L + m into lane L, m = 16 .. 1. */
     const int t = tid / RL_RPC, j = tid % RL_RPC;
@@ -393,7 +386,19 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     lo[(long long)t * K + RL_RPC * c + j] = v[0];
   }
   rl_stamp(trace, 6);
-  if (!hct_grid_sync(&grid)) return;
+  hct_grid_arrive(&grid);
+  /* w_up's 80 rows (four runs of 20 contiguous rows, one a stream) into the
+   * activations' space, landing while the barrier completes; the loop's
+   * reads of xs (generic proxy) before the copies' writes (async proxy).
+   * Issued after the arrival, because the arrival's release waits for the
+   * block's bulk copies in flight (pipe's finding; tools/lab at 06cc33f,
+   * copies issued before it: the barrier ended 3.3 us after stream 3's
+   * last lo store). */
+  if (tid == 0) {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    hct_bulk_copy_runs(wub, w_up + (long long)cu0 * K, (long long)C * K * 2, RL_NCU * K * 2, S, bar + 1);
+  }
+  if (!hct_grid_wait(&grid)) return;
   rl_stamp(trace, 7);
 
   /* ---- lo from every cluster; this block's R' stored -------------------- */
@@ -406,34 +411,52 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   __syncthreads();
   rl_stamp(trace, 8);
 
-  /* ---- up: thread (row slot, L < 8) takes rows ir and ir + 40 ----------- */
+  /* ---- up: thread (row slot, L < 8) takes rows ir and ir + 40 -----------
+   * Row ir's weights stay in registers (row ir + 40's too made the
+   * compiler spill), each chunk of lo is loaded once for both rows, and
+   * the sigmoid is a pass of its own (inside the loop only
+   * one lane in eight computed it: tools/lab at 06cc33f, the up stage took
+   * 2.4 us at T=1 and 14.6 at T=8). */
   {
-    const int ul = tid % 8, ur = tid / 8;
+    const int ul = tid % 8, ir = tid / 8;
     const hct_u4 *w4 = (const hct_u4 *)wub;
-#pragma unroll 1
-    for (int h = 0; h < 2; ++h) {
-      const int ir = ur + (RL_NR / 2) * h;
-      hct_u4 w[5];
+    hct_u4 wa[5];
 #pragma unroll
-      for (int k = 0; k < 5; ++k) w[k] = w4[ir * HCR_UP_CHUNKS + ul + 8 * k];
-      for (int t = 0; t < T; ++t) {
-        const hct_f4 *l4 = (const hct_f4 *)(los + t * K);
-        float v[4];
-        /* lanes ul, ul + 8, ul + 16, ul + 24 of the canonical warp */
+    for (int k = 0; k < 5; ++k) {
+      wa[k] = w4[ir * HCR_UP_CHUNKS + ul + 8 * k];
+    }
+    for (int t = 0; t < T; ++t) {
+      const hct_f4 *l4 = (const hct_f4 *)(los + t * K);
+      float va[4], vb[4];
+      /* lanes ul, ul + 8, ul + 16, ul + 24 of the canonical warp */
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const int ch = ul + 8 * k;
-          v[k] = hcr_dot8(w[k], l4[2 * ch], l4[2 * ch + 1], 0.0f);
-        }
-        v[0] = hcr_dot8(w[4], l4[2 * (ul + 32)], l4[2 * (ul + 32) + 1], v[0]); /* lane ul's second chunk */
-        float u = (v[0] + v[2]) + (v[1] + v[3]); /* the butterfly's levels 16 and 8 */
-        u += hct_shfl_xor(u, 4);
-        u += hct_shfl_xor(u, 2);
-        u += hct_shfl_xor(u, 1);
-        if (ul == 0) gt[t * RL_NR + ir] = hcr_sigmoid(u);
+      for (int k = 0; k < 4; ++k) {
+        const int ch = ul + 8 * k;
+        const hct_f4 x0 = l4[2 * ch], x1 = l4[2 * ch + 1];
+        va[k] = hcr_dot8(wa[k], x0, x1, 0.0f);
+        vb[k] = hcr_dot8(w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ul + 8 * k], x0, x1, 0.0f);
+      }
+      { /* lane ul's second chunk */
+        const hct_f4 x0 = l4[2 * (ul + 32)], x1 = l4[2 * (ul + 32) + 1];
+        va[0] = hcr_dot8(wa[4], x0, x1, va[0]);
+        vb[0] = hcr_dot8(w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ul + 32], x0, x1, vb[0]);
+      }
+      float ua = (va[0] + va[2]) + (va[1] + va[3]); /* the butterfly's levels 16 and 8 */
+      float ub = (vb[0] + vb[2]) + (vb[1] + vb[3]);
+      ua += hct_shfl_xor(ua, 4);
+      ub += hct_shfl_xor(ub, 4);
+      ua += hct_shfl_xor(ua, 2);
+      ub += hct_shfl_xor(ub, 2);
+      ua += hct_shfl_xor(ua, 1);
+      ub += hct_shfl_xor(ub, 1);
+      if (ul == 0) {
+        gt[t * RL_NR + ir] = ua;
+        gt[t * RL_NR + ir + RL_NR / 2] = ub;
       }
     }
   }
+  __syncthreads();
+  for (int p = tid; p < T * RL_NR; p += RL_NT) gt[p] = hcr_sigmoid(gt[p]);
   __syncthreads();
   rl_stamp(trace, 9);
 
