@@ -79,7 +79,11 @@
 #ifndef RL_PB
 #define RL_PB 2 /* tokens of pending loaded at a time (registers) */
 #endif
-#define RL_NBAR (2 + RL_TMAX) /* mbarriers: w_norm, w_up, one a token group */
+#define RL_NBAR (3 + RL_TMAX) /* mbarriers: w_norm, w_up, one a token group, R */
+#define RL_BAR_R (2 + RL_TMAX)
+#ifndef RL_RB /* R by bulk copies (1) or by cp.async (0); tools/lab switch */
+#define RL_RB 0
+#endif
 static_assert(S == RL_CL && HCR_DOWN_Q == S * RL_QS, "relay: a block per stream, ten chunks of a chain each");
 static_assert(K == (RL_NB / RL_CL) * RL_RPC && RL_NT == HCT_LW * RL_RPC, "relay: a thread per (lane, row)");
 static_assert(C == RL_NB * RL_NCU && RL_NR * 4 == RL_NT && RL_NT == (RL_NR / 2) * 8, "relay: 40 row slots of 8 lanes, two w_up rows each");
@@ -90,7 +94,7 @@ static_assert(G == 1 || G == 2 || G == 4, "relay: G is 1, 2 or 4");
  * (the manifest's smem: RL_OFF_X + max(T*C*4, RL_NR*K*2)). */
 #define RL_OFF_WN 0                                   /* w_norm of the stream, C bf16 */
 #define RL_OFF_RCV (RL_OFF_WN + C * 2)                /* [t][tid] f32: the chains handed over */
-#define RL_OFF_LO (RL_OFF_RCV + RL_TMAX * RL_NT * 4)  /* [t][K] f32 after the barrier */
+#define RL_OFF_LO (RL_OFF_RCV + RL_TMAX * RL_NT * 4)  /* lo after the barrier, [half][t][K/8] f4 */
 #define RL_OFF_GT (RL_OFF_LO + RL_TMAX * K * 4)       /* gates [t][80] f32 */
 #define RL_OFF_RED (RL_OFF_GT + RL_TMAX * RL_NR * 4)  /* the norm's warp sums [t][8], rs [t] */
 #define RL_OFF_BAR (RL_OFF_RED + RL_TMAX * 9 * 4)     /* RL_NBAR mbarriers */
@@ -242,11 +246,19 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   rl_stamp(trace, 1);
 
   /* ---- R' of the stream into shared memory; the mix channels' R' -------- */
-  for (int p = tid; p < T * (C / 4); p += RL_NT) {
-    const int t = p / (C / 4), c4 = p % (C / 4);
-    hct_cp_async16(xs + 4 * p, resid + ((long long)t * S + s) * C + 4 * c4);
+  if (RL_RB) {
+    /* a bulk copy a token, by lanes 0..T-1 of warp 0, after lane 0's
+     * announcement of the bytes */
+    if (tid == 0) hct_bulk_expect(bar + RL_BAR_R, (hct_u32)(T * C * 4));
+    __syncwarp();
+    if (tid < T) hct_bulk_copy(xs + tid * C, resid + ((long long)tid * S + s) * C, C * 4, bar + RL_BAR_R);
+  } else {
+    for (int p = tid; p < T * (C / 4); p += RL_NT) {
+      const int t = p / (C / 4), c4 = p % (C / 4);
+      hct_cp_async16(xs + 4 * p, resid + ((long long)t * S + s) * C + 4 * c4);
+    }
+    hct_cp_async_commit();
   }
-  hct_cp_async_commit();
   const int mt = tid / RL_NCU, mcl = tid % RL_NCU; /* the mix: a thread per (token, channel) */
   float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f};
   if (mt < T) {
@@ -257,10 +269,11 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
       if (pending != 0) rm[sr] = rm[sr] + pending[at];
     }
   }
-  hct_cp_async_wait<0>();
+  if (RL_RB) hct_bulk_wait(bar + RL_BAR_R, 0);
+  else hct_cp_async_wait<0>();
   if (pending != 0) {
     /* R' = fl(R + P), element by element, two tokens' loads at a time
-     * (each thread adds to what its own cp.async brought). */
+     * (cp.async: each thread adds to what its own copies brought). */
     for (int t0 = 0; t0 < T; t0 += RL_PB) {
       const int n = min(RL_PB, T - t0) * (C / 4);
       hct_f4 pv[RL_PB * (C / 4) / RL_NT];
@@ -402,7 +415,12 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   rl_stamp(trace, 7);
 
   /* ---- lo from every cluster; this block's R' stored -------------------- */
-  for (int p = tid; p < T * (K / 4); p += RL_NT) ((hct_f4 *)los)[p] = rl_ldcg4(lo + 4 * p);
+  /* In shared memory as two halves, [half][t][chunk of 8] of 16 bytes, so
+   * that the eight lanes of a group read 128 contiguous bytes a load (a
+   * 16-byte load is served a quarter warp at a time; [t][K] put lanes u
+   * and u + 4 on the same banks). */
+  for (int p = tid; p < T * (K / 4); p += RL_NT)
+    ((hct_f4 *)los)[(p % 2) * (RL_TMAX * K / 8) + p / 2] = rl_ldcg4(lo + 4 * p);
   if (pending != 0 && mt < T)
 #pragma unroll
     for (int sr = 0; sr < S; ++sr) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
@@ -426,18 +444,18 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
       wa[k] = w4[ir * HCR_UP_CHUNKS + ul + 8 * k];
     }
     for (int t = 0; t < T; ++t) {
-      const hct_f4 *l4 = (const hct_f4 *)(los + t * K);
+      const hct_f4 *l4 = (const hct_f4 *)los + t * (K / 8), *l4b = l4 + RL_TMAX * K / 8;
       float va[4], vb[4];
       /* lanes ul, ul + 8, ul + 16, ul + 24 of the canonical warp */
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const int ch = ul + 8 * k;
-        const hct_f4 x0 = l4[2 * ch], x1 = l4[2 * ch + 1];
+        const hct_f4 x0 = l4[ch], x1 = l4b[ch];
         va[k] = hcr_dot8(wa[k], x0, x1, 0.0f);
         vb[k] = hcr_dot8(w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ul + 8 * k], x0, x1, 0.0f);
       }
       { /* lane ul's second chunk */
-        const hct_f4 x0 = l4[2 * (ul + 32)], x1 = l4[2 * (ul + 32) + 1];
+        const hct_f4 x0 = l4[ul + 32], x1 = l4b[ul + 32];
         va[0] = hcr_dot8(wa[4], x0, x1, va[0]);
         vb[0] = hcr_dot8(w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ul + 32], x0, x1, vb[0]);
       }
