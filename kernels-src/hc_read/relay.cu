@@ -81,8 +81,11 @@
 #endif
 #define RL_NBAR (3 + RL_TMAX) /* mbarriers: w_norm, w_up, one a token group, R */
 #define RL_BAR_R (2 + RL_TMAX)
+#ifndef RL_UPW /* up: row ir + 40's weights kept in registers (1) or loaded each token (0); lab */
+#define RL_UPW 1
+#endif
 #ifndef RL_RB /* R by bulk copies (1) or by cp.async (0); tools/lab switch */
-#define RL_RB 0
+#define RL_RB 1
 #endif
 static_assert(S == RL_CL && HCR_DOWN_Q == S * RL_QS, "relay: a block per stream, ten chunks of a chain each");
 static_assert(K == (RL_NB / RL_CL) * RL_RPC && RL_NT == HCT_LW * RL_RPC, "relay: a thread per (lane, row)");
@@ -259,16 +262,6 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     }
     hct_cp_async_commit();
   }
-  const int mt = tid / RL_NCU, mcl = tid % RL_NCU; /* the mix: a thread per (token, channel) */
-  float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (mt < T) {
-#pragma unroll
-    for (int sr = 0; sr < S; ++sr) {
-      const long long at = ((long long)mt * S + sr) * C + cu0 + mcl;
-      rm[sr] = resid[at];
-      if (pending != 0) rm[sr] = rm[sr] + pending[at];
-    }
-  }
   if (RL_RB) hct_bulk_wait(bar + RL_BAR_R, 0);
   else hct_cp_async_wait<0>();
   if (pending != 0) {
@@ -419,31 +412,57 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
    * that the eight lanes of a group read 128 contiguous bytes a load (a
    * 16-byte load is served a quarter warp at a time; [t][K] put lanes u
    * and u + 4 on the same banks). */
+  /* The mix channels' R' is loaded here, beside lo (no later, every block
+   * has read R by now, and only this block writes these elements), and
+   * kept in shared memory (rcv, free now) rather than in registers through
+   * the up stage. */
+  const int mt = tid / RL_NCU, mcl = tid % RL_NCU; /* the mix: a thread per (token, channel) */
+  float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (mt < T) {
+#pragma unroll
+    for (int sr = 0; sr < S; ++sr) {
+      const long long at = ((long long)mt * S + sr) * C + cu0 + mcl;
+      rm[sr] = resid[at];
+      if (pending != 0) rm[sr] = rm[sr] + pending[at];
+    }
+  }
   for (int p = tid; p < T * (K / 4); p += RL_NT)
     ((hct_f4 *)los)[(p % 2) * (RL_TMAX * K / 8) + p / 2] = rl_ldcg4(lo + 4 * p);
-  if (pending != 0 && mt < T)
+  if (mt < T)
 #pragma unroll
-    for (int sr = 0; sr < S; ++sr) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
+    for (int sr = 0; sr < S; ++sr) {
+      rcv[mt * RL_NR + sr * RL_NCU + mcl] = rm[sr];
+      if (pending != 0) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
+    }
   hct_bulk_wait(bar + 1, 0); /* w_up */
   rl_stamp(trace, 11);
   __syncthreads();
   rl_stamp(trace, 8);
 
   /* ---- up: thread (row slot, L < 8) takes rows ir and ir + 40 -----------
-   * Row ir's weights stay in registers (row ir + 40's too made the
-   * compiler spill), each chunk of lo is loaded once for both rows, and
-   * the sigmoid is a pass of its own (inside the loop only
-   * one lane in eight computed it: tools/lab at 06cc33f, the up stage took
-   * 2.4 us at T=1 and 14.6 at T=8). */
+   * Both rows' weights stay in registers as bf16 pairs (opaque to the
+   * compiler each token, so that it does not widen them to floats once and
+   * run out of registers), each chunk of lo is loaded once
+   * for both rows, and the sigmoid is a pass of its own.  (tools/lab at
+   * 06cc33f: with the sigmoid in the loop and lo loaded for each row, up
+   * took 2.4 us at T=1 and 14.6 at T=8; 1.2 and 6.5 with row ir + 40
+   * reloaded from shared memory each token, 3e5d2d8.) */
   {
     const int ul = tid % 8, ir = tid / 8;
     const hct_u4 *w4 = (const hct_u4 *)wub;
-    hct_u4 wa[5];
+    hct_u4 wa[5], wb[5];
 #pragma unroll
     for (int k = 0; k < 5; ++k) {
       wa[k] = w4[ir * HCR_UP_CHUNKS + ul + 8 * k];
+      if (RL_UPW) wb[k] = w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ul + 8 * k];
     }
     for (int t = 0; t < T; ++t) {
+#pragma unroll
+      for (int k = 0; k < 5; ++k) {
+        asm volatile("" : "+r"(wa[k].x), "+r"(wa[k].y), "+r"(wa[k].z), "+r"(wa[k].w));
+        if (RL_UPW) asm volatile("" : "+r"(wb[k].x), "+r"(wb[k].y), "+r"(wb[k].z), "+r"(wb[k].w));
+        else wb[k] = w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ul + 8 * k];
+      }
       const hct_f4 *l4 = (const hct_f4 *)los + t * (K / 8), *l4b = l4 + RL_TMAX * K / 8;
       float va[4], vb[4];
       /* lanes ul, ul + 8, ul + 16, ul + 24 of the canonical warp */
@@ -452,12 +471,12 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
         const int ch = ul + 8 * k;
         const hct_f4 x0 = l4[ch], x1 = l4b[ch];
         va[k] = hcr_dot8(wa[k], x0, x1, 0.0f);
-        vb[k] = hcr_dot8(w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ul + 8 * k], x0, x1, 0.0f);
+        vb[k] = hcr_dot8(wb[k], x0, x1, 0.0f);
       }
       { /* lane ul's second chunk */
         const hct_f4 x0 = l4[ul + 32], x1 = l4b[ul + 32];
         va[0] = hcr_dot8(wa[4], x0, x1, va[0]);
-        vb[0] = hcr_dot8(w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ul + 32], x0, x1, vb[0]);
+        vb[0] = hcr_dot8(wb[4], x0, x1, vb[0]);
       }
       float ua = (va[0] + va[2]) + (va[1] + va[3]); /* the butterfly's levels 16 and 8 */
       float ub = (vb[0] + vb[2]) + (vb[1] + vb[3]);
@@ -481,9 +500,10 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   /* ---- mix ---------------------------------------------------------------*/
   if (mt < T) {
     const float *gr = gt + mt * RL_NR + mcl;
-    float m = gr[0] * rm[0];
+    const float *rr = rcv + mt * RL_NR + mcl;
+    float m = gr[0] * rr[0];
 #pragma unroll
-    for (int sr = 1; sr < S; ++sr) m = fmaf(gr[sr * RL_NCU], rm[sr], m);
+    for (int sr = 1; sr < S; ++sr) m = fmaf(gr[sr * RL_NCU], rr[sr * RL_NCU], m);
     const long long o = (long long)mt * C + cu0 + mcl;
     mixed[o] = m;
     mixed_bf16[o] = hct_f32_to_bf16(m);
