@@ -44,11 +44,11 @@
 #include "persist.cu"
 #include "persist_bw.cu"
 #include "pipe.cu"
-#ifndef G /* relay's token group and hand-off (build.sh -DG=2 -DHO=1) */
+#ifndef G /* relay's token group and up registers (build.sh -DG=2 -DUPREG=0) */
 #define G 1
 #endif
-#ifndef HO
-#define HO 0
+#ifndef UPREG
+#define UPREG 1
 #endif
 #include "relay.cu"
 #include "hct_bulk.h"
