@@ -79,9 +79,10 @@
 #ifndef RL_PB
 #define RL_PB 2 /* tokens of pending loaded at a time (registers) */
 #endif
-#define RL_NBAR (4 + RL_TMAX) /* mbarriers: w_norm, w_up, one a token group, R, the extra row */
+#define RL_NBAR (5 + RL_TMAX) /* mbarriers: w_norm, w_up, one a token group, R, the extra row's weights and hand-off */
 #define RL_BAR_R (2 + RL_TMAX)
 #define RL_BAR_X (3 + RL_TMAX)
+#define RL_BAR_XH (4 + RL_TMAX)
 /* Who computes which rows of lo.  The card holds 62 clusters of four such
  * blocks, not the 64 of two reads, so each read's last two clusters start
  * only as the previous read ends (tools/lab: their blocks arrived at the
@@ -112,7 +113,7 @@ static_assert(RL_NXC >= 0 && RL_NXC <= RL_NPC && RL_NPC < RL_NCL, "relay: rows o
 #define RL_OFF_RED (RL_OFF_GT + RL_TMAX * RL_NR * 4)  /* the norm's warp sums [t][8], rs [t] */
 #define RL_OFF_BAR (RL_OFF_RED + RL_TMAX * 9 * 4)     /* RL_NBAR mbarriers */
 #define RL_OFF_X ((RL_OFF_BAR + RL_NBAR * 8 + 127) / 128 * 128) /* xn [t][C] f32; later w_up [80][K] bf16 */
-static_assert(RL_OFF_X == 28544, "relay: the manifest's smem starts the activations at 28544");
+static_assert(RL_OFF_X == 28672, "relay: the manifest's smem starts the activations at 28672");
 
 HCT_DEV int rl_cluster_rank(void) {
   hct_u32 r;
@@ -198,7 +199,6 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   const int dl = tid / RL_RPC, dj = tid % RL_RPC; /* down: the chain's lane L and row */
   const bool producer = c < RL_NPC, extra = c < RL_NXC;
   const int row0 = c * RL_RPC + min(c, RL_NXC); /* the cluster's first row of lo */
-  const bool xw = extra && wp == RL_XW;         /* this warp also runs the eleventh row */
   hct_u16 *wx = (hct_u16 *)(sm + RL_OFF_LO);
   float *rcvx = (float *)(sm + RL_OFF_GT);
   const int cu0 = (int)blockIdx.x * RL_NCU;
@@ -231,8 +231,8 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     }
     /* The hand-offs this block receives, a token group's bytes each. */
     if (s > 0 && producer)
-      for (int gi = 0; gi * G < T; ++gi)
-        hct_bulk_expect(bar + 2 + gi, (hct_u32)(min(G, T - gi * G) * (RL_NT + (extra ? HCT_LW : 0)) * 4));
+      for (int gi = 0; gi * G < T; ++gi) hct_bulk_expect(bar + 2 + gi, (hct_u32)(min(G, T - gi * G) * RL_NT * 4));
+    if (s > 0 && extra) hct_bulk_expect(bar + RL_BAR_XH, (hct_u32)(T * HCT_LW * 4));
     /* The eleventh row's stream-s segment, for the last warp. */
     if (extra) {
       hct_bulk_expect(bar + RL_BAR_X, C * 2);
@@ -342,21 +342,16 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     rl_stamp(trace, 3);
     rl_cluster_wait(); /* every block of the cluster has initialised its mbarriers */
     rl_stamp(trace, 4);
-    if (extra) hct_bulk_wait(bar + RL_BAR_X, 0); /* the eleventh row's weights */
-    const hct_u4 *wx4 = (const hct_u4 *)wx;
     for (int t0 = 0, gi = 0; t0 < T; t0 += G, ++gi) {
-      float acc[G], accx[G];
+      float acc[G];
 #pragma unroll
-      for (int g = 0; g < G; ++g) acc[g] = accx[g] = 0.0f;
+      for (int g = 0; g < G; ++g) acc[g] = 0.0f;
       if (s > 0) {
         hct_bulk_wait(bar + 2 + gi, 0); /* stream s - 1's hand-off of this group */
         if (gi == 0) rl_stamp(trace, 12);
 #pragma unroll
         for (int g = 0; g < G; ++g)
-          if (t0 + g < T) {
-            acc[g] = rcv[(t0 + g) * RL_NT + tid];
-            if (xw) accx[g] = rcvx[(t0 + g) * HCT_LW + lane];
-          }
+          if (t0 + g < T) acc[g] = rcv[(t0 + g) * RL_NT + tid];
       }
 #pragma unroll
       for (int qq = 0; qq < RL_QS; ++qq) {
@@ -367,28 +362,50 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
             acc[g] = hcr_dot8(wr[qq], x[0], x[1], acc[g]);
           }
         }
-        if (xw) { /* the eleventh row, lane `lane`: warp-uniform */
-          const hct_u4 w = wx4[HCT_LW * qq + lane];
-#pragma unroll
-          for (int g = 0; g < G; ++g) {
-            if (t0 + g < T) {
-              const hct_f4 *x = (const hct_f4 *)(xs + (long long)(t0 + g) * C + 8 * HCT_LW * qq + 8 * lane);
-              accx[g] = hcr_dot8(w, x[0], x[1], accx[g]);
-            }
-          }
-        }
       }
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         if (t0 + g < T) {
-          float *dst = rcv + (t0 + g) * RL_NT + tid, *dstx = rcvx + (t0 + g) * HCT_LW + lane;
-          if (s == S - 1) { /* this thread's own slots: read above, by it */
-            *dst = acc[g];
-            if (xw) *dstx = accx[g];
-          } else {
-            rl_st_async(dst, acc[g], bar + 2 + gi, s + 1);
-            if (xw) rl_st_async(dstx, accx[g], bar + 2 + gi, s + 1);
+          float *dst = rcv + (t0 + g) * RL_NT + tid;
+          if (s == S - 1) *dst = acc[g]; /* this thread's own slot: read above, by it */
+          else rl_st_async(dst, acc[g], bar + 2 + gi, s + 1);
+        }
+      }
+    }
+    /* The eleventh row, by the last warp once its ten rows are handed on:
+     * lane `lane`'s chain for every token (its weights in shared memory),
+     * relayed behind the ten rows, on a hand-off of its own.  (Run inside
+     * the ten rows' loop, its chains made that warp, and so every stage,
+     * about twice as slow: tools/lab at 5c0a0c0.) */
+    if (extra && wp == RL_XW) {
+      hct_bulk_wait(bar + RL_BAR_X, 0); /* its weights */
+      float ax[RL_TMAX];
+#pragma unroll
+      for (int t = 0; t < RL_TMAX; ++t) ax[t] = 0.0f;
+      if (s > 0) {
+        hct_bulk_wait(bar + RL_BAR_XH, 0);
+#pragma unroll
+        for (int t = 0; t < RL_TMAX; ++t)
+          if (t < T) ax[t] = rcvx[t * HCT_LW + lane];
+      }
+      const hct_u4 *wx4 = (const hct_u4 *)wx;
+#pragma unroll
+      for (int qq = 0; qq < RL_QS; ++qq) {
+        const hct_u4 w = wx4[HCT_LW * qq + lane];
+#pragma unroll
+        for (int t = 0; t < RL_TMAX; ++t) {
+          if (t < T) {
+            const hct_f4 *x = (const hct_f4 *)(xs + (long long)t * C + 8 * HCT_LW * qq + 8 * lane);
+            ax[t] = hcr_dot8(w, x[0], x[1], ax[t]);
           }
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < RL_TMAX; ++t) {
+        if (t < T) {
+          float *dst = rcvx + t * HCT_LW + lane;
+          if (s == S - 1) *dst = ax[t];
+          else rl_st_async(dst, ax[t], bar + RL_BAR_XH, s + 1);
         }
       }
     }
