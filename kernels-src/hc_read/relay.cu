@@ -43,7 +43,7 @@
  *
  * Parameters: PDL (0: the read runs alone), GB (grid barrier back-off,
  * ns), G (tokens a relay hand-off: 1 or 2), UPREG (up: both rows' weights
- * in registers, or the second row's loaded each token).  Scratch: lo (T*K floats),
+ * in registers, or the second row's loaded from shared memory each token).  Scratch: lo (T*K floats),
  * ws (the barrier's state, zeroed once).
  */
 #include "hc_read.h"
@@ -79,21 +79,8 @@
 #ifndef RL_PB
 #define RL_PB 2 /* tokens of pending loaded at a time (registers) */
 #endif
-#define RL_NBAR (5 + RL_TMAX) /* mbarriers: w_norm, w_up, one a token group, R, the extra row's weights and hand-off */
+#define RL_NBAR (3 + RL_TMAX) /* mbarriers: w_norm, w_up, one a token group, R */
 #define RL_BAR_R (2 + RL_TMAX)
-#define RL_BAR_X (3 + RL_TMAX)
-#define RL_BAR_XH (4 + RL_TMAX)
-/* Who computes which rows of lo.  The card holds 62 clusters of four such
- * blocks, not the 64 of two reads, so each read's last two clusters start
- * only as the previous read ends (tools/lab: their blocks arrived at the
- * barrier 1.5-2.5 us after the others at T=1, and the barrier waited).  So
- * the first RL_NPC clusters produce lo, 10 rows each and one more in the
- * first RL_NXC (its chains run by the last warp, its weights in shared
- * memory), and the last two only read: up and mix. */
-#define RL_NCL (RL_NB / RL_CL) /* clusters: 32 */
-#define RL_NPC 30              /* clusters that compute rows of lo */
-#define RL_NXC (K - RL_NPC * RL_RPC) /* of those, the ones with an eleventh row: 20 */
-#define RL_XW (RL_NT / HCT_LW - 1)   /* the warp that runs the eleventh row's chains */
 #ifndef RL_RB /* R by bulk copies (1) or by cp.async (0); tools/lab switch */
 #define RL_RB 1
 #endif
@@ -102,18 +89,17 @@ static_assert(K == (RL_NB / RL_CL) * RL_RPC && RL_NT == HCT_LW * RL_RPC, "relay:
 static_assert(C == RL_NB * RL_NCU && RL_NR * 4 == RL_NT && RL_NT == (RL_NR / 2) * 8, "relay: 40 row slots of 8 lanes, two w_up rows each");
 static_assert(HCR_UP_CHUNKS == 40, "relay: up lane L takes chunk L, and L+32 when L < 8");
 static_assert(G == 1 || G == 2 || G == 4, "relay: G is 1, 2 or 4");
-static_assert(RL_NXC >= 0 && RL_NXC <= RL_NPC && RL_NPC < RL_NCL, "relay: rows of lo over the producing clusters");
 
 /* Shared memory, bytes from the start; the activations last, sized by T
  * (the manifest's smem: RL_OFF_X + max(T*C*4, RL_NR*K*2)). */
 #define RL_OFF_WN 0                                   /* w_norm of the stream, C bf16 */
-#define RL_OFF_RCV (RL_OFF_WN + C * 2)                /* [t][tid] f32: the chains handed over; then the mix's R' */
-#define RL_OFF_LO (RL_OFF_RCV + RL_TMAX * RL_NT * 4)  /* the extra row's weights; lo after the barrier, [half][t][K/8] f4 */
-#define RL_OFF_GT (RL_OFF_LO + RL_TMAX * K * 4)       /* the extra row's chains [t][32]; gates [t][80] f32 */
+#define RL_OFF_RCV (RL_OFF_WN + C * 2)                /* [t][tid] f32: the chains handed over */
+#define RL_OFF_LO (RL_OFF_RCV + RL_TMAX * RL_NT * 4)  /* lo after the barrier, [half][t][K/8] f4 */
+#define RL_OFF_GT (RL_OFF_LO + RL_TMAX * K * 4)       /* gates [t][80] f32 */
 #define RL_OFF_RED (RL_OFF_GT + RL_TMAX * RL_NR * 4)  /* the norm's warp sums [t][8], rs [t] */
 #define RL_OFF_BAR (RL_OFF_RED + RL_TMAX * 9 * 4)     /* RL_NBAR mbarriers */
 #define RL_OFF_X ((RL_OFF_BAR + RL_NBAR * 8 + 127) / 128 * 128) /* xn [t][C] f32; later w_up [80][K] bf16 */
-static_assert(RL_OFF_X == 28672, "relay: the manifest's smem starts the activations at 28672");
+static_assert(RL_OFF_X == 28544, "relay: the manifest's smem starts the activations at 28544");
 
 HCT_DEV int rl_cluster_rank(void) {
   hct_u32 r;
@@ -133,24 +119,22 @@ HCT_DEV hct_u32 rl_mapa(const void *p, int rank) {
 /* The hand-off: v by st.async into the shared memory of cluster block
  * `rank` at dst (an address of this block's layout), completing on that
  * block's mbarrier, which expects the group's bytes.  (Plain remote stores
- * and one release arrival after a __syncthreads were slower: bench at
- * 06cc33f, 10.02 against 8.87 us at T=1, 27.36 against 25.52 at T=8.) */
+ * and one release arrival after a __syncthreads were slower: hctune bench
+ * at faf7c38, 10.02 against 8.87 us at T=1, 27.36 against 25.52 at T=8.) */
 HCT_DEV void rl_st_async(const float *dst, float v, const hct_u64 *bar, int rank) {
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(rl_mapa(dst, rank)),
                "r"(__float_as_uint(v)), "r"(rl_mapa(bar, rank))
                : "memory");
 }
-HCT_DEV void rl_cluster_arrive_relaxed(void) { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
-HCT_DEV void rl_cluster_wait(void) { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
 /* 16 bytes of weights into registers, issued where it stands: volatile, so
- * that the compiler does not sink the loads below the PDL wait to their
- * first use (tools/lab at 1d0e0ee: stream 0's stage took 1.6 us instead of
- * 0.7, its weights requested only then). */
+ * that the compiler keeps the loads before the PDL wait. */
 HCT_DEV hct_u4 rl_ldw(const hct_u16 *p) {
   hct_u4 v;
   asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
+HCT_DEV void rl_cluster_arrive_relaxed(void) { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+HCT_DEV void rl_cluster_wait(void) { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
 HCT_DEV hct_f4 rl_ldcg4(const float *p) {
   hct_f4 v;
   asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
@@ -206,10 +190,6 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   const int tid = (int)threadIdx.x, wp = tid / HCT_LW, lane = tid % HCT_LW;
   const int c = rl_cluster_id(), s = rl_cluster_rank();
   const int dl = tid / RL_RPC, dj = tid % RL_RPC; /* down: the chain's lane L and row */
-  const bool producer = c < RL_NPC, extra = c < RL_NXC;
-  const int row0 = c * RL_RPC + min(c, RL_NXC); /* the cluster's first row of lo */
-  hct_u16 *wx = (hct_u16 *)(sm + RL_OFF_LO);
-  float *rcvx = (float *)(sm + RL_OFF_GT);
   const int cu0 = (int)blockIdx.x * RL_NCU;
   hct_grid_t grid = hct_grid_begin(ws);
   rl_stamps_begin(trace);
@@ -234,213 +214,161 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   }
   if (tid == 0) {
     for (int i = 0; i < RL_NBAR; ++i) hct_bulk_init(bar + i);
-    if (producer) {
-      hct_bulk_expect(bar, C * 2);
-      hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, bar);
-    }
+    hct_bulk_expect(bar, C * 2);
+    hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, bar);
     /* The hand-offs this block receives, a token group's bytes each. */
-    if (s > 0 && producer)
+    if (s > 0)
       for (int gi = 0; gi * G < T; ++gi) hct_bulk_expect(bar + 2 + gi, (hct_u32)(min(G, T - gi * G) * RL_NT * 4));
-    if (s > 0 && extra) hct_bulk_expect(bar + RL_BAR_XH, (hct_u32)(T * HCT_LW * 4));
-    /* The eleventh row's stream-s segment, for the last warp. */
-    if (extra) {
-      hct_bulk_expect(bar + RL_BAR_X, C * 2);
-      hct_bulk_copy(wx, w_down + (long long)(row0 + RL_RPC) * D + (long long)s * C, C * 2, bar + RL_BAR_X);
-    }
-    /* A reader's activations' space is never used: w_up at once. */
-    if (!producer) hct_bulk_copy_runs(wub, w_up + (long long)cu0 * K, (long long)C * K * 2, RL_NCU * K * 2, S, bar + 1);
   }
   /* Row j's weights of lane L over stream s: chunk L + 32q, q = 10s + qq. */
   hct_u4 wr[RL_QS];
-  if (producer) {
-      const hct_u16 *src = w_down + (long long)(row0 + dj) * D + (long long)s * C + 8 * dl;
+  {
+    const hct_u16 *src = w_down + (long long)(RL_RPC * c + dj) * D + (long long)s * C + 8 * dl;
 #pragma unroll
-      for (int qq = 0; qq < RL_QS; ++qq) wr[qq] = rl_ldw(src + 8 * HCT_LW * qq);
-    }
-    __syncthreads(); /* the mbarriers' init, before any wait names them */
-    rl_cluster_arrive_relaxed(); /* waited for before the first hand-off */
-    rl_stamp(trace, 14);
-    if (PDL) hcr_pdl_wait();
-    rl_stamp(trace, 1);
-    if (producer) {
+    for (int qq = 0; qq < RL_QS; ++qq) wr[qq] = rl_ldw(src + 8 * HCT_LW * qq);
+  }
+  __syncthreads(); /* the mbarriers' init, before any wait names them */
+  rl_cluster_arrive_relaxed(); /* waited for before the first hand-off */
+  rl_stamp(trace, 14);
+  if (PDL) hcr_pdl_wait();
+  rl_stamp(trace, 1);
 
-    /* ---- R' of the stream into shared memory; the mix channels' R' -------- */
-    if (RL_RB) {
-      /* a bulk copy a token, by lanes 0..T-1 of warp 0, after lane 0's
-       * announcement of the bytes */
-      if (tid == 0) hct_bulk_expect(bar + RL_BAR_R, (hct_u32)(T * C * 4));
-      __syncwarp();
-      if (tid < T) hct_bulk_copy(xs + tid * C, resid + ((long long)tid * S + s) * C, C * 4, bar + RL_BAR_R);
-    } else {
-      for (int p = tid; p < T * (C / 4); p += RL_NT) {
-        const int t = p / (C / 4), c4 = p % (C / 4);
-        hct_cp_async16(xs + 4 * p, resid + ((long long)t * S + s) * C + 4 * c4);
-      }
-      hct_cp_async_commit();
-    }
-    if (RL_RB) hct_bulk_wait(bar + RL_BAR_R, 0);
-    else hct_cp_async_wait<0>();
-    if (pending != 0) {
-      /* R' = fl(R + P), element by element, two tokens' loads at a time
-       * (cp.async: each thread adds to what its own copies brought). */
-      for (int t0 = 0; t0 < T; t0 += RL_PB) {
-        const int n = min(RL_PB, T - t0) * (C / 4);
-        hct_f4 pv[RL_PB * (C / 4) / RL_NT];
-#pragma unroll
-        for (int k = 0; k < RL_PB * (C / 4) / RL_NT; ++k) {
-          const int p = tid + k * RL_NT;
-          if (p < n) {
-            const int t = t0 + p / (C / 4), c4 = p % (C / 4);
-            pv[k] = *(const hct_f4 *)(pending + ((long long)t * S + s) * C + 4 * c4);
-          }
-        }
-#pragma unroll
-        for (int k = 0; k < RL_PB * (C / 4) / RL_NT; ++k) {
-          const int p = tid + k * RL_NT;
-          if (p < n) {
-            hct_f4 *x = (hct_f4 *)(xs + (long long)t0 * C) + p;
-            hct_f4 v = *x;
-            v.x = v.x + pv[k].x; v.y = v.y + pv[k].y; v.z = v.z + pv[k].z; v.w = v.w + pv[k].w;
-            *x = v;
-          }
-        }
-      }
-    }
-    __syncthreads();
-    rl_stamp(trace, 2);
-
-    /* ---- the canonical norm of stream s, every token ---------------------- */
-    if (tid < HCR_NORM_THREADS) {
-      for (int t = 0; t < T; ++t) {
-        const float *x = xs + (long long)t * C;
-        float a = 0.0f;
-#pragma unroll
-        for (int m = 0; m < HCR_NORM_PER_THREAD; ++m) a = fmaf(x[tid + m * HCR_NORM_THREADS], x[tid + m * HCR_NORM_THREADS], a);
-        a = hct_warp_sum(a);
-        if (lane == 0) red[t * 8 + wp] = a;
-      }
-    }
-    __syncthreads();
-    if (wp < T) {
-      /* Warp k's sum in lane k, butterfly 4, 2, 1 on lanes 0..7. */
-      float b = lane < HCR_NORM_THREADS / HCT_LW ? red[wp * 8 + lane] : 0.0f;
-      b += hct_shfl_xor(b, 4);
-      b += hct_shfl_xor(b, 2);
-      b += hct_shfl_xor(b, 1);
-      if (lane == 0) red[64 + wp] = rsqrtf(b / (float)C + HCT_EPS);
-    }
-    hct_bulk_wait(bar, 0); /* w_norm */
-    __syncthreads();
+  /* ---- R' of the stream into shared memory; the mix channels' R' -------- */
+  if (RL_RB) {
+    /* a bulk copy a token, by lanes 0..T-1 of warp 0, after lane 0's
+     * announcement of the bytes */
+    if (tid == 0) hct_bulk_expect(bar + RL_BAR_R, (hct_u32)(T * C * 4));
+    __syncwarp();
+    if (tid < T) hct_bulk_copy(xs + tid * C, resid + ((long long)tid * S + s) * C, C * 4, bar + RL_BAR_R);
+  } else {
     for (int p = tid; p < T * (C / 4); p += RL_NT) {
       const int t = p / (C / 4), c4 = p % (C / 4);
-      const float rs = red[64 + t];
-      hct_f4 *x = (hct_f4 *)xs + p;
-      hct_f4 v = *x;
-      const hct_u32 *w2 = (const hct_u32 *)(wn + 4 * c4);
-      const hct_u32 wa = w2[0], wb = w2[1];
-      float y;
-      y = v.x * hct_bf16_lo(wa); v.x = y * rs;
-      y = v.y * hct_bf16_hi(wa); v.y = y * rs;
-      y = v.z * hct_bf16_lo(wb); v.z = y * rs;
-      y = v.w * hct_bf16_hi(wb); v.w = y * rs;
-      *x = v;
+      hct_cp_async16(xs + 4 * p, resid + ((long long)t * S + s) * C + 4 * c4);
     }
-    __syncthreads();
-
-    /* ---- down: lane dl's chain of row dj over stream s, token group by group */
-    rl_stamp(trace, 3);
-    rl_cluster_wait(); /* every block of the cluster has initialised its mbarriers */
-    rl_stamp(trace, 4);
-    for (int t0 = 0, gi = 0; t0 < T; t0 += G, ++gi) {
-      float acc[G];
+    hct_cp_async_commit();
+  }
+  if (RL_RB) hct_bulk_wait(bar + RL_BAR_R, 0);
+  else hct_cp_async_wait<0>();
+  if (pending != 0) {
+    /* R' = fl(R + P), element by element, two tokens' loads at a time
+     * (cp.async: each thread adds to what its own copies brought). */
+    for (int t0 = 0; t0 < T; t0 += RL_PB) {
+      const int n = min(RL_PB, T - t0) * (C / 4);
+      hct_f4 pv[RL_PB * (C / 4) / RL_NT];
 #pragma unroll
-      for (int g = 0; g < G; ++g) acc[g] = 0.0f;
-      if (s > 0) {
-        hct_bulk_wait(bar + 2 + gi, 0); /* stream s - 1's hand-off of this group */
-        if (gi == 0) rl_stamp(trace, 12);
-#pragma unroll
-        for (int g = 0; g < G; ++g)
-          if (t0 + g < T) acc[g] = rcv[(t0 + g) * RL_NT + tid];
-      }
-#pragma unroll
-      for (int qq = 0; qq < RL_QS; ++qq) {
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-          if (t0 + g < T) {
-            const hct_f4 *x = (const hct_f4 *)(xs + (long long)(t0 + g) * C + 8 * HCT_LW * qq + 8 * dl);
-            acc[g] = hcr_dot8(wr[qq], x[0], x[1], acc[g]);
-          }
+      for (int k = 0; k < RL_PB * (C / 4) / RL_NT; ++k) {
+        const int p = tid + k * RL_NT;
+        if (p < n) {
+          const int t = t0 + p / (C / 4), c4 = p % (C / 4);
+          pv[k] = *(const hct_f4 *)(pending + ((long long)t * S + s) * C + 4 * c4);
         }
       }
+#pragma unroll
+      for (int k = 0; k < RL_PB * (C / 4) / RL_NT; ++k) {
+        const int p = tid + k * RL_NT;
+        if (p < n) {
+          hct_f4 *x = (hct_f4 *)(xs + (long long)t0 * C) + p;
+          hct_f4 v = *x;
+          v.x = v.x + pv[k].x; v.y = v.y + pv[k].y; v.z = v.z + pv[k].z; v.w = v.w + pv[k].w;
+          *x = v;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  rl_stamp(trace, 2);
+
+  /* ---- the canonical norm of stream s, every token ---------------------- */
+  if (tid < HCR_NORM_THREADS) {
+    for (int t = 0; t < T; ++t) {
+      const float *x = xs + (long long)t * C;
+      float a = 0.0f;
+#pragma unroll
+      for (int m = 0; m < HCR_NORM_PER_THREAD; ++m) a = fmaf(x[tid + m * HCR_NORM_THREADS], x[tid + m * HCR_NORM_THREADS], a);
+      a = hct_warp_sum(a);
+      if (lane == 0) red[t * 8 + wp] = a;
+    }
+  }
+  __syncthreads();
+  if (wp < T) {
+    /* Warp k's sum in lane k, butterfly 4, 2, 1 on lanes 0..7. */
+    float b = lane < HCR_NORM_THREADS / HCT_LW ? red[wp * 8 + lane] : 0.0f;
+    b += hct_shfl_xor(b, 4);
+    b += hct_shfl_xor(b, 2);
+    b += hct_shfl_xor(b, 1);
+    if (lane == 0) red[64 + wp] = rsqrtf(b / (float)C + HCT_EPS);
+  }
+  hct_bulk_wait(bar, 0); /* w_norm */
+  __syncthreads();
+  for (int p = tid; p < T * (C / 4); p += RL_NT) {
+    const int t = p / (C / 4), c4 = p % (C / 4);
+    const float rs = red[64 + t];
+    hct_f4 *x = (hct_f4 *)xs + p;
+    hct_f4 v = *x;
+    const hct_u32 *w2 = (const hct_u32 *)(wn + 4 * c4);
+    const hct_u32 wa = w2[0], wb = w2[1];
+    float y;
+    y = v.x * hct_bf16_lo(wa); v.x = y * rs;
+    y = v.y * hct_bf16_hi(wa); v.y = y * rs;
+    y = v.z * hct_bf16_lo(wb); v.z = y * rs;
+    y = v.w * hct_bf16_hi(wb); v.w = y * rs;
+    *x = v;
+  }
+  __syncthreads();
+
+  /* ---- down: lane dl's chain of row dj over stream s, token group by group */
+  rl_stamp(trace, 3);
+  rl_cluster_wait(); /* every block of the cluster has initialised its mbarriers */
+  rl_stamp(trace, 4);
+  for (int t0 = 0, gi = 0; t0 < T; t0 += G, ++gi) {
+    float acc[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) acc[g] = 0.0f;
+    if (s > 0) {
+      hct_bulk_wait(bar + 2 + gi, 0); /* stream s - 1's hand-off of this group */
+      if (gi == 0) rl_stamp(trace, 12);
+#pragma unroll
+      for (int g = 0; g < G; ++g)
+        if (t0 + g < T) acc[g] = rcv[(t0 + g) * RL_NT + tid];
+    }
+#pragma unroll
+    for (int qq = 0; qq < RL_QS; ++qq) {
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         if (t0 + g < T) {
-          float *dst = rcv + (t0 + g) * RL_NT + tid;
-          if (s == S - 1) *dst = acc[g]; /* this thread's own slot: read above, by it */
-          else rl_st_async(dst, acc[g], bar + 2 + gi, s + 1);
+          const hct_f4 *x = (const hct_f4 *)(xs + (long long)(t0 + g) * C + 8 * HCT_LW * qq + 8 * dl);
+          acc[g] = hcr_dot8(wr[qq], x[0], x[1], acc[g]);
         }
       }
     }
-    /* The eleventh row, by the last warp once its ten rows are handed on:
-     * lane `lane`'s chain for every token (its weights in shared memory),
-     * relayed behind the ten rows, on a hand-off of its own.  (Run inside
-     * the ten rows' loop, its chains made that warp, and so every stage,
-     * about twice as slow: tools/lab at 5c0a0c0.) */
-    if (extra && wp == RL_XW) {
-      hct_bulk_wait(bar + RL_BAR_X, 0); /* its weights */
-      float ax[RL_TMAX];
 #pragma unroll
-      for (int t = 0; t < RL_TMAX; ++t) ax[t] = 0.0f;
-      if (s > 0) {
-        hct_bulk_wait(bar + RL_BAR_XH, 0);
-#pragma unroll
-        for (int t = 0; t < RL_TMAX; ++t)
-          if (t < T) ax[t] = rcvx[t * HCT_LW + lane];
-      }
-      const hct_u4 *wx4 = (const hct_u4 *)wx;
-#pragma unroll
-      for (int qq = 0; qq < RL_QS; ++qq) {
-        const hct_u4 w = wx4[HCT_LW * qq + lane];
-#pragma unroll
-        for (int t = 0; t < RL_TMAX; ++t) {
-          if (t < T) {
-            const hct_f4 *x = (const hct_f4 *)(xs + (long long)t * C + 8 * HCT_LW * qq + 8 * lane);
-            ax[t] = hcr_dot8(w, x[0], x[1], ax[t]);
-          }
-        }
-      }
-#pragma unroll
-      for (int t = 0; t < RL_TMAX; ++t) {
-        if (t < T) {
-          float *dst = rcvx + t * HCT_LW + lane;
-          if (s == S - 1) *dst = ax[t];
-          else rl_st_async(dst, ax[t], bar + RL_BAR_XH, s + 1);
-        }
+    for (int g = 0; g < G; ++g) {
+      if (t0 + g < T) {
+        float *dst = rcv + (t0 + g) * RL_NT + tid;
+        if (s == S - 1) *dst = acc[g]; /* this thread's own slot: read above, by it */
+        else rl_st_async(dst, acc[g], bar + 2 + gi, s + 1);
       }
     }
-    __syncthreads(); /* every thread is done with xs (and, in stream 3, rcv holds the chains) */
-    rl_stamp(trace, 5);
-    const int nrow = RL_RPC + (extra ? 1 : 0);
-    if (s == S - 1 && tid < T * nrow) {
-      /* Row j's butterfly for token t: lane L + m into lane L, m = 16 .. 1. */
-      const int t = tid / nrow, j = tid % nrow;
-      float v[HCT_LW];
+  }
+  __syncthreads(); /* every thread is done with xs (and, in stream 3, rcv holds the chains) */
+  rl_stamp(trace, 5);
+  if (s == S - 1 && tid < T * RL_RPC) {
+    /* Row j's butterfly for token t: lane L + m into lane L, m = 16 .. 1. */
+    const int t = tid / RL_RPC, j = tid % RL_RPC;
+    float v[HCT_LW];
 #pragma unroll
-      for (int l = 0; l < HCT_LW; ++l) v[l] = j < RL_RPC ? rcv[t * RL_NT + l * RL_RPC + j] : rcvx[t * HCT_LW + l];
-      /* (each level its own loop: nested, the compiler left v in local memory) */
+    for (int l = 0; l < HCT_LW; ++l) v[l] = rcv[t * RL_NT + l * RL_RPC + j];
+    /* (each level its own loop: nested, the compiler left v in local memory) */
 #pragma unroll
-      for (int l = 0; l < 16; ++l) v[l] = v[l] + v[l + 16];
+    for (int l = 0; l < 16; ++l) v[l] = v[l] + v[l + 16];
 #pragma unroll
-      for (int l = 0; l < 8; ++l) v[l] = v[l] + v[l + 8];
+    for (int l = 0; l < 8; ++l) v[l] = v[l] + v[l + 8];
 #pragma unroll
-      for (int l = 0; l < 4; ++l) v[l] = v[l] + v[l + 4];
-      v[0] = v[0] + v[2];
-      v[1] = v[1] + v[3];
-      v[0] = v[0] + v[1];
-      lo[(long long)t * K + row0 + j] = v[0];
-    }
-  } else {
-    rl_cluster_wait();
+    for (int l = 0; l < 4; ++l) v[l] = v[l] + v[l + 4];
+    v[0] = v[0] + v[2];
+    v[1] = v[1] + v[3];
+    v[0] = v[0] + v[1];
+    lo[(long long)t * K + RL_RPC * c + j] = v[0];
   }
   rl_stamp(trace, 6);
   hct_grid_arrive(&grid);
@@ -451,7 +379,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
    * block's bulk copies in flight (pipe's finding; tools/lab at 06cc33f,
    * copies issued before it: the barrier ended 3.3 us after stream 3's
    * last lo store). */
-  if (tid == 0 && producer) {
+  if (tid == 0) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     hct_bulk_copy_runs(wub, w_up + (long long)cu0 * K, (long long)C * K * 2, RL_NCU * K * 2, S, bar + 1);
   }
@@ -497,7 +425,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
    * for both rows, and the sigmoid is a pass of its own.  (tools/lab at
    * 06cc33f: with the sigmoid in the loop and lo loaded for each row, up
    * took 2.4 us at T=1 and 14.6 at T=8; 1.2 and 6.5 with row ir + 40
-   * reloaded from shared memory each token, 3e5d2d8.) */
+   * reloaded from shared memory each token, f22dd70.) */
   {
     const int ul = tid % 8, ir = tid / 8;
     const hct_u4 *w4 = (const hct_u4 *)wub;
