@@ -126,13 +126,6 @@ HCT_DEV void rl_st_async(const float *dst, float v, const hct_u64 *bar, int rank
                "r"(__float_as_uint(v)), "r"(rl_mapa(bar, rank))
                : "memory");
 }
-/* 16 bytes of weights into registers, issued where it stands: volatile, so
- * that the compiler keeps the loads before the PDL wait. */
-HCT_DEV hct_u4 rl_ldw(const hct_u16 *p) {
-  hct_u4 v;
-  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
 HCT_DEV void rl_cluster_arrive_relaxed(void) { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
 HCT_DEV void rl_cluster_wait(void) { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
 HCT_DEV hct_f4 rl_ldcg4(const float *p) {
@@ -225,7 +218,11 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   {
     const hct_u16 *src = w_down + (long long)(RL_RPC * c + dj) * D + (long long)s * C + 8 * dl;
 #pragma unroll
-    for (int qq = 0; qq < RL_QS; ++qq) wr[qq] = rl_ldw(src + 8 * HCT_LW * qq);
+    /* Plain loads: as ld.global.nc the compiler moved them past the PDL
+     * wait, to their first use, and stream 0's relay stage took 1.6 us
+     * instead of 0.7 (hctune bench at 6b3d922: 10.42 against 8.78 us at
+     * T=1; tools/lab). */
+    for (int qq = 0; qq < RL_QS; ++qq) wr[qq] = *(const hct_u4 *)(src + 8 * HCT_LW * qq);
   }
   __syncthreads(); /* the mbarriers' init, before any wait names them */
   rl_cluster_arrive_relaxed(); /* waited for before the first hand-off */
