@@ -119,8 +119,9 @@ HCT_DEV hct_u32 rl_mapa(const void *p, int rank) {
 /* The hand-off: v by st.async into the shared memory of cluster block
  * `rank` at dst (an address of this block's layout), completing on that
  * block's mbarrier, which expects the group's bytes.  (Plain remote stores
- * and one release arrival after a __syncthreads were slower: hctune bench
- * at faf7c38, 10.02 against 8.87 us at T=1, 27.36 against 25.52 at T=8.) */
+ * and one release arrival after a __syncthreads were slower at every T:
+ * hctune bench at faf7c38, 10.06 against 8.92 us at T=1, 27.44 against
+ * 25.66 at T=8.) */
 HCT_DEV void rl_st_async(const float *dst, float v, const hct_u64 *bar, int rank) {
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(rl_mapa(dst, rank)),
                "r"(__float_as_uint(v)), "r"(rl_mapa(bar, rank))
