@@ -78,6 +78,8 @@
 #define PF 0
 #include "fast_common.h"
 #include "hct_bulk.h"
+#include "hct_cluster.h"
+#include "hct_lab.h"
 #ifndef PDL
 #error "pipe: PDL must be defined"
 #endif
@@ -128,68 +130,9 @@ static_assert(PP_SMEM <= 102168, "pipe: the manifest's smem (102168 bytes at CL=
 static_assert(PP_NR * K * 2 <= PP_RPC * PP_WDS * 2 && 16384 + PP_TMAX * PP_NR * 4 <= 4 * PP_TMAX * PP_DTS * 16,
               "pipe: w_up fits where w_down was, the gates in the planes' space");
 
-#ifdef HCR_LAB
-/* tools/lab: the global timer at each stage into shared memory, written
- * out as the block leaves, so that no global store of the lab's sits in
- * front of the barriers' releases (slot 13 is the lab's: the SM). */
-__shared__ hct_u64 pp_lab_tr[16];
-HCT_DEV void pp_stamp(hct_u64 *trace, int i) {
-  if (trace != 0 && threadIdx.x == 0) pp_lab_tr[i] = hct_globaltimer();
-}
-HCT_DEV void pp_stamps_begin(hct_u64 *trace) {
-  if (trace != 0 && threadIdx.x == 0)
-    for (int i = 0; i < 16; ++i) pp_lab_tr[i] = 0;
-}
-HCT_DEV void pp_stamps_out(hct_u64 *trace) {
-  if (trace != 0 && threadIdx.x == 0)
-    for (int i = 0; i < 16; ++i)
-      if (i != 13) trace[blockIdx.x * 16 + i] = pp_lab_tr[i];
-}
-#else
-HCT_DEV void pp_stamp(hct_u64 *, int) {}
-HCT_DEV void pp_stamps_begin(hct_u64 *) {}
-HCT_DEV void pp_stamps_out(hct_u64 *) {}
-#endif
 
 /* ---- sm_90 pieces ----------------------------------------------------------*/
 
-HCT_DEV int pp_cluster_rank(void) {
-  hct_u32 r;
-  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return (int)r;
-}
-HCT_DEV int pp_cluster_id(void) {
-  hct_u32 r;
-  asm("mov.u32 %0, %%clusterid.x;" : "=r"(r));
-  return (int)r;
-}
-/* ---- the cluster's partials, pushed -------------------------------------
- * A release (barrier.cluster.arrive.release, atom.add.release) waits on
- * sm_90 for the block's bulk copies still in flight (tools/lab at
- * fe3cee5: the w_up copies issued after the down loop held the cluster
- * barrier 1.9 us, and the grid barrier's arrival when issued after it).
- * So each block pushes its partial dots into the shared memory of the
- * cluster's block that reduces them, by st.async, which completes on that
- * block's mbarrier: no fence, and the w_up copies land meanwhile, before
- * the grid barrier's release.  (Tagged 64-bit entries of lo behind a
- * relaxed grid barrier, so that no release waits at all, were slower:
- * 10.04 against 9.60 us at T=1, 13.50 against 11.41 at T=8, lab at
- * 5168583: readers spun on entries that arrived late.  Against the
- * pull it replaced, a cluster barrier and loads from the other blocks'
- * shared memory, the push took a read from 9.55 to 8.84 us at T=1 and
- * from 11.36 to 10.82 at T=8: lab at 8a1c78d.) */
-HCT_DEV hct_u32 pp_mapa(const void *p, int rank) {
-  hct_u32 a;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(hct_smem_addr(p)), "r"(rank));
-  return a;
-}
-HCT_DEV void pp_st_async(const float *dst, float v, const hct_u64 *bar, int rank) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(pp_mapa(dst, rank)),
-               "r"(__float_as_uint(v)), "r"(pp_mapa(bar, rank))
-               : "memory");
-}
-HCT_DEV void pp_cluster_arrive_relaxed(void) { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
-HCT_DEV void pp_cluster_wait(void) { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
 /* Two floats to a bf16 pair, round to nearest even; `a` in the low half
  * (the lower column of an mma fragment). */
 HCT_DEV hct_u32 pp_bf2(float a, float b) {
@@ -229,11 +172,6 @@ HCT_DEV void pp_zero8(hct_u4 *plane, int stride, int t, int c8) {
   const hct_u4 z = {0u, 0u, 0u, 0u};
 #pragma unroll
   for (int i = 0; i < 4; ++i) plane[(i * PP_TMAX + t) * stride + c8] = z;
-}
-HCT_DEV hct_f4 pp_ldcg4(const float *p) {
-  hct_f4 v;
-  asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
-  return v;
 }
 
 /* d += A * B, one m16n8k16 step; A's rows 0..7 in a0 (k 0..7) and a2
@@ -335,13 +273,13 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
   const int tok = lane >> 2, q = lane & 3; /* an mma fragment's row / column and k pair */
-  const int cid = pp_cluster_id(), r = pp_cluster_rank();
+  const int cid = hct_cluster_id(), r = hct_cluster_rank();
   const int g = cid / PP_NH, h = cid % PP_NH, s = PP_SPC * h + r / 4;
   const int j0 = g * PP_RPC;           /* the cluster's first w_down row */
   const int cs0 = (r % 4) * PP_KPB;    /* the block's first column within stream s */
   const int cu0 = (int)blockIdx.x * PP_NCU;
-  pp_stamps_begin(trace);
-  pp_stamp(trace, 0);
+  hct_lab_begin(trace);
+  hct_lab_stamp(trace, 0);
   hct_grid_t grid = hct_grid_begin(ws);
 
   /* ---- before the wait: the weights (no kernel writes them), R into L2 --- */
@@ -377,7 +315,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   /* The cluster's blocks send into each other's shared memory after the
    * down loop, once every block's mbarrier is initialised: arrive now,
    * wait then. */
-  pp_cluster_arrive_relaxed();
+  hct_cluster_arrive_relaxed();
   /* Row i by lane i / 10 of warp i % 10: each bulk copy holds its warp for
    * 30-50 ns (tools/lab), so 41 from one warp took 1.5-2 us, and a block
    * placed late (as the previous read ends) had its chain held up by that:
@@ -388,12 +326,12 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     else
       hct_bulk_copy(wn, w_norm + (long long)s * C + cs0, PP_KPB * 2, bar);
   }
-  pp_stamp(trace, 14);
+  hct_lab_stamp(trace, 14);
   /* w_up is not prefetched into L2 here: with four bulk prefetches a read
    * was 0.1-0.2 us slower than without (lab at e7056b0), with 400 line
    * prefetches slower still (98a7d4d). */
   if (PDL) hcr_pdl_wait();
-  pp_stamp(trace, 1);
+  hct_lab_stamp(trace, 1);
 
   /* Every global load of the chain's start is issued here, before any
    * use, so that they take one trip to L2 together: R (and pending) of
@@ -435,9 +373,9 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   if (pending != 0)
 #pragma unroll
     for (int sr = 0; sr < S; ++sr) rm[sr] = rm[sr] + rp[sr];
-  pp_stamp(trace, 12);
+  hct_lab_stamp(trace, 12);
   hct_bulk_wait(bar, 0); /* w_down and w_norm */
-  pp_stamp(trace, 2);
+  hct_lab_stamp(trace, 2);
 
   /* ---- y = fl(R' * w_norm), split into the planes; sums of squares ------- */
 #pragma unroll
@@ -460,7 +398,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     pp_split8(sp, PP_DTS, t, c8, a, b);
   }
   __syncthreads();
-  pp_stamp(trace, 3);
+  hct_lab_stamp(trace, 3);
 
   /* ---- down: warp kg takes columns 64kg .. 64kg+63 for all 40 rows ------
    * The activations of a step are loaded once a warp and used for the five
@@ -474,7 +412,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     float acc[5][4];
     pp_tiles5(acc, pa, ps, live, wa, 8 * PP_WDS * 2);
 #ifdef HCR_LAB
-    pp_stamp(trace, 11); /* the loop's end (lab only: the stage split finer) */
+    hct_lab_stamp(trace, 11); /* the loop's end (lab only: the stage split finer) */
 #endif
     /* Lane (tok, q) holds token tok's dots over this warp's columns with
      * rows 8nt + 2q, +1; summed over the ten warps in a fixed order, in
@@ -493,27 +431,42 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) rd[(kg * PP_TMAX + tok) * PP_RPC + 8 * nt + 2 * q + e] = acc[nt][e] + acc[nt][2 + e];
     __syncthreads();
+    /* The cluster's partials, pushed.
+     * A release (barrier.cluster.arrive.release, atom.add.release) waits on
+     * sm_90 for the block's bulk copies still in flight (tools/lab at
+     * fe3cee5: the w_up copies issued after the down loop held the cluster
+     * barrier 1.9 us, and the grid barrier's arrival when issued after it).
+     * So each block pushes its partial dots into the shared memory of the
+     * cluster's block that reduces them, by st.async, which completes on that
+     * block's mbarrier: no fence, and the w_up copies land meanwhile, before
+     * the grid barrier's release.  (Tagged 64-bit entries of lo behind a
+     * relaxed grid barrier, so that no release waits at all, were slower:
+     * 10.04 against 9.60 us at T=1, 13.50 against 11.41 at T=8, lab at
+     * 5168583: readers spun on entries that arrived late.  Against the
+     * pull it replaced, a cluster barrier and loads from the other blocks'
+     * shared memory, the push took a read from 9.55 to 8.84 us at T=1 and
+     * from 11.36 to 10.82 at T=8: lab at 8a1c78d.) */
     /* Every block of the cluster has initialised its mbarrier. */
-    pp_cluster_wait();
+    hct_cluster_wait();
     if (tid < T * PP_RPC) {
       float v = 0.0f;
 #pragma unroll
       for (int w = 0; w < PP_NW; ++w) v += rd[w * PP_TMAX * PP_RPC + tid];
       /* [t][40]: tid = t * 40 + row; row's reducer is rank row / PP_RPB */
       const int t = tid / PP_RPC, row = tid % PP_RPC;
-      pp_st_async(rcv + (r * PP_TMAX + t) * (PP_RPB + 1) + row % PP_RPB, v, bar + 2, row / PP_RPB);
+      hct_st_async(rcv + (r * PP_TMAX + t) * (PP_RPB + 1) + row % PP_RPB, v, bar + 2, row / PP_RPB);
     }
     /* Warp t < T: token t's sum of squares over the block's columns. */
     if (wp < T) {
       float v = ssi[wp * PP_DC8 + lane] + ssi[wp * PP_DC8 + 32 + lane];
       if (lane < PP_DC8 - 64) v += ssi[wp * PP_DC8 + 64 + lane];
       v = hct_warp_sum(v);
-      if (lane < PP_CL) pp_st_async(rcv + (r * PP_TMAX + wp) * (PP_RPB + 1) + PP_RPB, v, bar + 2, lane);
+      if (lane < PP_CL) hct_st_async(rcv + (r * PP_TMAX + wp) * (PP_RPB + 1) + PP_RPB, v, bar + 2, lane);
     }
   }
-  pp_stamp(trace, 10);
+  hct_lab_stamp(trace, 10);
   hct_bulk_wait(bar + 2, 0); /* the cluster's partials of this block's rows */
-  pp_stamp(trace, 4);
+  hct_lab_stamp(trace, 4);
 
   /* ---- the cluster's lo over its streams: this block's PP_RPB rows ------- */
   if (tid < PP_RPB * T) {
@@ -534,11 +487,11 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     for (int i = 1; i < PP_SPC; ++i) v = fmaf(rsqrtf(ss[i] / (float)C + HCT_EPS), p[i], v);
     part[((long long)h * T + t) * K + j0 + row] = v;
   }
-  pp_stamp(trace, 5);
+  hct_lab_stamp(trace, 5);
   /* A block's partials left it by its own stores, which its cluster's
    * receivers waited for, so its shared memory may go. */
   if (!hct_grid_sync(&grid)) return;
-  pp_stamp(trace, 6);
+  hct_lab_stamp(trace, 6);
 
   /* ---- gather lo into the planes; store this block's R' ---------------- */
   for (int p = tid; p < PP_TMAX * PP_UC8; p += PP_NT) {
@@ -551,8 +504,8 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 #pragma unroll
     for (int i = 0; i < PP_NH; ++i) {
       const float *pi = part + ((long long)i * T + t) * K + 8 * c8;
-      pa[i] = pp_ldcg4(pi);
-      pb[i] = pp_ldcg4(pi + 4);
+      pa[i] = hct_ldcg4(pi);
+      pb[i] = hct_ldcg4(pi + 4);
     }
     hct_f4 a = pa[0], b = pb[0];
 #pragma unroll
@@ -566,7 +519,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 #pragma unroll
     for (int sr = 0; sr < S; ++sr) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
   __syncthreads();
-  pp_stamp(trace, 7);
+  hct_lab_stamp(trace, 7);
 
   /* ---- up: warp (ng, ukg) takes rows 40ng .. 40ng+39 (five column tiles)
    * over columns 64ukg .. 64ukg+63 of K; the five warps of a row group are
@@ -580,7 +533,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     const hct_u32 ba = hct_smem_addr(wub + (40 * ng + tok) * K + 64 * ukg + 8 * q);
     hct_bulk_wait(bar + 1, 0); /* w_up */
 #ifdef HCR_LAB
-    pp_stamp(trace, 15); /* w_up landed (lab only) */
+    hct_lab_stamp(trace, 15); /* w_up landed (lab only) */
 #endif
     float acc[5][4];
     pp_tiles5(acc, pa, ps, live, ba, 8 * K * 2);
@@ -600,7 +553,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     }
   }
   __syncthreads();
-  pp_stamp(trace, 8);
+  hct_lab_stamp(trace, 8);
 
   /* ---- mix ----------------------------------------------------------------*/
   if (mt < T) {
@@ -613,8 +566,8 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     mixed_bf16[o] = hct_f32_to_bf16(m);
     mixed_f16[o] = hct_f32_to_f16(m);
   }
-  pp_stamp(trace, 9);
-  pp_stamps_out(trace);
+  hct_lab_stamp(trace, 9);
+  hct_lab_out(trace);
 }
 
 #ifndef HCR_LAB

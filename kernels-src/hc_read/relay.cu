@@ -55,6 +55,8 @@
 #define PF 0
 #include "fast_common.h"
 #include "hct_bulk.h"
+#include "hct_cluster.h"
+#include "hct_lab.h"
 #ifndef PDL
 #error "relay: PDL must be defined"
 #endif
@@ -101,62 +103,6 @@ static_assert(G == 1 || G == 2 || G == 4, "relay: G is 1, 2 or 4");
 #define RL_OFF_X ((RL_OFF_BAR + RL_NBAR * 8 + 127) / 128 * 128) /* xn [t][C] f32; later w_up [80][K] bf16 */
 static_assert(RL_OFF_X == 28544, "relay: the manifest's smem starts the activations at 28544");
 
-HCT_DEV int rl_cluster_rank(void) {
-  hct_u32 r;
-  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return (int)r;
-}
-HCT_DEV int rl_cluster_id(void) {
-  hct_u32 r;
-  asm("mov.u32 %0, %%clusterid.x;" : "=r"(r));
-  return (int)r;
-}
-HCT_DEV hct_u32 rl_mapa(const void *p, int rank) {
-  hct_u32 a;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(hct_smem_addr(p)), "r"(rank));
-  return a;
-}
-/* The hand-off: v by st.async into the shared memory of cluster block
- * `rank` at dst (an address of this block's layout), completing on that
- * block's mbarrier, which expects the group's bytes.  (Plain remote stores
- * and one release arrival after a __syncthreads were slower at every T:
- * hctune bench at faf7c38, 10.06 against 8.92 us at T=1, 27.44 against
- * 25.66 at T=8.) */
-HCT_DEV void rl_st_async(const float *dst, float v, const hct_u64 *bar, int rank) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(rl_mapa(dst, rank)),
-               "r"(__float_as_uint(v)), "r"(rl_mapa(bar, rank))
-               : "memory");
-}
-HCT_DEV void rl_cluster_arrive_relaxed(void) { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
-HCT_DEV void rl_cluster_wait(void) { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
-HCT_DEV hct_f4 rl_ldcg4(const float *p) {
-  hct_f4 v;
-  asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
-  return v;
-}
-
-#ifdef HCR_LAB
-/* tools/lab: the global timer at each stage into shared memory, written
- * out as the block leaves (slot 13 is the lab's: the SM). */
-__shared__ hct_u64 rl_lab_tr[16];
-HCT_DEV void rl_stamp(hct_u64 *trace, int i) {
-  if (trace != 0 && threadIdx.x == 0) rl_lab_tr[i] = hct_globaltimer();
-}
-HCT_DEV void rl_stamps_begin(hct_u64 *trace) {
-  if (trace != 0 && threadIdx.x == 0)
-    for (int i = 0; i < 16; ++i) rl_lab_tr[i] = 0;
-}
-HCT_DEV void rl_stamps_out(hct_u64 *trace) {
-  if (trace != 0 && threadIdx.x == 0)
-    for (int i = 0; i < 16; ++i)
-      if (i != 13) trace[blockIdx.x * 16 + i] = rl_lab_tr[i];
-}
-#else
-HCT_DEV void rl_stamp(hct_u64 *, int) {}
-HCT_DEV void rl_stamps_begin(hct_u64 *) {}
-HCT_DEV void rl_stamps_out(hct_u64 *) {}
-#endif
-
 #define RL_PARAMS                                                                                \
   float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,             \
       const hct_u16 *w_up, float *lo, hct_u32 *ws, float *mixed, hct_u16 *mixed_bf16,            \
@@ -182,12 +128,12 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   hct_u16 *wub = (hct_u16 *)(sm + RL_OFF_X);
 
   const int tid = (int)threadIdx.x, wp = tid / HCT_LW, lane = tid % HCT_LW;
-  const int c = rl_cluster_id(), s = rl_cluster_rank();
+  const int c = hct_cluster_id(), s = hct_cluster_rank();
   const int dl = tid / RL_RPC, dj = tid % RL_RPC; /* down: the chain's lane L and row */
   const int cu0 = (int)blockIdx.x * RL_NCU;
   hct_grid_t grid = hct_grid_begin(ws);
-  rl_stamps_begin(trace);
-  rl_stamp(trace, 0);
+  hct_lab_begin(trace);
+  hct_lab_stamp(trace, 0);
 
   /* ---- before the wait: weights (no kernel writes them), R into L2 ----- */
   if (PDL) hcr_pdl_launch();
@@ -226,10 +172,10 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     for (int qq = 0; qq < RL_QS; ++qq) wr[qq] = *(const hct_u4 *)(src + 8 * HCT_LW * qq);
   }
   __syncthreads(); /* the mbarriers' init, before any wait names them */
-  rl_cluster_arrive_relaxed(); /* waited for before the first hand-off */
-  rl_stamp(trace, 14);
+  hct_cluster_arrive_relaxed(); /* waited for before the first hand-off */
+  hct_lab_stamp(trace, 14);
   if (PDL) hcr_pdl_wait();
-  rl_stamp(trace, 1);
+  hct_lab_stamp(trace, 1);
 
   /* ---- R' of the stream into shared memory; the mix channels' R' -------- */
   if (RL_RB) {
@@ -274,7 +220,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     }
   }
   __syncthreads();
-  rl_stamp(trace, 2);
+  hct_lab_stamp(trace, 2);
 
   /* ---- the canonical norm of stream s, every token ---------------------- */
   if (tid < HCR_NORM_THREADS) {
@@ -315,16 +261,16 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   __syncthreads();
 
   /* ---- down: lane dl's chain of row dj over stream s, token group by group */
-  rl_stamp(trace, 3);
-  rl_cluster_wait(); /* every block of the cluster has initialised its mbarriers */
-  rl_stamp(trace, 4);
+  hct_lab_stamp(trace, 3);
+  hct_cluster_wait(); /* every block of the cluster has initialised its mbarriers */
+  hct_lab_stamp(trace, 4);
   for (int t0 = 0, gi = 0; t0 < T; t0 += G, ++gi) {
     float acc[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) acc[g] = 0.0f;
     if (s > 0) {
       hct_bulk_wait(bar + 2 + gi, 0); /* stream s - 1's hand-off of this group */
-      if (gi == 0) rl_stamp(trace, 12);
+      if (gi == 0) hct_lab_stamp(trace, 12);
 #pragma unroll
       for (int g = 0; g < G; ++g)
         if (t0 + g < T) acc[g] = rcv[(t0 + g) * RL_NT + tid];
@@ -344,12 +290,17 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
       if (t0 + g < T) {
         float *dst = rcv + (t0 + g) * RL_NT + tid;
         if (s == S - 1) *dst = acc[g]; /* this thread's own slot: read above, by it */
-        else rl_st_async(dst, acc[g], bar + 2 + gi, s + 1);
+        /* The hand-off: by st.async into the next stream's block, completing
+         * on its mbarrier.  (Plain remote stores and one release arrival
+         * after a __syncthreads were slower at every T: hctune bench at
+         * faf7c38, 10.06 against 8.92 us at T=1, 27.44 against 25.66 at
+         * T=8.) */
+        else hct_st_async(dst, acc[g], bar + 2 + gi, s + 1);
       }
     }
   }
   __syncthreads(); /* every thread is done with xs (and, in stream 3, rcv holds the chains) */
-  rl_stamp(trace, 5);
+  hct_lab_stamp(trace, 5);
   if (s == S - 1 && tid < T * RL_RPC) {
     /* Row j's butterfly for token t: lane L + m into lane L, m = 16 .. 1. */
     const int t = tid / RL_RPC, j = tid % RL_RPC;
@@ -368,7 +319,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     v[0] = v[0] + v[1];
     lo[(long long)t * K + RL_RPC * c + j] = v[0];
   }
-  rl_stamp(trace, 6);
+  hct_lab_stamp(trace, 6);
   hct_grid_arrive(&grid);
   /* w_up's 80 rows (four runs of 20 contiguous rows, one a stream) into the
    * activations' space, landing while the barrier completes; the loop's
@@ -382,7 +333,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     hct_bulk_copy_runs(wub, w_up + (long long)cu0 * K, (long long)C * K * 2, RL_NCU * K * 2, S, bar + 1);
   }
   if (!hct_grid_wait(&grid)) return;
-  rl_stamp(trace, 7);
+  hct_lab_stamp(trace, 7);
 
   /* ---- lo from every cluster; this block's R' stored -------------------- */
   /* In shared memory as two halves, [half][t][chunk of 8] of 16 bytes, so
@@ -404,7 +355,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     }
   }
   for (int p = tid; p < T * (K / 4); p += RL_NT)
-    ((hct_f4 *)los)[(p % 2) * (RL_TMAX * K / 8) + p / 2] = rl_ldcg4(lo + 4 * p);
+    ((hct_f4 *)los)[(p % 2) * (RL_TMAX * K / 8) + p / 2] = hct_ldcg4(lo + 4 * p);
   if (mt < T)
 #pragma unroll
     for (int sr = 0; sr < S; ++sr) {
@@ -412,9 +363,9 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
       if (pending != 0) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
     }
   hct_bulk_wait(bar + 1, 0); /* w_up */
-  rl_stamp(trace, 11);
+  hct_lab_stamp(trace, 11);
   __syncthreads();
-  rl_stamp(trace, 8);
+  hct_lab_stamp(trace, 8);
 
   /* ---- up: thread (row slot, L < 8) takes rows ir and ir + 40 -----------
    * Both rows' weights stay in registers as bf16 pairs (opaque to the
@@ -472,7 +423,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   __syncthreads();
   for (int p = tid; p < T * RL_NR; p += RL_NT) gt[p] = hcr_sigmoid(gt[p]);
   __syncthreads();
-  rl_stamp(trace, 9);
+  hct_lab_stamp(trace, 9);
 
   /* ---- mix ---------------------------------------------------------------*/
   if (mt < T) {
@@ -486,8 +437,8 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     mixed_bf16[o] = hct_f32_to_bf16(m);
     mixed_f16[o] = hct_f32_to_f16(m);
   }
-  rl_stamp(trace, 10);
-  rl_stamps_out(trace);
+  hct_lab_stamp(trace, 10);
+  hct_lab_out(trace);
 }
 
 #ifndef HCR_LAB
