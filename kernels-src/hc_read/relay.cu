@@ -42,11 +42,8 @@
  *          eight; sigmoid; the mix of its channels (canonical fmaf order).
  *
  * Parameters: PDL (0: the read runs alone), GB (grid barrier back-off,
- * ns), G (tokens a relay hand-off: 1 or 2), UPREG (up: every row's weights
- * in registers, or all but the first loaded from shared memory each token),
- * RPT (rows a thread: 1, 320 threads; 2, 160 threads that each keep two
- * rows' weights in registers and load each activation once for both, half
- * the shared-memory wavefronts of the relay and the up stage).  Scratch: lo (T*K floats),
+ * ns), G (tokens a relay hand-off: 1 or 2), UPREG (up: both rows' weights
+ * in registers, or the second row's loaded from shared memory each token).  Scratch: lo (T*K floats),
  * ws (the barrier's state, zeroed once).
  */
 #include "hc_read.h"
@@ -69,15 +66,11 @@
 #ifndef UPREG
 #error "relay: UPREG must be defined"
 #endif
-#ifndef RPT
-#error "relay: RPT must be defined"
-#endif
 #if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
 #error "relay: needs thread block clusters and st.async (sm_90 or later)"
 #endif
 
-#define RL_NT (320 / RPT)     /* threads */
-#define RL_NW (RL_NT / HCT_LW) /* warps */
+#define RL_NT 320             /* threads */
 #define RL_NB 128             /* blocks */
 #define RL_CL 4               /* a cluster: one block a stream */
 #define RL_RPC 10             /* w_down rows a cluster */
@@ -94,21 +87,16 @@
 #define RL_RB 1
 #endif
 static_assert(S == RL_CL && HCR_DOWN_Q == S * RL_QS, "relay: a block per stream, ten chunks of a chain each");
-#define RL_NCH (HCT_LW * RL_RPC) /* lane chains a block: 320, RPT a thread */
-#define RL_UPR (2 * RPT)          /* w_up rows a thread, up */
-#define RL_NSL (RL_NR / RL_UPR)   /* up: row slots of eight lanes */
-static_assert(RPT == 1 || RPT == 2, "relay: one or two rows a thread");
-static_assert(K == (RL_NB / RL_CL) * RL_RPC && RL_NT * RPT == RL_NCH, "relay: a thread per (lane, RPT rows)");
-static_assert(C == RL_NB * RL_NCU && RL_NT == RL_NSL * 8, "relay: up is row slots of 8 lanes, 2*RPT w_up rows each");
-static_assert(RL_NT % HCT_LW == 0 && RL_NT >= RL_TMAX * RL_NCU, "relay: whole warps; a thread per (token, channel) of the mix");
+static_assert(K == (RL_NB / RL_CL) * RL_RPC && RL_NT == HCT_LW * RL_RPC, "relay: a thread per (lane, row)");
+static_assert(C == RL_NB * RL_NCU && RL_NR * 4 == RL_NT && RL_NT == (RL_NR / 2) * 8, "relay: 40 row slots of 8 lanes, two w_up rows each");
 static_assert(HCR_UP_CHUNKS == 40, "relay: up lane L takes chunk L, and L+32 when L < 8");
 static_assert(G == 1 || G == 2 || G == 4, "relay: G is 1, 2 or 4");
 
 /* Shared memory, bytes from the start; the activations last, sized by T
  * (the manifest's smem: RL_OFF_X + max(T*C*4, RL_NR*K*2)). */
 #define RL_OFF_WN 0                                   /* w_norm of the stream, C bf16 */
-#define RL_OFF_RCV (RL_OFF_WN + C * 2)                /* [t][L*10 + row] f32: the chains handed over */
-#define RL_OFF_LO (RL_OFF_RCV + RL_TMAX * RL_NCH * 4) /* lo after the barrier, [half][t][K/8] f4 */
+#define RL_OFF_RCV (RL_OFF_WN + C * 2)                /* [t][tid] f32: the chains handed over */
+#define RL_OFF_LO (RL_OFF_RCV + RL_TMAX * RL_NT * 4)  /* lo after the barrier, [half][t][K/8] f4 */
 #define RL_OFF_GT (RL_OFF_LO + RL_TMAX * K * 4)       /* gates [t][80] f32 */
 #define RL_OFF_RED (RL_OFF_GT + RL_TMAX * RL_NR * 4)  /* the norm's warp sums [t][8], rs [t] */
 #define RL_OFF_BAR (RL_OFF_RED + RL_TMAX * 9 * 4)     /* RL_NBAR mbarriers */
@@ -141,8 +129,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
 
   const int tid = (int)threadIdx.x, wp = tid / HCT_LW, lane = tid % HCT_LW;
   const int c = hct_cluster_id(), s = hct_cluster_rank();
-  /* down: the chains' lane L and first row (RPT rows a thread, adjacent) */
-  const int dl = tid / (RL_RPC / RPT), dj = (tid % (RL_RPC / RPT)) * RPT;
+  const int dl = tid / RL_RPC, dj = tid % RL_RPC; /* down: the chain's lane L and row */
   const int cu0 = (int)blockIdx.x * RL_NCU;
   hct_grid_t grid = hct_grid_begin(ws);
   hct_lab_begin(trace);
@@ -171,19 +158,18 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, bar);
     /* The hand-offs this block receives, a token group's bytes each. */
     if (s > 0)
-      for (int gi = 0; gi * G < T; ++gi) hct_bulk_expect(bar + 2 + gi, (hct_u32)(min(G, T - gi * G) * RL_NCH * 4));
+      for (int gi = 0; gi * G < T; ++gi) hct_bulk_expect(bar + 2 + gi, (hct_u32)(min(G, T - gi * G) * RL_NT * 4));
   }
   /* Row j's weights of lane L over stream s: chunk L + 32q, q = 10s + qq. */
-  hct_u4 wr[RPT][RL_QS];
+  hct_u4 wr[RL_QS];
+  {
+    const hct_u16 *src = w_down + (long long)(RL_RPC * c + dj) * D + (long long)s * C + 8 * dl;
 #pragma unroll
-  for (int r = 0; r < RPT; ++r) {
     /* Plain loads: as ld.global.nc the compiler moved them past the PDL
      * wait, to their first use, and stream 0's relay stage took 1.6 us
      * instead of 0.7 (hctune bench at 6b3d922: 10.42 against 8.78 us at
      * T=1; tools/lab). */
-    const hct_u16 *src = w_down + (long long)(RL_RPC * c + dj + r) * D + (long long)s * C + 8 * dl;
-#pragma unroll
-    for (int qq = 0; qq < RL_QS; ++qq) wr[r][qq] = *(const hct_u4 *)(src + 8 * HCT_LW * qq);
+    for (int qq = 0; qq < RL_QS; ++qq) wr[qq] = *(const hct_u4 *)(src + 8 * HCT_LW * qq);
   }
   __syncthreads(); /* the mbarriers' init, before any wait names them */
   hct_cluster_arrive_relaxed(); /* waited for before the first hand-off */
@@ -237,31 +223,24 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   hct_lab_stamp(trace, 2);
 
   /* ---- the canonical norm of stream s, every token ---------------------- */
-  /* Canonical thread v < 256 (of warp v / 32, lane v % 32) is this block's
-   * thread v % RL_NT, its (v / RL_NT)-th: whole warps, so a warp's lanes
-   * are a canonical warp's. */
+  if (tid < HCR_NORM_THREADS) {
+    for (int t = 0; t < T; ++t) {
+      const float *x = xs + (long long)t * C;
+      float a = 0.0f;
 #pragma unroll
-  for (int v0 = 0; v0 < HCR_NORM_THREADS; v0 += RL_NT) {
-    const int v = v0 + tid;
-    if (v < HCR_NORM_THREADS) {
-      for (int t = 0; t < T; ++t) {
-        const float *x = xs + (long long)t * C;
-        float a = 0.0f;
-#pragma unroll
-        for (int m = 0; m < HCR_NORM_PER_THREAD; ++m) a = fmaf(x[v + m * HCR_NORM_THREADS], x[v + m * HCR_NORM_THREADS], a);
-        a = hct_warp_sum(a);
-        if (lane == 0) red[t * 8 + v / HCT_LW] = a;
-      }
+      for (int m = 0; m < HCR_NORM_PER_THREAD; ++m) a = fmaf(x[tid + m * HCR_NORM_THREADS], x[tid + m * HCR_NORM_THREADS], a);
+      a = hct_warp_sum(a);
+      if (lane == 0) red[t * 8 + wp] = a;
     }
   }
   __syncthreads();
-  for (int t = wp; t < T; t += RL_NW) {
+  if (wp < T) {
     /* Warp k's sum in lane k, butterfly 4, 2, 1 on lanes 0..7. */
-    float b = lane < HCR_NORM_THREADS / HCT_LW ? red[t * 8 + lane] : 0.0f;
+    float b = lane < HCR_NORM_THREADS / HCT_LW ? red[wp * 8 + lane] : 0.0f;
     b += hct_shfl_xor(b, 4);
     b += hct_shfl_xor(b, 2);
     b += hct_shfl_xor(b, 1);
-    if (lane == 0) red[64 + t] = rsqrtf(b / (float)C + HCT_EPS);
+    if (lane == 0) red[64 + wp] = rsqrtf(b / (float)C + HCT_EPS);
   }
   hct_bulk_wait(bar, 0); /* w_norm */
   __syncthreads();
@@ -285,48 +264,38 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   hct_lab_stamp(trace, 3);
   hct_cluster_wait(); /* every block of the cluster has initialised its mbarriers */
   hct_lab_stamp(trace, 4);
-  const int ch0 = dl * RL_RPC + dj; /* this thread's first chain in rcv's [t][...] */
   for (int t0 = 0, gi = 0; t0 < T; t0 += G, ++gi) {
-    float acc[RPT][G];
+    float acc[G];
 #pragma unroll
-    for (int r = 0; r < RPT; ++r)
-#pragma unroll
-      for (int g = 0; g < G; ++g) acc[r][g] = 0.0f;
+    for (int g = 0; g < G; ++g) acc[g] = 0.0f;
     if (s > 0) {
       hct_bulk_wait(bar + 2 + gi, 0); /* stream s - 1's hand-off of this group */
       if (gi == 0) hct_lab_stamp(trace, 12);
 #pragma unroll
       for (int g = 0; g < G; ++g)
-        if (t0 + g < T)
-#pragma unroll
-          for (int r = 0; r < RPT; ++r) acc[r][g] = rcv[(t0 + g) * RL_NCH + ch0 + r];
+        if (t0 + g < T) acc[g] = rcv[(t0 + g) * RL_NT + tid];
     }
 #pragma unroll
     for (int qq = 0; qq < RL_QS; ++qq) {
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         if (t0 + g < T) {
-          /* lane dl's chunk, loaded once for the thread's RPT rows */
           const hct_f4 *x = (const hct_f4 *)(xs + (long long)(t0 + g) * C + 8 * HCT_LW * qq + 8 * dl);
-          const hct_f4 x0 = x[0], x1 = x[1];
-#pragma unroll
-          for (int r = 0; r < RPT; ++r) acc[r][g] = hcr_dot8(wr[r][qq], x0, x1, acc[r][g]);
+          acc[g] = hcr_dot8(wr[qq], x[0], x[1], acc[g]);
         }
       }
     }
 #pragma unroll
     for (int g = 0; g < G; ++g) {
-      if (t0 + g < T)
-#pragma unroll
-      for (int r = 0; r < RPT; ++r) {
-        float *dst = rcv + (t0 + g) * RL_NCH + ch0 + r;
-        if (s == S - 1) *dst = acc[r][g]; /* this thread's own slot: read above, by it */
+      if (t0 + g < T) {
+        float *dst = rcv + (t0 + g) * RL_NT + tid;
+        if (s == S - 1) *dst = acc[g]; /* this thread's own slot: read above, by it */
         /* The hand-off: by st.async into the next stream's block, completing
          * on its mbarrier.  (Plain remote stores and one release arrival
          * after a __syncthreads were slower at every T: hctune bench at
          * faf7c38, 10.06 against 8.92 us at T=1, 27.44 against 25.66 at
          * T=8.) */
-        else hct_st_async(dst, acc[r][g], bar + 2 + gi, s + 1);
+        else hct_st_async(dst, acc[g], bar + 2 + gi, s + 1);
       }
     }
   }
@@ -337,7 +306,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     const int t = tid / RL_RPC, j = tid % RL_RPC;
     float v[HCT_LW];
 #pragma unroll
-    for (int l = 0; l < HCT_LW; ++l) v[l] = rcv[t * RL_NCH + l * RL_RPC + j];
+    for (int l = 0; l < HCT_LW; ++l) v[l] = rcv[t * RL_NT + l * RL_RPC + j];
     /* (each level its own loop: nested, the compiler left v in local memory) */
 #pragma unroll
     for (int l = 0; l < 16; ++l) v[l] = v[l] + v[l + 16];
@@ -398,57 +367,57 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   __syncthreads();
   hct_lab_stamp(trace, 8);
 
-  /* ---- up: thread (row slot, L < 8) takes rows ir + 40/RPT * k, k < 2*RPT
-   * The rows' weights stay in registers as bf16 pairs (opaque to the
+  /* ---- up: thread (row slot, L < 8) takes rows ir and ir + 40 -----------
+   * Both rows' weights stay in registers as bf16 pairs (opaque to the
    * compiler each token, so that it does not widen them to floats once and
-   * run out of registers; with UPREG 0 all but the first are loaded from
-   * shared memory each token), each chunk of lo is loaded once for all of
-   * them, and the sigmoid is a pass of its own.  (tools/lab at 06cc33f:
-   * with the sigmoid in the loop and lo loaded for each row, up took 2.4 us
-   * at T=1 and 14.6 at T=8; 1.2 and 6.5 with row ir + 40 reloaded from
-   * shared memory each token, f22dd70.) */
+   * run out of registers), each chunk of lo is loaded once
+   * for both rows, and the sigmoid is a pass of its own.  (tools/lab at
+   * 06cc33f: with the sigmoid in the loop and lo loaded for each row, up
+   * took 2.4 us at T=1 and 14.6 at T=8; 1.2 and 6.5 with row ir + 40
+   * reloaded from shared memory each token, f22dd70.) */
   {
     const int ul = tid % 8, ir = tid / 8;
     const hct_u4 *w4 = (const hct_u4 *)wub;
-    hct_u4 w[RL_UPR][5];
+    hct_u4 wa[5], wb[5];
 #pragma unroll
-    for (int r = 0; r < RL_UPR; ++r)
-#pragma unroll
-      for (int k = 0; k < 5; ++k)
-        if (r == 0 || UPREG) w[r][k] = w4[(ir + RL_NSL * r) * HCR_UP_CHUNKS + ul + 8 * k];
+    for (int k = 0; k < 5; ++k) {
+      wa[k] = w4[ir * HCR_UP_CHUNKS + ul + 8 * k];
+      if (UPREG) wb[k] = w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ul + 8 * k];
+    }
     for (int t = 0; t < T; ++t) {
 #pragma unroll
-      for (int r = 0; r < RL_UPR; ++r)
-#pragma unroll
-        for (int k = 0; k < 5; ++k) {
-          if (r == 0 || UPREG) asm volatile("" : "+r"(w[r][k].x), "+r"(w[r][k].y), "+r"(w[r][k].z), "+r"(w[r][k].w));
-          else w[r][k] = w4[(ir + RL_NSL * r) * HCR_UP_CHUNKS + ul + 8 * k];
-        }
+      for (int k = 0; k < 5; ++k) {
+        asm volatile("" : "+r"(wa[k].x), "+r"(wa[k].y), "+r"(wa[k].z), "+r"(wa[k].w));
+        if (UPREG) asm volatile("" : "+r"(wb[k].x), "+r"(wb[k].y), "+r"(wb[k].z), "+r"(wb[k].w));
+        else wb[k] = w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ul + 8 * k];
+      }
       const hct_f4 *l4 = (const hct_f4 *)los + t * (K / 8), *l4b = l4 + RL_TMAX * K / 8;
-      float v[RL_UPR][4];
+      float va[4], vb[4];
       /* lanes ul, ul + 8, ul + 16, ul + 24 of the canonical warp */
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const int ch = ul + 8 * k;
         const hct_f4 x0 = l4[ch], x1 = l4b[ch];
-#pragma unroll
-        for (int r = 0; r < RL_UPR; ++r) v[r][k] = hcr_dot8(w[r][k], x0, x1, 0.0f);
+        va[k] = hcr_dot8(wa[k], x0, x1, 0.0f);
+        vb[k] = hcr_dot8(wb[k], x0, x1, 0.0f);
       }
       { /* lane ul's second chunk */
         const hct_f4 x0 = l4[ul + 32], x1 = l4b[ul + 32];
-#pragma unroll
-        for (int r = 0; r < RL_UPR; ++r) v[r][0] = hcr_dot8(w[r][4], x0, x1, v[r][0]);
+        va[0] = hcr_dot8(wa[4], x0, x1, va[0]);
+        vb[0] = hcr_dot8(wb[4], x0, x1, vb[0]);
       }
-      float u[RL_UPR];
-#pragma unroll
-      for (int r = 0; r < RL_UPR; ++r) u[r] = (v[r][0] + v[r][2]) + (v[r][1] + v[r][3]); /* levels 16 and 8 */
-#pragma unroll
-      for (int m = 4; m > 0; m /= 2)
-#pragma unroll
-        for (int r = 0; r < RL_UPR; ++r) u[r] += hct_shfl_xor(u[r], m);
-      if (ul == 0)
-#pragma unroll
-        for (int r = 0; r < RL_UPR; ++r) gt[t * RL_NR + ir + RL_NSL * r] = u[r];
+      float ua = (va[0] + va[2]) + (va[1] + va[3]); /* the butterfly's levels 16 and 8 */
+      float ub = (vb[0] + vb[2]) + (vb[1] + vb[3]);
+      ua += hct_shfl_xor(ua, 4);
+      ub += hct_shfl_xor(ub, 4);
+      ua += hct_shfl_xor(ua, 2);
+      ub += hct_shfl_xor(ub, 2);
+      ua += hct_shfl_xor(ua, 1);
+      ub += hct_shfl_xor(ub, 1);
+      if (ul == 0) {
+        gt[t * RL_NR + ir] = ua;
+        gt[t * RL_NR + ir + RL_NR / 2] = ub;
+      }
     }
   }
   __syncthreads();

@@ -50,9 +50,6 @@
 #ifndef UPREG
 #define UPREG 1
 #endif
-#ifndef RPT /* relay's rows a thread (build.sh -DRPT=2) */
-#define RPT 1
-#endif
 #include "relay.cu"
 #include "hct_bulk.h"
 #include "v1.cu"
