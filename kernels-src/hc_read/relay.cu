@@ -11,8 +11,8 @@
  * that holds one stream's columns of a row can run every lane's chain
  * over that stream, as long as it starts from the accumulator the block
  * of the stream before left: the chains are relayed, stream to stream,
- * across a cluster of four blocks, by stores into the next block's
- * shared memory and one release arrival on its mbarrier.  The relay is pipelined over
+ * across a cluster of four blocks, by st.async into the next block's
+ * shared memory, completing on its mbarrier.  The relay is pipelined over
  * token groups (G tokens a hand-off), so stream 1 works on the first group
  * while stream 0 works on the second.
  *
@@ -21,30 +21,41 @@
  *          token (256 threads, fmaf over c = i + 256m, the two butterflies),
  *          redundantly across clusters: no exchange is needed for rs, and
  *          xn = fl(fl(R' * w_norm) * rs) of its stream lands in shared
- *          memory.  R comes in by cp.async (no registers), pending by
- *          loads in batches of RL_PB tokens.
+ *          memory.  R comes in by one bulk copy a token, pending by loads
+ *          in batches of RL_PB tokens.
  *   down   cluster c owns rows 10c .. 10c+9; thread (L, j) = tid / 10,
  *          tid % 10 holds row j's 80 weights of lane L in stream s in
  *          registers (ten 16-byte loads issued before the wait), and runs
  *          lane L's chain over the stream for each token of a group, from
- *          the accumulator stream s - 1 handed over; a warp holds about
- *          four lanes, so the activation loads are broadcasts.  The block
- *          of stream 3 ends the chains and runs each row's butterfly
- *          (xor 16, 8, 4, 2, 1, the same additions) out of shared memory:
- *          lo[t][j] into global scratch.
+ *          the accumulator stream s - 1 handed over.  The block of stream 3
+ *          ends the chains and runs each row's butterfly (xor 16, 8, 4, 2,
+ *          1, the same additions) out of shared memory: lo[t][j] into
+ *          global scratch.
  *   grid   one grid barrier (hct_grid.h); every block reads lo.
  *   up     block b owns channels 20b .. 20b+19, the 80 rows s*C + c of
  *          w_up (four bulk copies into the activations' space once the
- *          block has arrived at the barrier); thread (row pair, L < 8) runs the
- *          canonical lanes L, L+8, L+16, L+24 of a row (lane L also takes
- *          chunk L+32), adds them as the butterfly's first two levels do
- *          and finishes levels 4, 2, 1 with shuffles inside its group of
+ *          block has arrived at the barrier); thread (row slot, L < 8) runs
+ *          the canonical lanes L, L+8, L+16, L+24 of two rows (lane L also
+ *          takes chunk L+32), adds them as the butterfly's first two levels
+ *          do and finishes levels 4, 2, 1 with shuffles inside its group of
  *          eight; sigmoid; the mix of its channels (canonical fmaf order).
+ *
+ * Measured (docs/perf/h200.md, tools/lab, hctune bench at e70e54e): 8.88
+ * us a read at T=1 to 24.51 at T=8, the fastest bitwise variant at every
+ * T; at T=1 the stages after the PDL wait take R' 1.0 us, norm and xn
+ * 0.8, the four relay stages 0.4-0.6 each, the grid barrier 1 us after
+ * the last arrival (the last two clusters start late: the card holds 62
+ * clusters of four such blocks, two reads need 64), the up stage 1.2.
+ * ncu calls it latency-bound (few eligible warps, stalls at barriers);
+ * halving its shared-memory wavefronts (two rows a thread) made nothing
+ * faster.
  *
  * Parameters: PDL (0: the read runs alone), GB (grid barrier back-off,
  * ns), G (tokens a relay hand-off: 1 or 2), UPREG (up: both rows' weights
- * in registers, or the second row's loaded from shared memory each token).  Scratch: lo (T*K floats),
- * ws (the barrier's state, zeroed once).
+ * in registers, or the second row's loaded from shared memory each
+ * token).  Scratch: lo (T*K floats), ws (the barrier's state, zeroed
+ * once).  Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out,
+ * and each stage can record the global timer (hct_lab.h).
  */
 #include "hc_read.h"
 #ifndef GB
@@ -164,11 +175,11 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   hct_u4 wr[RL_QS];
   {
     const hct_u16 *src = w_down + (long long)(RL_RPC * c + dj) * D + (long long)s * C + 8 * dl;
-#pragma unroll
     /* Plain loads: as ld.global.nc the compiler moved them past the PDL
      * wait, to their first use, and stream 0's relay stage took 1.6 us
      * instead of 0.7 (hctune bench at 6b3d922: 10.42 against 8.78 us at
      * T=1; tools/lab). */
+#pragma unroll
     for (int qq = 0; qq < RL_QS; ++qq) wr[qq] = *(const hct_u4 *)(src + 8 * HCT_LW * qq);
   }
   __syncthreads(); /* the mbarriers' init, before any wait names them */
@@ -177,7 +188,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   if (PDL) hcr_pdl_wait();
   hct_lab_stamp(trace, 1);
 
-  /* ---- R' of the stream into shared memory; the mix channels' R' -------- */
+  /* ---- R' of the stream into shared memory ------------------------------ */
   if (RL_RB) {
     /* a bulk copy a token, by lanes 0..T-1 of warp 0, after lane 0's
      * announcement of the bytes */
@@ -336,14 +347,10 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   hct_lab_stamp(trace, 7);
 
   /* ---- lo from every cluster; this block's R' stored -------------------- */
-  /* In shared memory as two halves, [half][t][chunk of 8] of 16 bytes, so
-   * that the eight lanes of a group read 128 contiguous bytes a load (a
-   * 16-byte load is served a quarter warp at a time; [t][K] put lanes u
-   * and u + 4 on the same banks). */
-  /* The mix channels' R' is loaded here, beside lo (no later, every block
-   * has read R by now, and only this block writes these elements), and
-   * kept in shared memory (rcv, free now) rather than in registers through
-   * the up stage. */
+  /* The mix channels' R' is loaded here, beside lo: every block has read R
+   * by now, so storing R' back (with pending) is safe, and only this block
+   * writes these elements.  It waits in shared memory (rcv, free now), not
+   * in registers through the up stage. */
   const int mt = tid / RL_NCU, mcl = tid % RL_NCU; /* the mix: a thread per (token, channel) */
   float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f};
   if (mt < T) {
@@ -354,6 +361,10 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
       if (pending != 0) rm[sr] = rm[sr] + pending[at];
     }
   }
+  /* lo in shared memory as two halves, [half][t][chunk of 8] of 16 bytes,
+   * so that the eight lanes of a group read 128 contiguous bytes a load (a
+   * 16-byte load is served a quarter warp at a time; [t][K] put lanes u
+   * and u + 4 on the same banks). */
   for (int p = tid; p < T * (K / 4); p += RL_NT)
     ((hct_f4 *)los)[(p % 2) * (RL_TMAX * K / 8) + p / 2] = hct_ldcg4(lo + 4 * p);
   if (mt < T)
