@@ -44,8 +44,10 @@
  * us a read at T=1 to 24.51 at T=8, the fastest bitwise variant at every
  * T; at T=1 the stages after the PDL wait take R' 1.0 us, norm and xn
  * 0.8, the four relay stages 0.4-0.6 each, the grid barrier 1 us after
- * the last arrival (the last two clusters start late: the card holds 62
- * clusters of four such blocks, two reads need 64), the up stage 1.2.
+ * the last arrival, which comes 1.7 us after the median one (not because
+ * the last two clusters start late: with 124 blocks, so that two reads
+ * fit the card's 62 clusters of four, a read was no faster), the up stage
+ * 1.2.
  * ncu calls it latency-bound (few eligible warps, stalls at barriers);
  * halving its shared-memory wavefronts (two rows a thread) made nothing
  * faster.
