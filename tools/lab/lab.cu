@@ -517,6 +517,36 @@ static void relay_analysis(const std::vector<hct_u64> &tr, int launch_i) {
     }
     printf("\n");
   }
+  /* Blocks that share their SM with another block of this read, against
+   * the others: when their chains are done (stamp 5) and when they arrive
+   * at the barrier (stamp 6); and the six latest arrivals. */
+  std::vector<int> count(1024, 0);
+  for (int i = 0; i < (int)g_grid; ++i) count[b[i * STAMPS + 13] & 1023]++;
+  std::vector<long long> d_sh, d_al, a_sh, a_al;
+  for (int i = 0; i < (int)g_grid; ++i) {
+    const bool sh = count[b[i * STAMPS + 13] & 1023] > 1;
+    (sh ? d_sh : d_al).push_back((long long)(b[i * STAMPS + 5] - t0));
+    (sh ? a_sh : a_al).push_back((long long)(b[i * STAMPS + 6] - t0));
+  }
+  for (auto *v : {&d_sh, &d_al, &a_sh, &a_al}) std::sort(v->begin(), v->end());
+  printf("  %zu blocks share an SM with a block of the same read\n", d_sh.size());
+  if (!d_al.empty())
+    printf("    alone:  chains done median %lld max %lld, arrival median %lld max %lld ns\n", d_al[d_al.size() / 2],
+           d_al.back(), a_al[a_al.size() / 2], a_al.back());
+  if (!d_sh.empty())
+    printf("    shared: chains done median %lld max %lld, arrival median %lld max %lld ns\n", d_sh[d_sh.size() / 2],
+           d_sh.back(), a_sh[a_sh.size() / 2], a_sh.back());
+  std::vector<std::pair<hct_u64, int>> by_arr;
+  for (int i = 0; i < (int)g_grid; ++i) by_arr.push_back({b[i * STAMPS + 6], i});
+  std::sort(by_arr.rbegin(), by_arr.rend());
+  for (int k = 0; k < 6; ++k) {
+    const hct_u64 *x = b + by_arr[k].second * STAMPS;
+    printf("    late block %3d (stream %d) on SM %3llu (%d of this read there): start %lld release %lld R' %lld xn %lld "
+           "first hand-off %lld chains %lld arrival %lld ns\n",
+           by_arr[k].second, by_arr[k].second % RL_CL, (unsigned long long)x[13], count[x[13] & 1023],
+           (long long)(x[0] - t0), (long long)(x[1] - t0), (long long)(x[2] - t0), (long long)(x[3] - t0),
+           x[12] ? (long long)(x[12] - t0) : -1ll, (long long)(x[5] - t0), (long long)(x[6] - t0));
+  }
 }
 
 static Kind g_kind;
