@@ -104,6 +104,11 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_rl
   rl_read(RL_ARGS, trace);
 }
 #define RL_SMEM(T) (RL_OFF_X + std::max((T) * C * 4, RL_NR * K * 2))
+/* LAB_RL_SMEM=N: launch relay with at least N bytes of dynamic shared
+ * memory (timing experiment: more than half an SM's keeps one block of a
+ * read an SM, and two reads from sharing one). */
+static int g_rl_smem = 0;
+static int rl_smem(int T) { return std::max(RL_SMEM(T), g_rl_smem); }
 /* The mma loop of pipe's up stage alone: `steps` 32-column steps of
  * pp_step per warp, A from shared-memory planes (MODE 0), A from
  * registers (MODE 1: no shared loads), or the shared loads alone (MODE
@@ -294,9 +299,9 @@ static void launch(Kind k, Set &s, int T, bool pend, hct_u64 *trace) {
   } else if (k == PP) {
     lab_pp<<<g_grid, PP_NT, PP_SMEM>>>(s.resid, P, s.wn, s.wd, s.wu, s.part, g_ws, s.mixed, s.mb, s.mh, T, trace);
   } else if (k == RL) {
-    lab_rl<<<g_grid, RL_NT, RL_SMEM(T)>>>(s.resid, P, s.wn, s.wd, s.wu, s.lo, g_ws, s.mixed, s.mb, s.mh, T, trace);
+    lab_rl<<<g_grid, RL_NT, rl_smem(T)>>>(s.resid, P, s.wn, s.wd, s.wu, s.lo, g_ws, s.mixed, s.mb, s.mh, T, trace);
   } else if (k == RLP) {
-    launch_pdl(lab_rl, RL_NT, RL_SMEM(T), s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
+    launch_pdl(lab_rl, RL_NT, rl_smem(T), s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
                (const hct_u16 *)s.wu, s.lo, g_ws, s.mixed, s.mb, s.mh, T, trace);
   } else if (k == PPP) {
     launch_pdl(lab_pp, PP_NT, PP_SMEM, s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
@@ -578,7 +583,24 @@ int main(int argc, char **argv) {
   CK(cudaFuncSetAttribute(lab_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024 - 64));
   CK(cudaFuncSetAttribute(lab_stream_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
   CK(cudaFuncSetAttribute(lab_pp, cudaFuncAttributeMaxDynamicSharedMemorySize, PP_SMEM));
-  CK(cudaFuncSetAttribute(lab_rl, cudaFuncAttributeMaxDynamicSharedMemorySize, RL_SMEM(8)));
+  if (getenv("LAB_RL_SMEM") != nullptr) g_rl_smem = atoi(getenv("LAB_RL_SMEM"));
+  CK(cudaFuncSetAttribute(lab_rl, cudaFuncAttributeMaxDynamicSharedMemorySize, rl_smem(8)));
+  {
+    /* relay's clusters (of four, compiled in) resident at once at that
+     * size: a read needs g_grid / 4 of them, or its grid barrier times out */
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(g_grid);
+    cfg.blockDim = dim3(RL_NT);
+    cfg.dynamicSmemBytes = rl_smem(8);
+    int n = -1;
+    cudaError_t e = cudaOccupancyMaxActiveClusters(&n, lab_rl, &cfg);
+    printf("relay: clusters of 4 blocks of %d threads and %d bytes resident at once: %d%s%s\n", RL_NT, rl_smem(8), n,
+           e ? ": " : "", e ? cudaGetErrorString(e) : "");
+    if (g_rl_smem > 0 && n < (int)g_grid / RL_CL) {
+      printf("relay: too few for one read of %u blocks; not run\n", g_grid);
+      return 0;
+    }
+  }
   CK(cudaMalloc(&g_ws, 4096));
   CK(cudaMemset(g_ws, 0, 4096));
   hct_u64 *trace;
