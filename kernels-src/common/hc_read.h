@@ -155,18 +155,24 @@ HCT_DEV void hcr_up_row(int t, int i, int lane, const hct_u16 *w_up, const float
   if (lane == 0) gate[(long long)t * D + i] = hcr_sigmoid(acc);
 }
 
-/* Step 4 for one (token, channel): r is R' (resid after the norm stage). */
-HCT_DEV void hcr_mix(int t, int c, const float *resid, const float *gate, float *mixed,
-                     hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
-  const float *r = resid + (long long)t * S * C + c;
-  const float *g = gate + (long long)t * D + c;
+/* Step 4's arithmetic and stores for one (token, channel), wherever the
+ * gates and R' are: stream s's gate at g[s * gs], its R' at r[s * rs]; the
+ * output element o of mixed and its two 16-bit images. */
+HCT_DEV void hcr_mix_out(const float *g, long long gs, const float *r, long long rs, long long o, float *mixed,
+                         hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
   float m = g[0] * r[0];
 #pragma unroll
-  for (int s = 1; s < S; ++s) m = fmaf(g[(long long)s * C], r[(long long)s * C], m);
-  const long long o = (long long)t * C + c;
+  for (int s = 1; s < S; ++s) m = fmaf(g[s * gs], r[s * rs], m);
   mixed[o] = m;
   mixed_bf16[o] = hct_f32_to_bf16(m);
   mixed_f16[o] = hct_f32_to_f16(m);
+}
+
+/* Step 4 for one (token, channel): r is R' (resid after the norm stage). */
+HCT_DEV void hcr_mix(int t, int c, const float *resid, const float *gate, float *mixed,
+                     hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
+  hcr_mix_out(gate + (long long)t * D + c, C, resid + (long long)t * S * C + c, C, (long long)t * C + c, mixed,
+              mixed_bf16, mixed_f16);
 }
 
 #endif /* HC_READ_H */

@@ -150,15 +150,7 @@ HCT_DEV void hcr_gate_mix(float gt, const float (&r)[S], int tm, bool mixer, int
   float gs[S];
 #pragma unroll
   for (int s = 0; s < S; ++s) gs[s] = hcr_shfl_idx(gt, (s * TB + tm) << (5 - M));
-  if (mixer) {
-    float m = gs[0] * r[0];
-#pragma unroll
-    for (int s = 1; s < S; ++s) m = fmaf(gs[s], r[s], m);
-    const long long o = (long long)tm * C + c;
-    mixed[o] = m;
-    mixed_bf16[o] = hct_f32_to_bf16(m);
-    mixed_f16[o] = hct_f32_to_f16(m);
-  }
+  if (mixer) hcr_mix_out(gs, 1, r, 1, (long long)tm * C + c, mixed, mixed_bf16, mixed_f16);
 }
 
 /*

@@ -556,16 +556,8 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   hct_lab_stamp(trace, 8);
 
   /* ---- mix ----------------------------------------------------------------*/
-  if (mt < T) {
-    const float *gr = gt + mt * PP_NR + mcl;
-    float m = gr[0] * rm[0];
-#pragma unroll
-    for (int sr = 1; sr < S; ++sr) m = fmaf(gr[sr * PP_NCU], rm[sr], m);
-    const long long o = (long long)mt * C + cu0 + mcl;
-    mixed[o] = m;
-    mixed_bf16[o] = hct_f32_to_bf16(m);
-    mixed_f16[o] = hct_f32_to_f16(m);
-  }
+  if (mt < T)
+    hcr_mix_out(gt + mt * PP_NR + mcl, PP_NCU, rm, 1, (long long)mt * C + cu0 + mcl, mixed, mixed_bf16, mixed_f16);
   hct_lab_stamp(trace, 9);
   hct_lab_out(trace);
 }

@@ -96,9 +96,6 @@
 #endif
 #define RL_NBAR (3 + RL_TMAX) /* mbarriers: w_norm, w_up, one a token group, R */
 #define RL_BAR_R (2 + RL_TMAX)
-#ifndef RL_RB /* R by bulk copies (1) or by cp.async (0); tools/lab switch */
-#define RL_RB 1
-#endif
 static_assert(S == RL_CL && HCR_DOWN_Q == S * RL_QS, "relay: a block per stream, ten chunks of a chain each");
 static_assert(K == (RL_NB / RL_CL) * RL_RPC && RL_NT == HCT_LW * RL_RPC, "relay: a thread per (lane, row)");
 static_assert(C == RL_NB * RL_NCU && RL_NR * 4 == RL_NT && RL_NT == (RL_NR / 2) * 8, "relay: 40 row slots of 8 lanes, two w_up rows each");
@@ -191,24 +188,15 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   hct_lab_stamp(trace, 1);
 
   /* ---- R' of the stream into shared memory ------------------------------ */
-  if (RL_RB) {
-    /* a bulk copy a token, by lanes 0..T-1 of warp 0, after lane 0's
-     * announcement of the bytes */
-    if (tid == 0) hct_bulk_expect(bar + RL_BAR_R, (hct_u32)(T * C * 4));
-    __syncwarp();
-    if (tid < T) hct_bulk_copy(xs + tid * C, resid + ((long long)tid * S + s) * C, C * 4, bar + RL_BAR_R);
-  } else {
-    for (int p = tid; p < T * (C / 4); p += RL_NT) {
-      const int t = p / (C / 4), c4 = p % (C / 4);
-      hct_cp_async16(xs + 4 * p, resid + ((long long)t * S + s) * C + 4 * c4);
-    }
-    hct_cp_async_commit();
-  }
-  if (RL_RB) hct_bulk_wait(bar + RL_BAR_R, 0);
-  else hct_cp_async_wait<0>();
+  /* A bulk copy a token, by lanes 0..T-1 of warp 0, after lane 0's
+   * announcement of the bytes.  (By cp.async, 16 bytes a thread, a read
+   * was 0.3-0.7 us slower: tools/lab at f22dd70.) */
+  if (tid == 0) hct_bulk_expect(bar + RL_BAR_R, (hct_u32)(T * C * 4));
+  __syncwarp();
+  if (tid < T) hct_bulk_copy(xs + tid * C, resid + ((long long)tid * S + s) * C, C * 4, bar + RL_BAR_R);
+  hct_bulk_wait(bar + RL_BAR_R, 0);
   if (pending != 0) {
-    /* R' = fl(R + P), element by element, two tokens' loads at a time
-     * (cp.async: each thread adds to what its own copies brought). */
+    /* R' = fl(R + P), element by element, RL_PB tokens' loads at a time. */
     for (int t0 = 0; t0 < T; t0 += RL_PB) {
       const int n = min(RL_PB, T - t0) * (C / 4);
       hct_f4 pv[RL_PB * (C / 4) / RL_NT];
@@ -439,17 +427,9 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   hct_lab_stamp(trace, 9);
 
   /* ---- mix ---------------------------------------------------------------*/
-  if (mt < T) {
-    const float *gr = gt + mt * RL_NR + mcl;
-    const float *rr = rcv + mt * RL_NR + mcl;
-    float m = gr[0] * rr[0];
-#pragma unroll
-    for (int sr = 1; sr < S; ++sr) m = fmaf(gr[sr * RL_NCU], rr[sr * RL_NCU], m);
-    const long long o = (long long)mt * C + cu0 + mcl;
-    mixed[o] = m;
-    mixed_bf16[o] = hct_f32_to_bf16(m);
-    mixed_f16[o] = hct_f32_to_f16(m);
-  }
+  if (mt < T)
+    hcr_mix_out(gt + mt * RL_NR + mcl, RL_NCU, rcv + mt * RL_NR + mcl, RL_NCU, (long long)mt * C + cu0 + mcl, mixed,
+                mixed_bf16, mixed_f16);
   hct_lab_stamp(trace, 10);
   hct_lab_out(trace);
 }

@@ -412,6 +412,42 @@ static void timeline(const char *what, const std::vector<hct_u64> &tr, int launc
  * blocks that shared an SM with another block of the same read, against
  * the others, by the end of their down stage (stamp 10) and their
  * arrival at the exchange (stamp 5). */
+/* How many blocks of the read in `b` ran on each SM (slot 13), by SM id. */
+static std::vector<int> blocks_per_sm(const hct_u64 *b) {
+  std::vector<int> count(1024, 0);
+  for (int i = 0; i < (int)g_grid; ++i) count[b[i * STAMPS + 13] & 1023]++;
+  return count;
+}
+
+/* The blocks that share their SM with another block of the read against
+ * the others: median and max of stamps sa and sb (ns after t0). */
+static void print_pairing(const hct_u64 *b, hct_u64 t0, const std::vector<int> &count, int sa, const char *na, int sb,
+                          const char *nb) {
+  std::vector<long long> a_sh, a_al, b_sh, b_al;
+  for (int i = 0; i < (int)g_grid; ++i) {
+    const bool sh = count[b[i * STAMPS + 13] & 1023] > 1;
+    (sh ? a_sh : a_al).push_back((long long)(b[i * STAMPS + sa] - t0));
+    (sh ? b_sh : b_al).push_back((long long)(b[i * STAMPS + sb] - t0));
+  }
+  for (auto *v : {&a_sh, &a_al, &b_sh, &b_al}) std::sort(v->begin(), v->end());
+  if (!a_al.empty())
+    printf("    alone:  %s median %lld max %lld, %s median %lld max %lld ns\n", na, a_al[a_al.size() / 2], a_al.back(),
+           nb, b_al[b_al.size() / 2], b_al.back());
+  if (!a_sh.empty())
+    printf("    shared: %s median %lld max %lld, %s median %lld max %lld ns\n", na, a_sh[a_sh.size() / 2], a_sh.back(),
+           nb, b_sh[b_sh.size() / 2], b_sh.back());
+}
+
+/* The n blocks with the latest stamp `slot`, latest first. */
+static std::vector<int> latest_blocks(const hct_u64 *b, int slot, int n) {
+  std::vector<std::pair<hct_u64, int>> v;
+  for (int i = 0; i < (int)g_grid; ++i) v.push_back({b[i * STAMPS + slot], i});
+  std::sort(v.rbegin(), v.rend());
+  std::vector<int> r;
+  for (int k = 0; k < n && k < (int)v.size(); ++k) r.push_back(v[k].second);
+  return r;
+}
+
 static void pipe_analysis(const std::vector<hct_u64> &tr, int launch_i) {
   const hct_u64 *b = tr.data() + (size_t)launch_i * NBLK * STAMPS, *pb = b - (size_t)NBLK * STAMPS;
   hct_u64 prev_end = 0, t0 = ~0ull;
@@ -425,42 +461,25 @@ static void pipe_analysis(const std::vector<hct_u64> &tr, int launch_i) {
   int late = 0;
   for (int i = 0; i < (int)g_grid; ++i) late += b[i * STAMPS] + 1000 > prev_end;
   printf("  %d blocks started less than 1 us before the previous read's last end, or after it\n", late);
-  std::vector<int> count(1024, 0);
-  for (int i = 0; i < (int)g_grid; ++i) count[b[i * STAMPS + 13] & 1023]++;
-  std::vector<long long> d_sh, d_al, a_sh, a_al;
-  int shared = 0;
+  const std::vector<int> count = blocks_per_sm(b), pc = blocks_per_sm(pb);
+  int shared = 0, prev_on = 0; /* prev_on: blocks on an SM that held a block of the previous read */
   for (int i = 0; i < (int)g_grid; ++i) {
-    const bool sh = count[b[i * STAMPS + 13] & 1023] > 1;
-    shared += sh;
-    (sh ? d_sh : d_al).push_back((long long)(b[i * STAMPS + 10] - t0));
-    (sh ? a_sh : a_al).push_back((long long)(b[i * STAMPS + 5] - t0));
+    shared += count[b[i * STAMPS + 13] & 1023] > 1;
+    prev_on += pc[b[i * STAMPS + 13] & 1023] > 0;
   }
-  int prev_on = 0; /* blocks on an SM that held a block of the previous read */
-  std::vector<int> pc(1024, 0);
-  for (int i = 0; i < (int)g_grid; ++i) pc[pb[i * STAMPS + 13] & 1023]++;
-  for (int i = 0; i < (int)g_grid; ++i) prev_on += pc[b[i * STAMPS + 13] & 1023] > 0;
-  for (auto *v : {&d_sh, &d_al, &a_sh, &a_al}) std::sort(v->begin(), v->end());
   /* The six blocks whose down stage ended last: when they started, were
    * released, had their weights, split, looped, summed. */
-  std::vector<std::pair<hct_u64, int>> by_end;
-  for (int i = 0; i < (int)g_grid; ++i) by_end.push_back({b[i * STAMPS + 10], i});
-  std::sort(by_end.rbegin(), by_end.rend());
-  for (int k = 0; k < 6; ++k) {
-    const hct_u64 *x = b + by_end[k].second * STAMPS;
+  for (int i : latest_blocks(b, 10, 6)) {
+    const hct_u64 *x = b + i * STAMPS;
     printf("    late block %3d on SM %3llu (%d of this read there): start %lld release %lld weights %lld split %lld "
            "loop %lld down %lld (rm loaded %lld, copies issued %lld) ns\n",
-           by_end[k].second, (unsigned long long)x[13], count[x[13] & 1023], (long long)(x[0] - t0),
+           i, (unsigned long long)x[13], count[x[13] & 1023], (long long)(x[0] - t0),
            (long long)(x[1] - t0), (long long)(x[2] - t0), (long long)(x[3] - t0), (long long)(x[11] - t0),
            (long long)(x[10] - t0), (long long)(x[12] - t0), (long long)(x[14] - t0));
   }
   printf("  %d blocks share an SM with a block of the same read, %d sit on an SM the previous read used\n",
          shared, prev_on);
-  if (!d_al.empty())
-    printf("    alone:  down end median %lld max %lld, exchange median %lld max %lld ns\n", d_al[d_al.size() / 2],
-           d_al.back(), a_al[a_al.size() / 2], a_al.back());
-  if (!d_sh.empty())
-    printf("    shared: down end median %lld max %lld, exchange median %lld max %lld ns\n", d_sh[d_sh.size() / 2],
-           d_sh.back(), a_sh[a_sh.size() / 2], a_sh.back());
+  print_pairing(b, t0, count, 10, "down end", 5, "exchange");
 }
 
 typedef void (*enq_fn)(int b, hct_u64 *trace);
@@ -525,30 +544,16 @@ static void relay_analysis(const std::vector<hct_u64> &tr, int launch_i) {
   /* Blocks that share their SM with another block of this read, against
    * the others: when their chains are done (stamp 5) and when they arrive
    * at the barrier (stamp 6); and the six latest arrivals. */
-  std::vector<int> count(1024, 0);
-  for (int i = 0; i < (int)g_grid; ++i) count[b[i * STAMPS + 13] & 1023]++;
-  std::vector<long long> d_sh, d_al, a_sh, a_al;
-  for (int i = 0; i < (int)g_grid; ++i) {
-    const bool sh = count[b[i * STAMPS + 13] & 1023] > 1;
-    (sh ? d_sh : d_al).push_back((long long)(b[i * STAMPS + 5] - t0));
-    (sh ? a_sh : a_al).push_back((long long)(b[i * STAMPS + 6] - t0));
-  }
-  for (auto *v : {&d_sh, &d_al, &a_sh, &a_al}) std::sort(v->begin(), v->end());
-  printf("  %zu blocks share an SM with a block of the same read\n", d_sh.size());
-  if (!d_al.empty())
-    printf("    alone:  chains done median %lld max %lld, arrival median %lld max %lld ns\n", d_al[d_al.size() / 2],
-           d_al.back(), a_al[a_al.size() / 2], a_al.back());
-  if (!d_sh.empty())
-    printf("    shared: chains done median %lld max %lld, arrival median %lld max %lld ns\n", d_sh[d_sh.size() / 2],
-           d_sh.back(), a_sh[a_sh.size() / 2], a_sh.back());
-  std::vector<std::pair<hct_u64, int>> by_arr;
-  for (int i = 0; i < (int)g_grid; ++i) by_arr.push_back({b[i * STAMPS + 6], i});
-  std::sort(by_arr.rbegin(), by_arr.rend());
-  for (int k = 0; k < 6; ++k) {
-    const hct_u64 *x = b + by_arr[k].second * STAMPS;
+  const std::vector<int> count = blocks_per_sm(b);
+  int shared = 0;
+  for (int i = 0; i < (int)g_grid; ++i) shared += count[b[i * STAMPS + 13] & 1023] > 1;
+  printf("  %d blocks share an SM with a block of the same read\n", shared);
+  print_pairing(b, t0, count, 5, "chains done", 6, "arrival");
+  for (int i : latest_blocks(b, 6, 6)) {
+    const hct_u64 *x = b + i * STAMPS;
     printf("    late block %3d (stream %d) on SM %3llu (%d of this read there): start %lld release %lld R' %lld xn %lld "
            "first hand-off %lld chains %lld arrival %lld ns\n",
-           by_arr[k].second, by_arr[k].second % RL_CL, (unsigned long long)x[13], count[x[13] & 1023],
+           i, i % RL_CL, (unsigned long long)x[13], count[x[13] & 1023],
            (long long)(x[0] - t0), (long long)(x[1] - t0), (long long)(x[2] - t0), (long long)(x[3] - t0),
            x[12] ? (long long)(x[12] - t0) : -1ll, (long long)(x[5] - t0), (long long)(x[6] - t0));
   }
