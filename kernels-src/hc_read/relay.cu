@@ -21,8 +21,9 @@
  *          token (256 threads, fmaf over c = i + 256m, the two butterflies),
  *          redundantly across clusters: no exchange is needed for rs, and
  *          xn = fl(fl(R' * w_norm) * rs) of its stream lands in shared
- *          memory.  R comes in by one bulk copy a token, pending by loads
- *          in batches of RL_PB tokens.
+ *          memory.  R comes in by one bulk copy a token, each on its own
+ *          mbarrier, pending by loads; a token group's norm runs as soon
+ *          as its R has landed, right before its chains.
  *   down   cluster c owns rows 10c .. 10c+9; thread (L, j) = tid / 10,
  *          tid % 10 holds row j's 80 weights of lane L in stream s in
  *          registers (ten 16-byte loads issued before the wait), and runs
@@ -36,9 +37,11 @@
  *          w_up (four bulk copies into the activations' space once the
  *          block has arrived at the barrier); thread (row slot, L < 8) runs
  *          the canonical lanes L, L+8, L+16, L+24 of two rows (lane L also
- *          takes chunk L+32), adds them as the butterfly's first two levels
- *          do and finishes levels 4, 2, 1 with shuffles inside its group of
- *          eight; sigmoid; the mix of its channels (canonical fmaf order).
+ *          takes chunk L+32) for four tokens at a time, each weight chunk
+ *          widened once for the four, adds them as the butterfly's first
+ *          two levels do and finishes levels 4, 2, 1 with shuffles inside
+ *          its group of eight; sigmoid; the mix of its channels (canonical
+ *          fmaf order).
  *
  * Measured (docs/perf/h200.md, tools/lab, hctune bench at e70e54e): 8.88
  * us a read at T=1 to 24.51 at T=8, the fastest bitwise variant at every
@@ -53,10 +56,8 @@
  * faster.
  *
  * Parameters: PDL (0: the read runs alone), GB (grid barrier back-off,
- * ns), G (tokens a relay hand-off: 1 or 2), UPREG (up: both rows' weights
- * in registers, or the second row's loaded from shared memory each
- * token).  Scratch: lo (T*K floats), ws (the barrier's state, zeroed
- * once).  Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out,
+ * ns), G (tokens a relay hand-off: 1 or 2).  Scratch: lo (T*K floats),
+ * ws (the barrier's state, zeroed once).  Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out,
  * and each stage can record the global timer (hct_lab.h).
  */
 #include "hc_read.h"
@@ -76,9 +77,6 @@
 #ifndef G
 #error "relay: G must be defined"
 #endif
-#ifndef UPREG
-#error "relay: UPREG must be defined"
-#endif
 #if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
 #error "relay: needs thread block clusters and st.async (sm_90 or later)"
 #endif
@@ -91,14 +89,13 @@
 #define RL_NCU 20             /* channels a block, up and mix */
 #define RL_NR (S * RL_NCU)    /* w_up rows a block: 80 */
 #define RL_TMAX 8
-#ifndef RL_PB
-#define RL_PB 2 /* tokens of pending loaded at a time (registers) */
-#endif
-#define RL_NBAR (3 + RL_TMAX) /* mbarriers: w_norm, w_up, one a token group, R */
+#define RL_UPT 4              /* tokens a pass of the up stage */
+#define RL_NBAR (2 + 2 * RL_TMAX) /* mbarriers: w_norm, w_up, one a token group, one a token's R */
 #define RL_BAR_R (2 + RL_TMAX)
 static_assert(S == RL_CL && HCR_DOWN_Q == S * RL_QS, "relay: a block per stream, ten chunks of a chain each");
 static_assert(K == (RL_NB / RL_CL) * RL_RPC && RL_NT == HCT_LW * RL_RPC, "relay: a thread per (lane, row)");
 static_assert(C == RL_NB * RL_NCU && RL_NR * 4 == RL_NT && RL_NT == (RL_NR / 2) * 8, "relay: 40 row slots of 8 lanes, two w_up rows each");
+static_assert(C == HCR_NORM_THREADS * HCR_NORM_PER_THREAD, "relay: the norm's threads take ten elements each");
 static_assert(HCR_UP_CHUNKS == 40, "relay: up lane L takes chunk L, and L+32 when L < 8");
 static_assert(G == 1 || G == 2 || G == 4, "relay: G is 1, 2 or 4");
 
@@ -111,7 +108,7 @@ static_assert(G == 1 || G == 2 || G == 4, "relay: G is 1, 2 or 4");
 #define RL_OFF_RED (RL_OFF_GT + RL_TMAX * RL_NR * 4)  /* the norm's warp sums [t][8], rs [t] */
 #define RL_OFF_BAR (RL_OFF_RED + RL_TMAX * 9 * 4)     /* RL_NBAR mbarriers */
 #define RL_OFF_X ((RL_OFF_BAR + RL_NBAR * 8 + 127) / 128 * 128) /* xn [t][C] f32; later w_up [80][K] bf16 */
-static_assert(RL_OFF_X == 28544, "relay: the manifest's smem starts the activations at 28544");
+static_assert(RL_OFF_X == 28672, "relay: the manifest's smem starts the activations at 28672");
 
 #define RL_PARAMS                                                                                \
   float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,             \
@@ -120,11 +117,110 @@ static_assert(RL_OFF_X == 28544, "relay: the manifest's smem starts the activati
 
 #define RL_ARGS resid, pending, w_norm, w_down, w_up, lo, ws, mixed, mixed_bf16, mixed_f16, T
 
-/* Lab stamps: 0 start, 14 weights requested, 1 released (PDL wait), 2 R'
- * in shared memory, 3 xn formed, 4 the cluster's mbarriers ready, 12 the
- * first hand-off received (streams 1-3), 5 the block's chains done, 6 lo
- * stored, 7 the grid barrier passed, 11 w_up landed, 8 lo gathered, 9 the
- * gates, 10 the end. */
+/* Token t of stream s, by every thread of the block (two __syncthreads):
+ * R' = fl(R + P) once R's copy has landed in xt, the canonical norm
+ * (threads 0..255, fmaf over c = i + 256m, the warp butterfly, the eight
+ * warp sums by the butterfly 4, 2, 1, which every warp runs alike), and
+ * xn = fl(fl(R' * w_norm) * rs) in place, each thread storing the elements
+ * it summed, from registers.  red: 8 floats of its own a token. */
+HCT_DEV void rl_norm_token(int t, int s, float *xt, const float *pending, const hct_u16 *wn, float *red,
+                           hct_u64 *bar_r, hct_u64 *bar_wn, int tid, int wp, int lane, hct_u64 *trace) {
+  const bool norm = tid < HCR_NORM_THREADS;
+  float x[HCR_NORM_PER_THREAD];
+  if (norm && pending != 0) {
+    const float *p = pending + ((long long)t * S + s) * C + tid; /* loads in flight while R lands */
+#pragma unroll
+    for (int m = 0; m < HCR_NORM_PER_THREAD; ++m) x[m] = p[m * HCR_NORM_THREADS];
+  }
+  hct_bulk_wait(bar_r, 0);
+  if (t == 0) hct_lab_stamp(trace, 2);
+  if (norm) {
+    float a = 0.0f;
+#pragma unroll
+    for (int m = 0; m < HCR_NORM_PER_THREAD; ++m) {
+      const float r = xt[tid + m * HCR_NORM_THREADS];
+      x[m] = pending != 0 ? r + x[m] : r;
+      a = fmaf(x[m], x[m], a);
+    }
+    a = hct_warp_sum(a);
+    if (lane == 0) red[wp] = a;
+  }
+  __syncthreads();
+  if (norm) {
+    /* Warp k's sum in lane k, butterfly 4, 2, 1 on lanes 0..7. */
+    float b = lane < HCR_NORM_THREADS / HCT_LW ? red[lane] : 0.0f;
+    b += hct_shfl_xor(b, 4);
+    b += hct_shfl_xor(b, 2);
+    b += hct_shfl_xor(b, 1);
+    const float rs = rsqrtf(__shfl_sync(0xffffffffu, b, 0) / (float)C + HCT_EPS);
+    hct_bulk_wait(bar_wn, 0); /* w_norm */
+#pragma unroll
+    for (int m = 0; m < HCR_NORM_PER_THREAD; ++m) {
+      const int c = tid + m * HCR_NORM_THREADS;
+      const float y = x[m] * hct_bf16_lo((hct_u32)wn[c]);
+      xt[c] = y * rs;
+    }
+  }
+  __syncthreads();
+  if (t == 0) hct_lab_stamp(trace, 3);
+}
+
+/* The up stage's dots for tokens t0 .. t0+NTK-1 of the thread's two rows
+ * (ir and ir + 40) and canonical lanes ul, ul+8, ul+16, ul+24 (lane ul also
+ * takes chunk ul+32, after its first): the raw gate u of each into gt.
+ * Chunk by chunk, the weights widened once for the NTK tokens; per token
+ * the butterfly's levels 16 and 8 as the additions they are, then levels
+ * 4, 2, 1 by shuffles inside the group of eight.  (Token by token, with the
+ * weights widened again for every token, the stage took 5.1 us at T=8:
+ * tools/lab at e70e54e.) */
+template <int NTK>
+HCT_DEV void rl_up_tokens(int t0, const hct_u4 *w4, const hct_f4 *los, float *gt, int ir, int ul) {
+  float va[NTK][4], vb[NTK][4];
+#pragma unroll
+  for (int k = 0; k < 5; ++k) {
+    const int ch = k < 4 ? ul + 8 * k : ul + 32;
+    const hct_u4 pa = w4[ir * HCR_UP_CHUNKS + ch], pb = w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ch];
+    const float wa[8] = {hct_bf16_lo(pa.x), hct_bf16_hi(pa.x), hct_bf16_lo(pa.y), hct_bf16_hi(pa.y),
+                         hct_bf16_lo(pa.z), hct_bf16_hi(pa.z), hct_bf16_lo(pa.w), hct_bf16_hi(pa.w)};
+    const float wb[8] = {hct_bf16_lo(pb.x), hct_bf16_hi(pb.x), hct_bf16_lo(pb.y), hct_bf16_hi(pb.y),
+                         hct_bf16_lo(pb.z), hct_bf16_hi(pb.z), hct_bf16_lo(pb.w), hct_bf16_hi(pb.w)};
+#pragma unroll
+    for (int u = 0; u < NTK; ++u) {
+      const hct_f4 *l4 = los + (t0 + u) * (K / 8);
+      const hct_f4 x0 = l4[ch], x1 = l4[RL_TMAX * K / 8 + ch];
+      const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+      float a = k < 4 ? 0.0f : va[u][0], b = k < 4 ? 0.0f : vb[u][0];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        a = fmaf(wa[e], xv[e], a);
+        b = fmaf(wb[e], xv[e], b);
+      }
+      va[u][k < 4 ? k : 0] = a;
+      vb[u][k < 4 ? k : 0] = b;
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < NTK; ++u) {
+    float ua = (va[u][0] + va[u][2]) + (va[u][1] + va[u][3]); /* the butterfly's levels 16 and 8 */
+    float ub = (vb[u][0] + vb[u][2]) + (vb[u][1] + vb[u][3]);
+    ua += hct_shfl_xor(ua, 4);
+    ub += hct_shfl_xor(ub, 4);
+    ua += hct_shfl_xor(ua, 2);
+    ub += hct_shfl_xor(ub, 2);
+    ua += hct_shfl_xor(ua, 1);
+    ub += hct_shfl_xor(ub, 1);
+    if (ul == 0) {
+      gt[(t0 + u) * RL_NR + ir] = ua;
+      gt[(t0 + u) * RL_NR + ir + RL_NR / 2] = ub;
+    }
+  }
+}
+
+/* Lab stamps: 0 start, 14 weights requested, 1 released (PDL wait), 4 the
+ * cluster's mbarriers ready, 2 the first token's R' in shared memory, 3 its
+ * xn formed, 12 the first hand-off received (streams 1-3), 5 the block's
+ * chains done, 6 lo stored, 7 the grid barrier passed, 11 w_up landed, 8 lo
+ * gathered, 9 the gates, 10 the end. */
 HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   HCT_DYN_SHARED(hct_u4, rl_sm);
   char *sm = (char *)rl_sm;
@@ -187,85 +283,28 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   if (PDL) hcr_pdl_wait();
   hct_lab_stamp(trace, 1);
 
-  /* ---- R' of the stream into shared memory ------------------------------ */
-  /* A bulk copy a token, by lanes 0..T-1 of warp 0, after lane 0's
-   * announcement of the bytes.  (By cp.async, 16 bytes a thread, a read
-   * was 0.3-0.7 us slower: tools/lab at f22dd70.) */
-  if (tid == 0) hct_bulk_expect(bar + RL_BAR_R, (hct_u32)(T * C * 4));
-  __syncwarp();
-  if (tid < T) hct_bulk_copy(xs + tid * C, resid + ((long long)tid * S + s) * C, C * 4, bar + RL_BAR_R);
-  hct_bulk_wait(bar + RL_BAR_R, 0);
-  if (pending != 0) {
-    /* R' = fl(R + P), element by element, RL_PB tokens' loads at a time. */
-    for (int t0 = 0; t0 < T; t0 += RL_PB) {
-      const int n = min(RL_PB, T - t0) * (C / 4);
-      hct_f4 pv[RL_PB * (C / 4) / RL_NT];
-#pragma unroll
-      for (int k = 0; k < RL_PB * (C / 4) / RL_NT; ++k) {
-        const int p = tid + k * RL_NT;
-        if (p < n) {
-          const int t = t0 + p / (C / 4), c4 = p % (C / 4);
-          pv[k] = *(const hct_f4 *)(pending + ((long long)t * S + s) * C + 4 * c4);
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < RL_PB * (C / 4) / RL_NT; ++k) {
-        const int p = tid + k * RL_NT;
-        if (p < n) {
-          hct_f4 *x = (hct_f4 *)(xs + (long long)t0 * C) + p;
-          hct_f4 v = *x;
-          v.x = v.x + pv[k].x; v.y = v.y + pv[k].y; v.z = v.z + pv[k].z; v.w = v.w + pv[k].w;
-          *x = v;
-        }
-      }
-    }
+  /* ---- R' of the stream, token by token ---------------------------------
+   * A bulk copy a token, each on an mbarrier of its own, by lanes 0..T-1 of
+   * warp 0.  (By cp.async, 16 bytes a thread, a read was 0.3-0.7 us slower:
+   * tools/lab at f22dd70.) */
+  if (tid < T) {
+    hct_bulk_expect(bar + RL_BAR_R + tid, (hct_u32)(C * 4));
+    hct_bulk_copy(xs + tid * C, resid + ((long long)tid * S + s) * C, C * 4, bar + RL_BAR_R + tid);
   }
-  __syncthreads();
-  hct_lab_stamp(trace, 2);
-
-  /* ---- the canonical norm of stream s, every token ---------------------- */
-  if (tid < HCR_NORM_THREADS) {
-    for (int t = 0; t < T; ++t) {
-      const float *x = xs + (long long)t * C;
-      float a = 0.0f;
-#pragma unroll
-      for (int m = 0; m < HCR_NORM_PER_THREAD; ++m) a = fmaf(x[tid + m * HCR_NORM_THREADS], x[tid + m * HCR_NORM_THREADS], a);
-      a = hct_warp_sum(a);
-      if (lane == 0) red[t * 8 + wp] = a;
-    }
-  }
-  __syncthreads();
-  if (wp < T) {
-    /* Warp k's sum in lane k, butterfly 4, 2, 1 on lanes 0..7. */
-    float b = lane < HCR_NORM_THREADS / HCT_LW ? red[wp * 8 + lane] : 0.0f;
-    b += hct_shfl_xor(b, 4);
-    b += hct_shfl_xor(b, 2);
-    b += hct_shfl_xor(b, 1);
-    if (lane == 0) red[64 + wp] = rsqrtf(b / (float)C + HCT_EPS);
-  }
-  hct_bulk_wait(bar, 0); /* w_norm */
-  __syncthreads();
-  for (int p = tid; p < T * (C / 4); p += RL_NT) {
-    const int t = p / (C / 4), c4 = p % (C / 4);
-    const float rs = red[64 + t];
-    hct_f4 *x = (hct_f4 *)xs + p;
-    hct_f4 v = *x;
-    const hct_u32 *w2 = (const hct_u32 *)(wn + 4 * c4);
-    const hct_u32 wa = w2[0], wb = w2[1];
-    float y;
-    y = v.x * hct_bf16_lo(wa); v.x = y * rs;
-    y = v.y * hct_bf16_hi(wa); v.y = y * rs;
-    y = v.z * hct_bf16_lo(wb); v.z = y * rs;
-    y = v.w * hct_bf16_hi(wb); v.w = y * rs;
-    *x = v;
-  }
-  __syncthreads();
-
-  /* ---- down: lane dl's chain of row dj over stream s, token group by group */
-  hct_lab_stamp(trace, 3);
   hct_cluster_wait(); /* every block of the cluster has initialised its mbarriers */
   hct_lab_stamp(trace, 4);
+
+  /* ---- per token group: the canonical norm of stream s, then the chains --
+   * Each group's norm runs as soon as its R has landed, and its chains right
+   * after, so stream 0 hands its first group over while the later tokens'
+   * R is still landing, and the other streams norm a group while they wait
+   * for its hand-off.  (Norm of every token first, then the relay: at T=8
+   * R' landed 2.8 us and xn 6.1 us after the release before stream 0's
+   * first chain, tools/lab at e70e54e.) */
   for (int t0 = 0, gi = 0; t0 < T; t0 += G, ++gi) {
+    for (int g = 0; g < G && t0 + g < T; ++g)
+      rl_norm_token(t0 + g, s, xs + (long long)(t0 + g) * C, pending, wn, red + (t0 + g) * 8, bar + RL_BAR_R + t0 + g,
+                    bar, tid, wp, lane, trace);
     float acc[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) acc[g] = 0.0f;
@@ -369,55 +408,18 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   hct_lab_stamp(trace, 8);
 
   /* ---- up: thread (row slot, L < 8) takes rows ir and ir + 40 -----------
-   * Both rows' weights stay in registers as bf16 pairs (opaque to the
-   * compiler each token, so that it does not widen them to floats once and
-   * run out of registers), each chunk of lo is loaded once
-   * for both rows, and the sigmoid is a pass of its own.  (tools/lab at
-   * 06cc33f: with the sigmoid in the loop and lo loaded for each row, up
-   * took 2.4 us at T=1 and 14.6 at T=8; 1.2 and 6.5 with row ir + 40
-   * reloaded from shared memory each token, f22dd70.) */
+   * Four tokens at a time (rl_up_tokens): each 16-byte chunk of both rows'
+   * weights is loaded and widened to floats once for the four, and each
+   * chunk of lo is loaded once for both rows. */
   {
     const int ul = tid % 8, ir = tid / 8;
     const hct_u4 *w4 = (const hct_u4 *)wub;
-    hct_u4 wa[5], wb[5];
-#pragma unroll
-    for (int k = 0; k < 5; ++k) {
-      wa[k] = w4[ir * HCR_UP_CHUNKS + ul + 8 * k];
-      if (UPREG) wb[k] = w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ul + 8 * k];
-    }
-    for (int t = 0; t < T; ++t) {
-#pragma unroll
-      for (int k = 0; k < 5; ++k) {
-        asm volatile("" : "+r"(wa[k].x), "+r"(wa[k].y), "+r"(wa[k].z), "+r"(wa[k].w));
-        if (UPREG) asm volatile("" : "+r"(wb[k].x), "+r"(wb[k].y), "+r"(wb[k].z), "+r"(wb[k].w));
-        else wb[k] = w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ul + 8 * k];
-      }
-      const hct_f4 *l4 = (const hct_f4 *)los + t * (K / 8), *l4b = l4 + RL_TMAX * K / 8;
-      float va[4], vb[4];
-      /* lanes ul, ul + 8, ul + 16, ul + 24 of the canonical warp */
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int ch = ul + 8 * k;
-        const hct_f4 x0 = l4[ch], x1 = l4b[ch];
-        va[k] = hcr_dot8(wa[k], x0, x1, 0.0f);
-        vb[k] = hcr_dot8(wb[k], x0, x1, 0.0f);
-      }
-      { /* lane ul's second chunk */
-        const hct_f4 x0 = l4[ul + 32], x1 = l4b[ul + 32];
-        va[0] = hcr_dot8(wa[4], x0, x1, va[0]);
-        vb[0] = hcr_dot8(wb[4], x0, x1, vb[0]);
-      }
-      float ua = (va[0] + va[2]) + (va[1] + va[3]); /* the butterfly's levels 16 and 8 */
-      float ub = (vb[0] + vb[2]) + (vb[1] + vb[3]);
-      ua += hct_shfl_xor(ua, 4);
-      ub += hct_shfl_xor(ub, 4);
-      ua += hct_shfl_xor(ua, 2);
-      ub += hct_shfl_xor(ub, 2);
-      ua += hct_shfl_xor(ua, 1);
-      ub += hct_shfl_xor(ub, 1);
-      if (ul == 0) {
-        gt[t * RL_NR + ir] = ua;
-        gt[t * RL_NR + ir + RL_NR / 2] = ub;
+    for (int t0 = 0; t0 < T; t0 += RL_UPT) {
+      switch (min(RL_UPT, T - t0)) {
+      case 4: rl_up_tokens<4>(t0, w4, (const hct_f4 *)los, gt, ir, ul); break;
+      case 3: rl_up_tokens<3>(t0, w4, (const hct_f4 *)los, gt, ir, ul); break;
+      case 2: rl_up_tokens<2>(t0, w4, (const hct_f4 *)los, gt, ir, ul); break;
+      default: rl_up_tokens<1>(t0, w4, (const hct_f4 *)los, gt, ir, ul); break;
       }
     }
   }

@@ -44,11 +44,8 @@
 #include "persist.cu"
 #include "persist_bw.cu"
 #include "pipe.cu"
-#ifndef G /* relay's token group and up registers (build.sh -DG=2 -DUPREG=0) */
+#ifndef G /* relay's token group (build.sh -DG=2) */
 #define G 1
-#endif
-#ifndef UPREG
-#define UPREG 1
 #endif
 #include "relay.cu"
 #include "hct_bulk.h"
