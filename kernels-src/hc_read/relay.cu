@@ -90,6 +90,9 @@
 #define RL_NR (S * RL_NCU)    /* w_up rows a block: 80 */
 #define RL_TMAX 8
 #define RL_UPT 4              /* tokens a pass of the up stage */
+#ifndef RL_NG
+#define RL_NG 4 /* tokens a pass of the norm (the lab builds others) */
+#endif
 #define RL_NBAR (2 + 2 * RL_TMAX) /* mbarriers: w_norm, w_up, one a token group, one a token's R */
 #define RL_BAR_R (2 + RL_TMAX)
 static_assert(S == RL_CL && HCR_DOWN_Q == S * RL_QS, "relay: a block per stream, ten chunks of a chain each");
@@ -98,6 +101,7 @@ static_assert(C == RL_NB * RL_NCU && RL_NR * 4 == RL_NT && RL_NT == (RL_NR / 2) 
 static_assert(C == HCR_NORM_THREADS * HCR_NORM_PER_THREAD, "relay: the norm's threads take ten elements each");
 static_assert(HCR_UP_CHUNKS == 40, "relay: up lane L takes chunk L, and L+32 when L < 8");
 static_assert(G == 1 || G == 2 || G == 4, "relay: G is 1, 2 or 4");
+static_assert(RL_NG % G == 0, "relay: a norm pass covers whole token groups");
 
 /* Shared memory, bytes from the start; the activations last, sized by T
  * (the manifest's smem: RL_OFF_X + max(T*C*4, RL_NR*K*2)). */
@@ -117,52 +121,87 @@ static_assert(RL_OFF_X == 28672, "relay: the manifest's smem starts the activati
 
 #define RL_ARGS resid, pending, w_norm, w_down, w_up, lo, ws, mixed, mixed_bf16, mixed_f16, T
 
-/* Token t of stream s, by every thread of the block (two __syncthreads):
- * R' = fl(R + P) once R's copy has landed in xt, the canonical norm
- * (threads 0..255, fmaf over c = i + 256m, the warp butterfly, the eight
- * warp sums by the butterfly 4, 2, 1, which every warp runs alike), and
- * xn = fl(fl(R' * w_norm) * rs) in place, each thread storing the elements
- * it summed, from registers.  red: 8 floats of its own a token. */
-HCT_DEV void rl_norm_token(int t, int s, float *xt, const float *pending, const hct_u16 *wn, float *red,
-                           hct_u64 *bar_r, hct_u64 *bar_wn, int tid, int wp, int lane, hct_u64 *trace) {
+/* Tokens t0 .. t0+NTK-1 of stream s, by every thread of the block (two
+ * __syncthreads): R' = fl(R + P) in place once each token's copy has
+ * landed, the canonical norm of each (threads 0..255, fmaf over
+ * c = i + 256m, the warp butterfly, the eight warp sums by the butterfly
+ * 4, 2, 1, which every warp runs alike), and xn = fl(fl(R' * w_norm) * rs)
+ * in place.  The NTK tokens go through each step together, so that one
+ * token's latencies (loads, shuffles, barriers) cover all of them.
+ * red: 8 floats of its own a token. */
+template <int NTK>
+HCT_DEV void rl_norm_tokens(int t0, int s, float *xs, const float *pending, const hct_u16 *wn, float *red,
+                            hct_u64 *bar_r, hct_u64 *bar_wn, int tid, int wp, int lane, hct_u64 *trace) {
   const bool norm = tid < HCR_NORM_THREADS;
-  float x[HCR_NORM_PER_THREAD];
-  if (norm && pending != 0) {
-    const float *p = pending + ((long long)t * S + s) * C + tid; /* loads in flight while R lands */
+  float *x0 = xs + (long long)t0 * C + tid;
 #pragma unroll
-    for (int m = 0; m < HCR_NORM_PER_THREAD; ++m) x[m] = p[m * HCR_NORM_THREADS];
-  }
-  hct_bulk_wait(bar_r, 0);
-  if (t == 0) hct_lab_stamp(trace, 2);
-  if (norm) {
-    float a = 0.0f;
+  for (int u = 0; u < NTK; ++u) {
+    if (norm && pending != 0) {
+      /* Each thread adds P to the elements it sums below (its own). */
+      const float *p = pending + ((long long)(t0 + u) * S + s) * C + tid;
+      float pv[HCR_NORM_PER_THREAD];
 #pragma unroll
-    for (int m = 0; m < HCR_NORM_PER_THREAD; ++m) {
-      const float r = xt[tid + m * HCR_NORM_THREADS];
-      x[m] = pending != 0 ? r + x[m] : r;
-      a = fmaf(x[m], x[m], a);
+      for (int m = 0; m < HCR_NORM_PER_THREAD; ++m) pv[m] = p[m * HCR_NORM_THREADS];
+      hct_bulk_wait(bar_r + u, 0);
+#pragma unroll
+      for (int m = 0; m < HCR_NORM_PER_THREAD; ++m)
+        x0[u * C + m * HCR_NORM_THREADS] = x0[u * C + m * HCR_NORM_THREADS] + pv[m];
+    } else {
+      hct_bulk_wait(bar_r + u, 0);
     }
-    a = hct_warp_sum(a);
-    if (lane == 0) red[wp] = a;
+  }
+  if (t0 == 0) hct_lab_stamp(trace, 2);
+  if (norm) {
+    float a[NTK];
+#pragma unroll
+    for (int u = 0; u < NTK; ++u) a[u] = 0.0f;
+#pragma unroll
+    for (int m = 0; m < HCR_NORM_PER_THREAD; ++m)
+#pragma unroll
+      for (int u = 0; u < NTK; ++u) {
+        const float x = x0[u * C + m * HCR_NORM_THREADS];
+        a[u] = fmaf(x, x, a[u]);
+      }
+#pragma unroll
+    for (int u = 0; u < NTK; ++u) a[u] = hct_warp_sum(a[u]);
+    if (lane == 0)
+#pragma unroll
+      for (int u = 0; u < NTK; ++u) red[(t0 + u) * 8 + wp] = a[u];
   }
   __syncthreads();
   if (norm) {
-    /* Warp k's sum in lane k, butterfly 4, 2, 1 on lanes 0..7. */
-    float b = lane < HCR_NORM_THREADS / HCT_LW ? red[lane] : 0.0f;
-    b += hct_shfl_xor(b, 4);
-    b += hct_shfl_xor(b, 2);
-    b += hct_shfl_xor(b, 1);
-    const float rs = rsqrtf(__shfl_sync(0xffffffffu, b, 0) / (float)C + HCT_EPS);
+    float rs[NTK];
+#pragma unroll
+    for (int u = 0; u < NTK; ++u) {
+      /* Warp k's sum in lane k, butterfly 4, 2, 1 on lanes 0..7. */
+      float b = lane < HCR_NORM_THREADS / HCT_LW ? red[(t0 + u) * 8 + lane] : 0.0f;
+      b += hct_shfl_xor(b, 4);
+      b += hct_shfl_xor(b, 2);
+      b += hct_shfl_xor(b, 1);
+      rs[u] = rsqrtf(__shfl_sync(0xffffffffu, b, 0) / (float)C + HCT_EPS);
+    }
     hct_bulk_wait(bar_wn, 0); /* w_norm */
 #pragma unroll
     for (int m = 0; m < HCR_NORM_PER_THREAD; ++m) {
-      const int c = tid + m * HCR_NORM_THREADS;
-      const float y = x[m] * hct_bf16_lo((hct_u32)wn[c]);
-      xt[c] = y * rs;
+      const float w = hct_bf16_lo((hct_u32)wn[tid + m * HCR_NORM_THREADS]);
+#pragma unroll
+      for (int u = 0; u < NTK; ++u) {
+        float *x = x0 + u * C + m * HCR_NORM_THREADS;
+        const float y = *x * w;
+        *x = y * rs[u];
+      }
     }
   }
   __syncthreads();
-  if (t == 0) hct_lab_stamp(trace, 3);
+  if (t0 == 0) hct_lab_stamp(trace, 3);
+}
+
+/* rl_norm_tokens<n> for a run-time n <= N. */
+template <int N>
+HCT_DEV void rl_norm_n(int n, int t0, int s, float *xs, const float *pending, const hct_u16 *wn, float *red,
+                       hct_u64 *bar_r, hct_u64 *bar_wn, int tid, int wp, int lane, hct_u64 *trace) {
+  if (n == N) rl_norm_tokens<N>(t0, s, xs, pending, wn, red, bar_r, bar_wn, tid, wp, lane, trace);
+  else if constexpr (N > 1) rl_norm_n<N - 1>(n, t0, s, xs, pending, wn, red, bar_r, bar_wn, tid, wp, lane, trace);
 }
 
 /* The up stage's dots for tokens t0 .. t0+NTK-1 of the thread's two rows
@@ -302,9 +341,9 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
    * R' landed 2.8 us and xn 6.1 us after the release before stream 0's
    * first chain, tools/lab at e70e54e.) */
   for (int t0 = 0, gi = 0; t0 < T; t0 += G, ++gi) {
-    for (int g = 0; g < G && t0 + g < T; ++g)
-      rl_norm_token(t0 + g, s, xs + (long long)(t0 + g) * C, pending, wn, red + (t0 + g) * 8, bar + RL_BAR_R + t0 + g,
-                    bar, tid, wp, lane, trace);
+    if (t0 % RL_NG == 0)
+      rl_norm_n<RL_NG>(min(RL_NG, T - t0), t0, s, xs, pending, wn, red, bar + RL_BAR_R + t0, bar, tid, wp, lane,
+                       trace);
     float acc[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) acc[g] = 0.0f;
