@@ -44,6 +44,9 @@
 #include "persist.cu"
 #include "persist_bw.cu"
 #include "pipe.cu"
+#ifndef NG /* relay's tokens a norm pass (build.sh -DNG=1) */
+#define NG 4
+#endif
 #ifndef G /* relay's token group (build.sh -DG=2) */
 #define G 1
 #endif
