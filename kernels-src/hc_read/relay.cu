@@ -98,7 +98,7 @@
 #define RL_BAR_R (2 + RL_TMAX)
 static_assert(S == RL_CL && HCR_DOWN_Q == S * RL_QS, "relay: a block per stream, ten chunks of a chain each");
 static_assert(K == (RL_NB / RL_CL) * RL_RPC && RL_NT == HCT_LW * RL_RPC, "relay: a thread per (lane, row)");
-static_assert(C == RL_NB * RL_NCU && RL_NT == RL_NCU * 16 && RL_NR == 4 * RL_NCU, "relay: up: 20 half warps, four w_up rows each");
+static_assert(C == RL_NB * RL_NCU && RL_NR * 4 == RL_NT && RL_NT == (RL_NR / 2) * 8, "relay: 40 row slots of 8 lanes, two w_up rows each");
 static_assert(C == HCR_NORM_THREADS * HCR_NORM_PER_THREAD, "relay: the norm's threads take ten elements each");
 static_assert(HCR_UP_CHUNKS == 40, "relay: up lane L takes chunk L, and L+32 when L < 8");
 static_assert(G == 1 || G == 2 || G == 4, "relay: G is 1, 2 or 4");
@@ -205,46 +205,57 @@ HCT_DEV void rl_norm_n(int n, int t0, int s, float *xs, const float *pending, co
   else if constexpr (N > 1) rl_norm_n<N - 1>(n, t0, s, xs, pending, wn, red, bar_r, bar_wn, tid, wp, lane, trace);
 }
 
-/* The up stage's dots for tokens t0 .. t0+NTK-1: thread (rg, ul), ul < 16
- * its place in a half warp, takes rows rg + 20r (r < 4, one a stream) and
- * the canonical lanes ul and ul + 16 of each (lane ul also takes chunk
- * ul + 32 after its first, when ul < 8): the raw gate u of each into gt.
- * Chunk by chunk, lo of each token is loaded once for the four rows, and
- * each row's weights once for the NTK tokens (widened at each use: as
- * floats, four rows' did not fit in registers).  We take the loads from
- * shared memory for this stage's bound: at two rows and four lanes a
- * thread, a lo chunk served two rows.  Per (row, token) the butterfly's
- * level 16 is the thread's own addition, levels 8, 4, 2, 1 shuffles inside
- * the half warp. */
+/* The up stage's dots for tokens t0 .. t0+NTK-1 of the thread's two rows
+ * (ir and ir + 40) and canonical lanes ul, ul+8, ul+16, ul+24 (lane ul also
+ * takes chunk ul+32, after its first): the raw gate u of each into gt.
+ * Chunk by chunk, the weights widened once for the NTK tokens; per token
+ * the butterfly's levels 16 and 8 as the additions they are, then levels
+ * 4, 2, 1 by shuffles inside the group of eight.  (hctune bench: 0.2 to
+ * 2.0 us a read faster at T = 2..8 than the token-by-token loop of
+ * 197c06b, 27abb4b against 27abb4b's tree with that loop; four rows and
+ * two lanes a thread, a third less loaded from shared memory, was 0.2 to
+ * 2.2 us slower at T = 2..8, f10f680.) */
 template <int NTK>
-HCT_DEV void rl_up_tokens(int t0, const hct_u4 *w4, const hct_f4 *los, float *gt, int rg, int ul) {
-  float acc[4][NTK][2]; /* [row][token][lane ul, lane ul + 16] */
+HCT_DEV void rl_up_tokens(int t0, const hct_u4 *w4, const hct_f4 *los, float *gt, int ir, int ul) {
+  float va[NTK][4], vb[NTK][4];
 #pragma unroll
-  for (int k = 0; k < 3; ++k) {
-    if (k == 2 && ul >= 8) break; /* chunk ul + 32: lanes 0..7 only */
-    const int ch = ul + 16 * k, slot = k == 1 ? 1 : 0;
-    hct_u4 wp[4]; /* the four rows' chunk, widened at each use (registers) */
-#pragma unroll
-    for (int r = 0; r < 4; ++r) wp[r] = w4[(rg + RL_NCU * r) * HCR_UP_CHUNKS + ch];
+  for (int k = 0; k < 5; ++k) {
+    const int ch = k < 4 ? ul + 8 * k : ul + 32;
+    const hct_u4 pa = w4[ir * HCR_UP_CHUNKS + ch], pb = w4[(ir + RL_NR / 2) * HCR_UP_CHUNKS + ch];
+    const float wa[8] = {hct_bf16_lo(pa.x), hct_bf16_hi(pa.x), hct_bf16_lo(pa.y), hct_bf16_hi(pa.y),
+                         hct_bf16_lo(pa.z), hct_bf16_hi(pa.z), hct_bf16_lo(pa.w), hct_bf16_hi(pa.w)};
+    const float wb[8] = {hct_bf16_lo(pb.x), hct_bf16_hi(pb.x), hct_bf16_lo(pb.y), hct_bf16_hi(pb.y),
+                         hct_bf16_lo(pb.z), hct_bf16_hi(pb.z), hct_bf16_lo(pb.w), hct_bf16_hi(pb.w)};
 #pragma unroll
     for (int u = 0; u < NTK; ++u) {
       const hct_f4 *l4 = los + (t0 + u) * (K / 8);
       const hct_f4 x0 = l4[ch], x1 = l4[RL_TMAX * K / 8 + ch];
+      const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+      float a = k < 4 ? 0.0f : va[u][0], b = k < 4 ? 0.0f : vb[u][0];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) acc[r][u][slot] = hcr_dot8(wp[r], x0, x1, k == 2 ? acc[r][u][0] : 0.0f);
+      for (int e = 0; e < 8; ++e) {
+        a = fmaf(wa[e], xv[e], a);
+        b = fmaf(wb[e], xv[e], b);
+      }
+      va[u][k < 4 ? k : 0] = a;
+      vb[u][k < 4 ? k : 0] = b;
     }
   }
 #pragma unroll
-  for (int r = 0; r < 4; ++r)
-#pragma unroll
-    for (int u = 0; u < NTK; ++u) {
-      float v = acc[r][u][0] + acc[r][u][1]; /* the butterfly's level 16 */
-      v += hct_shfl_xor(v, 8);
-      v += hct_shfl_xor(v, 4);
-      v += hct_shfl_xor(v, 2);
-      v += hct_shfl_xor(v, 1);
-      if (ul == 0) gt[(t0 + u) * RL_NR + rg + RL_NCU * r] = v;
+  for (int u = 0; u < NTK; ++u) {
+    float ua = (va[u][0] + va[u][2]) + (va[u][1] + va[u][3]); /* the butterfly's levels 16 and 8 */
+    float ub = (vb[u][0] + vb[u][2]) + (vb[u][1] + vb[u][3]);
+    ua += hct_shfl_xor(ua, 4);
+    ub += hct_shfl_xor(ub, 4);
+    ua += hct_shfl_xor(ua, 2);
+    ub += hct_shfl_xor(ub, 2);
+    ua += hct_shfl_xor(ua, 1);
+    ub += hct_shfl_xor(ub, 1);
+    if (ul == 0) {
+      gt[(t0 + u) * RL_NR + ir] = ua;
+      gt[(t0 + u) * RL_NR + ir + RL_NR / 2] = ub;
     }
+  }
 }
 
 /* Lab stamps: 0 start, 14 weights requested, 1 released (PDL wait), 4 the
@@ -438,17 +449,19 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   __syncthreads();
   hct_lab_stamp(trace, 8);
 
-  /* ---- up: thread (rg, ul) takes rows rg + 20r and lanes ul, ul + 16 ----
-   * Four tokens at a time (rl_up_tokens). */
+  /* ---- up: thread (row slot, L < 8) takes rows ir and ir + 40 -----------
+   * Four tokens at a time (rl_up_tokens): each 16-byte chunk of both rows'
+   * weights is loaded and widened to floats once for the four, and each
+   * chunk of lo is loaded once for both rows. */
   {
-    const int ul = tid % 16, rg = tid / 16;
+    const int ul = tid % 8, ir = tid / 8;
     const hct_u4 *w4 = (const hct_u4 *)wub;
     for (int t0 = 0; t0 < T; t0 += RL_UPT) {
       switch (min(RL_UPT, T - t0)) {
-      case 4: rl_up_tokens<4>(t0, w4, (const hct_f4 *)los, gt, rg, ul); break;
-      case 3: rl_up_tokens<3>(t0, w4, (const hct_f4 *)los, gt, rg, ul); break;
-      case 2: rl_up_tokens<2>(t0, w4, (const hct_f4 *)los, gt, rg, ul); break;
-      default: rl_up_tokens<1>(t0, w4, (const hct_f4 *)los, gt, rg, ul); break;
+      case 4: rl_up_tokens<4>(t0, w4, (const hct_f4 *)los, gt, ir, ul); break;
+      case 3: rl_up_tokens<3>(t0, w4, (const hct_f4 *)los, gt, ir, ul); break;
+      case 2: rl_up_tokens<2>(t0, w4, (const hct_f4 *)los, gt, ir, ul); break;
+      default: rl_up_tokens<1>(t0, w4, (const hct_f4 *)los, gt, ir, ul); break;
       }
     }
   }
