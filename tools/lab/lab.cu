@@ -17,7 +17,9 @@
  * memory by cp.async.
  *
  * The kernels: v1, persist_bw, persist, pipe and relay, each persistent one
- * launched plainly and as a programmatic dependent launch.  LAB_QUICK=1 in
+ * launched plainly and as a programmatic dependent launch, and relay's
+ * skeleton (skeleton+pdl: its loads, copies, barrier and stores without
+ * its arithmetic; timing only).  LAB_QUICK=1 in
  * the environment skips the building blocks and the mma loop; LAB_KINDS
  * (say "pipe,pipe+pdl") times only the kinds named.
  *
@@ -102,6 +104,92 @@ __global__ void __cluster_dims__(PP_CL, 1, 1) __launch_bounds__(PP_NT, 2) lab_pp
 __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_rl(RL_PARAMS, hct_u64 *trace) {
   lab_smid_stamp(trace);
   rl_read(RL_ARGS, trace);
+}
+/* The skeleton of a relay read (kind skeleton+pdl, timing only: its
+ * outputs are not the op's): relay's launch, loads, copies, grid barrier,
+ * gather and stores, with none of its arithmetic (no norm, chains, up
+ * dots, sigmoid or mix): what a one-launch read of this shape costs before
+ * any of its work, with the next read's weights streaming as in relay.
+ * Stamps: 0 start, 14 weights requested, 1 released, 2 R' and w_norm in
+ * shared memory, 6 lo stored, 7 the barrier passed, 11 w_up landed, 8 lo
+ * gathered, 10 the end. */
+__global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_skel(RL_PARAMS, hct_u64 *trace) {
+  lab_smid_stamp(trace);
+  HCT_DYN_SHARED(hct_u4, sk_sm);
+  char *sm = (char *)sk_sm;
+  hct_u16 *wn = (hct_u16 *)(sm + RL_OFF_WN);
+  float *rcv = (float *)(sm + RL_OFF_RCV);
+  float *los = (float *)(sm + RL_OFF_LO);
+  hct_u64 *bar = (hct_u64 *)(sm + RL_OFF_BAR);
+  float *xs = (float *)(sm + RL_OFF_X);
+  hct_u16 *wub = (hct_u16 *)(sm + RL_OFF_X);
+  const int tid = (int)threadIdx.x;
+  const int c = hct_cluster_id(), s = hct_cluster_rank();
+  const int dl = tid / RL_RPC, dj = tid % RL_RPC;
+  const int cu0 = (int)blockIdx.x * RL_NCU;
+  hct_grid_t grid = hct_grid_begin(ws);
+  hct_lab_begin(trace);
+  hct_lab_stamp(trace, 0);
+  hcr_pdl_launch();
+  if (tid == 0) {
+    for (int i = 0; i < RL_NBAR; ++i) hct_bulk_init(bar + i);
+    hct_bulk_expect(bar, C * 2);
+    hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, bar);
+  }
+  hct_u4 wr[RL_QS];
+  const hct_u16 *src = w_down + (long long)(RL_RPC * c + dj) * D + (long long)s * C + 8 * dl;
+#pragma unroll
+  for (int qq = 0; qq < RL_QS; ++qq) wr[qq] = *(const hct_u4 *)(src + 8 * HCT_LW * qq);
+  __syncthreads();
+  hct_lab_stamp(trace, 14);
+  hcr_pdl_wait();
+  hct_lab_stamp(trace, 1);
+  if (tid < T) {
+    hct_bulk_expect(bar + RL_BAR_R + tid, (hct_u32)(C * 4));
+    hct_bulk_copy(xs + tid * C, resid + ((long long)tid * S + s) * C, C * 4, bar + RL_BAR_R + tid);
+  }
+  for (int t = 0; t < T; ++t) hct_bulk_wait(bar + RL_BAR_R + t, 0);
+  hct_bulk_wait(bar, 0);
+  hct_lab_stamp(trace, 2);
+  /* The weights' and R's loads kept: a bit of everything into lo. */
+  hct_u32 f = __float_as_uint(xs[tid]) ^ wn[tid];
+#pragma unroll
+  for (int qq = 0; qq < RL_QS; ++qq) f ^= wr[qq].x ^ wr[qq].y ^ wr[qq].z ^ wr[qq].w;
+  if (s == S - 1 && tid < T * RL_RPC) lo[(long long)(tid / RL_RPC) * K + RL_RPC * c + tid % RL_RPC] = (float)(f & 1u);
+  __syncthreads(); /* xs read before w_up's copies write it */
+  hct_lab_stamp(trace, 6);
+  hct_grid_arrive(&grid);
+  if (tid == 0) {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    hct_bulk_copy_runs(wub, w_up + (long long)cu0 * K, (long long)C * K * 2, RL_NCU * K * 2, S, bar + 1);
+  }
+  if (!hct_grid_wait(&grid)) return;
+  hct_lab_stamp(trace, 7);
+  const int mt = tid / RL_NCU, mcl = tid % RL_NCU;
+  float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (mt < T)
+#pragma unroll
+    for (int sr = 0; sr < S; ++sr) {
+      const long long at = ((long long)mt * S + sr) * C + cu0 + mcl;
+      rm[sr] = resid[at];
+      if (pending != 0) rm[sr] = rm[sr] + pending[at];
+    }
+  for (int p = tid; p < T * (K / 4); p += RL_NT) ((hct_f4 *)los)[p] = hct_ldcg4(lo + 4 * p);
+  if (mt < T)
+#pragma unroll
+    for (int sr = 0; sr < S; ++sr) {
+      rcv[mt * RL_NR + sr * RL_NCU + mcl] = rm[sr];
+      if (pending != 0) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
+    }
+  hct_bulk_wait(bar + 1, 0);
+  hct_lab_stamp(trace, 11);
+  __syncthreads();
+  hct_lab_stamp(trace, 8);
+  if (mt < T)
+    hcr_mix_out(los + mt * K + mcl, RL_NCU, rcv + mt * RL_NR + mcl, RL_NCU, (long long)mt * C + cu0 + mcl, mixed,
+                mixed_bf16, mixed_f16);
+  hct_lab_stamp(trace, 10);
+  hct_lab_out(trace);
 }
 #define RL_SMEM(T) (RL_OFF_X + std::max((T) * C * 4, RL_NR * K * 2))
 /* LAB_RL_SMEM=N: launch relay with at least N bytes of dynamic shared
@@ -256,9 +344,9 @@ static void alloc_set(Set &s, int T, unsigned seed) {
   CK(cudaGetLastError());
 }
 
-enum Kind { V1, PB, PK, PBP, PKP, PP, PPP, RL, RLP };
+enum Kind { V1, PB, PK, PBP, PKP, PP, PPP, RL, RLP, SKP };
 static const char *kind_name[] = {"v1",   "persist_bw", "persist", "persist_bw+pdl", "persist+pdl",
-                                  "pipe", "pipe+pdl",   "relay",   "relay+pdl"};
+                                  "pipe", "pipe+pdl",   "relay",   "relay+pdl",      "skeleton+pdl"};
 
 /* LAB_GRID=120: launch the persistent kernels with fewer blocks (their
  * results are then wrong: a timing experiment only). */
@@ -302,6 +390,9 @@ static void launch(Kind k, Set &s, int T, bool pend, hct_u64 *trace) {
     lab_rl<<<g_grid, RL_NT, rl_smem(T)>>>(s.resid, P, s.wn, s.wd, s.wu, s.lo, g_ws, s.mixed, s.mb, s.mh, T, trace);
   } else if (k == RLP) {
     launch_pdl(lab_rl, RL_NT, rl_smem(T), s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
+               (const hct_u16 *)s.wu, s.lo, g_ws, s.mixed, s.mb, s.mh, T, trace);
+  } else if (k == SKP) {
+    launch_pdl(lab_skel, RL_NT, rl_smem(T), s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
                (const hct_u16 *)s.wu, s.lo, g_ws, s.mixed, s.mb, s.mh, T, trace);
   } else if (k == PPP) {
     launch_pdl(lab_pp, PP_NT, PP_SMEM, s.resid, P, (const hct_u16 *)s.wn, (const hct_u16 *)s.wd,
@@ -590,6 +681,7 @@ int main(int argc, char **argv) {
   CK(cudaFuncSetAttribute(lab_pp, cudaFuncAttributeMaxDynamicSharedMemorySize, PP_SMEM));
   if (getenv("LAB_RL_SMEM") != nullptr) g_rl_smem = atoi(getenv("LAB_RL_SMEM"));
   CK(cudaFuncSetAttribute(lab_rl, cudaFuncAttributeMaxDynamicSharedMemorySize, rl_smem(8)));
+  CK(cudaFuncSetAttribute(lab_skel, cudaFuncAttributeMaxDynamicSharedMemorySize, rl_smem(8)));
   {
     /* relay's clusters (of four, compiled in) resident at once at that
      * size: a read needs g_grid / 4 of them, or its grid barrier times out */
@@ -737,7 +829,7 @@ kernels:
     for (int i = 0; i < g_nsets; ++i) alloc_set(g_sets[i], T, 1000 * T + i);
     CK(cudaDeviceSynchronize());
     parity(T, g_sets[0]);
-    for (int k = V1; k <= RLP; ++k) {
+    for (int k = V1; k <= SKP; ++k) { /* (the skeleton has no parity to check) */
       if (!kind_wanted(k)) continue;
       g_kind = (Kind)k;
       CK(cudaMemset(trace, 0, (size_t)BATCH * NBLK * STAMPS * 8));
@@ -745,11 +837,11 @@ kernels:
       printf("time T=%d %-10s: %.2f us a read (cold, %d sets, %d reads a graph, median of %d)\n", T,
              kind_name[k], us, g_nsets, BATCH, REPLAYS);
       if (k != V1) {
-        const bool pipe = k == PP || k == PPP, relay = k == RL || k == RLP;
-        timeline(kind_name[k], tr, BATCH / 2, pipe || relay ? 16 : 14);
+        const bool pipe = k == PP || k == PPP, relay = k == RL || k == RLP, skel = k == SKP;
+        timeline(kind_name[k], tr, BATCH / 2, pipe || relay || skel ? 16 : 14);
         if (pipe) pipe_analysis(tr, BATCH / 2);
         else if (relay) relay_analysis(tr, BATCH / 2);
-        else printf("  SM clock over that read: %.0f MHz (median over blocks)\n", clock_mhz(tr, BATCH / 2, 14));
+        else if (!skel) printf("  SM clock over that read: %.0f MHz (median over blocks)\n", clock_mhz(tr, BATCH / 2, 14));
       }
     }
   }
