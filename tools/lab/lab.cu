@@ -112,7 +112,10 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_rl
  * any of its work, with the next read's weights streaming as in relay.
  * Stamps: 0 start, 14 weights requested, 1 released, 2 R' and w_norm in
  * shared memory, 6 lo stored, 7 the barrier passed, 11 w_up landed, 8 lo
- * gathered, 10 the end. */
+ * gathered, 10 the end.  LAB_SKEL (a comma list) takes more away: "nowt"
+ * the weights (no w_down loads, no w_up copies: no weight stream at all),
+ * "nobar" the grid barrier (lo gathered whenever; wrong, timing only). */
+__device__ int g_skel_nowt, g_skel_nobar;
 __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_skel(RL_PARAMS, hct_u64 *trace) {
   lab_smid_stamp(trace);
   HCT_DYN_SHARED(hct_u4, sk_sm);
@@ -131,15 +134,27 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_sk
   hct_lab_begin(trace);
   hct_lab_stamp(trace, 0);
   hcr_pdl_launch();
+  { /* R into L2 before the wait, as relay does */
+    const int lines = T * (C / 32);
+    for (int p = c + 32 * tid; p < lines; p += 32 * RL_NT) {
+      const long long at = ((long long)(p / (C / 32)) * S + s) * C + 32 * (p % (C / 32));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(resid + at));
+    }
+    if (tid < T * S) asm volatile("prefetch.global.L2 [%0];" ::"l"(resid + (long long)tid * C + cu0));
+  }
   if (tid == 0) {
     for (int i = 0; i < RL_NBAR; ++i) hct_bulk_init(bar + i);
     hct_bulk_expect(bar, C * 2);
     hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, bar);
   }
+  const int nowt = g_skel_nowt, nobar = g_skel_nobar;
   hct_u4 wr[RL_QS];
   const hct_u16 *src = w_down + (long long)(RL_RPC * c + dj) * D + (long long)s * C + 8 * dl;
 #pragma unroll
-  for (int qq = 0; qq < RL_QS; ++qq) wr[qq] = *(const hct_u4 *)(src + 8 * HCT_LW * qq);
+  for (int qq = 0; qq < RL_QS; ++qq) {
+    const hct_u4 z = {0u, 0u, 0u, 0u};
+    wr[qq] = nowt ? z : *(const hct_u4 *)(src + 8 * HCT_LW * qq);
+  }
   __syncthreads();
   hct_lab_stamp(trace, 14);
   hcr_pdl_wait();
@@ -158,12 +173,12 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_sk
   if (s == S - 1 && tid < T * RL_RPC) lo[(long long)(tid / RL_RPC) * K + RL_RPC * c + tid % RL_RPC] = (float)(f & 1u);
   __syncthreads(); /* xs read before w_up's copies write it */
   hct_lab_stamp(trace, 6);
-  hct_grid_arrive(&grid);
-  if (tid == 0) {
+  if (!nobar) hct_grid_arrive(&grid);
+  if (tid == 0 && !nowt) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     hct_bulk_copy_runs(wub, w_up + (long long)cu0 * K, (long long)C * K * 2, RL_NCU * K * 2, S, bar + 1);
   }
-  if (!hct_grid_wait(&grid)) return;
+  if (!nobar && !hct_grid_wait(&grid)) return;
   hct_lab_stamp(trace, 7);
   const int mt = tid / RL_NCU, mcl = tid % RL_NCU;
   float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -181,7 +196,7 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_sk
       rcv[mt * RL_NR + sr * RL_NCU + mcl] = rm[sr];
       if (pending != 0) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
     }
-  hct_bulk_wait(bar + 1, 0);
+  if (!nowt) hct_bulk_wait(bar + 1, 0);
   hct_lab_stamp(trace, 11);
   __syncthreads();
   hct_lab_stamp(trace, 8);
@@ -705,6 +720,13 @@ int main(int argc, char **argv) {
   std::vector<hct_u64> tr;
 
   if (getenv("LAB_GRID") != nullptr) g_grid = (unsigned)atoi(getenv("LAB_GRID"));
+  if (getenv("LAB_SKEL") != nullptr) {
+    const std::string w = std::string(",") + getenv("LAB_SKEL") + ",";
+    const int nowt = w.find(",nowt,") != std::string::npos, nobar = w.find(",nobar,") != std::string::npos;
+    CK(cudaMemcpyToSymbol(g_skel_nowt, &nowt, sizeof nowt));
+    CK(cudaMemcpyToSymbol(g_skel_nobar, &nobar, sizeof nobar));
+    printf("skeleton: %s%s\n", nowt ? "no weights " : "", nobar ? "no grid barrier" : "");
+  }
   /* How many clusters of pipe's blocks (320 threads, PP_SMEM bytes) the
    * card holds at once, by cluster size. */
   CK(cudaFuncSetAttribute(lab_noop, cudaFuncAttributeMaxDynamicSharedMemorySize, PP_SMEM));
