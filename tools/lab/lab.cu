@@ -114,8 +114,12 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_rl
  * shared memory, 6 lo stored, 7 the barrier passed, 11 w_up landed, 8 lo
  * gathered, 10 the end.  LAB_SKEL (a comma list) takes more away: "nowt"
  * the weights (no w_down loads, no w_up copies: no weight stream at all),
- * "nobar" the grid barrier (lo gathered whenever; wrong, timing only). */
-__device__ int g_skel_nowt, g_skel_nobar;
+ * "nobar" the grid barrier (lo gathered whenever; wrong, timing only),
+ * "wup32" issues the w_up copies from thread 32 instead of thread 0 (the
+ * one that arrives at the barrier), "wupearly" issues them from thread 32
+ * before the PDL wait, into room of their own behind three tokens of R
+ * (T <= 3; launch with LAB_RL_SMEM=110592). */
+__device__ int g_skel_nowt, g_skel_nobar, g_skel_wup32, g_skel_wupearly;
 __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_skel(RL_PARAMS, hct_u64 *trace) {
   lab_smid_stamp(trace);
   HCT_DYN_SHARED(hct_u4, sk_sm);
@@ -147,7 +151,12 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_sk
     hct_bulk_expect(bar, C * 2);
     hct_bulk_copy(wn, w_norm + (long long)s * C, C * 2, bar);
   }
-  const int nowt = g_skel_nowt, nobar = g_skel_nobar;
+  const int nowt = g_skel_nowt, nobar = g_skel_nobar, early = g_skel_wupearly && T <= 3;
+  const int wup_tid = g_skel_wup32 || early ? 32 : 0;
+  hct_u16 *wu_dst = early ? (hct_u16 *)(sm + RL_OFF_X + 3 * C * 4) : wub;
+  __syncthreads(); /* the mbarriers' init */
+  if (tid == wup_tid && early && !nowt)
+    hct_bulk_copy_runs(wu_dst, w_up + (long long)cu0 * K, (long long)C * K * 2, RL_NCU * K * 2, S, bar + 1);
   hct_u4 wr[RL_QS];
   const hct_u16 *src = w_down + (long long)(RL_RPC * c + dj) * D + (long long)s * C + 8 * dl;
 #pragma unroll
@@ -174,7 +183,7 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_sk
   __syncthreads(); /* xs read before w_up's copies write it */
   hct_lab_stamp(trace, 6);
   if (!nobar) hct_grid_arrive(&grid);
-  if (tid == 0 && !nowt) {
+  if (tid == wup_tid && !nowt && !early) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     hct_bulk_copy_runs(wub, w_up + (long long)cu0 * K, (long long)C * K * 2, RL_NCU * K * 2, S, bar + 1);
   }
@@ -723,9 +732,13 @@ int main(int argc, char **argv) {
   if (getenv("LAB_SKEL") != nullptr) {
     const std::string w = std::string(",") + getenv("LAB_SKEL") + ",";
     const int nowt = w.find(",nowt,") != std::string::npos, nobar = w.find(",nobar,") != std::string::npos;
+    const int wup32 = w.find(",wup32,") != std::string::npos, early = w.find(",wupearly,") != std::string::npos;
     CK(cudaMemcpyToSymbol(g_skel_nowt, &nowt, sizeof nowt));
     CK(cudaMemcpyToSymbol(g_skel_nobar, &nobar, sizeof nobar));
-    printf("skeleton: %s%s\n", nowt ? "no weights " : "", nobar ? "no grid barrier" : "");
+    CK(cudaMemcpyToSymbol(g_skel_wup32, &wup32, sizeof wup32));
+    CK(cudaMemcpyToSymbol(g_skel_wupearly, &early, sizeof early));
+    printf("skeleton: %s%s%s%s\n", nowt ? "no weights " : "", nobar ? "no grid barrier " : "",
+           wup32 ? "w_up copies from thread 32 " : "", early ? "w_up copies before the wait (T <= 3)" : "");
   }
   /* How many clusters of pipe's blocks (320 threads, PP_SMEM bytes) the
    * card holds at once, by cluster size. */
