@@ -118,8 +118,21 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_rl
  * "wup32" issues the w_up copies from thread 32 instead of thread 0 (the
  * one that arrives at the barrier), "wupearly" issues them from thread 32
  * before the PDL wait, into room of their own behind three tokens of R
- * (T <= 3; launch with LAB_RL_SMEM=110592). */
-__device__ int g_skel_nowt, g_skel_nobar, g_skel_wup32, g_skel_wupearly;
+ * (T <= 3; launch with LAB_RL_SMEM=110592), "wdcg" and "wdna" load w_down
+ * into registers by ld.global.cg (L2 only) or ld.global.L1::no_allocate. */
+__device__ int g_skel_nowt, g_skel_nobar, g_skel_wup32, g_skel_wupearly, g_skel_wdld;
+__device__ hct_u4 lab_ld_cg(const hct_u16 *p) {
+  hct_u4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ hct_u4 lab_ld_na(const hct_u16 *p) {
+  hct_u4 v;
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
 __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_skel(RL_PARAMS, hct_u64 *trace) {
   lab_smid_stamp(trace);
   HCT_DYN_SHARED(hct_u4, sk_sm);
@@ -162,7 +175,8 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_sk
 #pragma unroll
   for (int qq = 0; qq < RL_QS; ++qq) {
     const hct_u4 z = {0u, 0u, 0u, 0u};
-    wr[qq] = nowt ? z : *(const hct_u4 *)(src + 8 * HCT_LW * qq);
+    const hct_u16 *a = src + 8 * HCT_LW * qq;
+    wr[qq] = nowt ? z : g_skel_wdld == 1 ? lab_ld_cg(a) : g_skel_wdld == 2 ? lab_ld_na(a) : *(const hct_u4 *)a;
   }
   __syncthreads();
   hct_lab_stamp(trace, 14);
@@ -737,6 +751,9 @@ int main(int argc, char **argv) {
     CK(cudaMemcpyToSymbol(g_skel_nobar, &nobar, sizeof nobar));
     CK(cudaMemcpyToSymbol(g_skel_wup32, &wup32, sizeof wup32));
     CK(cudaMemcpyToSymbol(g_skel_wupearly, &early, sizeof early));
+    const int wdld = w.find(",wdcg,") != std::string::npos ? 1 : w.find(",wdna,") != std::string::npos ? 2 : 0;
+    CK(cudaMemcpyToSymbol(g_skel_wdld, &wdld, sizeof wdld));
+    if (wdld) printf("skeleton: w_down by %s\n", wdld == 1 ? "ld.global.cg" : "ld.global.L1::no_allocate");
     printf("skeleton: %s%s%s%s\n", nowt ? "no weights " : "", nobar ? "no grid barrier " : "",
            wup32 ? "w_up copies from thread 32 " : "", early ? "w_up copies before the wait (T <= 3)" : "");
   }
