@@ -24,8 +24,8 @@
  *          memory.  R comes in by one bulk copy a token, each on its own
  *          mbarrier, pending by loads; a token group's norm runs as soon
  *          as its R has landed, right before its chains.
- *   down   cluster c owns rows 10c .. 10c+9; thread (L, j) = tid % 32,
- *          tid / 32 holds row j's 80 weights of lane L in stream s in
+ *   down   cluster c owns rows 10c .. 10c+9; thread (L, j) = tid / 10,
+ *          tid % 10 holds row j's 80 weights of lane L in stream s in
  *          registers (ten 16-byte loads issued before the wait), and runs
  *          lane L's chain over the stream for each token of a group, from
  *          the accumulator stream s - 1 handed over.  The block of stream 3
@@ -277,13 +277,12 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
 
   const int tid = (int)threadIdx.x, wp = tid / HCT_LW, lane = tid % HCT_LW;
   const int c = hct_cluster_id(), s = hct_cluster_rank();
-  /* down: thread (L, j) = (tid % 32, tid / 32), a warp a row, so that a
-   * warp's w_down loads are 512 contiguous bytes (with a lane's ten rows
-   * spread over a warp, each warp fetched whole sectors of which it used
-   * half, and the other half came again from L2 for another warp unless
-   * the L1 still held it: relay's skeleton in tools/lab at a5d0fd8 ran 2 us
-   * slower a read at T=1 when its shared memory left a 28 KB L1). */
-  const int dl = tid % HCT_LW, dj = tid / HCT_LW;
+  /* down: the chain's lane L and row.  (A warp a row, tid % 32 and tid / 32,
+   * so that a warp's w_down loads are contiguous, was 3 us slower a read at
+   * T=1 and 11 at T=8, hctune bench at 3988b1d: the chain's activation
+   * loads, 32 distinct 32-byte pieces a warp instead of three or four
+   * broadcast, bound the relay stages.) */
+  const int dl = tid / RL_RPC, dj = tid % RL_RPC;
   const int cu0 = (int)blockIdx.x * RL_NCU;
   hct_grid_t grid = hct_grid_begin(ws);
   hct_lab_begin(trace);
@@ -394,7 +393,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     const int t = tid / RL_RPC, j = tid % RL_RPC;
     float v[HCT_LW];
 #pragma unroll
-    for (int l = 0; l < HCT_LW; ++l) v[l] = rcv[t * RL_NT + j * HCT_LW + l];
+    for (int l = 0; l < HCT_LW; ++l) v[l] = rcv[t * RL_NT + l * RL_RPC + j];
     /* (each level its own loop: nested, the compiler left v in local memory) */
 #pragma unroll
     for (int l = 0; l < 16; ++l) v[l] = v[l] + v[l + 16];

@@ -145,7 +145,7 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_sk
   hct_u16 *wub = (hct_u16 *)(sm + RL_OFF_X);
   const int tid = (int)threadIdx.x;
   const int c = hct_cluster_id(), s = hct_cluster_rank();
-  const int dl = tid % HCT_LW, dj = tid / HCT_LW; /* relay's (lane, row) of a thread */
+  const int dl = tid / RL_RPC, dj = tid % RL_RPC; /* relay's (lane, row) of a thread */
   const int cu0 = (int)blockIdx.x * RL_NCU;
   hct_grid_t grid = hct_grid_begin(ws);
   hct_lab_begin(trace);
