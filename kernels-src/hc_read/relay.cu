@@ -43,14 +43,16 @@
  *          its group of eight; sigmoid; the mix of its channels (canonical
  *          fmaf order).
  *
- * Measured (docs/perf/h200.md, tools/lab, hctune bench at e70e54e): 8.88
- * us a read at T=1 to 24.51 at T=8, the fastest bitwise variant at every
- * T; at T=1 the stages after the PDL wait take R' 1.0 us, norm and xn
- * 0.8, the four relay stages 0.4-0.6 each, the grid barrier 1 us after
- * the last arrival, which comes 1.7 us after the median one (not because
- * the last two clusters start late: with 124 blocks, so that two reads
- * fit the card's 62 clusters of four, a read was no faster), the up stage
- * 1.2.
+ * Measured (docs/perf/h200.md, tools/lab, hctune bench at d0ad4cf): 8.81
+ * us a read at T=1 to 22.60 at T=8, the fastest bitwise variant at every
+ * T; at T=1 the stages after the PDL wait take R' 0.6 us, norm and xn
+ * 0.6, the four relay stages 0.5-0.6 each, the grid barrier about 1 us
+ * after the last arrival, which comes 1.7 us after the median one (not
+ * because the last two clusters start late: with 124 blocks, so that two
+ * reads fit the card's 62 clusters of four, a read was no faster), the up
+ * stage 1.2.  Its skeleton (tools/lab: the same launch, loads, copies,
+ * barrier and stores with no arithmetic) takes 6.4 us a read at T=1 and
+ * 9.6 at T=8: the weight stream slows the chain's round trips.
  * ncu calls it latency-bound (few eligible warps, stalls at barriers);
  * halving its shared-memory wavefronts (two rows a thread) made nothing
  * faster.
@@ -347,7 +349,9 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
    * R is still landing, and the other streams norm a group while they wait
    * for its hand-off.  (Norm of every token first, then the relay: at T=8
    * R' landed 2.8 us and xn 6.1 us after the release before stream 0's
-   * first chain, tools/lab at e70e54e.) */
+   * first chain, tools/lab at e70e54e.  A token a pass (NG=1) hands the
+   * first token over soonest, four a pass costs less a token: hctune bench
+   * at 42fa02b and 27abb4b, each faster at some T.) */
   for (int t0 = 0, gi = 0; t0 < T; t0 += G, ++gi) {
     if (t0 % NG == 0)
       rl_norm_n<NG>(min(NG, T - t0), t0, s, xs, pending, wn, red, bar + RL_BAR_R + t0, bar, tid, wp, lane,
