@@ -260,6 +260,38 @@ HCT_DEV void rl_up_tokens(int t0, const hct_u4 *w4, const hct_f4 *los, float *gt
   }
 }
 
+/* After the grid barrier, by every thread: lo of every cluster into
+ * shared memory, and the block's mix channels' R' into rcv [t][s][channel]
+ * (stored back into resid with pending).  R' is loaded here, beside lo:
+ * every block has read R by now, so storing R' back is safe, and only this
+ * block writes these elements; it waits in shared memory, not in registers
+ * through the up stage.  lo lands as two halves, [half][t][chunk of 8] of
+ * 16 bytes, so that the eight lanes of an up group read 128 contiguous
+ * bytes a load (a 16-byte load is served a quarter warp at a time; [t][K]
+ * put lanes u and u + 4 on the same banks).  (tools/lab's skeleton of
+ * relay calls it too.) */
+HCT_DEV void rl_gather(float *resid, const float *pending, const float *lo, float *los, float *rcv, int T, int tid,
+                       int cu0) {
+  const int mt = tid / RL_NCU, mcl = tid % RL_NCU; /* a thread per (token, channel) */
+  float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (mt < T) {
+#pragma unroll
+    for (int sr = 0; sr < S; ++sr) {
+      const long long at = ((long long)mt * S + sr) * C + cu0 + mcl;
+      rm[sr] = resid[at];
+      if (pending != 0) rm[sr] = rm[sr] + pending[at];
+    }
+  }
+  for (int p = tid; p < T * (K / 4); p += RL_NT)
+    ((hct_f4 *)los)[(p % 2) * (RL_TMAX * K / 8) + p / 2] = hct_ldcg4(lo + 4 * p);
+  if (mt < T)
+#pragma unroll
+    for (int sr = 0; sr < S; ++sr) {
+      rcv[mt * RL_NR + sr * RL_NCU + mcl] = rm[sr];
+      if (pending != 0) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
+    }
+}
+
 /* Lab stamps: 0 start, 14 weights requested, 1 released (PDL wait), 4 the
  * cluster's mbarriers ready, 2 the first token's R' in shared memory, 3 its
  * xn formed, 12 the first hand-off received (streams 1-3), 5 the block's
@@ -427,32 +459,8 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   hct_lab_stamp(trace, 7);
 
   /* ---- lo from every cluster; this block's R' stored -------------------- */
-  /* The mix channels' R' is loaded here, beside lo: every block has read R
-   * by now, so storing R' back (with pending) is safe, and only this block
-   * writes these elements.  It waits in shared memory (rcv, free now), not
-   * in registers through the up stage. */
   const int mt = tid / RL_NCU, mcl = tid % RL_NCU; /* the mix: a thread per (token, channel) */
-  float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (mt < T) {
-#pragma unroll
-    for (int sr = 0; sr < S; ++sr) {
-      const long long at = ((long long)mt * S + sr) * C + cu0 + mcl;
-      rm[sr] = resid[at];
-      if (pending != 0) rm[sr] = rm[sr] + pending[at];
-    }
-  }
-  /* lo in shared memory as two halves, [half][t][chunk of 8] of 16 bytes,
-   * so that the eight lanes of a group read 128 contiguous bytes a load (a
-   * 16-byte load is served a quarter warp at a time; [t][K] put lanes u
-   * and u + 4 on the same banks). */
-  for (int p = tid; p < T * (K / 4); p += RL_NT)
-    ((hct_f4 *)los)[(p % 2) * (RL_TMAX * K / 8) + p / 2] = hct_ldcg4(lo + 4 * p);
-  if (mt < T)
-#pragma unroll
-    for (int sr = 0; sr < S; ++sr) {
-      rcv[mt * RL_NR + sr * RL_NCU + mcl] = rm[sr];
-      if (pending != 0) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
-    }
+  rl_gather(resid, pending, lo, los, rcv, T, tid, cu0);
   hct_bulk_wait(bar + 1, 0); /* w_up */
   hct_lab_stamp(trace, 11);
   __syncthreads();

@@ -204,21 +204,7 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_sk
   if (!nobar && !hct_grid_wait(&grid)) return;
   hct_lab_stamp(trace, 7);
   const int mt = tid / RL_NCU, mcl = tid % RL_NCU;
-  float rm[S] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (mt < T)
-#pragma unroll
-    for (int sr = 0; sr < S; ++sr) {
-      const long long at = ((long long)mt * S + sr) * C + cu0 + mcl;
-      rm[sr] = resid[at];
-      if (pending != 0) rm[sr] = rm[sr] + pending[at];
-    }
-  for (int p = tid; p < T * (K / 4); p += RL_NT) ((hct_f4 *)los)[p] = hct_ldcg4(lo + 4 * p);
-  if (mt < T)
-#pragma unroll
-    for (int sr = 0; sr < S; ++sr) {
-      rcv[mt * RL_NR + sr * RL_NCU + mcl] = rm[sr];
-      if (pending != 0) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
-    }
+  rl_gather(resid, pending, lo, los, rcv, T, tid, cu0);
   if (!nowt) hct_bulk_wait(bar + 1, 0);
   hct_lab_stamp(trace, 11);
   __syncthreads();
