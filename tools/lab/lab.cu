@@ -43,6 +43,9 @@
 #endif
 #define DOWN_WARPS 4
 #define UP_WARPS 4
+#ifndef LT /* pipe's and relay's late trigger of the next read (build.sh -DLT=1) */
+#define LT 0
+#endif
 #include "persist.cu"
 #include "persist_bw.cu"
 #include "pipe.cu"
@@ -119,8 +122,9 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_rl
  * one that arrives at the barrier), "wupearly" issues them from thread 32
  * before the PDL wait, into room of their own behind three tokens of R
  * (T <= 3; launch with LAB_RL_SMEM=110592), "wdcg" and "wdna" load w_down
- * into registers by ld.global.cg (L2 only) or ld.global.L1::no_allocate. */
-__device__ int g_skel_nowt, g_skel_nobar, g_skel_wup32, g_skel_wupearly, g_skel_wdld;
+ * into registers by ld.global.cg (L2 only) or ld.global.L1::no_allocate,
+ * "late" launches the next read once the barrier passed (relay's LT). */
+__device__ int g_skel_nowt, g_skel_nobar, g_skel_wup32, g_skel_wupearly, g_skel_wdld, g_skel_late;
 __device__ hct_u4 lab_ld_cg(const hct_u16 *p) {
   hct_u4 v;
   asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
@@ -150,7 +154,7 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_sk
   hct_grid_t grid = hct_grid_begin(ws);
   hct_lab_begin(trace);
   hct_lab_stamp(trace, 0);
-  hcr_pdl_launch();
+  if (!g_skel_late) hcr_pdl_launch();
   { /* R into L2 before the wait, as relay does */
     const int lines = T * (C / 32);
     for (int p = c + 32 * tid; p < lines; p += 32 * RL_NT) {
@@ -202,6 +206,7 @@ __global__ void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) lab_sk
     hct_bulk_copy_runs(wub, w_up + (long long)cu0 * K, (long long)C * K * 2, RL_NCU * K * 2, S, bar + 1);
   }
   if (!nobar && !hct_grid_wait(&grid)) return;
+  if (g_skel_late) hcr_pdl_launch();
   hct_lab_stamp(trace, 7);
   const int mt = tid / RL_NCU, mcl = tid % RL_NCU;
   rl_gather(resid, pending, lo, los, rcv, T, tid, cu0);
@@ -739,6 +744,9 @@ int main(int argc, char **argv) {
     CK(cudaMemcpyToSymbol(g_skel_wupearly, &early, sizeof early));
     const int wdld = w.find(",wdcg,") != std::string::npos ? 1 : w.find(",wdna,") != std::string::npos ? 2 : 0;
     CK(cudaMemcpyToSymbol(g_skel_wdld, &wdld, sizeof wdld));
+    const int late = w.find(",late,") != std::string::npos;
+    CK(cudaMemcpyToSymbol(g_skel_late, &late, sizeof late));
+    if (late) printf("skeleton: the next read launched once the barrier passed\n");
     if (wdld) printf("skeleton: w_down by %s\n", wdld == 1 ? "ld.global.cg" : "ld.global.L1::no_allocate");
     printf("skeleton: %s%s%s%s\n", nowt ? "no weights " : "", nobar ? "no grid barrier " : "",
            wup32 ? "w_up copies from thread 32 " : "", early ? "w_up copies before the wait (T <= 3)" : "");
