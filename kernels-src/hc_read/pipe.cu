@@ -64,8 +64,7 @@
  *
  * Deterministic: fixed orders everywhere.  Parameters: PDL (see above;
  * without it the read runs alone), GB (the grid barrier's back-off, ns),
- * CL (cluster size), LT (with PDL: the next read launched at the start,
- * or once the grid barrier passed).  Scratch: part (PP_NH*T*K floats of 4*T*K), ws (the
+ * CL (cluster size).  Scratch: part (PP_NH*T*K floats of 4*T*K), ws (the
  * barrier's state, zeroed once).
  * Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out, and each
  * stage can record the global timer into `trace`.
@@ -83,9 +82,6 @@
 #include "hct_lab.h"
 #ifndef PDL
 #error "pipe: PDL must be defined"
-#endif
-#ifndef LT
-#error "pipe: LT must be defined"
 #endif
 #ifndef CL
 #error "pipe: CL must be defined"
@@ -287,7 +283,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   hct_grid_t grid = hct_grid_begin(ws);
 
   /* ---- before the wait: the weights (no kernel writes them), R into L2 --- */
-  if (PDL && !LT) hcr_pdl_launch();
+  if (PDL) hcr_pdl_launch();
   /* R and pending into L2 before the wait, first: a prefetch returns
    * nothing to the SM, and the loads after the wait read the L2, where
    * the previous kernel's stores land, so this is safe even when the
@@ -495,7 +491,6 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   /* A block's partials left it by its own stores, which its cluster's
    * receivers waited for, so its shared memory may go. */
   if (!hct_grid_sync(&grid)) return;
-  if (PDL && LT) hcr_pdl_launch(); /* LT: the next read starts only now (relay.cu says why) */
   hct_lab_stamp(trace, 6);
 
   /* ---- gather lo into the planes; store this block's R' ---------------- */

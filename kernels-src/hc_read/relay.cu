@@ -463,7 +463,10 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   /* LT: the next read may start only now, so that its weight stream (6.5
    * MB of w_down requested before its wait) does not slow this read's R
    * and barrier (relay's skeleton in tools/lab: R 0.6 us and the barrier
-   * 2 us slower under the stream). */
+   * 2 us slower under the stream).  hctune bench at 5c9a1eb: 0.1-0.5 us a
+   * read faster at T = 3..6, where the gather and up stage after the
+   * barrier are long enough to cover the next read's w_down; 0.5-1.7 us
+   * slower at T = 1, 2, 7, 8. */
   if (PDL && LT) hcr_pdl_launch();
   hct_lab_stamp(trace, 7);
 

@@ -43,7 +43,7 @@
 #endif
 #define DOWN_WARPS 4
 #define UP_WARPS 4
-#ifndef LT /* pipe's and relay's late trigger of the next read (build.sh -DLT=1) */
+#ifndef LT /* relay's late trigger of the next read (build.sh -DLT=1) */
 #define LT 0
 #endif
 #include "persist.cu"
