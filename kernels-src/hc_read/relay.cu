@@ -43,8 +43,8 @@
  *          its group of eight; sigmoid; the mix of its channels (canonical
  *          fmaf order).
  *
- * Measured (docs/perf/h200.md, tools/lab, hctune bench at d0ad4cf): 8.81
- * us a read at T=1 to 22.60 at T=8, the fastest bitwise variant at every
+ * Measured (docs/perf/h200.md, tools/lab, hctune bench at 7835364): 8.84
+ * us a read at T=1 to 22.51 at T=8, the fastest bitwise variant at every
  * T; at T=1 the stages after the PDL wait take R' 0.6 us, norm and xn
  * 0.6, the four relay stages 0.5-0.6 each, the grid barrier about 1 us
  * after the last arrival, which comes 1.7 us after the median one (not
