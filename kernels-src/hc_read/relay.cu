@@ -45,8 +45,8 @@
  *
  * Measured (docs/perf/h200.md, tools/lab, hctune bench at 7835364): 8.84
  * us a read at T=1 to 22.51 at T=8, the fastest bitwise variant at every
- * T; at T=1 the stages after the PDL wait take R' 0.6 us, norm and xn
- * 0.6, the four relay stages 0.5-0.6 each, the grid barrier about 1 us
+ * T; at T=1 the stages after the PDL wait take R' 0.7 us, norm and xn
+ * 0.6, the four relay stages 0.5-0.7 each, the grid barrier about 1 us
  * after the last arrival, which comes 1.7 us after the median one (not
  * because the last two clusters start late: with 124 blocks, so that two
  * reads fit the card's 62 clusters of four, a read was no faster), the up
@@ -60,9 +60,10 @@
  * Parameters: PDL (0: the read runs alone), GB (grid barrier back-off,
  * ns), G (tokens a relay hand-off: 1 or 2), NG (tokens a norm pass: each
  * token's norm right before its chains, or four at a time), LT (with PDL:
- * the next read launched at the start, or once the grid barrier passed).  Scratch: lo (T*K floats),
- * ws (the barrier's state, zeroed once).  Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out,
- * and each stage can record the global timer (hct_lab.h).
+ * the next read launched at the start, or once the grid barrier passed).
+ * Scratch: lo (T*K floats), ws (the barrier's state, zeroed once).  Built
+ * by nvcc too (tools/lab/): HCR_LAB leaves the entry out, and each stage
+ * can record the global timer (hct_lab.h).
  */
 #include "hc_read.h"
 #ifndef GB
@@ -116,7 +117,7 @@ static_assert(NG >= 1 && NG <= RL_TMAX && NG % G == 0, "relay: a norm pass cover
 #define RL_OFF_RCV (RL_OFF_WN + C * 2)                /* [t][tid] f32: the chains handed over */
 #define RL_OFF_LO (RL_OFF_RCV + RL_TMAX * RL_NT * 4)  /* lo after the barrier, [half][t][K/8] f4 */
 #define RL_OFF_GT (RL_OFF_LO + RL_TMAX * K * 4)       /* gates [t][80] f32 */
-#define RL_OFF_RED (RL_OFF_GT + RL_TMAX * RL_NR * 4)  /* the norm's warp sums [t][8], rs [t] */
+#define RL_OFF_RED (RL_OFF_GT + RL_TMAX * RL_NR * 4)  /* the norm's warp sums [t][8] (and 8 floats unused) */
 #define RL_OFF_BAR (RL_OFF_RED + RL_TMAX * 9 * 4)     /* RL_NBAR mbarriers */
 #define RL_OFF_X ((RL_OFF_BAR + RL_NBAR * 8 + 127) / 128 * 128) /* xn [t][C] f32; later w_up [80][K] bf16 */
 static_assert(RL_OFF_X == 28672, "relay: the manifest's smem starts the activations at 28672");
@@ -308,7 +309,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   float *rcv = (float *)(sm + RL_OFF_RCV);
   float *los = (float *)(sm + RL_OFF_LO);
   float *gt = (float *)(sm + RL_OFF_GT);
-  float *red = (float *)(sm + RL_OFF_RED); /* [t][8] warp sums, then rs at [64 + t] */
+  float *red = (float *)(sm + RL_OFF_RED); /* the norm's warp sums, [t][8] */
   hct_u64 *bar = (hct_u64 *)(sm + RL_OFF_BAR);
   float *xs = (float *)(sm + RL_OFF_X);
   hct_u16 *wub = (hct_u16 *)(sm + RL_OFF_X);
