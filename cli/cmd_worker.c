@@ -152,25 +152,6 @@ static int get_op(worker_t *W, const char *kdir, const char *name, hct_op_t **ou
   return 0;
 }
 
-/* The point of `v` given as {"NAME": value, ...}: every parameter must be
- * there, and nothing else. */
-static int parse_point(const hct_variant_t *v, json_t *params, hct_point_t *pt) {
-  memset(pt, 0, sizeof *pt);
-  if (params != NULL && !json_is_object(params))
-    return hct__error(HCT_EINVAL, "request 'load': 'params' must be an object");
-  if ((size_t)v->n_params != json_object_size(params))
-    return hct__error(HCT_EINVAL, "request 'load': variant '%s' has %d parameters, 'params' has %zu",
-                      v->name, v->n_params, json_object_size(params));
-  for (int p = 0; p < v->n_params; p++) {
-    json_t *x = json_object_get(params, v->params[p].name);
-    if (!json_is_integer(x))
-      return hct__error(HCT_EINVAL, "request 'load': parameter '%s' of '%s' missing or not an integer",
-                        v->params[p].name, v->name);
-    pt->v[p] = json_integer_value(x);
-  }
-  return 0;
-}
-
 static int req_load(worker_t *W, json_t *req, json_t *reply) {
   int64_t id;
   const char *kdir, *opname, *vname, *key, *dbpath;
@@ -189,7 +170,7 @@ static int req_load(worker_t *W, json_t *req, json_t *reply) {
   const hct_variant_t *v = hct__variant_find(op, vname);
   if (v == NULL) return hct__error(HCT_ENOENT, "op '%s' has no variant '%s'", opname, vname);
   hct_point_t pt;
-  if ((rc = parse_point(v, json_object_get(req, "params"), &pt)) != 0) return rc;
+  if ((rc = hct__point_from_json(v, json_object_get(req, "params"), &pt)) != 0) return rc;
 
   /* The binary, by key, read-only: the probe (the only writer) holds the
    * database open too.  One connection for every load: each open runs a

@@ -53,6 +53,8 @@ int hct__default_db_path(char *buf, size_t len, int create_dirs);
 int hct__mkdir_parents(const char *path);
 /* Reads a whole file into a malloc'd NUL-terminated buffer. */
 int hct__read_file(const char *path, char **out, size_t *len);
+/* The path of the running executable (libuv's uv_exepath). */
+int hct__exe_path(char *buf, size_t len);
 /* Folder of the kernel templates: $HCTUNE_KERNELS, or kernels-src beside
  * the executable's bin/ folder, or the installed share folder. */
 int hct__kernels_dir(char *buf, size_t len);
@@ -66,11 +68,20 @@ void hct__iso_time(int64_t t, char *buf, size_t len);
 /* strdup that returns NULL only on out-of-memory, and a printf to malloc. */
 char *hct__strdup(const char *s);
 char *hct__asprintf(const char *fmt, ...) HCT_PRINTF(1, 2);
-/* Parses a token list "1-4,8" into a sorted bitmap of 1..max; returns the
- * count or a negative code (the message names the bad part). */
-int hct__parse_token_list(const char *s, int max, uint8_t *present);
 /* Copies src into dst of size len, always NUL-terminated. */
 void hct__strlcpy(char *dst, const char *src, size_t len);
+
+/* ---- token counts (common/tokens.c) -------------------------------------*/
+
+/* The one ceiling on a token count T anywhere in hctune: requests, decisions,
+ * pins, token lists. */
+#define HCT_MAX_TOKENS 1048576
+/* Parses "8" or "1-8" into [lo, hi] within 1..HCT_MAX_TOKENS. */
+int hct__token_range(const char *s, int *lo, int *hi);
+/* Parses a token list "1-4,8" into a sorted bitmap of 1..max (max at most
+ * HCT_MAX_TOKENS; present has max + 1 bytes); returns the count or a
+ * negative code (the message names the bad part). */
+int hct__parse_token_list(const char *s, int max, uint8_t *present);
 
 /* ---- XXH3-128 hashing (common/util.c) ------------------------------------*/
 

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <uv.h>
+
 #include "common.h"
 
 void hct__strlcpy(char *dst, const char *src, size_t len) {
@@ -111,6 +113,13 @@ static int is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+int hct__exe_path(char *buf, size_t len) {
+  size_t n = len;
+  int rc = uv_exepath(buf, &n);
+  if (rc != 0) return hct__error(HCT_EIO, "cannot find this executable's path: %s", uv_strerror(rc));
+  return 0;
+}
+
 int hct__kernels_dir(char *buf, size_t len) {
   const char *env = getenv("HCTUNE_KERNELS");
   if (env != NULL && env[0] != '\0') {
@@ -121,9 +130,7 @@ int hct__kernels_dir(char *buf, size_t len) {
   }
   /* The build tree: <root>/bin/hctune next to <root>/kernels-src. */
   char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = '\0';
+  if (hct__exe_path(exe, sizeof exe) == 0) {
     for (int up = 0; up < 3; up++) {
       char *slash = strrchr(exe, '/');
       if (slash == NULL) break;
@@ -166,37 +173,6 @@ void hct__iso_time(int64_t t, char *buf, size_t len) {
   struct tm tm;
   gmtime_r(&tt, &tm);
   strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-int hct__parse_token_list(const char *s, int max, uint8_t *present) {
-  memset(present, 0, (size_t)max + 1);
-  if (s == NULL || *s == '\0') return hct__error(HCT_EINVAL, "token list is empty");
-  const char *p = s;
-  int count = 0;
-  while (*p) {
-    char *end;
-    errno = 0;
-    long a = strtol(p, &end, 10), b;
-    if (end == p || errno) return hct__error(HCT_EINVAL, "token list '%s': '%s' is not a number", s, p);
-    p = end;
-    b = a;
-    if (*p == '-') {
-      p++;
-      b = strtol(p, &end, 10);
-      if (end == p) return hct__error(HCT_EINVAL, "token list '%s': range has no end", s);
-      p = end;
-    }
-    if (a < 1 || b > max || a > b)
-      return hct__error(HCT_ERANGE, "token list '%s': %ld-%ld is outside 1..%d", s, a, b, max);
-    for (long t = a; t <= b; t++)
-      if (!present[t]) {
-        present[t] = 1;
-        count++;
-      }
-    if (*p == ',') p++;
-    else if (*p != '\0') return hct__error(HCT_EINVAL, "token list '%s': unexpected '%c'", s, *p);
-  }
-  return count;
 }
 
 void hct__hash_hex(hct_hash_t h, char out[33]) {

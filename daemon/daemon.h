@@ -118,9 +118,6 @@ void hct__req_free(hct_req_t *req);
 extern int hct__req_fast;
 const char *hct__verb_name(hct_verb_t v);
 
-/* Parses "8" or "1-8" into [lo, hi] within 1..HCT_MAX_TOKENS. */
-#define HCT_MAX_TOKENS 1048576
-int hct__token_range(const char *s, int *lo, int *hi);
 
 /* Base64 (RFC 4648, with padding): malloc'd NUL-terminated text. */
 char *hct__base64_encode(const void *data, size_t len, size_t *out_len);

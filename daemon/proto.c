@@ -79,29 +79,6 @@ static const char *type_name(field_type_t t) {
   return names[t];
 }
 
-int hct__token_range(const char *s, int *lo, int *hi) {
-  char *end;
-  errno = 0;
-  long a = strtol(s, &end, 10);
-  long b = a;
-  if (end == s || errno != 0) goto bad;
-  if (*end == '-') {
-    const char *p = end + 1;
-    b = strtol(p, &end, 10);
-    if (end == p || errno != 0) goto bad;
-  }
-  if (*end != '\0') goto bad;
-  if (a < 1 || b < a || b > HCT_MAX_TOKENS)
-    return hct__error(HCT_ERANGE, "token range '%s': want 1 <= lo <= hi <= %d", s,
-                      HCT_MAX_TOKENS);
-  *lo = (int)a;
-  *hi = (int)b;
-  return 0;
-bad:
-  return hct__error(HCT_EINVAL, "token range '%s': want a count such as 8 or a range such as 1-8",
-                    s);
-}
-
 static const field_t *field_find(const verb_spec_t *v, const char *name) {
   for (size_t i = 0; i < HCT_ARRAY_SIZE(v->fields) && v->fields[i].name != NULL; i++)
     if (strcmp(v->fields[i].name, name) == 0) return &v->fields[i];

@@ -881,9 +881,8 @@ static int probe_command(char *buf, size_t len) {
     return 0;
   }
   char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return hct__error(HCT_EIO, "cannot find hctune: /proc/self/exe: %s", strerror(errno));
-  exe[n] = '\0';
+  int rc = hct__exe_path(exe, sizeof exe);
+  if (rc != 0) return rc;
   char *slash = strrchr(exe, '/');
   if (slash != NULL) *slash = '\0';
   if ((size_t)snprintf(buf, len, "%s/hctune", exe) >= len)

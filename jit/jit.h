@@ -176,6 +176,14 @@ typedef struct hct_point_s {
   int64_t v[HCT_MAX_PARAMS];
 } hct_point_t;
 int hct__param_points(const hct_variant_t *v, hct_point_t *out, int max);
+/* The point of v that {"ROWS":4,"TPL":2} names, strictly: every parameter
+ * present, an integer, one of the values the manifest lists, and nothing
+ * else.  The one reader of a point for every caller (worker, daemon,
+ * HCTUNE_FORCE); the message names the variant and the parameter. */
+struct json_t;
+int hct__point_from_json(const hct_variant_t *v, const struct json_t *params, hct_point_t *pt);
+/* The same from JSON text (NULL reads as {}). */
+int hct__point_parse(const hct_variant_t *v, const char *text, hct_point_t *pt);
 /* {"ROWS":4,"TPL":2} */
 void hct__point_json(const hct_variant_t *v, const hct_point_t *p, char *buf, size_t len);
 /* Fills syms with the op constants, the point's params, and T. */

@@ -490,6 +490,40 @@ int hct__param_points(const hct_variant_t *v, hct_point_t *out, int max) {
   return n < max ? n : max;
 }
 
+int hct__point_from_json(const hct_variant_t *v, const json_t *params, hct_point_t *pt) {
+  memset(pt, 0, sizeof *pt);
+  if (params != NULL && !json_is_object(params))
+    return hct__error(HCT_EINVAL, "params of '%s': not a JSON object", v->name);
+  size_t given = params != NULL ? json_object_size(params) : 0;
+  if ((size_t)v->n_params != given)
+    return hct__error(HCT_EINVAL, "params of '%s': the variant has %d parameters, %zu given", v->name,
+                      v->n_params, given);
+  for (int p = 0; p < v->n_params; p++) {
+    const hct_param_t *par = &v->params[p];
+    json_t *x = json_object_get(params, par->name);
+    if (!json_is_integer(x))
+      return hct__error(HCT_EINVAL, "params of '%s': '%s' missing or not an integer", v->name,
+                        par->name);
+    long long val = json_integer_value(x);
+    int known = 0;
+    for (int i = 0; i < par->n_values && !known; i++) known = par->values[i] == val;
+    if (!known)
+      return hct__error(HCT_ERANGE, "params of '%s': %s=%lld is not a value the manifest lists",
+                        v->name, par->name, val);
+    pt->v[p] = val;
+  }
+  return 0;
+}
+
+int hct__point_parse(const hct_variant_t *v, const char *text, hct_point_t *pt) {
+  json_error_t jerr;
+  json_t *j = json_loads(text != NULL ? text : "{}", 0, &jerr);
+  if (j == NULL) return hct__error(HCT_EINVAL, "params of '%s': %s", v->name, jerr.text);
+  int rc = hct__point_from_json(v, j, pt);
+  json_decref(j);
+  return rc;
+}
+
 void hct__point_json(const hct_variant_t *v, const hct_point_t *pt, char *buf, size_t len) {
   size_t off = (size_t)snprintf(buf, len, "{");
   for (int p = 0; p < v->n_params && off < len; p++)

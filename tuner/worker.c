@@ -368,11 +368,8 @@ int hct__worker_start(const char *exe, hct_worker_t **out) {
   char self[4096];
   if (exe == NULL) exe = getenv("HCTUNE_WORKER");
   if (exe == NULL) {
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-      return hct__error(HCT_EWORKER, "cannot find the hctune executable: /proc/self/exe: %s",
-                        strerror(errno));
-    self[n] = '\0';
+    int rc = hct__exe_path(self, sizeof self);
+    if (rc != 0) return rc;
     exe = self;
   }
   ignore_sigpipe();
