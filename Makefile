@@ -3,6 +3,7 @@
 #   make              bin/hctune, bin/hctuned, lib/libhctune.{a,so}, tests
 #   make STATIC=1     the same with libuv, SQLite, jansson, xxHash linked
 #                     statically, for machines without their packages
+#                     (without libpq: no live fleet there)
 #   make check        CPU tests, then again under AddressSanitizer + UBSan
 #   make gpu-check    GPU tests (skip with a reason when there is no GPU)
 #   make probe        install missing packages (as root), build, probe card 0
@@ -43,6 +44,17 @@ ifeq ($(BUILD),static)
   LDLIBS_DEPS := -Wl,-Bstatic -luv_a -lsqlite3 -ljansson -lxxhash -Wl,-Bdynamic
 endif
 
+# libpq, for the live fleet (db/fleet_pg.c, daemon/fleet_pull.c).  Debian's
+# libpq.a needs static libpgcommon, libpgport, Kerberos (GSSAPI) and LDAP
+# libraries that Debian does not ship: STATIC=1 builds without it
+# (HCT_NO_PG), and `hctune fleet` and `hctuned --fleet-url` say so there.
+PG_INCLUDE ?= /usr/include/postgresql
+ifeq ($(BUILD),static)
+  CPPFLAGS += -DHCT_NO_PG
+else
+  LDLIBS_DEPS += -lpq
+endif
+
 # Output folders: the default build writes bin/ and lib/ at the top; the
 # others keep theirs under build/.
 ifeq ($(BUILD),release)
@@ -70,6 +82,7 @@ TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
 # Per-file flags: vendor headers only where a backend needs them.
 $(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
+$(O)/db/fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
 
 .PHONY: all install clean check check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
 all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so tests

@@ -21,6 +21,7 @@ static const hct_cmd_t commands[] = {
   {"bench", cmd_bench, "time chosen variants side by side"},
   {"verify-decisions", cmd_verify_decisions, "re-time recorded decisions and report their ratios"},
   {"query", cmd_query, "ask the daemon which variant to run (through libhctune)"},
+  {"fleet", cmd_fleet, "the live fleet on PostgreSQL: init, push trials, status"},
   {"daemon", cmd_daemon, "run the daemon in the foreground (same as hctuned)"},
   {"worker", cmd_worker, "internal: check and time candidates for a probe, over a pipe"},
 };

@@ -1,0 +1,203 @@
+/*
+ * cmd_fleet.c: `hctune fleet init|push|status`: the live fleet on a
+ * PostgreSQL server (db/fleet_pg.c).  Subcommands are a table, like the
+ * commands themselves.  The URL is never printed as given: messages show it
+ * without its password (hct__fleet_url_shown).
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "db.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: hctune fleet init   --url URL [--json]\n"
+          "       hctune fleet push   --url URL [--db PATH] [--json]\n"
+          "       hctune fleet status --url URL [--json]\n"
+          "\n"
+          "The live fleet: hosts push their trials to a PostgreSQL server, which\n"
+          "keeps the fleet's decisions per (card model, software) key, recomputed\n"
+          "from every host's trials with the rule of 'hctune db merge'; daemons\n"
+          "started with --fleet-url pull them (docs/fleet-live.md).\n"
+          "\n"
+          "  init     create the server's schema, or migrate it to this hctune's;\n"
+          "           safe to run again and from several hosts at once\n"
+          "  push     upload this host's trials, faults and devices in one\n"
+          "           transaction (rows the server has are skipped) and recompute\n"
+          "           the decisions of the keys that gained trials\n"
+          "  status   keys, hosts, trials, decisions, outliers and conflicts\n"
+          "\n"
+          "  --url URL   the server, as libpq takes it: postgresql://user@host/db,\n"
+          "              'host=... dbname=...', or 'service=NAME' (PGSERVICEFILE);\n"
+          "              passwords belong in ~/.pgpass (PGPASSFILE), not in the URL,\n"
+          "              which other users can read in the process list; TLS with\n"
+          "              sslmode=verify-full.  Default: $HCTUNE_FLEET_URL\n"
+          "  --db PATH   the local database to push (default as for 'hctune list')\n"
+          "  --json      print the result as JSON\n"
+          "  --help      print this and exit\n");
+}
+
+typedef struct fleet_args_s {
+  const char *url;
+  const char *db;
+  int json;
+} fleet_args_t;
+
+static void print_json(json_t *j) {
+  char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  if (s != NULL) printf("%s\n", s);
+  free(s);
+}
+
+static int sub_init(const fleet_args_t *a, hct_fleet_t *f) {
+  int from;
+  int rc = hct__fleet_init(f, 0, &from);
+  if (rc < 0) return hct__cli_fail(rc);
+  if (a->json) {
+    json_t *j = json_pack("{s:s, s:i, s:i}", "server", hct__fleet_shown(f), "from_version", from,
+                          "schema_version", HCT_FLEET_SCHEMA_VERSION);
+    print_json(j);
+    json_decref(j);
+  } else if (from == HCT_FLEET_SCHEMA_VERSION) {
+    printf("fleet '%s': schema version %d, up to date\n", hct__fleet_shown(f), from);
+  } else {
+    printf("fleet '%s': schema version %d (was %d)\n", hct__fleet_shown(f),
+           HCT_FLEET_SCHEMA_VERSION, from);
+  }
+  return HCT_EXIT_OK;
+}
+
+static int sub_push(const fleet_args_t *a, hct_fleet_t *f) {
+  char path[PATH_MAX];
+  hct_db_t *db;
+  int rc = hct__cli_open_db(a->db, path, sizeof path, &db);
+  if (rc < 0) return hct__cli_fail(rc);
+  hct_fleet_push_t st;
+  rc = hct__fleet_push(f, db, &st);
+  hct__db_close(db);
+  if (rc < 0) return hct__cli_fail(rc);
+  if (a->json) {
+    json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f}", "server",
+                          hct__fleet_shown(f), "db", path, "devices", st.devices, "trials",
+                          st.trials, "trials_new", st.trials_new, "faults", st.faults,
+                          "faults_new", st.faults_new, "keys_recomputed", st.keys, "upload_ms",
+                          st.upload_ms, "recompute_ms", st.recompute_ms, "total_ms", st.total_ms);
+    print_json(j);
+    json_decref(j);
+  } else {
+    printf("pushed '%s' to '%s': %d of %d trials new, %d of %d faults new, %d devices; "
+           "%d key(s) recomputed (%.0f ms)\n",
+           path, hct__fleet_shown(f), st.trials_new, st.trials, st.faults_new, st.faults,
+           st.devices, st.keys, st.total_ms);
+  }
+  return HCT_EXIT_OK;
+}
+
+static json_int_t num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
+
+static int sub_status(const fleet_args_t *a, hct_fleet_t *f) {
+  json_t *j;
+  int rc = hct__fleet_status(f, &j);
+  if (rc < 0) return hct__cli_fail(rc);
+  if (a->json) {
+    print_json(j);
+    json_decref(j);
+    return HCT_EXIT_OK;
+  }
+  printf("fleet '%s': schema %lld, %lld hosts, %lld cards, %lld trials, %lld faults, "
+         "%lld decisions, %lld keys\n",
+         hct__fleet_shown(f), (long long)num(j, "schema_version"), (long long)num(j, "hosts"),
+         (long long)num(j, "devices"), (long long)num(j, "trials"), (long long)num(j, "faults"),
+         (long long)num(j, "decisions"), (long long)num(j, "key_count"));
+  static const char *const head[] = {"MODEL",     "SOFTWARE", "HOSTS",    "CARDS",    "TRIALS",
+                                     "DECISIONS", "OUTLIERS", "CONFLICTS", "REVISION"};
+  hct_table_t t;
+  hct__table_init(&t, 9, head, "llrrrrrrr");
+  size_t i;
+  json_t *k;
+  json_array_foreach(json_object_get(j, "keys"), i, k) {
+    char sw[16], n[7][24];
+    const char *swk = json_string_value(json_object_get(k, "software_key"));
+    snprintf(sw, sizeof sw, "%.12s", swk && swk[0] ? swk : "-");
+    snprintf(n[0], sizeof n[0], "%lld", (long long)num(k, "hosts"));
+    snprintf(n[1], sizeof n[1], "%lld", (long long)num(k, "cards"));
+    snprintf(n[2], sizeof n[2], "%lld", (long long)num(k, "trials"));
+    snprintf(n[3], sizeof n[3], "%lld", (long long)num(k, "decisions"));
+    snprintf(n[4], sizeof n[4], "%zu", json_array_size(json_object_get(k, "outliers")));
+    snprintf(n[5], sizeof n[5], "%zu", json_array_size(json_object_get(k, "conflicts")));
+    snprintf(n[6], sizeof n[6], "%lld", (long long)num(k, "revision"));
+    const char *cells[] = {json_string_value(json_object_get(k, "model_key")), sw, n[0], n[1],
+                           n[2], n[3], n[4], n[5], n[6]};
+    hct__table_add(&t, cells);
+  }
+  if (t.nrows > 0) hct__table_print(&t, stdout);
+  hct__table_free(&t);
+  json_decref(j);
+  return HCT_EXIT_OK;
+}
+
+/* To add a subcommand: a function and a row. */
+static const struct {
+  const char *name;
+  int (*fn)(const fleet_args_t *a, hct_fleet_t *f);
+  int connect_flags;
+} subs[] = {
+  {"init", sub_init, HCT_FLEET_NO_SCHEMA_CHECK},
+  {"push", sub_push, 0},
+  {"status", sub_status, 0},
+};
+
+int cmd_fleet(int argc, char **argv) {
+  static const struct option longopts[] = {
+    {"url", required_argument, NULL, 'u'},
+    {"db", required_argument, NULL, 'd'},
+    {"json", no_argument, NULL, 'j'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+  };
+  fleet_args_t a = {getenv("HCTUNE_FLEET_URL"), NULL, 0};
+  int c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+    switch (c) {
+      case 'u': a.url = optarg; break;
+      case 'd': a.db = optarg; break;
+      case 'j': a.json = 1; break;
+      case 'h': usage(stdout); return HCT_EXIT_OK;
+      default: return hct__usage_error("fleet", "unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind >= argc) return hct__usage_error("fleet", "no subcommand (init, push or status)");
+  const char *name = argv[optind++];
+  /* Options may follow the subcommand too. */
+  while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+    switch (c) {
+      case 'u': a.url = optarg; break;
+      case 'd': a.db = optarg; break;
+      case 'j': a.json = 1; break;
+      case 'h': usage(stdout); return HCT_EXIT_OK;
+      default: return hct__usage_error("fleet", "unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return hct__usage_error("fleet", "unexpected argument '%s'", argv[optind]);
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(subs); i++) {
+    if (strcmp(name, subs[i].name) != 0) continue;
+    if (a.url == NULL || a.url[0] == '\0')
+      return hct__usage_error("fleet", "no server: give --url URL or set HCTUNE_FLEET_URL");
+    if (a.db != NULL && subs[i].fn != sub_push)
+      return hct__usage_error("fleet", "--db is for 'fleet push' only");
+    hct_fleet_t *f;
+    int rc = hct__fleet_connect(a.url, subs[i].connect_flags, &f);
+    if (rc < 0) return hct__cli_fail(rc);
+    rc = subs[i].fn(&a, f);
+    hct__fleet_close(f);
+    return rc;
+  }
+  return hct__usage_error("fleet", "'%s' is not a subcommand (init, push or status)", name);
+}
