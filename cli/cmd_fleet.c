@@ -12,7 +12,7 @@
 #include <jansson.h>
 
 #include "cli.h"
-#include "db.h"
+#include "fleet_pg.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -54,36 +54,38 @@ static void print_json(json_t *j) {
   free(s);
 }
 
-static int sub_init(const fleet_args_t *a, hct_fleet_t *f) {
+static int sub_init(const fleet_args_t *a, hct_pg_t *f) {
   int from;
-  int rc = hct__fleet_init(f, 0, &from);
+  int rc = hct__pg_init(f, 0, &from);
   if (rc < 0) return hct__cli_fail(rc);
   if (a->json) {
-    json_t *j = json_pack("{s:s, s:i, s:i}", "server", hct__fleet_shown(f), "from_version", from,
-                          "schema_version", HCT_FLEET_SCHEMA_VERSION);
+    json_t *j = json_pack("{s:s, s:i, s:i}", "server", hct__pg_shown(f), "from_version", from,
+                          "schema_version", HCT_PG_SCHEMA_VERSION);
     print_json(j);
     json_decref(j);
-  } else if (from == HCT_FLEET_SCHEMA_VERSION) {
-    printf("fleet '%s': schema version %d, up to date\n", hct__fleet_shown(f), from);
+  } else if (from == HCT_PG_SCHEMA_VERSION) {
+    printf("fleet '%s': schema version %d, up to date\n", hct__pg_shown(f), from);
   } else {
-    printf("fleet '%s': schema version %d (was %d)\n", hct__fleet_shown(f),
-           HCT_FLEET_SCHEMA_VERSION, from);
+    printf("fleet '%s': schema version %d (was %d)\n", hct__pg_shown(f),
+           HCT_PG_SCHEMA_VERSION, from);
   }
   return HCT_EXIT_OK;
 }
 
-static int sub_push(const fleet_args_t *a, hct_fleet_t *f) {
+static int sub_push(const fleet_args_t *a, hct_pg_t *f) {
   char path[PATH_MAX];
   hct_db_t *db;
   int rc = hct__cli_open_db(a->db, path, sizeof path, &db);
   if (rc < 0) return hct__cli_fail(rc);
-  hct_fleet_push_t st;
-  rc = hct__fleet_push(f, db, &st);
+  hct_pg_push_t st;
+  char kernels[PATH_MAX];
+  hct__kernels_dir(kernels, sizeof kernels);
+  rc = hct__pg_push(f, db, kernels, &st);
   hct__db_close(db);
   if (rc < 0) return hct__cli_fail(rc);
   if (a->json) {
     json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f}", "server",
-                          hct__fleet_shown(f), "db", path, "devices", st.devices, "trials",
+                          hct__pg_shown(f), "db", path, "devices", st.devices, "trials",
                           st.trials, "trials_new", st.trials_new, "faults", st.faults,
                           "faults_new", st.faults_new, "keys_recomputed", st.keys, "upload_ms",
                           st.upload_ms, "recompute_ms", st.recompute_ms, "total_ms", st.total_ms);
@@ -92,7 +94,7 @@ static int sub_push(const fleet_args_t *a, hct_fleet_t *f) {
   } else {
     printf("pushed '%s' to '%s': %d of %d trials new, %d of %d faults new, %d devices; "
            "%d key(s) recomputed (%.0f ms)\n",
-           path, hct__fleet_shown(f), st.trials_new, st.trials, st.faults_new, st.faults,
+           path, hct__pg_shown(f), st.trials_new, st.trials, st.faults_new, st.faults,
            st.devices, st.keys, st.total_ms);
   }
   return HCT_EXIT_OK;
@@ -100,9 +102,9 @@ static int sub_push(const fleet_args_t *a, hct_fleet_t *f) {
 
 static json_int_t num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
 
-static int sub_status(const fleet_args_t *a, hct_fleet_t *f) {
+static int sub_status(const fleet_args_t *a, hct_pg_t *f) {
   json_t *j;
-  int rc = hct__fleet_status(f, &j);
+  int rc = hct__pg_status(f, &j);
   if (rc < 0) return hct__cli_fail(rc);
   if (a->json) {
     print_json(j);
@@ -110,27 +112,25 @@ static int sub_status(const fleet_args_t *a, hct_fleet_t *f) {
     return HCT_EXIT_OK;
   }
   printf("fleet '%s': schema %lld, %lld hosts, %lld cards, %lld trials, %lld faults, "
-         "%lld decisions, %lld keys\n",
-         hct__fleet_shown(f), (long long)num(j, "schema_version"), (long long)num(j, "hosts"),
-         (long long)num(j, "devices"), (long long)num(j, "trials"), (long long)num(j, "faults"),
-         (long long)num(j, "decisions"), (long long)num(j, "key_count"));
+         "%lld decisions, %lld keys, %lld outliers, %lld conflicts\n",
+         hct__pg_shown(f), (long long)num(j, "schema_version"), (long long)num(j, "hosts"),
+         (long long)num(j, "cards"), (long long)num(j, "trials"), (long long)num(j, "faults"),
+         (long long)num(j, "decisions"), (long long)num(j, "key_count"),
+         (long long)num(j, "outliers"), (long long)num(j, "conflicts"));
   static const char *const head[] = {"MODEL",     "SOFTWARE", "HOSTS",    "CARDS",    "TRIALS",
                                      "DECISIONS", "OUTLIERS", "CONFLICTS", "REVISION"};
+  static const char *const counts[] = {"hosts",    "cards",     "trials",  "decisions",
+                                       "outliers", "conflicts", "revision"};
   hct_table_t t;
   hct__table_init(&t, 9, head, "llrrrrrrr");
   size_t i;
   json_t *k;
   json_array_foreach(json_object_get(j, "keys"), i, k) {
-    char sw[16], n[7][24];
-    const char *swk = json_string_value(json_object_get(k, "software_key"));
-    snprintf(sw, sizeof sw, "%.12s", swk && swk[0] ? swk : "-");
-    snprintf(n[0], sizeof n[0], "%lld", (long long)num(k, "hosts"));
-    snprintf(n[1], sizeof n[1], "%lld", (long long)num(k, "cards"));
-    snprintf(n[2], sizeof n[2], "%lld", (long long)num(k, "trials"));
-    snprintf(n[3], sizeof n[3], "%lld", (long long)num(k, "decisions"));
-    snprintf(n[4], sizeof n[4], "%zu", json_array_size(json_object_get(k, "outliers")));
-    snprintf(n[5], sizeof n[5], "%zu", json_array_size(json_object_get(k, "conflicts")));
-    snprintf(n[6], sizeof n[6], "%lld", (long long)num(k, "revision"));
+    char sw[128], n[7][24];
+    snprintf(sw, sizeof sw, "%s|%s|%s", json_string_value(json_object_get(k, "driver_version")),
+             json_string_value(json_object_get(k, "compiler_version")),
+             json_string_value(json_object_get(k, "hctune_version")));
+    for (int c = 0; c < 7; c++) snprintf(n[c], sizeof n[c], "%lld", (long long)num(k, counts[c]));
     const char *cells[] = {json_string_value(json_object_get(k, "model_key")), sw, n[0], n[1],
                            n[2], n[3], n[4], n[5], n[6]};
     hct__table_add(&t, cells);
@@ -144,10 +144,10 @@ static int sub_status(const fleet_args_t *a, hct_fleet_t *f) {
 /* To add a subcommand: a function and a row. */
 static const struct {
   const char *name;
-  int (*fn)(const fleet_args_t *a, hct_fleet_t *f);
+  int (*fn)(const fleet_args_t *a, hct_pg_t *f);
   int connect_flags;
 } subs[] = {
-  {"init", sub_init, HCT_FLEET_NO_SCHEMA_CHECK},
+  {"init", sub_init, HCT_PG_NO_SCHEMA_CHECK},
   {"push", sub_push, 0},
   {"status", sub_status, 0},
 };
@@ -192,11 +192,11 @@ int cmd_fleet(int argc, char **argv) {
       return hct__usage_error("fleet", "no server: give --url URL or set HCTUNE_FLEET_URL");
     if (a.db != NULL && subs[i].fn != sub_push)
       return hct__usage_error("fleet", "--db is for 'fleet push' only");
-    hct_fleet_t *f;
-    int rc = hct__fleet_connect(a.url, subs[i].connect_flags, &f);
+    hct_pg_t *f;
+    int rc = hct__pg_connect(a.url, subs[i].connect_flags, &f);
     if (rc < 0) return hct__cli_fail(rc);
     rc = subs[i].fn(&a, f);
-    hct__fleet_close(f);
+    hct__pg_close(f);
     return rc;
   }
   return hct__usage_error("fleet", "'%s' is not a subcommand (init, push or status)", name);

@@ -6,8 +6,6 @@
  *                 (PRAGMA user_version), error mapping of SQLite codes
  *   db/results.c  devices, trials, decisions, faults, pins, runs
  *   db/binaries.c the compile cache (a hct_binary_store_t over SQLite)
- *   db/fleet_pg.c the live fleet: a PostgreSQL server that hosts push
- *                 trials to and daemons pull decisions from (libpq)
  *
  * Design for fleets: every trial and decision row carries the card model key
  * (vendor|name|arch|SMs|GiB), the software key (driver, compiler, template
@@ -22,8 +20,6 @@
 #define HCT_DB_H
 
 #include <stdint.h>
-
-#include <jansson.h>
 
 #include "common.h"
 
@@ -210,98 +206,6 @@ void hct__db_binary_store(hct_db_t *db, struct hct_binary_store_s *store);
 /* Stored binary by key, for the daemon's `module` verb. */
 int hct__db_binary_get(hct_db_t *db, const char *key, void **image, size_t *size, int *is_ptx,
                        char **log);
-
-/* ---- the live fleet on PostgreSQL (db/fleet_pg.c) ----------------------- */
-
-/*
- * A connection to a fleet server.  URLs are whatever libpq takes: a
- * postgresql:// URI, "key=value" pairs, "service=NAME" (PGSERVICEFILE),
- * with passwords from ~/.pgpass (PGPASSFILE) and TLS as in the URL
- * (sslmode=verify-full).  A URL is never printed as given: messages show
- * hct__fleet_shown(), which keeps host, port, dbname, user, service and
- * sslmode only.  A hct_fleet_t belongs to one thread at a time.  Built with
- * HCT_NO_PG (make STATIC=1) every call returns HCT_EUNSUPPORTED.
- */
-typedef struct hct_fleet_s hct_fleet_t;
-
-/* Schema versions of the server side (table hctune.schema); migrations in
- * db/fleet_pg.c, append only. */
-#define HCT_FLEET_SCHEMA_VERSION 2
-/* The channel decisions' changes are announced on; the payload is the card
- * model key whose decisions changed. */
-#define HCT_FLEET_CHANNEL "hctune_decisions"
-/* The lock a recompute of one (model key, software key) holds until its
- * transaction ends: `fn` is pg_advisory_xact_lock, or pg_advisory_lock for
- * a test that holds it from outside.  $1 model key, $2 software key. */
-#define HCT_FLEET_KEY_LOCK_SQL(fn) "SELECT " fn "(hashtextextended($1 || chr(31) || $2, 7))"
-
-/* The URL with its password left out, for messages (always terminated). */
-void hct__fleet_url_shown(const char *url, char *buf, size_t len);
-
-enum {
-  HCT_FLEET_NO_SCHEMA_CHECK = 1 << 0 /* connect only (fleet init) */
-};
-/* Connects (blocking, connect_timeout 10 s unless the URL says) and checks
- * that the schema is the one this hctune writes (HCT_EDBVERSION when newer
- * or older, with what to do).  Errors name the shown URL. */
-int hct__fleet_connect(const char *url, int flags, hct_fleet_t **out);
-void hct__fleet_close(hct_fleet_t *f);
-const char *hct__fleet_shown(const hct_fleet_t *f);
-/* libpq's connection, for the daemon's listener (PQsocket, notifies). */
-struct pg_conn;
-struct pg_conn *hct__fleet_pgconn(hct_fleet_t *f);
-
-/* Creates or migrates the schema up to `to_version` (0: the latest) in one
- * transaction under a lock, so concurrent inits are safe; *from (may be
- * NULL) gets the version found.  HCT_EDBVERSION when the server's is newer. */
-int hct__fleet_init(hct_fleet_t *f, int to_version, int *from);
-int hct__fleet_schema_version(hct_fleet_t *f, int *version);
-
-typedef struct hct_fleet_push_s {
-  int devices, trials, faults;         /* rows read from the local DB */
-  int trials_new, faults_new;          /* rows the server did not have */
-  int keys;                            /* (model, software) keys recomputed */
-  double upload_ms, recompute_ms, total_ms;
-} hct_fleet_push_t;
-
-/*
- * Uploads every device, trial and fault of `local` in one transaction
- * (rows the server has are skipped by their uid: pushing twice adds
- * nothing), then recomputes the decisions of every (card model key,
- * software key) that gained rows, each under HCT_FLEET_KEY_LOCK_SQL, in
- * key order, inside the same transaction: a push killed at any point
- * leaves nothing of itself, and two pushers never recompute one key at
- * once.  Announces each recomputed model on HCT_FLEET_CHANNEL.
- */
-int hct__fleet_push(hct_fleet_t *f, hct_db_t *local, hct_fleet_push_t *st);
-
-/* Recomputes one key in a transaction of its own (fleet status --recompute,
- * the tests' timing); *ms (may be NULL) gets the time it took. */
-int hct__fleet_recompute(hct_fleet_t *f, const char *model_key, const char *software_key,
-                         double *ms);
-
-/* The fleet as JSON: schema version, counts of hosts, devices, trials,
- * faults, decisions, and per key its trials, hosts, cards, decisions,
- * revision, outliers and conflicts. */
-int hct__fleet_status(hct_fleet_t *f, json_t **out);
-
-/* A decision pulled from the fleet: the local row plus what only the
- * fleet has. */
-typedef struct hct_fleet_decision_s {
-  hct_db_decision_t d;     /* d.source is "fleet" */
-  char software_key[33];
-  int hosts, cards;        /* how many contributed to the pool */
-  int64_t revision;
-} hct_fleet_decision_t;
-
-/*
- * The fleet's decisions for the n card model keys (all of them when n is
- * 0 and models NULL), every row checked as a row of an imported file is
- * (types, sizes, UTF-8, ranges): one bad row fails the whole pull with a
- * line naming it, and nothing is returned.  *out is malloc'd.
- */
-int hct__fleet_pull(hct_fleet_t *f, const char *const *models, int n,
-                    hct_fleet_decision_t **out, int *count);
 
 /* ---- for the files of db/ only ---------------------------------------- */
 
