@@ -378,6 +378,11 @@ int hct__pg_init(hct_pg_t *f, int to_version, int *from) {
 
 /* ---- connections --------------------------------------------------------- */
 
+static void quiet(void *arg, const char *message) {
+  (void)arg;
+  (void)message;
+}
+
 int hct__pg_connect(const char *url, int flags, hct_pg_t **out) {
   *out = NULL;
   if (url == NULL || url[0] == '\0') return hct__error(HCT_EINVAL, "fleet URL is empty");
@@ -411,8 +416,9 @@ int hct__pg_connect(const char *url, int flags, hct_pg_t **out) {
     hct__pg_close(f);
     return err;
   }
-  /* Messages of the server in English and without notices on stderr. */
-  PQsetNoticeProcessor(f->c, NULL, NULL);
+  /* The server's notices (a shutdown's warning) would reach stderr as
+   * lines of their own: the error that follows says it in one. */
+  PQsetNoticeProcessor(f->c, quiet, NULL);
   int err = run0(f, "SET client_min_messages = warning; SET lc_messages = 'C'",
                  "cannot set the session up");
   /* lc_messages needs a superuser: without it keep the server's. */
@@ -776,7 +782,7 @@ static int recompute_locked(hct_pg_t *f, const char *const key[4]) {
                       4, key, "");
   if (err == 0)
     err = insert_rows(f, "flags", out.flags, out.n_flags, ", key_driver, key_compiler, key_hctune",
-                      ", $3, $4, $5", 4, key, "");
+                      ", $2, $3, $4", 3, key + 1, "");
   /* Delivered at commit, and only if it commits. */
   if (err == 0) {
     const char *nv[] = {key[0]};
