@@ -95,7 +95,13 @@ static inline hct_db_decision_t dt_decision(const char *uuid, const char *model,
   d.tmin = tmin;
   d.tmax = tmax;
   hct__strlcpy(d.variant, variant, sizeof d.variant);
-  hct__strlcpy(d.params, strcmp(variant, "v2") == 0 ? "{\"R\":2}" : "{}", sizeof d.params);
+  /* Params are a point of the variant, strictly (the daemon skips a row
+   * whose params are not): v1 has W, v2 has R, v3 none. */
+  hct__strlcpy(d.params,
+               strcmp(variant, "v2") == 0   ? "{\"R\":2}"
+               : strcmp(variant, "v1") == 0 ? "{\"W\":4}"
+                                            : "{}",
+               sizeof d.params);
   hct__strlcpy(d.variant_class, cls, sizeof d.variant_class);
   hct__strlcpy(d.template_hash, "0123456789abcdef0123456789abcdef", sizeof d.template_hash);
   hct__strlcpy(d.source, "probe", sizeof d.source);

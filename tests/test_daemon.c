@@ -348,17 +348,34 @@ static void test_pins(void **state) {
   static dt_reader_t r;
   hct_client_t *c;
   assert_int_equal(hct_connect(env.sock, 2000, &c), 0);
+  /* Params are checked strictly against the variant's: v3 has none, and
+   * v2's R takes 1 or 2. */
+  static const char *const refused[] = {
+      "{\"cmd\":\"pin\",\"device\":\"" DT_CARD "\",\"op\":\"hc_read\",\"variant\":\"v3\","
+      "\"params\":{\"Z\":1}}",
+      "{\"cmd\":\"pin\",\"device\":\"" DT_CARD "\",\"op\":\"hc_read\",\"variant\":\"v2\","
+      "\"params\":{\"R\":3}}",
+      "{\"cmd\":\"pin\",\"device\":\"" DT_CARD "\",\"op\":\"hc_read\",\"variant\":\"v2\","
+      "\"params\":{}}",
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    json_t *bad = ASK(fd, &r, refused[i]);
+    assert_false(json_is_true(json_object_get(bad, "ok")));
+    json_decref(bad);
+  }
   json_t *j = ASK(fd, &r,
                   "{\"cmd\":\"pin\",\"device\":\"" DT_CARD "\",\"op\":\"hc_read\",\"tokens\":\"2-3\","
-                  "\"variant\":\"v3\",\"params\":{\"Z\":1}}");
+                  "\"variant\":\"v2\",\"params\":{\"R\":1}}");
   assert_true(json_is_true(json_object_get(j, "ok")));
   json_decref(j);
-  expect_choice(c, 2, DT_CARD, NULL, 0, "v3", HCT_SOURCE_PIN, "kl");
-  expect_choice(c, 3, DT_CARD, "kl", 0, "v3", HCT_SOURCE_PIN, "kl");
+  expect_choice(c, 2, DT_CARD, NULL, 0, "v2", HCT_SOURCE_PIN, "bitwise");
+  expect_choice(c, 3, DT_CARD, "kl", 0, "v2", HCT_SOURCE_PIN, "bitwise");
   expect_choice(c, 4, DT_CARD, NULL, 0, "v2", HCT_SOURCE_PROBE, "bitwise");
   hct_choice_t ch;
   hct_choose(c, "hc_read", 2, DT_CARD, NULL, &ch);
-  assert_string_equal(ch.params, "{\"Z\":1}");
+  assert_string_equal(ch.params, "{\"R\":1}");
+  hct_choose(c, "hc_read", 4, DT_CARD, NULL, &ch);
+  assert_string_equal(ch.params, "{\"R\":2}");
   /* A pin for every card, live for one second. */
   char line[400];
   snprintf(line, sizeof line,
@@ -381,7 +398,7 @@ static void test_pins(void **state) {
   dt_start(&env, extra);
   hct_close(c);
   assert_int_equal(hct_connect(env.sock, 2000, &c), 0);
-  expect_choice(c, 2, DT_CARD, NULL, 0, "v3", HCT_SOURCE_PIN, "kl");
+  expect_choice(c, 2, DT_CARD, NULL, 0, "v2", HCT_SOURCE_PIN, "bitwise");
   close(fd);
   fd = dt_connect(env.sock);
   r.len = 0;
