@@ -151,7 +151,8 @@ bench-daemon: all
 # New inputs it finds go to $(O)/fuzz/corpus; daemon/fuzz_corpus seeds it.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_SRC := daemon/fuzz_request.c daemon/proto.c daemon/verbs.c common/error.c common/names.c
+FUZZ_SRC := daemon/fuzz_request.c daemon/proto.c daemon/verbs.c common/error.c common/names.c \
+            common/tokens.c
 
 $(O)/fuzz/fuzz_request: $(FUZZ_SRC) daemon/daemon.h include/hctune.h common/common.h
 	@mkdir -p $(dir $@)

@@ -369,6 +369,17 @@ static inline const char *dt_str(json_t *o, const char *key) {
   return s != NULL ? s : "";
 }
 
+/* Whether the daemon's log holds `text`. */
+static inline int dt_log_has(const dt_env_t *e, const char *text) {
+  FILE *f = fopen(e->log, "r");
+  if (f == NULL) return 0;
+  char line[4096];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f) != NULL) found = strstr(line, text) != NULL;
+  fclose(f);
+  return found;
+}
+
 static inline long dt_rss_kb(pid_t pid) {
   char path[64], line[256];
   snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
