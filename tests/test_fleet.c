@@ -599,8 +599,29 @@ static void test_hostile(void **state) {
   fputc(0, f);
   fclose(f);
   expect_refused(bad, "oversized file", "more than", local), kinds++;
-  /* A folder. */
+  /* A folder, and a FIFO (which must not hang the reader). */
   expect_refused(dir, "folder", "not a regular file", local), kinds++;
+  char fifo[160];
+  path_in(fifo, sizeof fifo, "fifo.fleet");
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  expect_refused(fifo, "fifo", "not a regular file", local), kinds++;
+  /* A NaN written into a record's bytes (SQL cannot store one): a figure
+   * set to a marker value, whose 8 bytes are then replaced. */
+  edited(bad, "UPDATE trials SET ci_lo_us = 12345.6875");
+  {
+    char *data;
+    size_t len;
+    assert_int_equal(hct__read_file(bad, &data, &len), 0);
+    const unsigned char marker[8] = {0x40, 0xc8, 0x1c, 0xd8, 0, 0, 0, 0}; /* 12345.6875 */
+    const unsigned char nan[8] = {0x7f, 0xf8, 0, 0, 0, 0, 0, 1};
+    int found = 0;
+    for (size_t i = 0; i + 8 <= len; i++)
+      if (memcmp(data + i, marker, 8) == 0) memcpy(data + i, nan, 8), found++;
+    assert_true(found > 0);
+    write_bytes(bad, data, len);
+    free(data);
+  }
+  expect_refused(bad, "nan", NULL, local), kinds++;
 
   for (size_t i = 0; i < HCT_ARRAY_SIZE(hostile_sql); i++) {
     edited(bad, hostile_sql[i].sql);
