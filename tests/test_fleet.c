@@ -25,6 +25,7 @@
 #include <sqlite3.h>
 
 #include "fleet.h"
+#include "tuner.h"
 #include "cli_test.h"
 
 #define MODEL_A "NVIDIA|NVIDIA H200|sm_90|132|141"
@@ -98,7 +99,7 @@ static void make_host(const char *dbpath, const char *host, const char *model, i
     hct__strlcpy(k.model_key, model, sizeof k.model_key);
     hct__strlcpy(k.driver_version, "12.8", sizeof k.driver_version);
     hct__strlcpy(k.compiler_version, "12.8", sizeof k.compiler_version);
-    hct__strlcpy(k.hctune_version, "0.1.0", sizeof k.hctune_version);
+    hct__strlcpy(k.hctune_version, HCT_VERSION_STRING, sizeof k.hctune_version);
     assert_int_equal(hct__db_device_upsert(db, &k, "NVIDIA H200", "sm_90", "{}"), 0);
     int is_b = strcmp(model, MODEL_B) == 0;
     for (size_t c = 0; c < HCT_ARRAY_SIZE(cands); c++) {
@@ -200,6 +201,7 @@ static int same_decisions(const hct_fleet_t *a, const hct_fleet_t *b) {
 
 static void merge_order(const int *order, int n, double pct, hct_fleet_t *m) {
   hct_fleet_t in[8];
+  memset(in, 0, sizeof in);
   read_all(in, order, n);
   hct_fleet_merge_opts_t o = {pct, 0};
   int rc = hct__fleet_merge(in, n, &o, m);
@@ -706,6 +708,139 @@ static void test_usage(void **state) {
   free(err);
 }
 
+/* ---- verify-only adoption ----------------------------------------------- */
+
+/* A stand-in for the card and the probe: what the GPU would do, recorded
+ * in the DB the way the probe records it. */
+typedef struct fake_s {
+  const char *model_name; /* the card's name: "NVIDIA H200" is model A */
+  const char *fail;       /* a variant whose parity check fails */
+  int check_runs, full_runs;
+  char variants[256];
+  uint8_t tokens[65];
+} fake_t;
+
+static int fake_find(void *arg, const char *spec, hct_device_t *dev) {
+  fake_t *f = arg;
+  (void)spec;
+  memset(dev, 0, sizeof *dev);
+  strcpy(dev->vendor, "NVIDIA");
+  hct__strlcpy(dev->name, f->model_name, sizeof dev->name);
+  strcpy(dev->arch, "sm_90");
+  strcpy(dev->uuid, "GPU-new-0");
+  dev->sm_count = 132;
+  dev->mem_bytes = 141LL << 30;
+  strcpy(dev->driver_version, "12.8");
+  strcpy(dev->compiler_version, "12.8");
+  return 0;
+}
+
+static int fake_probe(void *arg, const hct_probe_opts_t *o) {
+  fake_t *f = arg;
+  if (!o->check_only) {
+    f->full_runs++;
+    return 0;
+  }
+  f->check_runs++;
+  hct__strlcpy(f->variants, o->only_variants ? o->only_variants : "", sizeof f->variants);
+  memcpy(f->tokens, o->tokens, sizeof f->tokens);
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(o->db_path, 0, &db), 0);
+  hct_db_keys_t k;
+  memset(&k, 0, sizeof k);
+  strcpy(k.host, "new");
+  strcpy(k.uuid, "GPU-new-0");
+  strcpy(k.model_key, MODEL_A);
+  for (size_t c = 0; c < HCT_ARRAY_SIZE(cands); c++) {
+    char pat[40], have[300];
+    snprintf(pat, sizeof pat, ",%s,", cands[c].variant);
+    snprintf(have, sizeof have, ",%s,", f->variants);
+    if (strstr(have, pat) == NULL && strcmp(cands[c].variant, "v1") != 0) continue;
+    int fails = f->fail && strcmp(f->fail, cands[c].variant) == 0;
+    for (int T = 1; T <= 64; T++)
+      if (o->tokens[T]) add_trial(db, &k, &cands[c], "parity", fails && T == 3 ? "parity" : "pass", T, 0);
+  }
+  hct__db_close(db);
+  return 0;
+}
+
+static int count_own(const char *dbpath, const char *uuid, hct_db_decision_t *first) {
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(dbpath, HCT_DB_READONLY, &db), 0);
+  hct_db_decision_t *d;
+  int n, own = 0;
+  assert_int_equal(hct__db_decisions_list(db, &d, &n), 0);
+  for (int i = 0; i < n; i++)
+    if (strcmp(d[i].keys.uuid, uuid) == 0) {
+      if (own++ == 0 && first) *first = d[i];
+    }
+  free(d);
+  hct__db_close(db);
+  return own;
+}
+
+static void verify_with(const char *name, fake_t *f, int use_file, int import_first) {
+  const int all[] = {0, 1, 2, 3};
+  hct_fleet_t m;
+  merge_order(all, 4, 0, &m);
+  char mpath[160], local[160];
+  path_in(mpath, sizeof mpath, "verify.fleet");
+  unlink(mpath);
+  assert_int_equal(hct__fleet_write(&m, mpath), 0);
+  path_in(local, sizeof local, name);
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(local, 0, &db), 0);
+  if (import_first) assert_int_equal(hct__fleet_import(db, &m, NULL), 0);
+  hct__db_close(db);
+  hct__fleet_free(&m);
+  hct_fleet_verify_opts_t vo;
+  memset(&vo, 0, sizeof vo);
+  vo.probe.db_path = local;
+  vo.probe.quiet = 1;
+  vo.fleet_db = use_file ? mpath : NULL;
+  vo.run_probe = fake_probe;
+  vo.find_device = fake_find;
+  vo.hook_arg = f;
+  int rc = hct__fleet_verify(&vo);
+  if (rc != 0) fail_msg("verify: %s", hct_last_error());
+}
+
+/* The fleet's winners checked here and adopted: no timing, no full probe. */
+static void test_verify_adopts(void **state) {
+  (void)state;
+  fake_t f = {"NVIDIA H200", NULL, 0, 0, "", {0}};
+  verify_with("verify1.db", &f, 0, 1);
+  assert_int_equal(f.check_runs, 1);
+  assert_int_equal(f.full_runs, 0);
+  assert_non_null(strstr(f.variants, "relay"));
+  assert_non_null(strstr(f.variants, "persist"));
+  assert_true(f.tokens[1] && f.tokens[4] && !f.tokens[5]);
+  char local[160];
+  path_in(local, sizeof local, "verify1.db");
+  hct_db_decision_t d;
+  assert_int_equal(count_own(local, "GPU-new-0", &d), 2);
+  assert_string_equal(d.source, "fleet");
+  assert_string_equal(d.keys.model_key, MODEL_A);
+  assert_non_null(strstr(d.evidence_json, "\"verified\""));
+}
+
+/* A winner that fails here: nothing adopted, a full probe instead. */
+static void test_verify_falls_back(void **state) {
+  (void)state;
+  fake_t f = {"NVIDIA H200", "persist", 0, 0, "", {0}};
+  verify_with("verify2.db", &f, 1, 0);
+  assert_int_equal(f.check_runs, 1);
+  assert_int_equal(f.full_runs, 1);
+  char local[160];
+  path_in(local, sizeof local, "verify2.db");
+  assert_int_equal(count_own(local, "GPU-new-0", NULL), 0);
+  /* A card model the fleet has not measured: a full probe at once. */
+  fake_t g = {"NVIDIA B200", NULL, 0, 0, "", {0}};
+  verify_with("verify3.db", &g, 1, 0);
+  assert_int_equal(g.check_runs, 0);
+  assert_int_equal(g.full_runs, 1);
+}
+
 int main(void) {
   if (getenv("HCT_BIN") == NULL) {
     printf("skipped: HCT_BIN is not set (run through tests/run.sh)\n");
@@ -729,6 +864,8 @@ int main(void) {
       cmocka_unit_test(test_conflicting_copies),
       cmocka_unit_test(test_merge_keeps_non_fleet_out),
       cmocka_unit_test(test_usage),
+      cmocka_unit_test(test_verify_adopts),
+      cmocka_unit_test(test_verify_falls_back),
   };
   int rc = cmocka_run_group_tests(tests, setup_fleet, NULL);
   char cmd[128];
