@@ -228,7 +228,7 @@ int hct__fleet_verify(const hct_fleet_verify_opts_t *o) {
   if (rc != 0) return rc;
 
   const char *fallback = NULL;
-  char why_all[512] = "";
+  char why_all[1024] = "";
   if (n == 0) {
     fallback = "the fleet has no decision for this card's model and software";
   } else {
