@@ -489,6 +489,9 @@ static const hostile_t hostile_sql[] = {
     {"not_utf8", "UPDATE trials SET host = CAST(X'486f73C0AF74' AS TEXT)", "column 'host': not UTF-8"},
     {"control", "UPDATE trials SET model_key = 'a' || char(27) || '[2J'", "column 'model_key': not UTF-8"},
     {"nul", "UPDATE trials SET host = CAST(X'610062' AS TEXT)", "NUL"},
+    {"bidi", "UPDATE trials SET host = 'host' || char(0x202e) || '1'", "column 'host': not UTF-8"},
+    {"overlong", "UPDATE trials SET op = CAST(X'C1A1' AS TEXT)", "column 'op': not UTF-8"},
+    {"surrogate", "UPDATE trials SET host = CAST(X'EDA080' AS TEXT)", "column 'host': not UTF-8"},
     {"oversized", "UPDATE trials SET params = '{\"a\":\"' || printf('%.9000c', 'x') || '\"}'",
      "column 'params': text of"},
     {"huge_text", "UPDATE trials SET figures_json = printf('%.900000c', 'x')", "column 'figures_json'"},
@@ -632,6 +635,42 @@ static void test_hostile(void **state) {
   }
   assert_true(kinds >= 10);
   printf("hostile files refused: %d kinds\n", kinds);
+}
+
+/* A file that passes every check but whose import fails in the middle (a
+ * decision's uid already taken by another group of the local DB): the
+ * transaction is rolled back, the local DB byte for byte as it was. */
+static void test_import_rolls_back(void **state) {
+  (void)state;
+  char local[160], bad[160];
+  path_in(local, sizeof local, "rollback.db");
+  make_host(local, "rb", MODEL_A, 1, 0, 1, 0);
+  sqlite3 *h;
+  assert_int_equal(sqlite3_open(local, &h), SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(h, "SELECT uid FROM decisions LIMIT 1", -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  char sql[200];
+  snprintf(sql, sizeof sql, "UPDATE decisions SET uid = '%s' WHERE uuid = 'GPU-host1-1'",
+           (const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  path_in(bad, sizeof bad, "collide.fleet");
+  edited(bad, sql);
+  char *before, *after;
+  size_t lb, la;
+  snapshot(local, &before, &lb);
+  char args[1024], *out = NULL, *err = NULL;
+  snprintf(args, sizeof args, "db import --db '%s' '%s'", local, bad);
+  int rc = cli(args, &out, &err);
+  if (rc != 1 || cli_lines(err) != 1 || strstr(err, "UNIQUE") == NULL)
+    fail_msg("status %d, stderr '%s'", rc, err);
+  snapshot(local, &after, &la);
+  assert_true(la == lb && memcmp(before, after, lb) == 0);
+  free(before);
+  free(after);
+  free(out);
+  free(err);
 }
 
 /* Two inputs holding the same trial with other figures: the merge is
@@ -862,6 +901,7 @@ int main(void) {
       cmocka_unit_test(test_cli_merge_import),
       cmocka_unit_test(test_hostile),
       cmocka_unit_test(test_conflicting_copies),
+      cmocka_unit_test(test_import_rolls_back),
       cmocka_unit_test(test_merge_keeps_non_fleet_out),
       cmocka_unit_test(test_usage),
       cmocka_unit_test(test_verify_adopts),
