@@ -267,6 +267,12 @@ static size_t utf8_bad(const unsigned char *s, size_t len, int ws) {
     if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ||
         (cp >= 0x80 && cp < 0xa0))
       return i;
+    /* Invisible format characters: bidirectional overrides and isolates,
+     * zero-width ones, line separators: text that shows other than it
+     * reads ("Trojan Source") has no place in a name or a figure. */
+    if ((cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+        (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff || (cp >= 0xfff9 && cp <= 0xfffb))
+      return i;
     i += (size_t)n + 1;
   }
   return len;

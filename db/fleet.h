@@ -41,7 +41,7 @@
 /* A fleet file larger than this is refused unread. */
 #define HCT_FLEET_MAX_BYTES (256LL << 20)
 /* Rows of one table, at most. */
-#define HCT_FLEET_MAX_ROWS 2000000
+#define HCT_FLEET_MAX_ROWS 500000
 /* The default --outlier-pct of a merge. */
 #define HCT_FLEET_OUTLIER_PCT 10.0
 

@@ -172,6 +172,12 @@ static int pool_table(const hct_fleet_t *in, int n, const char *name, int by_uid
 
 /* ---- groups and candidates ---------------------------------------------- */
 
+/*
+ * Every step below is O(n log n) in the group's rows: a merge input is
+ * untrusted, and one built with a million candidates or cards must cost
+ * time in proportion, not its square.
+ */
+
 /* A parity failure of a candidate's own making (not "pruned" or
  * "unsupported", not an error of the machinery). */
 static int parity_failure(const char *status) {
@@ -208,14 +214,20 @@ typedef struct cand_s {
 typedef struct card_s {
   const char *uuid, *host;
   int outlier;
-  double ratio;
-  int compared;
 } card_t;
 
 typedef struct timing_s {
   int card, cand, T;
   const hct_fleet_trial_t *t;
 } timing_t;
+
+/* The pooled figures of one candidate at one T. */
+typedef struct cell_s {
+  int cand, T;
+  hct_summary_t s;
+  int cards;
+  int64_t at;     /* newest trial pooled */
+} cell_t;
 
 typedef struct group_s {
   const char *model_key, *op;
@@ -252,20 +264,46 @@ static int cmp_trial(const void *a, const void *b) {
   return strcmp(x->uid, y->uid);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
+/* Faults by what they fail: the fields a candidate is matched on. */
+static int cmp_fault_key(const hct_fleet_fault_t *x, const char *model, const char *env,
+                         const char *op, const char *variant, const char *params,
+                         const char *template_hash) {
+  char xe[128];
+  env_of(x->driver_version, x->compiler_version, x->hctune_version, xe, sizeof xe);
+  int c;
+  if ((c = strcmp(x->model_key, model))) return c;
+  if ((c = strcmp(xe, env))) return c;
+  if ((c = strcmp(x->op, op))) return c;
+  if ((c = strcmp(x->variant, variant))) return c;
+  if ((c = strcmp(x->params, params))) return c;
+  return strcmp(x->template_hash, template_hash);
 }
 
-static double median_of(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
+static int cmp_fault(const void *a, const void *b) {
+  const hct_fleet_fault_t *x = *(const hct_fleet_fault_t *const *)a;
+  const hct_fleet_fault_t *y = *(const hct_fleet_fault_t *const *)b;
+  char ye[128];
+  env_of(y->driver_version, y->compiler_version, y->hctune_version, ye, sizeof ye);
+  int c = cmp_fault_key(x, y->model_key, ye, y->op, y->variant, y->params, y->template_hash);
+  if (c == 0) c = strcmp(x->uuid, y->uuid);
+  return c ? c : strcmp(x->uid, y->uid);
+}
+
+static double median_sorted(const double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* Variants are sorted by (op, variant) by pool_table. */
 static const char *class_of(const hct_fleet_t *f, const char *op, const char *variant) {
-  for (int i = 0; i < f->n_variants; i++)
-    if (strcmp(f->variants[i].op, op) == 0 && strcmp(f->variants[i].variant, variant) == 0)
-      return f->variants[i].vclass;
+  int lo = 0, hi = f->n_variants - 1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    int c = strcmp(f->variants[mid].op, op);
+    if (c == 0) c = strcmp(f->variants[mid].variant, variant);
+    if (c == 0) return f->variants[mid].vclass;
+    if (c < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
   return NULL;
 }
 
@@ -299,29 +337,21 @@ static void hex_of(const void *data, size_t len, char out[33]) {
 typedef struct ctx_s {
   const hct_fleet_merge_opts_t *o;
   hct_fleet_t *out;
+  const hct_fleet_fault_t *const *faults; /* every input fault, sorted by cmp_fault */
+  int nfaults;
   group_t *g;
   cand_t *cands;
   int ncand;
   card_t *cards;
   int ncard;
-  timing_t *tm;
+  timing_t *tm;   /* sorted by (cand, T, median) once pooled */
   int ntm;
-  int maxT;
-  int *tix;   /* tix[T]: index of T among the token counts timed, or -1 */
+  cell_t *cells;  /* sorted by (cand, T) */
+  int ncells;
+  const cell_t **by_T; /* the same, sorted by (T, cand) */
+  int *tlist;     /* the token counts timed, ascending */
   int ntl;
-  /* pooled[CELL(X, cand, T)] */
-  hct_summary_t *pooled;
-  int *pooled_cards;
-  int64_t *pooled_at;
 } ctx_t;
-
-#define CELL(X, c, T) ((size_t)(c) * (size_t)(X)->ntl + (size_t)(X)->tix[T])
-
-static int find_card(ctx_t *X, const hct_fleet_trial_t *t) {
-  for (int i = 0; i < X->ncard; i++)
-    if (strcmp(X->cards[i].uuid, t->uuid) == 0 && strcmp(X->cards[i].host, t->host) == 0) return i;
-  return -1;
-}
 
 static int cmp_card(const void *a, const void *b) {
   const card_t *x = a, *y = b;
@@ -329,20 +359,26 @@ static int cmp_card(const void *a, const void *b) {
   return c ? c : strcmp(x->host, y->host);
 }
 
+static int find_card(const ctx_t *X, const hct_fleet_trial_t *t) {
+  card_t key = {t->uuid, t->host, 0};
+  const card_t *c = bsearch(&key, X->cards, (size_t)X->ncard, sizeof key, cmp_card);
+  return c ? (int)(c - X->cards) : -1;
+}
+
 /* Cards, candidates and the timings that count, from the group's sorted
  * trials. */
 static int collect(ctx_t *X, const hct_fleet_t *all) {
   group_t *g = X->g;
-  X->cards = calloc((size_t)g->n, sizeof *X->cards);
-  X->cands = calloc((size_t)g->n, sizeof *X->cands);
-  X->tm = calloc((size_t)g->n, sizeof *X->tm);
+  X->cards = calloc((size_t)g->n + 1, sizeof *X->cards);
+  X->cands = calloc((size_t)g->n + 1, sizeof *X->cands);
+  X->tm = calloc((size_t)g->n + 1, sizeof *X->tm);
   if (X->cards == NULL || X->cands == NULL || X->tm == NULL)
     return hct__error(HCT_ENOMEM, "merge: out of memory");
-  for (int i = 0; i < g->n; i++) {
-    const hct_fleet_trial_t *t = g->trials[i];
-    if (find_card(X, t) < 0) X->cards[X->ncard++] = (card_t){t->uuid, t->host, 0, 0, 0};
-  }
-  qsort(X->cards, (size_t)X->ncard, sizeof *X->cards, cmp_card);
+  for (int i = 0; i < g->n; i++) X->cards[i] = (card_t){g->trials[i]->uuid, g->trials[i]->host, 0};
+  qsort(X->cards, (size_t)g->n, sizeof *X->cards, cmp_card);
+  for (int i = 0; i < g->n; i++)
+    if (X->ncard == 0 || cmp_card(&X->cards[X->ncard - 1], &X->cards[i]) != 0)
+      X->cards[X->ncard++] = X->cards[i];
   for (int i = 0; i < g->n; i++) {
     const hct_fleet_trial_t *t = g->trials[i];
     if (X->ncand == 0 || !same_cand(X->cands[X->ncand - 1].first, t)) {
@@ -362,47 +398,69 @@ static int collect(ctx_t *X, const hct_fleet_t *all) {
     /* Sorted newest first within (candidate, card, T): keep the first. */
     if (p && p->cand == X->ncand - 1 && p->card == card && p->T == (int)t->tokens) continue;
     X->tm[X->ntm++] = (timing_t){card, X->ncand - 1, (int)t->tokens, t};
-    if ((int)t->tokens > X->maxT) X->maxT = (int)t->tokens;
   }
   return 0;
 }
 
+/* Appends uuid to arr unless it is its last element (the rows come sorted
+ * by card). */
+static void add_card_name(json_t *arr, const char *uuid) {
+  size_t n = json_array_size(arr);
+  if (n > 0 && strcmp(json_string_value(json_array_get(arr, n - 1)), uuid) == 0) return;
+  json_array_append_new(arr, json_string(uuid));
+}
+
 /* Parity conflicts: a candidate that passed on one card and failed on an
  * identical one, by trial or by fault. */
-static int conflicts(ctx_t *X, const hct_fleet_t *all) {
+static int conflicts(ctx_t *X) {
   group_t *g = X->g;
   int i = 0;
   for (int c = 0; c < X->ncand; c++) {
     cand_t *cd = &X->cands[c];
+    const hct_fleet_trial_t *ft0 = cd->first;
     json_t *pass = json_array(), *fail = json_array();
-    for (; i < g->n && same_cand(g->trials[i], cd->first); i++) {
+    if (pass == NULL || fail == NULL) {
+      json_decref(pass);
+      json_decref(fail);
+      return hct__error(HCT_ENOMEM, "merge: out of memory");
+    }
+    for (; i < g->n && same_cand(g->trials[i], ft0); i++) {
       const hct_fleet_trial_t *t = g->trials[i];
       if (strcmp(t->kind, "parity") != 0) continue;
-      json_t *to = strcmp(t->status, "pass") == 0 ? pass : parity_failure(t->status) ? fail : NULL;
-      if (to == NULL) continue;
-      size_t k;
-      json_t *v;
-      int have = 0;
-      json_array_foreach(to, k, v) have |= strcmp(json_string_value(v), t->uuid) == 0;
-      if (!have) json_array_append_new(to, json_string(t->uuid));
+      if (strcmp(t->status, "pass") == 0) add_card_name(pass, t->uuid);
+      else if (parity_failure(t->status)) add_card_name(fail, t->uuid);
     }
-    char env[128];
-    for (int f = 0; f < all->n_faults; f++) {
-      const hct_fleet_fault_t *ft = &all->faults[f];
-      env_of(ft->driver_version, ft->compiler_version, ft->hctune_version, env, sizeof env);
-      if (strcmp(ft->model_key, g->model_key) != 0 || strcmp(env, g->env) != 0 ||
-          strcmp(ft->op, g->op) != 0 || strcmp(ft->variant, cd->first->variant) != 0 ||
-          strcmp(ft->params, cd->first->params) != 0 ||
-          strcmp(ft->template_hash, cd->first->template_hash) != 0 || !parity_failure(ft->reason))
-        continue;
-      size_t k;
-      json_t *v;
-      int have = 0;
-      json_array_foreach(fail, k, v) have |= strcmp(json_string_value(v), ft->uuid) == 0;
-      if (!have) json_array_append_new(fail, json_string(ft->uuid));
+    /* The faults of this candidate: a range of the sorted faults. */
+    int lo = 0, hi = X->nfaults;
+    while (lo < hi) {
+      int mid = lo + (hi - lo) / 2;
+      if (cmp_fault_key(X->faults[mid], g->model_key, g->env, g->op, ft0->variant, ft0->params,
+                        ft0->template_hash) < 0)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
+    json_t *ffail = json_array();
+    for (int f = lo; ffail != NULL && f < X->nfaults &&
+                     cmp_fault_key(X->faults[f], g->model_key, g->env, g->op, ft0->variant,
+                                   ft0->params, ft0->template_hash) == 0;
+         f++)
+      if (parity_failure(X->faults[f]->reason)) add_card_name(ffail, X->faults[f]->uuid);
+    size_t k;
+    json_t *v;
+    /* Cards failing by fault, not already listed by a trial. */
+    json_array_foreach(ffail, k, v) {
+      size_t k2;
+      json_t *w;
+      int have = 0;
+      if (json_array_size(fail) > 64) break; /* enough to report */
+      json_array_foreach(fail, k2, w) have |= json_equal(v, w);
+      if (!have) json_array_append(fail, v);
+    }
+    int failed = json_array_size(fail) > 0 || json_array_size(ffail) > 0;
+    json_decref(ffail);
     int err = 0;
-    if (json_array_size(pass) > 0 && json_array_size(fail) > 0) {
+    if (json_array_size(pass) > 0 && failed) {
       cd->quarantined = 1;
       hct_fleet_flag_t fl;
       memset(&fl, 0, sizeof fl);
@@ -410,12 +468,17 @@ static int conflicts(ctx_t *X, const hct_fleet_t *all) {
       hct__strlcpy(fl.model_key, g->model_key, sizeof fl.model_key);
       hct__strlcpy(fl.env, g->env, sizeof fl.env);
       hct__strlcpy(fl.op, g->op, sizeof fl.op);
-      hct__strlcpy(fl.variant, cd->first->variant, sizeof fl.variant);
-      hct__strlcpy(fl.params, cd->first->params, sizeof fl.params);
-      hct__strlcpy(fl.template_hash, cd->first->template_hash, sizeof fl.template_hash);
+      hct__strlcpy(fl.variant, ft0->variant, sizeof fl.variant);
+      hct__strlcpy(fl.params, ft0->params, sizeof fl.params);
+      hct__strlcpy(fl.template_hash, ft0->template_hash, sizeof fl.template_hash);
       json_t *det = json_pack("{s:O, s:O}", "passed_on", pass, "failed_on", fail);
       char *s = det ? json_dumps(det, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-      hct__strlcpy(fl.detail, s && strlen(s) < sizeof fl.detail ? s : "{}", sizeof fl.detail);
+      if (s != NULL && strlen(s) >= sizeof fl.detail) {
+        free(s);
+        s = hct__asprintf("{\"passed_on\":%zu,\"failed_on\":%zu}", json_array_size(pass),
+                          json_array_size(fail));
+      }
+      hct__strlcpy(fl.detail, s ? s : "{}", sizeof fl.detail);
       free(s);
       json_decref(det);
       err = add_flag(X->out, &fl);
@@ -427,160 +490,224 @@ static int conflicts(ctx_t *X, const hct_fleet_t *all) {
   return 0;
 }
 
-/* Outlier cards: slow against their peers on what they share. */
+static int cmp_timing_cell(const void *a, const void *b) {
+  const timing_t *x = a, *y = b;
+  if (x->cand != y->cand) return x->cand < y->cand ? -1 : 1;
+  if (x->T != y->T) return x->T < y->T ? -1 : 1;
+  double mx = x->t->median_us, my = y->t->median_us;
+  if (mx != my) return mx < my ? -1 : 1;
+  return x->card - y->card;
+}
+
+typedef struct ratio_s {
+  int card;
+  double r;
+} ratio_t;
+
+static int cmp_ratio(const void *a, const void *b) {
+  const ratio_t *x = a, *y = b;
+  if (x->card != y->card) return x->card < y->card ? -1 : 1;
+  return (x->r > y->r) - (x->r < y->r);
+}
+
+/* Outlier cards: slow against their peers on what they share.  Timings
+ * are sorted by (candidate, T, median): for each cell the median of the
+ * others is read off the sorted block without the card's own entry. */
 static int outliers(ctx_t *X) {
+  qsort(X->tm, (size_t)X->ntm, sizeof *X->tm, cmp_timing_cell);
   if (X->ncard < 2) return 0;
   double pct = X->o->outlier_pct > 0 ? X->o->outlier_pct : HCT_FLEET_OUTLIER_PCT;
-  double *ratios = calloc((size_t)X->ntm + 1, sizeof *ratios);
-  double *others = calloc((size_t)X->ncard + 1, sizeof *others);
-  if (ratios == NULL || others == NULL) {
-    free(ratios);
-    free(others);
-    return hct__error(HCT_ENOMEM, "merge: out of memory");
-  }
-  int err = 0;
-  for (int c = 0; err == 0 && c < X->ncard; c++) {
-    int nr = 0;
-    for (int a = 0; a < X->ntm; a++) {
-      if (X->tm[a].card != c || X->cands[X->tm[a].cand].quarantined) continue;
-      int no = 0;
-      for (int b = 0; b < X->ntm; b++)
-        if (b != a && X->tm[b].cand == X->tm[a].cand && X->tm[b].T == X->tm[a].T)
-          others[no++] = X->tm[b].t->median_us;
-      if (no == 0) continue;
-      ratios[nr++] = X->tm[a].t->median_us / median_of(others, no);
+  ratio_t *rs = calloc((size_t)X->ntm + 1, sizeof *rs);
+  if (rs == NULL) return hct__error(HCT_ENOMEM, "merge: out of memory");
+  int nr = 0;
+  for (int a = 0; a < X->ntm;) {
+    int b = a;
+    while (b < X->ntm && X->tm[b].cand == X->tm[a].cand && X->tm[b].T == X->tm[a].T) b++;
+    int n = b - a;
+    if (n >= 2 && !X->cands[X->tm[a].cand].quarantined) {
+      for (int p = 0; p < n; p++) {
+        /* The others: the block without position p, still sorted. */
+        int m = n - 1;
+#define OTHER(k) X->tm[a + ((k) < p ? (k) : (k) + 1)].t->median_us
+        double med = m % 2 ? OTHER(m / 2) : (OTHER(m / 2 - 1) + OTHER(m / 2)) / 2;
+#undef OTHER
+        rs[nr++] = (ratio_t){X->tm[a + p].card, X->tm[a + p].t->median_us / med};
+      }
     }
-    if (nr == 0) continue;
-    X->cards[c].ratio = median_of(ratios, nr);
-    X->cards[c].compared = nr;
-    if (!(X->cards[c].ratio > 1 + pct / 100)) continue;
-    X->cards[c].outlier = 1;
+    a = b;
+  }
+  qsort(rs, (size_t)nr, sizeof *rs, cmp_ratio);
+  double *v = calloc((size_t)nr + 1, sizeof *v);
+  int err = v == NULL ? hct__error(HCT_ENOMEM, "merge: out of memory") : 0;
+  for (int a = 0; err == 0 && a < nr;) {
+    int b = a;
+    while (b < nr && rs[b].card == rs[a].card) b++;
+    for (int k = a; k < b; k++) v[k - a] = rs[k].r;
+    double ratio = median_sorted(v, b - a);
+    int card = rs[a].card, compared = b - a;
+    a = b;
+    if (!(ratio > 1 + pct / 100)) continue;
+    X->cards[card].outlier = 1;
     hct_fleet_flag_t fl;
     memset(&fl, 0, sizeof fl);
     hct__strlcpy(fl.kind, "outlier", sizeof fl.kind);
     hct__strlcpy(fl.model_key, X->g->model_key, sizeof fl.model_key);
     hct__strlcpy(fl.env, X->g->env, sizeof fl.env);
-    hct__strlcpy(fl.uuid, X->cards[c].uuid, sizeof fl.uuid);
-    hct__strlcpy(fl.host, X->cards[c].host, sizeof fl.host);
+    hct__strlcpy(fl.uuid, X->cards[card].uuid, sizeof fl.uuid);
+    hct__strlcpy(fl.host, X->cards[card].host, sizeof fl.host);
     hct__strlcpy(fl.op, X->g->op, sizeof fl.op);
     snprintf(fl.detail, sizeof fl.detail,
-             "{\"median_ratio\":%.4f,\"compared\":%d,\"threshold_pct\":%.4g}", X->cards[c].ratio,
-             nr, pct);
+             "{\"median_ratio\":%.4f,\"compared\":%d,\"threshold_pct\":%.4g}", ratio, compared,
+             pct);
     err = add_flag(X->out, &fl);
   }
-  free(ratios);
-  free(others);
+  free(v);
+  free(rs);
   return err;
 }
 
-/* Pooled figures of every candidate at every T over the cards kept. */
+static int cmp_cell_T(const void *a, const void *b) {
+  const cell_t *x = *(const cell_t *const *)a, *y = *(const cell_t *const *)b;
+  if (x->T != y->T) return x->T < y->T ? -1 : 1;
+  return (x->cand > y->cand) - (x->cand < y->cand);
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* Pooled figures of every (candidate, T) over the cards kept; timings are
+ * sorted by (candidate, T, median) by outliers(). */
 static int pool(ctx_t *X) {
-  X->tix = malloc(((size_t)X->maxT + 1) * sizeof *X->tix);
-  if (X->tix == NULL) return hct__error(HCT_ENOMEM, "merge: out of memory");
-  for (int T = 0; T <= X->maxT; T++) X->tix[T] = -1;
-  for (int a = 0; a < X->ntm; a++)
-    if (X->tix[X->tm[a].T] < 0) X->tix[X->tm[a].T] = X->ntl++;
-  size_t cells = (size_t)X->ncand * (size_t)X->ntl;
-  X->pooled = calloc(cells + 1, sizeof *X->pooled);
-  X->pooled_cards = calloc(cells + 1, sizeof *X->pooled_cards);
-  X->pooled_at = calloc(cells + 1, sizeof *X->pooled_at);
-  double *med = calloc((size_t)X->ncard + 1, sizeof *med);
-  if (X->pooled == NULL || X->pooled_cards == NULL || X->pooled_at == NULL || med == NULL) {
+  X->cells = calloc((size_t)X->ntm + 1, sizeof *X->cells);
+  X->tlist = calloc((size_t)X->ntm + 1, sizeof *X->tlist);
+  double *med = calloc((size_t)X->ntm + 1, sizeof *med);
+  if (X->cells == NULL || X->tlist == NULL || med == NULL) {
     free(med);
     return hct__error(HCT_ENOMEM, "merge: out of memory");
   }
-  /* Timings are sorted by candidate, then card, then T: gather per cell. */
-  for (int c = 0; c < X->ncand; c++) {
-    if (X->cands[c].quarantined) continue;
-    for (int T = 1; T <= X->maxT; T++) {
-      if (X->tix[T] < 0) continue;
-      hct_summary_t *s = &X->pooled[CELL(X, c, T)];
-      int k = 0;
-      for (int a = 0; a < X->ntm; a++) {
-        const timing_t *m = &X->tm[a];
-        if (m->cand != c || m->T != T || X->cards[m->card].outlier) continue;
-        if (k == 0 || m->t->ci_lo_us < s->ci_lo) s->ci_lo = m->t->ci_lo_us;
-        if (k == 0 || m->t->ci_hi_us > s->ci_hi) s->ci_hi = m->t->ci_hi_us;
-        if (k == 0 || m->t->min_us < s->min) s->min = m->t->min_us;
-        s->n += (int)m->t->samples;
-        med[k++] = m->t->median_us;
-        int64_t *at = &X->pooled_at[CELL(X, c, T)];
-        if (m->t->created_at > *at) *at = m->t->created_at;
-      }
-      if (k == 0) continue;
-      s->median = median_of(med, k);
-      s->max = med[k - 1];
-      s->p10 = s->p90 = s->median;
-      s->rel_ci = INFINITY;
-      X->pooled_cards[CELL(X, c, T)] = k;
+  for (int a = 0; a < X->ntm;) {
+    int b = a, k = 0;
+    while (b < X->ntm && X->tm[b].cand == X->tm[a].cand && X->tm[b].T == X->tm[a].T) b++;
+    cell_t *c = &X->cells[X->ncells];
+    memset(c, 0, sizeof *c);
+    c->cand = X->tm[a].cand;
+    c->T = X->tm[a].T;
+    X->tlist[X->ntl++] = c->T;
+    for (int i = a; i < b && !X->cands[c->cand].quarantined; i++) {
+      const timing_t *m = &X->tm[i];
+      if (X->cards[m->card].outlier) continue;
+      hct_summary_t *s = &c->s;
+      if (k == 0 || m->t->ci_lo_us < s->ci_lo) s->ci_lo = m->t->ci_lo_us;
+      if (k == 0 || m->t->ci_hi_us > s->ci_hi) s->ci_hi = m->t->ci_hi_us;
+      if (k == 0 || m->t->min_us < s->min) s->min = m->t->min_us;
+      if (s->n < 1000000000 - (int)m->t->samples) s->n += (int)m->t->samples;
+      med[k++] = m->t->median_us; /* ascending: the block is sorted by median */
+      if (m->t->created_at > c->at) c->at = m->t->created_at;
     }
+    a = b;
+    if (k == 0) continue;
+    c->s.median = median_sorted(med, k);
+    c->s.max = med[k - 1];
+    c->s.p10 = c->s.p90 = c->s.median;
+    c->s.rel_ci = INFINITY;
+    c->cards = k;
+    X->ncells++;
   }
   free(med);
+  qsort(X->tlist, (size_t)X->ntl, sizeof *X->tlist, cmp_int);
+  X->by_T = calloc((size_t)X->ncells + 1, sizeof *X->by_T);
+  if (X->by_T == NULL) return hct__error(HCT_ENOMEM, "merge: out of memory");
+  for (int i = 0; i < X->ncells; i++) X->by_T[i] = &X->cells[i];
+  qsort(X->by_T, (size_t)X->ncells, sizeof *X->by_T, cmp_cell_T);
+  int u = 0;
+  for (int i = 0; i < X->ntl; i++)
+    if (u == 0 || X->tlist[u - 1] != X->tlist[i]) X->tlist[u++] = X->tlist[i];
+  X->ntl = u;
   return 0;
 }
 
-/* Pooled figures of candidate c at T (n = 0: none there). */
-static const hct_summary_t *cell(const ctx_t *X, int c, int T) {
-  static const hct_summary_t none;
-  return X->tix[T] < 0 ? &none : &X->pooled[CELL(X, c, T)];
+/* Pooled figures of candidate c at T, or NULL when none. */
+static const cell_t *cell(const ctx_t *X, int c, int T) {
+  int lo = 0, hi = X->ncells - 1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    const cell_t *x = &X->cells[mid];
+    int d = x->cand != c ? (x->cand < c ? -1 : 1) : x->T != T ? (x->T < T ? -1 : 1) : 0;
+    if (d == 0) return x;
+    if (d < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return NULL;
+}
+
+/* The cells at T: by_T[*first .. *end). */
+static void cells_at(const ctx_t *X, int T, int *first, int *end) {
+  int lo = 0, hi = X->ncells;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (X->by_T[mid]->T < T) lo = mid + 1;
+    else hi = mid;
+  }
+  *first = lo;
+  while (lo < X->ncells && X->by_T[lo]->T == T) lo++;
+  *end = lo;
 }
 
 /* The incumbent: the baseline candidate timed on the most cards at T (the
  * probe has one; a pool may hold several points or template versions). */
 static int baseline_at(const ctx_t *X, int T) {
-  int best = -1;
-  for (int c = 0; c < X->ncand; c++) {
-    if (X->cands[c].quarantined || strcmp(X->cands[c].vclass, "baseline") != 0) continue;
-    if (cell(X, c, T)->n < 1) continue;
-    if (best < 0 || X->pooled_cards[CELL(X, c, T)] >
-                        X->pooled_cards[CELL(X, best, T)])
-      best = c;
+  int best = -1, best_cards = 0, a, b;
+  cells_at(X, T, &a, &b);
+  for (int i = a; i < b; i++) {
+    const cell_t *x = X->by_T[i];
+    if (X->cands[x->cand].quarantined || strcmp(X->cands[x->cand].vclass, "baseline") != 0) continue;
+    if (best < 0 || x->cards > best_cards) best = x->cand, best_cards = x->cards;
   }
   return best;
 }
 
 /* The winner at T for class k (0 bitwise, 1 kl): hct__pick_winner over the
- * baseline and the candidates the class admits, as the probe does. */
-static int winner_at(const ctx_t *X, int T, int allow_kl, double margin, int *base_out) {
+ * baseline and the candidates the class admits, as the probe does.  res
+ * and idx hold ncand entries. */
+static int winner_at(const ctx_t *X, int T, int allow_kl, double margin, int *base_out,
+                     hct_timing_res_t *res, int *idx) {
   int base = baseline_at(X, T);
   *base_out = base;
   if (base < 0) return -1;
-  hct_timing_res_t *res = calloc((size_t)X->ncand, sizeof *res);
-  int *idx = calloc((size_t)X->ncand, sizeof *idx);
-  if (res == NULL || idx == NULL) {
-    free(res);
-    free(idx);
-    return -2;
-  }
-  int m = 0, inc = -1;
-  for (int c = 0; c < X->ncand; c++) {
-    const cand_t *cd = &X->cands[c];
-    if (cd->quarantined || cell(X, c, T)->n < 1) continue;
-    int is_base = c == base;
+  int m = 0, inc = -1, a, b;
+  cells_at(X, T, &a, &b);
+  for (int i = a; i < b; i++) {
+    const cell_t *x = X->by_T[i];
+    const cand_t *cd = &X->cands[x->cand];
+    if (cd->quarantined) continue;
+    int is_base = x->cand == base;
     if (!is_base && strcmp(cd->vclass, "bitwise") != 0 &&
         !(allow_kl && strcmp(cd->vclass, "kl") == 0))
       continue;
     if (is_base) inc = m;
-    res[m].s = *cell(X, c, T);
-    idx[m++] = c;
+    memset(&res[m], 0, sizeof res[m]);
+    res[m].s = x->s;
+    idx[m++] = x->cand;
   }
   int w = hct__pick_winner(res, m, inc, margin);
-  int r = w >= 0 ? idx[w] : -1;
-  free(res);
-  free(idx);
-  return r;
+  return w >= 0 ? idx[w] : -1;
 }
 
 static int decide(ctx_t *X) {
   static const char *const classes[] = {"bitwise", "kl"};
   double margin = X->o->min_margin > 0 ? X->o->min_margin : HCT_MIN_MARGIN_DEFAULT;
-  if (X->maxT < 1) return 0;
-  int *win = calloc((size_t)X->maxT + 1, sizeof *win);
-  int *base = calloc((size_t)X->maxT + 1, sizeof *base);
-  const char **label = calloc((size_t)X->maxT, sizeof *label);
-  hct_range_t *ranges = calloc((size_t)X->maxT, sizeof *ranges);
+  if (X->ntl < 1) return 0;
+  int maxT = X->tlist[X->ntl - 1];
+  int *win = calloc((size_t)maxT + 1, sizeof *win);
+  int *base = calloc((size_t)maxT + 1, sizeof *base);
+  const char **label = calloc((size_t)maxT, sizeof *label);
+  hct_range_t *ranges = calloc((size_t)X->ntl + 1, sizeof *ranges);
+  hct_timing_res_t *res = calloc((size_t)X->ncand + 1, sizeof *res);
+  int *idx = calloc((size_t)X->ncand + 1, sizeof *idx);
   int err = 0;
-  if (win == NULL || base == NULL || label == NULL || ranges == NULL) {
+  if (win == NULL || base == NULL || label == NULL || ranges == NULL || res == NULL || idx == NULL) {
     err = hct__error(HCT_ENOMEM, "merge: out of memory");
     goto out;
   }
@@ -590,22 +717,21 @@ static int decide(ctx_t *X) {
   /* A decision row needs a card: a merged one belongs to the group, named
    * by a hash of its model key and environment. */
   snprintf(pseudo, sizeof pseudo, "fleet-%.16s", h16);
+  int kept = 0;
+  for (int i = 0; i < X->ncard; i++) kept += !X->cards[i].outlier;
   for (int k = 0; err == 0 && k < 2; k++) {
-    for (int T = 1; T <= X->maxT; T++) {
-      win[T] = winner_at(X, T, k == 1, margin, &base[T]);
-      if (win[T] == -2) {
-        err = hct__error(HCT_ENOMEM, "merge: out of memory");
-        break;
-      }
+    for (int T = 1; T <= maxT; T++) label[T - 1] = NULL, win[T] = -1;
+    for (int i = 0; i < X->ntl; i++) {
+      int T = X->tlist[i];
+      win[T] = winner_at(X, T, k == 1, margin, &base[T], res, idx);
       label[T - 1] = win[T] >= 0 ? X->cands[win[T]].label : NULL;
     }
-    if (err) break;
-    int nr = hct__merge_ranges(label, 1, X->maxT, ranges, X->maxT);
-    for (int r = 0; err == 0 && r < nr && r < X->maxT; r++) {
+    int nr = hct__merge_ranges(label, 1, maxT, ranges, X->ntl);
+    for (int r = 0; err == 0 && r < nr && r < X->ntl; r++) {
       int T0 = ranges[r].tmin, T1 = ranges[r].tmax, c = win[T0];
       const cand_t *cd = &X->cands[c];
       const hct_fleet_trial_t *t = cd->first;
-      const hct_summary_t *s = cell(X, c, T0);
+      const cell_t *x0 = cell(X, c, T0);
       hct_fleet_decision_t d;
       memset(&d, 0, sizeof d);
       hct__strlcpy(d.host, "fleet", sizeof d.host);
@@ -626,32 +752,23 @@ static int decide(ctx_t *X) {
       hct__strlcpy(d.template_hash, t->template_hash, sizeof d.template_hash);
       hct__strlcpy(d.binary_key, t->binary_key, sizeof d.binary_key);
       hct__strlcpy(d.source, "fleet", sizeof d.source);
-      d.median_us = s->median;
-      d.baseline_us = cell(X, base[T0], T0)->median;
-      d.ci_lo_us = s->ci_lo;
-      d.ci_hi_us = s->ci_hi;
-      d.samples = s->n;
-      for (int T = T0; T <= T1; T++) {
-        int64_t at = X->pooled_at[CELL(X, c, T)];
-        if (at > d.decided_at) d.decided_at = at;
-      }
+      d.median_us = x0->s.median;
+      d.baseline_us = cell(X, base[T0], T0)->s.median;
+      d.ci_lo_us = x0->s.ci_lo;
+      d.ci_hi_us = x0->s.ci_hi;
+      d.samples = x0->s.n;
       /* Provenance: the cards pooled and left out, and the figures per T. */
-      int kept = 0;
-      for (int i = 0; i < X->ncard; i++) kept += !X->cards[i].outlier;
       size_t off = (size_t)snprintf(d.evidence_json, sizeof d.evidence_json,
-                                    "{\"fleet\":{\"cards\":%d,\"outliers\":%d,\"env\":\"%s\"},"
-                                    "\"per_T\":[", kept, X->ncard - kept, X->g->env);
-      if (off >= sizeof d.evidence_json - 100 || strchr(X->g->env, '"') || strchr(X->g->env, '\\'))
-        off = (size_t)snprintf(d.evidence_json, sizeof d.evidence_json,
-                               "{\"fleet\":{\"cards\":%d,\"outliers\":%d},\"per_T\":[", kept,
-                               X->ncard - kept);
-      for (int T = T0; T <= T1 && off < sizeof d.evidence_json - 120; T++) {
-        const hct_summary_t *x = cell(X, c, T);
+                                    "{\"fleet\":{\"cards\":%d,\"outliers\":%d},\"per_T\":[",
+                                    kept, X->ncard - kept);
+      for (int T = T0; T <= T1; T++) {
+        const cell_t *x = cell(X, c, T);
+        if (x->at > d.decided_at) d.decided_at = x->at;
+        if (off >= sizeof d.evidence_json - 120) continue;
         off += (size_t)snprintf(d.evidence_json + off, sizeof d.evidence_json - off,
                                 "%s{\"T\":%d,\"us\":%.3f,\"baseline_us\":%.3f,\"ci\":[%.3f,%.3f],"
-                                "\"cards\":%d}", T > T0 ? "," : "", T, x->median,
-                                cell(X, base[T], T)->median, x->ci_lo, x->ci_hi,
-                                X->pooled_cards[CELL(X, c, T)]);
+                                "\"cards\":%d}", T > T0 ? "," : "", T, x->s.median,
+                                cell(X, base[T], T)->s.median, x->s.ci_lo, x->s.ci_hi, x->cards);
       }
       snprintf(d.evidence_json + off, sizeof d.evidence_json - off, "]}");
       char uidseed[256];
@@ -665,6 +782,8 @@ out:
   free(base);
   free(label);
   free(ranges);
+  free(res);
+  free(idx);
   return err;
 }
 
@@ -696,7 +815,14 @@ int hct__fleet_merge(const hct_fleet_t *in, int n, const hct_fleet_merge_opts_t 
   if (err != 0) return err;
 
   const hct_fleet_trial_t **tp = calloc((size_t)out->n_trials + 1, sizeof *tp);
-  if (tp == NULL) return hct__error(HCT_ENOMEM, "merge: out of memory");
+  const hct_fleet_fault_t **fp = calloc((size_t)out->n_faults + 1, sizeof *fp);
+  if (tp == NULL || fp == NULL) {
+    free(tp);
+    free(fp);
+    return hct__error(HCT_ENOMEM, "merge: out of memory");
+  }
+  for (int i = 0; i < out->n_faults; i++) fp[i] = &out->faults[i];
+  qsort(fp, (size_t)out->n_faults, sizeof *fp, cmp_fault);
   int nt = 0;
   for (int i = 0; i < out->n_trials; i++)
     if (strcmp(out->trials[i].kind, "compile") != 0) tp[nt++] = &out->trials[i];
@@ -724,20 +850,22 @@ int hct__fleet_merge(const hct_fleet_t *in, int n, const hct_fleet_merge_opts_t 
     X.o = opts;
     X.out = out;
     X.g = &g;
+    X.faults = fp;
+    X.nfaults = out->n_faults;
     err = collect(&X, out);
-    if (err == 0) err = conflicts(&X, out);
+    if (err == 0) err = conflicts(&X);
     if (err == 0) err = outliers(&X);
     if (err == 0) err = pool(&X);
     if (err == 0) err = decide(&X);
     free(X.cards);
     free(X.cands);
     free(X.tm);
-    free(X.pooled);
-    free(X.pooled_cards);
-    free(X.pooled_at);
-    free(X.tix);
+    free(X.cells);
+    free(X.by_T);
+    free(X.tlist);
   }
   free(tp);
+  free(fp);
   if (err == 0) {
     if (out->n_decisions > 1)
       qsort(out->decisions, (size_t)out->n_decisions, sizeof *out->decisions, cmp_decision);

@@ -34,7 +34,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -197,9 +199,13 @@ int hct__fleet_read_rows(sqlite3 *h, const char *sql, const char *bind_prefix,
 
 static int read_whole(const char *path, unsigned char **buf, size_t *size) {
   *buf = NULL;
-  FILE *fp = fopen(path, "rb");
+  /* Non-blocking open: a FIFO given as the file must not hang the reader
+   * before fstat can say it is not a regular file. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
   if (fp == NULL) {
     int e = errno;
+    if (fd >= 0) close(fd);
     return hct__error(e == ENOENT ? HCT_ENOENT : e == EACCES ? HCT_EPERM : HCT_EIO,
                       "fleet file '%s': cannot open it: %s", path, strerror(e));
   }
@@ -207,7 +213,7 @@ static int read_whole(const char *path, unsigned char **buf, size_t *size) {
   int err = 0;
   if (fstat(fileno(fp), &sb) != 0)
     err = hct__error(HCT_EIO, "fleet file '%s': cannot stat it: %s", path, strerror(errno));
-  else if (!S_ISREG(sb.st_mode))
+  else if (!S_ISREG(sb.st_mode) || fcntl(fd, F_SETFL, 0) != 0)
     err = hct__error(HCT_EINVAL, "fleet file '%s': not a regular file", path);
   else if (sb.st_size > HCT_FLEET_MAX_BYTES)
     err = hct__error(HCT_ERANGE, "fleet file '%s': %lld bytes, more than the %lld a fleet file "
