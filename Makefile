@@ -84,6 +84,7 @@ $(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/db/fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
 $(O)/tests/test_fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
+$(O)/daemon/fleet_pull.o: CPPFLAGS += -I$(PG_INCLUDE)
 
 .PHONY: all install clean check check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
 all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so tests

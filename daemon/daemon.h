@@ -18,6 +18,8 @@
  *   daemon/snapshot.c  the DB snapshot and the manifests: load, poll, reload
  *   daemon/server.c    start-up and shut-down: socket, signals, the loop
  *   daemon/options.c   hctuned's command line (hct__daemon_main)
+ *   daemon/fleet_pull.c  --fleet-url: the live fleet's decisions pulled on a
+ *                      thread of their own into the local DB
  *   daemon/main.c      the hctuned executable
  *   daemon/index.c     decisions, pins and devices of the DB in memory: a hash
  *                      of (card UUID, op, parity) to sorted token ranges, and
@@ -226,6 +228,9 @@ json_t *hct__decision_json(const hct_db_decision_t *d, const char *source);
 
 #include "jit.h"
 
+/* Card models a daemon pulls from a live fleet, at most. */
+#define HCT_MAX_FLEET_MODELS 16
+
 typedef struct hct_daemon_opts_s {
   const char *socket_path;   /* NULL: hct__socket_path's order */
   const char *db_path;       /* NULL: hct__default_db_path */
@@ -235,6 +240,10 @@ typedef struct hct_daemon_opts_s {
   int poll_ms;               /* data_version poll period; <= 0: 500 */
   const char *fleet_db;      /* NULL: none; a fleet file (docs/fleet.md) whose
                                 decisions answer under the DB's own */
+  const char *fleet_url;     /* NULL: none; a live fleet server (docs/fleet-live.md) */
+  const char *fleet_models[HCT_MAX_FLEET_MODELS]; /* pulled besides the host's cards' */
+  int n_fleet_models;
+  int fleet_poll_ms;         /* the pull's fallback period; <= 0: 30000 */
 } hct_daemon_opts_t;
 
 /* Runs the daemon until SIGTERM or SIGINT; returns 0, or a negative code
@@ -247,6 +256,7 @@ int hct__daemon_run(const hct_daemon_opts_t *opts);
 int hct__daemon_main(int argc, char **argv);
 
 typedef struct hct_daemon_s hct_daemon_t;
+typedef struct hct_fleet_pull_s hct_fleet_pull_t;
 typedef struct hct_conn_s hct_conn_t;
 typedef struct hct_probe_s hct_probe_t;
 
@@ -303,6 +313,8 @@ struct hct_daemon_s {
     char uuid[64], model[256];
   } host_cards[16];
   int n_host_cards;
+  int host_cards_listed;
+  hct_fleet_pull_t *fleet_pull; /* --fleet-url: daemon/fleet_pull.c */
   hct_opset_t ops;
   hct_conn_t *conns;
   int n_conns;
@@ -368,6 +380,9 @@ int hct__snapshot_open(hct_daemon_t *d);
 /* Reads the fleet file of --fleet-db (a no-op without one); at start an
  * error stops the daemon, on a later change the old overlay stays. */
 int hct__snapshot_fleet(hct_daemon_t *d);
+/* Lists this host's cards (UUID and model key) once, for fleet answers to
+ * cards the DB has never seen; a host without a GPU driver has none. */
+void hct__snapshot_host_cards(hct_daemon_t *d);
 /* Re-reads the snapshot from the DB; the old one stays on failure. */
 int hct__snapshot_reload(hct_daemon_t *d);
 /* Polls data_version every poll_ms and reloads on a change. */
@@ -375,6 +390,11 @@ void hct__snapshot_watch(hct_daemon_t *d, int poll_ms);
 /* Loads every op of the kernels folder (start-up). */
 int hct__ops_load(hct_daemon_t *d);
 void hct__ops_free(hct_daemon_t *d);
+
+/* fleet_pull.c: starts pulling from o->fleet_url (a no-op without one) on a
+ * thread of its own, into the DB that the snapshot reads; end stops it. */
+int hct__fleet_pull_begin(hct_daemon_t *d, const hct_daemon_opts_t *o);
+void hct__fleet_pull_end(hct_daemon_t *d);
 /* The manifest of op `name`, or NULL with the error recorded (no such op).
  * hct__op_get also refuses self-test ops: those exist to exercise the
  * tuner and are never offered to engines. */

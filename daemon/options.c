@@ -34,6 +34,13 @@ static const char usage[] =
     "  --poll-ms N          how often to look for database changes (default 500)\n"
     "  --fleet-db PATH      a fleet file (hctune db merge) whose decisions answer for\n"
     "                       cards and models the database has none for (docs/fleet.md)\n"
+    "  --fleet-url URL      a live fleet server (default $HCTUNE_FLEET_URL): its\n"
+    "                       decisions for this host's card models, pulled into the\n"
+    "                       database at start and on every change (docs/fleet-live.md)\n"
+    "  --fleet-model KEY    a card model key to pull besides this host's cards'\n"
+    "                       (repeatable; for hosts without a GPU driver)\n"
+    "  --fleet-poll-ms N    pull at least this often, and retry a server that is down\n"
+    "                       as often (default 30000)\n"
     "  --quiet              log errors and warnings only\n"
     "  --verbose            log debug lines too\n";
 
@@ -48,19 +55,27 @@ static int usage_error(const char *cmd, const char *fmt, ...) {
   return EXIT_USAGE;
 }
 
-typedef enum { O_FLAG, O_STR, O_INT } opt_kind_t;
+typedef enum { O_FLAG, O_STR, O_INT, O_LIST } opt_kind_t;
+
+/* A repeatable option's values and their count. */
+typedef struct list_dst_s {
+  const char **v;
+  int *n;
+} list_dst_t;
 
 typedef struct opt_s {
   const char *name;
   opt_kind_t kind;
-  void *dst;          /* O_STR: const char **; O_INT: int *; O_FLAG: int * set to min */
-  long min, max;      /* O_INT bounds; O_FLAG: the value stored */
+  void *dst;          /* O_STR: const char **; O_INT: int *; O_FLAG: int * set to min;
+                         O_LIST: list_dst_t * */
+  long min, max;      /* O_INT bounds; O_FLAG: the value stored; O_LIST: max entries */
 } opt_t;
 
 int hct__daemon_main(int argc, char **argv) {
   const char *cmd = "daemon";
   hct_daemon_opts_t o = {0};
   int quiet = 0, verbose = 0;
+  list_dst_t models = {o.fleet_models, &o.n_fleet_models};
   const opt_t opts[] = {
       {"--socket", O_STR, &o.socket_path, 0, 0},
       {"--db", O_STR, &o.db_path, 0, 0},
@@ -69,6 +84,9 @@ int hct__daemon_main(int argc, char **argv) {
       {"--socket-group", O_STR, &o.socket_group, 0, 0},
       {"--poll-ms", O_INT, &o.poll_ms, 10, 3600000},
       {"--fleet-db", O_STR, &o.fleet_db, 0, 0},
+      {"--fleet-url", O_STR, &o.fleet_url, 0, 0},
+      {"--fleet-model", O_LIST, &models, 0, HCT_MAX_FLEET_MODELS},
+      {"--fleet-poll-ms", O_INT, &o.fleet_poll_ms, 100, 3600000},
       {"--quiet", O_FLAG, &quiet, 1, 0},
       {"--verbose", O_FLAG, &verbose, 1, 0},
   };
@@ -99,12 +117,21 @@ int hct__daemon_main(int argc, char **argv) {
       *(const char **)opt->dst = val;
       continue;
     }
+    if (opt->kind == O_LIST) {
+      list_dst_t *l = opt->dst;
+      if (*l->n >= opt->max) return usage_error(cmd, "%s: at most %ld", opt->name, opt->max);
+      l->v[(*l->n)++] = val;
+      continue;
+    }
     char *end;
     long v = strtol(val, &end, 10);
     if (*end != '\0' || v < opt->min || v > opt->max)
       return usage_error(cmd, "%s '%s': want %ld to %ld", opt->name, val, opt->min, opt->max);
     *(int *)opt->dst = (int)v;
   }
+  /* A URL in the environment (a systemd EnvironmentFile) stays out of the
+   * process list, which --fleet-url does not. */
+  if (o.fleet_url == NULL) o.fleet_url = getenv("HCTUNE_FLEET_URL");
   if (quiet) hct__log_level = HCT_LOG_WARN;
   if (verbose) hct__log_level = HCT_LOG_DEBUG;
   int rc = hct__daemon_run(&o);

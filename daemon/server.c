@@ -106,6 +106,7 @@ static int start(hct_daemon_t *d, const hct_daemon_opts_t *o) {
   if ((rc = hct__ops_load(d)) < 0) return rc;
   if ((rc = hct__snapshot_open(d)) < 0) return rc;
   if ((rc = hct__snapshot_fleet(d)) < 0) return rc;
+  if ((rc = hct__fleet_pull_begin(d, o)) < 0) return rc;
   if ((rc = socket_check(d->socket_path)) < 0) return rc;
   if (hct__mkdir_parents(d->socket_path) < 0)
     return hct__error_prefixed(HCT_EIO, "cannot make the socket's folder");
@@ -156,6 +157,7 @@ int hct__daemon_run(const hct_daemon_opts_t *opts) {
     uv_walk(&d->loop, close_walk, d);
     uv_run(&d->loop, UV_RUN_DEFAULT);
   }
+  hct__fleet_pull_end(d);
   if (d->server_open) uv_loop_close(&d->loop);
   hct__ops_free(d);
   hct__index_free(d->ix);

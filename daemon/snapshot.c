@@ -121,21 +121,25 @@ int hct__snapshot_fleet(hct_daemon_t *d) {
   int n;
   hct__index_decisions(ix, &n);
   hct__log(HCT_LOG_INFO, "fleet file '%s': %d decisions", d->fleet_db, n);
-  if (first) {
-    hct_device_t cards[16];
-    int nc = hct__devices(cards, 16);
-    if (nc < 0) {
-      hct__log(HCT_LOG_INFO, "no cards found on this host (%s): fleet answers need the model "
-               "in the request", hct_last_error());
-      hct__error_clear();
-    }
-    for (int i = 0; i < nc && i < 16; i++) {
-      hct__strlcpy(d->host_cards[i].uuid, cards[i].uuid, sizeof d->host_cards[i].uuid);
-      hct__device_model_key(&cards[i], d->host_cards[i].model, sizeof d->host_cards[i].model);
-      d->n_host_cards++;
-    }
-  }
+  if (first) hct__snapshot_host_cards(d);
   return 0;
+}
+
+void hct__snapshot_host_cards(hct_daemon_t *d) {
+  if (d->host_cards_listed) return;
+  d->host_cards_listed = 1;
+  hct_device_t cards[16];
+  int nc = hct__devices(cards, 16);
+  if (nc < 0) {
+    hct__log(HCT_LOG_INFO, "no cards found on this host (%s): fleet answers need the model "
+             "in the request", hct_last_error());
+    hct__error_clear();
+  }
+  for (int i = 0; i < nc && i < 16; i++) {
+    hct__strlcpy(d->host_cards[i].uuid, cards[i].uuid, sizeof d->host_cards[i].uuid);
+    hct__device_model_key(&cards[i], d->host_cards[i].model, sizeof d->host_cards[i].model);
+    d->n_host_cards++;
+  }
 }
 
 /* Reloads the fleet file when it changed (replaced by a newer merge). */
