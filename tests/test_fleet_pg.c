@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cli_test.h"
+#include "daemon_test.h"
 #include "fleet_pg.h"
 
 #ifndef HCT_NO_PG
@@ -984,6 +985,244 @@ static void test_simulated_fleet(void **state) {
   PQfinish(c);
 }
 
+/* ---- daemons with --fleet-url ------------------------------------------------------------ */
+
+/* The synthetic variants as a manifest of the daemon's kernels folder, so
+ * that the pulled rows pass the daemon's manifest check. */
+static const char synth_manifest[] =
+    "{\"op\":\"hc_read\",\"tokens\":[1,8],\"constants\":{\"N\":1024},"
+    "\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\",\"elems\":\"T*N\"},"
+    "{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T*N\"}],\"variants\":["
+    "{\"name\":\"v1\",\"template\":\"v1.cu\",\"class\":\"baseline\",\"reference\":null,"
+    "\"launches\":[{\"entry\":\"k\",\"grid\":[\"T\"],\"block\":[32],\"args\":[\"@x\",\"@y\",\"T\"]}]},"
+    "{\"name\":\"v2\",\"template\":\"v2.cu\",\"class\":\"bitwise\",\"reference\":\"v1\","
+    "\"launches\":[{\"entry\":\"k\",\"grid\":[\"T\"],\"block\":[32],\"args\":[\"@x\",\"@y\",\"T\"]}]},"
+    "{\"name\":\"relay\",\"template\":\"relay.cu\",\"class\":\"bitwise\",\"reference\":\"v1\","
+    "\"launches\":[{\"entry\":\"k\",\"grid\":[\"T\"],\"block\":[32],\"args\":[\"@x\",\"@y\",\"T\"]}]},"
+    "{\"name\":\"pipe\",\"template\":\"pipe.cu\",\"class\":\"kl\",\"reference\":null,"
+    "\"launches\":[{\"entry\":\"k\",\"grid\":[\"T\"],\"block\":[32],\"args\":[\"@x\",\"@y\",\"T\"]}]}"
+    "]}";
+
+/* A daemon's answer for a card it has never seen, of `model`, at T. */
+static json_t *ask_fleet(dt_env_t *e, const char *model, int T, const char *parity) {
+  int fd = dt_connect(e->sock);
+  if (fd < 0) return NULL;
+  dt_reader_t *rd = calloc(1, sizeof *rd);
+  char line[600];
+  snprintf(line, sizeof line,
+           "{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":%d,\"parity\":\"%s\","
+           "\"device\":\"GPU-99999999-8888-7777-6666-555555555555\",\"model\":\"%s\"}",
+           T, parity, model);
+  json_t *j = dt_ask(fd, rd, line);
+  free(rd);
+  close(fd);
+  return j;
+}
+
+static int answers(json_t *j, const char *variant, const char *source) {
+  return j != NULL && strcmp(dt_str(j, "variant"), variant) == 0 &&
+         strcmp(dt_str(j, "source"), source) == 0;
+}
+
+/* Waits up to ms for the daemon's answer for `model` to be `variant` from
+ * the fleet; the time it took, or -1. */
+static double wait_for_fleet(dt_env_t *e, const char *model, const char *variant, double ms) {
+  double t0 = now_ms();
+  while (now_ms() - t0 < ms) {
+    json_t *j = ask_fleet(e, model, 1, "bitwise");
+    int ok = answers(j, variant, "fleet");
+    json_decref(j);
+    if (ok) return now_ms() - t0;
+    usleep(5000);
+  }
+  return -1;
+}
+
+static int log_count(dt_env_t *e, const char *needle) {
+  char *text = NULL;
+  if (hct__read_file(e->log, &text, NULL) != 0) return -1;
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+  free(text);
+  return n;
+}
+
+static void daemon_env(dt_env_t *e) {
+  dt_env_init(e);
+  char p[400];
+  snprintf(p, sizeof p, "%s/hc_read/manifest.json", e->kernels);
+  dt_write(p, synth_manifest);
+}
+
+#define MODEL_N "nvidia|Fleet Card New|sm_90|132|141"
+#define MODEL_M "nvidia|Fleet Card Later|sm_90|132|141"
+
+/*
+ * A NOTIFY reaches a daemon within 1 s: its fallback poll is set to 60 s,
+ * so only the notification can explain an answer that fast.
+ */
+static void test_daemon_notify(void **state) {
+  (void)state;
+  char name[32], url[256], path[256];
+  init_db(name, sizeof name, url, sizeof url);
+  dt_env_t e;
+  daemon_env(&e);
+  const char *extra[] = {"--fleet-url", url, "--fleet-model", MODEL_N, "--fleet-poll-ms",
+                         "60000", NULL};
+  double s0 = now_ms();
+  dt_start(&e, extra);
+  double start_ms = now_ms() - s0;
+  /* Nothing for the model yet: the baseline. */
+  json_t *j = ask_fleet(&e, MODEL_N, 1, "bitwise");
+  assert_true(answers(j, "v1", "default"));
+  json_decref(j);
+  /* Wait until the daemon listens (it says so), then push. */
+  for (int i = 0; i < 400 && log_count(&e, "connected") < 1; i++) usleep(5000);
+  assert_int_equal(log_count(&e, "connected"), 1);
+  host_db_path(700, path, sizeof path);
+  make_host_db(path, "host-n", "GPU-f0000000-0000-0000-0000-000000000000", MODEL_N, 1.0);
+  char *out, *err;
+  assert_int_equal(push_cli(url, path, &out, &err), 0);
+  free(out);
+  free(err);
+  double ms = wait_for_fleet(&e, MODEL_N, "relay", 3000);
+  printf("fleet_pg: daemon started in %.0f ms; a NOTIFY reached it and it answered the new "
+         "decision %.0f ms after the push committed\n", start_ms, ms);
+  assert_true(ms >= 0);
+  assert_true(ms < 1000);
+  j = ask_fleet(&e, MODEL_N, 5, "kl");
+  assert_true(answers(j, "pipe", "fleet"));
+  json_decref(j);
+  assert_int_equal(dt_stop(&e), 0);
+  dt_env_remove(&e);
+}
+
+/*
+ * The server goes down: the daemon keeps answering, fast, from what it
+ * pulled, says so once however many retries fail, and a daemon started
+ * while it is down serves the set kept in the DB.  Back up, it catches
+ * up with what was pushed meanwhile.
+ */
+static void test_daemon_server_down(void **state) {
+  (void)state;
+  char name[32], url[256], path[256];
+  init_db(name, sizeof name, url, sizeof url);
+  host_db_path(800, path, sizeof path);
+  make_host_db(path, "host-d", "GPU-f1000000-0000-0000-0000-000000000000", MODEL_A, 1.0);
+  char *out, *err;
+  assert_int_equal(push_cli(url, path, &out, &err), 0);
+  free(out);
+  free(err);
+  dt_env_t e;
+  daemon_env(&e);
+  const char *extra[] = {"--fleet-url", url, "--fleet-model", MODEL_A, "--fleet-model",
+                         MODEL_M, "--fleet-poll-ms", "200", NULL};
+  dt_start(&e, extra);
+  assert_true(wait_for_fleet(&e, MODEL_A, "relay", 5000) >= 0);
+  assert_int_equal(server_stop("fast"), 0);
+  /* Ten retries' worth of outage; answers all the while. */
+  double worst = 0;
+  double t0 = now_ms();
+  int asked = 0;
+  while (now_ms() - t0 < 2000) {
+    double q0 = now_ms();
+    json_t *j = ask_fleet(&e, MODEL_A, 1, "bitwise");
+    double q = now_ms() - q0;
+    if (q > worst) worst = q;
+    assert_true(answers(j, "relay", "fleet"));
+    json_decref(j);
+    asked++;
+    usleep(20000);
+  }
+  printf("fleet_pg: server down: %d answers in 2 s, the slowest %.2f ms\n", asked, worst);
+  assert_true(worst < 100);
+  assert_int_equal(log_count(&e, "answering from the fleet decisions pulled before"), 1);
+  /* A fresh daemon, server still down: the set kept in the DB. */
+  assert_int_equal(dt_stop(&e), 0);
+  dt_start(&e, extra);
+  json_t *j = ask_fleet(&e, MODEL_A, 1, "bitwise");
+  assert_true(answers(j, "relay", "fleet"));
+  json_decref(j);
+  /* Back up, with a new model pushed: the daemon catches up. */
+  assert_int_equal(server_start(), 0);
+  host_db_path(801, path, sizeof path);
+  make_host_db(path, "host-m", "GPU-f2000000-0000-0000-0000-000000000000", MODEL_M, 1.0);
+  assert_int_equal(push_cli(url, path, &out, &err), 0);
+  free(out);
+  free(err);
+  double ms = wait_for_fleet(&e, MODEL_M, "relay", 5000);
+  printf("fleet_pg: server back: the daemon answered a decision pushed meanwhile in %.0f ms\n",
+         ms);
+  assert_true(ms >= 0);
+  assert_int_equal(log_count(&e, "reachable again"), 1);
+  /* A server that starts serving hostile rows: refused, said once, the
+   * kept set still answers. */
+  PGconn *c = admin(name);
+  drop_checks(c, "decisions");
+  sql(c, "UPDATE hctune.decisions SET variant = E'v\\x01' WHERE model_key = '" MODEL_A "';"
+         "UPDATE hctune.keys SET revision = revision + 100;"
+         "SELECT pg_notify('" HCT_PG_CHANNEL "', '" MODEL_A "')");
+  PQfinish(c);
+  for (int i = 0; i < 200 && log_count(&e, "column 'variant'") < 1; i++) usleep(10000);
+  usleep(500000); /* two more polls: still said once */
+  assert_int_equal(log_count(&e, "column 'variant'"), 1);
+  j = ask_fleet(&e, MODEL_A, 1, "bitwise");
+  assert_true(answers(j, "relay", "fleet"));
+  json_decref(j);
+  assert_int_equal(dt_stop(&e), 0);
+  dt_env_remove(&e);
+}
+
+/* The H200 probe pushed, and a fresh daemon on this machine (no GPU)
+ * answering its decisions for an H200 it has never seen. */
+static void test_daemon_h200(void **state) {
+  (void)state;
+  char name[32], url[256], fixture[512], copy[512];
+  init_db(name, sizeof name, url, sizeof url);
+  fixture_path(fixture, sizeof fixture);
+  snprintf(copy, sizeof copy, "%s/h200-d.db", PG.work);
+  assert_int_equal(sh("cp '%s' '%s' && chmod u+w '%s'", fixture, copy, copy), 0);
+  char *out, *err;
+  assert_int_equal(push_cli(url, copy, &out, &err), 0);
+  free(out);
+  free(err);
+  dt_env_t e;
+  dt_env_init(&e);
+  const char *kernels = getenv("HCTUNE_KERNELS");
+  char kdir[512];
+  snprintf(kdir, sizeof kdir, "%s", kernels ? kernels : "kernels-src");
+  const char *extra[] = {"--kernels", kdir, "--fleet-url", url, "--fleet-model", H200_MODEL,
+                         NULL};
+  double t0 = now_ms();
+  dt_start(&e, extra);
+  double ms = wait_for_fleet(&e, H200_MODEL, "relay", 5000);
+  printf("fleet_pg: a fresh daemon answered the H200's fleet decision %.0f ms after start\n",
+         now_ms() - t0);
+  assert_true(ms >= 0);
+  /* Every decision of the probe, for a card UUID the daemon has not seen. */
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(copy, HCT_DB_READONLY, &db), 0);
+  hct_db_decision_t *d;
+  int n;
+  assert_int_equal(hct__db_decisions_list(db, &d, &n), 0);
+  hct__db_close(db);
+  assert_int_equal(n, 9);
+  for (int i = 0; i < n; i++)
+    for (int T = d[i].tmin; T <= d[i].tmax; T++) {
+      json_t *j = ask_fleet(&e, H200_MODEL, T, d[i].parity);
+      if (!answers(j, d[i].variant, "fleet"))
+        fail_msg("T=%d %s: want %s from the fleet, got %s from %s", T, d[i].parity,
+                 d[i].variant, dt_str(j, "variant"), dt_str(j, "source"));
+      json_t *params = json_loads(d[i].params, 0, NULL);
+      assert_true(json_equal(params, json_object_get(j, "params")));
+      json_decref(params);
+      json_decref(j);
+    }
+  free(d);
+  assert_int_equal(dt_stop(&e), 0);
+  dt_env_remove(&e);
+}
+
 #endif /* HCT_NO_PG */
 
 int main(void) {
@@ -1006,6 +1245,9 @@ int main(void) {
     cmocka_unit_test_setup(test_roles, need_server),
     cmocka_unit_test_setup(test_h200_fixture, need_server),
     cmocka_unit_test_setup(test_simulated_fleet, need_server),
+    cmocka_unit_test_setup(test_daemon_notify, need_server),
+    cmocka_unit_test_setup_teardown(test_daemon_server_down, need_server, server_back),
+    cmocka_unit_test_setup(test_daemon_h200, need_server),
   };
   return cmocka_run_group_tests(tests, NULL, cluster_teardown);
 #endif
