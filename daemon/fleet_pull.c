@@ -285,6 +285,9 @@ int hct__fleet_pull_begin(hct_daemon_t *d, const hct_daemon_opts_t *o) {
    * models named on the command line. */
   const char *models[2 * HCT_MAX_FLEET_MODELS];
   int n = 0;
+#ifdef HCT_NO_PG
+  return pull_start(url, d->db_path, models, 0, 0, &d->fleet_pull);
+#endif
   hct__snapshot_host_cards(d);
   for (int i = 0; i < d->n_host_cards && n < HCT_MAX_FLEET_MODELS; i++)
     models[n++] = d->host_cards[i].model;
