@@ -46,6 +46,8 @@ typedef struct fleet_args_s {
   const char *url;
   const char *db;
   int json;
+  hct_db_t *local;        /* push: the local DB, opened before the server */
+  char db_path[PATH_MAX];
 } fleet_args_t;
 
 static void print_json(json_t *j) {
@@ -73,15 +75,11 @@ static int sub_init(const fleet_args_t *a, hct_pg_t *f) {
 }
 
 static int sub_push(const fleet_args_t *a, hct_pg_t *f) {
-  char path[PATH_MAX];
-  hct_db_t *db;
-  int rc = hct__cli_open_db(a->db, path, sizeof path, &db);
-  if (rc < 0) return hct__cli_fail(rc);
+  const char *path = a->db_path;
   hct_pg_push_t st;
   char kernels[PATH_MAX];
   hct__kernels_dir(kernels, sizeof kernels);
-  rc = hct__pg_push(f, db, kernels, &st);
-  hct__db_close(db);
+  int rc = hct__pg_push(f, a->local, kernels, &st);
   if (rc < 0) return hct__cli_fail(rc);
   if (a->json) {
     json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f}", "server",
@@ -146,10 +144,11 @@ static const struct {
   const char *name;
   int (*fn)(const fleet_args_t *a, hct_pg_t *f);
   int connect_flags;
+  int local_db;           /* opens the local DB (--db) first */
 } subs[] = {
-  {"init", sub_init, HCT_PG_NO_SCHEMA_CHECK},
-  {"push", sub_push, 0},
-  {"status", sub_status, 0},
+  {"init", sub_init, HCT_PG_NO_SCHEMA_CHECK, 0},
+  {"push", sub_push, 0, 1},
+  {"status", sub_status, 0, 0},
 };
 
 int cmd_fleet(int argc, char **argv) {
@@ -160,7 +159,7 @@ int cmd_fleet(int argc, char **argv) {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
   };
-  fleet_args_t a = {getenv("HCTUNE_FLEET_URL"), NULL, 0};
+  fleet_args_t a = {getenv("HCTUNE_FLEET_URL"), NULL, 0, NULL, ""};
   int c;
   optind = 1;
   opterr = 0;
@@ -190,13 +189,21 @@ int cmd_fleet(int argc, char **argv) {
     if (strcmp(name, subs[i].name) != 0) continue;
     if (a.url == NULL || a.url[0] == '\0')
       return hct__usage_error("fleet", "no server: give --url URL or set HCTUNE_FLEET_URL");
-    if (a.db != NULL && subs[i].fn != sub_push)
+    if (a.db != NULL && !subs[i].local_db)
       return hct__usage_error("fleet", "--db is for 'fleet push' only");
+    int rc;
+    if (subs[i].local_db &&
+        (rc = hct__cli_open_db(a.db, a.db_path, sizeof a.db_path, &a.local)) < 0)
+      return hct__cli_fail(rc);
     hct_pg_t *f;
-    int rc = hct__pg_connect(a.url, subs[i].connect_flags, &f);
-    if (rc < 0) return hct__cli_fail(rc);
+    rc = hct__pg_connect(a.url, subs[i].connect_flags, &f);
+    if (rc < 0) {
+      hct__db_close(a.local);
+      return hct__cli_fail(rc);
+    }
     rc = subs[i].fn(&a, f);
     hct__pg_close(f);
+    hct__db_close(a.local);
     return rc;
   }
   return hct__usage_error("fleet", "'%s' is not a subcommand (init, push or status)", name);
