@@ -85,6 +85,26 @@ static int server_stop(const char *mode) {
             mode);
 }
 
+/* The server stopped however the program ends: a failed assertion ends a
+ * case, but an alarm, tests/run.sh's timeout or a sanitizer's abort end
+ * the program, and a server left running would outlive it.  The command
+ * is made once, so the handler only forks and execs. */
+static char stop_cmd[1024];
+static volatile pid_t live_daemon_pid; /* a daemon of the running case */
+
+static void on_fatal(int sig) {
+  if (live_daemon_pid > 0) kill(live_daemon_pid, SIGKILL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    char *argv[] = {"/bin/sh", "-c", stop_cmd, NULL};
+    execv("/bin/sh", argv);
+    _exit(127);
+  }
+  if (pid > 0) waitpid(pid, NULL, 0);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 static int cluster_setup(void) {
   glob_t g;
   if (glob("/usr/lib/postgresql/*/bin/initdb", 0, NULL, &g) != 0 || g.gl_pathc == 0) {
@@ -122,6 +142,10 @@ static int cluster_setup(void) {
     snprintf(PG.why, sizeof PG.why, "the server did not start (see %s/log)", PG.dir);
     return 0;
   }
+  snprintf(stop_cmd, sizeof stop_cmd, "%s'%s/pg_ctl' -D '%s/data' -m immediate stop "
+           ">/dev/null 2>&1", PG.runas, PG.bin, PG.dir);
+  static const int fatal[] = {SIGALRM, SIGTERM, SIGINT, SIGABRT, SIGSEGV};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(fatal); i++) signal(fatal[i], on_fatal);
   printf("fleet_pg: cluster in %s up in %.0f ms (%s)\n", PG.dir, now_ms() - t0, PG.bin);
   PG.ready = 1;
   return 0;
@@ -1047,7 +1071,21 @@ static int log_count(dt_env_t *e, const char *needle) {
   return n;
 }
 
+/* The daemon of the running case, stopped by its teardown when an
+ * assertion ended the case first. */
+static dt_env_t *live_daemon;
+
+static int daemon_gone(void **state) {
+  if (live_daemon != NULL) {
+    if (live_daemon->pid > 0) dt_stop(live_daemon);
+    dt_env_remove(live_daemon);
+    live_daemon = NULL;
+  }
+  return server_back(state);
+}
+
 static void daemon_env(dt_env_t *e) {
+  live_daemon = e;
   dt_env_init(e);
   char p[400];
   snprintf(p, sizeof p, "%s/hc_read/manifest.json", e->kernels);
@@ -1071,6 +1109,7 @@ static void test_daemon_notify(void **state) {
                          "60000", NULL};
   double s0 = now_ms();
   dt_start(&e, extra);
+  live_daemon_pid = e.pid;
   double start_ms = now_ms() - s0;
   /* Nothing for the model yet: the baseline. */
   json_t *j = ask_fleet(&e, MODEL_N, 1, "bitwise");
@@ -1095,6 +1134,7 @@ static void test_daemon_notify(void **state) {
   json_decref(j);
   assert_int_equal(dt_stop(&e), 0);
   dt_env_remove(&e);
+  live_daemon = NULL;
 }
 
 /*
@@ -1118,6 +1158,7 @@ static void test_daemon_server_down(void **state) {
   const char *extra[] = {"--fleet-url", url, "--fleet-model", MODEL_A, "--fleet-model",
                          MODEL_M, "--fleet-poll-ms", "200", NULL};
   dt_start(&e, extra);
+  live_daemon_pid = e.pid;
   assert_true(wait_for_fleet(&e, MODEL_A, "relay", 5000) >= 0);
   assert_int_equal(server_stop("fast"), 0);
   /* Ten retries' worth of outage; answers all the while. */
@@ -1140,6 +1181,7 @@ static void test_daemon_server_down(void **state) {
   /* A fresh daemon, server still down: the set kept in the DB. */
   assert_int_equal(dt_stop(&e), 0);
   dt_start(&e, extra);
+  live_daemon_pid = e.pid;
   json_t *j = ask_fleet(&e, MODEL_A, 1, "bitwise");
   assert_true(answers(j, "relay", "fleet"));
   json_decref(j);
@@ -1171,6 +1213,7 @@ static void test_daemon_server_down(void **state) {
   json_decref(j);
   assert_int_equal(dt_stop(&e), 0);
   dt_env_remove(&e);
+  live_daemon = NULL;
 }
 
 /* The H200 probe pushed, and a fresh daemon on this machine (no GPU)
@@ -1187,6 +1230,7 @@ static void test_daemon_h200(void **state) {
   free(out);
   free(err);
   dt_env_t e;
+  live_daemon = &e;
   dt_env_init(&e);
   const char *kernels = getenv("HCTUNE_KERNELS");
   char kdir[512];
@@ -1195,6 +1239,7 @@ static void test_daemon_h200(void **state) {
                          NULL};
   double t0 = now_ms();
   dt_start(&e, extra);
+  live_daemon_pid = e.pid;
   double ms = wait_for_fleet(&e, H200_MODEL, "relay", 5000);
   printf("fleet_pg: a fresh daemon answered the H200's fleet decision %.0f ms after start\n",
          now_ms() - t0);
@@ -1221,6 +1266,7 @@ static void test_daemon_h200(void **state) {
   free(d);
   assert_int_equal(dt_stop(&e), 0);
   dt_env_remove(&e);
+  live_daemon = NULL;
 }
 
 #endif /* HCT_NO_PG */
@@ -1245,9 +1291,9 @@ int main(void) {
     cmocka_unit_test_setup(test_roles, need_server),
     cmocka_unit_test_setup(test_h200_fixture, need_server),
     cmocka_unit_test_setup(test_simulated_fleet, need_server),
-    cmocka_unit_test_setup(test_daemon_notify, need_server),
-    cmocka_unit_test_setup_teardown(test_daemon_server_down, need_server, server_back),
-    cmocka_unit_test_setup(test_daemon_h200, need_server),
+    cmocka_unit_test_setup_teardown(test_daemon_notify, need_server, daemon_gone),
+    cmocka_unit_test_setup_teardown(test_daemon_server_down, need_server, daemon_gone),
+    cmocka_unit_test_setup_teardown(test_daemon_h200, need_server, daemon_gone),
   };
   return cmocka_run_group_tests(tests, NULL, cluster_teardown);
 #endif
