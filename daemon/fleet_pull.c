@@ -237,9 +237,12 @@ static int pull_start(const char *url, const char *db_path, const char *const *m
     pull_stop(p);
     return hct__error(HCT_EIO, "fleet: cannot make a pipe: %s", strerror(e));
   }
-  if (p->n_models == 0)
+  if (p->n_models == 0) {
     hct__log(HCT_LOG_WARN, "fleet '%s': no card models to pull (no cards found on this host; "
-             "name them with --fleet-model)", p->shown);
+             "name them with --fleet-model): not connecting", p->shown);
+    pull_stop(p);
+    return 0;
+  }
   if (uv_thread_create(&p->thread, pull_thread, p) != 0) {
     pull_stop(p);
     return hct__error(HCT_EIO, "fleet: cannot start the pull thread");

@@ -3,10 +3,12 @@
  * its migrations, pushes of a host's trials, the recompute of a key's
  * decisions, the status, and the daemons' pull.
  *
- * The server holds what hosts push (hosts, devices, trials, faults: rows
- * that never change once written, keyed by the uid the local DB gave them)
- * and what the fleet decided from them (decisions and keys, one set per
- * (card model key, software key), replaced as a whole by each recompute).
+ * The server holds what hosts push (hosts, devices, variants, trials,
+ * faults: trials and faults never change once written, keyed by the uid
+ * the local DB gave them) and what the fleet decided from them (keys,
+ * decisions, flags: one set per key, a merge group of db/merge.c, (card
+ * model key, driver, compiler, hctune version), replaced as a whole by
+ * each recompute; each decision carries its candidate's software key).
  * Everything lives in the schema `hctune`, so that the roles of
  * docs/fleet-live.md can be granted on it alone.
  *
