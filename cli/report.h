@@ -165,7 +165,7 @@ typedef struct hct_svg_plot_s {
 void hct__svg_begin(FILE *f, const hct_svg_plot_t *p, const char *cls, const char *title);
 void hct__svg_end(FILE *f);
 /* Grid lines, tick labels and axis titles; x ticks given by the caller
- * (xt, xn; NULL: chosen by hct__svg_ticks). */
+ * (xt, xn; NULL: chosen by hct__svg_ticks); ylabel NULL: no y ticks. */
 void hct__svg_axes(FILE *f, const hct_svg_plot_t *p, const double *xt, int xn,
                    const char *xlabel, const char *ylabel);
 /* Moves label positions y[0..n) apart by at least gap pixels, keeping

@@ -283,7 +283,6 @@ static void judge_figures(const hct_rp_section_t *s, const hct_op_t *man, hct_rp
   json_t *f;
   json_object_foreach(figs, name, f) {
     if (!json_is_object(f)) continue;
-    consider(x, "unwritten elements", name, T, jnum(f, "unwritten"), 0);
     if (klass == HCT_RP_BITWISE) {
       consider(x, "mismatching elements", name, T, jnum(f, "mismatches"), 0);
     } else if (klass == HCT_RP_KL) {
@@ -311,6 +310,8 @@ static void judge_figures(const hct_rp_section_t *s, const hct_op_t *man, hct_rp
         snprintf(x->worst_what, sizeof x->worst_what, "relative error of %.40s", name);
       }
     }
+    /* Last, so that a clean check names its class's own figure. */
+    consider(x, "unwritten elements", name, T, jnum(f, "unwritten"), 0);
   }
 }
 
@@ -352,6 +353,29 @@ static void parity_of(hct_rp_section_t *s, const hct_op_t *man, json_t **ptrials
                       figs, base);
     }
   }
+}
+
+/* A decision's figures are those of its first T; the probe keeps every
+ * T's in the evidence ({"per_T":[{"T":..,"us":..,"baseline_us":..,
+ * "ci":[lo,hi]}]}): take T's from there when it has them. */
+static void per_T_figures(const char *evidence, int T, hct_rp_win_t *w) {
+  json_t *e = json_loads(evidence, 0, NULL);
+  size_t i;
+  json_t *x;
+  json_array_foreach(json_object_get(e, "per_T"), i, x) {
+    if (json_integer_value(json_object_get(x, "T")) != T) continue;
+    double us = jnum(x, "us"), base = jnum(x, "baseline_us");
+    json_t *ci = json_object_get(x, "ci");
+    if (!(us > 0)) break;
+    w->median = us;
+    w->baseline = base > 0 ? base : NAN;
+    w->lo = json_number_value(json_array_get(ci, 0));
+    w->hi = json_number_value(json_array_get(ci, 1));
+    if (!(w->lo > 0 && w->lo <= us)) w->lo = us;
+    if (!(w->hi >= us && isfinite(w->hi))) w->hi = us;
+    break;
+  }
+  json_decref(e);
 }
 
 /* ---- one section ---------------------------------------------------------- */
@@ -489,6 +513,7 @@ static int build_section(hct_report_t *r, hct_rp_section_t *s, json_t *arr) {
         w->baseline = d->baseline_us;
         w->samples = d->samples;
         w->decided_at = d->decided_at;
+        per_T_figures(d->evidence_json, s->Ts[k], w);
         w->series = w->family = w->trial = -1;
         for (int j = 0; j < s->nser; j++)
           if (strcmp(s->fam[s->ser[j].family].variant, w->variant) == 0 &&

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "report.h"
 
 static void esc(FILE *f, const char *s) { hct__html_escape(f, s, 0); }
@@ -73,6 +75,33 @@ static void win_name(FILE *f, const hct_rp_section_t *s, const hct_rp_win_t *w) 
   fputs(" <span class=\"params\">", f);
   esc(f, w->params);
   fputs("</span>", f);
+}
+
+/* Parameters as "G=1 GB=0 NG=4" for tables: shorter than JSON and
+ * breaking only between parameters.  Text that is not an object shows as
+ * it is. */
+static void params_text(FILE *f, const char *params) {
+  json_t *p = json_loads(params, 0, NULL);
+  if (!json_is_object(p)) {
+    esc(f, params);
+    json_decref(p);
+    return;
+  }
+  const char *key;
+  json_t *v;
+  int first = 1;
+  json_object_foreach(p, key, v) {
+    char *val = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    fputs(first ? "<span>" : " <span>", f);
+    esc(f, key);
+    fputs("=", f);
+    esc(f, val ? val : "?");
+    fputs("</span>", f);
+    free(val);
+    first = 0;
+  }
+  if (first) fputs("-", f);
+  json_decref(p);
 }
 
 static double speedup(const hct_rp_win_t *w) {
@@ -598,15 +627,15 @@ static void decisions_table(FILE *f, const hct_rp_section_t *s) {
     esc(f, d->parity);
     fputs("\">", f);
     esc(f, d->parity);
-    if (d->tmin == d->tmax) fprintf(f, "</span></td><td>%d</td><td>", d->tmin);
-    else fprintf(f, "</span></td><td>%d&ndash;%d</td><td>", d->tmin, d->tmax);
+    if (d->tmin == d->tmax) fprintf(f, "</span></td><td class=\"nw\">%d</td><td>", d->tmin);
+    else fprintf(f, "</span></td><td class=\"nw\">%d&ndash;%d</td><td>", d->tmin, d->tmax);
     esc(f, d->variant);
-    fputs("</td><td><code>", f);
-    esc(f, d->params);
-    fputs("</code></td><td>", f);
+    fputs("</td><td class=\"p\">", f);
+    params_text(f, d->params);
+    fputs("</td><td>", f);
     esc(f, d->variant_class);
     fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s&ndash;%s</td><td class=\"n\">%s</td>"
-               "<td class=\"n\">%s&times;</td><td class=\"n\">%d</td><td>%s</td><td>",
+               "<td class=\"n\">%s&times;</td><td class=\"n\">%d</td><td class=\"nw\">%s</td><td>",
             a, b, c, e, sp, d->samples, when);
     esc(f, d->source);
     fputs("</td></tr>\n", f);
@@ -638,17 +667,26 @@ static void parity_table(FILE *f, const hct_rp_section_t *s) {
       fprintf(f, "<tr class=\"%s\"><td style=\"color:%s\">", ok ? "ok" : "bad",
               family_colour(s, fam));
       esc(f, s->fam[fam].variant);
-      fputs("</td><td><code>", f);
-      esc(f, x->params);
-      fprintf(f, "</code></td><td>%s</td><td class=\"n\">%d / %d</td><td>", class_name(klass),
+      fputs("</td><td class=\"p\">", f);
+      params_text(f, x->params);
+      fprintf(f, "</td><td>%s</td><td class=\"n\">%d / %d</td><td>", class_name(klass),
               x->passed, x->checks);
       if (x->worst_what[0]) {
-        esc(f, x->worst_what);
-        fprintf(f, " at T=%d", x->parity_T);
+        /* A figure that is 0 everywhere has no worst buffer or T. */
+        const char *of = strstr(x->worst_what, " of ");
+        if (x->worst_value != 0 || of == NULL) {
+          esc(f, x->worst_what);
+          fprintf(f, " at T=%d", x->parity_T);
+        } else {
+          char fig[96];
+          hct__strlcpy(fig, x->worst_what, HCT_MIN(sizeof fig, (size_t)(of - x->worst_what) + 1));
+          esc(f, fig);
+          fputs(": none", f);
+        }
       } else {
         fputs("-", f);
       }
-      fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>",
+      fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"nw\">",
               v, l, share);
       if (ok) fputs(klass == HCT_RP_BITWISE ? "pass: bit-exact" : "pass", f);
       else {
@@ -658,6 +696,78 @@ static void parity_table(FILE *f, const hct_rp_section_t *s) {
       fputs("</td></tr>\n", f);
     }
   fputs("</tbody></table>\n", f);
+}
+
+/* The kl points' worst figure as a share of its limit, one bar each, and
+ * a line for the bitwise class: how close each came to failing. */
+static void parity_plot(FILE *f, const hct_rp_section_t *s) {
+  int nbit = 0, nbit_ok = 0, rows[256], n = 0;
+  double hi = 1.0;
+  for (int fam = 0; fam < s->nfam; fam++)
+    for (int i = 0; i < s->nser; i++) {
+      const hct_rp_series_t *x = &s->ser[i];
+      if (x->family != fam || x->checks == 0) continue;
+      if (s->fam[fam].klass == HCT_RP_BITWISE) {
+        nbit++;
+        nbit_ok += x->passed == x->checks && x->worst_ratio == 0;
+      }
+      if (s->fam[fam].klass == HCT_RP_KL && x->worst_limit > 0 && n < 256) {
+        rows[n++] = i;
+        if (isfinite(x->worst_ratio)) hi = fmax(hi, x->worst_ratio);
+      }
+    }
+  if (nbit)
+    fprintf(f, "<p class=\"paritybit\"><span class=\"cls bitwise\">bitwise</span> %d of %d "
+               "points bit-exact in every check.</p>\n",
+            nbit_ok, nbit);
+  if (n == 0) return;
+  hct_svg_plot_t p = {0};
+  p.w = 1040;
+  p.h = 56 + 19.0 * n;
+  p.left = 300;
+  p.right = p.w - 190;
+  p.top = 10;
+  p.bottom = p.h - 40;
+  hct__svg_axis_fit(&p.x, 0, fmin(hi, 10) * 1.05, 0, p.left, p.right);
+  char title[160];
+  snprintf(title, sizeof title, "%s: kl points, worst figure as a share of its limit", s->op);
+  hct__svg_begin(f, &p, "plot parity", title);
+  hct__svg_axes(f, &p, NULL, 0, "worst figure / its limit (1 = the limit)", NULL);
+  double x1 = hct__svg_map(&p.x, 1);
+  fprintf(f, "<line class=\"limit\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>"
+             "<text class=\"limitlabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">limit"
+             "</text>",
+          x1, x1, p.top, p.bottom, x1, p.top + 8);
+  for (int r = 0; r < n; r++) {
+    const hct_rp_series_t *x = &s->ser[rows[r]];
+    double y = p.top + 14 + 19.0 * r;
+    double ratio = isfinite(x->worst_ratio) ? x->worst_ratio : 10;
+    double bx = hct__svg_map(&p.x, fmin(ratio, p.x.hi));
+    int bad = x->passed != x->checks || ratio > 1;
+    fprintf(f, "<g class=\"paritybar\" data-variant=\"");
+    esc(f, s->fam[x->family].variant);
+    fputs("\" data-params=\"", f);
+    esc(f, x->params);
+    fprintf(f, "\" data-ratio=\"%.4g\"><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" "
+               "dy=\"0.32em\" fill=\"%s\">",
+            ratio, p.left - 8, y, family_colour(s, x->family));
+    hct__html_escape(f, s->fam[x->family].variant, 20);
+    fputs(" <tspan class=\"cl\">", f);
+    hct__html_escape(f, x->label, 40);
+    fprintf(f, "</tspan></text><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"12\" "
+               "fill=\"%s\"/><text class=\"barlabel\" x=\"%.1f\" y=\"%.1f\" dy=\"0.32em\">"
+               "%.0f%% of the ",
+            p.left, y - 6, fmax(1, bx - p.left), family_colour(s, x->family), bx + 5, y,
+            100 * ratio);
+    /* "max_err_ratio of mixed" -> "max_err_ratio limit (mixed, T=4)" */
+    char what[96];
+    hct__strlcpy(what, x->worst_what, sizeof what);
+    char *of = strstr(what, " of ");
+    if (of) *of = '\0';
+    esc(f, what);
+    fprintf(f, " limit, T=%d%s</text></g>\n", x->parity_T, bad ? ": FAILED" : "");
+  }
+  hct__svg_end(f);
 }
 
 static void faults_table(FILE *f, const hct_rp_section_t *s) {
@@ -670,16 +780,16 @@ static void faults_table(FILE *f, const hct_rp_section_t *s) {
     iso(x->created_at, when, sizeof when);
     fputs("<tr class=\"fault\"><td>", f);
     esc(f, x->variant);
-    fputs("</td><td><code>", f);
-    esc(f, x->params);
-    fputs("</code></td><td>", f);
+    fputs("</td><td class=\"p\">", f);
+    params_text(f, x->params);
+    fputs("</td><td>", f);
     /* The quarantine's reach, as hct__db_fault_check reads it. */
     if (x->tokens == 0) fputs("every T", f);
     else if (strcmp(x->reason, "timeout") == 0) fprintf(f, "%d and up", x->tokens);
     else fprintf(f, "%d", x->tokens);
     fputs("</td><td class=\"reason\">", f);
     esc(f, x->reason);
-    fprintf(f, "</td><td>%s</td><td><pre>", when);
+    fprintf(f, "</td><td class=\"nw\">%s</td><td><pre>", when);
     hct__html_escape(f, x->log ? x->log : "-", 600);
     fputs("</pre></td></tr>\n", f);
   }
@@ -771,6 +881,7 @@ static void section(FILE *f, const hct_rp_section_t *s, int idx) {
       fputs("<p class=\"note\">The op's manifest was not found: classes and kl limits are "
             "unknown here.</p>\n",
             f);
+    parity_plot(f, s);
     parity_table(f, s);
   } else {
     fputs("<p class=\"empty\">No parity checks recorded.</p>\n", f);
@@ -806,13 +917,14 @@ static const char css[] =
     "svg .ci{stroke-width:1.2}svg .linelabel{font-size:12.5px}svg .linelabel.strong{"
     "font-weight:700}svg .linelabel .cl{font-size:10.5px;font-weight:normal;fill:#777}"
     "svg .leader{stroke-width:.8;opacity:.6}svg .one{stroke:#444;stroke-dasharray:4 3}"
-    "svg .barlabel{font-size:11.5px;font-weight:600}svg .paneltitle{font-size:14px;"
+    "svg .barlabel{font-size:11.5px;font-weight:600}svg .limit{stroke:#b91c1c;stroke-width:1.5;"
+    "stroke-dasharray:4 3}svg .limitlabel{fill:#b91c1c;font-size:11px}svg .paneltitle{font-size:14px;"
     "font-weight:600}svg .paneltitle .bitwise{fill:" BITWISE_COLOUR "}svg .paneltitle .kl{fill:"
     KL_COLOUR "}"
     "table{border-collapse:collapse;font-size:12.5px;margin:4px 0 10px;width:100%}"
     "th,td{padding:3px 7px;border-bottom:1px solid #e4e4e4;text-align:left;vertical-align:top}"
     "th{background:#f3f3f3;font-weight:600}td.n,th.n{text-align:right;font-variant-numeric:"
-    "tabular-nums}code{font-size:11.5px;word-break:break-all}tr.bad td{background:#fff3f0}"
+    "tabular-nums;white-space:nowrap}td.p{font-size:12px}td.p span,td.nw{white-space:nowrap}code{font-size:11.5px;word-break:break-all}tr.bad td{background:#fff3f0}"
     "pre{margin:0;white-space:pre-wrap;word-break:break-word;font-size:11.5px;max-width:460px}"
     "td.reason{font-weight:600;color:#a32}.empty{color:#777;font-style:italic}"
     "nav a{margin-right:14px}";

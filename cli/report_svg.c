@@ -158,7 +158,8 @@ void hct__svg_axes(FILE *f, const hct_svg_plot_t *p, const double *xt, int xn,
                    const char *xlabel, const char *ylabel) {
   double ticks[64];
   char num[32];
-  int n = hct__svg_ticks(&p->y, ticks, 64);
+  /* No y label: the rows are categories, no y ticks either. */
+  int n = ylabel ? hct__svg_ticks(&p->y, ticks, 64) : 0;
   fputs("<g class=\"axis y\">", f);
   for (int i = 0; i < n; i++) {
     double y = hct__svg_map(&p->y, ticks[i]);
@@ -192,7 +193,7 @@ void hct__svg_axes(FILE *f, const hct_svg_plot_t *p, const double *xt, int xn,
   fprintf(f, "</text><text class=\"title\" transform=\"translate(%.1f %.1f) rotate(-90)\" "
              "text-anchor=\"middle\">",
           p->left - 48, (p->top + p->bottom) / 2);
-  hct__html_escape(f, ylabel, 0);
+  if (ylabel) hct__html_escape(f, ylabel, 0);
   fputs("</text></g>\n", f);
 }
 
