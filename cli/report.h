@@ -145,8 +145,8 @@ typedef struct hct_svg_axis_s {
   double px0, px1;            /* pixels of lo and hi */
 } hct_svg_axis_t;
 
-/* Fits an axis to data in [lo, hi]: log when use_log and lo > 0, bounds
- * widened to round numbers. */
+/* Fits an axis to data in [lo, hi]: log when use_log and lo > 0 (bounds
+ * 10% past the data), else linear with bounds widened to round numbers. */
 void hct__svg_axis_fit(hct_svg_axis_t *a, double lo, double hi, int use_log, double px0,
                        double px1);
 double hct__svg_map(const hct_svg_axis_t *a, double v);

@@ -64,9 +64,10 @@ void hct__svg_axis_fit(hct_svg_axis_t *a, double lo, double hi, int use_log, dou
   a->px1 = px1;
   a->log = use_log && lo > 0;
   if (a->log) {
-    a->lo = nice(lo / 1.08, 1);
-    a->hi = nice(hi * 1.08, 0);
-    if (a->hi <= a->lo) a->hi = a->lo * 10;
+    /* Bounds just past the data, not rounded out to 1-2-5: on a log scale
+     * rounding can waste half the height; the ticks inside stay round. */
+    a->lo = lo / 1.1;
+    a->hi = hi * 1.1;
     return;
   }
   if (hi == lo) {
@@ -97,11 +98,12 @@ double hct__svg_map(const hct_svg_axis_t *a, double v) {
 int hct__svg_ticks(const hct_svg_axis_t *a, double *ticks, int max) {
   int n = 0;
   if (a->log) {
-    /* 1-2-5 per decade; 1 only when the range spans many decades. */
+    /* 1-2-5 per decade; finer within about a decade, 1 only when the
+     * range spans many. */
     double decades = log10(a->hi / a->lo);
-    static const double all[] = {1, 2, 5}, ones[] = {1};
-    const double *m = decades > 4 ? ones : all;
-    int nm = decades > 4 ? 1 : 3;
+    static const double fine[] = {1, 1.5, 2, 3, 5, 7}, all[] = {1, 2, 5}, ones[] = {1};
+    const double *m = decades > 4 ? ones : decades > 1.2 ? all : fine;
+    int nm = decades > 4 ? 1 : decades > 1.2 ? 3 : 6;
     for (double p = pow(10, floor(log10(a->lo))); p <= a->hi * 1.0001 && n < max; p *= 10)
       for (int i = 0; i < nm && n < max; i++) {
         double v = m[i] * p;
