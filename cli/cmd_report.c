@@ -100,6 +100,17 @@ int cmd_report(int argc, char **argv) {
   hct_report_t r;
   err = hct__report_load(db, &filter, &r);
   hct__db_close(db);
+  /* An empty database is a page that says so; a filter that matches
+   * nothing is more likely a typo than a wish for an empty page. */
+  if (err == 0 && r.nsec == 0 && (filter.op || filter.device)) {
+    char what[256];
+    snprintf(what, sizeof what, "%s%s%s%s%s%s", filter.op ? "op '" : "",
+             filter.op ? filter.op : "", filter.op ? "'" : "",
+             filter.op && filter.device ? " on " : "", filter.device ? "card '" : "",
+             filter.device ? filter.device : "");
+    err = hct__error(HCT_ENOENT, "database '%s': nothing recorded for %s%s", path, what,
+                     filter.device ? "'" : "");
+  }
   if (err == 0) err = write_page(&r, out);
   hct__report_free(&r);
   return err ? hct__cli_fail(err) : HCT_EXIT_OK;

@@ -324,35 +324,43 @@ static int same_check(json_t *a, json_t *b) {
          strcmp(jstr(a, "seed"), jstr(b, "seed")) == 0;
 }
 
-static void parity_of(hct_rp_section_t *s, const hct_op_t *man, json_t **ptrials, int np) {
+/* A parity trial and the series it checked. */
+typedef struct ptrial_s {
+  json_t *t;
+  int series;
+} ptrial_t;
+
+static void parity_of(hct_rp_section_t *s, const hct_op_t *man, const ptrial_t *pt, int np) {
+  /* The baseline's checks, whose figures set the kl limits of the others. */
+  int *base = malloc((size_t)(np ? np : 1) * sizeof *base), nb = 0;
+  for (int k = 0; base && k < np; k++)
+    if (s->ser[pt[k].series].family == s->baseline) base[nb++] = k;
   /* Per series, the newest run that checked it (trials come newest first). */
-  for (int i = 0; i < s->nser; i++) {
-    hct_rp_series_t *x = &s->ser[i];
-    const hct_rp_family_t *fam = &s->fam[x->family];
-    const char *run = NULL;
-    for (int k = 0; k < np; k++) {
-      json_t *t = ptrials[k];
-      char params[256];
-      if (strcmp(jstr(t, "variant"), fam->variant) != 0) continue;
-      canon_json(json_object_get(t, "params"), params, sizeof params);
-      if (strcmp(params, x->params) != 0) continue;
-      if (run == NULL) run = jstr(t, "run_id");
-      if (strcmp(run, jstr(t, "run_id")) != 0) continue;
-      x->checks++;
-      const char *st = jstr(t, "status");
-      if (strcmp(st, "pass") == 0) x->passed++;
-      else if (x->worst_status[0] == '\0') hct__strlcpy(x->worst_status, st, sizeof x->worst_status);
-      json_t *base = NULL;
-      for (int j = 0; j < np && s->baseline >= 0 && base == NULL; j++)
-        if (strcmp(jstr(ptrials[j], "variant"), s->fam[s->baseline].variant) == 0 &&
-            same_check(ptrials[j], t))
-          base = json_object_get(ptrials[j], "figures");
-      json_t *figs = json_object_get(t, "figures");
-      if (json_is_object(figs))
-        judge_figures(s, man, x, fam->klass, (int)json_integer_value(json_object_get(t, "tokens")),
-                      figs, base);
-    }
+  const char **run = calloc((size_t)(s->nser ? s->nser : 1), sizeof *run);
+  if (base == NULL || run == NULL) {
+    free(base);
+    free(run);
+    return; /* no parity figures rather than no page */
   }
+  for (int k = 0; k < np; k++) {
+    json_t *t = pt[k].t;
+    hct_rp_series_t *x = &s->ser[pt[k].series];
+    if (run[pt[k].series] == NULL) run[pt[k].series] = jstr(t, "run_id");
+    if (strcmp(run[pt[k].series], jstr(t, "run_id")) != 0) continue;
+    x->checks++;
+    const char *st = jstr(t, "status");
+    if (strcmp(st, "pass") == 0) x->passed++;
+    else if (x->worst_status[0] == '\0') hct__strlcpy(x->worst_status, st, sizeof x->worst_status);
+    json_t *bf = NULL;
+    for (int j = 0; j < nb && bf == NULL; j++)
+      if (same_check(pt[base[j]].t, t)) bf = json_object_get(pt[base[j]].t, "figures");
+    json_t *figs = json_object_get(t, "figures");
+    if (json_is_object(figs))
+      judge_figures(s, man, x, s->fam[x->family].klass,
+                    (int)json_integer_value(json_object_get(t, "tokens")), figs, bf);
+  }
+  free(base);
+  free(run);
 }
 
 /* A decision's figures are those of its first T; the probe keeps every
@@ -400,7 +408,7 @@ static int build_section(hct_report_t *r, hct_rp_section_t *s, json_t *arr) {
     }
 
   size_t n = json_array_size(arr);
-  json_t **ptrials = calloc(n ? n : 1, sizeof *ptrials);
+  ptrial_t *ptrials = calloc(n ? n : 1, sizeof *ptrials);
   int np = 0;
   if (ptrials == NULL) err = hct__error(HCT_ENOMEM, "out of memory reading trials");
   for (size_t i = 0; i < n && err == 0; i++) {
@@ -412,9 +420,8 @@ static int build_section(hct_report_t *r, hct_rp_section_t *s, json_t *arr) {
     json_int_t T = json_integer_value(json_object_get(t, "tokens"));
     if (T < 1 || T > INT_MAX) continue;
     if (strcmp(kind, "parity") == 0) {
-      int sr;
-      ptrials[np++] = t;
-      err = series_for(s, &c, man, jstr(t, "variant"), params, &sr);
+      ptrials[np].t = t;
+      err = series_for(s, &c, man, jstr(t, "variant"), params, &ptrials[np++].series);
       continue;
     }
     if (strcmp(kind, "timing") != 0) continue;
@@ -468,15 +475,21 @@ static int build_section(hct_report_t *r, hct_rp_section_t *s, json_t *arr) {
     free(order);
     free(sorted);
   }
-  /* At each T, the newest run that timed it in the deciding mode. */
+  /* At each T, the newest run that timed it in the deciding mode: the
+   * T's first, then each T's newest run beside it (newest[i] for Ts[i]). */
+  for (int i = 0; err == 0 && i < s->ntm; i++)
+    if (s->tm[i].deciding) err = add_T(s, &c, s->tm[i].T);
+  int *newest = calloc(s->nT ? (size_t)s->nT : 1, sizeof *newest);
+  if (err == 0 && newest == NULL) err = hct__error(HCT_ENOMEM, "out of memory");
   for (int i = 0; err == 0 && i < s->ntm; i++) {
-    int newest = -1;
-    for (int j = 0; j < s->ntm; j++)
-      if (s->tm[j].T == s->tm[i].T && s->tm[j].deciding && s->tm[j].run > newest)
-        newest = s->tm[j].run;
-    s->tm[i].plotted = s->tm[i].run == newest;
-    if (s->tm[i].plotted) err = add_T(s, &c, s->tm[i].T);
+    int k = hct__report_T_index(s, s->tm[i].T);
+    if (k >= 0 && s->tm[i].deciding && s->tm[i].run + 1 > newest[k]) newest[k] = s->tm[i].run + 1;
   }
+  for (int i = 0; err == 0 && i < s->ntm; i++) {
+    int k = hct__report_T_index(s, s->tm[i].T);
+    s->tm[i].plotted = k >= 0 && s->tm[i].run + 1 == newest[k];
+  }
+  free(newest);
 
   /* Decisions and faults of this card and op. */
   for (int i = 0; err == 0 && i < s->ndec; i++) {
@@ -487,7 +500,7 @@ static int build_section(hct_report_t *r, hct_rp_section_t *s, json_t *arr) {
     if (err == 0) err = add_T(s, &c, s->dec[i].tmin);
     if (err == 0) err = add_T(s, &c, s->dec[i].tmax);
   }
-  if (err == 0) qsort(s->Ts, (size_t)s->nT, sizeof *s->Ts, int_cmp);
+  if (err == 0 && s->nT > 1) qsort(s->Ts, (size_t)s->nT, sizeof *s->Ts, int_cmp);
 
   /* The winners of each class at each T shown. */
   static const char *const parity_names[HCT_RP_NPAR] = {"bitwise", "kl"};

@@ -16,7 +16,8 @@
  * part with the reason.  Under the sanitizers (make check-asan) the
  * rendering is checked on the page's text only: the browser part ran in the
  * plain pass, and two browser launches per run are enough for this 2-core
- * machine.  HCT_REPORT_SHOT=PATH keeps the screenshot (the README's image).
+ * machine.  HCT_REPORT_SHOT=PATH keeps the screenshot (the README's image),
+ * HCT_TEST_KEEP=1 the temporary folder with every page.
  * Needs HCT_BIN (set by tests/run.sh).
  */
 #include <math.h>
@@ -145,8 +146,8 @@ static int expected_marks(const char *db, int64_t **ids) {
                                       -1, &st, NULL),
                    SQLITE_OK);
   row_t *r = NULL;
-  int n = 0;
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  int n = 0, rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     r = realloc(r, (size_t)(n + 1) * sizeof *r);
     r[n].id = sqlite3_column_int64(st, 0);
     snprintf(r[n].key, sizeof r[n].key, "%s", sqlite3_column_text(st, 1));
@@ -157,6 +158,7 @@ static int expected_marks(const char *db, int64_t **ids) {
     r[n].timed = sqlite3_column_int(st, 6);
     n++;
   }
+  if (rc != SQLITE_DONE) fail_msg("%s: reading the timing trials: %s", db, sqlite3_errmsg(h));
   sqlite3_finalize(st);
   sqlite3_close(h);
   /* A probe's order: its first timed trial's (time, id). */
@@ -545,10 +547,12 @@ static void test_errors(void **state) {
   snprintf(missing, sizeof missing, "%s/absent.db", dir);
   snprintf(out, sizeof out, "%s/never.html", dir);
   snprintf(ro, sizeof ro, "%s/no/such/folder/x.html", dir);
-  char a1[512], a2[512], a3[512];
+  char a1[512], a2[512], a3[512], a4[512];
   snprintf(a1, sizeof a1, "report --db '%s' --out '%s'", missing, out);
   snprintf(a2, sizeof a2, "report --db '%s/empty.db' --out '%s'", dir, ro);
   snprintf(a3, sizeof a3, "report --db '%s/empty.db'", dir);
+  snprintf(a4, sizeof a4, "report --db '%s/empty.db' --op no_such_op --device GPU-x --out '%s'",
+           dir, out);
   const struct {
     const char *args;
     int status;
@@ -557,6 +561,7 @@ static void test_errors(void **state) {
       {a1, 1, "absent.db"},
       {a2, 1, "x.html': cannot write"},
       {a3, 2, "--out FILE is required"},
+      {a4, 1, "nothing recorded for op 'no_such_op' on card 'GPU-x'"},
       {"report --bogus", 2, "unknown option '--bogus'"},
       {"report --out", 2, "needs a value"},
       {"report --out x.html extra", 2, "unexpected argument 'extra'"},
@@ -702,6 +707,12 @@ int main(void) {
       cmocka_unit_test(test_fixture_in_chromium),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  /* HCT_TEST_KEEP=1 keeps the pages (and DBs) to look at. */
+  const char *keep = getenv("HCT_TEST_KEEP");
+  if (keep && strcmp(keep, "1") == 0) {
+    printf("kept %s\n", dir);
+    return rc;
+  }
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) return 1;
