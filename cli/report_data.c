@@ -379,8 +379,8 @@ static void per_T_figures(const char *evidence, int T, hct_rp_win_t *w) {
     w->baseline = base > 0 ? base : NAN;
     w->lo = json_number_value(json_array_get(ci, 0));
     w->hi = json_number_value(json_array_get(ci, 1));
-    if (!(w->lo > 0 && w->lo <= us)) w->lo = us;
-    if (!(w->hi >= us && isfinite(w->hi))) w->hi = us;
+    if (!(w->lo > 0 && w->lo <= us)) w->lo = NAN;
+    if (!(w->hi >= us && isfinite(w->hi))) w->hi = NAN;
     break;
   }
   json_decref(e);
@@ -439,9 +439,10 @@ static int build_section(hct_report_t *r, hct_rp_section_t *s, json_t *arr) {
     m.median = med;
     m.lo = jnum(t, "ci_lo_us");
     m.hi = jnum(t, "ci_hi_us");
-    /* An interval that does not hold the median is not drawn. */
-    if (!(m.lo > 0 && m.lo <= med)) m.lo = med;
-    if (!(m.hi >= med && isfinite(m.hi))) m.hi = med;
+    /* An interval that does not hold the median, or spans more than 100x
+     * around it (no timing does), is not drawn: it would flatten the plot. */
+    if (!(m.lo > 0 && m.lo <= med && m.lo * 100 >= med)) m.lo = med;
+    if (!(m.hi >= med && m.hi <= med * 100)) m.hi = med;
     m.samples = (int)json_integer_value(json_object_get(t, "samples"));
     json_t *dec = json_object_get(json_object_get(t, "figures"), "decides");
     m.deciding = !(json_is_integer(dec) && json_integer_value(dec) == 0);

@@ -150,7 +150,9 @@ static void summary_class(FILE *f, const hct_rp_section_t *s, int par, int k) {
   int is_base = w->family >= 0 && w->family == s->baseline;
   fprintf(f, "<b style=\"color:%s\">", family_colour(s, w->family));
   win_name(f, s, w);
-  fprintf(f, "</b> %s&#8201;&micro;s <span class=\"ci\">(95%% CI %s&ndash;%s)</span>", a, b, c);
+  fprintf(f, "</b> %s&#8201;&micro;s", a);
+  if (w->lo > 0 && w->hi >= w->lo)
+    fprintf(f, " <span class=\"ci\">(95%% CI %s&ndash;%s)</span>", b, c);
   if (is_base) {
     fputs(", the baseline: no variant is significantly faster", f);
   } else {
@@ -393,8 +395,8 @@ static void time_plot(FILE *f, const hct_rp_section_t *s) {
     fprintf(f, "<text class=\"linelabel%s\" x=\"%.1f\" y=\"%.1f\" dy=\"0.32em\" fill=\"%s\">",
             strong ? " strong" : "", p.right + 11, lab_y[i], family_colour(s, fam));
     hct__html_escape(f, s->fam[fam].variant, 20);
-    fprintf(f, " <tspan class=\"cl\">%s%s</tspan></text>", class_name(s->fam[fam].klass),
-            fam == s->baseline ? "" : "");
+    fprintf(f, " <tspan class=\"cl\">%s</tspan></text>",
+            s->fam[fam].klass == HCT_RP_UNKNOWN ? "" : class_name(s->fam[fam].klass));
   }
   fputs("</g>\n", f);
   hct__svg_end(f);

@@ -104,7 +104,9 @@ int hct__svg_ticks(const hct_svg_axis_t *a, double *ticks, int max) {
     static const double fine[] = {1, 1.5, 2, 3, 5, 7}, all[] = {1, 2, 5}, ones[] = {1};
     const double *m = decades > 4 ? ones : decades > 1.2 ? all : fine;
     int nm = decades > 4 ? 1 : decades > 1.2 ? 3 : 6;
-    for (double p = pow(10, floor(log10(a->lo))); p <= a->hi * 1.0001 && n < max; p *= 10)
+    /* Over many decades, a tick every few of them. */
+    double every = decades > 8 ? pow(10, ceil(decades / 8)) : 10;
+    for (double p = pow(10, floor(log10(a->lo))); p <= a->hi * 1.0001 && n < max; p *= every)
       for (int i = 0; i < nm && n < max; i++) {
         double v = m[i] * p;
         if (v >= a->lo * 0.9999 && v <= a->hi * 1.0001) ticks[n++] = v;
