@@ -227,11 +227,11 @@ static void mark_title(FILE *f, const hct_rp_section_t *s, const hct_rp_timing_t
 static void time_plot(FILE *f, const hct_rp_section_t *s) {
   hct_svg_plot_t p = {0};
   p.w = 1040;
-  p.h = 520;
+  p.h = 548;
   p.left = 78;
   p.right = p.w - 190;
   p.top = 78;
-  p.bottom = p.h - 52;
+  p.bottom = p.h - 80;
   fit_T(&p.x, s, p.left + 10, p.right - 10);
   double lo = INFINITY, hi = 0;
   for (int i = 0; i < s->ntm; i++)
@@ -371,6 +371,26 @@ static void time_plot(FILE *f, const hct_rp_section_t *s) {
               x, y, par == 0 ? 7 : 11, par == 0 ? BITWISE_COLOUR : KL_COLOUR,
               par == 0 ? "" : " stroke-dasharray=\"3 2\"");
     }
+
+  /* The key to the marks, under the axis title, so the picture reads
+   * without the text around it. */
+  double ly = p.h - 14, lx = p.left;
+  fprintf(f, "<g class=\"key\" transform=\"translate(%.1f %.1f)\">"
+             "<circle cx=\"4\" cy=\"0\" r=\"3.2\" fill=\"#555\"/>"
+             "<text x=\"12\" dy=\"0.32em\">trial, %s (decides), bar: 95%% CI</text>"
+             "<circle cx=\"234\" cy=\"0\" r=\"2.5\" fill=\"white\" stroke=\"#555\"/>"
+             "<text x=\"242\" dy=\"0.32em\">pruned</text>"
+             "<path d=\"M306 -3.5l3.5 3.5l-3.5 3.5l-3.5 -3.5z\" fill=\"white\" stroke=\"#555\"/>"
+             "<text x=\"314\" dy=\"0.32em\">%s (not deciding)</text>"
+             "<circle cx=\"436\" cy=\"0\" r=\"7\" fill=\"none\" stroke=\"%s\" "
+             "stroke-width=\"2.2\"/><text x=\"448\" dy=\"0.32em\">bitwise winner</text>"
+             "<circle cx=\"556\" cy=\"0\" r=\"7\" fill=\"none\" stroke=\"%s\" "
+             "stroke-width=\"2.2\" stroke-dasharray=\"3 2\"/><text x=\"568\" "
+             "dy=\"0.32em\">kl winner</text>"
+             "<line x1=\"640\" x2=\"668\" y1=\"0\" y2=\"0\" stroke=\"%s\" stroke-width=\"2\" "
+             "stroke-dasharray=\"7 4\"/><text x=\"674\" dy=\"0.32em\">baseline</text></g>\n",
+          lx, ly, s->timing_cold ? "cold" : "hot", s->timing_cold ? "hot" : "cold",
+          BITWISE_COLOUR, KL_COLOUR, BASELINE_COLOUR);
 
   /* Each line named at its right end, names pushed apart to stay legible. */
   for (int i = 1; i < nlab; i++)
