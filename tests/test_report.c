@@ -582,6 +582,28 @@ static void test_errors(void **state) {
   free(err);
 }
 
+/* --op and --device pick sections; "-" writes the page to stdout. */
+static void test_filters(void **state) {
+  (void)state;
+  char db[128];
+  snprintf(db, sizeof db, "%s/two.db", dir);
+  char *out = NULL, *err = NULL, args[512];
+  snprintf(args, sizeof args, "report --db '%s' --op hc_read --device GPU-5e1f --out -", db);
+  int st = cli_run("", bin, dir, args, &out, &err);
+  if (st != 0 || err[0]) fail_msg("hctune %s: status %d, stderr '%s'", args, st, err);
+  assert_int_equal(count(out, "<section class=\"card-op\""), 1);
+  check_marks(out, db);
+  free(out);
+  free(err);
+  snprintf(args, sizeof args, "report --db '%s' --device GPU-0000 --out -", db);
+  st = cli_run("", bin, dir, args, &out, &err);
+  assert_int_equal(st, 1);
+  assert_string_equal(out, "");
+  assert_non_null(strstr(err, "nothing recorded for card 'GPU-0000'"));
+  free(out);
+  free(err);
+}
+
 /* ---- the fixture in Chromium ----------------------------------------------- */
 
 static const char *chromium(void) {
@@ -700,6 +722,7 @@ int main(void) {
   if (mkdtemp(dir) == NULL) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_probes),
+      cmocka_unit_test(test_filters),
       cmocka_unit_test(test_empty),
       cmocka_unit_test(test_faults_only),
       cmocka_unit_test(test_hostile),
