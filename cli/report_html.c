@@ -846,12 +846,30 @@ static void section(FILE *f, const hct_rp_section_t *s, int idx) {
   esc(f, s->hctune[0] ? s->hctune : "-");
   char when[32];
   iso(s->nruns ? s->runs[s->nruns - 1].started : 0, when, sizeof when);
-  fprintf(f, " &middot; %d probe%s with timings, newest %s", s->nruns, s->nruns == 1 ? "" : "s",
-          when);
+  if (s->nruns)
+    fprintf(f, " &middot; %d probe%s with timings, newest %s", s->nruns, s->nruns == 1 ? "" : "s",
+            when);
   if (s->have_manifest)
     fprintf(f, " &middot; timed %s, %d launches per graph", s->timing_cold ? "cold" : "hot",
             s->batch);
   fputs("</p>\n", f);
+  /* What failed, up front: the count per reason, linked to the table. */
+  if (s->nfaults) {
+    fprintf(f, "<p class=\"faultline\"><a href=\"#faults%d\">%d candidate%s quarantined</a> (",
+            idx, s->nfaults, s->nfaults == 1 ? "" : "s");
+    for (int i = 0; i < s->nfaults; i++) {
+      int seen = 0, n = 0;
+      for (int j = 0; j < s->nfaults; j++)
+        if (strcmp(s->faults[j].reason, s->faults[i].reason) == 0) {
+          seen |= j < i;
+          n++;
+        }
+      if (seen) continue;
+      fprintf(f, "%s%d ", i ? ", " : "", n);
+      esc(f, s->faults[i].reason);
+    }
+    fputs(")</p>\n", f);
+  }
 
   if (s->nT == 0) {
     fputs("<p class=\"empty\">No timing trials and no decisions for this card and op.</p>\n", f);
@@ -908,7 +926,7 @@ static void section(FILE *f, const hct_rp_section_t *s, int idx) {
   } else {
     fputs("<p class=\"empty\">No parity checks recorded.</p>\n", f);
   }
-  fprintf(f, "<h3>Faults</h3>\n");
+  fprintf(f, "<h3 id=\"faults%d\">Faults</h3>\n", idx);
   if (s->failed_timings)
     fprintf(f, "<p class=\"note\">%d timing trial%s ended in a fault.</p>\n", s->failed_timings,
             s->failed_timings == 1 ? "" : "s");
@@ -949,7 +967,8 @@ static const char css[] =
     "tabular-nums;white-space:nowrap}td.p{font-size:12px}td.p span,td.nw{white-space:nowrap}code{font-size:11.5px;word-break:break-all}tr.bad td{background:#fff3f0}"
     "pre{margin:0;white-space:pre-wrap;word-break:break-word;font-size:11.5px;max-width:460px}"
     "td.reason{font-weight:600;color:#a32}.empty{color:#777;font-style:italic}"
-    "nav a{margin-right:14px}";
+    "nav a{margin-right:14px}.faultline{font-size:13px;margin:2px 0 8px;color:#a32}"
+    ".faultline a{color:#a32}";
 
 void hct__report_html(FILE *f, const hct_report_t *r) {
   char when[32];
