@@ -13,7 +13,8 @@
  *
  * Chromium: Debian's `chromium` (tools/install-deps.sh installs it).  When
  * absent the test fails, unless HCT_ALLOW_NO_CHROMIUM=1, which skips that
- * part with the reason.  Under the sanitizers (make check-asan) the
+ * part with the reason; HCT_CHROMIUM names another browser binary.  Under
+ * the sanitizers (make check-asan) the
  * rendering is checked on the page's text only: the browser part ran in the
  * plain pass, and two browser launches per run are enough for this 2-core
  * machine.  HCT_REPORT_SHOT=PATH keeps the screenshot (the README's image),
@@ -606,9 +607,19 @@ static void test_filters(void **state) {
 
 /* ---- the fixture in Chromium ----------------------------------------------- */
 
+/* The browser: $HCT_CHROMIUM when set (a name or a path), else the first
+ * of Debian's and others' names on PATH; NULL when none runs. */
 static const char *chromium(void) {
   static const char *const names[] = {"chromium", "chromium-browser", "google-chrome"};
   static char found[256];
+  const char *forced = getenv("HCT_CHROMIUM");
+  if (forced && forced[0]) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "command -v '%s' >/dev/null 2>&1", forced);
+    if (system(cmd) != 0) return NULL;
+    snprintf(found, sizeof found, "'%s'", forced);
+    return found;
+  }
   for (size_t i = 0; i < HCT_ARRAY_SIZE(names); i++) {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", names[i]);
@@ -639,11 +650,25 @@ static void browse(const char *browser, const char *what, const char *page, cons
   }
 }
 
+/* The fixture: tests/fixtures/ from the tree's root (where tests/run.sh
+ * runs), else beside the kernel templates' folder. */
+static const char *fixture(void) {
+  static char path[1200];
+  struct stat sb;
+  if (stat(FIXTURE, &sb) == 0) return FIXTURE;
+  const char *k = getenv("HCTUNE_KERNELS");
+  snprintf(path, sizeof path, "%s/../%s", k ? k : ".", FIXTURE);
+  if (stat(path, &sb) != 0) fail_msg("%s: missing (run from the tree's root)", FIXTURE);
+  return path;
+}
+
 static void test_fixture_in_chromium(void **state) {
   (void)state;
-  struct stat sb;
-  if (stat(FIXTURE, &sb) != 0) fail_msg("%s: missing (run from the tree's root)", FIXTURE);
-  char *page = render(FIXTURE, "h200.html");
+  const char *fx = fixture();
+  char *page = render(fx, "h200.html");
+  assert_null(strstr(page, "<script"));
+  assert_null(strstr(page, "src="));
+  assert_null(strstr(page, "href=\"http"));
   /* The fixture: hc_read at T = 1..8 with relay, persist and pipe winning
    * somewhere. */
   for (int T = 1; T <= 8; T++) {
@@ -666,8 +691,8 @@ static void test_fixture_in_chromium(void **state) {
     if (!hit) fail_msg("the fixture's page marks no %s winner", winners[i]);
   }
   /* On the text, the same checks as in the DOM. */
-  check_marks(page, FIXTURE);
-  check_winners(page, FIXTURE);
+  check_marks(page, fx);
+  check_winners(page, fx);
   free(page);
   if (UNDER_ASAN) {
     printf("chromium part skipped under the sanitizers: it ran in the plain pass (the browser "
@@ -678,7 +703,8 @@ static void test_fixture_in_chromium(void **state) {
   if (browser == NULL) {
     const char *allow = getenv("HCT_ALLOW_NO_CHROMIUM");
     if (allow && strcmp(allow, "1") == 0) {
-      printf("chromium part skipped: no chromium on PATH and HCT_ALLOW_NO_CHROMIUM=1\n");
+      printf("chromium part skipped: no chromium (Debian's package 'chromium', installed by "
+             "make deps) and HCT_ALLOW_NO_CHROMIUM=1\n");
       return;
     }
     fail_msg("no chromium on PATH: install it (make deps) or set HCT_ALLOW_NO_CHROMIUM=1");
@@ -692,8 +718,8 @@ static void test_fixture_in_chromium(void **state) {
   else snprintf(shot, sizeof shot, "%s/shot.png", dir);
   browse(browser, "--dump-dom", html, dom);
   char *text = slurp(dom);
-  check_marks(text, FIXTURE);
-  int nwin = check_winners(text, FIXTURE);
+  check_marks(text, fx);
+  int nwin = check_winners(text, fx);
   assert_true(nwin >= 16);
   free(text);
   char arg[600];
