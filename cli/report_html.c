@@ -631,9 +631,9 @@ static void history_plot(FILE *f, const hct_rp_section_t *s) {
 
 static void decisions_table(FILE *f, const hct_rp_section_t *s) {
   fputs("<table class=\"decisions\"><thead><tr><th>class asked</th><th>T</th><th>variant</th>"
-        "<th>parameters</th><th>its class</th><th class=\"n\">median &micro;s</th>"
-        "<th class=\"n\">95% CI</th><th class=\"n\">baseline &micro;s</th>"
-        "<th class=\"n\">speedup</th><th class=\"n\">samples</th><th>decided</th>"
+        "<th>parameters</th><th>its class</th><th class=\"n\">median &micro;s<sup>*</sup></th>"
+        "<th class=\"n\">95% CI</th><th class=\"n\">baseline &micro;s<sup>*</sup></th>"
+        "<th class=\"n\">speedup<sup>*</sup></th><th class=\"n\">samples</th><th>decided</th>"
         "<th>source</th></tr></thead><tbody>\n",
         f);
   for (int i = 0; i < s->ndec; i++) {
@@ -662,7 +662,9 @@ static void decisions_table(FILE *f, const hct_rp_section_t *s) {
     esc(f, d->source);
     fputs("</td></tr>\n", f);
   }
-  fputs("</tbody></table>\n", f);
+  fputs("</tbody></table>\n<p class=\"note\"><sup>*</sup> at the first T of the range, as "
+        "recorded (hctune list shows the same); each T's figures are in the lines above.</p>\n",
+        f);
 }
 
 static void parity_table(FILE *f, const hct_rp_section_t *s) {
