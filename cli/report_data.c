@@ -517,6 +517,10 @@ static int build_section(hct_report_t *r, hct_rp_section_t *s, json_t *arr) {
       for (int k = 0; k < s->nT; k++) {
         if (s->Ts[k] < d->tmin || s->Ts[k] > d->tmax) continue;
         hct_rp_win_t *w = &s->win[p][k];
+        /* Two decisions of one T (kept apart by a key this report does not
+         * read, such as the software they were made with): the newest. */
+        if (w->set && w->decided_at > d->decided_at) continue;
+        if (w->set && w->family >= 0) s->fam[w->family].wins--;
         w->set = 1;
         hct__strlcpy(w->variant, d->variant, sizeof w->variant);
         canon_text(d->params, w->params, sizeof w->params);
