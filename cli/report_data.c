@@ -83,7 +83,7 @@ typedef struct builder_s {
 
 /* Per-section growth bookkeeping, freed once the section is built. */
 typedef struct caps_s {
-  int runs, fam, ser, tm, Ts, dec, faults;
+  int runs, fam, ser, tm, Ts;
 } caps_t;
 
 static int section_for(builder_t *b, const char *uuid, const char *op, const hct_db_keys_t *k,

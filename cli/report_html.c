@@ -294,7 +294,7 @@ static void time_plot(FILE *f, const hct_rp_section_t *s) {
   int lab_fam[64], nlab = 0;
   for (int fam = 0; fam < s->nfam; fam++) {
     int pts = 0;
-    double lx = 0, ly = 0;
+    double ly = 0;
     const char *col_f = family_colour(s, fam);
     int strong = s->fam[fam].wins > 0 || fam == s->baseline;
     fprintf(f, "<g class=\"variant%s\" data-variant=\"", strong ? " strong" : " faded");
@@ -308,7 +308,6 @@ static void time_plot(FILE *f, const hct_rp_section_t *s) {
                             fam == s->baseline ? "stroke-dasharray=\"7 4\"" : "");
       fprintf(f, "%s%.1f,%.1f", pts ? " " : "", x, y);
       pts++;
-      lx = x;
       ly = y;
     }
     if (pts) fputs("\"/>", f);
@@ -347,7 +346,6 @@ static void time_plot(FILE *f, const hct_rp_section_t *s) {
       lab_y[nlab] = ly;
       lab_fam[nlab++] = fam;
     }
-    (void)lx;
   }
 
   /* The winners, ringed in the colour of their class. */
@@ -374,7 +372,7 @@ static void time_plot(FILE *f, const hct_rp_section_t *s) {
 
   /* The key to the marks, under the axis title, so the picture reads
    * without the text around it. */
-  double ly = p.h - 14, lx = p.left;
+  double key_y = p.h - 14, key_x = p.left;
   fprintf(f, "<g class=\"key\" transform=\"translate(%.1f %.1f)\">"
              "<circle cx=\"4\" cy=\"0\" r=\"3.2\" fill=\"#555\"/>"
              "<text x=\"12\" dy=\"0.32em\">trial, %s (decides), bar: 95%% CI</text>"
@@ -389,7 +387,7 @@ static void time_plot(FILE *f, const hct_rp_section_t *s) {
              "dy=\"0.32em\">kl winner</text>"
              "<line x1=\"640\" x2=\"668\" y1=\"0\" y2=\"0\" stroke=\"%s\" stroke-width=\"2\" "
              "stroke-dasharray=\"7 4\"/><text x=\"674\" dy=\"0.32em\">baseline</text></g>\n",
-          lx, ly, s->timing_cold ? "cold" : "hot", s->timing_cold ? "hot" : "cold",
+          key_x, key_y, s->timing_cold ? "cold" : "hot", s->timing_cold ? "hot" : "cold",
           BITWISE_COLOUR, KL_COLOUR, BASELINE_COLOUR);
 
   /* Each line named at its right end, names pushed apart to stay legible. */
