@@ -56,7 +56,7 @@ else
   LIB := $(O)/lib
 endif
 
-CORE_SRC   := $(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/cmd_*.c) \
+CORE_SRC   := $(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/cmd_*.c cli/report_*.c) \
               $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c))
 CLIENT_SRC := common/error.c common/names.c $(wildcard daemon/client*.c)
 TEST_SRC   := $(wildcard tests/test_*.c)
