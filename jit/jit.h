@@ -9,7 +9,10 @@
  *   jit/backend.c   the backend table, device discovery across vendors,
  *                   and the hct__gpu_* dispatch
  *   jit/cuda.c      CUDA driver + NVRTC, both loaded with dlopen
- *   jit/hip.c       HIP + hiprtc, loaded with dlopen
+ *   jit/hip.c       HIP + hiprtc, loaded with dlopen, and the backend table;
+ *                   jit/hip_device.c, hip_rtc.c, hip_codeobj.c and
+ *                   hip_runtime.c hold the rest (see jit/hip_internal.h)
+ *   jit/nvml.c      the SM clock of NVIDIA cards
  *   jit/cache.c     cache keys (XXH3-128 of everything that shapes a
  *                   binary) and the parallel compile of a set of jobs
  *
@@ -226,7 +229,7 @@ int hct__devices(hct_device_t *out, int max);
 /* Finds a card by index ("0") or UUID (or a unique prefix of it). */
 int hct__device_find(const char *spec, hct_device_t *out);
 
-/* ---- compiling (jit/cuda.c, jit/hip.c, jit/cache.c) --------------------- */
+/* ---- compiling (jit/cuda.c, jit/hip_rtc.c, jit/cache.c) ----------------- */
 
 typedef struct hct_compile_job_s {
   /* in */
@@ -318,6 +321,15 @@ int hct__arch_check(hct_backend_kind_t b, const char *arch, int *arch_num, int *
  * registers", "N bytes spill stores", "N bytes smem", "N bytes stack
  * frame") into job: the largest over the kernels. */
 void hct__log_resources(const char *log, hct_compile_job_t *job);
+
+/*
+ * The resources of an AMDGPU code object (jit/hip_codeobj.c), the largest
+ * over its kernels: VGPRs, spilled registers in bytes (x 4), static LDS,
+ * scratch.  0, or HCT_EINVAL naming what is wrong with the bytes (they are
+ * read as untrusted); the four figures are -1 then.
+ */
+int hct__hip_code_resources(const void *image, size_t size, int *regs, int *spill_bytes,
+                            int *smem_static, int *stack_bytes);
 
 /* CUresult and nvrtcResult values mapped to HCT codes (jit/cuda.c); a table,
  * usable without the libraries. */
