@@ -171,11 +171,6 @@ static uint64_t rd(const unsigned char *p, size_t n) {
   return v;
 }
 
-static int bad(const char *why, uint64_t a, uint64_t b) {
-  return hct__error(HCT_EINVAL, "code object: %s (%llu, %llu)", why, (unsigned long long)a,
-                    (unsigned long long)b);
-}
-
 int hct__hip_code_resources(const void *image, size_t size, int *regs, int *spill_bytes,
                             int *smem_static, int *stack_bytes) {
   const unsigned char *img = image;
@@ -185,9 +180,15 @@ int hct__hip_code_resources(const void *image, size_t size, int *regs, int *spil
     return hct__error(HCT_EINVAL, "code object: not a 64-bit little-endian ELF file (%zu bytes)",
                       size);
   uint64_t shoff = rd(img + 0x28, 8), shentsize = rd(img + 0x3a, 2), shnum = rd(img + 0x3c, 2);
-  if (shentsize < 64) return bad("section header entries too small (size, count)", shentsize, shnum);
+  if (shentsize < 64)
+    return hct__error(HCT_EINVAL, "code object: section header entries of %llu bytes, under 64",
+                      (unsigned long long)shentsize);
   if (shoff > size || shnum * shentsize > size - shoff)
-    return bad("section headers run past the end of the file (offset, file size)", shoff, size);
+    return hct__error(HCT_EINVAL,
+                      "code object: %llu section headers of %llu bytes at offset %llu run past "
+                      "the end of the file (%zu bytes)",
+                      (unsigned long long)shnum, (unsigned long long)shentsize,
+                      (unsigned long long)shoff, size);
   for (uint64_t i = 0; i < shnum; i++) {
     const unsigned char *sh = img + shoff + i * shentsize;
     uint64_t type = rd(sh + 4, 4), off = rd(sh + 0x18, 8), len = rd(sh + 0x20, 8);
