@@ -110,7 +110,7 @@ static int buf_put(buf_t *b, const void *p, size_t n) {
     b->p = q;
     b->cap = cap;
   }
-  memcpy(b->p + b->n, p, take);
+  if (take > 0) memcpy(b->p + b->n, p, take); /* p may be NULL when n is 0 */
   b->n += take;
   b->p[b->n] = '\0';
   return 0;

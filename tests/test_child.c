@@ -116,7 +116,8 @@ static void test_answers(void **state) {
   char *big = malloc(big_n);
   assert_non_null(big);
   for (size_t i = 0; i < big_n; i++) big[i] = (char)(i * 7 + 3);
-  hct_child_field_t f[3] = {{"first", 5}, {"", 0}, {big, big_n}};
+  /* An empty field may have no bytes at all (NULL). */
+  hct_child_field_t f[3] = {{"first", 5}, {NULL, 0}, {big, big_n}};
   hct_child_msg_t req = {f, 3};
   hct_child_result_t res;
   int rc = hct__child_run("echo", &req, 60000, &res);
