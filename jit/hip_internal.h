@@ -1,20 +1,22 @@
 /*
  * hip_internal.h: what the files of the AMD backend share, and nothing
- * else includes: the HIP and hiprtc symbol tables (loaded by jit/hip.c),
- * the error helpers, and the entry points that jit/hip.c puts into
- * hct__hip_backend.  A header of its own because it needs ROCm's headers
- * (with __HIP_PLATFORM_AMD__, which the Makefile gives jit/hip*.o only),
- * and the rest of jit/ must build without them.
+ * else includes: the HIP and hiprtc symbol tables (loaded by
+ * jit/hip_load.c), the error helpers, and the entry points of the other
+ * files that jit/hip.c puts into hct__hip_backend.  A header of its own
+ * because it needs ROCm's headers (with __HIP_PLATFORM_AMD__, which the
+ * Makefile gives jit/hip*.o only), and the rest of jit/ must build
+ * without them.
  *
  * Files:
- *   jit/hip.c          the libraries (dlopen, symbols, versions), the
- *                      hipError_t map, the backend table
+ *   jit/hip.c          the backend table and the runtime: memory, modules,
+ *                      launches, events, graphs, clock
+ *   jit/hip_load.c     the libraries (dlopen, symbols, versions), the
+ *                      hipError_t map
  *   jit/hip_device.c   device discovery (gfx target name, attributes, UUID)
  *   jit/hip_rtc.c      hiprtc compiles in a child process, target probing,
  *                      the target's compile options
  *   jit/hip_codeobj.c  registers and spills from a code object (declared in
  *                      jit.h: it needs no ROCm header, and tests call it)
- *   jit/hip_runtime.c  memory, modules, launches, events, graphs, clock
  */
 #ifndef HCT_HIP_INTERNAL_H
 #define HCT_HIP_INTERNAL_H
@@ -101,7 +103,7 @@ typedef struct hiprtc_api_s {
   HCT_HIPRTC_SYMS(HCT__SYM_FIELD)
 } hiprtc_api_t;
 
-/* ---- the libraries (jit/hip.c) ------------------------------------------ */
+/* ---- the libraries (jit/hip_load.c) ------------------------------------- */
 
 /* Filled once by hct__hip_load / hct__hiprtc_load; read-only after. */
 extern hip_api_t hct__hip;
@@ -143,32 +145,5 @@ int hct__hip_device_get(int ordinal, hct_device_t *d);
 int hct__hip_compiler_version(char *buf, size_t len);
 int hct__hip_compile(hct_compile_job_t *job, const char *source, const char *include_dir);
 int hct__hip_target_options(const char *arch, hct_compile_opts_t *o);
-
-/* ---- the runtime (jit/hip_runtime.c) ------------------------------------ */
-
-int hct__hip_open(const hct_device_t *dev, hct_gpu_t **out);
-void hct__hip_close(hct_gpu_t *g);
-int hct__hip_alloc(hct_gpu_t *g, size_t bytes, hct_dptr_t *out);
-void hct__hip_free(hct_gpu_t *g, hct_dptr_t p);
-int hct__hip_upload(hct_gpu_t *g, hct_dptr_t dst, const void *src, size_t bytes);
-int hct__hip_download(hct_gpu_t *g, void *dst, hct_dptr_t src, size_t bytes);
-int hct__hip_fill32(hct_gpu_t *g, hct_dptr_t dst, uint32_t value, size_t count);
-int hct__hip_fill16(hct_gpu_t *g, hct_dptr_t dst, uint16_t value, size_t count);
-int hct__hip_module_load(hct_gpu_t *g, const void *image, size_t size, hct_module_t **out);
-void hct__hip_module_unload(hct_gpu_t *g, hct_module_t *m);
-int hct__hip_function(hct_module_t *hm, const char *entry, hct_function_t **out);
-int hct__hip_function_smem(hct_function_t *hf, int bytes);
-int hct__hip_launch(hct_gpu_t *g, hct_function_t *hf, const unsigned grid[3],
-                    const unsigned block[3], unsigned smem, void **args);
-int hct__hip_sync(hct_gpu_t *g);
-int hct__hip_event_create(hct_gpu_t *g, hct_event_t **out);
-void hct__hip_event_destroy(hct_gpu_t *g, hct_event_t *e);
-int hct__hip_event_record(hct_gpu_t *g, hct_event_t *e);
-int hct__hip_event_elapsed(hct_gpu_t *g, hct_event_t *a, hct_event_t *b, float *ms);
-int hct__hip_capture_begin(hct_gpu_t *g);
-int hct__hip_capture_end(hct_gpu_t *g, hct_graph_t **out);
-int hct__hip_graph_launch(hct_gpu_t *g, hct_graph_t *graph);
-void hct__hip_graph_destroy(hct_gpu_t *g, hct_graph_t *graph);
-int hct__hip_sm_clock(hct_gpu_t *g, int *mhz);
 
 #endif /* HCT_HIP_INTERNAL_H */

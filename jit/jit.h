@@ -9,9 +9,10 @@
  *   jit/backend.c   the backend table, device discovery across vendors,
  *                   and the hct__gpu_* dispatch
  *   jit/cuda.c      CUDA driver + NVRTC, both loaded with dlopen
- *   jit/hip.c       HIP + hiprtc, loaded with dlopen, and the backend table;
- *                   jit/hip_device.c, hip_rtc.c, hip_codeobj.c and
- *                   hip_runtime.c hold the rest (see jit/hip_internal.h)
+ *   jit/hip.c       the HIP backend's table and runtime; jit/hip_load.c
+ *                   (HIP + hiprtc, loaded with dlopen), hip_device.c,
+ *                   hip_rtc.c and hip_codeobj.c hold the rest (see
+ *                   jit/hip_internal.h)
  *   jit/nvml.c      the SM clock of NVIDIA cards
  *   jit/cache.c     cache keys (XXH3-128 of everything that shapes a
  *                   binary) and the parallel compile of a set of jobs
