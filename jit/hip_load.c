@@ -23,17 +23,11 @@
 
 /* ---- the libraries ------------------------------------------------------ */
 
-#define HCT__SYM_ROW(req, ret, name, params) {#name, req, offsetof(hip_api_t, name)},
-#define HCT__RTC_ROW(req, ret, name, params) {#name, req, offsetof(hiprtc_api_t, name)},
+#define HCT__SYM_ROW(req, ret, name, params) {(void **)&hct__hip.name, #name, req},
+#define HCT__RTC_ROW(req, ret, name, params) {(void **)&hct__hiprtc.name, #name, req},
 
-typedef struct hip_sym_s {
-  const char *name;
-  int required;
-  size_t offset;
-} hip_sym_t;
-
-static const hip_sym_t hip_syms[] = {HCT_HIP_SYMS(HCT__SYM_ROW)};
-static const hip_sym_t hiprtc_syms[] = {HCT_HIPRTC_SYMS(HCT__RTC_ROW)};
+static const hct_vendor_sym_t hip_syms[] = {HCT_HIP_SYMS(HCT__SYM_ROW)};
+static const hct_vendor_sym_t hiprtc_syms[] = {HCT_HIPRTC_SYMS(HCT__RTC_ROW)};
 
 /* Newest first: a machine with several ROCm versions gets the newest. */
 static const char *const hip_libs[] = {"libamdhip64.so.6", "libamdhip64.so.5",
@@ -57,37 +51,23 @@ static uv_once_t hip_once = UV_ONCE_INIT;
 static uv_once_t rtc_once = UV_ONCE_INIT;
 static hip_once_result_t hip_loaded, rtc_loaded;
 static char rtc_lib_name[64];
-/* Opens the first library of `names` that loads; fills `tried` with what
- * was tried and why each failed, for the error message. */
+/* Opens the first library of `names` that loads, its name into `which`;
+ * `tried` gets the names that did not, for the error message. */
 static void *open_first(const char *const *names, size_t n, char *which, size_t which_len,
                         char *tried, size_t tried_len) {
+  size_t i = 0;
   tried[0] = '\0';
-  for (size_t i = 0; i < n; i++) {
-    void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (h != NULL) {
-      hct__strlcpy(which, names[i], which_len);
-      return h;
-    }
-    size_t used = strlen(tried);
-    snprintf(tried + used, tried_len - used, "%s%s", used ? ", " : "", names[i]);
-  }
-  return NULL;
+  void *h = hct__vendor_open(names, n, &i, tried, tried_len, NULL, 0);
+  if (h != NULL) hct__strlcpy(which, names[i], which_len);
+  return h;
 }
 
-/* Resolves every symbol of `table` into `api`; a missing required one is an
- * error naming it, a missing optional one stays NULL. */
-static int resolve(void *h, const char *lib, const hip_sym_t *table, size_t n, void *api,
+/* Resolves `table`; a failure is kept as the load's outcome. */
+static int resolve(void *h, const char *lib, const hct_vendor_sym_t *table, size_t n,
                    hip_once_result_t *res) {
-  for (size_t i = 0; i < n; i++) {
-    void *p = dlsym(h, table[i].name);
-    if (p == NULL && table[i].required) {
-      res->rc = HCT_ENOSYM;
-      snprintf(res->msg, sizeof res->msg, "'%s' has no symbol '%s'", lib, table[i].name);
-      return res->rc;
-    }
-    memcpy((char *)api + table[i].offset, &p, sizeof p);
-  }
-  return 0;
+  res->rc = hct__vendor_resolve(h, lib, table, n);
+  if (res->rc < 0) hct__strlcpy(res->msg, hct_last_error(), sizeof res->msg);
+  return res->rc;
 }
 
 static void hip_load_once(void) {
@@ -100,7 +80,7 @@ static void hip_load_once(void) {
              "hip: cannot load %s", tried);
     return;
   }
-  if (resolve(h, hct__hip_lib_name, hip_syms, HCT_ARRAY_SIZE(hip_syms), &hct__hip, &hip_loaded) < 0)
+  if (resolve(h, hct__hip_lib_name, hip_syms, HCT_ARRAY_SIZE(hip_syms), &hip_loaded) < 0)
     return;
   /* hipInit fails when the library is installed but the amdgpu kernel
    * driver is not (no /dev/kfd), which is a missing driver too. */
@@ -141,8 +121,7 @@ static void rtc_load_once(void) {
              "hiprtc: cannot load %s, nor %s", tried, tried_hip);
     return;
   }
-  if (resolve(h, rtc_lib_name, hiprtc_syms, HCT_ARRAY_SIZE(hiprtc_syms), &hct__hiprtc,
-              &rtc_loaded) < 0) {
+  if (resolve(h, rtc_lib_name, hiprtc_syms, HCT_ARRAY_SIZE(hiprtc_syms), &rtc_loaded) < 0) {
     if (rtc_loaded.rc == HCT_ENOSYM) rtc_loaded.rc = HCT_ENOCOMPILER;
     return;
   }

@@ -106,24 +106,6 @@ static int hiprtc_in_child(const hct_child_msg_t *req) {
 
 HCT_CHILD_HANDLER("hiprtc", hiprtc_in_child)
 
-/* The first line of the log that says "error", for the one-line message. */
-static void first_error_line(const char *log, char *out, size_t len) {
-  out[0] = '\0';
-  if (log == NULL) return;
-  const char *line = log;
-  while (*line) {
-    const char *end = strchr(line, '\n');
-    size_t n = end ? (size_t)(end - line) : strlen(line);
-    const char *hit = strstr(line, "error");
-    if (hit != NULL && hit < line + n) {
-      snprintf(out, len, "%.*s", (int)HCT_MIN(n, 300), line);
-      return;
-    }
-    if (end == NULL) break;
-    line = end + 1;
-  }
-}
-
 /* What one run of hiprtc in a child gave: the code object, the log (hiprtc's
  * own, then whatever the child printed), and the time it took. */
 typedef struct hip_rtc_out_s {
@@ -201,8 +183,8 @@ static int hip_rtc_run(const char *source, const char *name, const char *target,
     rc = hct__error(HCT_ECOMPILE, "%s crashed compiling for %s (exit status %d)", version,
                     target, cr.exit_status);
   } else if (r.stage != HIP_STAGE_DONE) {
-    char line[320];
-    first_error_line(res->log, line, sizeof line);
+    char line[301]; /* the first line that says "error", if any */
+    if (!hct__log_error_line(res->log, line, sizeof line)) line[0] = '\0';
     rc = hct__error(HCT_ECOMPILE, "%s: '%s' for %s: %s: %s%s%s", version, name, target,
                     r.stage >= 0 && r.stage < HIP_STAGE_DONE ? hip_stage_names[r.stage] : "?",
                     hct__hiprtc.hiprtcGetErrorString((hiprtcResult)r.result),

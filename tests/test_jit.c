@@ -330,6 +330,25 @@ static void test_log_resources(void **state) {
 
 /* ---- compiling ---------------------------------------------------------- */
 
+/* The line quoted in a one-line compile error, for NVRTC and hiprtc
+ * alike. */
+static void test_log_error_line(void **state) {
+  (void)state;
+  char buf[32];
+  assert_int_equal(hct__log_error_line("warning: x\nk.cu(3): error: bad\nmore error\n", buf,
+                                       sizeof buf), 1);
+  assert_string_equal(buf, "k.cu(3): error: bad");
+  assert_int_equal(hct__log_error_line("\n\nfirst words\nsecond\n", buf, sizeof buf), 0);
+  assert_string_equal(buf, "first words");
+  assert_int_equal(hct__log_error_line("", buf, sizeof buf), 0);
+  assert_string_equal(buf, "");
+  assert_int_equal(hct__log_error_line(NULL, buf, sizeof buf), 0);
+  assert_string_equal(buf, "");
+  /* Cut to the buffer. */
+  assert_int_equal(hct__log_error_line("an error on a line longer than the buffer is", buf, 9), 1);
+  assert_string_equal(buf, "an error");
+}
+
 static void test_compile_one(void **state) {
   (void)state;
   if (!need_nvrtc()) skip();
@@ -712,6 +731,7 @@ int main(void) {
       cmocka_unit_test(test_options),
       cmocka_unit_test(test_result_codes),
       cmocka_unit_test(test_log_resources),
+      cmocka_unit_test(test_log_error_line),
       cmocka_unit_test(test_compile_one),
       cmocka_unit_test(test_compile_error),
       cmocka_unit_test(test_compile_all_cached),
