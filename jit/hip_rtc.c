@@ -179,6 +179,7 @@ static int hip_rtc_run(const char *source, const char *name, const char *target,
     }
   }
   if (rc < 0) {
+    /* worded above, by outcome */
   } else if (!complete) {
     rc = hct__error(HCT_ECOMPILE, "%s crashed compiling for %s (exit status %d)", version,
                     target, cr.exit_status);
