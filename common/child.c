@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -313,11 +314,16 @@ int hct__child_run(const char *handler, const hct_child_msg_t *req, int timeout_
                       handler, req->n, REQUEST_MAX);
   }
 
-  /* Every end is moved to 10 and up (and close-on-exec) first, so that the
-   * dup2 calls into 0..3 in the child never overwrite one another. */
+  /* The request goes over a socket pair rather than a pipe so that it can
+   * be sent with MSG_NOSIGNAL: a child that dies before reading it (an
+   * executable replaced on disk has other handlers) must cost an EPIPE,
+   * not a SIGPIPE that kills this process.  Every end is moved to 10 and
+   * up (and close-on-exec) first, so that the dup2 calls into 0..3 in the
+   * child never overwrite one another. */
   int qp[2] = {-1, -1}, rp[2] = {-1, -1}, ep[2] = {-1, -1}, err = 0;
   int *ends[6] = {&qp[0], &qp[1], &rp[0], &rp[1], &ep[0], &ep[1]};
-  if (pipe2(qp, O_CLOEXEC) < 0 || pipe2(rp, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qp) < 0 || pipe2(rp, O_CLOEXEC) < 0 ||
+      pipe2(ep, O_CLOEXEC) < 0)
     err = errno;
   for (int i = 0; i < 6 && err == 0; i++) {
     int fd = fcntl(*ends[i], F_DUPFD_CLOEXEC, 10);
@@ -338,7 +344,6 @@ int hct__child_run(const char *handler, const hct_child_msg_t *req, int timeout_
     free(request.p);
     return hct__error(HCT_EIO, "child '%s': cannot start '%s': %s", handler, exe, strerror(err));
   }
-  fcntl(qp[1], F_SETFL, O_NONBLOCK);
 
   buf_t answer = {NULL, 0, 0, ANSWER_MAX, 0}, output = {NULL, 0, 0, OUTPUT_MAX, 0};
   /* The request goes in as the child reads it, while its output is read:
@@ -356,11 +361,15 @@ int hct__child_run(const char *handler, const hct_child_msg_t *req, int timeout_
     int n = poll(pf, 3, (int)HCT_MIN((deadline - now) / 1000000ull + 1, 1000ull));
     if (n < 0 && errno != EINTR) read_error = errno;
     if (n > 0 && pf[2].fd >= 0 && pf[2].revents != 0) {
-      ssize_t w = (pf[2].revents & POLLOUT) ? write(pf[2].fd, request.p + sent, request.n - sent)
-                                            : -1;
+      ssize_t w = -1;
+      int werr = EPIPE; /* an error or hang-up without room to write */
+      if (pf[2].revents & POLLOUT) {
+        w = send(pf[2].fd, request.p + sent, request.n - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        werr = errno;
+      }
       if (w > 0) sent += (size_t)w;
       /* Done, or the child stopped reading (it died: its status says why). */
-      if (sent == request.n || (w < 0 && errno != EAGAIN && errno != EINTR)) {
+      if (sent == request.n || (w < 0 && werr != EAGAIN && werr != EINTR)) {
         close(pf[2].fd);
         pf[2].fd = -1;
       }

@@ -84,6 +84,13 @@ HCT_CHILD_HANDLER("truncated", truncated)
 static int silent(const hct_child_msg_t *req) { return 0; }
 HCT_CHILD_HANDLER("silent", silent)
 
+/* A handler this process has and its children do not, as when the
+ * executable on disk was replaced by another build: the child exits before
+ * reading the request. */
+__attribute__((constructor(200))) static void register_parent_only(void) {
+  if (getenv("HCT_CHILD") == NULL) hct__child_register("parent-only", echo);
+}
+
 /* ---- helpers ------------------------------------------------------------ */
 
 static int one_line(const char *s) { return s[0] != '\0' && strchr(s, '\n') == NULL; }
@@ -210,6 +217,25 @@ static void test_unknown_handler(void **state) {
   hct__child_result_free(&res);
 }
 
+/* The child exits unread while a request far larger than the socket's
+ * buffer is still being sent: an error, not a SIGPIPE for this process. */
+static void test_child_without_the_handler(void **state) {
+  (void)state;
+  size_t big_n = (size_t)8 << 20;
+  char *big = calloc(1, big_n);
+  assert_non_null(big);
+  hct_child_field_t f = {big, big_n};
+  hct_child_msg_t req = {&f, 1};
+  hct_child_result_t res;
+  int rc = hct__child_run("parent-only", &req, 60000, &res);
+  print_message("parent-only: %s\n", hct_last_error());
+  assert_int_equal(rc, HCT_EWORKER);
+  assert_int_equal(res.outcome, HCT_CHILD_FAILED);
+  assert_non_null(strstr(hct_last_error(), "no such handler"));
+  hct__child_result_free(&res);
+  free(big);
+}
+
 typedef struct {
   int rc, ok;
 } thread_run_t;
@@ -253,6 +279,7 @@ int main(void) {
     cmocka_unit_test(test_hang_past_deadline),
     cmocka_unit_test(test_garbled_answers),
     cmocka_unit_test(test_unknown_handler),
+    cmocka_unit_test(test_child_without_the_handler),
     cmocka_unit_test(test_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
