@@ -70,6 +70,7 @@ TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
 # Per-file flags: vendor headers only where a backend needs them.
 $(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
+$(O)/jit/hip_%.o: CPPFLAGS += -D__HIP_PLATFORM_AMD__
 
 .PHONY: all install clean check check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
 all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so tests
