@@ -68,7 +68,7 @@ else
   LIB := $(O)/lib
 endif
 
-CORE_SRC   := $(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/cmd_*.c) \
+CORE_SRC   := $(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/cmd_*.c cli/report_*.c) \
               $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c))
 CLIENT_SRC := common/error.c common/names.c $(wildcard daemon/client*.c)
 TEST_SRC   := $(wildcard tests/test_*.c)
@@ -82,6 +82,7 @@ TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
 # Per-file flags: vendor headers only where a backend needs them.
 $(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
+$(O)/jit/hip_%.o: CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/db/fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
 $(O)/tests/test_fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
 $(O)/daemon/fleet_pull.o: CPPFLAGS += -I$(PG_INCLUDE)

@@ -1,10 +1,13 @@
 #!/bin/sh
 # Installs the Debian packages hctune builds with, when run as root; as any
 # other user, prints the apt-get line and stops.
+set -e
+pkgs="build-essential libuv1-dev libsqlite3-dev libjansson-dev libxxhash-dev libcmocka-dev libamdhip64-dev"
+# chromium: tests/test_report.c opens the report in a headless browser.
+pkgs="$pkgs chromium"
 # libpq-dev: the live fleet's client (hctune fleet, hctuned --fleet-url);
 # postgresql: the throwaway server that tests/test_fleet_pg.c starts.
-set -e
-pkgs="build-essential libuv1-dev libsqlite3-dev libjansson-dev libxxhash-dev libcmocka-dev libamdhip64-dev libpq-dev postgresql"
+pkgs="$pkgs libpq-dev postgresql"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
