@@ -258,13 +258,15 @@ int hct__fleet_merge(const hct_fleet_t *in, int n, const hct_fleet_merge_opts_t 
 typedef struct hct_fleet_import_stats_s {
   int trials, faults, decisions;       /* rows added */
   int trials_known, faults_known;      /* already there */
-  int decisions_local;                 /* left out: a card of this DB */
+  int trials_local, faults_local, decisions_local; /* left out: rows
+                                          naming a card of this DB */
 } hct_fleet_import_stats_t;
 
 /* Adds a fleet set to the local DB in one transaction: trials and faults
  * not already there, and its decisions as source "fleet" (each (card, op,
- * parity) group replacing the same group's rows), except those of this
- * DB's own cards: local decisions win.  Nothing is written on error. */
+ * parity) group replacing the same group's rows), except rows naming one
+ * of this DB's own cards: local results win.  Nothing is written on
+ * error. */
 int hct__fleet_import(hct_db_t *db, const hct_fleet_t *f, hct_fleet_import_stats_t *stats);
 
 /* A fleet decision as the daemon's and the probe's decision row. */

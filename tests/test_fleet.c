@@ -400,6 +400,7 @@ static void test_cli_merge_import(void **state) {
   j = json_loads(out, 0, NULL);
   assert_int_equal(json_integer_value(json_object_get(j, "decisions_local")), 2);
   assert_int_equal(json_integer_value(json_object_get(j, "trials")), 0);
+  assert_true(json_integer_value(json_object_get(j, "trials_local")) > 50);
   json_decref(j);
   free(out);
   free(err);
