@@ -172,7 +172,7 @@ static int db_import(const db_opts_t *o, int argc, char **argv) {
   hct__fleet_free(&f);
   if (rc != 0) return hct__cli_fail(rc);
   if (o->json)
-    print_json(json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "file",
+    print_json(json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "file",
                          argv[0], "db", path, "trials", s.trials, "trials_known", s.trials_known,
                          "trials_local", s.trials_local, "faults", s.faults, "faults_known",
                          s.faults_known, "faults_local", s.faults_local, "decisions",
