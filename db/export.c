@@ -203,19 +203,21 @@ static const hct_fleet_col_t flag_cols[] = {
     TXT(hct_fleet_flag_t, detail, 'j', 2),
 };
 
-#define TABLE(name, cols, st, arr, n, order)                                                \
+#define TABLE(name, cols, st, arr, n, order, max)                                           \
   {name, cols, (int)HCT_ARRAY_SIZE(cols), sizeof(st), offsetof(hct_fleet_t, arr),            \
-   offsetof(hct_fleet_t, n), order}
+   offsetof(hct_fleet_t, n), order, max}
+#define FIFTH (HCT_FLEET_MAX_ROWS / 5)
 
 const hct_fleet_table_t hct__fleet_tables[] = {
-    TABLE("devices", device_cols, hct_fleet_device_t, devices, n_devices, "uuid, host"),
-    TABLE("variants", variant_cols, hct_fleet_variant_t, variants, n_variants, "op, variant"),
-    TABLE("trials", trial_cols, hct_fleet_trial_t, trials, n_trials, "uid"),
+    TABLE("devices", device_cols, hct_fleet_device_t, devices, n_devices, "uuid, host", FIFTH),
+    TABLE("variants", variant_cols, hct_fleet_variant_t, variants, n_variants, "op, variant",
+          FIFTH),
+    TABLE("trials", trial_cols, hct_fleet_trial_t, trials, n_trials, "uid", HCT_FLEET_MAX_ROWS),
     TABLE("decisions", decision_cols, hct_fleet_decision_t, decisions, n_decisions,
-          "uuid, op, parity, tmin"),
-    TABLE("faults", fault_cols, hct_fleet_fault_t, faults, n_faults, "uid"),
+          "uuid, op, parity, tmin", FIFTH),
+    TABLE("faults", fault_cols, hct_fleet_fault_t, faults, n_faults, "uid", FIFTH),
     TABLE("flags", flag_cols, hct_fleet_flag_t, flags, n_flags,
-          "kind, model_key, env, uuid, host, op, variant, params, template_hash, detail"),
+          "kind, model_key, env, uuid, host, op, variant, params, template_hash, detail", FIFTH),
 };
 const int hct__fleet_n_tables = (int)HCT_ARRAY_SIZE(hct__fleet_tables);
 

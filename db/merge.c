@@ -109,8 +109,10 @@ static int pool_table(const hct_fleet_t *in, int n, const char *name, int by_uid
   const hct_fleet_table_t *T = hct__fleet_table(name);
   size_t total = 0;
   for (int i = 0; i < n; i++) total += (size_t)*(const int *)((const char *)&in[i] + T->n_off);
-  if (total > HCT_FLEET_MAX_ROWS)
-    return hct__error(HCT_ERANGE, "merge: more than %d %s", HCT_FLEET_MAX_ROWS, name);
+  /* Each input holds at most max_rows; the pool must too, or its file
+   * would be one no reader takes. */
+  if (total > (size_t)T->max_rows * (size_t)HCT_MAX(n, 1))
+    return hct__error(HCT_ERANGE, "merge: more than %d %s an input", T->max_rows, name);
   ref_t *refs = calloc(total + 1, sizeof *refs);
   char *arr = calloc(total + 1, T->row_size);
   if (refs == NULL || arr == NULL) {
@@ -167,6 +169,9 @@ static int pool_table(const hct_fleet_t *in, int n, const char *name, int by_uid
   free(refs);
   *(char **)((char *)out + T->arr_off) = arr;
   *(int *)((char *)out + T->n_off) = count;
+  if (err == 0 && count > T->max_rows)
+    err = hct__error(HCT_ERANGE, "merge: %d %s pooled, more than the %d a fleet file may hold",
+                     count, name, T->max_rows);
   return err;
 }
 
