@@ -909,6 +909,11 @@ int main(void) {
       cmocka_unit_test(test_verify_falls_back),
   };
   int rc = cmocka_run_group_tests(tests, setup_fleet, NULL);
+  /* HCT_TEST_KEEP=1 keeps the files for a look at them. */
+  if (getenv("HCT_TEST_KEEP") != NULL) {
+    printf("files kept in %s\n", dir);
+    return rc;
+  }
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) return 1;
