@@ -74,15 +74,9 @@ const char hct__fleet_schema_sql[] =
 
 /* ---- columns -------------------------------------------------------------- */
 
-static const char *const trial_kinds[] = {"compile", "parity", "timing", NULL};
-static const char *const trial_statuses[] = {"pass",   "compile",  "launch",    "fault",
-                                             "hang",   "parity",   "unwritten", "pruned",
-                                             "unsupported", "timeout", "error", NULL};
 static const char *const parities[] = {"bitwise", "kl", NULL};
 static const char *const classes[] = {"baseline", "bitwise", "kl", NULL};
 static const char *const sources[] = {"probe", "fleet", NULL};
-static const char *const reasons[] = {"compile", "launch",    "fault",   "hang",
-                                      "parity",  "unwritten", "timeout", NULL};
 static const char *const flag_kinds[] = {"outlier", "conflict", NULL};
 
 #define FIELD_SIZE(st, f) sizeof(((st *)0)->f)
@@ -135,8 +129,10 @@ static const hct_fleet_col_t trial_cols[] = {
     TXT(hct_fleet_trial_t, binary_key, 'H', 0),
     INT(hct_fleet_trial_t, tokens, 0, 65536),
     INT(hct_fleet_trial_t, pending, 0, 1),
-    ENUM(hct_fleet_trial_t, kind, trial_kinds),
-    ENUM(hct_fleet_trial_t, status, trial_statuses),
+    /* Kinds, statuses and reasons are names, not a closed list: the
+     * probe's checks grow, and a merge reads only those it knows. */
+    TXT(hct_fleet_trial_t, kind, 'n', 1),
+    TXT(hct_fleet_trial_t, status, 'n', 1),
     INT(hct_fleet_trial_t, seed, INT64_MIN, INT64_MAX),
     INT(hct_fleet_trial_t, samples, 0, 100000000),
     REAL(hct_fleet_trial_t, median_us),
@@ -185,7 +181,7 @@ static const hct_fleet_col_t fault_cols[] = {
     TXT(hct_fleet_fault_t, params, 'j', 2),
     TXT(hct_fleet_fault_t, template_hash, 'H', 0),
     INT(hct_fleet_fault_t, tokens, 0, HCT_MAX_TOKENS),
-    ENUM(hct_fleet_fault_t, reason, reasons),
+    TXT(hct_fleet_fault_t, reason, 'n', 1),
     HEAP(hct_fleet_fault_t, log, 'l', 32767),
     INT(hct_fleet_fault_t, created_at, 0, TIME_MAX),
 };

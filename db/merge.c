@@ -183,13 +183,17 @@ static int pool_table(const hct_fleet_t *in, int n, const char *name, int by_uid
  * time in proportion, not its square.
  */
 
-/* A parity failure of a candidate's own making (not "pruned" or
- * "unsupported", not an error of the machinery). */
+/* A check failed of the candidate's own making: any status of a parity
+ * trial or reason of a fault but these (a pass, a candidate not run at
+ * that T, an error of the machinery, a compile failure, a grid barrier
+ * that gave up at a large T).  New reasons of the probe's checks count as
+ * failures without a change here. */
 static int parity_failure(const char *status) {
-  static const char *const fails[] = {"parity", "unwritten", "fault", "launch", "hang"};
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(fails); i++)
-    if (strcmp(status, fails[i]) == 0) return 1;
-  return 0;
+  static const char *const not_fails[] = {"pass", "pruned", "unsupported", "error", "compile",
+                                          "timeout"};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(not_fails); i++)
+    if (strcmp(status, not_fails[i]) == 0) return 0;
+  return 1;
 }
 
 /* Timing trials that decide: the pass of the manifest's mode.  Older
