@@ -172,14 +172,16 @@ static int db_import(const db_opts_t *o, int argc, char **argv) {
   hct__fleet_free(&f);
   if (rc != 0) return hct__cli_fail(rc);
   if (o->json)
-    print_json(json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "file", argv[0], "db", path,
-                         "trials", s.trials, "trials_known", s.trials_known, "faults", s.faults,
-                         "faults_known", s.faults_known, "decisions", s.decisions,
-                         "decisions_local", s.decisions_local));
+    print_json(json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "file",
+                         argv[0], "db", path, "trials", s.trials, "trials_known", s.trials_known,
+                         "trials_local", s.trials_local, "faults", s.faults, "faults_known",
+                         s.faults_known, "faults_local", s.faults_local, "decisions",
+                         s.decisions, "decisions_local", s.decisions_local));
   else
     printf("imported into '%s': %d trials (%d already there), %d faults (%d already there), %d "
-           "fleet decisions (%d of this database's own cards left as they were)\n", path,
-           s.trials, s.trials_known, s.faults, s.faults_known, s.decisions, s.decisions_local);
+           "fleet decisions; rows naming this database's own cards left out: %d trials, %d "
+           "faults, %d decisions\n", path, s.trials, s.trials_known, s.faults, s.faults_known,
+           s.decisions, s.trials_local, s.faults_local, s.decisions_local);
   return HCT_EXIT_OK;
 }
 

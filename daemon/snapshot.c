@@ -100,7 +100,7 @@ int hct__snapshot_fleet(hct_daemon_t *d) {
   if (stat(d->fleet_db, &st) != 0)
     return hct__error(HCT_ENOENT, "fleet file '%s': %s", d->fleet_db, strerror(errno));
   hct_fleet_t f;
-  int rc = hct__fleet_read(d->fleet_db, &f);
+  int rc = hct__fleet_read_some(d->fleet_db, HCT_FLEET_DECISIONS, &f);
   hct_db_decision_t *dec = NULL;
   if (rc == 0) {
     dec = calloc((size_t)f.n_decisions + 1, sizeof *dec);

@@ -74,15 +74,9 @@ const char hct__fleet_schema_sql[] =
 
 /* ---- columns -------------------------------------------------------------- */
 
-static const char *const trial_kinds[] = {"compile", "parity", "timing", NULL};
-static const char *const trial_statuses[] = {"pass",   "compile",  "launch",    "fault",
-                                             "hang",   "parity",   "unwritten", "pruned",
-                                             "unsupported", "timeout", "error", NULL};
 static const char *const parities[] = {"bitwise", "kl", NULL};
 static const char *const classes[] = {"baseline", "bitwise", "kl", NULL};
 static const char *const sources[] = {"probe", "fleet", NULL};
-static const char *const reasons[] = {"compile", "launch",    "fault",   "hang",
-                                      "parity",  "unwritten", "timeout", NULL};
 static const char *const flag_kinds[] = {"outlier", "conflict", NULL};
 
 #define FIELD_SIZE(st, f) sizeof(((st *)0)->f)
@@ -126,7 +120,7 @@ static const hct_fleet_col_t trial_cols[] = {
     TXT(hct_fleet_trial_t, uid, 'h', 32),
     KEYS(hct_fleet_trial_t),
     TXT(hct_fleet_trial_t, software_key, 'H', 0),
-    HEAP(hct_fleet_trial_t, software_json, 'J', 4095),
+    HEAP(hct_fleet_trial_t, software_json, 'J', 319),
     TXT(hct_fleet_trial_t, run_id, 'H', 0),
     TXT(hct_fleet_trial_t, op, 'n', 1),
     TXT(hct_fleet_trial_t, variant, 'n', 1),
@@ -135,8 +129,10 @@ static const hct_fleet_col_t trial_cols[] = {
     TXT(hct_fleet_trial_t, binary_key, 'H', 0),
     INT(hct_fleet_trial_t, tokens, 0, 65536),
     INT(hct_fleet_trial_t, pending, 0, 1),
-    ENUM(hct_fleet_trial_t, kind, trial_kinds),
-    ENUM(hct_fleet_trial_t, status, trial_statuses),
+    /* Kinds, statuses and reasons are names, not a closed list: the
+     * probe's checks grow, and a merge reads only those it knows. */
+    TXT(hct_fleet_trial_t, kind, 'n', 1),
+    TXT(hct_fleet_trial_t, status, 'n', 1),
     INT(hct_fleet_trial_t, seed, INT64_MIN, INT64_MAX),
     INT(hct_fleet_trial_t, samples, 0, 100000000),
     REAL(hct_fleet_trial_t, median_us),
@@ -156,7 +152,7 @@ static const hct_fleet_col_t decision_cols[] = {
     TXT(hct_fleet_decision_t, uid, 'h', 32),
     KEYS(hct_fleet_decision_t),
     TXT(hct_fleet_decision_t, software_key, 'H', 0),
-    HEAP(hct_fleet_decision_t, software_json, 'J', 4095),
+    HEAP(hct_fleet_decision_t, software_json, 'J', 319),
     TXT(hct_fleet_decision_t, op, 'n', 1),
     ENUM(hct_fleet_decision_t, parity, parities),
     INT(hct_fleet_decision_t, tmin, 1, HCT_MAX_TOKENS),
@@ -185,7 +181,7 @@ static const hct_fleet_col_t fault_cols[] = {
     TXT(hct_fleet_fault_t, params, 'j', 2),
     TXT(hct_fleet_fault_t, template_hash, 'H', 0),
     INT(hct_fleet_fault_t, tokens, 0, HCT_MAX_TOKENS),
-    ENUM(hct_fleet_fault_t, reason, reasons),
+    TXT(hct_fleet_fault_t, reason, 'n', 1),
     HEAP(hct_fleet_fault_t, log, 'l', 32767),
     INT(hct_fleet_fault_t, created_at, 0, TIME_MAX),
 };
@@ -203,19 +199,21 @@ static const hct_fleet_col_t flag_cols[] = {
     TXT(hct_fleet_flag_t, detail, 'j', 2),
 };
 
-#define TABLE(name, cols, st, arr, n, order)                                                \
+#define TABLE(name, cols, st, arr, n, order, max)                                           \
   {name, cols, (int)HCT_ARRAY_SIZE(cols), sizeof(st), offsetof(hct_fleet_t, arr),            \
-   offsetof(hct_fleet_t, n), order}
+   offsetof(hct_fleet_t, n), order, max}
+#define FIFTH (HCT_FLEET_MAX_ROWS / 5)
 
 const hct_fleet_table_t hct__fleet_tables[] = {
-    TABLE("devices", device_cols, hct_fleet_device_t, devices, n_devices, "uuid, host"),
-    TABLE("variants", variant_cols, hct_fleet_variant_t, variants, n_variants, "op, variant"),
-    TABLE("trials", trial_cols, hct_fleet_trial_t, trials, n_trials, "uid"),
+    TABLE("devices", device_cols, hct_fleet_device_t, devices, n_devices, "uuid, host", FIFTH),
+    TABLE("variants", variant_cols, hct_fleet_variant_t, variants, n_variants, "op, variant",
+          FIFTH),
+    TABLE("trials", trial_cols, hct_fleet_trial_t, trials, n_trials, "uid", HCT_FLEET_MAX_ROWS),
     TABLE("decisions", decision_cols, hct_fleet_decision_t, decisions, n_decisions,
-          "uuid, op, parity, tmin"),
-    TABLE("faults", fault_cols, hct_fleet_fault_t, faults, n_faults, "uid"),
+          "uuid, op, parity, tmin", FIFTH),
+    TABLE("faults", fault_cols, hct_fleet_fault_t, faults, n_faults, "uid", FIFTH),
     TABLE("flags", flag_cols, hct_fleet_flag_t, flags, n_flags,
-          "kind, model_key, env, uuid, host, op, variant, params, template_hash, detail"),
+          "kind, model_key, env, uuid, host, op, variant, params, template_hash, detail", FIFTH),
 };
 const int hct__fleet_n_tables = (int)HCT_ARRAY_SIZE(hct__fleet_tables);
 

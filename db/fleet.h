@@ -40,7 +40,9 @@
 #define HCT_FLEET_FORMAT "hctune-fleet"
 /* A fleet file larger than this is refused unread. */
 #define HCT_FLEET_MAX_BYTES (256LL << 20)
-/* Rows of one table, at most. */
+/* Rows of the largest table (trials), at most; the others take a fifth.
+ * A row costs about 1 KB in memory: this bounds what a hostile file can
+ * make a reader allocate to about a gigabyte. */
 #define HCT_FLEET_MAX_ROWS 500000
 /* The default --outlier-pct of a merge. */
 #define HCT_FLEET_OUTLIER_PCT 10.0
@@ -183,6 +185,7 @@ typedef struct hct_fleet_table_s {
   size_t row_size;
   size_t arr_off, n_off;    /* where the array and its count are in hct_fleet_t */
   const char *order;        /* ORDER BY of a read: the table's key */
+  int max_rows;             /* a file with more is refused */
 } hct_fleet_table_t;
 
 /* devices, variants, trials, decisions, faults, flags. */
@@ -212,12 +215,25 @@ int hct__fleet_export(hct_db_t *db, const char *device, const char *kernels_dir,
 
 /* ---- reading untrusted files (db/untrusted.c) ------------------------------ */
 
+/* What hct__fleet_read_some reads beyond meta, devices and variants. */
+enum {
+  HCT_FLEET_TRIALS = 1 << 0,
+  HCT_FLEET_DECISIONS = 1 << 1,
+  HCT_FLEET_FAULTS = 1 << 2,
+  HCT_FLEET_FLAGS = 1 << 3,
+  HCT_FLEET_ALL = 0xf
+};
+
 /* Reads the fleet file at `path` into *out (zeroed first; free it with
  * hct__fleet_free, also after an error).  Errors: one line naming the file
  * and the cause, HCT_EINVAL (not a fleet file, bad rows or schema),
  * HCT_EDBVERSION (another format version), HCT_EDBCORRUPT (truncated or
  * corrupt), HCT_ERANGE (too large), HCT_ENOENT, HCT_EPERM. */
 int hct__fleet_read(const char *path, hct_fleet_t *out);
+/* The same, with only the tables of `tables` read (the header, schema,
+ * quick check and meta always checked whole): the daemon and
+ * --verify-fleet need the decisions alone. */
+int hct__fleet_read_some(const char *path, int tables, hct_fleet_t *out);
 
 /* ---- for the files of db/ only ------------------------------------------- */
 
@@ -258,13 +274,15 @@ int hct__fleet_merge(const hct_fleet_t *in, int n, const hct_fleet_merge_opts_t 
 typedef struct hct_fleet_import_stats_s {
   int trials, faults, decisions;       /* rows added */
   int trials_known, faults_known;      /* already there */
-  int decisions_local;                 /* left out: a card of this DB */
+  int trials_local, faults_local, decisions_local; /* left out: rows
+                                          naming a card of this DB */
 } hct_fleet_import_stats_t;
 
 /* Adds a fleet set to the local DB in one transaction: trials and faults
  * not already there, and its decisions as source "fleet" (each (card, op,
- * parity) group replacing the same group's rows), except those of this
- * DB's own cards: local decisions win.  Nothing is written on error. */
+ * parity) group replacing the same group's rows), except rows naming one
+ * of this DB's own cards: local results win.  Nothing is written on
+ * error. */
 int hct__fleet_import(hct_db_t *db, const hct_fleet_t *f, hct_fleet_import_stats_t *stats);
 
 /* A fleet decision as the daemon's and the probe's decision row. */

@@ -3,7 +3,10 @@
  * db/untrusted.c) into the local DB, in one transaction.
  *
  * Trials and faults are added when their uid is new: importing the same
- * file twice adds nothing the second time.  Decisions arrive as source
+ * file twice adds nothing the second time.  Rows that claim one of this
+ * DB's own cards are left out: a file from elsewhere cannot quarantine a
+ * variant on this card (a fault) or put figures under its name (a trial);
+ * this host's own rows, exported and imported back, are already here.  Decisions arrive as source
  * "fleet"; each (card, op, parity) group of the file replaces the same
  * group's rows, so a newer fleet file supersedes an older one, but a group
  * of one of this DB's own cards (its devices table) is left alone: local
@@ -116,12 +119,24 @@ static int import_rows(hct_db_t *db, const hct_fleet_t *f, hct_fleet_import_stat
   if (err == 0) err = inserter_init(db, "faults", "INSERT OR IGNORE", &faults);
   if (err == 0) err = inserter_init(db, "decisions", "INSERT", &decisions);
   for (int i = 0; err == 0 && i < f->n_trials; i++) {
+    int local = local_card(db, f->trials[i].uuid);
+    if (local != 0) {
+      if (local < 0) err = local;
+      else s->trials_local++;
+      continue;
+    }
     int r = inserter_run(db, &trials, (const char *)&f->trials[i], NULL);
     if (r < 0) err = r;
     else if (r) s->trials++;
     else s->trials_known++;
   }
   for (int i = 0; err == 0 && i < f->n_faults; i++) {
+    int local = local_card(db, f->faults[i].uuid);
+    if (local != 0) {
+      if (local < 0) err = local;
+      else s->faults_local++;
+      continue;
+    }
     int r = inserter_run(db, &faults, (const char *)&f->faults[i], NULL);
     if (r < 0) err = r;
     else if (r) s->faults++;

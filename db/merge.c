@@ -109,8 +109,10 @@ static int pool_table(const hct_fleet_t *in, int n, const char *name, int by_uid
   const hct_fleet_table_t *T = hct__fleet_table(name);
   size_t total = 0;
   for (int i = 0; i < n; i++) total += (size_t)*(const int *)((const char *)&in[i] + T->n_off);
-  if (total > HCT_FLEET_MAX_ROWS)
-    return hct__error(HCT_ERANGE, "merge: more than %d %s", HCT_FLEET_MAX_ROWS, name);
+  /* Each input holds at most max_rows; the pool must too, or its file
+   * would be one no reader takes. */
+  if (total > (size_t)T->max_rows * (size_t)HCT_MAX(n, 1))
+    return hct__error(HCT_ERANGE, "merge: more than %d %s an input", T->max_rows, name);
   ref_t *refs = calloc(total + 1, sizeof *refs);
   char *arr = calloc(total + 1, T->row_size);
   if (refs == NULL || arr == NULL) {
@@ -167,6 +169,9 @@ static int pool_table(const hct_fleet_t *in, int n, const char *name, int by_uid
   free(refs);
   *(char **)((char *)out + T->arr_off) = arr;
   *(int *)((char *)out + T->n_off) = count;
+  if (err == 0 && count > T->max_rows)
+    err = hct__error(HCT_ERANGE, "merge: %d %s pooled, more than the %d a fleet file may hold",
+                     count, name, T->max_rows);
   return err;
 }
 
@@ -178,13 +183,17 @@ static int pool_table(const hct_fleet_t *in, int n, const char *name, int by_uid
  * time in proportion, not its square.
  */
 
-/* A parity failure of a candidate's own making (not "pruned" or
- * "unsupported", not an error of the machinery). */
+/* A check failed of the candidate's own making: any status of a parity
+ * trial or reason of a fault but these (a pass, a candidate not run at
+ * that T, an error of the machinery, a compile failure, a grid barrier
+ * that gave up at a large T).  New reasons of the probe's checks count as
+ * failures without a change here. */
 static int parity_failure(const char *status) {
-  static const char *const fails[] = {"parity", "unwritten", "fault", "launch", "hang"};
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(fails); i++)
-    if (strcmp(status, fails[i]) == 0) return 1;
-  return 0;
+  static const char *const not_fails[] = {"pass", "pruned", "unsupported", "error", "compile",
+                                          "timeout"};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(not_fails); i++)
+    if (strcmp(status, not_fails[i]) == 0) return 0;
+  return 1;
 }
 
 /* Timing trials that decide: the pass of the manifest's mode.  Older

@@ -149,9 +149,9 @@ int hct__fleet_read_rows(sqlite3 *h, const char *sql, const char *bind_prefix,
   char *arr = NULL;
   int n = 0, cap = 0, rc, err = 0;
   while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (n == HCT_FLEET_MAX_ROWS) {
+    if (n == T->max_rows) {
       err = hct__error(HCT_ERANGE, "fleet file '%s': table %s has more than %d rows", file,
-                       T->name, HCT_FLEET_MAX_ROWS);
+                       T->name, T->max_rows);
       break;
     }
     if (n == cap) {
@@ -524,6 +524,25 @@ static int check_decisions(const hct_fleet_t *f, const char *file) {
 }
 
 int hct__fleet_read(const char *path, hct_fleet_t *out) {
+  return hct__fleet_read_some(path, HCT_FLEET_ALL, out);
+}
+
+/* The bit of hct__fleet_read_some's `tables` that asks for table T (0:
+ * always read). */
+static int table_bit(const hct_fleet_table_t *T) {
+  static const struct {
+    const char *name;
+    int bit;
+  } bits[] = {{"trials", HCT_FLEET_TRIALS},
+              {"decisions", HCT_FLEET_DECISIONS},
+              {"faults", HCT_FLEET_FAULTS},
+              {"flags", HCT_FLEET_FLAGS}};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(bits); i++)
+    if (strcmp(bits[i].name, T->name) == 0) return bits[i].bit;
+  return 0;
+}
+
+int hct__fleet_read_some(const char *path, int tables, hct_fleet_t *out) {
   memset(out, 0, sizeof *out);
   unsigned char *buf = NULL;
   size_t size = 0;
@@ -554,6 +573,7 @@ int hct__fleet_read(const char *path, hct_fleet_t *out) {
   if ((err = read_meta(h, path, &out->meta)) != 0) goto out;
   for (int t = 0; t < hct__fleet_n_tables; t++) {
     const hct_fleet_table_t *T = &hct__fleet_tables[t];
+    if (table_bit(T) != 0 && !(tables & table_bit(T))) continue;
     char sql[1024];
     size_t o = (size_t)snprintf(sql, sizeof sql, "SELECT ");
     for (int c = 0; c < T->ncols; c++)

@@ -58,7 +58,7 @@ static int fleet_decisions(const hct_fleet_verify_opts_t *o, hct_db_t *db, const
   int nall = 0, rc;
   if (o->fleet_db != NULL) {
     hct_fleet_t f;
-    rc = hct__fleet_read(o->fleet_db, &f);
+    rc = hct__fleet_read_some(o->fleet_db, HCT_FLEET_DECISIONS, &f);
     if (rc == 0 && f.n_decisions > 0) {
       all = calloc((size_t)f.n_decisions, sizeof *all);
       if (all == NULL) rc = hct__error(HCT_ENOMEM, "out of memory");
