@@ -589,10 +589,11 @@ static int read_table(hct_pg_t *f, const char *table, const char *where, int nva
   int err = run(f, sql, nvals, vals, &r, what);
   if (err) return err;
   int n = PQntuples(r);
-  if (n > HCT_FLEET_MAX_ROWS) {
+  /* The limit of a fleet file's table: what a reader allocates for. */
+  if (n > T->max_rows) {
     PQclear(r);
     return hct__error(HCT_ERANGE, "fleet '%s': more than %d %s in one answer", f->shown,
-                      HCT_FLEET_MAX_ROWS, table);
+                      T->max_rows, table);
   }
   char *arr = calloc((size_t)n + 1, T->row_size);
   if (arr == NULL) {
