@@ -95,8 +95,9 @@ static int connect_and_listen(hct_fleet_pull_t *p) {
   int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
   PQclear(r);
   if (!ok) {
-    rc = hct__error(HCT_EIO, "fleet '%s': cannot listen for changes: %s", p->shown,
-                    PQerrorMessage(hct__pg_conn(p->pg)));
+    char why[512];
+    hct__pg_conn_error(p->pg, why, sizeof why);
+    rc = hct__error(HCT_EIO, "fleet '%s': cannot listen for changes: %s", p->shown, why);
     hct__pg_close(p->pg);
     p->pg = NULL;
     return rc;
@@ -177,11 +178,9 @@ static void pull_thread(void *arg) {
     }
     if (fds[0].revents != 0) {
       if (!PQconsumeInput(c)) {
-        char why[600];
-        snprintf(why, sizeof why, "fleet '%s': connection lost: %s", p->shown,
-                 PQerrorMessage(c));
-        for (char *q = why; *q; q++)
-          if (*q == '\n') *q = ' ';
+        char msg[512], why[1100];
+        hct__pg_conn_error(p->pg, msg, sizeof msg);
+        snprintf(why, sizeof why, "fleet '%s': connection lost: %s", p->shown, msg);
         unreachable(p, why);
         continue;
       }

@@ -51,6 +51,10 @@ struct pg_conn *hct__pg_conn(hct_pg_t *p) {
   (void)p;
   return NULL;
 }
+void hct__pg_conn_error(hct_pg_t *p, char *buf, size_t len) {
+  (void)p;
+  hct__strlcpy(buf, "", len);
+}
 int hct__pg_init(hct_pg_t *p, int to_version, int *from) { return NO_PG(); }
 int hct__pg_schema_version(hct_pg_t *p, int *version) { return NO_PG(); }
 int hct__pg_push(hct_pg_t *p, hct_db_t *local, const char *kernels_dir, hct_pg_push_t *st) {
@@ -133,11 +137,14 @@ static int map_state(const char *state) {
   return HCT_EDB;
 }
 
-/* libpq's messages end in newlines and may hold several lines: one line. */
+/* libpq's messages end in newlines and may hold several lines: one line.
+ * A server's text is not trusted either: other control characters (a
+ * terminal's escapes) become '?'. */
 static void one_line(const char *in, char *out, size_t len) {
   size_t o = 0;
   for (const char *p = in ? in : ""; *p && o + 1 < len; p++) {
-    char ch = (*p == '\n' || *p == '\r' || *p == '\t') ? ' ' : *p;
+    unsigned char u = (unsigned char)*p;
+    char ch = (u == '\n' || u == '\r' || u == '\t') ? ' ' : (u < 0x20 || u == 0x7f) ? '?' : *p;
     if (ch == ' ' && (o == 0 || out[o - 1] == ' ')) continue;
     out[o++] = ch;
   }
@@ -460,6 +467,10 @@ void hct__pg_close(hct_pg_t *f) {
 const char *hct__pg_shown(const hct_pg_t *f) { return f->shown; }
 
 struct pg_conn *hct__pg_conn(hct_pg_t *f) { return f->c; }
+
+void hct__pg_conn_error(hct_pg_t *f, char *buf, size_t len) {
+  one_line(PQerrorMessage(f->c), buf, len);
+}
 
 /* ---- rows: fleet file rows to and from the server ------------------------- */
 

@@ -64,6 +64,9 @@ const char *hct__pg_shown(const hct_pg_t *p);
 /* libpq's connection, for the daemon's listener (PQsocket, PQnotifies). */
 struct pg_conn;
 struct pg_conn *hct__pg_conn(hct_pg_t *p);
+/* libpq's last message on the connection as one line, control characters
+ * replaced: what a log may show of it. */
+void hct__pg_conn_error(hct_pg_t *p, char *buf, size_t len);
 
 /* Creates or migrates the schema up to `to_version` (0: the latest) in one
  * transaction under a lock, so concurrent inits are safe; *from (may be
