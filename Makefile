@@ -107,6 +107,10 @@ $(O)/tests/fake_worker: $(O)/tests/fake/fake_worker.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -ljansson
 
+# Every test program gets tests/test_main.h (HCT_TEST_FILTER, HCT_BIN)
+# without including it (-MMD lists it among the object's dependencies).
+$(O)/tests/test_%.o: CPPFLAGS += -include tests/test_main.h
+
 $(O)/tests/%: $(O)/tests/%.o $(TEST_HELPER_OBJ) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS_DEPS) $(LDLIBS_SYS)
