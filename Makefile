@@ -1,6 +1,7 @@
 # hctune: GNU make, C11.
 #
-#   make              bin/hctune, bin/hctuned, lib/libhctune.{a,so}, tests
+#   make              bin/hctune, bin/hctuned, lib/libhctune.{a,so} (the
+#                     client library), tests
 #   make STATIC=1     the same with libuv, SQLite, jansson, xxHash linked
 #                     statically, for machines without their packages
 #   make check        CPU tests, then again under AddressSanitizer + UBSan
@@ -56,9 +57,14 @@ else
   LIB := $(O)/lib
 endif
 
-CORE_SRC   := $(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/cmd_*.c) \
-              $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c))
+# Two archives: lib/libhctune.{a,so}, the client library engines link (the
+# same objects in both), and $(INTERNAL), everything else (common, jit, db,
+# tuner, the commands, the daemon's server), which only hctune, hctuned and
+# the tests link, never installed.
 CLIENT_SRC := common/error.c $(wildcard daemon/client*.c)
+CORE_SRC   := $(filter-out $(CLIENT_SRC),$(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/cmd_*.c) \
+              $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c)))
+INTERNAL   := $(O)/libhctune_internal.a
 TEST_SRC   := $(wildcard tests/test_*.c)
 TEST_HELPERS := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 
@@ -78,11 +84,15 @@ $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(LIB)/libhctune.a: $(CORE_OBJ)
+$(INTERNAL): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# The shared library is the client alone: an engine that loads it pulls in
+$(LIB)/libhctune.a: $(CLIENT_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# The shared library is the client too: an engine that loads it pulls in
 # neither SQLite nor libuv.
 $(LIB)/libhctune.so.0: $(CLIENT_OBJ)
 	@mkdir -p $(dir $@)
@@ -92,11 +102,12 @@ $(LIB)/libhctune.so.0: $(CLIENT_OBJ)
 $(LIB)/libhctune.so: $(LIB)/libhctune.so.0
 	ln -sf libhctune.so.0 $@
 
-$(BIN)/hctune: $(O)/cli/main.o $(LIB)/libhctune.a
+# The internal archive first: its objects call the client's (hctune query).
+$(BIN)/hctune: $(O)/cli/main.o $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
-$(BIN)/hctuned: $(O)/daemon/main.o $(LIB)/libhctune.a
+$(BIN)/hctuned: $(O)/daemon/main.o $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
@@ -111,7 +122,7 @@ $(O)/tests/fake_worker: $(O)/tests/fake/fake_worker.o
 # without including it (-MMD lists it among the object's dependencies).
 $(O)/tests/test_%.o: CPPFLAGS += -include tests/test_main.h
 
-$(O)/tests/%: $(O)/tests/%.o $(TEST_HELPER_OBJ) $(LIB)/libhctune.a
+$(O)/tests/%: $(O)/tests/%.o $(TEST_HELPER_OBJ) $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
