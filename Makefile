@@ -129,16 +129,30 @@ $(O)/tests/%: $(O)/tests/%.o $(TEST_HELPER_OBJ) $(INTERNAL) $(LIB)/libhctune.a
 deps:
 	@tools/install-deps.sh
 
-# check: the CPU tests twice, plainly and under the sanitizers.
+# check: the CPU tests twice, plainly and under the sanitizers (where the
+# compiler-bound tests skip: the sanitizers instrument hctune's C, not
+# NVRTC's), then the fuzzer.  Every pass runs even when one fails, and the
+# last line adds them up, "N passed, N failed, N skipped" alone on a line
+# (cmocka's tests, the fuzzer one more), for a CI runner to read.
+CHECK_TALLY := $(CURDIR)/build/check.tally
 check: deps
-	$(MAKE) check-cpu
-	$(MAKE) check-asan
-	$(MAKE) check-fuzz
+	@mkdir -p build && rm -f $(CHECK_TALLY); st=0; \
+	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-cpu || st=1; \
+	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-asan || st=1; \
+	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-fuzz || st=1; \
+	 awk '{p += $$1; f += $$2; s += $$3} END {printf "%d passed, %d failed, %d skipped\n", p, f, s}' \
+	   $(CHECK_TALLY); \
+	 exit $$st
 
 # The fuzz target needs clang; without it, say so rather than pass silently.
+# Its outcome joins make check's tally as one test.
 check-fuzz:
-	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then $(MAKE) fuzz FUZZ_SECONDS=20; \
-	 else echo "fuzz: skipped: no $(FUZZ_CC) for libFuzzer"; fi
+	@if ! command -v $(FUZZ_CC) >/dev/null 2>&1; then \
+	   echo "fuzz: skipped: no $(FUZZ_CC) for libFuzzer"; t="0 0 1"; \
+	 elif $(MAKE) fuzz FUZZ_SECONDS=20; then t="1 0 0"; \
+	 else t="0 1 0"; fi; \
+	 [ -z "$$HCT_TEST_TALLY" ] || echo "$$t" >>"$$HCT_TEST_TALLY"; \
+	 [ "$$t" != "0 1 0" ]
 
 check-cpu: all
 	tests/run.sh $(O)/tests $(BIN)

@@ -19,7 +19,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hctune compile --arch ARCH [--backend cuda|hip] [--op NAME] [--variant V,..]\n"
-          "                      [--jobs N] [--json] [--db PATH]\n"
+          "                      [--first-point] [--jobs N] [--json] [--db PATH]\n"
           "\n"
           "Compiles every variant of the op (default: every op under the kernels folder)\n"
           "at every point of its parameter space for ARCH (sm_90, gfx90a ...), without a\n"
@@ -31,6 +31,8 @@ static void usage(FILE *f) {
           "  --backend B     cuda (default) or hip\n"
           "  --op NAME       one op only\n"
           "  --variant V,..  these variants only, comma-separated (with --op)\n"
+          "  --first-point   the first point of each variant that is not skipped, not\n"
+          "                  every point: each template once (the test suite's matrix)\n"
           "  --jobs N        parallel compiles (default: the CPU count)\n"
           "  --json          a JSON array, one object per binary\n"
           "  --db PATH       use the compile cache of this database\n"
@@ -41,7 +43,7 @@ static void usage(FILE *f) {
 typedef struct {
   const char *arch, *op, *variant, *db;
   hct_backend_kind_t backend;
-  int jobs, json;
+  int jobs, json, first_point;
 } args_t;
 
 static int parse_args(int argc, char **argv, args_t *a) {
@@ -50,6 +52,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
       {"op", required_argument, NULL, 'o'},     {"variant", required_argument, NULL, 'v'},
       {"jobs", required_argument, NULL, 'j'},   {"json", no_argument, NULL, 'J'},
       {"db", required_argument, NULL, 'd'},     {"help", no_argument, NULL, 'h'},
+      {"first-point", no_argument, NULL, 'f'},
       {NULL, 0, NULL, 0}};
   memset(a, 0, sizeof *a);
   a->backend = HCT_BACKEND_CUDA;
@@ -63,6 +66,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
       case 'v': a->variant = optarg; break;
       case 'd': a->db = optarg; break;
       case 'J': a->json = 1; break;
+      case 'f': a->first_point = 1; break;
       case 'h': usage(stdout); return -1;
       case 'b': {
         const hct_backend_ops_t *ops = NULL;
@@ -179,6 +183,7 @@ static int plan_op(plan_t *pl, const args_t *a, const hct_op_t *op, int arch_num
         free(points);
         return rc;
       }
+      if (a->first_point) break;
     }
     free(points);
   }

@@ -6,7 +6,8 @@
  *   - HCT_TEST_FILTER (tests/run.sh PROGRAM TEST sets it) runs only the
  *     tests whose names match it, through cmocka_set_test_filter (* and ?
  *     match any text and any character).  cmocka_run_group_tests is
- *     wrapped to read it, so every main() honours it unchanged.
+ *     wrapped to read it, so every main() honours it unchanged; stdout is
+ *     made line-buffered there too.
  *   - hct_test_bin() is $HCT_BIN (the bin/ folder tests/run.sh exports)
  *     for the programs that run hctune or hctuned, and fails the program
  *     with one line when it is not set: a test that cannot run its subject
@@ -25,6 +26,9 @@
 #include <cmocka.h>
 
 static inline void hct_test_filter_from_env(void) {
+  /* Line by line, so tests/run.sh shows a long program's progress and its
+   * lines keep their order against stderr's. */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   const char *f = getenv("HCT_TEST_FILTER");
   if (f != NULL && f[0] != '\0') cmocka_set_test_filter(f);
 }
