@@ -176,11 +176,12 @@ probe: deps
 bench-daemon: all
 	tests/bench-daemon.sh $(BIN) $(O)/tests
 
-# libFuzzer on the request parser: proto.c needs only jansson and error.c.
+# libFuzzer on the request parser: proto.c needs only jansson, error.c and
+# tokens.c.
 # New inputs it finds go to $(O)/fuzz/corpus; daemon/fuzz_corpus seeds it.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_SRC := daemon/fuzz_request.c daemon/proto.c common/error.c
+FUZZ_SRC := daemon/fuzz_request.c daemon/proto.c common/error.c common/tokens.c
 
 $(O)/fuzz/fuzz_request: $(FUZZ_SRC) daemon/daemon.h include/hctune.h common/common.h
 	@mkdir -p $(dir $@)
