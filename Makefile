@@ -62,7 +62,7 @@ endif
 # tuner, the commands, the daemon's server), which only hctune, hctuned and
 # the tests link, never installed.
 CLIENT_SRC := common/error.c $(wildcard daemon/client*.c)
-CORE_SRC   := $(filter-out $(CLIENT_SRC),$(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/cmd_*.c) \
+CORE_SRC   := $(filter-out $(CLIENT_SRC) cli/main.c,$(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/*.c) \
               $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c)))
 INTERNAL   := $(O)/libhctune_internal.a
 TEST_SRC   := $(wildcard tests/test_*.c)

@@ -11,11 +11,83 @@
 #include "db.h"
 #include "stats.h"
 
+/*
+ * What a command needs before its work, done by hct__cli_options() after
+ * its options are parsed (the command table's setup column, as git's
+ * RUN_SETUP): HCT_SETUP_KERNELS finds the templates folder
+ * (hct__kernels_dir), HCT_SETUP_DB opens the results database read-only
+ * (the command then takes --db PATH; default $HCTUNE_DB ...).
+ */
+enum { HCT_SETUP_KERNELS = 1u << 0, HCT_SETUP_DB = 1u << 1 };
+
 typedef struct hct_cmd_s {
   const char *name;
   int (*fn)(int argc, char **argv);
+  unsigned setup; /* HCT_SETUP_ flags */
   const char *summary;
 } hct_cmd_t;
+
+/* What the setup gives a command. */
+typedef struct hct_cli_env_s {
+  hct_db_t *db;        /* HCT_SETUP_DB: open read-only; the command closes it */
+  char db_path[4096];  /* its path, for messages */
+  char kernels[4096];  /* HCT_SETUP_KERNELS: the templates folder */
+} hct_cli_env_t;
+
+/*
+ * A command's options (cli/options.c): a table of rows made with the
+ * macros below and ending in HCT_OPT_END, each a long name (without "--")
+ * and where its value goes.  Every option takes `--name value` and
+ * `--name=value`.
+ */
+typedef enum {
+  HCT_OPTK_FLAG,   /* no value: *(int *)value = 1 */
+  HCT_OPTK_STRING, /* *(const char **)value = the argument */
+  HCT_OPTK_INT,    /* a whole number from min to max: *(int *)value */
+  HCT_OPTK_NUMBER, /* a number from min to max: *(double *)value */
+  HCT_OPTK_CALL,   /* call(argument, value): 0, or a negative code with the reason set */
+} hct_opt_kind_t;
+typedef struct hct_option_s {
+  const char *name;
+  hct_opt_kind_t kind;
+  void *value;
+  double min, max; /* HCT_OPTK_INT, HCT_OPTK_NUMBER */
+  int (*call)(const char *arg, void *value);
+} hct_option_t;
+/* The destination's type is checked (_Generic): a flag or whole number
+ * goes into an int, a string into a const char *, a number into a double. */
+#define HCT_OPT_FLAG(n, dst) {.name = (n), .kind = HCT_OPTK_FLAG, .value = _Generic((dst), int *: (dst))}
+#define HCT_OPT_STRING(n, dst) \
+  {.name = (n), .kind = HCT_OPTK_STRING, .value = _Generic((dst), const char **: (dst))}
+#define HCT_OPT_INT(n, dst, lo, hi) \
+  {.name = (n), .kind = HCT_OPTK_INT, .value = _Generic((dst), int *: (dst)), .min = (lo), .max = (hi)}
+#define HCT_OPT_NUMBER(n, dst, lo, hi)                                                   \
+  {.name = (n), .kind = HCT_OPTK_NUMBER, .value = _Generic((dst), double *: (dst)), .min = (lo), \
+   .max = (hi)}
+#define HCT_OPT_CALL(n, dst, fn) {.name = (n), .kind = HCT_OPTK_CALL, .value = (dst), .call = (fn)}
+#define HCT_OPT_END {.name = NULL}
+
+/* hct__cli_options() printed the usage for --help: the command returns
+ * HCT_EXIT_OK. */
+#define HCT_OPTS_HELP (-1)
+
+/*
+ * Parses argv[1..] of the command argv[0] against opts, then runs the
+ * setup its row of the command table names into *env (may be NULL for a
+ * command without setup).  Returns 0; HCT_OPTS_HELP after printing
+ * `usage` on stdout (--help, -h); HCT_EXIT_USAGE after one line on stderr
+ * for a bad argument; HCT_EXIT_FAIL after one line when the setup failed.
+ * So a command begins:
+ *   int rc = hct__cli_options(argc, argv, opts, usage, &env);
+ *   if (rc != 0) return rc == HCT_OPTS_HELP ? HCT_EXIT_OK : rc;
+ */
+int hct__cli_options(int argc, char **argv, const hct_option_t *opts, const char *usage,
+                     hct_cli_env_t *env);
+/* The setup column of command `name` (cli/cmd_table.c); 0 for none. */
+unsigned hct__cli_setup_flags(const char *name);
+/* Runs that setup: db_path is --db's value (NULL: the default). */
+int hct__cli_setup(unsigned flags, const char *db_path, hct_cli_env_t *env);
+
 
 int cmd_probe(int argc, char **argv);
 int cmd_devices(int argc, char **argv);

@@ -30,45 +30,22 @@ static const char usage[] =
 
 int cmd_daemon(int argc, char **argv) {
   hct_daemon_opts_t o = {0};
-  /* Each option with a value: its name and where the value goes. */
-  const struct {
-    const char *name;
-    const char **dst;
-  } opts[] = {
-      {"--socket", &o.socket_path},        {"--db", &o.db_path},
-      {"--kernels", &o.kernels_dir},       {"--admin-group", &o.admin_group},
-      {"--socket-group", &o.socket_group},
+  int quiet = 0, verbose = 0;
+  const hct_option_t opts[] = {
+      HCT_OPT_STRING("socket", &o.socket_path),
+      HCT_OPT_STRING("db", &o.db_path),
+      HCT_OPT_STRING("kernels", &o.kernels_dir),
+      HCT_OPT_STRING("admin-group", &o.admin_group),
+      HCT_OPT_STRING("socket-group", &o.socket_group),
+      HCT_OPT_INT("poll-ms", &o.poll_ms, 10, 3600000),
+      HCT_OPT_FLAG("quiet", &quiet),
+      HCT_OPT_FLAG("verbose", &verbose),
+      HCT_OPT_END,
   };
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      fputs(usage, stdout);
-      return HCT_EXIT_OK;
-    }
-    if (strcmp(a, "--quiet") == 0) {
-      hct__log_level = HCT_LOG_WARN;
-      continue;
-    }
-    if (strcmp(a, "--verbose") == 0) {
-      hct__log_level = HCT_LOG_DEBUG;
-      continue;
-    }
-    if (strcmp(a, "--poll-ms") == 0) {
-      char *end;
-      if (i + 1 >= argc) return hct__usage_error(argv[0], "option '%s' needs a value", a);
-      long v = strtol(argv[++i], &end, 10);
-      if (*end != '\0' || v < 10 || v > 3600000)
-        return hct__usage_error(argv[0], "--poll-ms '%s': want 10 to 3600000", argv[i]);
-      o.poll_ms = (int)v;
-      continue;
-    }
-    size_t k;
-    for (k = 0; k < HCT_ARRAY_SIZE(opts); k++)
-      if (strcmp(a, opts[k].name) == 0) break;
-    if (k == HCT_ARRAY_SIZE(opts)) return hct__usage_error(argv[0], "unknown option '%s'", a);
-    if (i + 1 >= argc) return hct__usage_error(argv[0], "option '%s' needs a value", a);
-    *opts[k].dst = argv[++i];
-  }
+  int parsed = hct__cli_options(argc, argv, opts, usage, NULL);
+  if (parsed != 0) return parsed == HCT_OPTS_HELP ? HCT_EXIT_OK : parsed;
+  if (quiet) hct__log_level = HCT_LOG_WARN;
+  if (verbose) hct__log_level = HCT_LOG_DEBUG;
   int rc = hct__daemon_run(&o);
   if (rc < 0) return hct__cli_fail(rc);
   return HCT_EXIT_OK;
