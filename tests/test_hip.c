@@ -1,8 +1,9 @@
 /*
  * test_hip.c: the HIP backend (jit/hip.c) on a machine without an AMD GPU:
- * target names, hiprtc compiles of a small template and of every
- * HIP-capable hc_read variant for gfx906, gfx908, gfx90a and gfx1030, a
- * target this hiprtc does not know (it aborts: hctune must not), compiles
+ * target names, hiprtc compiles of a small template (test_compile's
+ * matrix compiles every HIP-capable variant for gfx906, gfx908, gfx90a and
+ * gfx1030), a target this hiprtc does not know (it aborts: hctune must
+ * not), compiles
  * from several threads at once, and `hctune devices` with no driver.
  *
  * Tests that need hiprtc skip with a reason when it cannot be loaded; CI
