@@ -36,7 +36,10 @@ else
   last=""
   for a in "$@"; do
     case $a in
-      *:*) echo "${a%%:*} ${a#*:}" >>"$plan"; last="" ;;
+      *:*)
+        [ -n "$last" ] && echo "$last -" >>"$plan"
+        echo "${a%%:*} ${a#*:}" >>"$plan"
+        last="" ;;
       *)
         if [ -x "$dir/$a" ] && [ -f "$dir/$a" ]; then
           [ -n "$last" ] && echo "$last -" >>"$plan"
