@@ -77,7 +77,7 @@ TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
 $(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 
-.PHONY: all install clean check check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
+.PHONY: all install clean check check-deps check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
 all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so tests
 
 $(O)/%.o: %.c
@@ -129,13 +129,17 @@ $(O)/tests/%: $(O)/tests/%.o $(TEST_HELPER_OBJ) $(INTERNAL) $(LIB)/libhctune.a
 deps:
 	@tools/install-deps.sh
 
+# make check also wants clang, for the fuzzer.
+check-deps:
+	@tools/install-deps.sh check
+
 # check: the CPU tests twice, plainly and under the sanitizers (where the
 # compiler-bound tests skip: the sanitizers instrument hctune's C, not
 # NVRTC's), then the fuzzer.  Every pass runs even when one fails, and the
 # last line adds them up, "N passed, N failed, N skipped" alone on a line
 # (cmocka's tests, the fuzzer one more), for a CI runner to read.
 CHECK_TALLY := $(CURDIR)/build/check.tally
-check: deps
+check: check-deps
 	@mkdir -p build && rm -f $(CHECK_TALLY); st=0; \
 	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-cpu || st=1; \
 	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-asan || st=1; \
