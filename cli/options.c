@@ -90,7 +90,9 @@ int hct__cli_options(int argc, char **argv, const hct_option_t *opts, const char
     const char *name = a + 2, *eq = strchr(name, '=');
     const size_t len = eq ? (size_t)(eq - name) : strlen(name);
     const hct_option_t *o = find(opts, name, len);
-    if (o == NULL && (setup & HCT_SETUP_DB) && find(&db, name, len)) o = &db;
+    if (o == NULL && (setup & HCT_SETUP_DB) && len == strlen(db.name) &&
+        strncmp(name, db.name, len) == 0)
+      o = &db;
     if (o == NULL) return hct__usage_error(cmd, "unknown option '--%.*s'", (int)len, name);
     const char *value = NULL;
     if (o->kind == HCT_OPTK_FLAG) {
