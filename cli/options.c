@@ -28,9 +28,16 @@
 /* The --db option that HCT_SETUP_DB gives a command. */
 static const hct_option_t db_option = {.name = "db", .kind = HCT_OPTK_STRING};
 
+/* Is `opt` the option named by the len bytes at `name` (whole, not a
+ * prefix)? */
+static int named(const hct_option_t *opt, const char *name, size_t len) {
+  return strlen(opt->name) == len && strncmp(opt->name, name, len) == 0;
+}
+
+/* The row of opts (ending in HCT_OPT_END) with that name, or NULL. */
 static const hct_option_t *find(const hct_option_t *opts, const char *name, size_t len) {
   for (const hct_option_t *o = opts; o != NULL && o->name != NULL; o++)
-    if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) return o;
+    if (named(o, name, len)) return o;
   return NULL;
 }
 
@@ -90,9 +97,7 @@ int hct__cli_options(int argc, char **argv, const hct_option_t *opts, const char
     const char *name = a + 2, *eq = strchr(name, '=');
     const size_t len = eq ? (size_t)(eq - name) : strlen(name);
     const hct_option_t *o = find(opts, name, len);
-    if (o == NULL && (setup & HCT_SETUP_DB) && len == strlen(db.name) &&
-        strncmp(name, db.name, len) == 0)
-      o = &db;
+    if (o == NULL && (setup & HCT_SETUP_DB) && named(&db, name, len)) o = &db;
     if (o == NULL) return hct__usage_error(cmd, "unknown option '--%.*s'", (int)len, name);
     const char *value = NULL;
     if (o->kind == HCT_OPTK_FLAG) {
