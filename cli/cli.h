@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "db.h"
+#include "cmdline.h"
 #include "stats.h"
 
 /*
@@ -35,49 +36,13 @@ typedef struct hct_cli_env_s {
 } hct_cli_env_t;
 
 /*
- * A command's options (cli/options.c): a table of rows made with the
- * macros below and ending in HCT_OPT_END, each a long name (without "--")
- * and where its value goes.  Every option takes `--name value` and
- * `--name=value`.
- */
-typedef enum {
-  HCT_OPTK_FLAG,   /* no value: *(int *)value = 1 */
-  HCT_OPTK_STRING, /* *(const char **)value = the argument */
-  HCT_OPTK_INT,    /* a whole number from min to max: *(int *)value */
-  HCT_OPTK_NUMBER, /* a number from min to max: *(double *)value */
-  HCT_OPTK_CALL,   /* call(argument, value): 0, or a negative code with the reason set */
-} hct_opt_kind_t;
-typedef struct hct_option_s {
-  const char *name;
-  hct_opt_kind_t kind;
-  void *value;
-  double min, max; /* HCT_OPTK_INT, HCT_OPTK_NUMBER */
-  int (*call)(const char *arg, void *value);
-} hct_option_t;
-/* The destination's type is checked (_Generic): a flag or whole number
- * goes into an int, a string into a const char *, a number into a double. */
-#define HCT_OPT_FLAG(n, dst) {.name = (n), .kind = HCT_OPTK_FLAG, .value = _Generic((dst), int *: (dst))}
-#define HCT_OPT_STRING(n, dst) \
-  {.name = (n), .kind = HCT_OPTK_STRING, .value = _Generic((dst), const char **: (dst))}
-#define HCT_OPT_INT(n, dst, lo, hi) \
-  {.name = (n), .kind = HCT_OPTK_INT, .value = _Generic((dst), int *: (dst)), .min = (lo), .max = (hi)}
-#define HCT_OPT_NUMBER(n, dst, lo, hi)                                                   \
-  {.name = (n), .kind = HCT_OPTK_NUMBER, .value = _Generic((dst), double *: (dst)), .min = (lo), \
-   .max = (hi)}
-#define HCT_OPT_CALL(n, dst, fn) {.name = (n), .kind = HCT_OPTK_CALL, .value = (dst), .call = (fn)}
-#define HCT_OPT_END {.name = NULL}
-
-/* hct__cli_options() printed the usage for --help: the command returns
- * HCT_EXIT_OK. */
-#define HCT_OPTS_HELP (-1)
-
-/*
- * Parses argv[1..] of the command argv[0] against opts, then runs the
- * setup its row of the command table names into *env (may be NULL for a
- * command without setup).  Returns 0; HCT_OPTS_HELP after printing
- * `usage` on stdout (--help, -h); HCT_EXIT_USAGE after one line on stderr
- * for a bad argument; HCT_EXIT_FAIL after one line when the setup failed.
- * So a command begins:
+ * hct__parse_options (common/cmdline.h) for the command argv[0], then the
+ * setup its row of the command table names, into *env (may be NULL for a
+ * command without setup); an HCT_SETUP_DB command also takes --db PATH.
+ * Returns 0; HCT_OPTS_HELP after printing `usage` on stdout (--help, -h);
+ * HCT_EXIT_USAGE after one line on stderr for a bad argument;
+ * HCT_EXIT_FAIL after one line when the setup failed.  So a command
+ * begins:
  *   int rc = hct__cli_options(argc, argv, opts, usage, &env);
  *   if (rc != 0) return rc == HCT_OPTS_HELP ? HCT_EXIT_OK : rc;
  */
@@ -103,15 +68,6 @@ int cmd_query(int argc, char **argv);
 /* Runs the command named argv[0] from the table; 2 for an unknown one. */
 int hct__cli_main(int argc, char **argv);
 
-/* Exit statuses: 0 success, 1 the work failed, 2 bad usage. */
-enum { HCT_EXIT_OK = 0, HCT_EXIT_FAIL = 1, HCT_EXIT_USAGE = 2 };
-
-/*
- * Prints "hctune <cmd>: <message>" for a usage error and returns
- * HCT_EXIT_USAGE, so commands write `return hct__usage_error("probe",
- * "unknown option '%s'", arg);`.
- */
-int hct__usage_error(const char *cmd, const char *fmt, ...) HCT_PRINTF(2, 3);
 /* Prints the last error of this thread (or the code's text) and returns
  * HCT_EXIT_FAIL. */
 int hct__cli_fail(int code);

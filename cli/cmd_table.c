@@ -4,15 +4,15 @@
  *
  * To add a command: write cli/cmd_NAME.c with `int cmd_NAME(int argc,
  * char **argv)` (argv[0] is the command's name) that begins with
- * hct__cli_options() (cli/options.c: its options, --help, and the setup
+ * hct__cli_options() (its options through common/cmdline.c, --help, and the setup
  * below), declare it in cli.h, and add a row below.  The rows are kept in
  * the order `hctune --help` prints them.  The setup column, as git's
  * RUN_SETUP: HCT_SETUP_KERNELS finds the templates folder, HCT_SETUP_DB
  * opens the results database read-only (and gives the command --db PATH),
  * each failing with one line before the command's work begins.
  */
-#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -57,16 +57,6 @@ int hct__cli_main(int argc, char **argv) {
   return HCT_EXIT_USAGE;
 }
 
-int hct__usage_error(const char *cmd, const char *fmt, ...) {
-  va_list ap;
-  fprintf(stderr, "hctune %s: ", cmd);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, " (see 'hctune %s --help')\n", cmd);
-  return HCT_EXIT_USAGE;
-}
-
 int hct__cli_fail(int code) {
   hct__error_print("hctune", code);
   return HCT_EXIT_FAIL;
@@ -96,4 +86,24 @@ int hct__cli_setup(unsigned flags, const char *db_path, hct_cli_env_t *env) {
       (rc = hct__cli_open_db(db_path, env->db_path, sizeof env->db_path, &env->db)) != 0)
     return hct__cli_fail(rc);
   return 0;
+}
+
+int hct__cli_options(int argc, char **argv, const hct_option_t *opts, const char *usage,
+                     hct_cli_env_t *env) {
+  const char *cmd = argv[0], *db_path = NULL;
+  const unsigned setup = hct__cli_setup_flags(cmd);
+  if (env != NULL) memset(env, 0, sizeof *env);
+  if (setup != 0 && env == NULL)
+    return hct__usage_error(cmd, "internal: the command's setup has no place");
+  /* An HCT_SETUP_DB command takes --db PATH: the rows, and that one. */
+  size_t n = 0;
+  while (opts[n].name != NULL) n++;
+  hct_option_t *all = calloc(n + 2, sizeof *all);
+  if (all == NULL) return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory"));
+  memcpy(all, opts, n * sizeof *all);
+  if (setup & HCT_SETUP_DB) all[n] = (hct_option_t)HCT_OPT_STRING("db", &db_path);
+  int rc = hct__parse_options(argc, argv, cmd, all, usage);
+  free(all);
+  if (rc != 0 || setup == 0) return rc;
+  return hct__cli_setup(setup, db_path, env);
 }

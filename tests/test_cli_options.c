@@ -1,6 +1,6 @@
 /*
  * test_cli_options.c: the option handling every hctune command shares
- * (cli/options.c) as a user meets it: each command of `hctune --help`
+ * (common/cmdline.c, hct__cli_options) as a user meets it: each command of `hctune --help`
  * answers --help with its usage and words a bad argument the same way;
  * `--opt=value` means `--opt value`; the command table's setup (the
  * database) fails with one line naming what is missing.  Runs

@@ -1,43 +1,35 @@
 /*
- * options.c: the one option parser of every hctune command, so that all of
- * them take `--opt value` and `--opt=value`, answer --help (and -h) with
- * their usage text, and word a bad argument the same way (one line through
- * hct__usage_error, exit status 2):
- *
- *   unknown option '--bogus'          option '--db' needs a value
- *   option '--json' takes no value    unexpected argument 'extra'
- *   --jobs '0': want a whole number from 1 to 256
- *   --tokens '0': <the callback's reason>
- *
- * A command describes its options in a table (cli.h: HCT_OPT_FLAG,
- * HCT_OPT_STRING, HCT_OPT_INT, HCT_OPT_NUMBER, HCT_OPT_CALL rows) and
- * calls hct__cli_options(), which parses, then runs the setup the command
- * table names for the command (open the database, find the kernels: as
- * git's RUN_SETUP), so no command repeats either.  Names are matched
- * whole: a prefix is not an abbreviation, so adding an option never
- * changes what an old command line means.
+ * cmdline.c: the one option parser of hctune's programs and commands
+ * (common/cmdline.h), and their one-line usage error.  A command describes
+ * its options in a table (HCT_OPT_FLAG, _STRING, _INT, _NUMBER, _CALL
+ * rows) and calls hct__parse_options; the hctune commands do it through
+ * hct__cli_options (cli/cmd_table.c), which adds the command table's
+ * setup.  Here so that cli/ and daemon/ share it.
  */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cmdline.h"
 
-/* The --db option that HCT_SETUP_DB gives a command. */
-static const hct_option_t db_option = {.name = "db", .kind = HCT_OPTK_STRING};
-
-/* Is `opt` the option named by the len bytes at `name` (whole, not a
- * prefix)? */
-static int named(const hct_option_t *opt, const char *name, size_t len) {
-  return strlen(opt->name) == len && strncmp(opt->name, name, len) == 0;
+int hct__usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "hctune %s: ", cmd);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, " (see 'hctune %s --help')\n", cmd);
+  return HCT_EXIT_USAGE;
 }
 
-/* The row of opts (ending in HCT_OPT_END) with that name, or NULL. */
+/* The row of opts (ending in HCT_OPT_END) named by the len bytes at
+ * `name`, whole (not a prefix), or NULL. */
 static const hct_option_t *find(const hct_option_t *opts, const char *name, size_t len) {
   for (const hct_option_t *o = opts; o != NULL && o->name != NULL; o++)
-    if (named(o, name, len)) return o;
+    if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) return o;
   return NULL;
 }
 
@@ -72,14 +64,8 @@ static int apply(const char *cmd, const hct_option_t *o, const char *value) {
   return hct__usage_error(cmd, "--%s: option of unknown kind %d", o->name, (int)o->kind);
 }
 
-int hct__cli_options(int argc, char **argv, const hct_option_t *opts, const char *usage,
-                     hct_cli_env_t *env) {
-  const char *cmd = argv[0];
-  const unsigned setup = hct__cli_setup_flags(cmd);
-  const char *db_path = NULL;
-  hct_option_t db = db_option;
-  db.value = &db_path;
-  if (env != NULL) memset(env, 0, sizeof *env);
+int hct__parse_options(int argc, char **argv, const char *cmd, const hct_option_t *opts,
+                       const char *usage) {
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
@@ -97,7 +83,6 @@ int hct__cli_options(int argc, char **argv, const hct_option_t *opts, const char
     const char *name = a + 2, *eq = strchr(name, '=');
     const size_t len = eq ? (size_t)(eq - name) : strlen(name);
     const hct_option_t *o = find(opts, name, len);
-    if (o == NULL && (setup & HCT_SETUP_DB) && named(&db, name, len)) o = &db;
     if (o == NULL) return hct__usage_error(cmd, "unknown option '--%.*s'", (int)len, name);
     const char *value = NULL;
     if (o->kind == HCT_OPTK_FLAG) {
@@ -113,7 +98,5 @@ int hct__cli_options(int argc, char **argv, const hct_option_t *opts, const char
     if (rc != 0) return rc;
   }
   if (i < argc) return hct__usage_error(cmd, "unexpected argument '%s'", argv[i]);
-  if (setup == 0) return 0;
-  if (env == NULL) return hct__usage_error(cmd, "internal: the command's setup has no place");
-  return hct__cli_setup(setup, db_path, env);
+  return 0;
 }
