@@ -94,6 +94,8 @@ int hct__parse_options(int argc, char **argv, const char *cmd, const hct_option_
     } else {
       return hct__usage_error(cmd, "option '--%s' needs a value", o->name);
     }
+    if (value != NULL && value[0] == '\0')
+      return hct__usage_error(cmd, "option '--%s' needs a value, not ''", o->name);
     int rc = apply(cmd, o, value);
     if (rc != 0) return rc;
   }

@@ -64,6 +64,7 @@ typedef struct hct_option_s {
  * argument is one line through hct__usage_error:
  *   unknown option '--bogus'          option '--db' needs a value
  *   option '--json' takes no value    unexpected argument 'extra'
+ *   option '--db' needs a value, not ''
  *   --jobs '0': want a whole number from 1 to 256
  *   --backend 'metal': <the callback's reason>
  * Returns 0, HCT_OPTS_HELP, or HCT_EXIT_USAGE.

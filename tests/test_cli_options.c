@@ -113,6 +113,10 @@ static void test_equals_form(void **state) {
     want_usage_error(cases[i].b, cases[i].want);
   }
   want_usage_error("list --db", "hctune list: option '--db' needs a value (see 'hctune list --help')\n");
+  want_usage_error("list --db=",
+                   "hctune list: option '--db' needs a value, not '' (see 'hctune list --help')\n");
+  want_usage_error("query --op ''",
+                   "hctune query: option '--op' needs a value, not '' (see 'hctune query --help')\n");
   want_usage_error("list --json=yes",
                    "hctune list: option '--json' takes no value (see 'hctune list --help')\n");
   want_usage_error("devices -j", "hctune devices: unknown option '-j' (see 'hctune devices --help')\n");
