@@ -61,7 +61,7 @@ endif
 # same objects in both), and $(INTERNAL), everything else (common, jit, db,
 # tuner, the commands, the daemon's server), which only hctune, hctuned and
 # the tests link, never installed.
-CLIENT_SRC := common/error.c $(wildcard daemon/client*.c)
+CLIENT_SRC := common/error.c common/names.c $(wildcard daemon/client*.c)
 CORE_SRC   := $(filter-out $(CLIENT_SRC) cli/main.c,$(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/*.c) \
               $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c)))
 INTERNAL   := $(O)/libhctune_internal.a
@@ -76,6 +76,7 @@ TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
 # Per-file flags: vendor headers only where a backend needs them.
 $(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
+$(O)/jit/hip_%.o: CPPFLAGS += -D__HIP_PLATFORM_AMD__
 
 .PHONY: all install clean check check-deps check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
 all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so tests
@@ -185,12 +186,13 @@ bench-daemon: all
 # New inputs it finds go to $(O)/fuzz/corpus; daemon/fuzz_corpus seeds it.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_SRC := daemon/fuzz_request.c daemon/proto.c common/error.c common/tokens.c
+FUZZ_SRC := daemon/fuzz_request.c daemon/proto.c daemon/verbs.c common/error.c common/names.c \
+            common/tokens.c
 
 $(O)/fuzz/fuzz_request: $(FUZZ_SRC) daemon/daemon.h include/hctune.h common/common.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter $(FUZZ_SRC) -o $@ -ljansson
+	  $(CPPFLAGS) -DHCT_VERBS_NO_HANDLERS -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter $(FUZZ_SRC) -o $@ -ljansson
 
 fuzz: $(O)/fuzz/fuzz_request
 	@mkdir -p $(O)/fuzz/corpus

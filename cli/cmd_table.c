@@ -22,6 +22,7 @@ static const hct_cmd_t commands[] = {
   {"devices", cmd_devices, 0, "list the cards found and their fingerprints"},
   {"list", cmd_list, HCT_SETUP_DB, "show the recorded decisions (--faults: quarantined candidates)"},
   {"show", cmd_show, HCT_SETUP_DB, "show the trials and figures behind decisions"},
+  {"report", cmd_report, HCT_SETUP_DB, "write the results as an HTML page with plots"},
   {"compile", cmd_compile, HCT_SETUP_KERNELS,
    "compile every variant for an arch, no GPU needed; print resources"},
   {"bench", cmd_bench, 0, "time chosen variants side by side"},

@@ -5,6 +5,8 @@
 # make check's fuzzer, which GPU machines running make probe do not need.
 set -e
 pkgs="build-essential libuv1-dev libsqlite3-dev libjansson-dev libxxhash-dev libcmocka-dev libamdhip64-dev"
+# chromium: tests/test_report.c opens the report in a headless browser.
+pkgs="$pkgs chromium"
 [ "$1" = check ] && pkgs="$pkgs clang"
 missing=""
 for p in $pkgs; do

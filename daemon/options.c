@@ -1,0 +1,61 @@
+/*
+ * options.c: hctuned's command line, shared by the hctuned executable
+ * (daemon/main.c) and `hctune daemon` (cli/cmd_daemon.c), so that the
+ * daemon's options live with the daemon.  Options are a table: a name,
+ * where its value goes, and its bounds; `--opt value` and `--opt=value`
+ * both work, and a usage error is one line as every hctune command writes
+ * it.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmdline.h"
+#include "daemon.h"
+
+static const char usage[] =
+    "usage: hctune daemon [options]     (or: hctuned [options])\n"
+    "\n"
+    "Serves the decisions of the database to engines over a Unix socket, one\n"
+    "JSON request per line (docs/protocol.md).  Runs in the foreground until\n"
+    "SIGTERM or SIGINT, then removes its socket.\n"
+    "\n"
+    "options:\n"
+    "  --socket PATH        socket (default: $HCTUNE_SOCKET, else\n"
+    "                       $XDG_RUNTIME_DIR/hctune.sock, else /run/hctune/hctune.sock)\n"
+    "  --db PATH            database (default: $HCTUNE_DB, else\n"
+    "                       ~/.local/state/hctune/hctune.db)\n"
+    "  --kernels DIR        op manifests (default: $HCTUNE_KERNELS, else kernels-src)\n"
+    "  --admin-group NAME   members may also probe, pin and unpin\n"
+    "  --socket-group NAME  group of the socket (mode 0660), so its members may connect\n"
+    "  --poll-ms N          how often to look for database changes (default 500)\n"
+    "  --quiet              log errors and warnings only\n"
+    "  --verbose            log debug lines too\n";
+
+int hct__daemon_main(int argc, char **argv) {
+  const char *cmd = "daemon";
+  hct_daemon_opts_t o = {0};
+  int quiet = 0, verbose = 0;
+  const hct_option_t opts[] = {
+      HCT_OPT_STRING("socket", &o.socket_path),
+      HCT_OPT_STRING("db", &o.db_path),
+      HCT_OPT_STRING("kernels", &o.kernels_dir),
+      HCT_OPT_STRING("admin-group", &o.admin_group),
+      HCT_OPT_STRING("socket-group", &o.socket_group),
+      HCT_OPT_INT("poll-ms", &o.poll_ms, 10, 3600000),
+      HCT_OPT_FLAG("quiet", &quiet),
+      HCT_OPT_FLAG("verbose", &verbose),
+      HCT_OPT_END,
+  };
+  int parsed = hct__parse_options(argc, argv, cmd, opts, usage);
+  if (parsed != 0) return parsed == HCT_OPTS_HELP ? HCT_EXIT_OK : parsed;
+  if (quiet) hct__log_level = HCT_LOG_WARN;
+  if (verbose) hct__log_level = HCT_LOG_DEBUG;
+  int rc = hct__daemon_run(&o);
+  if (rc < 0) {
+    hct__error_print("hctune", rc);
+    return HCT_EXIT_FAIL;
+  }
+  return HCT_EXIT_OK;
+}
