@@ -4,7 +4,6 @@
  * commands themselves.  The URL is never printed as given: messages show it
  * without its password (hct__fleet_url_shown).
  */
-#include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,33 +13,31 @@
 #include "cli.h"
 #include "fleet_pg.h"
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: hctune fleet init   --url URL [--json]\n"
-          "       hctune fleet push   --url URL [--db PATH] [--json]\n"
-          "       hctune fleet status --url URL [--json]\n"
-          "\n"
-          "The live fleet: hosts push their trials to a PostgreSQL server, which\n"
-          "keeps the fleet's decisions per (card model, software) key, recomputed\n"
-          "from every host's trials with the rule of 'hctune db merge'; daemons\n"
-          "started with --fleet-url pull them (docs/fleet-live.md).\n"
-          "\n"
-          "  init     create the server's schema, or migrate it to this hctune's;\n"
-          "           safe to run again and from several hosts at once\n"
-          "  push     upload this host's trials, faults and devices in one\n"
-          "           transaction (rows the server has are skipped) and recompute\n"
-          "           the decisions of the keys that gained trials\n"
-          "  status   keys, hosts, trials, decisions, outliers and conflicts\n"
-          "\n"
-          "  --url URL   the server, as libpq takes it: postgresql://user@host/db,\n"
-          "              'host=... dbname=...', or 'service=NAME' (PGSERVICEFILE);\n"
-          "              passwords belong in ~/.pgpass (PGPASSFILE), not in the URL,\n"
-          "              which other users can read in the process list; TLS with\n"
-          "              sslmode=verify-full.  Default: $HCTUNE_FLEET_URL\n"
-          "  --db PATH   the local database to push (default as for 'hctune list')\n"
-          "  --json      print the result as JSON\n"
-          "  --help      print this and exit\n");
-}
+static const char usage[] =
+    "usage: hctune fleet init   --url URL [--json]\n"
+    "       hctune fleet push   --url URL [--db PATH] [--json]\n"
+    "       hctune fleet status --url URL [--json]\n"
+    "\n"
+    "The live fleet: hosts push their trials to a PostgreSQL server, which\n"
+    "keeps the fleet's decisions per (card model, software) key, recomputed\n"
+    "from every host's trials with the rule of 'hctune db merge'; daemons\n"
+    "started with --fleet-url pull them (docs/fleet-live.md).\n"
+    "\n"
+    "  init     create the server's schema, or migrate it to this hctune's;\n"
+    "           safe to run again and from several hosts at once\n"
+    "  push     upload this host's trials, faults and devices in one\n"
+    "           transaction (rows the server has are skipped) and recompute\n"
+    "           the decisions of the keys that gained trials\n"
+    "  status   keys, hosts, trials, decisions, outliers and conflicts\n"
+    "\n"
+    "  --url URL   the server, as libpq takes it: postgresql://user@host/db,\n"
+    "              'host=... dbname=...', or 'service=NAME' (PGSERVICEFILE);\n"
+    "              passwords belong in ~/.pgpass (PGPASSFILE), not in the URL,\n"
+    "              which other users can read in the process list; TLS with\n"
+    "              sslmode=verify-full.  Default: $HCTUNE_FLEET_URL\n"
+    "  --db PATH   the local database to push (default as for 'hctune list')\n"
+    "  --json      print the result as JSON\n"
+    "  --help      print this and exit\n";
 
 typedef struct fleet_args_s {
   const char *url;
@@ -152,39 +149,20 @@ static const struct {
 };
 
 int cmd_fleet(int argc, char **argv) {
-  static const struct option longopts[] = {
-    {"url", required_argument, NULL, 'u'},
-    {"db", required_argument, NULL, 'd'},
-    {"json", no_argument, NULL, 'j'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-  };
   fleet_args_t a = {getenv("HCTUNE_FLEET_URL"), NULL, 0, NULL, ""};
-  int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
-    switch (c) {
-      case 'u': a.url = optarg; break;
-      case 'd': a.db = optarg; break;
-      case 'j': a.json = 1; break;
-      case 'h': usage(stdout); return HCT_EXIT_OK;
-      default: return hct__usage_error("fleet", "unknown option '%s'", argv[optind - 1]);
-    }
-  }
-  if (optind >= argc) return hct__usage_error("fleet", "no subcommand (init, push or status)");
-  const char *name = argv[optind++];
-  /* Options may follow the subcommand too. */
-  while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
-    switch (c) {
-      case 'u': a.url = optarg; break;
-      case 'd': a.db = optarg; break;
-      case 'j': a.json = 1; break;
-      case 'h': usage(stdout); return HCT_EXIT_OK;
-      default: return hct__usage_error("fleet", "unknown option '%s'", argv[optind - 1]);
-    }
-  }
-  if (optind < argc) return hct__usage_error("fleet", "unexpected argument '%s'", argv[optind]);
+  const hct_option_t opts[] = {
+      HCT_OPT_STRING("url", &a.url),
+      HCT_OPT_STRING("db", &a.db),
+      HCT_OPT_FLAG("json", &a.json),
+      HCT_OPT_END,
+  };
+  /* The subcommand comes first (hctune fleet push --url ...); its options
+   * are parsed as a command's, named "fleet" in messages. */
+  const char *name = argc > 1 && argv[1][0] != '-' ? argv[1] : NULL;
+  int shift = name != NULL;
+  int parsed = hct__parse_options(argc - shift, argv + shift, "fleet", opts, usage);
+  if (parsed != 0) return parsed == HCT_OPTS_HELP ? HCT_EXIT_OK : parsed;
+  if (name == NULL) return hct__usage_error("fleet", "no subcommand (init, push or status)");
   for (size_t i = 0; i < HCT_ARRAY_SIZE(subs); i++) {
     if (strcmp(name, subs[i].name) != 0) continue;
     if (a.url == NULL || a.url[0] == '\0')
@@ -206,5 +184,5 @@ int cmd_fleet(int argc, char **argv) {
     hct__db_close(a.local);
     return rc;
   }
-  return hct__usage_error("fleet", "'%s' is not a subcommand (init, push or status)", name);
+  return hct__usage_error("fleet", "unexpected argument '%s'", name);
 }

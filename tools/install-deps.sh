@@ -1,13 +1,15 @@
 #!/bin/sh
 # Installs the Debian packages hctune builds with, when run as root; as any
-# other user, prints the apt-get line and stops.
+# other user, prints the apt-get line and stops.  `install-deps.sh check`
+# adds what only the tests need, which machines running make probe do not:
+# clang (with its recommended libclang-rt, libFuzzer's runtime) for the
+# fuzzer, chromium for tests/test_report.c's headless browser, and
+# postgresql for the throwaway server of tests/test_fleet_pg.c.
 set -e
 pkgs="build-essential libuv1-dev libsqlite3-dev libjansson-dev libxxhash-dev libcmocka-dev libamdhip64-dev"
-# chromium: tests/test_report.c opens the report in a headless browser.
-pkgs="$pkgs chromium"
-# libpq-dev: the live fleet's client (hctune fleet, hctuned --fleet-url);
-# postgresql: the throwaway server that tests/test_fleet_pg.c starts.
-pkgs="$pkgs libpq-dev postgresql"
+# libpq-dev: the live fleet's client (hctune fleet, hctuned --fleet-url).
+pkgs="$pkgs libpq-dev"
+[ "$1" = check ] && pkgs="$pkgs clang chromium postgresql"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
