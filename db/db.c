@@ -331,10 +331,22 @@ static int open_checked(hct_db_t *db) {
   struct stat st;
   int exists = stat(db->path, &st) == 0;
 
+  struct stat lst;
+  if (!exists && lstat(db->path, &lst) == 0 && S_ISLNK(lst.st_mode))
+    return hct__error(HCT_ENOENT, "database '%s': a symbolic link to nothing", db->path);
   if (!exists && (db->flags & (HCT_DB_NOCREATE | HCT_DB_READONLY)))
     return hct__error(HCT_ENOENT, "database '%s': no such file", db->path);
   if (exists && S_ISDIR(st.st_mode))
     return hct__error(HCT_EINVAL, "database '%s': is a folder", db->path);
+  /* SQLite would block forever reading a FIFO, and a device or socket is
+   * never a database. */
+  if (exists && !S_ISREG(st.st_mode))
+    return hct__error(HCT_EINVAL, "database '%s': not a regular file (%s)", db->path,
+                      S_ISFIFO(st.st_mode)   ? "a FIFO"
+                      : S_ISSOCK(st.st_mode) ? "a socket"
+                      : S_ISCHR(st.st_mode)  ? "a character device"
+                      : S_ISBLK(st.st_mode)  ? "a block device"
+                                             : "not a plain file");
   if (!exists) {
     int err = hct__mkdir_parents(db->path);
     if (err) return err;

@@ -307,11 +307,14 @@ static void *nv_open(char *tried, size_t len) {
   const char *dirs[4] = {getenv("CUDA_HOME"), "/usr/local/cuda/lib64", "/usr/local/cuda/lib",
                          "/usr/local/cuda/targets/x86_64-linux/lib"};
   size_t off = 0;
-  const char *last = NULL;
+  /* dlerror's text lives until the next dl call: keep a copy, not the
+   * pointer, across the dlopen calls below. */
+  char last[256] = "";
   for (size_t i = 0; i < HCT_ARRAY_SIZE(nv_names); i++) {
     void *lib = dlopen(nv_names[i], RTLD_NOW | RTLD_LOCAL);
     if (lib) return lib;
-    last = dlerror();
+    const char *why = dlerror();
+    if (why != NULL) hct__strlcpy(last, why, sizeof last);
     off += (size_t)snprintf(tried + off, off < len ? len - off : 0, "%s%s", off ? ", " : "",
                             nv_names[i]);
   }
@@ -332,7 +335,7 @@ static void *nv_open(char *tried, size_t len) {
     if (off < len)
       off += (size_t)snprintf(tried + off, len - off, "%s%s/", off ? ", " : "", dir);
   }
-  if (last && off < len) snprintf(tried + off, len - off, "; %s", last);
+  if (last[0] && off < len) snprintf(tried + off, len - off, "; %s", last);
   return NULL;
 }
 
