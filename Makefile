@@ -42,6 +42,17 @@ endif
 ifeq ($(BUILD),static)
   LDLIBS_DEPS := -Wl,-Bstatic -luv_a -lsqlite3 -ljansson -lxxhash -Wl,-Bdynamic
 endif
+# libsystemd gives hctuned socket activation and readiness (sd_listen_fds,
+# sd_notify).  Debian ships no static libsystemd, so STATIC=1 builds without
+# it (hctuned then binds its own socket and a Type=notify unit would wait).
+SYSTEMD ?= $(shell pkg-config --exists libsystemd 2>/dev/null && echo 1 || echo 0)
+ifeq ($(BUILD),static)
+  SYSTEMD := 0
+endif
+ifeq ($(SYSTEMD),1)
+  CPPFLAGS += -DHCT_HAVE_SYSTEMD
+  LDLIBS_DEPS += -lsystemd
+endif
 
 # Output folders: the default build writes bin/ and lib/ at the top; the
 # others keep theirs under build/.

@@ -21,7 +21,9 @@ static const char usage[] =
     "\n"
     "Serves the decisions of the database to engines over a Unix socket, one\n"
     "JSON request per line (docs/protocol.md).  Runs in the foreground until\n"
-    "SIGTERM or SIGINT, then removes its socket.\n"
+    "SIGTERM, SIGINT or SIGQUIT, then removes its socket; SIGHUP re-reads the\n"
+    "manifests and the database, SIGUSR1 logs a status line.  Started by\n"
+    "systemd's hctuned.socket, it serves the socket it is given.\n"
     "\n"
     "options:\n"
     "  --socket PATH        socket (default: $HCTUNE_SOCKET, else\n"
@@ -32,6 +34,10 @@ static const char usage[] =
     "  --admin-group NAME   members may also probe, pin and unpin\n"
     "  --socket-group NAME  group of the socket (mode 0660), so its members may connect\n"
     "  --poll-ms N          how often to look for database changes (default 500)\n"
+    "  --max-clients N      connections at once; more are refused (default 1024)\n"
+    "  --max-queued MB      replies waiting for all clients together; past it the\n"
+    "                       slowest readers are dropped (default 64)\n"
+    "  --idle-timeout S     close a connection silent this long (default 300, 0: never)\n"
     "  --quiet              log errors and warnings only\n"
     "  --verbose            log debug lines too\n";
 
@@ -58,7 +64,7 @@ typedef struct opt_s {
 int hct__daemon_main(int argc, char **argv) {
   const char *cmd = "daemon";
   hct_daemon_opts_t o = {0};
-  int quiet = 0, verbose = 0;
+  int quiet = 0, verbose = 0, idle = -1;
   const opt_t opts[] = {
       {"--socket", O_STR, &o.socket_path, 0, 0},
       {"--db", O_STR, &o.db_path, 0, 0},
@@ -66,6 +72,9 @@ int hct__daemon_main(int argc, char **argv) {
       {"--admin-group", O_STR, &o.admin_group, 0, 0},
       {"--socket-group", O_STR, &o.socket_group, 0, 0},
       {"--poll-ms", O_INT, &o.poll_ms, 10, 3600000},
+      {"--max-clients", O_INT, &o.max_clients, 1, 1000000},
+      {"--max-queued", O_INT, &o.max_queued_mb, 1, 65536},
+      {"--idle-timeout", O_INT, &idle, 0, 86400 * 365},
       {"--quiet", O_FLAG, &quiet, 1, 0},
       {"--verbose", O_FLAG, &verbose, 1, 0},
   };
@@ -102,6 +111,8 @@ int hct__daemon_main(int argc, char **argv) {
       return usage_error(cmd, "%s '%s': want %ld to %ld", opt->name, val, opt->min, opt->max);
     *(int *)opt->dst = (int)v;
   }
+  /* 0 on the command line is "never", which the options struct spells -1. */
+  if (idle >= 0) o.idle_timeout_s = idle == 0 ? -1 : idle;
   if (quiet) hct__log_level = HCT_LOG_WARN;
   if (verbose) hct__log_level = HCT_LOG_DEBUG;
   int rc = hct__daemon_run(&o);
