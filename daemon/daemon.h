@@ -49,9 +49,13 @@
 
 /* ---- socket path (daemon/client.c) --------------------------------------- */
 
-/* The socket path: `explicit_path` when not NULL/empty, else $HCTUNE_SOCKET,
- * else $XDG_RUNTIME_DIR/hctune.sock, else /run/hctune/hctune.sock.  HCT_ERANGE
- * when it does not fit a sockaddr_un. */
+/* The socket search, the daemon's and the client's alike: `explicit_path`
+ * when not NULL/empty, else $HCTUNE_SOCKET when set, else
+ * $XDG_RUNTIME_DIR/hctune.sock (when set) then /run/hctune/hctune.sock.
+ * Returns the count, or HCT_ERANGE when one does not fit a sockaddr_un. */
+#define HCT_MAX_SOCKETS 2
+int hct__socket_paths(const char *explicit_path, char paths[][108], int max);
+/* The first of the search: where the daemon binds by default. */
 int hct__socket_path(const char *explicit_path, char *buf, size_t len);
 
 /* The op's baseline variant known without the daemon (the client's built-in
@@ -64,6 +68,15 @@ const char *hct__builtin_baseline(const char *op);
  * query --raw`. */
 int hct__client_request(hct_client_t *c, const char *line, int timeout_ms, char **reply,
                         void (*progress)(const char *line, void *ctx), void *ctx);
+
+/* The same, read as JSON: 0 with *reply (a json_t *, the caller's) when it
+ * says "ok": true; the daemon's error code when "ok": false (a known code,
+ * the message set; *reply still given); HCT_EPROTO when the reply is not
+ * an answer to the line (another id, no "ok", an unknown code).  *text (may
+ * be NULL) gets the reply line as it came (malloc'd).  For the commands
+ * that talk to the daemon (query --raw, pin, unpin, status). */
+int hct__client_ask(hct_client_t *c, const char *line, int timeout_ms, char **text,
+                    json_t **reply, void (*progress)(const char *line, void *ctx), void *ctx);
 
 /* ---- requests (daemon/proto.c) ------------------------------------------- */
 
