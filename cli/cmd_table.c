@@ -21,6 +21,9 @@ static const hct_cmd_t commands[] = {
   {"bench", cmd_bench, "time chosen variants side by side"},
   {"verify-decisions", cmd_verify_decisions, "re-time recorded decisions and report their ratios"},
   {"query", cmd_query, "ask the daemon which variant to run (through libhctune)"},
+  {"pin", cmd_pin, "tell the daemon to answer a variant ahead of the decisions (admin)"},
+  {"unpin", cmd_unpin, "remove pins (admin)"},
+  {"status", cmd_status, "the daemon's status: database, clients, limits, probes"},
   {"daemon", cmd_daemon, "run the daemon in the foreground (same as hctuned)"},
   {"worker", cmd_worker, "internal: check and time candidates for a probe, over a pipe"},
 };

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -1013,5 +1014,56 @@ int hct__client_ask(hct_client_t *c, const char *line, int timeout_ms, char **te
   }
   if (text != NULL) *text = raw;
   else free(raw);
+  return rc;
+}
+
+int hct__client_device(hct_client_t *c, const char *device, int timeout_ms, char *out, size_t len) {
+  /* A model key, "*" (every card, for pins): as given. */
+  if (strchr(device, '|') != NULL || strcmp(device, "*") == 0) {
+    copy(out, device, len);
+    return 0;
+  }
+  char *text = NULL;
+  json_t *r = NULL;
+  int rc = hct__client_ask(c, "{\"cmd\":\"devices\"}", timeout_ms, &text, &r, NULL, NULL);
+  free(text);
+  if (rc < 0) {
+    json_decref(r);
+    char why[400];
+    copy(why, hct_last_error(), sizeof why);
+    return hct__error(rc, "device '%s': cannot check it against the daemon's cards: %s", device, why);
+  }
+  json_t *devs = json_object_get(r, "devices"), *d;
+  size_t i, n = strlen(device);
+  const char *found = NULL;
+  int matches = 0, exact = 0;
+  char names[300] = "";
+  json_array_foreach(devs, i, d) {
+    const char *uuid = json_string_value(json_object_get(d, "uuid"));
+    if (uuid == NULL) continue;
+    if (strcmp(uuid, device) == 0) exact = 1;
+    if (strncasecmp(uuid, device, n) != 0) continue;
+    found = uuid;
+    if (matches++ < 3) {
+      size_t k = strlen(names);
+      snprintf(names + k, sizeof names - k, "%s'%s'", k ? ", " : "", uuid);
+    }
+  }
+  if (exact) {
+    copy(out, device, len);
+  } else if (matches == 1) {
+    copy(out, found, len);
+  } else if (matches > 1) {
+    rc = hct__error(HCT_EINVAL, "device '%s': %d cards start with it (%s%s): give more of the UUID",
+                    device, matches, names, matches > 3 ? ", ..." : "");
+  } else if (strncmp(device, "GPU-", 4) == 0 && n >= 40) {
+    /* A whole UUID of a card the DB has not seen: the daemon answers from
+     * the fleet or the baseline, as for an engine. */
+    copy(out, device, len);
+  } else {
+    rc = hct__error(HCT_ENOENT, "device '%s': no card the daemon knows starts with it ('hctune "
+                    "devices' lists them)", device);
+  }
+  json_decref(r);
   return rc;
 }

@@ -78,6 +78,13 @@ int hct__client_request(hct_client_t *c, const char *line, int timeout_ms, char 
 int hct__client_ask(hct_client_t *c, const char *line, int timeout_ms, char **text,
                     json_t **reply, void (*progress)(const char *line, void *ctx), void *ctx);
 
+/* The card `device` names, for the commands: a model key or "*" as given;
+ * else a UUID or the start of one (the short form `hctune list` prints),
+ * matched against the daemon's cards: one match gives its whole UUID, none
+ * or several an error naming them.  A whole UUID the daemon does not know
+ * stays as given. */
+int hct__client_device(hct_client_t *c, const char *device, int timeout_ms, char *out, size_t len);
+
 /* ---- requests (daemon/proto.c) ------------------------------------------- */
 
 struct hct_conn_s;

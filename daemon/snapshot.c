@@ -254,9 +254,10 @@ static void lane_apply(hct_lane_t *L, int first) {
     L->ix_new = NULL;
     d->data_version = L->version;
     d->reloads++;
-    int n;
+    int n, np;
     hct__index_decisions(d->ix, &n);
-    if (!first) hct__log(HCT_LOG_INFO, "database changed: %d decisions loaded", n);
+    hct__index_pins(d->ix, &np);
+    if (!first) hct__log(HCT_LOG_INFO, "database changed: %d decisions and %d pins loaded", n, np);
   }
   /* Said once when it starts failing, once when it works again. */
   if (L->stale && !d->stale)
