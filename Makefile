@@ -175,10 +175,15 @@ fuzz: $(O)/fuzz/fuzz_request
 	$(O)/fuzz/fuzz_request -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=5 \
 	  -dict=daemon/fuzz_request.dict $(O)/fuzz/corpus daemon/fuzz_corpus
 
-# install: the programs, the client library and header, and the kernel
+# install: the programs, the client library and header, the kernel
 # templates where hctune looks for them (PREFIX/share/hctune/kernels-src,
-# found from PREFIX/bin/hctune).
+# found from PREFIX/bin/hctune), hctuned's systemd units and groups, and the
+# protocol document the units point at.
 PREFIX ?= /usr/local
+# hctuned's units (socket activation) and the groups they name (sysusers.d);
+# systemd reads both from /usr/local/lib too.
+SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERS_DIR ?= $(PREFIX)/lib/sysusers.d
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/share/hctune
@@ -189,6 +194,12 @@ install: all
 	ln -sf libhctune.so.0 $(DESTDIR)$(PREFIX)/lib/libhctune.so
 	rm -rf $(DESTDIR)$(PREFIX)/share/hctune/kernels-src
 	cp -r kernels-src $(DESTDIR)$(PREFIX)/share/hctune/
+	install -d $(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(SYSUSERS_DIR) $(DESTDIR)$(PREFIX)/share/doc/hctune
+	for u in hctuned.service hctuned.socket; do \
+	  sed 's|@PREFIX@|$(PREFIX)|g' tools/$$u > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$u && \
+	  chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$u || exit 1; done
+	install -m 0644 tools/hctune.sysusers $(DESTDIR)$(SYSUSERS_DIR)/hctune.conf
+	install -m 0644 docs/protocol.md $(DESTDIR)$(PREFIX)/share/doc/hctune/
 
 clean:
 	rm -rf build bin lib
