@@ -30,8 +30,8 @@
 
 #define TURN_LINES 16
 #define TURN_BYTES (256u << 10)
-#define PAUSE_BYTES (1u << 20)
-#define RESUME_BYTES (256u << 10)
+#define PAUSE_BYTES (512u << 10)
+#define RESUME_BYTES (128u << 10)
 /* Refusals and drops are logged at most once a second, with a count. */
 #define LOG_EVERY_NS 1000000000ull
 

@@ -148,9 +148,12 @@ static int db_file(const char *path, struct stat *st) {
   return 0;
 }
 
-/* The running job's refresh: reopens the DB when its file changed (or
- * `force`), reloads the snapshot when its data did.  Thread pool. */
-static void refresh(hct_lane_t *L, int force) {
+/* The running job's refresh: reopens the DB when its file is another one
+ * (or `reopen`), reloads the snapshot when its data changed (or
+ * `reload`).  The old connection stays until a new one is open, so a file
+ * caught mid-copy costs a stale answer and a retry at the next poll, not
+ * the snapshot.  Thread pool. */
+static void refresh(hct_lane_t *L, int reopen, int reload) {
   hct_daemon_t *d = L->d;
   struct stat st;
   L->stale = 0;
@@ -159,19 +162,20 @@ static void refresh(hct_lane_t *L, int force) {
   /* No DB yet (none was ever opened): nothing to refresh, nothing stale. */
   if (rc == 1 && L->db == NULL) return;
   if (rc == 1) rc = hct__error(HCT_ENOENT, "database '%s': no such file (removed?)", d->db_path);
-  if (rc == 0 && (L->db == NULL || force || st.st_dev != L->dev || st.st_ino != L->ino)) {
-    hct__db_close(L->db);
-    L->db = NULL;
-    rc = hct__db_open(d->db_path, HCT_DB_READONLY | HCT_DB_NOCREATE, &L->db);
+  if (rc == 0 && (L->db == NULL || reopen || st.st_dev != L->dev || st.st_ino != L->ino)) {
+    hct_db_t *fresh = NULL;
+    rc = hct__db_open(d->db_path, HCT_DB_READONLY | HCT_DB_NOCREATE, &fresh);
     if (rc == 0) {
+      hct__db_close(L->db);
+      L->db = fresh;
       L->dev = st.st_dev;
       L->ino = st.st_ino;
-      force = 1;
+      reload = 1;
     }
   }
   int64_t v = 0;
   if (rc == 0) rc = hct__db_data_version(L->db, &v);
-  if (rc == 0 && !force && v == L->version) return;
+  if (rc == 0 && !reload && v == L->version) return;
   hct_index_t *ix = NULL;
   if (rc == 0) rc = hct__index_load(L->db, row_check, L->ops_used, &ix);
   if (rc < 0) {
@@ -234,7 +238,7 @@ static void lane_work(uv_work_t *w) {
       hct__strlcpy(j->err, hct_last_error(), sizeof j->err);
     }
   }
-  refresh(L, j->reopen || j->write != NULL);
+  refresh(L, j->reopen, j->reopen || j->write != NULL);
 }
 
 static void lane_next(hct_lane_t *L);

@@ -202,6 +202,11 @@ static inline void dt_env_init(dt_env_t *e) {
 }
 
 static inline void dt_env_remove(dt_env_t *e) {
+  /* HCT_TEST_KEEP=1 keeps the folder (its DB, its log) for a look after a failure. */
+  if (getenv("HCT_TEST_KEEP") != NULL) {
+    fprintf(stderr, "kept %s\n", e->dir);
+    return;
+  }
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->dir);
   if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", e->dir);
