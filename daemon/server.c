@@ -204,8 +204,13 @@ static void fit_fd_limit(hct_daemon_t *d) {
 static int start(hct_daemon_t *d, const hct_daemon_opts_t *o) {
   int rc = hct__socket_path(o->socket_path, d->socket_path, sizeof d->socket_path);
   if (rc < 0) return rc;
+  /* A DB path given (--db, $HCTUNE_DB) is taken as it is: nothing is
+   * created for it.  The default one, in the user's state folder, gets its
+   * folders as `hctune probe` would make them; never the file. */
+  const char *env_db = getenv("HCTUNE_DB");
+  int given = o->db_path != NULL || (env_db != NULL && env_db[0] != '\0');
   if (o->db_path != NULL) hct__strlcpy(d->db_path, o->db_path, sizeof d->db_path);
-  else if ((rc = hct__default_db_path(d->db_path, sizeof d->db_path, 0)) < 0) return rc;
+  else if ((rc = hct__default_db_path(d->db_path, sizeof d->db_path, !given)) < 0) return rc;
   if (o->kernels_dir != NULL) {
     struct stat st;
     if (stat(o->kernels_dir, &st) != 0 || !S_ISDIR(st.st_mode))
