@@ -43,6 +43,7 @@ struct hct_lane_s {
   hct_opset_t *ops_used;    /* the rows are checked against these */
   /* Results of the running job, for lane_done. */
   hct_index_t *ix_new;
+  hct_index_t *ix_old;      /* the one replaced: freed by the next job, off the loop */
   hct_opset_t *ops_new;
   int stale;
   char why[1024];
@@ -212,6 +213,8 @@ static void lane_work(uv_work_t *w) {
   hct_daemon_t *d = L->d;
   hct_dbjob_t *j = L->running;
   hct__error_clear();
+  hct__index_free(L->ix_old);
+  L->ix_old = NULL;
   j->rc = 0;
   j->err[0] = '\0';
   L->ix_new = NULL;
@@ -253,7 +256,9 @@ static void lane_apply(hct_lane_t *L, int first) {
     hct__log(HCT_LOG_INFO, "manifests re-read: %d ops", d->ops->n);
   }
   if (L->ix_new != NULL) {
-    hct__index_free(d->ix);
+    /* Thousands of rendered replies: freed on the pool by the next job. */
+    hct__index_free(L->ix_old);
+    L->ix_old = d->ix;
     d->ix = L->ix_new;
     L->ix_new = NULL;
     d->data_version = L->version;
@@ -423,6 +428,7 @@ void hct__snapshot_free(hct_daemon_t *d) {
     hct__db_close(L->db);
     hct__db_close(L->bin_db);
     hct__index_free(L->ix_new);
+    hct__index_free(L->ix_old);
     hct__opset_unref(L->ops_new);
     hct__opset_unref(L->ops_used);
     uv_mutex_destroy(&L->bin_mu);

