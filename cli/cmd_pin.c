@@ -42,40 +42,24 @@ typedef struct pin_args_s {
   int json;
 } pin_args_t;
 
-/* Reads argv into a; `unpin` refuses the options only pin takes. */
+/* Reads argv into a; `unpin` takes only the options both verbs share. */
 static int parse(int argc, char **argv, int unpin, pin_args_t *a) {
   memset(a, 0, sizeof *a);
-  const struct {
-    const char *name;
-    const char **dst;
-    int pin_only;
-  } opts[] = {
-      {"--device", &a->device, 0}, {"--op", &a->op, 0},          {"--tokens", &a->tokens, 0},
-      {"--socket", &a->sock, 0},   {"--timeout", &a->timeout, 0}, {"--variant", &a->variant, 1},
-      {"--params", &a->params, 1}, {"--until", &a->until, 1},     {"--for", &a->for_s, 1},
+  const hct_option_t pin_opts[] = {
+      HCT_OPT_STRING("device", &a->device), HCT_OPT_STRING("op", &a->op),
+      HCT_OPT_STRING("tokens", &a->tokens), HCT_OPT_STRING("socket", &a->sock),
+      HCT_OPT_STRING("timeout", &a->timeout), HCT_OPT_FLAG("json", &a->json),
+      HCT_OPT_STRING("variant", &a->variant), HCT_OPT_STRING("params", &a->params),
+      HCT_OPT_STRING("until", &a->until), HCT_OPT_STRING("for", &a->for_s),
+      HCT_OPT_END,
   };
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-      fputs(unpin ? unpin_usage : pin_usage, stdout);
-      return -1;
-    }
-    if (strcmp(arg, "--json") == 0) {
-      a->json = 1;
-      continue;
-    }
-    const char *eq = strchr(arg, '=');
-    size_t n = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
-    size_t k;
-    for (k = 0; k < HCT_ARRAY_SIZE(opts); k++)
-      if (strlen(opts[k].name) == n && strncmp(arg, opts[k].name, n) == 0 &&
-          !(unpin && opts[k].pin_only))
-        break;
-    if (k == HCT_ARRAY_SIZE(opts)) return hct__usage_error(argv[0], "unknown option '%s'", arg);
-    if (eq != NULL) *opts[k].dst = eq + 1;
-    else if (i + 1 < argc) *opts[k].dst = argv[++i];
-    else return hct__usage_error(argv[0], "option '%s' needs a value", arg);
-  }
+  /* unpin's table is pin's first six rows. */
+  hct_option_t unpin_opts[7];
+  memcpy(unpin_opts, pin_opts, 6 * sizeof pin_opts[0]);
+  unpin_opts[6] = (hct_option_t)HCT_OPT_END;
+  int st = hct__parse_options(argc, argv, argv[0], unpin ? unpin_opts : pin_opts,
+                              unpin ? unpin_usage : pin_usage);
+  if (st != 0) return st;
   if (a->device == NULL || a->op == NULL || (!unpin && a->variant == NULL))
     return hct__usage_error(argv[0], unpin ? "--device and --op are required"
                                            : "--device, --op and --variant are required");
@@ -98,7 +82,7 @@ static int number(const char *cmd, const char *opt, const char *s, long long lo,
 static int run(int argc, char **argv, int unpin) {
   pin_args_t a;
   int st = parse(argc, argv, unpin, &a);
-  if (st != 0) return st < 0 ? HCT_EXIT_OK : st;
+  if (st != 0) return st == HCT_OPTS_HELP ? HCT_EXIT_OK : st;
   long long timeout = 10000, until = 0, lo = 0, hi = 0;
   if (a.timeout != NULL && (st = number(argv[0], "--timeout", a.timeout, 1, 3600000, &timeout)))
     return st;

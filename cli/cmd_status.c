@@ -21,37 +21,22 @@ static long long num(json_t *o, const char *key) {
 
 int cmd_status(int argc, char **argv) {
   const char *sock = NULL;
-  long timeout = 2000;
+  int timeout = 2000;
   int json = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      fputs(usage, stdout);
-      return HCT_EXIT_OK;
-    }
-    if (strcmp(a, "--json") == 0) {
-      json = 1;
-    } else if (strcmp(a, "--socket") == 0 || strncmp(a, "--socket=", 9) == 0) {
-      if (a[8] == '=') sock = a + 9;
-      else if (i + 1 < argc) sock = argv[++i];
-      else return hct__usage_error(argv[0], "option '%s' needs a value", a);
-    } else if (strcmp(a, "--timeout") == 0 || strncmp(a, "--timeout=", 10) == 0) {
-      const char *v = a[9] == '=' ? a + 10 : i + 1 < argc ? argv[++i] : NULL;
-      char *end;
-      if (v == NULL) return hct__usage_error(argv[0], "option '%s' needs a value", a);
-      timeout = strtol(v, &end, 10);
-      if (*end != '\0' || timeout < 1 || timeout > 600000)
-        return hct__usage_error(argv[0], "--timeout '%s': want 1 to 600000 ms", v);
-    } else {
-      return hct__usage_error(argv[0], "unknown option '%s'", a);
-    }
-  }
+  const hct_option_t opts[] = {
+      HCT_OPT_FLAG("json", &json),
+      HCT_OPT_STRING("socket", &sock),
+      HCT_OPT_INT("timeout", &timeout, 1, 600000),
+      HCT_OPT_END,
+  };
+  int st = hct__parse_options(argc, argv, argv[0], opts, usage);
+  if (st != 0) return st == HCT_OPTS_HELP ? HCT_EXIT_OK : st;
   hct_client_t *c;
-  int rc = hct_connect(sock, (int)timeout, &c);
+  int rc = hct_connect(sock, timeout, &c);
   if (c == NULL) return hct__cli_fail(rc);
   char *text = NULL;
   json_t *r = NULL;
-  rc = hct__client_ask(c, "{\"cmd\":\"status\"}", (int)timeout, &text, &r, NULL, NULL);
+  rc = hct__client_ask(c, "{\"cmd\":\"status\"}", timeout, &text, &r, NULL, NULL);
   hct_close(c);
   if (rc == 0 && json) {
     printf("%s\n", text);
