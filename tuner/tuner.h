@@ -14,6 +14,7 @@
  *                     significance rules, range merging
  *   tuner/run.c       running a variant on a GPU: buffers, launches, graphs
  *   tuner/probe.c     the probe: compile, check, time, decide, record
+ *   tuner/worker.c, worker_serve.c, quarantine.c: see worker.h
  */
 #ifndef HCT_TUNER_H
 #define HCT_TUNER_H
@@ -232,7 +233,8 @@ typedef struct hct_probe_opts_s {
  */
 int hct__probe(const hct_probe_opts_t *opts);
 
-/* Worker processes, watchdog and quarantine (tuner/worker.c). */
+/* Worker processes, watchdog and quarantine (worker.c, worker_serve.c,
+ * quarantine.c). */
 #include "worker.h"
 
 #endif /* HCT_TUNER_H */

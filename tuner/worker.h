@@ -6,9 +6,11 @@
  *
  * Files:
  *   tuner/worker.c    the parent side: spawn (libuv), JSON-lines calls with
- *                     a watchdog, restart and replay of the setup requests,
- *                     and the quarantine policy
- *   cli/cmd_worker.c  the worker side: `hctune worker`
+ *                     a watchdog, restart and replay of the setup requests
+ *   tuner/worker_serve.c the worker side: the request loop `hctune worker`
+ *                     runs (cli/cmd_worker.c is the command around it)
+ *   tuner/quarantine.c the quarantine policy: fault reasons, what a fault
+ *                     covers, whether the probe skips a candidate
  *
  * Design.  The probe (the parent) compiles candidates and records results;
  * all GPU work for candidates happens in `hctune worker`, spawned with
@@ -230,7 +232,19 @@ int hct__worker_check(hct_worker_t *w, int cand, int ref, int T, int pending, ui
 int hct__worker_time(hct_worker_t *w, const int *cands, int n, int T, uint64_t seed,
                      json_t *opts, int timeout_ms, hct_timing_res_t *res, int *failed);
 
-/* ---- quarantine (tuner/worker.c) ------------------------------------------ */
+/* ---- the serving side (tuner/worker_serve.c) -------------------------------- */
+
+/*
+ * The worker process's loop (what `hctune worker` runs): reads one request
+ * per line on stdin, answers each on stdout, until EOF or `quit` (0), or a
+ * sticky GPU error (HCT_EFAULT: the context is poisoned, nothing was
+ * released, and the caller must _exit at once, running no exit handler
+ * that could touch it).  HCT_ENOMEM when it cannot start.  Loop thread
+ * only, one request at a time.
+ */
+int hct__worker_serve(void);
+
+/* ---- quarantine (tuner/quarantine.c) ------------------------------------------ */
 
 /* What identifies a candidate in the faults table (every pointer must be
  * valid; params "" means {}). */
