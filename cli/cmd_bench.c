@@ -76,7 +76,7 @@ int cmd_bench(int argc, char **argv) {
       case 'v': o.only_variants = optarg; break;
       case 'o': o.op = optarg; break;
       case 't':
-        if (hct__parse_token_list(optarg, 64, o.tokens) < 0)
+        if (hct__parse_token_list(optarg, &o.tokens) < 0)
           return hct__usage_error("bench", "%s", hct_last_error());
         break;
       case 'd': o.device = optarg; break;

@@ -53,7 +53,7 @@ int cmd_probe(int argc, char **argv) {
       case 'd': o.device = optarg; break;
       case 'o': o.op = optarg; break;
       case 't':
-        if (hct__parse_token_list(optarg, 64, o.tokens) < 0)
+        if (hct__parse_token_list(optarg, &o.tokens) < 0)
           return hct__usage_error("probe", "%s", hct_last_error());
         break;
       case 'b': o.db_path = optarg; break;

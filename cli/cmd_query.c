@@ -69,10 +69,9 @@ int cmd_query(int argc, char **argv) {
   }
   if (raw == NULL && (op == NULL || tokens == NULL))
     return hct__usage_error(argv[0], "--op and --tokens are required");
-  static uint8_t present[4097];
-  int max = 4096;
+  hct_tokens_t set = {0};
   if (raw == NULL) {
-    int rc = hct__parse_token_list(tokens, max, present);
+    int rc = hct__parse_token_list(tokens, &set);
     if (rc < 0) return hct__usage_error(argv[0], "--tokens: %s", hct_last_error());
   }
   hct_client_t *c;
@@ -89,8 +88,8 @@ int cmd_query(int argc, char **argv) {
     return HCT_EXIT_OK;
   }
   int status = HCT_EXIT_OK, warned = 0;
-  for (int t = 1; t <= max; t++) {
-    if (!present[t]) continue;
+  for (int k = 0; k < set.n; k++) {
+    const int t = set.t[k];
     hct_choice_t ch;
     rc = hct_choose(c, op, t, device, parity, &ch);
     if (rc < 0) {

@@ -106,7 +106,8 @@ int cmd_verify_decisions(int argc, char **argv) {
     rows.n = 0;
     for (int j = i; j < nd; j++)
       if (strcmp(d[j].keys.uuid, d[i].keys.uuid) == 0 && strcmp(d[j].op, d[i].op) == 0)
-        for (int T = d[j].tmin; T <= d[j].tmax && T <= 64; T++) o.tokens[T] = 1;
+        for (int T = d[j].tmin; T <= d[j].tmax && o.tokens.n < HCT_MAX_TOKEN_LIST; T++)
+          hct__tokens_add(&o.tokens, T);
     if ((rc = hct__probe(&o)) == 0 && rows.oom)
       rc = hct__error(HCT_ENOMEM, "out of memory for the timed rows");
     if (rc != 0) {
@@ -116,7 +117,9 @@ int cmd_verify_decisions(int argc, char **argv) {
     for (int j = i; j < nd; j++) {
       if (strcmp(d[j].keys.uuid, d[i].keys.uuid) != 0 || strcmp(d[j].op, d[i].op) != 0) continue;
       done[j] = 1;
-      int allow_kl = strcmp(d[j].parity, "kl") == 0;
+      hct_parity_t cls = HCT_PARITY_BITWISE;
+      hct__parity_from_name(d[j].parity, &cls);
+      int allow_kl = cls == HCT_PARITY_KL;
       for (int T = d[j].tmin; T <= d[j].tmax; T++) {
         const hct_timed_row_t *chosen = NULL, *best = NULL;
         for (int k = 0; k < rows.n; k++) {

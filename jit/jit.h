@@ -164,7 +164,10 @@ void hct__manifest_free(hct_op_t *op);
  * sorted; returns the count or a negative code. */
 int hct__manifest_list(const char *kernels_dir, char names[][32], int max);
 const hct_variant_t *hct__variant_find(const hct_op_t *op, const char *name);
+/* The parity classes by name, from the one table in jit/manifest.c:
+ * "baseline", "bitwise", "kl" (a decision's class is one of the last two). */
 const char *hct__parity_name(hct_parity_t p);
+int hct__parity_from_name(const char *name, hct_parity_t *out);
 size_t hct__dtype_size(hct_dtype_t t);
 
 /*

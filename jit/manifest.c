@@ -95,6 +95,15 @@ const char *hct__parity_name(hct_parity_t p) {
   return "unknown";
 }
 
+int hct__parity_from_name(const char *name, hct_parity_t *out) {
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(parities); i++)
+    if (name != NULL && strcmp(name, parities[i].name) == 0) {
+      *out = parities[i].p;
+      return 0;
+    }
+  return hct__error(HCT_EINVAL, "parity class '%s': want baseline, bitwise or kl", name ? name : "(null)");
+}
+
 static int get_range(ctx_t *c, json_t *obj, const char *field, int *lo, int *hi) {
   json_t *v = json_object_get(obj, "tokens");
   if (v == NULL) return 0; /* keep defaults */
@@ -136,13 +145,10 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
   const char *cls = get_str(c, jv, "class", field, 1);
   if (c->err) return;
   size_t i;
-  for (i = 0; i < HCT_ARRAY_SIZE(parities); i++)
-    if (strcmp(cls, parities[i].name) == 0) break;
-  if (i == HCT_ARRAY_SIZE(parities)) {
+  if (hct__parity_from_name(cls, &v->parity) != 0) {
     bad(c, field, "class must be baseline, bitwise or kl");
     return;
   }
-  v->parity = parities[i].p;
   copy_str(c, v->reference, sizeof v->reference, get_str(c, jv, "reference", field, 0), field,
            "reference");
   if (v->parity == HCT_PARITY_BITWISE && v->reference[0] == '\0') {

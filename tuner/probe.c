@@ -25,17 +25,18 @@
 #include "tuner.h"
 
 #define MAX_CANDS 256
-#define MAX_T 64
 
+/* Per token count arrays are indexed like the probe's token set (k, where
+ * T = P->tokens.t[k]), not by T: the set is short, its counts may be large. */
 typedef struct cand_s {
   hct_compile_job_t job;
   hct_cand_t c;
   int loaded;            /* loaded in the worker */
   int dead;              /* out for every T: compile, load or fault */
-  uint8_t passed[MAX_T + 1];
-  uint8_t failed[MAX_T + 1];
-  hct_summary_t timing[MAX_T + 1];
-  uint8_t timed[MAX_T + 1];
+  uint8_t passed[HCT_MAX_TOKEN_LIST];
+  uint8_t failed[HCT_MAX_TOKEN_LIST];
+  hct_summary_t timing[HCT_MAX_TOKEN_LIST];
+  uint8_t timed[HCT_MAX_TOKEN_LIST];
 } cand_t;
 
 typedef struct probe_s {
@@ -53,7 +54,9 @@ typedef struct probe_s {
   cand_t *cands;
   int n;
   int baseline;          /* index of the baseline candidate */
-  uint8_t tokens[MAX_T + 1];
+  hct_tokens_t tokens;   /* the token counts probed */
+  hct_timing_res_t *pick; /* MAX_CANDS: the timings hct__pick_winner sees */
+  int *pick_of;          /* MAX_CANDS: the candidate of each */
   int tty;
   uint64_t t0;
   hct_rng_t rng;
@@ -193,8 +196,8 @@ static int build_candidates(probe_t *P) {
       hct__point_json(v, &pts[p], c->c.params, sizeof c->c.params);
       snprintf(c->c.label, sizeof c->c.label, "%s %s", v->name, c->c.params);
       int any = 0;
-      for (int T = 1; T <= MAX_T; T++)
-        if (P->tokens[T] && hct__run_supports(&c->c, &P->dev, T, why, sizeof why)) any = 1;
+      for (int k = 0; k < P->tokens.n; k++)
+        if (hct__run_supports(&c->c, &P->dev, P->tokens.t[k], why, sizeof why)) any = 1;
       if (!any) continue;
       /* The baseline is one candidate: its first point that fits. */
       if (is_base && P->baseline >= 0) continue;
@@ -328,7 +331,8 @@ static int candidate_failed(probe_t *P, int i, const char *kind, int rc, int T, 
   int r = record_failure(P, c, kind, reason, T, pending, seed, figs, msg);
   if (r != 0) return r;
   if (strcmp(reason, "timeout") == 0) {
-    for (int t = T; t <= MAX_T; t++) c->failed[t] = 1;
+    for (int k = 0; k < P->tokens.n; k++)
+      if (P->tokens.t[k] >= T) c->failed[k] = 1;
   } else {
     c->dead = 1;
   }
@@ -430,7 +434,8 @@ static int judge_baseline(probe_t *P, const hct_worker_check_t *ck, int T, int p
   return 0;
 }
 
-static int check_T(probe_t *P, int T, int pending) {
+static int check_T(probe_t *P, int k, int pending) {
+  const int T = P->tokens.t[k];
   uint64_t seed = hct__rng_next(&P->rng);
   cand_t *base = &P->cands[P->baseline];
   hct_worker_check_t ck;
@@ -456,7 +461,7 @@ static int check_T(probe_t *P, int T, int pending) {
   for (int i = 0; i < P->n; i++) {
     cand_t *c = &P->cands[i];
     char why[256];
-    if (i == P->baseline || c->dead || c->failed[T] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
+    if (i == P->baseline || c->dead || c->failed[k] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
       continue;
     if ((rc = check_interrupt(P)) != 0) return rc;
     if (c->c.v->parity == HCT_PARITY_BITWISE && strcmp(c->c.v->reference, base->c.v->name) != 0)
@@ -515,12 +520,13 @@ static int check_T(probe_t *P, int T, int pending) {
  * the other is recorded beside it.  A fault that ends the worker in the
  * deciding pass quarantines that candidate and times the others again.
  */
-static int time_pass(probe_t *P, int T, int cold, int decides, const uint8_t *only) {
+static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *only) {
+  const int T = P->tokens.t[kT];
   for (;;) {
     int ids[MAX_CANDS], n = 0, rc;
     for (int i = 0; i < P->n; i++) {
       const cand_t *c = &P->cands[i];
-      if (!c->dead && c->passed[T] && !c->failed[T] && (only == NULL || only[i])) ids[n++] = i;
+      if (!c->dead && c->passed[kT] && !c->failed[kT] && (only == NULL || only[i])) ids[n++] = i;
     }
     if (n == 0) return 0;
     json_t *opts = json_pack("{s:i, s:i, s:[i], s:f, s:i}", "batch", P->op->batch, "cold", cold,
@@ -570,12 +576,12 @@ static int time_pass(probe_t *P, int T, int cold, int decides, const uint8_t *on
         t.figures_json = figs;
         t.log = r->errmsg;
         if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
-        if (decides) c->timed[T] = 0;
+        if (decides) c->timed[kT] = 0;
         continue;
       }
       if (decides) {
-        c->timing[T] = r->s;
-        c->timed[T] = !r->pruned;
+        c->timing[kT] = r->s;
+        c->timed[kT] = !r->pruned;
         if (P->o->on_timed)
           P->o->on_timed(P->o->on_timed_arg, T, c->c.v->name, c->c.params, &r->s, r->pruned);
       }
@@ -603,74 +609,89 @@ static int time_pass(probe_t *P, int T, int cold, int decides, const uint8_t *on
   }
 }
 
-static int winner_at(probe_t *P, int T, int allow_kl);
+static int winner_at(probe_t *P, int k, int allow_kl);
 
 /* Times every candidate that passed at T in the mode the manifest decides
  * by; then the baseline and the winners of both classes in the other mode,
  * recorded beside them, so a winner that only wins with cold (or warm)
  * caches shows.  The second pass times at most three candidates. */
-static int time_T(probe_t *P, int T) {
+static int time_T(probe_t *P, int k) {
   int cold = P->op->timing_cold;
-  int rc = time_pass(P, T, cold, 1, NULL);
+  int rc = time_pass(P, k, cold, 1, NULL);
   if (rc != 0 || P->o->one_mode) return rc;
   uint8_t only[MAX_CANDS] = {0};
   only[P->baseline] = 1;
   for (int kl = 0; kl <= 1; kl++) {
-    int w = winner_at(P, T, kl);
+    int w = winner_at(P, k, kl);
     if (w >= 0) only[w] = 1;
   }
-  return time_pass(P, T, !cold, 0, only);
+  return time_pass(P, k, !cold, 0, only);
 }
 
 /* ---- deciding ------------------------------------------------------------ */
 
-/* The winner at T among candidates whose class is allowed: the fastest one
- * that beats the baseline significantly, else the baseline. */
-static int winner_at(probe_t *P, int T, int allow_kl) {
-  const cand_t *base = &P->cands[P->baseline];
-  if (!base->timed[T]) return -1;
-  int best = P->baseline;
+/* The winner at the k-th token count among candidates whose class is
+ * allowed, by the one rule the tests check (hct__pick_winner): the fastest
+ * one that beats the baseline significantly, else the baseline; -1 when
+ * the baseline was not timed there. */
+static int winner_at(probe_t *P, int k, int allow_kl) {
+  if (!P->cands[P->baseline].timed[k]) return -1;
+  int m = 0, incumbent = -1;
   for (int i = 0; i < P->n; i++) {
     const cand_t *c = &P->cands[i];
-    if (i == P->baseline || c->dead || !c->timed[T]) continue;
+    if (c->dead || !c->timed[k]) continue;
     if (c->c.v->parity == HCT_PARITY_KL && !allow_kl) continue;
-    double margin = P->o->min_margin > 0 ? P->o->min_margin : 0.02;
-    if (!hct__significantly_faster(&c->timing[T], &base->timing[T], margin)) continue;
-    if (c->timing[T].median < P->cands[best].timing[T].median) best = i;
+    if (i == P->baseline) incumbent = m;
+    memset(&P->pick[m], 0, sizeof P->pick[m]);
+    P->pick[m].s = c->timing[k];
+    P->pick_of[m++] = i;
   }
-  return best;
+  double margin = P->o->min_margin > 0 ? P->o->min_margin : HCT_MIN_MARGIN_DEFAULT;
+  int w = hct__pick_winner(P->pick, m, incumbent, margin);
+  return w >= 0 ? P->pick_of[w] : -1;
 }
 
 static int decide(probe_t *P, json_t *result) {
-  static const char *const classes[] = {"bitwise", "kl"};
+  /* The classes a decision is made for, the second also taking the
+   * first's variants. */
+  static const hct_parity_t classes[] = {HCT_PARITY_BITWISE, HCT_PARITY_KL};
   int rc = 0;
   json_t *jdec = json_array();
   for (int k = 0; k < 2; k++) {
     /* The winner per T, as its label, merged into ranges of adjacent T
      * with the same winner (tuner/stats.c). */
-    int win[MAX_T + 1];
-    const char *label[MAX_T];
-    for (int T = 1; T <= MAX_T; T++) {
-      win[T] = P->tokens[T] ? winner_at(P, T, k == 1) : -1;
-      label[T - 1] = win[T] >= 0 ? P->cands[win[T]].c.label : NULL;
+    /* label[T - t0] for every T from the first count probed to the last,
+     * NULL where none was probed or won, so that only adjacent counts
+     * merge. */
+    const int t0 = P->tokens.t[0], t1 = P->tokens.t[P->tokens.n - 1];
+    int win[HCT_MAX_TOKEN_LIST];
+    const char **label = calloc((size_t)(t1 - t0 + 1), sizeof *label);
+    hct_range_t ranges[HCT_MAX_TOKEN_LIST];
+    hct_db_decision_t *d = calloc(HCT_MAX_TOKEN_LIST, sizeof *d);
+    int nr = HCT_ENOMEM;
+    if (label != NULL) {
+      for (int kT = 0; kT < P->tokens.n; kT++) {
+        win[kT] = winner_at(P, kT, classes[k] == HCT_PARITY_KL);
+        label[P->tokens.t[kT] - t0] = win[kT] >= 0 ? P->cands[win[kT]].c.label : NULL;
+      }
+      nr = hct__merge_ranges(label, t0, t1, ranges, HCT_MAX_TOKEN_LIST);
     }
-    hct_range_t ranges[MAX_T];
-    int nr = hct__merge_ranges(label, 1, MAX_T, ranges, MAX_T);
-    hct_db_decision_t *d = calloc(MAX_T, sizeof *d);
+    free(label);
     if (d == NULL || nr < 0) {
       free(d);
       json_decref(jdec);
-      return nr < 0 ? nr : hct__error(HCT_ENOMEM, "out of memory");
+      return nr < 0 && nr != HCT_ENOMEM ? nr : hct__error(HCT_ENOMEM, "out of memory");
     }
     int nd = 0;
     for (int r = 0; r < nr; r++) {
       const int T = ranges[r].tmin, end = ranges[r].tmax;
-      const cand_t *c = &P->cands[win[T]];
+      const int kT = hct__tokens_index(&P->tokens, T), kend = hct__tokens_index(&P->tokens, end);
+      const cand_t *c = &P->cands[win[kT]];
       const cand_t *b = &P->cands[P->baseline];
       hct_db_decision_t *x = &d[nd++];
       x->keys = P->keys;
       hct__strlcpy(x->op, P->op->name, sizeof x->op);
-      hct__strlcpy(x->parity, classes[k], sizeof x->parity);
+      hct__strlcpy(x->parity, hct__parity_name(classes[k]), sizeof x->parity);
       x->tmin = T;
       x->tmax = end;
       hct__strlcpy(x->variant, c->c.v->name, sizeof x->variant);
@@ -679,22 +700,22 @@ static int decide(probe_t *P, json_t *result) {
       hct__strlcpy(x->template_hash, c->job.template_hash, sizeof x->template_hash);
       hct__strlcpy(x->binary_key, c->job.key, sizeof x->binary_key);
       hct__strlcpy(x->source, "probe", sizeof x->source);
-      x->median_us = c->timing[T].median;
-      x->baseline_us = b->timing[T].median;
-      x->ci_lo_us = c->timing[T].ci_lo;
-      x->ci_hi_us = c->timing[T].ci_hi;
-      x->samples = c->timing[T].n;
+      x->median_us = c->timing[kT].median;
+      x->baseline_us = b->timing[kT].median;
+      x->ci_lo_us = c->timing[kT].ci_lo;
+      x->ci_hi_us = c->timing[kT].ci_hi;
+      x->samples = c->timing[kT].n;
       x->decided_at = hct__unix_time();
       hct__strlcpy(x->run_id, P->run_id, sizeof x->run_id);
       size_t off = (size_t)snprintf(x->evidence_json, sizeof x->evidence_json, "{\"per_T\":[");
-      for (int t = T; t <= end && off < sizeof x->evidence_json - 80; t++)
+      for (int t = kT; t <= kend && off < sizeof x->evidence_json - 80; t++)
         off += (size_t)snprintf(x->evidence_json + off, sizeof x->evidence_json - off,
                                 "%s{\"T\":%d,\"us\":%.3f,\"baseline_us\":%.3f,\"ci\":[%.3f,%.3f]}",
-                                t > T ? "," : "", t, c->timing[t].median, b->timing[t].median,
-                                c->timing[t].ci_lo, c->timing[t].ci_hi);
+                                t > kT ? "," : "", P->tokens.t[t], c->timing[t].median,
+                                b->timing[t].median, c->timing[t].ci_lo, c->timing[t].ci_hi);
       snprintf(x->evidence_json + off, sizeof x->evidence_json - off, "]}");
       json_array_append_new(jdec, json_pack("{s:s, s:i, s:i, s:s, s:s, s:s, s:f, s:f}", "parity",
-                                            classes[k], "tmin", T, "tmax", end, "variant",
+                                            x->parity, "tmin", T, "tmax", end, "variant",
                                             x->variant, "params", x->params, "class",
                                             x->variant_class, "median_us", x->median_us,
                                             "baseline_us", x->baseline_us));
@@ -715,18 +736,18 @@ static void print_table(probe_t *P) {
          P->dev.uuid, P->dev.arch, P->op->timing_cold ? "cold" : "hot", P->op->batch);
   printf("%4s  %-34s %10s %10s %8s  %-34s %10s %8s\n", "T", "bitwise winner", "us", "baseline",
          "speedup", "kl winner", "us", "speedup");
-  for (int T = 1; T <= MAX_T; T++) {
-    if (!P->tokens[T]) continue;
-    int wb = winner_at(P, T, 0), wk = winner_at(P, T, 1);
+  for (int k = 0; k < P->tokens.n; k++) {
+    const int T = P->tokens.t[k];
+    int wb = winner_at(P, k, 0), wk = winner_at(P, k, 1);
     if (wb < 0) {
       printf("%4d  %-34s\n", T, "(baseline not timed)");
       continue;
     }
     const cand_t *cb = &P->cands[wb], *ck = &P->cands[wk];
-    double base = b->timing[T].median;
+    double base = b->timing[k].median;
     printf("%4d  %-34.34s %10.2f %10.2f %7.2fx  %-34.34s %10.2f %7.2fx\n", T, cb->c.label,
-           cb->timing[T].median, base, base / cb->timing[T].median, ck->c.label,
-           ck->timing[T].median, base / ck->timing[T].median);
+           cb->timing[k].median, base, base / cb->timing[k].median, ck->c.label,
+           ck->timing[k].median, base / ck->timing[k].median);
   }
 }
 
@@ -770,15 +791,29 @@ int hct__probe(const hct_probe_opts_t *o) {
     rc = hct__error(HCT_ENOENT, "op '%s': hctune has no host implementation for it", P.op->name);
     goto out;
   }
-  int any = 0;
-  for (int T = 1; T <= MAX_T; T++) any |= o->tokens[T];
-  for (int T = 1; T <= MAX_T; T++) {
-    P.tokens[T] = any ? o->tokens[T] : (T >= P.op->tmin && T <= P.op->tmax);
-    if (P.tokens[T] && (T < P.op->tmin || T > P.op->tmax)) {
+  /* No token list: the op's range, when it fits in one list. */
+  P.tokens = o->tokens;
+  if (P.tokens.n == 0) {
+    if (P.op->tmax - P.op->tmin >= HCT_MAX_TOKEN_LIST) {
+      rc = hct__error(HCT_ERANGE, "op '%s': its range %d..%d is more than %d token counts: name some with --tokens",
+                      P.op->name, P.op->tmin, P.op->tmax, HCT_MAX_TOKEN_LIST);
+      goto out;
+    }
+    for (int T = P.op->tmin; T <= P.op->tmax; T++) hct__tokens_add(&P.tokens, T);
+  }
+  for (int k = 0; k < P.tokens.n; k++) {
+    const int T = P.tokens.t[k];
+    if (T < P.op->tmin || T > P.op->tmax) {
       rc = hct__error(HCT_ERANGE, "token count %d: op '%s' supports %d..%d", T, P.op->name,
                       P.op->tmin, P.op->tmax);
       goto out;
     }
+  }
+  P.pick = calloc(MAX_CANDS, sizeof *P.pick);
+  P.pick_of = calloc(MAX_CANDS, sizeof *P.pick_of);
+  if (P.pick == NULL || P.pick_of == NULL) {
+    rc = hct__error(HCT_ENOMEM, "out of memory");
+    goto out;
   }
   if ((rc = hct__device_find(o->device ? o->device : "0", &P.dev)) != 0) goto out;
 
@@ -841,32 +876,30 @@ int hct__probe(const hct_probe_opts_t *o) {
   }
 
   int sets = o->check_sets > 0 ? o->check_sets : 1;
-  int nT = 0, doneT = 0;
-  for (int T = 1; T <= MAX_T; T++) nT += P.tokens[T];
-  for (int T = 1; T <= MAX_T; T++) {
-    if (!P.tokens[T]) continue;
+  const int nT = P.tokens.n;
+  for (int k = 0; k < nT; k++) {
+    const int T = P.tokens.t[k];
     if ((rc = check_interrupt(&P)) != 0) goto fail;
     /* Faults of earlier probes at this T (a grid barrier that timed out
      * at T or below holds here too). */
     for (int i = 0; i < P.n; i++) {
       cand_t *c = &P.cands[i];
-      if (c->dead || i == P.baseline || c->failed[T]) continue;
+      if (c->dead || i == P.baseline || c->failed[k]) continue;
       hct_qcand_t q = qcand(&P, c);
       int skip = hct__quarantine_skip(P.db, &q, T, o->retry_quarantined);
       if (skip < 0) { rc = skip; goto fail; }
-      c->failed[T] = skip != 0;
+      c->failed[k] = skip != 0;
     }
-    progress(&P, "check", doneT, nT, "T=%d: parity of every candidate, %d input sets with and without pending", T, sets);
+    progress(&P, "check", k, nT, "T=%d: parity of every candidate, %d input sets with and without pending", T, sets);
     for (int pending = 0; pending <= 1; pending++)
       for (int s = 0; s < sets; s++)
-        if ((rc = check_T(&P, T, pending)) != 0) goto fail;
+        if ((rc = check_T(&P, k, pending)) != 0) goto fail;
     for (int i = 0; i < P.n; i++) {
       char why[256];
       cand_t *c = &P.cands[i];
-      c->passed[T] = !c->dead && !c->failed[T] && hct__run_supports(&c->c, &P.dev, T, why, sizeof why);
+      c->passed[k] = !c->dead && !c->failed[k] && hct__run_supports(&c->c, &P.dev, T, why, sizeof why);
     }
-    if ((rc = time_T(&P, T)) != 0) goto fail;
-    doneT++;
+    if ((rc = time_T(&P, k)) != 0) goto fail;
   }
   progress_end(&P);
 
@@ -897,6 +930,8 @@ fail:
 out:
   for (int i = 0; i < P.n; i++) hct__compile_job_clear(&P.cands[i].job);
   free(P.cands);
+  free(P.pick);
+  free(P.pick_of);
   hct__worker_stop(P.w);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);

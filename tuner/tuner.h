@@ -205,13 +205,14 @@ typedef struct hct_probe_opts_s {
   const char *op;            /* NULL: "hc_read" */
   const char *db_path;       /* NULL: the default path */
   const char *kernels_dir;   /* NULL: hct__kernels_dir() */
-  uint8_t tokens[65];        /* tokens[T] != 0: probe T; all zero: the op's range */
+  hct_tokens_t tokens;       /* the token counts to probe; empty: the op's range */
   const char *only_variants; /* comma list, NULL: all */
   int json;                  /* JSON lines on stdout instead of text */
   int quiet;                 /* no progress */
   int retry_quarantined;
   int check_sets;            /* input sets per (T, pending); 0: 1 */
-  double min_margin;         /* a challenger must be this much faster; 0: 0.02 */
+  double min_margin;         /* a challenger must be this much faster; 0:
+                                HCT_MIN_MARGIN_DEFAULT */
   int no_decide;             /* time and record trials, change no decision */
   int no_table;              /* print no decision table at the end */
   int no_prune;              /* time every candidate to the end (bench) */
