@@ -46,8 +46,8 @@ typedef struct hct_symtab_s {
 
 void hct__symtab_set(hct_symtab_t *t, const char *name, int64_t value);
 int hct__symtab_get(const hct_symtab_t *t, const char *name, int64_t *value);
-/* Evaluates `expr`; on error returns HCT_EINVAL with a message naming the
- * expression and the cause. */
+/* Evaluates `expr`; on error returns HCT_EINVAL (HCT_ENOENT for a name not
+ * in syms) with a message naming the expression and the cause. */
 int hct__expr_eval(const char *expr, const hct_symtab_t *syms, int64_t *out);
 
 /* ---- manifests (jit/manifest.c) ----------------------------------------- */
@@ -228,6 +228,28 @@ void hct__device_model_key(const hct_device_t *d, char *buf, size_t len);
 int hct__devices(hct_device_t *out, int max);
 /* Finds a card by index ("0") or UUID (or a unique prefix of it). */
 int hct__device_find(const char *spec, hct_device_t *out);
+
+/* ---- which variants and points may run where (jit/manifest.c) ---------- */
+
+/*
+ * 1 when variant v may run at all on a card of this backend, arch number
+ * and wave size (minimum arch, HIP support, 64-wide waves); else 0 with the
+ * reason in why.  The one rule for the probe and `hctune compile`.
+ */
+int hct__variant_fits(const hct_variant_t *v, hct_backend_kind_t backend, int arch_num,
+                      int warp_size, char *why, size_t len);
+
+/*
+ * Evaluates v's constraints over syms: 1 when every one holds, 0 when one
+ * does not, with why naming it ("constraint 'X' is false", or "constraint
+ * 'X' cannot be evaluated: <cause>": an evaluation error, a division by
+ * zero say, is a failed constraint).  With `partial`, the caller does not
+ * know every value (no card: SMEM_OPTIN, SM_COUNT; no T): a constraint that
+ * names a value missing from syms is undecided and left to whoever knows
+ * it (the probe), which is the only case that is not a failure.
+ */
+int hct__constraints_hold(const hct_variant_t *v, const hct_symtab_t *syms, int partial, char *why,
+                          size_t len);
 
 /* ---- compiling (jit/cuda.c, jit/hip.c, jit/cache.c) --------------------- */
 

@@ -178,7 +178,7 @@ static int build_candidates(probe_t *P) {
     char why[256];
     int is_base = v->parity == HCT_PARITY_BASELINE;
     if (!is_base && !variant_selected(P->o, v->name)) continue;
-    if (!hct__run_variant_fits(v, &P->dev, why, sizeof why)) {
+    if (!hct__variant_fits(v, P->dev.backend, P->dev.arch_num, P->dev.warp_size, why, sizeof why)) {
       if (is_base)
         return hct__error(HCT_EUNSUPPORTED, "op '%s': baseline '%s' cannot run on %s: %s",
                           P->op->name, v->name, P->dev.name, why);

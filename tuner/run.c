@@ -21,38 +21,15 @@ void hct__run_symtab(const hct_cand_t *c, const hct_device_t *dev, int T, hct_sy
   hct__symtab_set(syms, "HIP", dev->backend == HCT_BACKEND_HIP);
 }
 
-int hct__run_variant_fits(const hct_variant_t *v, const hct_device_t *dev, char *why, size_t len) {
-  if (dev->backend == HCT_BACKEND_CUDA && v->min_arch > dev->arch_num) {
-    snprintf(why, len, "needs sm_%d or newer", v->min_arch);
-    return 0;
-  }
-  if (dev->backend == HCT_BACKEND_HIP && !v->hip) {
-    snprintf(why, len, "does not support HIP");
-    return 0;
-  }
-  if (dev->warp_size == 64 && !v->wave64) {
-    snprintf(why, len, "does not support 64-wide waves");
-    return 0;
-  }
-  return 1;
-}
-
 int hct__run_supports(const hct_cand_t *c, const hct_device_t *dev, int T, char *why, size_t len) {
   if (T < c->v->tmin || T > c->v->tmax) {
     snprintf(why, len, "supports T=%d..%d", c->v->tmin, c->v->tmax);
     return 0;
   }
-  if (!hct__run_variant_fits(c->v, dev, why, len)) return 0;
+  if (!hct__variant_fits(c->v, dev->backend, dev->arch_num, dev->warp_size, why, len)) return 0;
   hct_symtab_t syms;
   hct__run_symtab(c, dev, T, &syms);
-  for (int i = 0; i < c->v->n_constraints; i++) {
-    int64_t ok;
-    if (hct__expr_eval(c->v->constraints[i], &syms, &ok) != 0 || !ok) {
-      snprintf(why, len, "constraint '%s' fails", c->v->constraints[i]);
-      return 0;
-    }
-  }
-  return 1;
+  return hct__constraints_hold(c->v, &syms, 0, why, len);
 }
 
 int hct__run_load(hct_gpu_t *g, const hct_op_t *op, const hct_variant_t *v, const hct_point_t *pt,

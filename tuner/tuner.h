@@ -160,8 +160,6 @@ void hct__run_symtab(const hct_cand_t *c, const hct_device_t *dev, int T, hct_sy
 /* 1 when the candidate supports T on dev (token range, constraints);
  * else 0 with the reason in why. */
 int hct__run_supports(const hct_cand_t *c, const hct_device_t *dev, int T, char *why, size_t len);
-/* 1 when the variant may run on dev at all (arch, HIP, wave size). */
-int hct__run_variant_fits(const hct_variant_t *v, const hct_device_t *dev, char *why, size_t len);
 
 int hct__run_load(hct_gpu_t *g, const hct_op_t *op, const hct_variant_t *v, const hct_point_t *pt,
                   const void *image, size_t size, hct_cand_t *out);
