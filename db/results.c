@@ -70,11 +70,23 @@ static int step_done(hct_db_t *db, sqlite3_stmt *st, const char *what) {
  * Runs a SELECT and appends each row to a growing array of `size`-byte
  * elements with `read_row`.  Frees nothing on error but the array.
  */
-static int collect(hct_db_t *db, sqlite3_stmt *st, size_t size,
-                   int (*read_row)(sqlite3_stmt *st, void *elem), void **out, int *n,
-                   const char *what) {
+/*
+ * Runs a query and reads every row into a growing array of `size`-byte
+ * elements (zeroed before read_row fills one).  On error every element
+ * read so far, the one that failed included, goes to free_rows (NULL: a
+ * plain free of the array) and *out, *n come back NULL and 0.  The one way
+ * every list call below reads its rows.
+ */
+static int list_rows(hct_db_t *db, const char *sql, size_t size,
+                     int (*read_row)(sqlite3_stmt *st, void *elem),
+                     void (*free_rows)(void *arr, int n), void **out, int *n, const char *what) {
+  *out = NULL;
+  *n = 0;
+  sqlite3_stmt *st;
+  int err = prepare(db, sql, &st);
+  if (err) return err;
   char *arr = NULL;
-  int count = 0, cap = 0, rc, err = 0;
+  int count = 0, cap = 0, rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (count == cap) {
       int ncap = cap ? cap * 2 : 16;
@@ -88,14 +100,14 @@ static int collect(hct_db_t *db, sqlite3_stmt *st, size_t size,
     }
     memset(arr + (size_t)count * size, 0, size);
     err = read_row(st, arr + (size_t)count * size);
-    if (err) break;
     count++;
+    if (err) break;
   }
   if (!err && rc != SQLITE_DONE) err = hct__db_fail(db, rc, what);
   sqlite3_finalize(st);
   if (err) {
-    *out = arr;
-    *n = count;
+    if (free_rows) free_rows(arr, count);
+    else free(arr);
     return err;
   }
   *out = arr;
@@ -142,24 +154,14 @@ static int read_device(sqlite3_stmt *st, void *elem) {
   return 0;
 }
 
+static void free_devices(void *arr, int n) { hct__db_devices_free(arr, n); }
+
 int hct__db_devices_list(hct_db_t *db, hct_db_device_t **out, int *n) {
-  sqlite3_stmt *st;
-  *out = NULL;
-  *n = 0;
-  int err = prepare(db,
-                    "SELECT uuid, host, model_key, name, arch, fingerprint_json, first_seen,"
-                    " last_seen FROM devices ORDER BY uuid, host",
-                    &st);
-  if (err) return err;
-  void *arr;
-  err = collect(db, st, sizeof(hct_db_device_t), read_device, &arr, n, "cannot list devices");
-  *out = arr;
-  if (err) {
-    hct__db_devices_free(*out, *n);
-    *out = NULL;
-    *n = 0;
-  }
-  return err;
+  return list_rows(db,
+                   "SELECT uuid, host, model_key, name, arch, fingerprint_json, first_seen,"
+                   " last_seen FROM devices ORDER BY uuid, host",
+                   sizeof(hct_db_device_t), read_device, free_devices, (void **)out, n,
+                   "cannot list devices");
 }
 
 void hct__db_devices_free(hct_db_device_t *d, int n) {
@@ -471,22 +473,9 @@ static int read_decision(sqlite3_stmt *st, void *elem) {
 }
 
 int hct__db_decisions_list(hct_db_t *db, hct_db_decision_t **out, int *n) {
-  sqlite3_stmt *st;
-  *out = NULL;
-  *n = 0;
-  int err = prepare(db, "SELECT " DECISION_COLS " FROM decisions ORDER BY uuid, op, parity, tmin",
-                    &st);
-  if (err) return err;
-  void *arr;
-  err = collect(db, st, sizeof(hct_db_decision_t), read_decision, &arr, n,
-                "cannot list decisions");
-  *out = arr;
-  if (err) {
-    free(arr);
-    *out = NULL;
-    *n = 0;
-  }
-  return err;
+  return list_rows(db, "SELECT " DECISION_COLS " FROM decisions ORDER BY uuid, op, parity, tmin",
+                   sizeof(hct_db_decision_t), read_decision, NULL, (void **)out, n,
+                   "cannot list decisions");
 }
 
 /* ---- faults ------------------------------------------------------------- */
@@ -554,25 +543,15 @@ static int read_fault(sqlite3_stmt *st, void *elem) {
   return 0;
 }
 
+static void free_faults(void *arr, int n) { hct__db_faults_free(arr, n); }
+
 int hct__db_faults_list(hct_db_t *db, hct_db_fault_t **out, int *n) {
-  sqlite3_stmt *st;
-  *out = NULL;
-  *n = 0;
-  int err = prepare(db,
-                    "SELECT " KEY_COLS ", op, variant, params, template_hash, tokens, reason,"
-                    " log, created_at FROM faults ORDER BY uuid, op, variant, params, tokens,"
-                    " created_at",
-                    &st);
-  if (err) return err;
-  void *arr;
-  err = collect(db, st, sizeof(hct_db_fault_t), read_fault, &arr, n, "cannot list faults");
-  *out = arr;
-  if (err) {
-    hct__db_faults_free(*out, *n);
-    *out = NULL;
-    *n = 0;
-  }
-  return err;
+  return list_rows(db,
+                   "SELECT " KEY_COLS ", op, variant, params, template_hash, tokens, reason,"
+                   " log, created_at FROM faults ORDER BY uuid, op, variant, params, tokens,"
+                   " created_at",
+                   sizeof(hct_db_fault_t), read_fault, free_faults, (void **)out, n,
+                   "cannot list faults");
 }
 
 void hct__db_faults_free(hct_db_fault_t *f, int n) {
@@ -642,21 +621,8 @@ static int read_pin(sqlite3_stmt *st, void *elem) {
 }
 
 int hct__db_pins_list(hct_db_t *db, hct_db_pin_t **out, int *n) {
-  sqlite3_stmt *st;
-  *out = NULL;
-  *n = 0;
-  int err = prepare(db,
-                    "SELECT uuid, op, tmin, tmax, variant, params, until, created_at FROM pins"
-                    " ORDER BY uuid, op, tmin",
-                    &st);
-  if (err) return err;
-  void *arr;
-  err = collect(db, st, sizeof(hct_db_pin_t), read_pin, &arr, n, "cannot list pins");
-  *out = arr;
-  if (err) {
-    free(arr);
-    *out = NULL;
-    *n = 0;
-  }
-  return err;
+  return list_rows(db,
+                   "SELECT uuid, op, tmin, tmax, variant, params, until, created_at FROM pins"
+                   " ORDER BY uuid, op, tmin",
+                   sizeof(hct_db_pin_t), read_pin, NULL, (void **)out, n, "cannot list pins");
 }

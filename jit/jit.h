@@ -12,6 +12,7 @@
  *   jit/hip.c       HIP + hiprtc, loaded with dlopen
  *   jit/cache.c     cache keys (XXH3-128 of everything that shapes a
  *                   binary) and the parallel compile of a set of jobs
+ *   jit/fingerprint.c a card's fingerprint as JSON (hct__device_json)
  *
  * Thread rules: hct__backends_load() and device discovery are safe from any
  * thread (uv_once inside).  Compiles are thread-safe and run on libuv's
@@ -228,6 +229,11 @@ void hct__device_model_key(const hct_device_t *d, char *buf, size_t len);
 int hct__devices(hct_device_t *out, int max);
 /* Finds a card by index ("0") or UUID (or a unique prefix of it). */
 int hct__device_find(const char *spec, hct_device_t *out);
+
+/* A card's fingerprint: every field of d, its backend's name and its model
+ * key, as a new JSON object (NULL on out of memory).  The one rendering, for
+ * `hctune devices --json` and the devices table. */
+struct json_t *hct__device_json(const hct_device_t *d);
 
 /* ---- which variants and points may run where (jit/manifest.c) ---------- */
 

@@ -754,13 +754,7 @@ static void print_table(probe_t *P) {
 /* ---- the probe ------------------------------------------------------------- */
 
 static int device_fingerprint_json(const hct_device_t *d, char **out) {
-  json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:i, s:s, s:s}",
-                        "vendor", d->vendor, "name", d->name, "uuid", d->uuid, "pci_bus_id",
-                        d->pci_bus_id, "arch", d->arch, "sm_count", d->sm_count, "warp_size",
-                        d->warp_size, "l2_bytes", (json_int_t)d->l2_bytes, "smem_optin",
-                        (json_int_t)d->smem_optin, "mem_bytes", (json_int_t)d->mem_bytes,
-                        "clock_khz", d->clock_khz, "driver_version", d->driver_version,
-                        "compiler_version", d->compiler_version);
+  json_t *j = hct__device_json(d);
   *out = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   json_decref(j);
   return *out ? 0 : hct__error(HCT_ENOMEM, "out of memory");
