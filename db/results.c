@@ -219,9 +219,9 @@ int hct__db_trial_add(hct_db_t *db, const hct_db_trial_t *t, int64_t *id) {
                     "INSERT INTO trials (uid, " KEY_COLS ", run_id, op, variant, params,"
                     " template_hash, binary_key, tokens, pending, kind, status, seed, samples,"
                     " median_us, min_us, p10_us, p90_us, ci_lo_us, ci_hi_us, converged,"
-                    " throttled, cold, figures_json, log, created_at)"
+                    " throttled, cold, figures_json, log, created_at, software_key, software_json)"
                     " VALUES (" NEW_UID ",?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-                    "?,?)",
+                    "?,?,?,?)",
                     &st);
   if (err) return err;
   int i = bind_keys(st, 1, &t->keys);
@@ -251,7 +251,10 @@ int hct__db_trial_add(hct_db_t *db, const hct_db_trial_t *t, int64_t *id) {
   i++;
   if (t->log) bind_text(st, i, t->log);
   i++;
-  sqlite3_bind_int64(st, i, hct__unix_time());
+  sqlite3_bind_int64(st, i++, hct__unix_time());
+  if (t->software_key[0]) bind_text(st, i, t->software_key);
+  i++;
+  if (t->software_json[0]) bind_text(st, i, t->software_json);
   err = step_done(db, st, "cannot add a trial");
   if (err == 0 && id) *id = sqlite3_last_insert_rowid(hct__db_sqlite(db));
   return err;
@@ -270,6 +273,7 @@ static const struct {
   {"seed", 'u'}, {"samples", 'i'}, {"median_us", 'r'}, {"min_us", 'r'}, {"p10_us", 'r'},
   {"p90_us", 'r'}, {"ci_lo_us", 'r'}, {"ci_hi_us", 'r'}, {"converged", 'i'},
   {"throttled", 'i'}, {"cold", 'i'}, {"figures_json", 'j'}, {"log", 't'}, {"created_at", 'i'},
+  {"software_key", 't'}, {"software_json", 'j'},
 };
 
 static json_t *trial_value(sqlite3_stmt *st, int i, char type) {
@@ -346,7 +350,7 @@ int hct__db_trials_json(hct_db_t *db, const char *uuid, const char *op, const ch
 #define DECISION_COLS                                                             \
   KEY_COLS ", op, parity, tmin, tmax, variant, params, variant_class, template_hash," \
            " binary_key, source, median_us, baseline_us, ci_lo_us, ci_hi_us, samples,"  \
-           " decided_at, run_id, evidence_json"
+           " decided_at, run_id, evidence_json, software_key, software_json"
 
 static int same_group(const hct_db_decision_t *a, const hct_db_decision_t *b) {
   return strcmp(a->keys.uuid, b->keys.uuid) == 0 && strcmp(a->op, b->op) == 0 &&
@@ -393,8 +397,8 @@ static const char *const trim_sql[] = {
   /* The part of a range past hi, as a new row. */
   "INSERT INTO decisions (uid, " DECISION_COLS ") SELECT " NEW_UID ", " KEY_COLS ", op, parity,"
   " ?5 + 1, tmax, variant, params, variant_class, template_hash, binary_key, source,"
-  " median_us, baseline_us, ci_lo_us, ci_hi_us, samples, decided_at, run_id, evidence_json"
-  " FROM decisions WHERE uuid = ?1 AND op = ?2 AND parity = ?3 AND tmin <= ?5 AND tmax > ?5",
+  " median_us, baseline_us, ci_lo_us, ci_hi_us, samples, decided_at, run_id, evidence_json,"
+  " software_key, software_json FROM decisions WHERE uuid = ?1 AND op = ?2 AND parity = ?3 AND tmin <= ?5 AND tmax > ?5",
   /* The part before lo stays in place. */
   "UPDATE decisions SET tmax = ?4 - 1 WHERE uuid = ?1 AND op = ?2 AND parity = ?3"
   " AND tmin < ?4 AND tmax >= ?4",
@@ -407,7 +411,7 @@ static int insert_decision(hct_db_t *db, const hct_db_decision_t *d) {
   sqlite3_stmt *st;
   int err = prepare(db,
                     "INSERT INTO decisions (uid, " DECISION_COLS ") VALUES (" NEW_UID
-                    ",?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    ",?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     &st);
   if (err) return err;
   int i = bind_keys(st, 1, &d->keys);
@@ -429,6 +433,9 @@ static int insert_decision(hct_db_t *db, const hct_db_decision_t *d) {
   sqlite3_bind_int64(st, i++, d->decided_at ? d->decided_at : hct__unix_time());
   bind_text(st, i++, d->run_id);
   bind_text(st, i++, d->evidence_json[0] ? d->evidence_json : "{}");
+  if (d->software_key[0]) bind_text(st, i, d->software_key);
+  i++;
+  if (d->software_json[0]) bind_text(st, i, d->software_json);
   return step_done(db, st, "cannot insert a decision");
 }
 
@@ -469,6 +476,8 @@ static int read_decision(sqlite3_stmt *st, void *elem) {
   d->decided_at = sqlite3_column_int64(st, i++);
   COL_COPY(st, i++, d->run_id);
   COL_COPY(st, i++, d->evidence_json);
+  COL_COPY(st, i++, d->software_key);
+  COL_COPY(st, i++, d->software_json);
   return 0;
 }
 

@@ -13,6 +13,8 @@
  *   jit/cache.c     cache keys (XXH3-128 of everything that shapes a
  *                   binary) and the parallel compile of a set of jobs
  *   jit/fingerprint.c a card's fingerprint as JSON (hct__device_json)
+ *   jit/softkey.c   the software key: what shaped a binary and its figures,
+ *                   and whether this host would compile the same now
  *
  * Thread rules: hct__backends_load() and device discovery are safe from any
  * thread (uv_once inside).  Compiles are thread-safe and run on libuv's
@@ -316,6 +318,48 @@ int hct__compile_all(hct_compile_job_t *jobs, int n, const hct_binary_store_t *s
 
 /* Compiles one job on the calling thread, no cache. */
 int hct__compile_one(hct_compile_job_t *job);
+
+/* ---- the software key (jit/softkey.c) ----------------------------------- */
+
+/*
+ * What shaped a decision's binary and figures, in five parts, and its key:
+ * software_key is XXH3-128 (32 hex digits) of software_json, the parts as
+ * compact JSON with sorted keys:
+ *   {"compiler":..,"driver":..,"hctune":..,"options":..,"template":..}
+ * (softkey.c's header has the details; the fleet's merge relies on them).
+ */
+typedef struct hct_softkey_s {
+  char template_hash[33];  /* the template and every header it includes */
+  char options[33];        /* the compile options, -I folders aside */
+  char compiler[32];       /* NVRTC or hiprtc version; "" when none loads */
+  char driver[32];         /* the card's driver version */
+  char hctune[16];         /* HCT_VERSION_STRING */
+  char key[33];            /* software_key */
+  char json[320];          /* software_json */
+} hct_softkey_t;
+
+/* Computes json and key from the five parts (hctune defaults to this
+ * hctune's version). */
+int hct__softkey_finish(hct_softkey_t *k);
+/*
+ * The key this host would compile now for job (backend, arch, op,
+ * variant, point): the template hash (job->template_hash when already
+ * filled, else read from the files), the option list, this host's
+ * compiler version and `driver_version` (the card's).  The test hooks
+ * HCTUNE_TEST_COMPILER_VERSION and HCTUNE_TEST_DRIVER_VERSION replace the
+ * last two when set.  Never depends on tuner/: the daemon calls it.
+ */
+int hct__softkey_now(const hct_compile_job_t *job, const char *driver_version, hct_softkey_t *out);
+/* Reads stored software_json into out (and recomputes its key). */
+int hct__softkey_parse(const char *json, hct_softkey_t *out);
+/*
+ * 0 when the stored key (software_json; NULL or "" for a decision recorded
+ * before keys existed) equals `now`; 1 when not, with why naming each part
+ * that changed in the order template, options, compiler, driver, hctune
+ * ("compiler changed ('nvrtc 12.8', now 'nvrtc 13.0')"), or "no software
+ * key recorded".
+ */
+int hct__softkey_compare(const char *stored_json, const hct_softkey_t *now, char *why, size_t len);
 
 /*
  * The option list of a compile.  hct__compile_options() builds it, and both
