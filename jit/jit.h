@@ -360,6 +360,22 @@ int hct__softkey_parse(const char *json, hct_softkey_t *out);
  * key recorded".
  */
 int hct__softkey_compare(const char *stored_json, const hct_softkey_t *now, char *why, size_t len);
+/* The backend and arch of a card from its fingerprint (hct__device_json;
+ * older ones without "backend" by their vendor). */
+int hct__softkey_card(const char *fingerprint_json, hct_backend_kind_t *backend, char *arch,
+                      size_t len);
+/*
+ * Whether a decision (op, variant, params, recorded with stored_json) on a
+ * card of this backend and arch would still be served on this host: 0 when
+ * the key this host would compile now is the recorded one, 1 when stale,
+ * with why naming the part (a variant gone from the manifest is a changed
+ * template, params it no longer lists changed options).  driver_now is the
+ * card's driver now, or NULL when the card is not on this host (that part
+ * is then not checked).  Negative only on out of memory.
+ */
+int hct__softkey_check(const hct_op_t *op, const char *variant, const char *params,
+                       hct_backend_kind_t backend, const char *arch, const char *driver_now,
+                       const char *stored_json, char *why, size_t len);
 
 /*
  * The option list of a compile.  hct__compile_options() builds it, and both

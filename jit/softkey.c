@@ -177,3 +177,64 @@ int hct__softkey_compare(const char *stored_json, const hct_softkey_t *now, char
   }
   return changed;
 }
+
+int hct__softkey_card(const char *fingerprint_json, hct_backend_kind_t *backend, char *arch,
+                      size_t len) {
+  json_t *j = fingerprint_json ? json_loads(fingerprint_json, 0, NULL) : NULL;
+  const char *a = json_string_value(json_object_get(j, "arch"));
+  const char *b = json_string_value(json_object_get(j, "backend"));
+  const char *vendor = json_string_value(json_object_get(j, "vendor"));
+  int rc = 0;
+  if (a == NULL) {
+    rc = hct__error(HCT_EINVAL, "card fingerprint has no arch");
+  } else {
+    hct__strlcpy(arch, a, len);
+    /* Fingerprints written before the backend was in them: by vendor. */
+    *backend = vendor && strcmp(vendor, "amd") == 0 ? HCT_BACKEND_HIP : HCT_BACKEND_CUDA;
+    for (int k = 0; b != NULL && k < HCT_BACKEND_COUNT; k++) {
+      const hct_backend_ops_t *ops = hct__backend((hct_backend_kind_t)k);
+      if (ops && strcmp(ops->name, b) == 0) *backend = (hct_backend_kind_t)k;
+    }
+  }
+  json_decref(j);
+  return rc;
+}
+
+int hct__softkey_check(const hct_op_t *op, const char *variant, const char *params,
+                       hct_backend_kind_t backend, const char *arch, const char *driver_now,
+                       const char *stored_json, char *why, size_t len) {
+  const hct_variant_t *v = op ? hct__variant_find(op, variant) : NULL;
+  if (v == NULL) {
+    snprintf(why, len, "template changed (variant '%s' is no longer in op '%s')", variant,
+             op ? op->name : "?");
+    return 1;
+  }
+  hct_compile_job_t *job = calloc(1, sizeof *job);
+  if (job == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  job->backend = backend;
+  hct__strlcpy(job->arch, arch, sizeof job->arch);
+  job->op = op;
+  job->variant = v;
+  int rc = hct__point_parse(v, params, &job->point);
+  if (rc != 0) {
+    snprintf(why, len, "options changed (params %s no longer valid: %s)", params, hct_last_error());
+    hct__error_clear();
+    free(job);
+    return 1;
+  }
+  /* A card not on this host: its driver cannot be asked, so the driver
+   * part is taken as recorded (every other part is still checked). */
+  hct_softkey_t old, now;
+  const char *driver = driver_now;
+  if (driver == NULL && getenv("HCTUNE_TEST_DRIVER_VERSION") == NULL)
+    driver = hct__softkey_parse(stored_json, &old) == 0 ? old.driver : "";
+  hct__error_clear();
+  rc = hct__softkey_now(job, driver, &now);
+  free(job);
+  if (rc != 0) {
+    snprintf(why, len, "template changed (cannot hash it now: %s)", hct_last_error());
+    hct__error_clear();
+    return 1;
+  }
+  return hct__softkey_compare(stored_json, &now, why, len);
+}

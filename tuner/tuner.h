@@ -14,6 +14,7 @@
  *                     significance rules, range merging
  *   tuner/run.c       running a variant on a GPU: buffers, launches, graphs
  *   tuner/probe.c     the probe: compile, check, time, decide, record
+ *   tuner/stale.c     what probe --stale re-probes (software keys)
  *   tuner/worker.c, worker_serve.c, quarantine.c: see worker.h
  */
 #ifndef HCT_TUNER_H
@@ -231,6 +232,21 @@ typedef struct hct_probe_opts_s {
  * committed before an error stay.
  */
 int hct__probe(const hct_probe_opts_t *opts);
+
+/* ---- what probe --stale re-probes (tuner/stale.c) -------------------------- */
+
+struct hct_db_s;
+/*
+ * Of the token counts `asked`, those (into *out) where card `dev` has no
+ * decision of op for a class (bitwise, kl), or one whose software key is
+ * not what this host would compile now (hct__softkey_check); a line per
+ * (T, class) into report says why ("T=3 bitwise: stale: relay {..}:
+ * template changed (...)", "missing").  A count with no decision of this
+ * card but decisions of its model under other keys only is "stale", not
+ * unknown.  Returns 0 or a DB error.
+ */
+int hct__stale_tokens(struct hct_db_s *db, const hct_op_t *op, const hct_device_t *dev,
+                      const hct_tokens_t *asked, hct_tokens_t *out, char *report, size_t len);
 
 /* Worker processes, watchdog and quarantine (worker.c, worker_serve.c,
  * quarantine.c). */
