@@ -13,7 +13,7 @@
 static const char usage[] =
     "usage: hctune probe [--device N|UUID] [--op NAME] [--tokens LIST] [--db PATH] [--json]\n"
     "                    [--variants A,B,...] [--retry-quarantined] [--check-sets N]\n"
-    "                    [--margin PCT] [--no-decide] [--quiet]\n"
+    "                    [--margin PCT] [--no-decide] [--stale] [--quiet]\n"
     "\n"
     "Compiles every variant of the op (default hc_read) for the card, checks each\n"
     "one's outputs against the baseline at every token count with and without the\n"
@@ -31,6 +31,8 @@ static const char usage[] =
     "  --check-sets N       random input sets per token count and pending state (default 1)\n"
     "  --margin PCT         how much faster than the baseline a winner must be (default 2)\n"
     "  --no-decide          record trials but change no decision\n"
+    "  --stale              only the token counts whose decision is missing or stale\n"
+    "                       (its software key is not what this host would compile now)\n"
     "  --quiet              no progress on stderr\n";
 
 int cmd_probe(int argc, char **argv) {
@@ -41,6 +43,7 @@ int cmd_probe(int argc, char **argv) {
       {"retry-quarantined", no_argument, NULL, 'r'}, {"check-sets", required_argument, NULL, 's'},
       {"margin", required_argument, NULL, 'm'},  {"no-decide", no_argument, NULL, 'n'},
       {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
+      {"stale", no_argument, NULL, 'S'},
       {NULL, 0, NULL, 0}};
   hct_probe_opts_t o;
   memset(&o, 0, sizeof o);
@@ -71,6 +74,7 @@ int cmd_probe(int argc, char **argv) {
           return hct__usage_error("probe", "--margin '%s': need a percentage in 0..50", optarg);
         break;
       case 'n': o.no_decide = 1; break;
+      case 'S': o.stale = 1; break;
       case 'q': o.quiet = 1; break;
       case 'h': fputs(usage, stdout); return HCT_EXIT_OK;
       case ':': return hct__usage_error("probe", "option '%s' needs a value", argv[optind - 1]);

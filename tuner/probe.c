@@ -37,6 +37,7 @@ typedef struct cand_s {
   uint8_t failed[HCT_MAX_TOKEN_LIST];
   hct_summary_t timing[HCT_MAX_TOKEN_LIST];
   uint8_t timed[HCT_MAX_TOKEN_LIST];
+  hct_softkey_t sk;      /* what shaped its binary and figures */
 } cand_t;
 
 typedef struct probe_s {
@@ -133,6 +134,8 @@ static void trial_init(probe_t *P, const cand_t *c, hct_db_trial_t *t, const cha
   hct__strlcpy(t->template_hash, c->job.template_hash, sizeof t->template_hash);
   hct__strlcpy(t->binary_key, c->job.key, sizeof t->binary_key);
   hct__strlcpy(t->kind, kind, sizeof t->kind);
+  hct__strlcpy(t->software_key, c->sk.key, sizeof t->software_key);
+  hct__strlcpy(t->software_json, c->sk.json, sizeof t->software_json);
   t->tokens = T;
   t->pending = pending;
 }
@@ -252,6 +255,12 @@ static int compile_candidates(probe_t *P) {
   free(which);
   if (rc != 0) return rc;
   progress_end(P);
+  /* The software key of each binary, before any trial is recorded. */
+  for (int i = 0; i < P->n; i++) {
+    cand_t *c = &P->cands[i];
+    if (c->job.template_hash[0] && hct__softkey_now(&c->job, P->dev.driver_version, &c->sk) != 0)
+      return hct__error(HCT_ENOMEM, "%s: software key: %s", c->c.label, hct_last_error());
+  }
   for (int i = 0; i < P->n; i++) {
     cand_t *c = &P->cands[i];
     if (c->dead || c->job.status == 0) continue;
@@ -707,6 +716,8 @@ static int decide(probe_t *P, json_t *result) {
       x->samples = c->timing[kT].n;
       x->decided_at = hct__unix_time();
       hct__strlcpy(x->run_id, P->run_id, sizeof x->run_id);
+      hct__strlcpy(x->software_key, c->sk.key, sizeof x->software_key);
+      hct__strlcpy(x->software_json, c->sk.json, sizeof x->software_json);
       size_t off = (size_t)snprintf(x->evidence_json, sizeof x->evidence_json, "{\"per_T\":[");
       for (int t = kT; t <= kend && off < sizeof x->evidence_json - 80; t++)
         off += (size_t)snprintf(x->evidence_json + off, sizeof x->evidence_json - off,
@@ -827,6 +838,24 @@ int hct__probe(const hct_probe_opts_t *o) {
   free(fp);
   if (rc != 0) goto out;
   hct__rng_seed(&P.rng, hct__now_ns() ^ ((uint64_t)getpid() << 32));
+
+  if (o->stale) {
+    /* Only the counts whose decision is missing or stale on this card. */
+    hct_tokens_t keep;
+    char report[4096];
+    if ((rc = hct__stale_tokens(P.db, P.op, &P.dev, &P.tokens, &keep, report, sizeof report)) != 0)
+      goto out;
+    if (!o->quiet && !o->json && report[0]) fprintf(stderr, "%s", report);
+    if (keep.n == 0) {
+      if (o->json)
+        printf("{\"event\":\"result\",\"op\":\"%s\",\"device\":\"%s\",\"stale\":0,\"decisions\":[]}\n",
+               P.op->name, P.dev.uuid);
+      else if (!o->quiet)
+        printf("%s on %s: every decision is current; nothing to probe\n", P.op->name, P.dev.name);
+      goto out;
+    }
+    P.tokens = keep;
+  }
 
   if ((rc = build_candidates(&P)) != 0) goto out;
   char args[128];

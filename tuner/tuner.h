@@ -218,6 +218,8 @@ typedef struct hct_probe_opts_s {
   int one_mode;              /* time only in the mode that decides: no hot
                                 figures for the winners beside the cold */
   int sample_factor;         /* min samples x this (verify-decisions: 2); 0: 1 */
+  int stale;                 /* only the token counts whose decision is
+                                missing or stale (hct__stale_tokens) */
   /* Called for every candidate timed at T (hctune bench, verify-decisions). */
   void (*on_timed)(void *arg, int T, const char *variant, const char *params,
                    const hct_summary_t *s, int pruned);
