@@ -281,7 +281,7 @@ static void test_typed_requests(void **state) {
   assert_rc(hct__worker_load(w, 5, NULL, "selftest", "barrier", "{", "k5", "/x.db"), HCT_EINVAL);
   assert_msg_has("not a JSON object");
   hct_worker_check_t ck;
-  assert_rc(hct__worker_check(w, 4, 1, 2, 0, UINT64_MAX - 5, 0, &ck), 0);
+  assert_rc(hct__worker_check(w, 4, 1, 2, 0, UINT64_MAX - 5, 0, 0, &ck), 0);
   assert_int_equal(ck.n, 1);
   assert_string_equal(ck.name[0], "y");
   assert_int_equal(ck.figs[0].mismatches, 4);
@@ -290,7 +290,7 @@ static void test_typed_requests(void **state) {
   assert_true(ck.has_ref);
   assert_int_equal(ck.ref_figs[0].first_mismatch, 5);
   assert_true(ck.run_ms == 0.5);
-  assert_rc(hct__worker_check(w, 5, 1, 3, 0, 1, 0, &ck), HCT_ETIMEDOUT);
+  assert_rc(hct__worker_check(w, 5, 1, 3, 0, 1, 0, 0, &ck), HCT_ETIMEDOUT);
   assert_string_equal(hct__fault_reason(HCT_ETIMEDOUT), "timeout");
   assert_true(hct__worker_alive(w));
 
@@ -745,25 +745,25 @@ static void test_gpu_selftest_through_worker(void **state) {
   hct_worker_check_t ck;
   for (int T = 1; T <= 4; T++) {
     uint64_t seed = 1000 + (uint64_t)T;
-    assert_rc(hct__worker_check(w, base, -1, T, 0, seed, 0, &ck), 0);
+    assert_rc(hct__worker_check(w, base, -1, T, 0, seed, 0, 0, &ck), 0);
     assert_int_equal(ck.figs[0].unwritten, 0);
     if (!(ck.figs[0].rel_err < 1e-6)) fail_msg("base at T=%d: rel_err %g", T, ck.figs[0].rel_err);
     /* (6) correct: the baseline's bits. */
-    assert_rc(hct__worker_check(w, good, base, T, 0, seed, 0, &ck), 0);
+    assert_rc(hct__worker_check(w, good, base, T, 0, seed, 0, 0, &ck), 0);
     assert_true(ck.has_ref);
     assert_int_equal(ck.figs[0].mismatches, 0);
     assert_int_equal(ck.figs[0].unwritten, 0);
     /* (4) one bit of element 5 at T = 3 only. */
-    assert_rc(hct__worker_check(w, onebit, base, T, 0, seed, 0, &ck), 0);
+    assert_rc(hct__worker_check(w, onebit, base, T, 0, seed, 0, 0, &ck), 0);
     assert_int_equal(ck.figs[0].mismatches, T == 3 ? 1 : 0);
     if (T == 3) assert_int_equal(ck.figs[0].first_mismatch, 5);
     /* (5) element 7 unwritten. */
-    assert_rc(hct__worker_check(w, unwritten, base, T, 0, seed, 0, &ck), 0);
+    assert_rc(hct__worker_check(w, unwritten, base, T, 0, seed, 0, 0, &ck), 0);
     assert_int_equal(ck.figs[0].unwritten, 1);
     /* The grid barrier: right at T = 1, 2; times out (in the kernel, the
      * worker lives) from T = 3. */
     uint64_t t0 = hct__now_ns();
-    int rc = hct__worker_check(w, barrier, base, T, 0, seed, 0, &ck);
+    int rc = hct__worker_check(w, barrier, base, T, 0, seed, 0, 0, &ck);
     double ms = (double)(hct__now_ns() - t0) / 1e6;
     if (T < 3) {
       assert_rc(rc, 0);
@@ -777,7 +777,7 @@ static void test_gpu_selftest_through_worker(void **state) {
     printf("T=%d: checks done; barrier took %.1f ms\n", T, ms);
   }
   /* (2) out of bounds: a fault that ends the worker; restart and go on. */
-  assert_rc(hct__worker_check(w, oob, base, 1, 0, 7, 0, &ck), HCT_EFAULT);
+  assert_rc(hct__worker_check(w, oob, base, 1, 0, 7, 0, 0, &ck), HCT_EFAULT);
   printf("oob: %s\n", hct_last_error());
   assert_false(hct__worker_alive(w));
   gpu_quarantine(G, oob, 1, HCT_EFAULT);
@@ -785,11 +785,11 @@ static void test_gpu_selftest_through_worker(void **state) {
   snprintf(key, sizeof key, "cand%d", oob);
   hct__worker_forget(w, key);
   assert_rc(hct__worker_recover(w, NULL, NULL), 0);
-  assert_rc(hct__worker_check(w, good, base, 2, 0, 8, 0, &ck), 0);
+  assert_rc(hct__worker_check(w, good, base, 2, 0, 8, 0, 0, &ck), 0);
   assert_int_equal(ck.figs[0].mismatches, 0);
   /* (3) never finishes: the watchdog kills it at the deadline. */
   uint64_t t0 = hct__now_ns();
-  assert_rc(hct__worker_check(w, hang, base, 1, 0, 9, 2000, &ck), HCT_EHANG);
+  assert_rc(hct__worker_check(w, hang, base, 1, 0, 9, 0, 2000, &ck), HCT_EHANG);
   double ms = (double)(hct__now_ns() - t0) / 1e6;
   printf("hang: %s (%.0f ms)\n", hct_last_error(), ms);
   if (ms < 1900 || ms > 2000 + HCT_WORKER_KILL_WAIT_MS + 1000) fail_msg("hang took %.0f ms", ms);
@@ -797,7 +797,7 @@ static void test_gpu_selftest_through_worker(void **state) {
   snprintf(key, sizeof key, "cand%d", hang);
   hct__worker_forget(w, key);
   assert_rc(hct__worker_recover(w, NULL, NULL), 0);
-  assert_rc(hct__worker_check(w, good, base, 1, 0, 10, 0, &ck), 0);
+  assert_rc(hct__worker_check(w, good, base, 1, 0, 10, 0, 0, &ck), 0);
   assert_int_equal(ck.figs[0].mismatches, 0);
   /* Timing: good beats the baseline's deliberate 20 us wait. */
   int ids[2] = {base, good}, failed;

@@ -134,6 +134,7 @@ static int hc_read_fill(hct_hostset_t *s, uint64_t seed) {
     hct_hbuf_t *b = &s->bufs[i];
     const hct_buffer_t *spec = b->spec;
     if (spec->role == HCT_BUF_OUTPUT || b->data == NULL) continue;
+    if (spec->role == HCT_BUF_WEIGHT && s->inputs_only) continue;
     const struct fill_rule_s *rule = NULL;
     for (size_t r = 0; r < HCT_ARRAY_SIZE(fill_rules); r++)
       if (strcmp(fill_rules[r].buffer, spec->name) == 0) rule = &fill_rules[r];

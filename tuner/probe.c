@@ -37,6 +37,7 @@ typedef struct cand_s {
   uint8_t failed[HCT_MAX_TOKEN_LIST];
   hct_summary_t timing[HCT_MAX_TOKEN_LIST];
   uint8_t timed[HCT_MAX_TOKEN_LIST];
+  uint8_t verified[HCT_MAX_TOKEN_LIST]; /* its timed launches' outputs checked */
   hct_softkey_t sk;      /* what shaped its binary and figures */
 } cand_t;
 
@@ -154,6 +155,13 @@ static int record_failure(probe_t *P, cand_t *c, const char *kind, const char *r
   if (rc != 0) return rc;
   hct_qcand_t q = {&P->keys, P->op->name, c->c.v->name, c->c.params, c->job.template_hash};
   return hct__quarantine_add(P->db, &q, T, reason, log);
+}
+
+/* Tells the caller (hctune verify-decisions, bench) that a candidate is
+ * out at T: which check caught it and why. */
+static void rejected(probe_t *P, const cand_t *c, int T, const char *check, const char *why) {
+  if (P->o->on_rejected)
+    P->o->on_rejected(P->o->on_rejected_arg, T, c->c.v->name, c->c.params, check, why);
 }
 
 /* ---- candidates and compiling ------------------------------------------ */
@@ -346,6 +354,7 @@ static int candidate_failed(probe_t *P, int i, const char *kind, int rc, int T, 
     c->dead = 1;
   }
   progress(P, "fault", 0, 0, "%s at T=%d: %s: %s", c->c.label, T, reason, msg);
+  rejected(P, c, T, kind, msg);
   if (i == P->baseline && strcmp(reason, "timeout") != 0)
     return hct__error(rc, "baseline %s at T=%d: %s (nothing can be checked without it)", c->c.label, T, msg);
   if (!hct__worker_alive(P->w)) {
@@ -367,11 +376,36 @@ static int candidate_failed(probe_t *P, int i, const char *kind, int rc, int T, 
 
 /* The worst figures of a candidate over the outputs of one run. */
 typedef struct verdict_s {
-  const char *status;    /* "pass", "parity", "unwritten" */
+  const char *status;    /* "pass", or the reason: "parity", "unwritten",
+                            "repeat", "producer", "nondeterminism", "timed" */
+  const char *check;     /* the check that caught it (the trial's kind):
+                            "parity", "repeat", "producer", "determinism",
+                            "timed" */
   hct_parity_figs_t worst;
   char worst_buf[32];
-  char figures[1400];
+  char figures[2048];
 } verdict_t;
+
+/* The figures of one run of a check, as judge reads them. */
+typedef struct figview_s {
+  int n;
+  const char (*name)[32];
+  const hct_parity_figs_t *figs, *ref_figs;
+  int has_ref;
+  int run;               /* its place in the check's allocation (worker.h) */
+  double run_ms;
+} figview_t;
+
+static figview_t view_first(const hct_worker_check_t *ck) {
+  figview_t v = {ck->n, (const char (*)[32])ck->name, ck->figs, ck->ref_figs, ck->has_ref, 0, ck->run_ms};
+  return v;
+}
+
+static figview_t view_more(const hct_worker_check_t *ck, int j) {
+  figview_t v = {ck->n, (const char (*)[32])ck->name, ck->more[j].figs, ck->more[j].ref_figs,
+                 ck->has_ref, ck->more[j].run, 0};
+  return v;
+}
 
 /*
  * Judges one check's figures: every output element written and finite,
@@ -380,9 +414,10 @@ typedef struct verdict_s {
  * on the same inputs (class kl).  The baseline itself is judged against the
  * float64 reference (judge_baseline).
  */
-static void judge(probe_t *P, const cand_t *c, const hct_worker_check_t *ck, verdict_t *vd) {
+static void judge(probe_t *P, const cand_t *c, const figview_t *ck, verdict_t *vd) {
   memset(vd, 0, sizeof *vd);
   vd->status = "pass";
+  vd->check = "parity";
   size_t off = (size_t)snprintf(vd->figures, sizeof vd->figures, "{");
   for (int j = 0; j < ck->n; j++) {
     const hct_parity_figs_t *f = &ck->figs[j];
@@ -414,7 +449,72 @@ static void judge(probe_t *P, const cand_t *c, const hct_worker_check_t *ck, ver
                               f->kl_max, f->argmax_agree, f->mismatches, f->unwritten,
                               f->image_mismatches);
   }
-  snprintf(vd->figures + off, sizeof vd->figures - off, "%s\"run_ms\":%.3f}", off > 1 ? "," : "", ck->run_ms);
+  snprintf(vd->figures + off, sizeof vd->figures - off, "%s\"run\":%d,\"run_ms\":%.3f}",
+           off > 1 ? "," : "", ck->run, ck->run_ms);
+}
+
+/* Adds `"checks":[...]` (the checks a passing check call went through) to
+ * a verdict's figures. */
+static void list_checks(verdict_t *vd, const hct_worker_check_t *ck) {
+  size_t off = strlen(vd->figures);
+  if (off < 2 || off > sizeof vd->figures - 80) return;
+  int repeat = 0, producer = 0;
+  for (int j = 0; j < ck->n_more; j++) {
+    repeat |= strcmp(ck->more[j].check, "repeat") == 0;
+    producer |= strcmp(ck->more[j].check, "producer") == 0;
+  }
+  snprintf(vd->figures + off - 1, sizeof vd->figures - off + 1, ",\"checks\":[\"parity\"%s%s%s]}",
+           repeat ? ",\"repeat\"" : "", ck->deterministic == 1 ? ",\"determinism\"" : "",
+           producer ? ",\"producer\"" : "");
+}
+
+/*
+ * Judges every run of one check call, in the order that explains a failure
+ * best: two allocations that disagree on identical inputs (a race: every
+ * other difference would follow from it; bitwise classes only), then the
+ * first run (the classic check), then the later runs in the same
+ * allocation (fresh inputs, the first again: state kept between runs) and
+ * the run after the producer.  vd->check names the check that caught it;
+ * log gets one line of detail.
+ */
+static void judge_all(probe_t *P, const cand_t *c, const hct_worker_check_t *ck, int T,
+                      int pending, uint64_t seed, verdict_t *vd, char *log, size_t len) {
+  static const char *const run_text[] = {"first run", "fresh inputs in the same allocation",
+                                         "the first inputs again in the same allocation",
+                                         "right after a producer that lets it launch early",
+                                         "a second allocation"};
+  figview_t v0 = view_first(ck);
+  judge(P, c, &v0, vd);
+  log[0] = '\0';
+  if (ck->deterministic == 0 && c->c.v->parity != HCT_PARITY_KL) {
+    vd->status = "nondeterminism";
+    vd->check = "determinism";
+    snprintf(log, len, "T=%d%s seed %llu: two allocations on identical inputs gave different bits: "
+             "'%s' %zu elements (first at %zu)", T, pending ? " pending" : "",
+             (unsigned long long)seed, ck->nondet_buf, ck->nondet_mismatches, ck->nondet_first);
+    return;
+  }
+  for (int j = -1; j < ck->n_more && strcmp(vd->status, "pass") == 0; j++) {
+    if (j >= 0) {
+      figview_t v = view_more(ck, j);
+      judge(P, c, &v, vd);
+      if (strcmp(vd->status, "pass") == 0) continue;
+      vd->check = strcmp(ck->more[j].check, "producer") == 0 ? "producer" : "repeat";
+      vd->status = vd->check;
+    }
+    int run = j < 0 ? 0 : ck->more[j].run;
+    if (strcmp(vd->status, "pass") != 0)
+      snprintf(log, len, "T=%d%s seed %llu, run %d (%s): '%s' %zu mismatches (first at %zu), %zu "
+               "unwritten, %zu not finite, %zu image mismatches, rel err %.3g, kl %.3g", T,
+               pending ? " pending" : "", (unsigned long long)seed, run,
+               run_text[run < 5 ? run : 0], vd->worst_buf, vd->worst.mismatches,
+               vd->worst.first_mismatch, vd->worst.unwritten, vd->worst.nonfinite,
+               vd->worst.image_mismatches, vd->worst.rel_err, vd->worst.kl_mean);
+  }
+  if (strcmp(vd->status, "pass") == 0) {
+    judge(P, c, &v0, vd); /* the first run's figures stand for the check */
+    list_checks(vd, ck);
+  }
 }
 
 /* The baseline against the float64 reference: normwise relative error
@@ -425,22 +525,46 @@ static void judge(probe_t *P, const cand_t *c, const hct_worker_check_t *ck, ver
 static int judge_baseline(probe_t *P, const hct_worker_check_t *ck, int T, int pending,
                           uint64_t seed, verdict_t *vd) {
   cand_t *base = &P->cands[P->baseline];
-  judge(P, base, ck, vd);
-  for (int j = 0; j < ck->n; j++) {
-    const hct_parity_figs_t *f = &ck->figs[j];
-    if (f->unwritten || f->nonfinite || f->image_mismatches ||
-        (!f->is_image && f->rel_err > BASELINE_MAX_REL_ERR)) {
-      record_failure(P, base, "parity", f->unwritten ? "unwritten" : "parity", T, pending, seed,
-                     vd->figures, NULL);
-      return hct__error(HCT_EPARITY,
-                        "baseline %s at T=%d%s: '%s' is off the float64 reference (relative error "
-                        "%.3g, %zu unwritten, %zu not finite, %zu not the exact image of its f32 "
-                        "output; limit %.0e): nothing can be checked against it",
-                        base->c.label, T, pending ? " with pending" : "", ck->name[j], f->rel_err,
-                        f->unwritten, f->nonfinite, f->image_mismatches, BASELINE_MAX_REL_ERR);
+  if (ck->deterministic == 0) {
+    record_failure(P, base, "determinism", "nondeterminism", T, pending, seed, NULL, NULL);
+    return hct__error(HCT_EPARITY, "baseline %s at T=%d%s: two allocations on identical inputs gave "
+                      "different bits ('%s', %zu elements): nothing can be checked against it",
+                      base->c.label, T, pending ? " with pending" : "", ck->nondet_buf,
+                      ck->nondet_mismatches);
+  }
+  /* Every run: the first, then the later ones of the same allocation. */
+  for (int r = -1; r < ck->n_more; r++) {
+    figview_t v = r < 0 ? view_first(ck) : view_more(ck, r);
+    judge(P, base, &v, vd);
+    for (int j = 0; j < ck->n; j++) {
+      const hct_parity_figs_t *f = &v.figs[j];
+      if (f->unwritten || f->nonfinite || f->image_mismatches ||
+          (!f->is_image && f->rel_err > BASELINE_MAX_REL_ERR)) {
+        const char *check = r < 0 ? "parity" : ck->more[r].check;
+        record_failure(P, base, check, r >= 0 ? check : f->unwritten ? "unwritten" : "parity", T,
+                       pending, seed, vd->figures, NULL);
+        return hct__error(HCT_EPARITY,
+                          "baseline %s at T=%d%s, run %d: '%s' is off the float64 reference "
+                          "(relative error %.3g, %zu unwritten, %zu not finite, %zu not the exact "
+                          "image of its f32 output; limit %.0e): nothing can be checked against it",
+                          base->c.label, T, pending ? " with pending" : "", v.run, ck->name[j],
+                          f->rel_err, f->unwritten, f->nonfinite, f->image_mismatches,
+                          BASELINE_MAX_REL_ERR);
+      }
     }
   }
+  figview_t v0 = view_first(ck);
+  judge(P, base, &v0, vd);
+  list_checks(vd, ck);
   return 0;
+}
+
+/* What a check call runs for candidate c (worker.h): every candidate the
+ * runs of one allocation and the producer run; bitwise classes (the
+ * baseline too) the second allocation that must give the same bits. */
+static int check_flags(const cand_t *c) {
+  return HCT_CHECK_REPEAT | HCT_CHECK_PRODUCER |
+         (c->c.v->parity != HCT_PARITY_KL ? HCT_CHECK_TWIN : 0);
 }
 
 static int check_T(probe_t *P, int k, int pending) {
@@ -452,14 +576,15 @@ static int check_T(probe_t *P, int k, int pending) {
   int rc;
   /* The first call on an input set draws it and computes the float64
    * reference in the worker: give it time. */
-  rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, 120000, &ck);
+  rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, check_flags(base), 120000, &ck);
   if (rc != 0) {
     int r = candidate_failed(P, P->baseline, "parity", rc, T, pending, seed);
     return r != 0 ? r : rc;
   }
   P->fresh_worker = 0; /* the worker holds this input set now */
   if ((rc = judge_baseline(P, &ck, T, pending, seed, &vd)) != 0) return rc;
-  int deadline = hct__worker_deadline_ms(ck.run_ms * 4);
+  /* Up to five runs a check (worker.h), each given the watchdog's margin. */
+  int deadline = hct__worker_deadline_ms(ck.run_ms * 4 * 5);
   hct_db_trial_t t;
   trial_init(P, base, &t, "parity", T, pending);
   hct__strlcpy(t.status, "pass", sizeof t.status);
@@ -481,42 +606,43 @@ static int check_T(probe_t *P, int k, int pending) {
      * that, so that the candidate's own run keeps the launch deadline. */
     if (P->fresh_worker) {
       hct_worker_check_t warm;
-      rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, 120000, &warm);
+      rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, check_flags(base), 120000,
+                             &warm);
       if (rc != 0) {
         int r = candidate_failed(P, P->baseline, "parity", rc, T, pending, seed);
         return r != 0 ? r : rc;
       }
       P->fresh_worker = 0;
     }
-    rc = hct__worker_check(P->w, i, P->baseline, T, pending, seed, deadline, &ck);
+    rc = hct__worker_check(P->w, i, P->baseline, T, pending, seed, check_flags(c), deadline, &ck);
     if (rc != 0) {
       if ((rc = candidate_failed(P, i, "parity", rc, T, pending, seed)) != 0) return rc;
       continue;
     }
-    judge(P, c, &ck, &vd);
-    trial_init(P, c, &t, "parity", T, pending);
+    char log[768];
+    judge_all(P, c, &ck, T, pending, seed, &vd, log, sizeof log);
+    trial_init(P, c, &t, vd.check, T, pending);
     hct__strlcpy(t.status, vd.status, sizeof t.status);
     t.seed = seed;
     t.figures_json = vd.figures;
+    if (strcmp(vd.status, "pass") != 0) t.log = log;
     if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
     if (strcmp(vd.status, "pass") != 0) {
-      char log[512];
-      snprintf(log, sizeof log, "T=%d%s seed %llu: '%s' %zu mismatches (first at %zu), %zu unwritten, "
-               "%zu image mismatches, rel err %.3g, kl %.3g", T, pending ? " pending" : "",
-               (unsigned long long)seed, vd.worst_buf, vd.worst.mismatches, vd.worst.first_mismatch,
-               vd.worst.unwritten, vd.worst.image_mismatches, vd.worst.rel_err, vd.worst.kl_mean);
       hct_qcand_t q = qcand(P, c);
       if ((rc = hct__quarantine_add(P->db, &q, T, vd.status, log)) != 0) return rc;
       /* A wrong answer at one T disqualifies the candidate everywhere. */
       c->dead = 1;
       hct__worker_unload(P->w, i);
-      progress(P, "reject", 0, 0, "%s: %s %s", c->c.label, vd.status, log);
+      progress(P, "reject", 0, 0, "%s: %s check: %s: %s", c->c.label, vd.check, vd.status, log);
+      rejected(P, c, T, vd.check, log);
     }
   }
   return 0;
 }
 
 /* ---- timing -------------------------------------------------------------- */
+
+static int verify_T(probe_t *P, int k);
 
 /* Times every candidate that passed at T, in the worker: each one's batch
  * of launches captured into a graph over rotating buffer sets (cold: their
@@ -614,11 +740,119 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
     }
     free(res);
     progress_end(P);
+    /* Before anything is decided from these figures: the outputs of the
+     * launches the winners made while being timed. */
+    if (rc == 0 && decides) rc = verify_T(P, kT);
     return rc;
   }
 }
 
-static int winner_at(probe_t *P, int k, int allow_kl);
+static int winner_at(probe_t *P, int k, int allow_kl, int verified_only);
+
+/*
+ * Judges one candidate's timed outputs (hct__worker_verify) against the
+ * baseline's timed outputs on the same rotating sets: a bitwise class must
+ * match every bit on every set; a kl one must have every element written,
+ * finite, its images exact, be within the kl bounds against the float64
+ * reference on set 0, and on every set within 2 (maxerr_factor + 1) times
+ * the baseline's own error of the baseline's outputs (an honest kl
+ * candidate is within maxerr_factor + 1 of it by the triangle inequality;
+ * one right only on some sets is far off on the others).
+ */
+static int timed_ok(probe_t *P, const cand_t *c, const hct_worker_verify_t *v, char *log,
+                    size_t len) {
+  int kl = c->c.v->parity == HCT_PARITY_KL;
+  double base_err = 0;
+  for (int j = 0; j < v->n; j++)
+    if (!v->ref_first[j].is_image) base_err = fmax(base_err, v->ref_first[j].max_err_ratio);
+  double dist_limit = 2 * (P->op->maxerr_factor + 1) * fmax(base_err, 1e-9);
+  const char *what = NULL;
+  if (v->unwritten > 0) what = "elements left unwritten";
+  else if (v->nonfinite > 0) what = "elements not finite";
+  else if (v->image_mismatches > 0) what = "16-bit images not the rounding of their f32 output";
+  else if (!kl && v->mismatches > 0) what = "bits differ from the baseline's";
+  else if (kl && !(v->max_dist <= dist_limit)) what = "far from the baseline's outputs";
+  for (int j = 0; kl && what == NULL && j < v->n; j++) {
+    const hct_parity_figs_t *f = &v->first[j], *bf = &v->ref_first[j];
+    const hct_buffer_t *b = buffer_named(P->op, v->name[j]);
+    if (f->is_image || b == NULL || b->role == HCT_BUF_INOUT) continue;
+    if (f->kl_mean > fmax(P->op->kl_mean_factor * bf->kl_mean, P->op->kl_abs_floor) ||
+        f->max_err_ratio > P->op->maxerr_factor * bf->max_err_ratio)
+      what = "outside the kl bounds against the float64 reference";
+  }
+  if (what == NULL) return 1;
+  snprintf(log, len, "the outputs of its timed launches (%d rotating sets) are wrong: %s (set %d, "
+           "'%s': %zu mismatches, %zu unwritten, %zu not finite, %zu image mismatches, distance "
+           "%.3g against a limit of %.3g)", v->sets, what, v->worst_set, v->worst_buf, v->mismatches,
+           v->unwritten, v->nonfinite, v->image_mismatches, v->max_dist, dist_limit);
+  return 0;
+}
+
+/*
+ * Verifies after timing at the k-th count, before any decision: the
+ * winners of both classes (every timed candidate with verify_all), whose
+ * timed launches' outputs must pass timed_ok.  One that fails is recorded
+ * ("timed"), quarantined and out everywhere, and the winners are chosen
+ * again, until every winner is verified.  The worker keeps the timing's
+ * allocation only until its next request of another kind, so candidates
+ * are unloaded after the loop.
+ */
+static int verify_T(probe_t *P, int k) {
+  const int T = P->tokens.t[k];
+  int dead[MAX_CANDS], ndead = 0, rc = 0;
+  for (;;) {
+    int ids[MAX_CANDS], n = 0;
+    for (int i = 0; i < P->n; i++) {
+      cand_t *c = &P->cands[i];
+      if (i == P->baseline || c->dead || !c->timed[k] || c->verified[k]) continue;
+      int want = P->o->verify_all;
+      for (int kl = 0; kl <= 1 && !want; kl++) want = winner_at(P, k, kl, 0) == i;
+      if (want) ids[n++] = i;
+    }
+    if (n == 0) break;
+    hct_worker_verify_t *vr = calloc((size_t)n, sizeof *vr);
+    if (vr == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+    progress(P, "verify", 0, n, "T=%d: the timed launches' outputs of %d candidates", T, n);
+    int failed = -1;
+    rc = hct__worker_verify(P->w, ids, n, P->baseline, 60000 + 2000 * n, vr, &failed);
+    if (rc != 0) {
+      /* One candidate's replay failed: it is out (and a dead worker
+       * restarted, the timing's allocation with it: the others stay
+       * unverified at this T, so they are not decided for here). */
+      free(vr);
+      if (failed >= 0 && failed != P->baseline) rc = candidate_failed(P, failed, "timed", rc, T, 0, 0);
+      break;
+    }
+    int any_failed = 0;
+    for (int q = 0; q < n && rc == 0; q++) {
+      cand_t *c = &P->cands[ids[q]];
+      char log[768];
+      int ok = timed_ok(P, c, &vr[q], log, sizeof log);
+      if (ok) {
+        c->verified[k] = 1;
+        continue;
+      }
+      any_failed = 1;
+      char figs[256];
+      snprintf(figs, sizeof figs, "{\"sets\":%d,\"worst_set\":%d,\"mismatches\":%zu,\"unwritten\":%zu,"
+               "\"nonfinite\":%zu,\"image_mismatches\":%zu,\"max_dist\":%.3g}", vr[q].sets,
+               vr[q].worst_set, vr[q].mismatches, vr[q].unwritten, vr[q].nonfinite,
+               vr[q].image_mismatches, isfinite(vr[q].max_dist) ? vr[q].max_dist : -1.0);
+      char line[800];
+      snprintf(line, sizeof line, "T=%d: %s", T, log);
+      rc = record_failure(P, c, "timed", "timed", T, 0, 0, figs, line);
+      c->dead = 1;
+      dead[ndead++] = ids[q];
+      progress(P, "reject", 0, 0, "%s: timed check: %s", c->c.label, line);
+      rejected(P, c, T, "timed", line);
+    }
+    free(vr);
+    if (!any_failed || rc != 0) break;
+  }
+  progress_end(P);
+  for (int q = 0; q < ndead; q++) hct__worker_unload(P->w, dead[q]);
+  return rc;
+}
 
 /* Times every candidate that passed at T in the mode the manifest decides
  * by; then the baseline and the winners of both classes in the other mode,
@@ -631,7 +865,7 @@ static int time_T(probe_t *P, int k) {
   uint8_t only[MAX_CANDS] = {0};
   only[P->baseline] = 1;
   for (int kl = 0; kl <= 1; kl++) {
-    int w = winner_at(P, k, kl);
+    int w = winner_at(P, k, kl, 1);
     if (w >= 0) only[w] = 1;
   }
   return time_pass(P, k, !cold, 0, only);
@@ -642,13 +876,16 @@ static int time_T(probe_t *P, int k) {
 /* The winner at the k-th token count among candidates whose class is
  * allowed, by the one rule the tests check (hct__pick_winner): the fastest
  * one that beats the baseline significantly, else the baseline; -1 when
- * the baseline was not timed there. */
-static int winner_at(probe_t *P, int k, int allow_kl) {
+ * the baseline was not timed there.  With verified_only, only candidates
+ * whose timed launches' outputs were verified at k (and the baseline, the
+ * reference they are verified against) take part: what is decided for. */
+static int winner_at(probe_t *P, int k, int allow_kl, int verified_only) {
   if (!P->cands[P->baseline].timed[k]) return -1;
   int m = 0, incumbent = -1;
   for (int i = 0; i < P->n; i++) {
     const cand_t *c = &P->cands[i];
     if (c->dead || !c->timed[k]) continue;
+    if (verified_only && !c->verified[k] && i != P->baseline) continue;
     if (c->c.v->parity == HCT_PARITY_KL && !allow_kl) continue;
     if (i == P->baseline) incumbent = m;
     memset(&P->pick[m], 0, sizeof P->pick[m]);
@@ -680,7 +917,7 @@ static int decide(probe_t *P, json_t *result) {
     int nr = HCT_ENOMEM;
     if (label != NULL) {
       for (int kT = 0; kT < P->tokens.n; kT++) {
-        win[kT] = winner_at(P, kT, classes[k] == HCT_PARITY_KL);
+        win[kT] = winner_at(P, kT, classes[k] == HCT_PARITY_KL, 1);
         label[P->tokens.t[kT] - t0] = win[kT] >= 0 ? P->cands[win[kT]].c.label : NULL;
       }
       nr = hct__merge_ranges(label, t0, t1, ranges, HCT_MAX_TOKEN_LIST);
@@ -749,7 +986,7 @@ static void print_table(probe_t *P) {
          "speedup", "kl winner", "us", "speedup");
   for (int k = 0; k < P->tokens.n; k++) {
     const int T = P->tokens.t[k];
-    int wb = winner_at(P, k, 0), wk = winner_at(P, k, 1);
+    int wb = winner_at(P, k, 0, 1), wk = winner_at(P, k, 1, 1);
     if (wb < 0) {
       printf("%4d  %-34s\n", T, "(baseline not timed)");
       continue;

@@ -32,21 +32,33 @@ typedef struct wcand_s {
   hct_cand_t c;
 } wcand_t;
 
+/* One input set of a check: host data with its float64 reference, and the
+ * reference candidate's outputs on it. */
+typedef struct runset_s {
+  int valid;
+  hct_hostset_t hs;
+  void *ref_out[HCT_MAX_BUFFERS];
+  json_t *ref_figs;         /* the reference's figures against float64 */
+  hct_parity_figs_t ref_f[HCT_MAX_BUFFERS]; /* the same, as figures */
+} runset_t;
+
 /* The inputs of the last check, kept for the next: the probe checks every
  * candidate on the same inputs in turn, so the reference and the outputs
- * of the reference candidate are computed once per input set. */
+ * of the reference candidate are computed once per input set.  set[0] is
+ * drawn from the seed; set[1] holds fresh inputs for the same weights (the
+ * repeat check), drawn when first asked for. */
 typedef struct inset_s {
   int valid;
   const hct_op_t *op;
   int T, pending;
   uint64_t seed;
-  hct_hostset_t hs;
-  int ref_id;               /* candidate whose outputs ref_out holds, or -1 */
-  void *ref_out[HCT_MAX_BUFFERS];
-  json_t *ref_figs;         /* its figures against the float64 reference */
+  runset_t set[2];
+  int ref_id;               /* candidate whose outputs set[].ref_out hold, or -1 */
+  int ref_repeat;           /* they include set[1]'s */
   hct_gpu_t *gpu;           /* where `dev` lives */
-  hct_devset_t dev;         /* the set uploaded once, for every candidate */
+  hct_devset_t dev;         /* the device copy every candidate runs on */
   int dev_ok;
+  int staged;               /* the producer holds set[0]'s inputs */
 } inset_t;
 
 typedef struct worker_s {
@@ -59,6 +71,9 @@ typedef struct worker_s {
   int n_ops;
   wcand_t *cands;
   inset_t in;
+  hct_producer_t producer;  /* the producer check's kernel, loaded once */
+  int producer_loaded;
+  struct timed_s *timed;    /* the last 'time' request's allocation, for 'verify' */
   hct_db_t *db;             /* read-only, kept open: opening checks it */
   char dbpath[1024];
   int quit;
@@ -103,14 +118,7 @@ static int need_cand(worker_t *W, int64_t id, wcand_t **out) {
   return 0;
 }
 
-static void inset_clear(inset_t *in) {
-  if (in->dev_ok) hct__devset_free(in->gpu, &in->dev);
-  if (in->valid) hct__hostset_free(&in->hs);
-  for (int i = 0; i < HCT_MAX_BUFFERS; i++) free(in->ref_out[i]);
-  json_decref(in->ref_figs);
-  memset(in, 0, sizeof *in);
-  in->ref_id = -1;
-}
+static void inset_clear(worker_t *W);
 
 /* ---- requests ----------------------------------------------------------- */
 
@@ -202,7 +210,7 @@ static int req_unload(worker_t *W, json_t *req, json_t *reply) {
   wcand_t *c;
   int rc;
   if ((rc = get_int(req, "cand", 1, 0, &id)) != 0 || (rc = need_cand(W, id, &c)) != 0) return rc;
-  if (W->in.ref_id == id) inset_clear(&W->in);
+  if (W->in.ref_id == id) inset_clear(W);
   hct__run_unload(W->gpu, &c->c);
   memset(c, 0, sizeof *c);
   return 0;
@@ -229,71 +237,97 @@ static void outs_free(void *outs[]) {
   }
 }
 
-/*
- * One check run of a candidate on the current input set, and the timeout
- * flag of a grid-barrier variant.  The inputs and weights are uploaded once
- * per input set: every candidate checked on it runs on the same device
- * copy (hct__run_on resets what a run writes).
- */
-static int run_check(worker_t *W, const hct_cand_t *c, const hct_hostset_t *hs, void *outs[],
-                     int *timed_out) {
-  hct_gpu_t *g = W->gpu;
-  inset_t *in = &W->in;
-  int rc;
-  *timed_out = 0;
-  if (!in->dev_ok || in->gpu != g) {
-    if (in->dev_ok) hct__devset_free(in->gpu, &in->dev);
-    in->dev_ok = 0;
-    if ((rc = hct__devset_alloc(g, hs, &in->dev)) != 0) return rc;
-    in->gpu = g;
-    in->dev_ok = 1;
-    if ((rc = hct__devset_upload(g, hs, &in->dev)) != 0) return rc;
-  }
-  uint32_t flag = 0;
-  rc = hct__run_on(g, c, hs, &in->dev, outs, c->v->grid_barrier ? &flag : NULL);
-  *timed_out = rc == 0 && flag != 0;
-  return rc;
+static void runset_clear(runset_t *r) {
+  if (r->valid) hct__hostset_free(&r->hs);
+  outs_free(r->ref_out);
+  json_decref(r->ref_figs);
+  memset(r, 0, sizeof *r);
 }
 
-/* Figures of every output and inout: against the float64 reference, and
- * bit for bit against `ref` when given. */
-static json_t *figures(const hct_hostset_t *hs, void *outs[], void *ref[]) {
-  json_t *all = json_object();
-  hct_parity_figs_t f[HCT_MAX_BUFFERS];
-  memset(f, 0, sizeof f);
+static void inset_clear(worker_t *W) {
+  inset_t *in = &W->in;
+  if (in->staged) hct__producer_unstage(in->gpu, &W->producer);
+  if (in->dev_ok) hct__devset_free(in->gpu, &in->dev);
+  for (int k = 0; k < 2; k++) runset_clear(&in->set[k]);
+  memset(in, 0, sizeof *in);
+  in->ref_id = -1;
+}
+
+/* The device set for the current inputs, allocated and uploaded once per
+ * input set: every candidate checked on it runs on the same device copy
+ * of the weights (a run puts its own inputs in, and poisons its outputs). */
+static int inset_device(worker_t *W) {
+  inset_t *in = &W->in;
+  if (in->dev_ok && in->gpu == W->gpu) return 0;
+  if (in->dev_ok) hct__devset_free(in->gpu, &in->dev);
+  in->dev_ok = 0;
+  int rc = hct__devset_alloc(W->gpu, &in->set[0].hs, &in->dev);
+  if (rc != 0) return rc;
+  in->gpu = W->gpu;
+  in->dev_ok = 1;
+  return hct__devset_upload(W->gpu, &in->set[0].hs, &in->dev);
+}
+
+/* Figures of every output and inout into f: against the float64
+ * reference, and bit for bit against `ref` when given.  An output whose
+ * bits equal the reference's (ref_f: its figures) has the reference's
+ * figures: the float64 comparison is the costly part of a check, and a
+ * bitwise candidate's runs are bit-equal to the baseline's. */
+static void figures_of(const hct_hostset_t *hs, void *outs[], void *ref[],
+                       const hct_parity_figs_t *ref_f, hct_parity_figs_t f[]) {
+  memset(f, 0, sizeof *f * HCT_MAX_BUFFERS);
   for (int i = 0; i < hs->n; i++) {
     if (outs[i] == NULL) continue;
-    hct__parity_metrics(&hs->bufs[i], outs[i], &f[i]);
-    if (ref != NULL && ref[i] != NULL) {
-      hct_parity_figs_t fb;
-      memset(&fb, 0, sizeof fb);
-      hct__parity_bitwise(&hs->bufs[i], outs[i], ref[i], &fb);
-      f[i].mismatches = fb.mismatches;
-      f[i].first_mismatch = fb.first_mismatch;
+    hct_parity_figs_t fb;
+    memset(&fb, 0, sizeof fb);
+    if (ref != NULL && ref[i] != NULL) hct__parity_bitwise(&hs->bufs[i], outs[i], ref[i], &fb);
+    if (ref != NULL && ref[i] != NULL && ref_f != NULL && fb.mismatches == 0) {
+      f[i] = ref_f[i];
+      f[i].is_image = 0;
+      f[i].image_mismatches = 0;
+    } else {
+      hct__parity_metrics(&hs->bufs[i], outs[i], &f[i]);
     }
+    f[i].mismatches = fb.mismatches;
+    f[i].first_mismatch = fb.first_mismatch;
   }
   hct__parity_images(hs, outs, f);
+}
+
+static json_t *figures_json(const hct_hostset_t *hs, void *outs[], const hct_parity_figs_t f[]) {
+  json_t *all = json_object();
   for (int i = 0; i < hs->n; i++)
     if (outs[i] != NULL) json_object_set_new(all, hs->bufs[i].spec->name, hct__figs_to_json(&f[i]));
   return all;
 }
 
-/* Makes W->in the input set (op, T, pending, seed): inputs and reference. */
+static json_t *figures(const hct_hostset_t *hs, void *outs[], void *ref[],
+                       const hct_parity_figs_t *ref_f) {
+  hct_parity_figs_t f[HCT_MAX_BUFFERS];
+  figures_of(hs, outs, ref, ref_f, f);
+  return figures_json(hs, outs, f);
+}
+
+/* Makes W->in set 0 the input set (op, T, pending, seed): inputs and
+ * reference. */
 static int inset_get(worker_t *W, const hct_op_t *op, int T, int pending, uint64_t seed) {
   inset_t *in = &W->in;
   if (in->valid && in->op == op && in->T == T && in->pending == pending && in->seed == seed)
     return 0;
-  inset_clear(in);
+  inset_clear(W);
   const hct_op_impl_t *impl = hct__op_impl(op->name);
   if (impl == NULL) return hct__error(HCT_ENOENT, "op '%s': hctune has no host implementation for it", op->name);
-  int rc = hct__hostset_init(&in->hs, op, T, pending);
+  runset_t *a = &in->set[0];
+  int rc = hct__hostset_init(&a->hs, op, T, pending);
   if (rc != 0) return rc;
-  in->valid = 1;
-  if ((rc = impl->fill_inputs(&in->hs, seed)) != 0 || (rc = impl->reference(&in->hs)) != 0) {
-    inset_clear(in);
+  a->valid = 1;
+  if ((rc = impl->fill_inputs(&a->hs, seed)) != 0 || (rc = impl->reference(&a->hs)) != 0 ||
+      (rc = hct__parity_prepare(&a->hs)) != 0) {
+    inset_clear(W);
     return rc;
   }
-  in->hs.seed = seed;
+  a->hs.seed = seed;
+  in->valid = 1;
   in->op = op;
   in->T = T;
   in->pending = pending;
@@ -301,58 +335,229 @@ static int inset_get(worker_t *W, const hct_op_t *op, int T, int pending, uint64
   return 0;
 }
 
+/* Set 1: fresh inputs for set 0's weights (drawn from a seed derived from
+ * set 0's), with their reference: what a second call of an engine sees at
+ * the same addresses. */
+static int inset_fresh(worker_t *W) {
+  inset_t *in = &W->in;
+  runset_t *a = &in->set[0], *b = &in->set[1];
+  if (b->valid) return 0;
+  const hct_op_impl_t *impl = hct__op_impl(in->op->name);
+  int rc = hct__hostset_init(&b->hs, in->op, in->T, in->pending);
+  if (rc != 0) return rc;
+  b->valid = 1;
+  for (int i = 0; i < a->hs.n; i++)
+    if (a->hs.bufs[i].spec->role == HCT_BUF_WEIGHT && a->hs.bufs[i].data)
+      memcpy(b->hs.bufs[i].data, a->hs.bufs[i].data,
+             a->hs.bufs[i].elems * hct__dtype_size(a->hs.bufs[i].spec->dtype));
+  b->hs.inputs_only = 1;
+  uint64_t seed = in->seed ^ 0x5bd1e9955bd1e995ull;
+  if ((rc = impl->fill_inputs(&b->hs, seed)) != 0 || (rc = impl->reference(&b->hs)) != 0 ||
+      (rc = hct__parity_prepare(&b->hs)) != 0) {
+    runset_clear(b);
+    return rc;
+  }
+  b->hs.seed = seed;
+  return 0;
+}
+
+/*
+ * The runs of one candidate in one allocation (a session), as an engine
+ * runs it: run 0 on set 0 (the classic check); with `repeat`, run 1 on set
+ * 1 (fresh inputs at the same addresses, the scratch and its "once" state
+ * kept) and run 2 on set 0 again (identical inputs: a bitwise candidate must
+ * give identical bits); with `producer`, run 3 on set 0 right after the
+ * producer kernel, which writes the inputs and lets this launch begin
+ * early.  Outputs are poisoned before every run.  With `twin`, run 4 is
+ * the first run of a second, fresh allocation on set 0: identical inputs
+ * and identical state, so its bits differ from run 0's only by a race
+ * (run 2's may differ by state kept between runs, which is the repeat
+ * check's to judge).
+ */
+enum { RUN_FIRST, RUN_FRESH, RUN_AGAIN, RUN_PRODUCER, RUN_TWIN, N_RUNS };
+static const int run_set[N_RUNS] = {0, 1, 0, 0, 0};
+
+typedef struct runs_s {
+  void *out[N_RUNS][HCT_MAX_BUFFERS];
+  uint8_t done[N_RUNS];
+  double first_ms;
+} runs_t;
+
+static void runs_free(runs_t *r) {
+  for (int k = 0; k < N_RUNS; k++) outs_free(r->out[k]);
+}
+
+static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int producer, int twin,
+                       runs_t *r, int *timed_out_run) {
+  inset_t *in = &W->in;
+  hct_scratchset_t s;
+  *timed_out_run = -1;
+  int rc = inset_device(W);
+  if (rc == 0 && producer && !in->staged) {
+    if (!W->producer_loaded && (rc = hct__producer_load(W->gpu, &W->producer)) == 0)
+      W->producer_loaded = 1;
+    if (rc == 0 && (rc = hct__producer_stage(W->gpu, &W->producer, &in->set[0].hs, &in->dev)) == 0)
+      in->staged = 1;
+  }
+  if (rc == 0) rc = hct__session_begin(W->gpu, c, in->T, &s);
+  if (rc != 0) return rc;
+  for (int k = 0; rc == 0 && k < N_RUNS; k++) {
+    if ((k == RUN_FRESH || k == RUN_AGAIN) && !repeat) continue;
+    if (k == RUN_PRODUCER && !producer) continue;
+    if (k == RUN_TWIN) {
+      if (!twin) continue;
+      hct__scratch_free(W->gpu, &s);
+      if ((rc = hct__session_begin(W->gpu, c, in->T, &s)) != 0) return rc;
+    }
+    const hct_hostset_t *hs = &in->set[run_set[k]].hs;
+    if ((rc = outs_alloc(hs, r->out[k])) != 0) break;
+    uint32_t flag = 0;
+    uint64_t t0 = hct__now_ns();
+    rc = hct__session_run(W->gpu, c, hs, &in->dev, &s, k == RUN_PRODUCER ? &W->producer : NULL,
+                          r->out[k], c->v->grid_barrier ? &flag : NULL);
+    if (k == RUN_FIRST) r->first_ms = (double)(hct__now_ns() - t0) / 1e6;
+    r->done[k] = rc == 0;
+    if (rc == 0 && flag != 0 && *timed_out_run < 0) *timed_out_run = k;
+  }
+  /* After a sticky error the context is gone: free nothing on the GPU. */
+  if (!is_sticky(rc)) hct__scratch_free(W->gpu, &s);
+  return rc;
+}
+
+/* The reference candidate's outputs on set 0 (and set 1 with `repeat`),
+ * kept in W->in for every candidate checked on these inputs. */
+static int keep_ref(worker_t *W, int id, runs_t *r, int repeat) {
+  inset_t *in = &W->in;
+  for (int k = 0; k < 2; k++) {
+    runset_t *set = &in->set[k];
+    outs_free(set->ref_out);
+    json_decref(set->ref_figs);
+    set->ref_figs = NULL;
+  }
+  int runs[2] = {RUN_FIRST, RUN_FRESH};
+  for (int k = 0; k < (repeat ? 2 : 1); k++) {
+    runset_t *set = &in->set[k];
+    memcpy(set->ref_out, r->out[runs[k]], sizeof set->ref_out);
+    memset(r->out[runs[k]], 0, sizeof r->out[runs[k]]);
+    figures_of(&set->hs, set->ref_out, NULL, NULL, set->ref_f);
+    set->ref_figs = figures_json(&set->hs, set->ref_out, set->ref_f);
+  }
+  in->ref_id = id;
+  in->ref_repeat = repeat;
+  return 0;
+}
+
+/* Bits of run 4 (a fresh allocation) against run 0, on identical inputs:
+ * 1 when identical; else 0 with the first buffer that differs and its
+ * count. */
+static int deterministic(const inset_t *in, runs_t *r, json_t *reply) {
+  const hct_hostset_t *hs = &in->set[0].hs;
+  for (int i = 0; i < hs->n; i++) {
+    if (r->out[RUN_FIRST][i] == NULL || r->out[RUN_TWIN][i] == NULL) continue;
+    hct_parity_figs_t f;
+    memset(&f, 0, sizeof f);
+    hct__parity_bitwise(&hs->bufs[i], r->out[RUN_TWIN][i], r->out[RUN_FIRST][i], &f);
+    if (f.mismatches == 0) continue;
+    json_object_set_new(reply, "nondeterministic_buffer", json_string(hs->bufs[i].spec->name));
+    json_object_set_new(reply, "nondeterministic_mismatches", json_integer((json_int_t)f.mismatches));
+    json_object_set_new(reply, "nondeterministic_first", json_integer((json_int_t)f.first_mismatch));
+    return 0;
+  }
+  return 1;
+}
+
+/*
+ * check: candidate `cand` at T on the inputs drawn from `seed` (pending:
+ * with the optional inputs), against candidate `ref` (-1: none; the
+ * figures are then against the float64 reference only, and the
+ * candidate's outputs become the reference for the next checks on these
+ * inputs).  "repeat": 1 adds runs 1 and 2 of the session (run_session),
+ * "producer": 1 run 3 when the candidate's first launch is programmatic,
+ * "twin": 1 run 4 in a second allocation (the determinism check).
+ * The reply has run 0's figures as "buffers" (the reference's as
+ * "ref_buffers"), the others under "more", and "deterministic".
+ */
 static int req_check(worker_t *W, json_t *req, json_t *reply) {
-  int64_t id, ref_id, T, pending, seed;
+  int64_t id, ref_id, T, pending, seed, repeat, producer, twin;
   wcand_t *c, *ref = NULL;
   int rc;
   if ((rc = get_int(req, "cand", 1, 0, &id)) != 0 || (rc = get_int(req, "ref", 0, -1, &ref_id)) != 0 ||
       (rc = get_int(req, "tokens", 1, 0, &T)) != 0 || (rc = get_int(req, "pending", 0, 0, &pending)) != 0 ||
-      (rc = get_int(req, "seed", 1, 0, &seed)) != 0)
+      (rc = get_int(req, "seed", 1, 0, &seed)) != 0 || (rc = get_int(req, "repeat", 0, 0, &repeat)) != 0 ||
+      (rc = get_int(req, "producer", 0, 0, &producer)) != 0 ||
+      (rc = get_int(req, "twin", 0, 0, &twin)) != 0)
     return rc;
   json_object_set_new(reply, "cand", json_integer(id));
   if ((rc = need_cand(W, id, &c)) != 0) return rc;
   if (ref_id >= 0 && ref_id != id && (rc = need_cand(W, ref_id, &ref)) != 0) return rc;
-  if (T < 1 || T > 1 << 20) return hct__error(HCT_ERANGE, "request 'check': tokens %lld", (long long)T);
+  if (T < 1 || T > HCT_MAX_TOKENS) return hct__error(HCT_ERANGE, "request 'check': tokens %lld", (long long)T);
   char why[256];
   if (!hct__run_supports(&c->c, &W->dev, (int)T, why, sizeof why))
     return hct__error(HCT_EUNSUPPORTED, "%s at T=%lld: %s", c->c.label, (long long)T, why);
   if ((rc = inset_get(W, c->c.op, (int)T, pending != 0, (uint64_t)seed)) != 0) return rc;
+  if (repeat && (rc = inset_fresh(W)) != 0) return rc;
   inset_t *in = &W->in;
 
+  /* The producer check applies to a candidate that may start before the
+   * kernel ahead of it ends. */
+  int with_producer = 0;
+  if (producer) {
+    if (!hct__producer_applies(&W->dev, why, sizeof why))
+      json_object_set_new(reply, "producer_skipped", json_string(why));
+    else if (!hct__run_first_pdl(&c->c, &W->dev, (int)T))
+      json_object_set_new(reply, "producer_skipped", json_string("its first launch waits for the kernel before it"));
+    else
+      with_producer = 1;
+  }
+
   int timed_out;
-  if (ref != NULL && in->ref_id != ref->id) {
-    /* The reference's run on these inputs, kept for the next candidates. */
-    for (int i = 0; i < HCT_MAX_BUFFERS; i++) {
-      free(in->ref_out[i]);
-      in->ref_out[i] = NULL;
-    }
-    json_decref(in->ref_figs);
-    in->ref_figs = NULL;
+  runs_t r;
+  memset(&r, 0, sizeof r);
+  if (ref != NULL && (in->ref_id != ref->id || (repeat && !in->ref_repeat))) {
+    /* The reference's runs on these inputs, kept for the next candidates. */
     in->ref_id = -1;
-    if ((rc = outs_alloc(&in->hs, in->ref_out)) != 0) return rc;
-    if ((rc = run_check(W, &ref->c, &in->hs, in->ref_out, &timed_out)) != 0) {
+    rc = run_session(W, &ref->c, (int)repeat, 0, 0, &r, &timed_out);
+    if (rc == 0) rc = keep_ref(W, ref->id, &r, (int)repeat);
+    runs_free(&r);
+    memset(&r, 0, sizeof r);
+    if (rc != 0) {
       json_object_set_new(reply, "cand", json_integer(ref->id));
       return hct__error(rc, "reference %s at T=%lld: %s", ref->c.label, (long long)T, hct_last_error());
     }
-    in->ref_figs = figures(&in->hs, in->ref_out, NULL);
-    in->ref_id = ref->id;
   }
-  void *outs[HCT_MAX_BUFFERS];
-  if ((rc = outs_alloc(&in->hs, outs)) != 0) {
-    outs_free(outs);
-    return rc;
-  }
-  uint64_t t0 = hct__now_ns();
-  rc = run_check(W, &c->c, &in->hs, outs, &timed_out);
-  json_object_set_new(reply, "run_ms", json_real((double)(hct__now_ns() - t0) / 1e6));
-  if (rc == 0 && timed_out)
-    rc = hct__error(HCT_ETIMEDOUT, "%s at T=%lld: a grid barrier timed out (not every block was resident)",
-                    c->c.label, (long long)T);
+  rc = run_session(W, &c->c, (int)repeat, with_producer, twin != 0, &r, &timed_out);
+  json_object_set_new(reply, "run_ms", json_real(r.first_ms));
+  if (rc == 0 && timed_out >= 0)
+    rc = hct__error(HCT_ETIMEDOUT, "%s at T=%lld: a grid barrier timed out in run %d (not every block was resident)",
+                    c->c.label, (long long)T, timed_out);
   if (rc == 0) {
-    json_object_set_new(reply, "buffers", figures(&in->hs, outs, ref ? in->ref_out : NULL));
-    if (ref != NULL) json_object_set(reply, "ref_buffers", in->ref_figs);
+    void **ref0 = ref ? in->set[0].ref_out : NULL, **ref1 = ref ? in->set[1].ref_out : NULL;
+    json_object_set_new(reply, "buffers",
+                        figures(&in->set[0].hs, r.out[RUN_FIRST], ref0, ref ? in->set[0].ref_f : NULL));
+    if (ref != NULL) json_object_set(reply, "ref_buffers", in->set[0].ref_figs);
+    json_t *more = json_array();
+    static const struct {
+      int run;
+      const char *check;
+    } later[] = {{RUN_FRESH, "repeat"}, {RUN_AGAIN, "repeat"}, {RUN_PRODUCER, "producer"}};
+    for (size_t k = 0; k < HCT_ARRAY_SIZE(later); k++) {
+      int run = later[k].run;
+      if (!r.done[run]) continue;
+      const runset_t *set = &in->set[run_set[run]];
+      json_t *o = json_pack("{s:s, s:i, s:o}", "check", later[k].check, "run", run, "buffers",
+                            figures(&set->hs, r.out[run], ref ? (run_set[run] ? ref1 : ref0) : NULL,
+                                    ref ? set->ref_f : NULL));
+      if (ref != NULL) json_object_set(o, "ref_buffers", set->ref_figs);
+      json_array_append_new(more, o);
+    }
+    json_object_set_new(reply, "more", more);
+    if (r.done[RUN_TWIN])
+      json_object_set_new(reply, "deterministic", json_boolean(deterministic(in, &r, reply)));
+    /* A check without a reference makes this candidate the reference of
+     * the next ones on these inputs (the probe checks the baseline so). */
+    if (ref == NULL) keep_ref(W, c->id, &r, (int)repeat);
   }
-  outs_free(outs);
+  runs_free(&r);
   return rc;
 }
 
@@ -429,6 +634,67 @@ static json_t *timing_json(int id, const hct_timing_res_t *r) {
 }
 
 /*
+ * The allocation of the last 'time' request, kept for 'verify': its sets
+ * (set s holding the inputs and weights rotated by rotation(s) elements, so
+ * that no two sets hold the same data), each candidate's scratch (its state
+ * as the timed launches left it) and graph.  Freed by the next request of
+ * any other kind: 'verify' refers to the 'time' just before it.
+ */
+typedef struct timed_s {
+  int T, n, nsets, used_sets;   /* used: the sets a graph's launches touch */
+  int ids[MAX_CANDS];
+  wcand_t *cs[MAX_CANDS];
+  hct_hostset_t hs;             /* set 0's data; reference filled on demand */
+  int ref_done;
+  hct_devset_t *sets;
+  hct_scratchset_t *scr;
+  hct_graph_t **graphs;
+  void **base_out;              /* [used_sets][HCT_MAX_BUFFERS]: the
+                                   reference candidate's timed outputs */
+  int base_id;                  /* whose they are, or -1 */
+} timed_t;
+
+static void timed_free(worker_t *W, timed_t *t, int sticky) {
+  if (t == NULL) return;
+  if (!sticky) {
+    for (int k = 0; t->graphs && k < t->n; k++)
+      if (t->graphs[k]) hct__gpu_graph_destroy(W->gpu, t->graphs[k]);
+    for (int k = 0; t->scr && k < t->n; k++) hct__scratch_free(W->gpu, &t->scr[k]);
+    for (int s = 0; t->sets && s < t->nsets; s++) hct__devset_free(W->gpu, &t->sets[s]);
+  }
+  for (int s = 0; t->base_out && s < t->used_sets; s++) outs_free(t->base_out + (size_t)s * HCT_MAX_BUFFERS);
+  free(t->base_out);
+  free(t->sets);
+  free(t->scr);
+  free(t->graphs);
+  hct__hostset_free(&t->hs);
+  free(t);
+}
+
+/* How far set s's data is rotated: 0 for set 0, distinct for the others
+ * (104729 is prime), so a variant that is right only on some data, or only
+ * on the first buffers it saw, is wrong on some set. */
+static size_t rotation(int s, size_t elems) {
+  return elems > 1 ? ((size_t)s * 104729u) % elems : 0;
+}
+
+/* Uploads set s: every input and weight of hs rotated by rotation(s),
+ * outputs poisoned (hct__devset_upload for set 0). */
+static int upload_rotated(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d, int s) {
+  int rc = hct__devset_upload(g, hs, d);
+  for (int i = 0; rc == 0 && s > 0 && i < hs->n; i++) {
+    const hct_hbuf_t *b = &hs->bufs[i];
+    if (d->ptr[i] == 0 || b->spec->role == HCT_BUF_OUTPUT) continue;
+    size_t esz = hct__dtype_size(b->spec->dtype), r = rotation(s, b->elems);
+    if (r == 0) continue;
+    const char *data = b->data;
+    rc = hct__gpu_upload(g, d->ptr[i], data + r * esz, (b->elems - r) * esz);
+    if (rc == 0) rc = hct__gpu_upload(g, d->ptr[i] + (b->elems - r) * esz, data, r * esz);
+  }
+  return rc;
+}
+
+/*
  * Times candidates at T, interleaved (tuner/timing.c): each one's batch of
  * launches captured into a graph over rotating buffer sets (cold: their
  * total is over 4x the L2), replayed in rounds.  A sticky error of one
@@ -454,27 +720,41 @@ static int req_time(worker_t *W, json_t *req, json_t *reply) {
   memset(&to, 0, sizeof to);
   if ((rc = timing_opts(req, &to)) != 0) return rc;
 
-  hct_hostset_t hs;
-  if ((rc = hct__hostset_init(&hs, op, (int)T, 0)) != 0) return rc;
+  timed_t *tt = calloc(1, sizeof *tt);
+  if (tt == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  tt->T = (int)T;
+  tt->n = n;
+  tt->base_id = -1;
+  for (int k = 0; k < n; k++) {
+    tt->cs[k] = cs[k];
+    tt->ids[k] = cs[k]->id;
+  }
+  hct_hostset_t *hsp = &tt->hs;
+  if ((rc = hct__hostset_init(hsp, op, (int)T, 0)) != 0) {
+    free(tt);
+    return rc;
+  }
   const hct_op_impl_t *impl = hct__op_impl(op->name);
   if (impl == NULL) {
-    hct__hostset_free(&hs);
+    timed_free(W, tt, 0);
     return hct__error(HCT_ENOENT, "op '%s': hctune has no host implementation for it", op->name);
   }
-  if ((rc = impl->fill_inputs(&hs, (uint64_t)seed)) != 0) {
-    hct__hostset_free(&hs);
+  if ((rc = impl->fill_inputs(hsp, (uint64_t)seed)) != 0) {
+    timed_free(W, tt, 0);
     return rc;
   }
   size_t set_bytes = 0;
-  for (int i = 0; i < hs.n; i++)
-    if (hs.bufs[i].data) set_bytes += hs.bufs[i].elems * hct__dtype_size(hs.bufs[i].spec->dtype);
+  for (int i = 0; i < hsp->n; i++)
+    if (hsp->bufs[i].data) set_bytes += hsp->bufs[i].elems * hct__dtype_size(hsp->bufs[i].spec->dtype);
   int nsets = 1;
   if (cold && set_bytes > 0)
     nsets = (int)HCT_MIN(64, HCT_MAX(2, (4 * W->dev.l2_bytes + (int64_t)set_bytes - 1) / (int64_t)set_bytes + 1));
+  tt->nsets = nsets;
+  tt->used_sets = (int)HCT_MIN(nsets, batch);
 
-  hct_devset_t *sets = calloc((size_t)nsets, sizeof *sets);
-  hct_scratchset_t *scr = calloc((size_t)n, sizeof *scr);
-  hct_graph_t **graphs = calloc((size_t)n, sizeof *graphs);
+  hct_devset_t *sets = tt->sets = calloc((size_t)nsets, sizeof *sets);
+  hct_scratchset_t *scr = tt->scr = calloc((size_t)n, sizeof *scr);
+  hct_graph_t **graphs = tt->graphs = calloc((size_t)n, sizeof *graphs);
   hct_timing_res_t *res = calloc((size_t)n, sizeof *res);
   int have_res = 0;
   timer_t_ tm = {W, graphs, NULL, NULL, (int)batch};
@@ -483,8 +763,8 @@ static int req_time(worker_t *W, json_t *req, json_t *reply) {
     goto done;
   }
   for (int s = 0; s < nsets; s++)
-    if ((rc = hct__devset_alloc(W->gpu, &hs, &sets[s])) != 0 ||
-        (rc = hct__devset_upload(W->gpu, &hs, &sets[s])) != 0)
+    if ((rc = hct__devset_alloc(W->gpu, hsp, &sets[s])) != 0 ||
+        (rc = upload_rotated(W->gpu, hsp, &sets[s], s)) != 0)
       goto done;
   for (int k = 0; k < n; k++) {
     const hct_cand_t *c = &cs[k]->c;
@@ -492,7 +772,7 @@ static int req_time(worker_t *W, json_t *req, json_t *reply) {
     if ((rc = hct__scratch_alloc(W->gpu, c, (int)T, &scr[k])) != 0) goto done;
     if ((rc = hct__gpu_capture_begin(W->gpu)) != 0) goto done;
     for (int b = 0; b < batch && rc == 0; b++)
-      rc = hct__run_enqueue(W->gpu, c, &hs, &sets[b % nsets], &scr[k]);
+      rc = hct__run_enqueue(W->gpu, c, hsp, &sets[b % nsets], &scr[k]);
     hct_graph_t *gr = NULL;
     int rc2 = hct__gpu_capture_end(W->gpu, &gr);
     if (rc == 0) rc = rc2;
@@ -557,17 +837,146 @@ done:
   if (!is_sticky(rc)) {
     if (tm.start) hct__gpu_event_destroy(W->gpu, tm.start);
     if (tm.stop) hct__gpu_event_destroy(W->gpu, tm.stop);
-    for (int k = 0; graphs && k < n; k++)
-      if (graphs[k]) hct__gpu_graph_destroy(W->gpu, graphs[k]);
-    for (int k = 0; scr && k < n; k++) hct__scratch_free(W->gpu, &scr[k]);
-    for (int s = 0; sets && s < nsets; s++) hct__devset_free(W->gpu, &sets[s]);
   }
   if (have_res) hct__timing_res_free(res, n);
-  free(sets);
-  free(scr);
-  free(graphs);
   free(res);
-  hct__hostset_free(&hs);
+  /* Kept for 'verify' when the timing went through. */
+  if (rc == 0) W->timed = tt;
+  else timed_free(W, tt, is_sticky(rc));
+  return rc;
+}
+
+/* The outputs of candidate k's timed launches: its graph replayed once
+ * more (the same launches on the same sets and scratch), outputs poisoned
+ * first, every used set's outputs downloaded into out[set][buffer]. */
+static int replay(worker_t *W, timed_t *t, int k, void **out) {
+  int rc = 0;
+  for (int s = 0; rc == 0 && s < t->used_sets; s++)
+    for (int i = 0; rc == 0 && i < t->hs.n; i++)
+      if (t->sets[s].ptr[i] && t->hs.bufs[i].spec->role == HCT_BUF_OUTPUT)
+        rc = hct__dtype_size(t->hs.bufs[i].spec->dtype) == 2
+                 ? hct__gpu_fill16(W->gpu, t->sets[s].ptr[i], HCT_POISON_16, t->hs.bufs[i].elems)
+                 : hct__gpu_fill32(W->gpu, t->sets[s].ptr[i], HCT_POISON_F32, t->hs.bufs[i].elems);
+  if (rc == 0) rc = hct__gpu_graph_launch(W->gpu, t->graphs[k]);
+  if (rc == 0) rc = hct__gpu_sync(W->gpu);
+  for (int s = 0; rc == 0 && s < t->used_sets; s++) {
+    void **o = out + (size_t)s * HCT_MAX_BUFFERS;
+    if ((rc = outs_alloc(&t->hs, o)) != 0) break;
+    for (int i = 0; rc == 0 && i < t->hs.n; i++)
+      if (o[i] != NULL && t->sets[s].ptr[i])
+        rc = hct__gpu_download(W->gpu, o[i], t->sets[s].ptr[i], t->sets[s].bytes[i]);
+  }
+  return rc;
+}
+
+/* max |a - b| / max |b| over an f32 buffer (0 for other dtypes: their
+ * images are checked exactly instead). */
+static double distance(const hct_hbuf_t *b, const void *a, const void *base) {
+  if (b->spec->dtype != HCT_DT_F32) return 0;
+  const float *x = a, *y = base;
+  double num = 0, den = 0;
+  for (size_t e = 0; e < b->elems; e++) {
+    double d = fabs((double)x[e] - (double)y[e]);
+    if (isnan(d)) return INFINITY; /* poison, or a NaN: as far as can be */
+    num = fmax(num, d);
+    den = fmax(den, fabs((double)y[e]));
+  }
+  return den > 0 ? num / den : num;
+}
+
+/*
+ * verify: the outputs of the launches each candidate made while being
+ * timed (the last 'time' request), against the reference candidate's
+ * timed outputs on the same sets: bits, poison (unwritten), non-finite
+ * values, exact 16-bit images and the normwise distance, worst over the
+ * used sets; and on set 0 (whose data the host has) the figures against
+ * the float64 reference, candidate's and reference's, for the kl rules.
+ */
+static int req_verify(worker_t *W, json_t *req, json_t *reply) {
+  timed_t *t = W->timed;
+  int64_t ref_id;
+  int rc;
+  if ((rc = get_int(req, "ref", 1, 0, &ref_id)) != 0) return rc;
+  json_t *ids = json_object_get(req, "cands");
+  if (t == NULL) return hct__error(HCT_ENOENT, "request 'verify': no 'time' request just before it");
+  if (!json_is_array(ids)) return hct__error(HCT_EINVAL, "request 'verify': 'cands' must be an array of ids");
+  int kref = -1;
+  for (int k = 0; k < t->n; k++)
+    if (t->ids[k] == ref_id) kref = k;
+  if (kref < 0) return hct__error(HCT_ENOENT, "request 'verify': reference %lld was not timed", (long long)ref_id);
+  if (!t->ref_done) {
+    const hct_op_impl_t *impl = hct__op_impl(t->hs.op->name);
+    if ((rc = impl->reference(&t->hs)) != 0 || (rc = hct__parity_prepare(&t->hs)) != 0) return rc;
+    t->ref_done = 1;
+  }
+  if (t->base_id != ref_id) {
+    if (t->base_out == NULL && (t->base_out = calloc((size_t)t->used_sets * HCT_MAX_BUFFERS, sizeof *t->base_out)) == NULL)
+      return hct__error(HCT_ENOMEM, "out of memory");
+    for (int s = 0; s < t->used_sets; s++) outs_free(t->base_out + (size_t)s * HCT_MAX_BUFFERS);
+    json_object_set_new(reply, "cand", json_integer(ref_id));
+    if ((rc = replay(W, t, kref, t->base_out)) != 0) return rc;
+    t->base_id = (int)ref_id;
+  }
+  void **out = calloc((size_t)t->used_sets * HCT_MAX_BUFFERS, sizeof *out);
+  if (out == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  json_t *results = json_array();
+  for (size_t j = 0; rc == 0 && j < json_array_size(ids); j++) {
+    int id = (int)json_integer_value(json_array_get(ids, j)), k = -1;
+    for (int q = 0; q < t->n; q++)
+      if (t->ids[q] == id) k = q;
+    if (k < 0) {
+      rc = hct__error(HCT_ENOENT, "request 'verify': candidate %d was not timed", id);
+      break;
+    }
+    json_object_set_new(reply, "cand", json_integer(id));
+    if ((rc = replay(W, t, k, out)) != 0) break;
+    size_t mism = 0, unwr = 0, nonfin = 0, img = 0;
+    double dist = 0;
+    int worst = -1, worst_bad = 0;
+    const char *worst_buf = "";
+    for (int s = 0; s < t->used_sets; s++) {
+      void **o = out + (size_t)s * HCT_MAX_BUFFERS, **b = t->base_out + (size_t)s * HCT_MAX_BUFFERS;
+      hct_parity_figs_t f[HCT_MAX_BUFFERS];
+      memset(f, 0, sizeof f);
+      for (int i = 0; i < t->hs.n; i++) {
+        if (o[i] == NULL) continue;
+        hct__parity_bitwise(&t->hs.bufs[i], o[i], b[i], &f[i]);
+        hct_parity_figs_t m;
+        memset(&m, 0, sizeof m);
+        hct__parity_metrics(&t->hs.bufs[i], o[i], &m);
+        f[i].nonfinite = m.nonfinite;
+      }
+      hct__parity_images(&t->hs, o, f);
+      for (int i = 0; i < t->hs.n; i++) {
+        if (o[i] == NULL) continue;
+        double di = distance(&t->hs.bufs[i], o[i], b[i]);
+        size_t bad = f[i].mismatches + f[i].unwritten + f[i].nonfinite + f[i].image_mismatches;
+        /* The first set with a wrong element, else the farthest one. */
+        if ((bad > 0 && (worst < 0 || !worst_bad)) || (!worst_bad && di > dist)) {
+          worst = s;
+          worst_buf = t->hs.bufs[i].spec->name;
+          worst_bad = bad > 0;
+        }
+        mism += f[i].mismatches;
+        unwr += f[i].unwritten;
+        nonfin += f[i].nonfinite;
+        img += f[i].image_mismatches;
+        dist = fmax(dist, di);
+      }
+    }
+    json_t *o = json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:o, s:i, s:s}", "cand", id, "sets",
+                          t->used_sets, "mismatches", (json_int_t)mism, "unwritten", (json_int_t)unwr,
+                          "nonfinite", (json_int_t)nonfin, "image_mismatches", (json_int_t)img,
+                          "max_dist", hct__json_double(dist), "worst_set", worst, "worst_buffer",
+                          worst_buf);
+    json_object_set_new(o, "first", figures(&t->hs, out, NULL, NULL));
+    json_object_set_new(o, "ref_first", figures(&t->hs, t->base_out, NULL, NULL));
+    json_array_append_new(results, o);
+    for (int s = 0; s < t->used_sets; s++) outs_free(out + (size_t)s * HCT_MAX_BUFFERS);
+  }
+  free(out);
+  if (rc == 0) json_object_del(reply, "cand");
+  json_object_set_new(reply, "results", results);
   return rc;
 }
 
@@ -588,6 +997,7 @@ static const struct {
     {"hello", req_hello, 0},          {"open", req_open, 0},
     {"load", req_load, NEED_GPU},     {"unload", req_unload, NEED_GPU},
     {"check", req_check, NEED_GPU},   {"time", req_time, NEED_GPU},
+    {"verify", req_verify, NEED_GPU},
     {"quit", req_quit, 0},
 };
 
@@ -610,6 +1020,12 @@ static int serve_line(worker_t *W, const char *line) {
     for (size_t i = 0; i < HCT_ARRAY_SIZE(requests); i++) {
       if (strcmp(requests[i].cmd, cmd) != 0) continue;
       hct__error_clear();
+      /* 'verify' refers to the 'time' just before it; anything else
+       * gives that allocation back. */
+      if (requests[i].fn != req_verify && W->timed != NULL) {
+        timed_free(W, W->timed, 0);
+        W->timed = NULL;
+      }
       if ((requests[i].flags & NEED_GPU) && W->gpu == NULL)
         rc = hct__error(HCT_EINVAL, "'%s' needs 'open' first", cmd);
       else
@@ -665,7 +1081,9 @@ int hct__worker_serve(void) {
     fflush(stderr);
     return HCT_EFAULT;
   }
-  inset_clear(&W.in);
+  timed_free(&W, W.timed, 0);
+  inset_clear(&W);
+  if (W.producer_loaded) hct__producer_unload(W.gpu, &W.producer);
   for (int i = 0; i < MAX_CANDS; i++)
     if (W.cands[i].used) hct__run_unload(W.gpu, &W.cands[i].c);
   free(W.cands);
