@@ -13,7 +13,7 @@
 static const char usage[] =
     "usage: hctune probe [--device N|UUID] [--op NAME] [--tokens LIST] [--db PATH] [--json]\n"
     "                    [--variants A,B,...] [--retry-quarantined] [--check-sets N]\n"
-    "                    [--margin PCT] [--no-decide] [--stale] [--quiet]\n"
+    "                    [--margin PCT] [--no-decide] [--stale] [--verify-all] [--quiet]\n"
     "\n"
     "Compiles every variant of the op (default hc_read) for the card, checks each\n"
     "one's outputs against the baseline at every token count with and without the\n"
@@ -33,6 +33,8 @@ static const char usage[] =
     "  --no-decide          record trials but change no decision\n"
     "  --stale              only the token counts whose decision is missing or stale\n"
     "                       (its software key is not what this host would compile now)\n"
+    "  --verify-all         verify the timed launches' outputs of every candidate, not\n"
+    "                       only the winners' (slower; the selftest uses it)\n"
     "  --quiet              no progress on stderr\n";
 
 int cmd_probe(int argc, char **argv) {
@@ -43,7 +45,7 @@ int cmd_probe(int argc, char **argv) {
       {"retry-quarantined", no_argument, NULL, 'r'}, {"check-sets", required_argument, NULL, 's'},
       {"margin", required_argument, NULL, 'm'},  {"no-decide", no_argument, NULL, 'n'},
       {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
-      {"stale", no_argument, NULL, 'S'},
+      {"stale", no_argument, NULL, 'S'},       {"verify-all", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
   hct_probe_opts_t o;
   memset(&o, 0, sizeof o);
@@ -75,6 +77,7 @@ int cmd_probe(int argc, char **argv) {
         break;
       case 'n': o.no_decide = 1; break;
       case 'S': o.stale = 1; break;
+      case 'V': o.verify_all = 1; break;
       case 'q': o.quiet = 1; break;
       case 'h': fputs(usage, stdout); return HCT_EXIT_OK;
       case ':': return hct__usage_error("probe", "option '%s' needs a value", argv[optind - 1]);
