@@ -291,6 +291,50 @@ static void test_typed_requests(void **state) {
   assert_int_equal(ck.ref_figs[0].first_mismatch, 5);
   assert_true(ck.run_ms == 0.5);
   assert_rc(hct__worker_check(w, 5, 1, 3, 0, 1, 0, 0, &ck), HCT_ETIMEDOUT);
+  /* The later runs of a check (issue 20), parsed by the first run's names. */
+  assert_rc(hct__worker_check(w, 4, 1, 2, 0, 3, HCT_CHECK_REPEAT | HCT_CHECK_TWIN | HCT_CHECK_PRODUCER,
+                              0, &ck), 0);
+  assert_int_equal(ck.n_more, 2);
+  assert_string_equal(ck.more[0].check, "repeat");
+  assert_int_equal(ck.more[0].run, 1);
+  assert_int_equal(ck.more[1].run, 2);
+  assert_int_equal(ck.more[1].figs[0].mismatches, 4);
+  assert_int_equal(ck.more[1].ref_figs[0].first_mismatch, 5);
+  assert_int_equal(ck.deterministic, 1);
+  assert_string_equal(ck.producer_skipped, "its first launch waits for the kernel before it");
+  assert_rc(hct__worker_load(w, 6, NULL, "selftest", "firstruns", "", "k6", "/x.db"), 0);
+  assert_rc(hct__worker_check(w, 6, 1, 2, 0, 3, HCT_CHECK_REPEAT, 0, &ck), 0);
+  assert_int_equal(ck.more[1].figs[0].unwritten, 3);
+  assert_int_equal(ck.deterministic, -1); /* not asked */
+  assert_rc(hct__worker_load(w, 7, NULL, "selftest", "racy", "", "k7", "/x.db"), 0);
+  assert_rc(hct__worker_check(w, 7, 1, 2, 0, 3, HCT_CHECK_TWIN, 0, &ck), 0);
+  assert_int_equal(ck.n_more, 0);
+  assert_int_equal(ck.deterministic, 0);
+  assert_string_equal(ck.nondet_buf, "y");
+  assert_int_equal(ck.nondet_mismatches, 2);
+  assert_int_equal(ck.nondet_first, 9);
+  assert_rc(hct__worker_load(w, 8, NULL, "selftest", "early", "", "k8", "/x.db"), 0);
+  assert_rc(hct__worker_check(w, 8, 1, 2, 0, 3, HCT_CHECK_PRODUCER, 0, &ck), 0);
+  assert_int_equal(ck.n_more, 1);
+  assert_string_equal(ck.more[0].check, "producer");
+  assert_int_equal(ck.more[0].run, 3);
+  assert_string_equal(ck.producer_skipped, "");
+  /* verify: one result per candidate, in order. */
+  int vids[2] = {4, 3}, vfailed;
+  hct_worker_verify_t vr[2];
+  assert_rc(hct__worker_verify(w, vids, 2, 1, 0, vr, &vfailed), 0);
+  assert_int_equal(vfailed, -1);
+  assert_int_equal(vr[0].cand, 4);
+  assert_int_equal(vr[0].mismatches, 0);
+  assert_int_equal(vr[0].worst_set, -1);
+  assert_int_equal(vr[1].sets, 4);
+  assert_int_equal(vr[1].mismatches, 5);
+  assert_true(vr[1].max_dist == 0.25);
+  assert_int_equal(vr[1].worst_set, 2);
+  assert_string_equal(vr[1].worst_buf, "y");
+  assert_int_equal(vr[1].n, 1);
+  assert_true(vr[1].first[0].kl_mean == 1e-12);
+  for (int c = 6; c <= 8; c++) assert_rc(hct__worker_unload(w, c), 0);
   assert_string_equal(hct__fault_reason(HCT_ETIMEDOUT), "timeout");
   assert_true(hct__worker_alive(w));
 
@@ -457,7 +501,8 @@ static void test_selftest_op(void **state) {
   assert_rc(hct__manifest_load(kdir ? kdir : "kernels-src", "selftest", &op), 0);
   assert_true(op->selftest);
   static const char *const names[] = {"base", "nocompile", "oob", "hang", "onebit",
-                                      "unwritten", "good", "barrier"};
+                                      "unwritten", "good", "barrier", "firstruns",
+                                      "firstruns16", "wrongset", "racy", "early"};
   assert_int_equal(op->n_variants, (int)HCT_ARRAY_SIZE(names));
   for (size_t i = 0; i < HCT_ARRAY_SIZE(names); i++) {
     const hct_variant_t *v = hct__variant_find(op, names[i]);
@@ -465,6 +510,18 @@ static void test_selftest_op(void **state) {
     assert_int_equal(v->parity, i == 0 ? HCT_PARITY_BASELINE : HCT_PARITY_BITWISE);
     assert_int_equal(v->grid_barrier, strcmp(names[i], "barrier") == 0);
   }
+  /* Issue 20's variants: state in "once" scratch, and a PDL first launch
+   * (what the producer check is for). */
+  static const char *const stateful[] = {"firstruns", "firstruns16", "wrongset"};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(stateful); i++) {
+    const hct_variant_t *v = hct__variant_find(op, stateful[i]);
+    assert_int_equal(v->n_scratch, 1);
+    assert_int_equal(v->scratch[0].zero, HCT_ZERO_ONCE);
+    assert_int_equal(v->n_launches, 2);
+  }
+  assert_string_equal(hct__variant_find(op, "early")->launches[0].pdl, "1");
+  assert_int_equal(hct__variant_find(op, "early")->min_arch, 90);
+  assert_int_equal(op->timing_cold, 1); /* wrongset needs rotating sets */
   /* Inputs from a seed, never zero; the reference is 2x + 1. */
   const hct_op_impl_t *impl = hct__op_impl("selftest");
   assert_non_null(impl);
