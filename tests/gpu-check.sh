@@ -94,6 +94,13 @@ for f in new:
 sys.exit(0 if ok else 1)
 PY
 
+# 3c. verify-decisions re-checks every chosen variant with every check.
+if "$bin/hctune" verify-decisions --op hc_read > "$tmp/vd.out" 2> "$tmp/vd.err"; then
+  ok "verify-decisions: every chosen variant passes every check"; tail -1 "$tmp/vd.out"
+else
+  bad "verify-decisions exited $?: $(grep -E 'REJECTED|OVER|not timed' "$tmp/vd.out" | head -5) $(tail -2 "$tmp/vd.err")"
+fi
+
 # 4. A second probe compiles nothing: every binary from the cache.
 "$bin/hctune" probe --tokens 1-8 > "$tmp/probe2.out" 2> "$tmp/probe2.err"
 line=$(grep "compiled" "$tmp/probe2.err")

@@ -154,4 +154,31 @@ r = sqlite3.connect(sys.argv[1]).execute("PRAGMA integrity_check").fetchone()[0]
 print("integrity_check:", r)
 sys.exit(0 if r == "ok" else 1)
 PY
+# 7. verify-decisions re-checks a chosen variant with every check: with the
+# bitwise decisions made to name wrongset (right only on the first buffers
+# it sees), it must fail, saying the timed check caught it; with good back,
+# it passes.
+python3 - "$HCTUNE_DB" wrongset <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("UPDATE decisions SET variant = ? WHERE op = 'selftest' AND parity = 'bitwise'", (sys.argv[2],))
+db.commit()
+PY
+"$bin/hctune" verify-decisions --op selftest > "$tmp/vd1.out" 2> "$tmp/vd1.err"
+st=$?
+cat "$tmp/vd1.out"
+[ $st -eq 1 ] || bad "verify-decisions of a wrong chosen variant exited $st, want 1"
+grep -q "wrongset .*REJECTED by the timed check" "$tmp/vd1.out" || bad "verify-decisions did not say the timed check rejected wrongset"
+python3 - "$HCTUNE_DB" good <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("UPDATE decisions SET variant = ? WHERE op = 'selftest' AND parity = 'bitwise'", (sys.argv[2],))
+db.commit()
+PY
+if "$bin/hctune" verify-decisions --op selftest --limit 1.5 > "$tmp/vd2.out" 2> "$tmp/vd2.err"; then
+  grep -q "every chosen variant passes every check" "$tmp/vd2.out" || bad "verify-decisions of good: no 'passes every check' line"
+else
+  bad "verify-decisions of good exited $?: $(tail -3 "$tmp/vd2.out") $(tail -3 "$tmp/vd2.err")"
+fi
+[ $fail -eq 0 ] && echo "selftest: every broken variant caught by its check, none chosen"
 exit $fail
