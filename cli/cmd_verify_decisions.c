@@ -66,9 +66,10 @@ static void on_rejected(void *arg, int T, const char *variant, const char *param
 
 /* The check that put the decision's variant out (at any T: a wrong answer
  * anywhere puts a candidate out everywhere), or NULL. */
-static const rejection_t *rejection_of(const rejections_t *x, const hct_db_decision_t *d) {
+static const rejection_t *rejection_of(const rejections_t *x, const char *variant,
+                                       const char *params) {
   for (int k = 0; k < x->n; k++)
-    if (strcmp(x->r[k].variant, d->variant) == 0 && strcmp(x->r[k].params, d->params) == 0)
+    if (strcmp(x->r[k].variant, variant) == 0 && strcmp(x->r[k].params, params) == 0)
       return &x->r[k];
   return NULL;
 }
@@ -180,7 +181,7 @@ int cmd_verify_decisions(int argc, char **argv) {
       hct_parity_t cls = HCT_PARITY_BITWISE;
       hct__parity_from_name(d[j].parity, &cls);
       int allow_kl = cls == HCT_PARITY_KL;
-      const rejection_t *out = rejection_of(&rej, &d[j]);
+      const rejection_t *out = rejection_of(&rej, d[j].variant, d[j].params);
       if (out != NULL) {
         printf("%-14.14s %-10s %-8s %2d-%-2d  %-28.28s REJECTED by the %s check at T=%d: %s\n",
                d[j].keys.uuid, d[j].op, d[j].parity, d[j].tmin, d[j].tmax, d[j].variant,
@@ -197,10 +198,7 @@ int cmd_verify_decisions(int argc, char **argv) {
           const hct_variant_t *v = hct__variant_find(op, r->variant);
           if (v == NULL || (v->parity == HCT_PARITY_KL && !allow_kl)) continue;
           /* A candidate a check put out is no one's best. */
-          hct_db_decision_t probe_row;
-          hct__strlcpy(probe_row.variant, r->variant, sizeof probe_row.variant);
-          hct__strlcpy(probe_row.params, r->params, sizeof probe_row.params);
-          if (rejection_of(&rej, &probe_row) != NULL) continue;
+          if (rejection_of(&rej, r->variant, r->params) != NULL) continue;
           if (strcmp(r->variant, d[j].variant) == 0 && strcmp(r->params, d[j].params) == 0) chosen = r;
           if (best == NULL || r->s.median < best->s.median) best = r;
         }
