@@ -89,6 +89,14 @@ static void seed(const char *path) {
   t.samples = 77;
   t.figures_json = "{\"max_abs\":0}";
   assert_int_equal(hct__db_trial_add(db, &t, NULL), 0);
+  /* A candidate caught by the verification after timing (issue 20). */
+  strcpy(t.op, "selftest");
+  strcpy(t.variant, "wrongset");
+  strcpy(t.kind, "timed");
+  strcpy(t.status, "timed");
+  t.tokens = 4;
+  t.log = "T=4: the outputs of its timed launches (32 rotating sets) are wrong\nsecond line";
+  assert_int_equal(hct__db_trial_add(db, &t, NULL), 0);
   hct_db_fault_t fa;
   memset(&fa, 0, sizeof fa);
   fa.keys = k;
@@ -316,6 +324,17 @@ static void test_seeded(void **state) {
   assert_int_equal(json_array_size(arr), 1);
   assert_int_equal(json_integer_value(json_object_get(json_array_get(arr, 0), "samples")), 77);
   json_decref(arr);
+  free(out);
+  free(err);
+  /* show says which check caught a candidate, and what it found. */
+  snprintf(args, sizeof args, "show --db '%s' --op selftest", f->path);
+  assert_int_equal(run(f, args, &out, &err), 0);
+  const char *row = strstr(out, "wrongset");
+  assert_non_null(row);
+  assert_non_null(strstr(row, " timed "));
+  assert_non_null(strstr(strstr(row, " timed ") + 6, "timed"));
+  assert_non_null(strstr(out, "the outputs of its timed launches (32 rotating sets) are wrong"));
+  assert_null(strstr(out, "second line"));
   free(out);
   free(err);
 }
