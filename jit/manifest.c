@@ -78,21 +78,11 @@ static const struct {
              {"inout", HCT_BUF_INOUT},
              {"optional", HCT_BUF_OPTIONAL}};
 
-static const struct {
-  const char *name;
-  hct_parity_t p;
-} parities[] = {{"baseline", HCT_PARITY_BASELINE}, {"bitwise", HCT_PARITY_BITWISE}, {"kl", HCT_PARITY_KL}};
 
 size_t hct__dtype_size(hct_dtype_t t) {
   for (size_t i = 0; i < HCT_ARRAY_SIZE(dtypes); i++)
     if (dtypes[i].dt == t) return dtypes[i].size;
   return 0;
-}
-
-const char *hct__parity_name(hct_parity_t p) {
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(parities); i++)
-    if (parities[i].p == p) return parities[i].name;
-  return "unknown";
 }
 
 int hct__variant_fits(const hct_variant_t *v, hct_backend_kind_t backend, int arch_num,
@@ -130,15 +120,6 @@ int hct__constraints_hold(const hct_variant_t *v, const hct_symtab_t *syms, int 
   }
   hct__error_clear();
   return 1;
-}
-
-int hct__parity_from_name(const char *name, hct_parity_t *out) {
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(parities); i++)
-    if (name != NULL && strcmp(name, parities[i].name) == 0) {
-      *out = parities[i].p;
-      return 0;
-    }
-  return hct__error(HCT_EINVAL, "parity class '%s': want baseline, bitwise or kl", name ? name : "(null)");
 }
 
 static int get_range(ctx_t *c, json_t *obj, const char *field, int *lo, int *hi) {
@@ -182,7 +163,8 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
   const char *cls = get_str(c, jv, "class", field, 1);
   if (c->err) return;
   size_t i;
-  if (hct__parity_from_name(cls, &v->parity) != 0) {
+  if (hct__parity_from_name(cls, &v->parity) < 0) {
+    hct__error_clear();
     bad(c, field, "class must be baseline, bitwise or kl");
     return;
   }
