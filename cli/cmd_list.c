@@ -168,9 +168,16 @@ static const hct_op_t *stale_op(stale_ctx_t *x, const char *name) {
 }
 
 /* 1 with why when the decision would not be served here now (its software
- * key is not what this host would compile: hct__softkey_check), else 0. */
+ * key is not what this host would compile: hct__softkey_check, the
+ * daemon's rule), else 0.  A decision recorded before software keys has
+ * none to check: served as recorded (the daemon's rule too), and `probe
+ * --stale` re-probes it. */
 static int decision_stale(stale_ctx_t *x, const hct_db_decision_t *d, const hct_db_device_t *devs,
                           int ndev, char *why, size_t len) {
+  if (d->software_json[0] == '\0') {
+    snprintf(why, len, "unkeyed");
+    return 0;
+  }
   const hct_op_t *op = stale_op(x, d->op);
   if (op == NULL) {
     snprintf(why, len, "template changed (op '%s' has no manifest in '%.200s')", d->op, x->kdir);
@@ -232,6 +239,7 @@ static int list_decisions(hct_db_t *db, int json, const hct_db_device_t *devs, i
       json_object_set_new(o, "software_key", json_string(d[i].software_key));
       json_object_set_new(o, "software", json_text(d[i].software_json));
       json_object_set_new(o, "stale", json_boolean(stale));
+      if (d[i].software_json[0] == '\0') json_object_set_new(o, "unkeyed", json_true());
       if (stale) json_object_set_new(o, "stale_reason", json_string(why));
       json_array_append_new(arr, o);
     }
@@ -252,7 +260,7 @@ static int list_decisions(hct_db_t *db, int json, const hct_db_device_t *devs, i
                                      "DECIDED", "STALE"};
   hct_table_t t;
   hct__table_init(&t, (int)HCT_ARRAY_SIZE(head), head, "llllllrrrlll");
-  int n_stale = 0;
+  int n_stale = 0, n_unkeyed = 0;
   for (int i = 0; i < n && err == 0; i++) {
     char card[160], tokens[32], med[32], base[32], speed[32], when[32];
     card_label(d[i].keys.uuid, devs, ndev, card, sizeof card);
@@ -269,7 +277,9 @@ static int list_decisions(hct_db_t *db, int json, const hct_db_device_t *devs, i
       snprintf(stale, sizeof stale, "STALE: %s", why);
       n_stale++;
     } else {
-      snprintf(stale, sizeof stale, "-");
+      /* "unkeyed": recorded before software keys. */
+      snprintf(stale, sizeof stale, "%s", d[i].software_json[0] ? "-" : why);
+      n_unkeyed += d[i].software_json[0] == '\0';
     }
     const char *row[] = {card, d[i].op, d[i].parity, tokens, d[i].variant, d[i].params,
                          med, base, speed, d[i].source, when, stale};
@@ -282,6 +292,9 @@ static int list_decisions(hct_db_t *db, int json, const hct_db_device_t *devs, i
   if (err == 0 && n_stale > 0)
     printf("%d of %d decisions stale: not served (the baseline is); 'hctune probe --stale' "
            "re-probes them\n", n_stale, n);
+  if (err == 0 && n_unkeyed > 0)
+    printf("%d of %d decisions unkeyed (recorded before software keys): served as recorded; "
+           "'hctune probe --stale' re-probes them\n", n_unkeyed, n);
   hct__table_free(&t);
   return err ? hct__cli_fail(err) : HCT_EXIT_OK;
 }
