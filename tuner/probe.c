@@ -754,8 +754,8 @@ static int winner_at(probe_t *P, int k, int allow_kl, int verified_only);
  * baseline's timed outputs on the same rotating sets: a bitwise class must
  * match every bit on every set; a kl one must have every element written,
  * finite, its images exact, be within the kl bounds against the float64
- * reference on set 0, and on every set within 2 (maxerr_factor + 1) times
- * the baseline's own error of the baseline's outputs (an honest kl
+ * reference on set 0, and on every set within 4 (maxerr_factor + 1) times
+ * the baseline's own error (on set 0) of the baseline's outputs (an honest kl
  * candidate is within maxerr_factor + 1 of it by the triangle inequality;
  * one right only on some sets is far off on the others).
  */
@@ -765,7 +765,8 @@ static int timed_ok(probe_t *P, const cand_t *c, const hct_worker_verify_t *v, c
   double base_err = 0;
   for (int j = 0; j < v->n; j++)
     if (!v->ref_first[j].is_image) base_err = fmax(base_err, v->ref_first[j].max_err_ratio);
-  double dist_limit = 2 * (P->op->maxerr_factor + 1) * fmax(base_err, 1e-9);
+  /* 4: room for the baseline's own error to differ from set to set. */
+  double dist_limit = 4 * (P->op->maxerr_factor + 1) * fmax(base_err, 1e-9);
   const char *what = NULL;
   if (v->unwritten > 0) what = "elements left unwritten";
   else if (v->nonfinite > 0) what = "elements not finite";
