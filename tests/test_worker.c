@@ -494,6 +494,35 @@ static void test_fault_reasons(void **state) {
 
 /* ---- the selftest op ----------------------------------------------------- */
 
+/* The producer check's kernel is PTX the driver compiles when the worker
+ * first needs it: it must assemble for sm_90 (ptxas, when a CUDA toolkit
+ * is here; a GPU machine's driver does the same at run time). */
+static void test_producer_ptx(void **state) {
+  (void)state;
+  const char *ptx = hct__producer_ptx();
+  assert_non_null(strstr(ptx, "griddepcontrol.launch_dependents"));
+  assert_non_null(strstr(ptx, ".entry hct_producer"));
+  assert_non_null(strstr(ptx, "%globaltimer"));
+  const char *home = getenv("CUDA_HOME");
+  char ptxas[512];
+  snprintf(ptxas, sizeof ptxas, "%s/bin/ptxas", home ? home : "/usr/local/cuda");
+  if (access(ptxas, X_OK) != 0) {
+    fprintf(stderr, "skipped: no %s to assemble the producer's PTX with\n", ptxas);
+    skip();
+  }
+  char dir[] = "/tmp/hct_ptx_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char src[64], cmd[1400];
+  snprintf(src, sizeof src, "%s/p.ptx", dir);
+  FILE *f = fopen(src, "w");
+  assert_non_null(f);
+  fputs(ptx, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "'%s' -arch=sm_90 '%s' -o '%s/p.cubin' 2>&1 && rm -rf '%s'", ptxas, src,
+           dir, dir);
+  if (system(cmd) != 0) fail_msg("ptxas refused the producer's PTX (kept in %s)", dir);
+}
+
 static void test_selftest_op(void **state) {
   (void)state;
   const char *kdir = getenv("HCTUNE_KERNELS");
@@ -869,6 +898,58 @@ static void test_gpu_selftest_through_worker(void **state) {
   assert_true(res[0].s.median > 15.0);
   assert_true(res[1].s.median < res[0].s.median / 2);
   assert_true(hct__significantly_faster(&res[1].s, &res[0].s, HCT_MIN_MARGIN_DEFAULT));
+  /* Issue 20, at the worker: each failure seen by the run that must see it
+   * (the probe's verdicts on them: tests/gpu-selftest.sh). */
+  const int firstruns = var_id(op, "firstruns"), firstruns16 = var_id(op, "firstruns16"),
+            wrongset = var_id(op, "wrongset"), racy = var_id(op, "racy"), early = var_id(op, "early");
+  const int all = HCT_CHECK_REPEAT | HCT_CHECK_TWIN | HCT_CHECK_PRODUCER;
+  assert_rc(hct__worker_check(w, base, -1, 2, 0, 12, all, 0, &ck), 0);
+  assert_int_equal(ck.deterministic, 1);
+  assert_rc(hct__worker_check(w, good, base, 2, 0, 12, all, 0, &ck), 0);
+  assert_int_equal(ck.n_more, 2); /* good's launch is not PDL: no producer run */
+  assert_int_equal(ck.more[0].figs[0].mismatches + ck.more[1].figs[0].mismatches, 0);
+  assert_int_equal(ck.deterministic, 1);
+  /* firstruns: right on runs 0 and 1, nothing written on run 2. */
+  assert_rc(hct__worker_check(w, firstruns, base, 2, 0, 12, all, 0, &ck), 0);
+  assert_int_equal(ck.figs[0].mismatches, 0);
+  assert_int_equal(ck.more[0].figs[0].mismatches, 0);
+  assert_int_equal(ck.more[1].run, 2);
+  assert_int_equal(ck.more[1].figs[0].unwritten, 2 * 1024);
+  assert_int_equal(ck.deterministic, 1); /* two fresh allocations agree */
+  /* firstruns16, wrongset: every run of every check right. */
+  for (int q = 0; q < 2; q++) {
+    assert_rc(hct__worker_check(w, q ? wrongset : firstruns16, base, 2, 0, 12, all, 0, &ck), 0);
+    assert_int_equal(ck.figs[0].mismatches + ck.more[0].figs[0].mismatches + ck.more[1].figs[0].mismatches, 0);
+    assert_int_equal(ck.deterministic, 1);
+  }
+  /* racy: two allocations on identical inputs disagree. */
+  assert_rc(hct__worker_check(w, racy, base, 2, 0, 12, all, 0, &ck), 0);
+  assert_int_equal(ck.deterministic, 0);
+  printf("racy: %zu elements of '%s' differ between two allocations\n", ck.nondet_mismatches, ck.nondet_buf);
+  /* early: right alone, wrong right after the producer. */
+  assert_rc(hct__worker_check(w, early, base, 2, 0, 12, all, 0, &ck), 0);
+  assert_int_equal(ck.figs[0].mismatches, 0);
+  assert_int_equal(ck.n_more, 3);
+  assert_string_equal(ck.more[2].check, "producer");
+  size_t wrong = ck.more[2].figs[0].mismatches + ck.more[2].figs[0].unwritten + ck.more[2].figs[0].nonfinite;
+  printf("early after the producer: %zu mismatches, %zu not finite\n", ck.more[2].figs[0].mismatches,
+         ck.more[2].figs[0].nonfinite);
+  assert_true(wrong > 0);
+  /* Timed: firstruns16 and wrongset wrong in their timed launches, good
+   * right (cold: the selftest's sets rotate). */
+  int tids[4] = {base, good, firstruns16, wrongset};
+  hct_timing_res_t tres[4];
+  opts = json_pack("{s:f, s:i, s:[i]}", "max_seconds", 0.2, "batch", 32, "no_prune", base);
+  assert_rc(hct__worker_time(w, tids, 4, 2, 13, opts, hct__worker_deadline_ms(4000), tres, &failed), 0);
+  json_decref(opts);
+  hct_worker_verify_t vr[3];
+  assert_rc(hct__worker_verify(w, tids + 1, 3, base, 10000, vr, &failed), 0);
+  printf("verify: good %zu, firstruns16 %zu unwritten, wrongset %zu mismatches over %d sets\n",
+         vr[0].mismatches, vr[1].unwritten, vr[2].mismatches, vr[2].sets);
+  assert_true(vr[0].sets > 1);
+  assert_int_equal(vr[0].mismatches + vr[0].unwritten, 0);
+  assert_true(vr[1].unwritten > 0);
+  assert_true(vr[2].mismatches > 0);
   hct__worker_stop(w);
   for (int i = 0; i < op->n_variants; i++) hct__compile_job_clear(&G->jobs[i]);
   assert_rc(hct__db_integrity_check(G->db), 0);
@@ -893,6 +974,7 @@ int main(void) {
       cmocka_unit_test(test_quarantine),
       cmocka_unit_test(test_fault_reasons),
       cmocka_unit_test(test_selftest_op),
+      cmocka_unit_test(test_producer_ptx),
       cmocka_unit_test(test_selftest_compiles),
       cmocka_unit_test(test_hctune_worker),
       cmocka_unit_test(test_hctune_worker_dies_with_parent),
