@@ -109,6 +109,15 @@ n=$(echo "$line" | sed -n 's/.*compiled \([0-9]*\) binaries.*/\1/p')
 h=$(echo "$line" | sed -n 's/.*(\([0-9]*\) from the cache.*/\1/p')
 [ -n "$n" ] && [ "$n" = "$h" ] && ok "second probe: $h of $n binaries from the cache" || bad "compile cache: $line"
 
+# 4b. Issue 20: with nothing changed since, probe --stale finds every
+# decision current and probes nothing.
+if "$bin/hctune" probe --tokens 1-8 --stale > "$tmp/stale.out" 2> "$tmp/stale.err" &&
+   grep -q "every decision is current; nothing to probe" "$tmp/stale.out"; then
+  ok "probe --stale: nothing stale"
+else
+  bad "probe --stale: $(cat "$tmp/stale.out" "$tmp/stale.err" | tail -5)"
+fi
+
 # 5. A deliberately wrong variant is rejected for parity.
 if [ -d "$HCTUNE_KERNELS/hc_read_wrongtest" ]; then
   "$bin/hctune" probe --op hc_read_wrongtest --tokens 1-2 > "$tmp/wrong.out" 2> "$tmp/wrong.err"
