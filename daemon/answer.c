@@ -101,9 +101,10 @@ static int dec_stale(hct_daemon_t *d, const hct_db_decision_t *dec, const char *
   return stale;
 }
 
-/* The first parameter point of v whose constraints hold at T.  Constraints
- * that need the card's figures (SMEM_OPTIN ...) cannot be told here and
- * count as holding. */
+/* The first parameter point of v whose constraints hold at T, by the one
+ * rule (hct__constraints_hold, partial: a constraint that needs the card's
+ * figures, SMEM_OPTIN ..., cannot be told here and is left undecided; an
+ * evaluation error fails). */
 static void default_params(const hct_op_t *op, const hct_variant_t *v, int tokens, char *buf,
                            size_t len) {
   hct_point_t pts[64];
@@ -111,13 +112,10 @@ static void default_params(const hct_op_t *op, const hct_variant_t *v, int token
   hct__strlcpy(buf, "{}", len);
   for (int i = 0; i < n; i++) {
     hct_symtab_t syms;
+    char why[256];
     hct__point_symtab(op, v, &pts[i], &syms);
     hct__symtab_set(&syms, "T", tokens);
-    int ok = 1;
-    for (int k = 0; k < v->n_constraints && ok; k++) {
-      int64_t val;
-      if (hct__expr_eval(v->constraints[k], &syms, &val) == 0 && val == 0) ok = 0;
-    }
+    int ok = hct__constraints_hold(v, &syms, 1, why, sizeof why);
     if (ok) {
       hct__point_json(v, &pts[i], buf, len);
       break;
