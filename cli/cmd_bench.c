@@ -26,15 +26,9 @@ void hct__timed_rows_add(void *arg, int T, const char *variant, const char *para
                          const hct_summary_t *s, int pruned) {
   hct_timed_rows_t *rows = arg;
   if (rows->oom) return;
-  if (rows->n == rows->cap) {
-    int cap = rows->cap ? 2 * rows->cap : 256;
-    hct_timed_row_t *r = realloc(rows->r, (size_t)cap * sizeof *r);
-    if (r == NULL) {
-      rows->oom = 1;
-      return;
-    }
-    rows->r = r;
-    rows->cap = cap;
+  if (hct__grow(&rows->r, &rows->cap, rows->n, sizeof *rows->r, 256) != 0) {
+    rows->oom = 1;
+    return;
   }
   hct_timed_row_t *r = &rows->r[rows->n++];
   r->T = T;

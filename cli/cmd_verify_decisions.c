@@ -46,15 +46,9 @@ typedef struct rejections_s {
 static void on_rejected(void *arg, int T, const char *variant, const char *params,
                         const char *check, const char *why) {
   rejections_t *x = arg;
-  if (x->n == x->cap) {
-    int cap = x->cap ? 2 * x->cap : 16;
-    rejection_t *nr = realloc(x->r, (size_t)cap * sizeof *nr);
-    if (nr == NULL) {
-      x->oom = 1;
-      return;
-    }
-    x->r = nr;
-    x->cap = cap;
+  if (hct__grow(&x->r, &x->cap, x->n, sizeof *x->r, 16) != 0) {
+    x->oom = 1;
+    return;
   }
   rejection_t *r = &x->r[x->n++];
   r->T = T;

@@ -70,6 +70,10 @@ char *hct__strdup(const char *s);
 char *hct__asprintf(const char *fmt, ...) HCT_PRINTF(1, 2);
 /* Copies src into dst of size len, always NUL-terminated. */
 void hct__strlcpy(char *dst, const char *src, size_t len);
+/* Room for element n of a growable array *arrp of `elem`-byte elements with
+ * *cap allocated (doubling, from `first`): 0, or HCT_ENOMEM with *arrp and
+ * *cap unchanged.  The one way the collectors of rows grow. */
+int hct__grow(void *arrp, int *cap, int n, size_t elem, int first);
 
 /* ---- token counts (common/tokens.c) -------------------------------------*/
 

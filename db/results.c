@@ -88,15 +88,9 @@ static int list_rows(hct_db_t *db, const char *sql, size_t size,
   char *arr = NULL;
   int count = 0, cap = 0, rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (count == cap) {
-      int ncap = cap ? cap * 2 : 16;
-      char *na = realloc(arr, (size_t)ncap * size);
-      if (na == NULL) {
-        err = hct__error(HCT_ENOMEM, "database '%s': out of memory", hct__db_path(db));
-        break;
-      }
-      arr = na;
-      cap = ncap;
+    if (hct__grow(&arr, &cap, count, size, 16) != 0) {
+      err = hct__error(HCT_ENOMEM, "database '%s': out of memory", hct__db_path(db));
+      break;
     }
     memset(arr + (size_t)count * size, 0, size);
     err = read_row(st, arr + (size_t)count * size);
