@@ -51,6 +51,7 @@ typedef struct probe_s {
   char run_id[33];
   hct_worker_t *w;       /* every GPU call goes through it: fault isolation */
   int fresh_worker;      /* restarted: its next check draws the inputs again */
+  int producer_warned;   /* the worker said the producer check cannot run */
   char kdir[1024];
   char dbpath[1024];
   cand_t *cands;
@@ -618,6 +619,11 @@ static int check_T(probe_t *P, int k, int pending) {
     if (rc != 0) {
       if ((rc = candidate_failed(P, i, "parity", rc, T, pending, seed)) != 0) return rc;
       continue;
+    }
+    if (!P->producer_warned && strncmp(ck.producer_skipped, "the producer kernel", 19) == 0) {
+      /* The producer check cannot run on this card: say so once, loudly. */
+      P->producer_warned = 1;
+      hct__log(HCT_LOG_WARN, "the producer check is skipped: %s", ck.producer_skipped);
     }
     char log[768];
     judge_all(P, c, &ck, T, pending, seed, &vd, log, sizeof log);

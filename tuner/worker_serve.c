@@ -73,6 +73,7 @@ typedef struct worker_s {
   inset_t in;
   hct_producer_t producer;  /* the producer check's kernel, loaded once */
   int producer_loaded;
+  char producer_broken[256]; /* why it cannot run here, once known */
   struct timed_s *timed;    /* the last 'time' request's allocation, for 'verify' */
   hct_db_t *db;             /* read-only, kept open: opening checks it */
   char dbpath[1024];
@@ -393,12 +394,6 @@ static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int produce
   hct_scratchset_t s;
   *timed_out_run = -1;
   int rc = inset_device(W);
-  if (rc == 0 && producer && !in->staged) {
-    if (!W->producer_loaded && (rc = hct__producer_load(W->gpu, &W->producer)) == 0)
-      W->producer_loaded = 1;
-    if (rc == 0 && (rc = hct__producer_stage(W->gpu, &W->producer, &in->set[0].hs, &in->dev)) == 0)
-      in->staged = 1;
-  }
   if (rc == 0) rc = hct__session_begin(W->gpu, c, in->T, &s);
   if (rc != 0) return rc;
   for (int k = 0; rc == 0 && k < N_RUNS; k++) {
@@ -421,6 +416,27 @@ static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int produce
   }
   /* After a sticky error the context is gone: free nothing on the GPU. */
   if (!is_sticky(rc)) hct__scratch_free(W->gpu, &s);
+  return rc;
+}
+
+/* The producer kernel loaded and holding set 0's inputs.  A producer that
+ * does not load is no candidate's fault: the check is skipped, saying why
+ * (W->producer_broken, which the probe reports), not failed; a sticky
+ * error is returned. */
+static int producer_ready(worker_t *W) {
+  inset_t *in = &W->in;
+  int rc = inset_device(W);
+  if (rc != 0 || W->producer_broken[0] != '\0' || in->staged) return rc;
+  if (!W->producer_loaded && (rc = hct__producer_load(W->gpu, &W->producer)) == 0)
+    W->producer_loaded = 1;
+  if (rc == 0 && (rc = hct__producer_stage(W->gpu, &W->producer, &in->set[0].hs, &in->dev)) == 0)
+    in->staged = 1;
+  if (rc != 0 && !is_sticky(rc)) {
+    snprintf(W->producer_broken, sizeof W->producer_broken, "the producer kernel is not ready: %s",
+             hct_last_error());
+    hct__log(HCT_LOG_WARN, "worker: %s", W->producer_broken);
+    rc = 0;
+  }
   return rc;
 }
 
@@ -506,6 +522,10 @@ static int req_check(worker_t *W, json_t *req, json_t *reply) {
       json_object_set_new(reply, "producer_skipped", json_string(why));
     else if (!hct__run_first_pdl(&c->c, &W->dev, (int)T))
       json_object_set_new(reply, "producer_skipped", json_string("its first launch waits for the kernel before it"));
+    else if ((rc = producer_ready(W)) != 0)
+      return rc;
+    else if (W->producer_broken[0] != '\0')
+      json_object_set_new(reply, "producer_skipped", json_string(W->producer_broken));
     else
       with_producer = 1;
   }
