@@ -366,7 +366,8 @@ static int inset_fresh(worker_t *W) {
  * The runs of one candidate in one allocation (a session), as an engine
  * runs it: run 0 on set 0 (the classic check); with `repeat`, run 1 on set
  * 1 (fresh inputs at the same addresses, the scratch and its "once" state
- * kept) and run 2 on set 0 again (identical inputs: a bitwise candidate must
+ * kept, and the outputs holding run 0's, as an engine's buffers hold its
+ * last call's) and run 2 on set 0 again (identical inputs: a bitwise candidate must
  * give identical bits); with `producer`, run 3 on set 0 right after the
  * producer kernel, which writes the inputs and lets this launch begin
  * early.  Outputs are poisoned before every run.  With `twin`, run 4 is
@@ -408,8 +409,9 @@ static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int produce
     if ((rc = outs_alloc(hs, r->out[k])) != 0) break;
     uint32_t flag = 0;
     uint64_t t0 = hct__now_ns();
+    /* Run 1 finds run 0's outputs in place, not poison. */
     rc = hct__session_run(W->gpu, c, hs, &in->dev, &s, k == RUN_PRODUCER ? &W->producer : NULL,
-                          r->out[k], c->v->grid_barrier ? &flag : NULL);
+                          k == RUN_FRESH, r->out[k], c->v->grid_barrier ? &flag : NULL);
     if (k == RUN_FIRST) r->first_ms = (double)(hct__now_ns() - t0) / 1e6;
     r->done[k] = rc == 0;
     if (rc == 0 && flag != 0 && *timed_out_run < 0) *timed_out_run = k;
@@ -866,17 +868,30 @@ done:
   return rc;
 }
 
+/* What the outputs hold before a replay: poison for the reference (so an
+ * element it leaves unwritten shows), and for a candidate a finite value,
+ * 1.0, as an engine's buffers hold finite values from the last call: a
+ * variant that skips work when its outputs do not hold the poison keeps
+ * the 1.0s and differs from the reference. */
+static int prefill(worker_t *W, timed_t *t, int s, int i, int stale) {
+  const hct_hbuf_t *b = &t->hs.bufs[i];
+  hct_dptr_t p = t->sets[s].ptr[i];
+  if (hct__dtype_size(b->spec->dtype) == 2)
+    return hct__gpu_fill16(W->gpu, p, !stale ? HCT_POISON_16 : b->spec->dtype == HCT_DT_BF16 ? 0x3f80 : 0x3c00,
+                           b->elems);
+  return hct__gpu_fill32(W->gpu, p, stale ? 0x3f800000u : HCT_POISON_F32, b->elems);
+}
+
 /* The outputs of candidate k's timed launches: its graph replayed once
- * more (the same launches on the same sets and scratch), outputs poisoned
- * first, every used set's outputs downloaded into out[set][buffer]. */
-static int replay(worker_t *W, timed_t *t, int k, void **out) {
+ * more (the same launches on the same sets and scratch), outputs prefilled
+ * first (poison, or with `stale` 1.0), every used set's outputs downloaded
+ * into out[set][buffer]. */
+static int replay(worker_t *W, timed_t *t, int k, int stale, void **out) {
   int rc = 0;
   for (int s = 0; rc == 0 && s < t->used_sets; s++)
     for (int i = 0; rc == 0 && i < t->hs.n; i++)
       if (t->sets[s].ptr[i] && t->hs.bufs[i].spec->role == HCT_BUF_OUTPUT)
-        rc = hct__dtype_size(t->hs.bufs[i].spec->dtype) == 2
-                 ? hct__gpu_fill16(W->gpu, t->sets[s].ptr[i], HCT_POISON_16, t->hs.bufs[i].elems)
-                 : hct__gpu_fill32(W->gpu, t->sets[s].ptr[i], HCT_POISON_F32, t->hs.bufs[i].elems);
+        rc = prefill(W, t, s, i, stale);
   if (rc == 0) rc = hct__gpu_graph_launch(W->gpu, t->graphs[k]);
   if (rc == 0) rc = hct__gpu_sync(W->gpu);
   for (int s = 0; rc == 0 && s < t->used_sets; s++) {
@@ -950,7 +965,7 @@ static int req_verify(worker_t *W, json_t *req, json_t *reply) {
       return hct__error(HCT_ENOMEM, "out of memory");
     for (int s = 0; s < t->used_sets; s++) outs_free(t->base_out + (size_t)s * HCT_MAX_BUFFERS);
     json_object_set_new(reply, "cand", json_integer(ref_id));
-    if ((rc = replay(W, t, kref, t->base_out)) != 0) return rc;
+    if ((rc = replay(W, t, kref, 0, t->base_out)) != 0) return rc;
     t->base_id = (int)ref_id;
   }
   void **out = calloc((size_t)t->used_sets * HCT_MAX_BUFFERS, sizeof *out);
@@ -965,7 +980,7 @@ static int req_verify(worker_t *W, json_t *req, json_t *reply) {
       break;
     }
     json_object_set_new(reply, "cand", json_integer(id));
-    if ((rc = replay(W, t, k, out)) != 0) break;
+    if ((rc = replay(W, t, k, 1, out)) != 0) break;
     size_t mism = 0, unwr = 0, nonfin = 0, img = 0;
     double dist = 0;
     int worst = -1, worst_bad = 0;
