@@ -117,10 +117,11 @@ int cmd_bench(int argc, char **argv) {
     for (int k = 0; k < nn; k++) printf("  %-44s", names[k]);
     printf("\n");
   }
-  for (int T = 1; T <= 64; T++) {
-    int any = 0;
-    for (int i = 0; i < rows.n; i++) any |= rows.r[i].T == T;
-    if (!any) continue;
+  /* The token counts timed, in order: the probe's token set. */
+  hct_tokens_t timed = {0};
+  for (int i = 0; i < rows.n; i++) hct__tokens_add(&timed, rows.r[i].T);
+  for (int k0 = 0; k0 < timed.n; k0++) {
+    const int T = timed.t[k0];
     const hct_timed_row_t *first = best_of(&rows, T, names[0]);
     if (!json) printf("%4d", T);
     for (int k = 0; k < nn; k++) {
