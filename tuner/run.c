@@ -251,10 +251,10 @@ int hct__session_begin(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_
 }
 
 int hct__session_run(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
-                     hct_scratchset_t *s, const hct_producer_t *pre, int keep_outputs,
-                     void *outs[], uint32_t *barrier_flag) {
+                     hct_scratchset_t *s, const hct_producer_t *pre, void *outs[],
+                     uint32_t *barrier_flag) {
   int rc = 0;
-  for (int i = 0; rc == 0 && !keep_outputs && i < hs->n; i++)
+  for (int i = 0; rc == 0 && i < hs->n; i++)
     if (d->ptr[i] && hs->bufs[i].spec->role == HCT_BUF_OUTPUT) rc = poison(g, &hs->bufs[i], d->ptr[i]);
   if (rc == 0) rc = hct__run_zero_each(g, c, s);
   if (rc == 0 && pre != NULL) {
@@ -289,7 +289,7 @@ int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_
   hct_scratchset_t s;
   int rc = hct__session_begin(g, c, hs->T, &s);
   if (rc != 0) return rc;
-  rc = hct__session_run(g, c, hs, d, &s, NULL, 0, outs, barrier_flag);
+  rc = hct__session_run(g, c, hs, d, &s, NULL, outs, barrier_flag);
   hct__scratch_free(g, &s);
   return rc;
 }

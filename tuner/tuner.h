@@ -235,18 +235,16 @@ int hct__producer_enqueue(hct_gpu_t *g, const hct_producer_t *p);
  * A session: a candidate's consecutive runs in one allocation, as an
  * engine calls it: the scratch is allocated, poisoned and its "once"
  * buffers zeroed at begin, then kept (state and all) from run to run.
- * Each run poisons the outputs (with keep_outputs it leaves them holding
- * the previous run's, as an engine's buffers hold its last call's: a
- * variant that skips work when they look written is then wrong), zeroes
- * the "zero": true scratch, puts the inputs of hs into d (or, with `pre`,
- * poisons them and enqueues the producer that writes them), launches, syncs
- * and downloads outputs and inouts into outs (as hct__run_on).  Free the
- * scratch with hct__scratch_free.
+ * Each run poisons the outputs, zeroes the "zero": true scratch, puts the
+ * inputs of hs into d (or, with `pre`, poisons them and enqueues the
+ * producer that writes them), launches, syncs and downloads outputs and
+ * inouts into outs (as hct__run_on).  Free the scratch with
+ * hct__scratch_free.
  */
 int hct__session_begin(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_t *s);
 int hct__session_run(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
-                     hct_scratchset_t *s, const hct_producer_t *pre, int keep_outputs,
-                     void *outs[], uint32_t *barrier_flag);
+                     hct_scratchset_t *s, const hct_producer_t *pre, void *outs[],
+                     uint32_t *barrier_flag);
 
 /*
  * Runs the candidate once on buffers already uploaded with

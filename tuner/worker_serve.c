@@ -366,8 +366,7 @@ static int inset_fresh(worker_t *W) {
  * The runs of one candidate in one allocation (a session), as an engine
  * runs it: run 0 on set 0 (the classic check); with `repeat`, run 1 on set
  * 1 (fresh inputs at the same addresses, the scratch and its "once" state
- * kept, and the outputs holding run 0's, as an engine's buffers hold its
- * last call's) and run 2 on set 0 again (identical inputs: a bitwise candidate must
+ * kept) and run 2 on set 0 again (identical inputs: a bitwise candidate must
  * give identical bits); with `producer`, run 3 on set 0 right after the
  * producer kernel, which writes the inputs and lets this launch begin
  * early.  Outputs are poisoned before every run.  With `twin`, run 4 is
@@ -409,9 +408,8 @@ static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int produce
     if ((rc = outs_alloc(hs, r->out[k])) != 0) break;
     uint32_t flag = 0;
     uint64_t t0 = hct__now_ns();
-    /* Run 1 finds run 0's outputs in place, not poison. */
     rc = hct__session_run(W->gpu, c, hs, &in->dev, &s, k == RUN_PRODUCER ? &W->producer : NULL,
-                          k == RUN_FRESH, r->out[k], c->v->grid_barrier ? &flag : NULL);
+                          r->out[k], c->v->grid_barrier ? &flag : NULL);
     if (k == RUN_FIRST) r->first_ms = (double)(hct__now_ns() - t0) / 1e6;
     r->done[k] = rc == 0;
     if (rc == 0 && flag != 0 && *timed_out_run < 0) *timed_out_run = k;

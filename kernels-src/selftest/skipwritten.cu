@@ -2,9 +2,9 @@
  * skipwritten: (12) computes an element only where its output still holds
  * the poison pattern, as if the poison were the only "not yet computed"
  * an output could hold: right wherever the outputs are poisoned before the
- * run, which every check did before issue 20.  In an engine the buffer
- * holds the last call's results; the repeat check's run on fresh inputs
- * leaves the previous run's outputs in place, and must record "repeat".
+ * run, as every check does.  In an engine the buffer holds the last
+ * call's results; the verification after timing replays its timed launches
+ * with outputs holding finite values, and must record "timed".
  */
 #include "selftest.h"
 
