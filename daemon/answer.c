@@ -53,6 +53,18 @@ static struct {
   hct_device_t live[16];
 } keys_seen = {NULL, 0, {{0, 0, ""}}, -1, {{0}}};
 
+void hct__answer_prepare(hct_daemon_t *d) {
+  (void)d;
+  if (keys_seen.live_n >= 0) return;
+  /* Asked before the first request, not during it: starting a driver
+   * (cuInit) and loading the compiler take longer than a client waits. */
+  keys_seen.live_n = hct__devices(keys_seen.live, (int)HCT_ARRAY_SIZE(keys_seen.live));
+  if (keys_seen.live_n < 0) keys_seen.live_n = 0; /* no driver here: drivers not compared */
+  char ver[64];
+  for (int k = 0; k < HCT_BACKEND_COUNT; k++) hct__compiler_version((hct_backend_kind_t)k, ver, sizeof ver);
+  hct__error_clear();
+}
+
 static int dec_stale(hct_daemon_t *d, const hct_db_decision_t *dec, const char *device, char *why,
                      size_t len) {
   if (dec->software_json[0] == '\0') return 0;
@@ -69,10 +81,7 @@ static int dec_stale(hct_daemon_t *d, const hct_db_decision_t *dec, const char *
       hct__strlcpy(why, keys_seen.e[i].why, len);
       return keys_seen.e[i].stale;
     }
-  if (keys_seen.live_n < 0) {
-    keys_seen.live_n = hct__devices(keys_seen.live, (int)HCT_ARRAY_SIZE(keys_seen.live));
-    if (keys_seen.live_n < 0) keys_seen.live_n = 0; /* no driver here: drivers not compared */
-  }
+  hct__answer_prepare(d);
   const char *card = device != NULL ? device : dec->keys.uuid;
   const hct_db_device_t *row = hct__index_device(d->ix, card);
   if (row == NULL) row = hct__index_device(d->ix, dec->keys.uuid);

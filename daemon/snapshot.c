@@ -97,6 +97,11 @@ int hct__snapshot_open(hct_daemon_t *d) {
   }
   int rc = hct__db_open(d->db_path, HCT_DB_READONLY, &d->db);
   if (rc < 0) return rc;
+  /* Decisions with software keys are checked against this host's cards and
+   * compiler: ask them now, not during the first request (a database of
+   * unkeyed decisions needs neither, and the daemon stays small). */
+  if (hct__db_decisions_keyed(d->db) > 0) hct__answer_prepare(d);
+  hct__error_clear();
   return hct__snapshot_reload(d);
 }
 

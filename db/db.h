@@ -162,6 +162,8 @@ typedef struct hct_db_decision_s {
 int hct__db_decisions_replace(hct_db_t *db, const hct_db_decision_t *d, int n);
 /* All decisions, sorted by uuid, op, parity, tmin.  *out is malloc'd. */
 int hct__db_decisions_list(hct_db_t *db, hct_db_decision_t **out, int *n);
+/* 1 when some decision carries a software key, 0 when none, or negative. */
+int hct__db_decisions_keyed(hct_db_t *db);
 
 /* ---- faults (quarantine) ------------------------------------------------- */
 

@@ -475,6 +475,15 @@ static int read_decision(sqlite3_stmt *st, void *elem) {
   return 0;
 }
 
+int hct__db_decisions_keyed(hct_db_t *db) {
+  sqlite3_stmt *st;
+  int err = prepare(db, "SELECT EXISTS (SELECT 1 FROM decisions WHERE software_key IS NOT NULL)", &st);
+  if (err) return err;
+  int rc = sqlite3_step(st), keyed = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? keyed : hct__db_fail(db, rc, "cannot look for software keys");
+}
+
 int hct__db_decisions_list(hct_db_t *db, hct_db_decision_t **out, int *n) {
   return list_rows(db, "SELECT " DECISION_COLS " FROM decisions ORDER BY uuid, op, parity, tmin",
                    sizeof(hct_db_decision_t), read_decision, NULL, (void **)out, n,
