@@ -698,18 +698,23 @@ static size_t rotation(int s, size_t elems) {
   return elems > 1 ? ((size_t)s * 104729u) % elems : 0;
 }
 
-/* Uploads set s: every input and weight of hs rotated by rotation(s),
- * outputs poisoned (hct__devset_upload for set 0). */
+/* Uploads set s: every input and weight of hs rotated by rotation(s)
+ * (set 0 as it is: hct__devset_upload), outputs poisoned. */
 static int upload_rotated(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d, int s) {
-  int rc = hct__devset_upload(g, hs, d);
-  for (int i = 0; rc == 0 && s > 0 && i < hs->n; i++) {
+  if (s == 0) return hct__devset_upload(g, hs, d);
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < hs->n; i++) {
     const hct_hbuf_t *b = &hs->bufs[i];
-    if (d->ptr[i] == 0 || b->spec->role == HCT_BUF_OUTPUT) continue;
+    if (d->ptr[i] == 0) continue;
+    if (b->spec->role == HCT_BUF_OUTPUT) {
+      rc = hct__dtype_size(b->spec->dtype) == 2 ? hct__gpu_fill16(g, d->ptr[i], HCT_POISON_16, b->elems)
+                                                : hct__gpu_fill32(g, d->ptr[i], HCT_POISON_F32, b->elems);
+      continue;
+    }
     size_t esz = hct__dtype_size(b->spec->dtype), r = rotation(s, b->elems);
-    if (r == 0) continue;
     const char *data = b->data;
     rc = hct__gpu_upload(g, d->ptr[i], data + r * esz, (b->elems - r) * esz);
-    if (rc == 0) rc = hct__gpu_upload(g, d->ptr[i] + (b->elems - r) * esz, data, r * esz);
+    if (rc == 0 && r > 0) rc = hct__gpu_upload(g, d->ptr[i] + (b->elems - r) * esz, data, r * esz);
   }
   return rc;
 }
