@@ -42,6 +42,13 @@ endif
 ifeq ($(BUILD),static)
   LDLIBS_DEPS := -Wl,-Bstatic -luv_a -lsqlite3 -ljansson -lxxhash -Wl,-Bdynamic
 endif
+# jansson of the shared library: static too in a STATIC=1 build (Debian's
+# libjansson.a is position-independent), so that an engine on a GPU machine
+# without packages (python3 there) can load lib/libhctune.so.0 as it is.
+SO_JANSSON := -ljansson
+ifeq ($(BUILD),static)
+  SO_JANSSON := -Wl,-Bstatic -ljansson -Wl,-Bdynamic
+endif
 
 # Output folders: the default build writes bin/ and lib/ at the top; the
 # others keep theirs under build/.
@@ -69,6 +76,22 @@ TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
 
 # Per-file flags: vendor headers only where a backend needs them.
 $(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(O)/daemon/client_cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
+
+# The shared library compiles the baseline itself when no daemon answers
+# (daemon/client_kernel.c), so it carries these files of jit/ and common/,
+# built a second time under $(O)/so/ with libuv's three functions and the
+# backend table renamed to the library's own (daemon/client_jit.c says
+# why), and linked with --gc-sections and an export list, so that nothing
+# of libuv, SQLite or xxHash is left in it (--no-undefined checks that).
+SO_JIT_SRC := common/util.c common/log.c jit/expr.c jit/manifest.c jit/cache.c jit/cuda.c jit/nvml.c
+SO_JIT_OBJ := $(SO_JIT_SRC:%.c=$(O)/so/%.o)
+SO_RENAMES := -Duv_once=hct__client_once -Duv_exepath=hct__client_exepath \
+              -Duv_strerror=hct__client_strerror -Dhct__backend=hct__client_backend
+$(O)/so/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(O)/so/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(SO_RENAMES) $(CFLAGS) -ffunction-sections -fdata-sections -MMD -MP -c $< -o $@
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 
 .PHONY: all install clean check check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
@@ -84,9 +107,10 @@ $(LIB)/libhctune.a: $(CORE_OBJ)
 
 # The shared library is the client alone: an engine that loads it pulls in
 # neither SQLite nor libuv.
-$(LIB)/libhctune.so.0: $(CLIENT_OBJ)
+$(LIB)/libhctune.so.0: $(CLIENT_OBJ) $(SO_JIT_OBJ) daemon/libhctune.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(LDFLAGS) -Wl,-soname,libhctune.so.0 -o $@ $^ -ljansson $(LDLIBS_SYS)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libhctune.so.0 -Wl,--gc-sections -Wl,--no-undefined \
+	  -Wl,--version-script=daemon/libhctune.map -o $@ $(CLIENT_OBJ) $(SO_JIT_OBJ) $(SO_JANSSON) $(LDLIBS_SYS)
 
 # The link-time name points at the versioned file that programs load.
 $(LIB)/libhctune.so: $(LIB)/libhctune.so.0
