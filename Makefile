@@ -95,7 +95,7 @@ $(O)/so/%.o: %.c
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 
 .PHONY: all install clean check check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
-all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so tests
+all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so $(BIN)/hc_engine tests
 
 $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -121,6 +121,13 @@ $(BIN)/hctune: $(O)/cli/main.o $(LIB)/libhctune.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
 $(BIN)/hctuned: $(O)/daemon/main.o $(LIB)/libhctune.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
+
+# The example engine (examples/hc_engine.c): libhctune, plus tuner/parity.c's
+# metrics from the same archive; its CUDA driver is loaded with dlopen.
+$(O)/examples/hc_engine.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(BIN)/hc_engine: $(O)/examples/hc_engine.o $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 

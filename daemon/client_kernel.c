@@ -323,6 +323,21 @@ static int local_point(const hct_op_t *m, const hct_ecard_t *card, const hct_cho
   return hct__point_default(m, *v, &cs, T, pt);
 }
 
+int hct__kernel_compile_here(const char *op, const hct_ecard_t *card, hct_choice_t *ch, int T,
+                             void **image, size_t *size) {
+  hct_op_t *m = NULL;
+  const hct_variant_t *v;
+  hct_point_t pt;
+  int rc = local_manifest(op, &m);
+  if (rc == 0) rc = local_point(m, card, ch, T, &v, &pt);
+  if (rc == 0) {
+    hct__point_json(v, &pt, ch->params, sizeof ch->params);
+    rc = compile_here(card, m, v, &pt, image, size);
+  }
+  hct__manifest_free(m);
+  return rc;
+}
+
 static int impl_load_local(hct_kernel_t *k, impl_t *im, hct_op_t **m, int T) {
   int rc = local_manifest(k->op, m);
   if (rc < 0) return rc;

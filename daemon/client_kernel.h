@@ -83,6 +83,15 @@ int hct__force_lookup(const char *op, char *variant, size_t vlen, char *params, 
  * printed) when no manifest can be read here. */
 int hct__force_check(const char *op, const char *variant, const char *params);
 
+/* ---- the library's own compile (daemon/client_kernel.c) ------------------ */
+
+/* Compiles ch's variant at ch's point ("{}": its first point that fits the
+ * card at T, written back into ch->params) for card's arch, from the
+ * library's kernels folder, with NVRTC: what hct_kernel_load does without
+ * a daemon.  *image is malloc'd. */
+int hct__kernel_compile_here(const char *op, const hct_ecard_t *card, hct_choice_t *ch, int T,
+                             void **image, size_t *size);
+
 /* ---- shared with the daemon ---------------------------------------------- */
 
 /* The first point of v whose constraints all hold at T (syms: constants,
