@@ -168,7 +168,7 @@ check-asan:
 # it is used as it is.
 gpu-check:
 	@[ -x $(BIN)/hctune ] || $(MAKE) all
-	tests/gpu-check.sh $(BIN)
+	tests/gpu-check.sh $(BIN); s=$$?; tests/gpu-engine.sh $(BIN) && exit $$s
 
 probe: deps
 	$(MAKE) all
