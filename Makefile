@@ -65,7 +65,7 @@ endif
 
 CORE_SRC   := $(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/cmd_*.c) \
               $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c))
-CLIENT_SRC := common/error.c $(wildcard daemon/client*.c)
+CLIENT_SRC := common/error.c common/names.c $(wildcard daemon/client*.c)
 TEST_SRC   := $(wildcard tests/test_*.c)
 TEST_HELPERS := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 
@@ -182,12 +182,13 @@ bench-daemon: all
 # New inputs it finds go to $(O)/fuzz/corpus; daemon/fuzz_corpus seeds it.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_SRC := daemon/fuzz_request.c daemon/proto.c common/error.c
+FUZZ_SRC := daemon/fuzz_request.c daemon/proto.c daemon/verbs.c common/error.c common/names.c \
+            common/tokens.c
 
 $(O)/fuzz/fuzz_request: $(FUZZ_SRC) daemon/daemon.h include/hctune.h common/common.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter $(FUZZ_SRC) -o $@ -ljansson
+	  $(CPPFLAGS) -DHCT_VERBS_NO_HANDLERS -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter $(FUZZ_SRC) -o $@ -ljansson
 
 fuzz: $(O)/fuzz/fuzz_request
 	@mkdir -p $(O)/fuzz/corpus

@@ -83,6 +83,19 @@ int hct__token_range(const char *s, int *lo, int *hi);
  * negative code (the message names the bad part). */
 int hct__parse_token_list(const char *s, int max, uint8_t *present);
 
+/* ---- names on the wire (common/names.c) ---------------------------------*/
+
+/* A variant's parity class: what its output must match (jit/manifest.c reads
+ * it from manifests, the DB and the daemon's replies carry its name). */
+typedef enum { HCT_PARITY_BASELINE, HCT_PARITY_BITWISE, HCT_PARITY_KL } hct_parity_t;
+/* "baseline", "bitwise", "kl"; "unknown" for anything else. */
+const char *hct__parity_name(hct_parity_t p);
+/* The class named s: 0, or HCT_EINVAL with a message naming s. */
+int hct__parity_from_name(const char *s, hct_parity_t *out);
+/* The source named s ("probe" ...; hct_source_name() is the other way):
+ * 0, or HCT_EPROTO with a message naming s. */
+int hct__source_from_name(const char *s, hct_source_t *out);
+
 /* ---- XXH3-128 hashing (common/util.c) ------------------------------------*/
 
 typedef struct { uint64_t lo, hi; } hct_hash_t;

@@ -90,15 +90,10 @@ int hct__socket_path(const char *explicit_path, char *buf, size_t len) {
   return 0;
 }
 
-const char *hct_source_name(hct_source_t s) {
-  static const char *const names[] = {"probe", "fleet", "pin", "env", "default"};
-  return (unsigned)s < HCT_ARRAY_SIZE(names) ? names[s] : "unknown";
-}
-
 static hct_source_t source_from_name(const char *s) {
-  for (int i = HCT_SOURCE_PROBE; i <= HCT_SOURCE_DEFAULT; i++)
-    if (strcmp(hct_source_name((hct_source_t)i), s) == 0) return (hct_source_t)i;
-  return HCT_SOURCE_DEFAULT;
+  hct_source_t src = HCT_SOURCE_DEFAULT;
+  if (hct__source_from_name(s, &src) < 0) hct__error_clear();
+  return src;
 }
 
 static int64_t now_us(void) {
@@ -390,7 +385,9 @@ static int check_args(const char *op, int tokens, const char *device, const char
   if (tokens < 1) return hct__error(HCT_EINVAL, "tokens %d: want at least 1", tokens);
   if (device != NULL && strlen(device) > 255)
     return hct__error(HCT_EINVAL, "device '%.40s...': longer than 255 characters", device);
-  if (parity != NULL && strcmp(parity, "bitwise") != 0 && strcmp(parity, "kl") != 0)
+  hct_parity_t asked;
+  if (parity != NULL &&
+      (hct__parity_from_name(parity, &asked) < 0 || asked == HCT_PARITY_BASELINE))
     return hct__error(HCT_EINVAL, "parity '%s': want 'bitwise' or 'kl'", parity);
   return 0;
 }
@@ -604,7 +601,7 @@ fallback: {
     if (base == NULL)
       return hct__error(HCT_ENOENT, "op '%s': %s, and the op has no built-in baseline", op, why);
     hct__error(rc, "%s: fell back to %s's baseline %s", why, op, base);
-    fill_baseline(out, base, HCT_SOURCE_DEFAULT, "baseline");
+    fill_baseline(out, base, HCT_SOURCE_DEFAULT, hct__parity_name(HCT_PARITY_BASELINE));
     return HCT_FALLBACK;
   }
 }

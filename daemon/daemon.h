@@ -1,24 +1,36 @@
 /*
  * daemon.h: the private header of daemon/: hctuned and the client library.
  *
- * Files:
- *   daemon/proto.c   the request parser: one JSON line in, a checked
- *                    hct_req_t out, against the verb table (libc + jansson
- *                    only, so the fuzz target links it alone)
- *   daemon/index.c   decisions, pins and devices of the DB in memory: a hash
- *                    of (card UUID, op, parity) to sorted token ranges, and
- *                    the same by card model for fleet answers
- *   daemon/server.c  the libuv loop: socket, connections, verbs, reloads,
- *                    probes run as child processes
- *   daemon/client.c  libhctune's client (include/hctune.h): libc, jansson
- *                    and common/error.c only, as lib/libhctune.so is built
- *                    from it alone
+ * Files (one concern each, along Redis's lines):
+ *   daemon/verbs.c     the one table of verbs: name, rights, handler, fields
+ *   daemon/proto.c     the request parser: one JSON line in, a checked
+ *                      hct_req_t out, against the verb table (libc + jansson
+ *                      only, so the fuzz target links it alone)
+ *   daemon/dispatch.c  one request line: parse, check the peer's rights,
+ *                      call the verb's handler, answer errors
+ *   daemon/conn.c      connections and I/O: accept, read lines, write
+ *                      replies, close
+ *   daemon/answer.c    the answer policy: pin, the card's own decision, the
+ *                      fleet's, the baseline (choose, module)
+ *   daemon/report.c    list, devices, status
+ *   daemon/pins.c      pin, unpin: the writes
+ *   daemon/probe.c     the probe supervisor: probes as child processes
+ *   daemon/snapshot.c  the DB snapshot and the manifests: load, poll, reload
+ *   daemon/server.c    start-up and shut-down: socket, signals, the loop
+ *   daemon/options.c   hctuned's command line (hct__daemon_main)
+ *   daemon/main.c      the hctuned executable
+ *   daemon/index.c     decisions, pins and devices of the DB in memory: a hash
+ *                      of (card UUID, op, parity) to sorted token ranges, and
+ *                      the same by card model for fleet answers
+ *   daemon/client.c    libhctune's client (include/hctune.h): libc, jansson,
+ *                      common/error.c and common/names.c only, as
+ *                      lib/libhctune.so is built from them alone
  *   daemon/fuzz_request.c  libFuzzer target of the parser (`make fuzz`)
  *
- * One request's path: server.c reads a line, proto.c parses it into a
- * hct_req_t, the verb table of server.c checks the peer's rights and calls
- * req_<verb>, which answers from the index (never from SQLite on the hot
- * path) and writes one line back.
+ * One request's path: conn.c reads a line, dispatch.c has proto.c parse it
+ * into a hct_req_t against the table of verbs.c, checks the peer's rights
+ * and calls the verb's handler (answer.c for choose), which answers from the
+ * index (never from SQLite on the hot path) and writes one line back.
  */
 #ifndef HCT_DAEMON_H
 #define HCT_DAEMON_H
@@ -55,6 +67,9 @@ int hct__client_request(hct_client_t *c, const char *line, int timeout_ms, char 
 
 /* ---- requests (daemon/proto.c) ------------------------------------------- */
 
+struct hct_conn_s;
+struct hct_req_s;
+
 typedef enum {
   HCT_REQ_CHOOSE,
   HCT_REQ_LIST,
@@ -73,6 +88,40 @@ enum {
   HCT_REQ_ADMIN = 1 << 0 /* daemon's uid, root, or --admin-group */
 };
 
+/*
+ * The verb table (daemon/verbs.c): what each verb accepts is data, not
+ * code: a field's name, its type and whether it is required.
+ */
+typedef enum {
+  HCT_F_STR,   /* a string */
+  HCT_F_INT,   /* an integer */
+  HCT_F_RANGE, /* tokens: an integer, or a string "lo-hi" */
+  HCT_F_OBJ    /* a JSON object */
+} hct_field_type_t;
+
+typedef struct hct_field_s {
+  const char *name;
+  hct_field_type_t type;
+  int required;
+  size_t max_len; /* HCT_F_STR: longest accepted, in bytes */
+} hct_field_t;
+
+/* A verb's handler (loop thread only): answers on c, or returns a negative
+ * code with the message set, which dispatch.c turns into the error reply. */
+typedef int (*hct_handler_t)(struct hct_conn_s *c, struct hct_req_s *r);
+
+typedef struct hct_verb_spec_s {
+  const char *name;
+  hct_verb_t verb;
+  int flags;
+  hct_handler_t fn; /* NULL in the fuzz target's build (HCT_VERBS_NO_HANDLERS) */
+  hct_field_t fields[8];
+} hct_verb_spec_t;
+
+/* The row of verb `name`, or NULL. */
+const hct_verb_spec_t *hct__verb_find(const char *name);
+const char *hct__verb_name(hct_verb_t v);
+
 /* Longest id a request may carry (characters of a string id), and the
  * room its JSON text takes (escapes included). */
 #define HCT_MAX_ID 128
@@ -88,6 +137,7 @@ typedef struct hct_req_s {
   hct_verb_t verb;
   const char *cmd;
   int flags;                 /* of the verb */
+  const hct_verb_spec_t *spec;
   void *root;                /* json_t *: the whole request, when parsed by jansson */
   char id[HCT_ID_TEXT];      /* the id as JSON text ("7", "\"a\""); "" when absent */
   const char *op;
@@ -116,7 +166,6 @@ void hct__req_free(hct_req_t *req);
 /* 1 (the default): flat requests take the fast scanner.  The fuzz target
  * sets 0 to read the same line through jansson and compare. */
 extern int hct__req_fast;
-const char *hct__verb_name(hct_verb_t v);
 
 
 /* Base64 (RFC 4648, with padding): malloc'd NUL-terminated text. */
@@ -132,7 +181,14 @@ char *hct__base64_encode(const void *data, size_t len, size_t *out_len);
  */
 typedef struct hct_index_s hct_index_t;
 
-int hct__index_load(hct_db_t *db, hct_index_t **out);
+/* Whether a row may be served: 0, or a negative code with the reason (the
+ * snapshot leaves the row out and logs a warning naming it). */
+typedef int (*hct_row_check_t)(void *ctx, const char *op, const char *variant,
+                               const char *params);
+/* Reads the DB's decisions, pins and devices; rows that `check` (may be
+ * NULL) refutes, or that are not valid UTF-8 text, are skipped with a
+ * warning naming the row. */
+int hct__index_load(hct_db_t *db, hct_row_check_t check, void *ctx, hct_index_t **out);
 void hct__index_free(hct_index_t *ix);
 
 /* The decision of (uuid, op, parity) covering `tokens`, or NULL; *body
@@ -158,7 +214,13 @@ const hct_db_device_t *hct__index_devices(const hct_index_t *ix, int *n);
 /* A decision as a reply object: ok, variant, params, class, source, ... */
 json_t *hct__decision_json(const hct_db_decision_t *d, const char *source);
 
-/* ---- the daemon (daemon/server.c) ---------------------------------------- */
+
+/* ---- the daemon (daemon/server.c and the files it calls) ----------------- */
+
+#include <sys/types.h>
+#include <uv.h>
+
+#include "jit.h"
 
 typedef struct hct_daemon_opts_s {
   const char *socket_path;   /* NULL: hct__socket_path's order */
@@ -172,5 +234,133 @@ typedef struct hct_daemon_opts_s {
 /* Runs the daemon until SIGTERM or SIGINT; returns 0, or a negative code
  * when it cannot start (the message says why). */
 int hct__daemon_run(const hct_daemon_opts_t *opts);
+/* hctuned's command line (daemon/options.c), for daemon/main.c and `hctune
+ * daemon` (cli/cmd_daemon.c): argv[0] is the name used in messages.
+ * Returns the exit status: 0, 1 when the daemon could not start, 2 for bad
+ * usage. */
+int hct__daemon_main(int argc, char **argv);
+
+typedef struct hct_daemon_s hct_daemon_t;
+typedef struct hct_conn_s hct_conn_t;
+typedef struct hct_probe_s hct_probe_t;
+
+/* (op, card) pairs remembered per connection for the first-answer log. */
+#define HCT_MAX_SEEN 64
+/* Ops whose manifests the daemon holds (every op of the kernels folder). */
+#define HCT_MAX_OPS 32
+
+/* One client connection (daemon/conn.c).  Loop thread only. */
+struct hct_conn_s {
+  uv_pipe_t pipe;
+  hct_daemon_t *d;
+  uint64_t serial;  /* never reused: probes find their asker by it */
+  char *buf;        /* bytes read, not yet a whole line */
+  size_t len, cap;
+  uid_t uid;
+  gid_t gid;
+  pid_t pid;
+  int closing;  /* uv_close called */
+  int draining; /* an over-long line: replying, then closing */
+  uint64_t seen[HCT_MAX_SEEN];
+  int n_seen;
+  struct hct_conn_s *prev, *next;
+};
+
+/* The ops of the kernels folder, loaded at start (daemon/snapshot.c). */
+typedef struct hct_opset_s {
+  hct_op_t *ops[HCT_MAX_OPS];
+  int n;
+} hct_opset_t;
+
+struct hct_daemon_s {
+  uv_loop_t loop;
+  uv_pipe_t server;
+  uv_timer_t poll;
+  uv_signal_t sig[2];
+  int server_open;
+  char socket_path[108];
+  char db_path[4096];
+  char kernels_dir[4096];
+  char admin_group[64];
+  int have_admin_gid;
+  gid_t admin_gid;
+  hct_db_t *db;       /* read-only, the snapshot's source */
+  int64_t data_version;
+  hct_index_t *ix;
+  hct_opset_t ops;
+  hct_conn_t *conns;
+  int n_conns;
+  uint64_t next_serial;
+  hct_probe_t *probes;
+  int n_probes;
+  uint64_t requests, reloads;
+  int64_t started_at;
+  uint64_t started_ns;
+  int stopping;
+  int poll_failing;
+};
+
+/* Puts `prefix: ` before this thread's error message (hct__error cannot
+ * take hct_last_error() as an argument: it writes that same buffer). */
+int hct__error_prefixed(int code, const char *prefix);
+
+/* conn.c: connections and replies.  A reply is one line; `id` is the
+ * request's id as JSON text ("" or NULL: none). */
+void hct__conn_accept(uv_stream_t *server, int status);
+void hct__conn_close(hct_conn_t *c);
+/* The open connection of `serial`, or NULL once it is gone. */
+hct_conn_t *hct__conn_by_serial(hct_daemon_t *d, uint64_t serial);
+/* Writes `body` (a JSON object text) with "id" spliced in first. */
+void hct__reply_body(hct_conn_t *c, const char *id, const char *body, size_t len);
+/* Writes a reply object (stolen; NULL: an out-of-memory error reply). */
+void hct__reply_json(hct_conn_t *c, const char *id, json_t *obj);
+void hct__reply_error(hct_conn_t *c, const char *id, int code, const char *msg);
+
+/* dispatch.c: serves one request line (no newline) of c. */
+void hct__dispatch_line(hct_conn_t *c, const char *line, size_t n);
+
+/* The verbs' handlers (rows of verbs.c). */
+int hct__req_choose(hct_conn_t *c, hct_req_t *r);  /* answer.c */
+int hct__req_module(hct_conn_t *c, hct_req_t *r);  /* answer.c */
+int hct__req_list(hct_conn_t *c, hct_req_t *r);    /* report.c */
+int hct__req_devices(hct_conn_t *c, hct_req_t *r); /* report.c */
+int hct__req_status(hct_conn_t *c, hct_req_t *r);  /* report.c */
+int hct__req_pin(hct_conn_t *c, hct_req_t *r);     /* pins.c */
+int hct__req_unpin(hct_conn_t *c, hct_req_t *r);   /* pins.c */
+int hct__req_probe(hct_conn_t *c, hct_req_t *r);   /* probe.c */
+
+/* answer.c: "hc_read on GPU-8d1c... (NVIDIA H200): v3 for T=1-8, bitwise
+ * against v1<how>", the log line of a decision served or recorded. */
+void hct__log_decision(hct_daemon_t *d, const char *op, const char *device,
+                       const hct_db_decision_t *dec, const char *how);
+
+/* report.c: a params text as JSON (a string when it is not JSON), a pin as
+ * its reply object. */
+json_t *hct__params_json(const char *text);
+json_t *hct__pin_json(const hct_db_pin_t *p);
+
+/* probe.c: SIGTERM to every running probe (the daemon is stopping), and
+ * closing a probe's pipe found by uv_walk: 1 when h was one. */
+void hct__probes_stop(hct_daemon_t *d);
+/* The running probes as a JSON array, for status. */
+json_t *hct__probes_json(hct_daemon_t *d);
+int hct__probe_close_handle(hct_daemon_t *d, uv_handle_t *h);
+
+/* snapshot.c: the manifests and the DB snapshot. */
+/* Opens the DB read-only and loads the first snapshot (start-up). */
+int hct__snapshot_open(hct_daemon_t *d);
+/* Re-reads the snapshot from the DB; the old one stays on failure. */
+int hct__snapshot_reload(hct_daemon_t *d);
+/* Polls data_version every poll_ms and reloads on a change. */
+void hct__snapshot_watch(hct_daemon_t *d, int poll_ms);
+/* Loads every op of the kernels folder (start-up). */
+int hct__ops_load(hct_daemon_t *d);
+void hct__ops_free(hct_daemon_t *d);
+/* The manifest of op `name`, or NULL with the error recorded (no such op).
+ * hct__op_get also refuses self-test ops: those exist to exercise the
+ * tuner and are never offered to engines. */
+const hct_op_t *hct__op_find(hct_daemon_t *d, const char *name);
+const hct_op_t *hct__op_get(hct_daemon_t *d, const char *name);
+const hct_variant_t *hct__op_baseline(const hct_op_t *op);
 
 #endif /* HCT_DAEMON_H */

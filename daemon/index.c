@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "daemon.h"
 
 typedef struct entry_s {
@@ -39,24 +41,25 @@ struct hct_index_s {
   hct_db_pin_t *pins;
   int n_pins;
   hct_db_device_t *devs;
-  int n_devs;
+  int n_devs;      /* rows read (all freed together) */
+  int n_good_devs; /* the first n_good_devs are served */
   table_t by_card, by_model;
 };
 
-/* FNV-1a over the three parts with a separator, so ("ab","c") and ("a","bc")
- * differ. */
+/* XXH3 over the three parts, each with its NUL, so ("ab","c") and
+ * ("a","bc") differ.  The parts are bounded (a request's device is at most
+ * 255 bytes, the DB's keys shorter), so one buffer holds them. */
 static uint64_t key_hash(const char *a, const char *op, const char *parity) {
-  uint64_t h = 1469598103934665603ull;
+  char buf[1024];
+  size_t n = 0;
   const char *parts[3] = {a, op, parity};
   for (int i = 0; i < 3; i++) {
-    for (const unsigned char *p = (const unsigned char *)parts[i]; *p; p++) {
-      h ^= *p;
-      h *= 1099511628211ull;
-    }
-    h ^= 0x1f;
-    h *= 1099511628211ull;
+    size_t k = strlen(parts[i]) + 1;
+    if (k > sizeof buf - n) k = sizeof buf - n;
+    memcpy(buf + n, parts[i], k);
+    n += k;
   }
-  return h;
+  return XXH3_64bits(buf, n);
 }
 
 static const char *dec_key(const hct_db_decision_t *d, int by_model) {
@@ -152,17 +155,89 @@ json_t *hct__decision_json(const hct_db_decision_t *d, const char *source) {
                    d->tmax, "evidence", ev != NULL ? ev : json_object());
 }
 
-int hct__index_load(hct_db_t *db, hct_index_t **out) {
+/* Whether every text is valid UTF-8 (jansson refuses anything else, and a
+ * reply that cannot be written is worse than a row left out). */
+static int utf8_ok(const char *const *texts, int n) {
+  for (int i = 0; i < n; i++) {
+    json_t *j = json_string(texts[i]);
+    if (j == NULL) return 0;
+    json_decref(j);
+  }
+  return 1;
+}
+
+static int decision_ok(const hct_db_decision_t *d, hct_row_check_t check, void *ctx) {
+  const char *texts[] = {d->keys.uuid, d->keys.model_key, d->op,  d->parity,
+                         d->variant,   d->params,         d->variant_class, d->template_hash,
+                         d->source,    d->run_id};
+  const char *why = NULL;
+  int rc = 0;
+  if (!utf8_ok(texts, (int)HCT_ARRAY_SIZE(texts))) why = "a text field is not valid UTF-8";
+  else if (d->tmin < 1 || d->tmax < d->tmin || d->tmax > HCT_MAX_TOKENS) why = "bad token range";
+  else if (check != NULL && (rc = check(ctx, d->op, d->variant, d->params)) < 0)
+    why = hct_last_error();
+  if (why == NULL) return 1;
+  hct__log(HCT_LOG_WARN,
+           "decision row (card '%s', op '%s', parity '%s', T=%d-%d, variant '%s'): %s: skipped, "
+           "not served",
+           d->keys.uuid, d->op, d->parity, d->tmin, d->tmax, d->variant, why);
+  hct__error_clear();
+  return 0;
+}
+
+static int pin_ok(const hct_db_pin_t *p, hct_row_check_t check, void *ctx) {
+  const char *texts[] = {p->uuid, p->op, p->variant, p->params};
+  const char *why = NULL;
+  if (!utf8_ok(texts, (int)HCT_ARRAY_SIZE(texts))) why = "a text field is not valid UTF-8";
+  else if (p->tmin < 1 || p->tmax < p->tmin || p->tmax > HCT_MAX_TOKENS) why = "bad token range";
+  else if (p->until < 0 || p->until > 253402300799ll) why = "'until' is not a time before year 10000";
+  else if (check != NULL && check(ctx, p->op, p->variant, p->params) < 0) why = hct_last_error();
+  if (why == NULL) return 1;
+  hct__log(HCT_LOG_WARN, "pin row (card '%s', op '%s', T=%d-%d, variant '%s'): %s: skipped, not served",
+           p->uuid, p->op, p->tmin, p->tmax, p->variant, why);
+  hct__error_clear();
+  return 0;
+}
+
+static int device_ok(const hct_db_device_t *v) {
+  const char *texts[] = {v->uuid, v->host, v->model_key, v->name, v->arch};
+  if (utf8_ok(texts, (int)HCT_ARRAY_SIZE(texts))) return 1;
+  hct__log(HCT_LOG_WARN, "device row (card '%s'): a text field is not valid UTF-8: skipped",
+           v->uuid);
+  return 0;
+}
+
+int hct__index_load(hct_db_t *db, hct_row_check_t check, void *ctx, hct_index_t **out) {
   hct_index_t *ix = calloc(1, sizeof *ix);
   if (ix == NULL) return hct__error(HCT_ENOMEM, "decision index: out of memory");
   int rc = hct__db_decisions_list(db, &ix->dec, &ix->n_dec);
   if (rc >= 0) rc = hct__db_pins_list(db, &ix->pins, &ix->n_pins);
   if (rc >= 0) rc = hct__db_devices_list(db, &ix->devs, &ix->n_devs);
+  if (rc >= 0) {
+    /* Bad rows go; the order of the rest (uuid, op, parity, tmin) stays. */
+    int k = 0;
+    for (int i = 0; i < ix->n_dec; i++)
+      if (decision_ok(&ix->dec[i], check, ctx)) ix->dec[k++] = ix->dec[i];
+    ix->n_dec = k;
+    k = 0;
+    for (int i = 0; i < ix->n_pins; i++)
+      if (pin_ok(&ix->pins[i], check, ctx)) ix->pins[k++] = ix->pins[i];
+    ix->n_pins = k;
+    k = 0;
+    for (int i = 0; i < ix->n_devs; i++) {
+      if (device_ok(&ix->devs[i])) {
+        hct_db_device_t t = ix->devs[k];
+        ix->devs[k++] = ix->devs[i];
+        ix->devs[i] = t; /* the skipped one is still freed with the rest */
+      }
+    }
+    ix->n_good_devs = k;
+  }
   if (rc >= 0) rc = table_build(&ix->by_card, ix->dec, ix->n_dec, 0);
   if (rc >= 0) rc = table_build(&ix->by_model, ix->dec, ix->n_dec, 1);
   for (int i = 0; rc >= 0 && i < ix->n_dec; i++) {
     entry_t *e = &ix->by_card.ent[i];
-    const char *src = e->d->source[0] ? e->d->source : "probe";
+    const char *src = e->d->source[0] ? e->d->source : hct_source_name(HCT_SOURCE_PROBE);
     json_t *j = hct__decision_json(e->d, src);
     e->body = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(j);
@@ -239,13 +314,13 @@ const hct_db_pin_t *hct__index_pin(const hct_index_t *ix, const char *device, co
 }
 
 const hct_db_device_t *hct__index_device(const hct_index_t *ix, const char *uuid) {
-  for (int i = 0; i < ix->n_devs; i++)
+  for (int i = 0; i < ix->n_good_devs; i++)
     if (strcmp(ix->devs[i].uuid, uuid) == 0) return &ix->devs[i];
   return NULL;
 }
 
 const char *hct__index_default_device(const hct_index_t *ix) {
-  if (ix->n_devs > 0) return ix->devs[0].uuid;
+  if (ix->n_good_devs > 0) return ix->devs[0].uuid;
   if (ix->n_dec > 0) return ix->dec[0].keys.uuid;
   return NULL;
 }
@@ -261,6 +336,6 @@ const hct_db_pin_t *hct__index_pins(const hct_index_t *ix, int *n) {
 }
 
 const hct_db_device_t *hct__index_devices(const hct_index_t *ix, int *n) {
-  *n = ix->n_devs;
+  *n = ix->n_good_devs;
   return ix->devs;
 }

@@ -1,7 +1,4 @@
 /* main.c: the hctuned executable: `hctune daemon` under its own name. */
-#include "cli.h"
+#include "daemon.h"
 
-int main(int argc, char **argv) {
-  argv[0] = "daemon";
-  return cmd_daemon(argc, argv);
-}
+int main(int argc, char **argv) { return hct__daemon_main(argc, argv); }

@@ -1,9 +1,9 @@
 /*
  * proto.c: the request parser of the daemon's protocol (docs/protocol.md).
  *
- * A request is one JSON object on one line.  What each verb accepts is the
- * table below, not code: a field's name, its type and whether it is
- * required.  Anything else is an error with a code, never a crash: this
+ * A request is one JSON object on one line.  What each verb accepts is its
+ * row of the verb table (daemon/verbs.c), not code: a field's name, its type
+ * and whether it is required.  Anything else is an error with a code, never a crash: this
  * file is what the fuzz target (daemon/fuzz_request.c) exercises, and it
  * depends on libc, jansson and common/error.c only.
  */
@@ -16,61 +16,15 @@
 
 #include "daemon.h"
 
-typedef enum {
-  F_STR,    /* a string */
-  F_INT,    /* an integer */
-  F_RANGE,  /* tokens: an integer, or a string "lo-hi" */
-  F_OBJ     /* a JSON object */
-} field_type_t;
-
-typedef struct field_s {
-  const char *name;
-  field_type_t type;
-  int required;
-  size_t max_len;           /* F_STR: longest accepted, in bytes */
-} field_t;
-
-typedef struct verb_spec_s {
-  const char *name;
-  hct_verb_t verb;
-  int flags;
-  field_t fields[8];
-} verb_spec_t;
-
-/* Lengths come from the DB's fixed-size fields (db/db.h): a longer value
- * could never match, so it is refused rather than cut. */
-#define OP_LEN 31
-#define DEV_LEN 255
-#define VAR_LEN 31
 #define OP_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"
 
-/* To add a verb: a row here, a value in hct_verb_t, a handler in the
- * table of server.c, and an example in docs/protocol.md. */
-static const verb_spec_t verbs[] = {
-  {"choose", HCT_REQ_CHOOSE, HCT_REQ_READ,
-   {{"op", F_STR, 1, OP_LEN}, {"tokens", F_INT, 1, 0}, {"device", F_STR, 0, DEV_LEN},
-    {"model", F_STR, 0, DEV_LEN}, {"parity", F_STR, 0, 16}}},
-  {"list", HCT_REQ_LIST, HCT_REQ_READ,
-   {{"device", F_STR, 0, DEV_LEN}, {"op", F_STR, 0, OP_LEN}}},
-  {"devices", HCT_REQ_DEVICES, HCT_REQ_READ, {{0}}},
-  {"status", HCT_REQ_STATUS, HCT_REQ_READ, {{0}}},
-  {"probe", HCT_REQ_PROBE, HCT_REQ_ADMIN,
-   {{"device", F_STR, 1, 63}, {"op", F_STR, 0, OP_LEN}, {"tokens", F_RANGE, 0, 0}}},
-  {"pin", HCT_REQ_PIN, HCT_REQ_ADMIN,
-   {{"device", F_STR, 1, 63}, {"op", F_STR, 1, OP_LEN}, {"tokens", F_RANGE, 0, 0},
-    {"variant", F_STR, 1, VAR_LEN}, {"params", F_OBJ, 0, 0}, {"until", F_INT, 0, 0}}},
-  {"unpin", HCT_REQ_UNPIN, HCT_REQ_ADMIN,
-   {{"device", F_STR, 1, 63}, {"op", F_STR, 1, OP_LEN}, {"tokens", F_RANGE, 0, 0}}},
-  {"module", HCT_REQ_MODULE, HCT_REQ_READ,
-   {{"op", F_STR, 1, OP_LEN}, {"tokens", F_INT, 1, 0}, {"device", F_STR, 0, DEV_LEN},
-    {"model", F_STR, 0, DEV_LEN}, {"parity", F_STR, 0, 16}}},
-};
+/* The latest `until` a pin may carry: the end of year 9999, the last time
+ * every gmtime and ISO-8601 text can show. */
+#define MAX_UNTIL 253402300799ll
 
-const char *hct__verb_name(hct_verb_t v) {
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(verbs); i++)
-    if (verbs[i].verb == v) return verbs[i].name;
-  return "unknown";
-}
+typedef hct_verb_spec_t verb_spec_t;
+typedef hct_field_t field_t;
+typedef hct_field_type_t field_type_t;
 
 static const char *type_name(field_type_t t) {
   static const char *const names[] = {"a string", "an integer",
@@ -229,10 +183,10 @@ static int load_json(const char *line, size_t len, hct_req_t *req, kv_t *kv, int
 
 static int kind_ok(field_type_t t, const kv_t *m) {
   switch (t) {
-    case F_STR: return m->kind == V_STR;
-    case F_INT: return m->kind == V_INT;
-    case F_RANGE: return m->kind == V_INT || m->kind == V_STR;
-    case F_OBJ: return m->kind == V_OTHER && json_is_object(m->j);
+    case HCT_F_STR: return m->kind == V_STR;
+    case HCT_F_INT: return m->kind == V_INT;
+    case HCT_F_RANGE: return m->kind == V_INT || m->kind == V_STR;
+    case HCT_F_OBJ: return m->kind == V_OTHER && json_is_object(m->j);
   }
   return 0;
 }
@@ -242,7 +196,7 @@ static int field_take(const verb_spec_t *v, const field_t *f, const kv_t *m, hct
   if (!kind_ok(f->type, m))
     return hct__error(HCT_EPROTO, "field '%s' of '%s' must be %s", f->name, v->name,
                       type_name(f->type));
-  if (f->type == F_STR) {
+  if (f->type == HCT_F_STR) {
     const char *s = m->s;
     size_t n = m->slen;
     if (n == 0 || n > f->max_len || strlen(s) != n)
@@ -260,12 +214,14 @@ static int field_take(const verb_spec_t *v, const field_t *f, const kv_t *m, hct
     else if (strcmp(f->name, "variant") == 0) req->variant = s;
     return 0;
   }
-  if (f->type == F_OBJ) {
+  if (f->type == HCT_F_OBJ) {
     req->params = m->j;
     return 0;
   }
   if (strcmp(f->name, "until") == 0) {
-    if (m->i < 0) return hct__error(HCT_ERANGE, "field 'until' of '%s': want unix seconds >= 0", v->name);
+    if (m->i < 0 || m->i > MAX_UNTIL)
+      return hct__error(HCT_ERANGE, "field 'until' of '%s': %lld is not unix seconds in 0..%lld",
+                        v->name, m->i, MAX_UNTIL);
     req->until = (int64_t)m->i;
     return 0;
   }
@@ -327,13 +283,12 @@ int hct__req_parse(const char *line, size_t len, hct_req_t *req) {
   const kv_t *cmd = kv_get(kv, n, "cmd");
   if (cmd == NULL) return hct__error(HCT_EPROTO, "missing field 'cmd'");
   if (cmd->kind != V_STR) return hct__error(HCT_EPROTO, "field 'cmd' must be a string");
-  const verb_spec_t *v = NULL;
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(verbs); i++)
-    if (strcmp(verbs[i].name, cmd->s) == 0) v = &verbs[i];
+  const verb_spec_t *v = hct__verb_find(cmd->s);
   if (v == NULL) return hct__error(HCT_EPROTO, "unknown verb '%.64s'", cmd->s);
   req->verb = v->verb;
   req->cmd = v->name;
   req->flags = v->flags;
+  req->spec = v;
 
   for (int i = 0; i < n; i++) {
     if (&kv[i] == id || &kv[i] == cmd) continue;
@@ -347,9 +302,12 @@ int hct__req_parse(const char *line, size_t len, hct_req_t *req) {
     if (v->fields[i].required && kv_get(kv, n, v->fields[i].name) == NULL)
       return hct__error(HCT_EPROTO, "missing field '%s' for '%s'", v->fields[i].name, v->name);
 
+  /* Engines ask for "bitwise" or "kl"; "baseline" is a class a variant has,
+   * never one asked for. */
+  hct_parity_t asked = HCT_PARITY_BITWISE;
   if (req->parity == NULL) {
-    req->parity = "bitwise";
-  } else if (strcmp(req->parity, "bitwise") != 0 && strcmp(req->parity, "kl") != 0) {
+    req->parity = hct__parity_name(HCT_PARITY_BITWISE);
+  } else if (hct__parity_from_name(req->parity, &asked) < 0 || asked == HCT_PARITY_BASELINE) {
     return hct__error(HCT_EINVAL, "field 'parity' of '%s': '%.16s' is not 'bitwise' or 'kl'",
                       v->name, req->parity);
   }

@@ -116,7 +116,7 @@ typedef struct hct_param_s {
   int n_values;
 } hct_param_t;
 
-typedef enum { HCT_PARITY_BASELINE, HCT_PARITY_BITWISE, HCT_PARITY_KL } hct_parity_t;
+/* hct_parity_t and hct__parity_name: common/common.h (common/names.c). */
 
 typedef struct hct_variant_s {
   char name[32];
@@ -164,7 +164,6 @@ void hct__manifest_free(hct_op_t *op);
  * sorted; returns the count or a negative code. */
 int hct__manifest_list(const char *kernels_dir, char names[][32], int max);
 const hct_variant_t *hct__variant_find(const hct_op_t *op, const char *name);
-const char *hct__parity_name(hct_parity_t p);
 size_t hct__dtype_size(hct_dtype_t t);
 
 /*

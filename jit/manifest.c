@@ -78,21 +78,11 @@ static const struct {
              {"inout", HCT_BUF_INOUT},
              {"optional", HCT_BUF_OPTIONAL}};
 
-static const struct {
-  const char *name;
-  hct_parity_t p;
-} parities[] = {{"baseline", HCT_PARITY_BASELINE}, {"bitwise", HCT_PARITY_BITWISE}, {"kl", HCT_PARITY_KL}};
 
 size_t hct__dtype_size(hct_dtype_t t) {
   for (size_t i = 0; i < HCT_ARRAY_SIZE(dtypes); i++)
     if (dtypes[i].dt == t) return dtypes[i].size;
   return 0;
-}
-
-const char *hct__parity_name(hct_parity_t p) {
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(parities); i++)
-    if (parities[i].p == p) return parities[i].name;
-  return "unknown";
 }
 
 static int get_range(ctx_t *c, json_t *obj, const char *field, int *lo, int *hi) {
@@ -136,13 +126,11 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
   const char *cls = get_str(c, jv, "class", field, 1);
   if (c->err) return;
   size_t i;
-  for (i = 0; i < HCT_ARRAY_SIZE(parities); i++)
-    if (strcmp(cls, parities[i].name) == 0) break;
-  if (i == HCT_ARRAY_SIZE(parities)) {
+  if (hct__parity_from_name(cls, &v->parity) < 0) {
+    hct__error_clear();
     bad(c, field, "class must be baseline, bitwise or kl");
     return;
   }
-  v->parity = parities[i].p;
   copy_str(c, v->reference, sizeof v->reference, get_str(c, jv, "reference", field, 0), field,
            "reference");
   if (v->parity == HCT_PARITY_BITWISE && v->reference[0] == '\0') {

@@ -95,7 +95,13 @@ static inline hct_db_decision_t dt_decision(const char *uuid, const char *model,
   d.tmin = tmin;
   d.tmax = tmax;
   hct__strlcpy(d.variant, variant, sizeof d.variant);
-  hct__strlcpy(d.params, strcmp(variant, "v2") == 0 ? "{\"R\":2}" : "{}", sizeof d.params);
+  /* Params are a point of the variant, strictly (the daemon skips a row
+   * whose params are not): v1 has W, v2 has R, v3 none. */
+  hct__strlcpy(d.params,
+               strcmp(variant, "v2") == 0   ? "{\"R\":2}"
+               : strcmp(variant, "v1") == 0 ? "{\"W\":4}"
+                                            : "{}",
+               sizeof d.params);
   hct__strlcpy(d.variant_class, cls, sizeof d.variant_class);
   hct__strlcpy(d.template_hash, "0123456789abcdef0123456789abcdef", sizeof d.template_hash);
   hct__strlcpy(d.source, "probe", sizeof d.source);
@@ -361,6 +367,17 @@ static inline json_t *dt_ask(int fd, dt_reader_t *r, const char *line) {
 static inline const char *dt_str(json_t *o, const char *key) {
   const char *s = json_string_value(json_object_get(o, key));
   return s != NULL ? s : "";
+}
+
+/* Whether the daemon's log holds `text`. */
+static inline int dt_log_has(const dt_env_t *e, const char *text) {
+  FILE *f = fopen(e->log, "r");
+  if (f == NULL) return 0;
+  char line[4096];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f) != NULL) found = strstr(line, text) != NULL;
+  fclose(f);
+  return found;
 }
 
 static inline long dt_rss_kb(pid_t pid) {

@@ -348,17 +348,34 @@ static void test_pins(void **state) {
   static dt_reader_t r;
   hct_client_t *c;
   assert_int_equal(hct_connect(env.sock, 2000, &c), 0);
+  /* Params are checked strictly against the variant's: v3 has none, and
+   * v2's R takes 1 or 2. */
+  static const char *const refused[] = {
+      "{\"cmd\":\"pin\",\"device\":\"" DT_CARD "\",\"op\":\"hc_read\",\"variant\":\"v3\","
+      "\"params\":{\"Z\":1}}",
+      "{\"cmd\":\"pin\",\"device\":\"" DT_CARD "\",\"op\":\"hc_read\",\"variant\":\"v2\","
+      "\"params\":{\"R\":3}}",
+      "{\"cmd\":\"pin\",\"device\":\"" DT_CARD "\",\"op\":\"hc_read\",\"variant\":\"v2\","
+      "\"params\":{}}",
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    json_t *bad = ASK(fd, &r, refused[i]);
+    assert_false(json_is_true(json_object_get(bad, "ok")));
+    json_decref(bad);
+  }
   json_t *j = ASK(fd, &r,
                   "{\"cmd\":\"pin\",\"device\":\"" DT_CARD "\",\"op\":\"hc_read\",\"tokens\":\"2-3\","
-                  "\"variant\":\"v3\",\"params\":{\"Z\":1}}");
+                  "\"variant\":\"v2\",\"params\":{\"R\":1}}");
   assert_true(json_is_true(json_object_get(j, "ok")));
   json_decref(j);
-  expect_choice(c, 2, DT_CARD, NULL, 0, "v3", HCT_SOURCE_PIN, "kl");
-  expect_choice(c, 3, DT_CARD, "kl", 0, "v3", HCT_SOURCE_PIN, "kl");
+  expect_choice(c, 2, DT_CARD, NULL, 0, "v2", HCT_SOURCE_PIN, "bitwise");
+  expect_choice(c, 3, DT_CARD, "kl", 0, "v2", HCT_SOURCE_PIN, "bitwise");
   expect_choice(c, 4, DT_CARD, NULL, 0, "v2", HCT_SOURCE_PROBE, "bitwise");
   hct_choice_t ch;
   hct_choose(c, "hc_read", 2, DT_CARD, NULL, &ch);
-  assert_string_equal(ch.params, "{\"Z\":1}");
+  assert_string_equal(ch.params, "{\"R\":1}");
+  hct_choose(c, "hc_read", 4, DT_CARD, NULL, &ch);
+  assert_string_equal(ch.params, "{\"R\":2}");
   /* A pin for every card, live for one second. */
   char line[400];
   snprintf(line, sizeof line,
@@ -381,7 +398,7 @@ static void test_pins(void **state) {
   dt_start(&env, extra);
   hct_close(c);
   assert_int_equal(hct_connect(env.sock, 2000, &c), 0);
-  expect_choice(c, 2, DT_CARD, NULL, 0, "v3", HCT_SOURCE_PIN, "kl");
+  expect_choice(c, 2, DT_CARD, NULL, 0, "v2", HCT_SOURCE_PIN, "bitwise");
   close(fd);
   fd = dt_connect(env.sock);
   r.len = 0;
@@ -451,6 +468,54 @@ static void test_reload(void **state) {
   } while (strcmp(ch.variant, "v3") != 0 && dt_now_ms() - t0 < 5000);
   assert_string_equal(ch.variant, "v3");
   assert_int_equal(ch.source, HCT_SOURCE_PROBE);
+  hct_close(c);
+}
+
+/* Rows the daemon must not serve: params that are not a point of the
+ * variant (v2 without R), a variant the manifest lacks, a variant that is
+ * not UTF-8 (which once kept the daemon from starting).  Each is skipped
+ * with a warning naming it; the baseline answers there, and the daemon
+ * still starts with them in its DB. */
+static void test_bad_rows(void **state) {
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(env.db, 0, &db), 0);
+  hct_db_decision_t bad[3] = {
+      dt_decision(DT_CARD, DT_MODEL, "bitwise", 20, 24, "v2", "bitwise", 1.0, 2.0),
+      dt_decision(DT_CARD, DT_MODEL, "bitwise", 25, 29, "v9", "bitwise", 1.0, 2.0),
+      dt_decision(DT_CARD, DT_MODEL, "bitwise", 30, 34, "v3", "kl", 1.0, 2.0),
+  };
+  hct__strlcpy(bad[0].params, "{}", sizeof bad[0].params);
+  hct__strlcpy(bad[2].variant, "v\xff\xfe", sizeof bad[2].variant);
+  hct_db_decision_t good = dt_decision(DT_CARD, DT_MODEL, "bitwise", 40, 44, "v3", "kl", 1.0, 2.0);
+  assert_int_equal(hct__db_decisions_replace(db, &bad[0], 3), 0);
+  assert_int_equal(hct__db_decisions_replace(db, &good, 1), 0);
+  hct__db_close(db);
+  hct_client_t *c;
+  assert_int_equal(hct_connect(env.sock, 2000, &c), 0);
+  hct_choice_t ch;
+  double t0 = dt_now_ms();
+  do {
+    usleep(20000);
+    assert_int_equal(hct_choose(c, "hc_read", 40, DT_CARD, NULL, &ch), 0);
+  } while (strcmp(ch.variant, "v3") != 0 && dt_now_ms() - t0 < 5000);
+  assert_string_equal(ch.variant, "v3");
+  for (int round = 0; round < 2; round++) {
+    expect_choice(c, 20, DT_CARD, NULL, 0, "v1", HCT_SOURCE_DEFAULT, "baseline");
+    expect_choice(c, 25, DT_CARD, NULL, 0, "v1", HCT_SOURCE_DEFAULT, "baseline");
+    expect_choice(c, 30, DT_CARD, NULL, 0, "v1", HCT_SOURCE_DEFAULT, "baseline");
+    expect_choice(c, 40, DT_CARD, NULL, 0, "v3", HCT_SOURCE_PROBE, "kl");
+    assert_true(dt_log_has(&env, "decision row (card '" DT_CARD "', op 'hc_read', parity "
+                                 "'bitwise', T=20-24, variant 'v2'): params of 'v2'"));
+    assert_true(dt_log_has(&env, "T=25-29, variant 'v9'): op 'hc_read' has no variant 'v9'"));
+    assert_true(dt_log_has(&env, "T=30-34, variant 'v\xff\xfe'): a text field is not valid UTF-8"));
+    if (round == 1) break;
+    /* The same rows at start-up: the daemon starts and skips them. */
+    assert_int_equal(dt_stop(&env), 0);
+    static const char *const extra[] = {"--socket-group", "nogroup", NULL};
+    dt_start(&env, extra);
+    hct_close(c);
+    assert_int_equal(hct_connect(env.sock, 2000, &c), 0);
+  }
   hct_close(c);
 }
 
@@ -789,6 +854,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_list_devices_status), cmocka_unit_test(test_errors),
       cmocka_unit_test(test_long_line),     cmocka_unit_test(test_pins),
       cmocka_unit_test(test_module),        cmocka_unit_test(test_reload),
+      cmocka_unit_test(test_bad_rows),
       cmocka_unit_test(test_probe),         cmocka_unit_test(test_authorization),
       cmocka_unit_test(test_sockets),       cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_memory),

@@ -1,0 +1,295 @@
+/*
+ * answer.c: the answer policy, the one place that decides what an engine
+ * is told to run: a live pin, else the card's own decision, else one of a
+ * card of the same model (the fleet), else the op's baseline.  The verbs
+ * choose and module both resolve through it.  Loop thread only; it reads
+ * the snapshot (daemon/index.c) and the manifests, never SQLite, except
+ * module's read of the recorded binary.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "daemon.h"
+
+typedef struct choice_s {
+  const char *device;            /* the card asked about, NULL when none */
+  const hct_db_pin_t *pin;
+  const hct_db_decision_t *dec;
+  const char *body;              /* rendered reply of dec, card's own */
+  size_t body_len;
+  int fleet;
+  const char *base;              /* default: the baseline's name */
+  char base_params[256];
+  const char *model;             /* fleet: the model key matched */
+} choice_t;
+
+/* The first parameter point of v whose constraints hold at T.  Constraints
+ * that need the card's figures (SMEM_OPTIN ...) cannot be told here and
+ * count as holding. */
+static void default_params(const hct_op_t *op, const hct_variant_t *v, int tokens, char *buf,
+                           size_t len) {
+  hct_point_t pts[64];
+  int n = hct__param_points(v, pts, (int)HCT_ARRAY_SIZE(pts));
+  hct__strlcpy(buf, "{}", len);
+  for (int i = 0; i < n; i++) {
+    hct_symtab_t syms;
+    hct__point_symtab(op, v, &pts[i], &syms);
+    hct__symtab_set(&syms, "T", tokens);
+    int ok = 1;
+    for (int k = 0; k < v->n_constraints && ok; k++) {
+      int64_t val;
+      if (hct__expr_eval(v->constraints[k], &syms, &val) == 0 && val == 0) ok = 0;
+    }
+    if (ok) {
+      hct__point_json(v, &pts[i], buf, len);
+      break;
+    }
+  }
+  hct__error_clear();
+}
+
+static const hct_db_decision_t *faster(const hct_db_decision_t *a, const hct_db_decision_t *b) {
+  if (a == NULL) return b;
+  if (b == NULL) return a;
+  return b->median_us > 0 && b->median_us < a->median_us ? b : a;
+}
+
+/* Resolves a choose or module request.  "kl" may use either class: the DB
+ * keeps the best bitwise and the best of all as separate decisions, so the
+ * faster of the two wins. */
+static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
+  /* Decisions of a self-test op may sit in the database (a probe of it
+   * records them like any other): they are never served. */
+  const hct_op_t *raw = hct__op_find(d, r->op);
+  if (raw != NULL && raw->selftest) return hct__op_get(d, r->op) == NULL ? HCT_ENOENT : 0;
+  hct__error_clear();
+  memset(ch, 0, sizeof *ch);
+  const char *bitwise = hct__parity_name(HCT_PARITY_BITWISE), *kl_name = hct__parity_name(HCT_PARITY_KL);
+  int kl = strcmp(r->parity, kl_name) == 0;
+  ch->device = r->device != NULL ? r->device : hct__index_default_device(d->ix);
+  ch->pin = hct__index_pin(d->ix, ch->device, r->op, r->tokens, hct__unix_time());
+  if (ch->pin != NULL) return 0;
+  if (ch->device != NULL) {
+    const char *b1 = NULL, *b2 = NULL;
+    size_t l1 = 0, l2 = 0;
+    const hct_db_decision_t *x =
+        hct__index_decision(d->ix, ch->device, r->op, bitwise, r->tokens, &b1, &l1);
+    const hct_db_decision_t *y =
+        kl ? hct__index_decision(d->ix, ch->device, r->op, kl_name, r->tokens, &b2, &l2) : NULL;
+    ch->dec = faster(x, y);
+    if (ch->dec != NULL) {
+      ch->body = ch->dec == x ? b1 : b2;
+      ch->body_len = ch->dec == x ? l1 : l2;
+      return 0;
+    }
+  }
+  const char *model = r->model;
+  if (model == NULL && ch->device != NULL) {
+    const hct_db_device_t *dev = hct__index_device(d->ix, ch->device);
+    if (dev != NULL) model = dev->model_key;
+    else if (strchr(ch->device, '|') != NULL) model = ch->device;
+  }
+  if (model != NULL) {
+    const hct_db_decision_t *x = hct__index_fleet(d->ix, model, r->op, bitwise, r->tokens);
+    const hct_db_decision_t *y = kl ? hct__index_fleet(d->ix, model, r->op, kl_name, r->tokens) : NULL;
+    ch->dec = faster(x, y);
+    if (ch->dec != NULL) {
+      ch->fleet = 1;
+      ch->model = model;
+      return 0;
+    }
+  }
+  const hct_op_t *op = hct__op_get(d, r->op);
+  if (op != NULL) {
+    const hct_variant_t *v = hct__op_baseline(op);
+    if (v == NULL) return hct__error(HCT_EMANIFEST, "op '%s': its manifest has no baseline", r->op);
+    ch->base = v->name;
+    default_params(op, v, r->tokens, ch->base_params, sizeof ch->base_params);
+    return 0;
+  }
+  /* No manifest here: the client's table still knows the safe answer. */
+  ch->base = hct__builtin_baseline(r->op);
+  if (ch->base == NULL) return hct__error(HCT_ENOENT, "op '%s': no decision and no manifest", r->op);
+  hct__strlcpy(ch->base_params, "{}", sizeof ch->base_params);
+  hct__error_clear();
+  return 0;
+}
+
+static const char *variant_class(hct_daemon_t *d, const char *op_name, const char *variant) {
+  const hct_op_t *op = hct__op_get(d, op_name);
+  const hct_variant_t *v = op != NULL ? hct__variant_find(op, variant) : NULL;
+  hct__error_clear();
+  return v != NULL ? hct__parity_name(v->parity) : "";
+}
+
+/* The reply object of a choice that is not a cached card decision. */
+static json_t *choice_json(hct_daemon_t *d, const hct_req_t *r, const choice_t *ch) {
+  if (ch->dec != NULL)
+    return hct__decision_json(ch->dec, hct_source_name(ch->fleet ? HCT_SOURCE_FLEET : HCT_SOURCE_PROBE));
+  if (ch->pin != NULL) {
+    const hct_db_pin_t *p = ch->pin;
+    char at[40] = "", until[40] = "";
+    hct__iso_time(p->created_at, at, sizeof at);
+    if (p->until != 0) hct__iso_time(p->until, until, sizeof until);
+    return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:[i,i], s:{s:s, s:o}}", "ok", 1,
+                     "variant", p->variant, "params", hct__params_json(p->params), "class",
+                     variant_class(d, r->op, p->variant), "source",
+                     hct_source_name(HCT_SOURCE_PIN), "template_hash", "", "device", p->uuid,
+                     "tokens", p->tmin, p->tmax, "evidence", "pinned_at", at, "until",
+                     p->until != 0 ? json_string(until) : json_null());
+  }
+  return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:o, s:[i,i], s:{}}", "ok", 1, "variant",
+                   ch->base, "params", hct__params_json(ch->base_params), "class",
+                   hct__parity_name(HCT_PARITY_BASELINE), "source",
+                   hct_source_name(HCT_SOURCE_DEFAULT), "template_hash", "", "device",
+                   ch->device != NULL ? json_string(ch->device) : json_null(), "tokens",
+                   r->tokens, r->tokens, "evidence");
+}
+
+/* (op, card) as one 64-bit key for the per-connection log memory: a
+ * separator byte keeps ("ab","c") and ("a","bc") apart. */
+static uint64_t pair_hash(const char *op, const char *dev) {
+  char key[300];
+  int n = snprintf(key, sizeof key, "%s\x1f%s", op, dev);
+  return XXH3_64bits(key, n > 0 && (size_t)n < sizeof key ? (size_t)n : sizeof key - 1);
+}
+
+void hct__log_decision(hct_daemon_t *d, const char *op, const char *device,
+                       const hct_db_decision_t *dec, const char *how) {
+  const hct_db_device_t *dev = hct__index_device(d->ix, device);
+  const hct_op_t *o = hct__op_get(d, op);
+  const hct_variant_t *base = o != NULL ? hct__op_baseline(o) : NULL;
+  hct__error_clear();
+  char name[160] = "";
+  if (dev != NULL && dev->name[0]) snprintf(name, sizeof name, " (%s)", dev->name);
+  hct__log(HCT_LOG_INFO, "%s on %s%s: %s for T=%d-%d, %s against %s%s", op, device, name,
+           dec->variant, dec->tmin, dec->tmax, dec->variant_class,
+           base != NULL ? base->name : "the baseline", how);
+}
+
+static void log_first_answer(hct_conn_t *c, const hct_req_t *r, const choice_t *ch) {
+  const char *dev = ch->device != NULL ? ch->device : "(no card)";
+  uint64_t h = pair_hash(r->op, dev);
+  for (int i = 0; i < c->n_seen; i++)
+    if (c->seen[i] == h) return;
+  if (c->n_seen == HCT_MAX_SEEN) return; /* a client asking about many cards: log the first */
+  c->seen[c->n_seen++] = h;
+  if (ch->dec != NULL) {
+    char how[300] = "";
+    if (ch->fleet) snprintf(how, sizeof how, ", from the fleet (%s)", ch->model);
+    hct__log_decision(c->d, r->op, dev, ch->dec, how);
+  } else if (ch->pin != NULL) {
+    hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d-%d, pinned", r->op, dev, ch->pin->variant,
+             ch->pin->tmin, ch->pin->tmax);
+  } else {
+    hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, the baseline (no decision)", r->op, dev,
+             ch->base, r->tokens);
+  }
+}
+
+int hct__req_choose(hct_conn_t *c, hct_req_t *r) {
+  choice_t ch;
+  int rc = resolve(c->d, r, &ch);
+  if (rc < 0) return rc;
+  log_first_answer(c, r, &ch);
+  if (ch.body != NULL && !ch.fleet) hct__reply_body(c, r->id, ch.body, ch.body_len);
+  else hct__reply_json(c, r->id, choice_json(c->d, r, &ch));
+  return 0;
+}
+
+/* ---- module -------------------------------------------------------------- */
+
+static json_t *expr_value(const char *e, const hct_symtab_t *syms) {
+  int64_t val;
+  if (hct__expr_eval(e, syms, &val) < 0) {
+    hct__error_clear();
+    return json_null();
+  }
+  return json_integer(val);
+}
+
+/* Entry points and launch geometry of v at the decision's point: values
+ * where they follow from T and the parameters, null where they need the
+ * card's figures; the expressions are always there.  NULL with the error
+ * set when the params are not a point of v (the snapshot skips such rows,
+ * so this is a manifest changed under a running daemon). */
+static json_t *launches_json(const hct_op_t *op, const hct_variant_t *v, const char *params,
+                             int tokens) {
+  hct_point_t pt;
+  hct_symtab_t syms;
+  if (hct__point_parse(v, params, &pt) < 0) return NULL;
+  hct__point_symtab(op, v, &pt, &syms);
+  hct__symtab_set(&syms, "T", tokens);
+  json_t *arr = json_array();
+  for (int i = 0; i < v->n_launches; i++) {
+    const hct_launch_t *l = &v->launches[i];
+    json_t *g = json_array(), *b = json_array(), *ge = json_array(), *be = json_array();
+    for (int k = 0; k < 3; k++) {
+      json_array_append_new(g, expr_value(l->grid[k], &syms));
+      json_array_append_new(b, expr_value(l->block[k], &syms));
+      json_array_append_new(ge, json_string(l->grid[k]));
+      json_array_append_new(be, json_string(l->block[k]));
+    }
+    json_t *args = json_array();
+    for (int k = 0; k < l->n_args; k++) json_array_append_new(args, json_string(l->args[k].text));
+    json_array_append_new(arr, json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:s, s:o}", "entry",
+                                         l->entry, "grid", g, "block", b, "smem",
+                                         expr_value(l->smem, &syms), "grid_expr", ge,
+                                         "block_expr", be, "smem_expr", l->smem, "args", args));
+  }
+  return arr;
+}
+
+int hct__req_module(hct_conn_t *c, hct_req_t *r) {
+  hct_daemon_t *d = c->d;
+  choice_t ch;
+  int rc = resolve(d, r, &ch);
+  if (rc < 0) return rc;
+  if (ch.dec == NULL || ch.dec->binary_key[0] == '\0')
+    return hct__error(HCT_ENOENT,
+                      "module of '%s' for T=%d on '%s': the answer, %s %s, has no recorded "
+                      "binary (probe the card first)",
+                      r->op, r->tokens, ch.device != NULL ? ch.device : "(no card)",
+                      ch.dec != NULL ? "decided" : ch.pin != NULL ? "pinned" : "baseline",
+                      ch.dec != NULL ? ch.dec->variant : ch.pin != NULL ? ch.pin->variant : ch.base);
+  const hct_op_t *op = hct__op_get(d, r->op);
+  const hct_variant_t *v = op != NULL ? hct__variant_find(op, ch.dec->variant) : NULL;
+  hct__error_clear();
+  json_t *launches = json_null();
+  if (v != NULL && (launches = launches_json(op, v, ch.dec->params, r->tokens)) == NULL)
+    return hct__error_prefixed(HCT_EINVAL, "module");
+  void *image = NULL;
+  size_t size = 0;
+  int is_ptx = 0;
+  char *log = NULL;
+  rc = hct__db_binary_get(d->db, ch.dec->binary_key, &image, &size, &is_ptx, &log);
+  free(log);
+  if (rc < 0) {
+    json_decref(launches);
+    char what[200];
+    snprintf(what, sizeof what, "module of '%s' %s: binary '%s'", r->op, ch.dec->variant,
+             ch.dec->binary_key);
+    return hct__error_prefixed(rc, what);
+  }
+  size_t b64len;
+  char *b64 = hct__base64_encode(image, size, &b64len);
+  free(image);
+  if (b64 == NULL) {
+    json_decref(launches);
+    return hct__error(HCT_ENOMEM, "module of '%s': out of memory", r->op);
+  }
+  json_t *obj = json_pack(
+      "{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:{s:s, s:o, s:i, s:o}}", "ok", 1,
+      "variant", ch.dec->variant, "params", hct__params_json(ch.dec->params), "class",
+      ch.dec->variant_class, "source",
+      hct_source_name(ch.fleet ? HCT_SOURCE_FLEET : HCT_SOURCE_PROBE), "device",
+      ch.dec->keys.uuid, "binary_key", ch.dec->binary_key, "format", is_ptx ? "ptx" : "binary",
+      "size", (json_int_t)size, "image", b64, "entries", "variant", ch.dec->variant, "params",
+      hct__params_json(ch.dec->params), "tokens", r->tokens, "launches", launches);
+  free(b64);
+  hct__reply_json(c, r->id, obj);
+  return 0;
+}
