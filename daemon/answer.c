@@ -12,6 +12,7 @@
 
 #include <xxhash.h>
 
+#include "client_kernel.h"
 #include "daemon.h"
 
 typedef struct choice_s {
@@ -26,28 +27,15 @@ typedef struct choice_s {
   const char *model;             /* fleet: the model key matched */
 } choice_t;
 
-/* The first parameter point of v whose constraints hold at T.  Constraints
- * that need the card's figures (SMEM_OPTIN ...) cannot be told here and
- * count as holding. */
+/* The first parameter point of v whose constraints hold at T
+ * (hct__point_default, the rule the library's own fallback uses too).
+ * Constraints that need the card's figures (SMEM_OPTIN ...) cannot be told
+ * here and count as holding. */
 static void default_params(const hct_op_t *op, const hct_variant_t *v, int tokens, char *buf,
                            size_t len) {
-  hct_point_t pts[64];
-  int n = hct__param_points(v, pts, (int)HCT_ARRAY_SIZE(pts));
+  hct_point_t pt;
   hct__strlcpy(buf, "{}", len);
-  for (int i = 0; i < n; i++) {
-    hct_symtab_t syms;
-    hct__point_symtab(op, v, &pts[i], &syms);
-    hct__symtab_set(&syms, "T", tokens);
-    int ok = 1;
-    for (int k = 0; k < v->n_constraints && ok; k++) {
-      int64_t val;
-      if (hct__expr_eval(v->constraints[k], &syms, &val) == 0 && val == 0) ok = 0;
-    }
-    if (ok) {
-      hct__point_json(v, &pts[i], buf, len);
-      break;
-    }
-  }
+  if (hct__point_default(op, v, NULL, tokens, &pt) == 0) hct__point_json(v, &pt, buf, len);
   hct__error_clear();
 }
 
@@ -211,18 +199,66 @@ static json_t *expr_value(const char *e, const hct_symtab_t *syms) {
   return json_integer(val);
 }
 
-/* Entry points and launch geometry of v at the decision's point: values
- * where they follow from T and the parameters, null where they need the
- * card's figures; the expressions are always there.  NULL with the error
- * set when the params are not a point of v (the snapshot skips such rows,
- * so this is a manifest changed under a running daemon). */
-static json_t *launches_json(const hct_op_t *op, const hct_variant_t *v, const char *params,
-                             int tokens) {
-  hct_point_t pt;
+/* The card's figures the launch expressions name (SM_COUNT, SMEM_OPTIN,
+ * ARCH, WARP, HIP), from the fingerprint its probe recorded; 0 when the
+ * card was never probed here. */
+static int card_symbols(const hct_db_device_t *dev, hct_symtab_t *syms) {
+  if (dev == NULL || dev->fingerprint_json == NULL) return 0;
+  json_t *f = json_loads(dev->fingerprint_json, 0, NULL);
+  if (f == NULL) return 0;
+  int arch = 0, hip = strncmp(dev->arch, "sm_", 3) != 0;
+  if (!hip) arch = atoi(dev->arch + 3);
+  hct__card_symbols(syms, arch, (int)json_integer_value(json_object_get(f, "sm_count")),
+                    json_integer_value(json_object_get(f, "smem_optin")),
+                    (int)json_integer_value(json_object_get(f, "warp_size")), hip);
+  json_decref(f);
+  return 1;
+}
+
+static const char *const zero_names[] = {[HCT_ZERO_NEVER] = "never",
+                                         [HCT_ZERO_EACH_RUN] = "each_run",
+                                         [HCT_ZERO_ONCE] = "once"};
+static const char *const role_names[] = {[HCT_BUF_INPUT] = "input",   [HCT_BUF_WEIGHT] = "weight",
+                                         [HCT_BUF_OUTPUT] = "output", [HCT_BUF_INOUT] = "inout",
+                                         [HCT_BUF_OPTIONAL] = "optional"};
+static const char *const dtype_names[] = {[HCT_DT_F32] = "f32", [HCT_DT_BF16] = "bf16",
+                                          [HCT_DT_F16] = "f16", [HCT_DT_U32] = "u32",
+                                          [HCT_DT_I32] = "i32"};
+
+/*
+ * The launch plan of v at pt for T (docs/protocol.md, verb module): the
+ * symbols the expressions use (the op's constants, the point and, when the
+ * card was probed here, its figures), the op's buffers, v's scratch with
+ * its zeroing, and each launch's entry, grid, block, dynamic shared
+ * memory, PDL flag and arguments, as expressions and evaluated (null where
+ * a value needs figures of a card not known here).  A client evaluates the
+ * expressions itself for each T it serves.
+ */
+static json_t *plan_json(const hct_op_t *op, const hct_variant_t *v, const hct_point_t *pt,
+                         const hct_db_device_t *dev, int tokens) {
   hct_symtab_t syms;
-  if (hct__point_parse(v, params, &pt) < 0) return NULL;
-  hct__point_symtab(op, v, &pt, &syms);
+  hct__point_symtab(op, v, pt, &syms);
+  json_t *sj = json_object();
+  for (int i = 0; i < syms.n; i++)
+    json_object_set_new(sj, syms.syms[i].name, json_integer(syms.syms[i].value));
+  card_symbols(dev, &syms);
   hct__symtab_set(&syms, "T", tokens);
+  json_t *bufs = json_array();
+  for (int i = 0; i < op->n_buffers; i++) {
+    const hct_buffer_t *b = &op->buffers[i];
+    json_array_append_new(bufs, json_pack("{s:s, s:s, s:s, s:s, s:o}", "name", b->name, "dtype",
+                                          dtype_names[b->dtype], "role", role_names[b->role],
+                                          "elems", b->elems, "elems_value",
+                                          expr_value(b->elems, &syms)));
+  }
+  json_t *scratch = json_array();
+  for (int i = 0; i < v->n_scratch; i++) {
+    const hct_scratch_t *x = &v->scratch[i];
+    json_array_append_new(scratch, json_pack("{s:s, s:s, s:o, s:s}", "name", x->name,
+                                             "bytes_expr", x->bytes, "bytes",
+                                             expr_value(x->bytes, &syms), "zero",
+                                             zero_names[x->zero]));
+  }
   json_t *arr = json_array();
   for (int i = 0; i < v->n_launches; i++) {
     const hct_launch_t *l = &v->launches[i];
@@ -233,14 +269,48 @@ static json_t *launches_json(const hct_op_t *op, const hct_variant_t *v, const c
       json_array_append_new(ge, json_string(l->grid[k]));
       json_array_append_new(be, json_string(l->block[k]));
     }
-    json_t *args = json_array();
-    for (int k = 0; k < l->n_args; k++) json_array_append_new(args, json_string(l->args[k].text));
-    json_array_append_new(arr, json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:s, s:o}", "entry",
-                                         l->entry, "grid", g, "block", b, "smem",
+    json_t *args = json_array(), *values = json_array();
+    for (int k = 0; k < l->n_args; k++) {
+      json_array_append_new(args, json_string(l->args[k].text));
+      json_array_append_new(values, l->args[k].is_pointer ? json_string(l->args[k].text + 1)
+                                                          : expr_value(l->args[k].text, &syms));
+    }
+    const char *pdl = l->pdl[0] ? l->pdl : "0";
+    json_array_append_new(arr, json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:s, s:o, s:s, s:o, s:o}",
+                                         "entry", l->entry, "grid", g, "block", b, "smem",
                                          expr_value(l->smem, &syms), "grid_expr", ge,
-                                         "block_expr", be, "smem_expr", l->smem, "args", args));
+                                         "block_expr", be, "smem_expr", l->smem, "pdl",
+                                         expr_value(pdl, &syms), "pdl_expr", pdl, "args", args,
+                                         "arg_values", values));
   }
-  return arr;
+  return json_pack("{s:o, s:o, s:o, s:o}", "symbols", sj, "buffers", bufs, "scratch", scratch,
+                   "launches", arr);
+}
+
+/* The binary of an answer that has none recorded (a pin, the baseline):
+ * from the compile cache for the card's arch, compiled when absent.  The
+ * cache is read, not written: the daemon's database handle is read-only,
+ * and a probe of the card puts every candidate's binary there, the
+ * baseline's included, so a miss (an unprobed variant pinned) compiles on
+ * each request, on the loop thread. */
+static int cached_binary(hct_daemon_t *d, const hct_op_t *op, const hct_variant_t *v,
+                         const hct_point_t *pt, const hct_db_device_t *dev, hct_compile_job_t *job) {
+  memset(job, 0, sizeof *job);
+  if (dev == NULL || dev->arch[0] == '\0')
+    return hct__error(HCT_ENOENT, "no arch known for the card (probe it first); an engine's "
+                                  "library compiles it itself");
+  job->backend = strncmp(dev->arch, "sm_", 3) == 0 ? HCT_BACKEND_CUDA : HCT_BACKEND_HIP;
+  hct__strlcpy(job->arch, dev->arch, sizeof job->arch);
+  job->op = op;
+  job->variant = v;
+  job->point = *pt;
+  hct_binary_store_t store;
+  hct__db_binary_store(d->db, &store);
+  store.put = NULL;
+  int rc = hct__compile_all(job, 1, &store, NULL, NULL);
+  if (rc == 0 && job->status < 0) rc = hct__error(job->status, "%s", job->error);
+  if (rc < 0) hct__compile_job_clear(job);
+  return rc;
 }
 
 int hct__req_module(hct_conn_t *c, hct_req_t *r) {
@@ -248,47 +318,63 @@ int hct__req_module(hct_conn_t *c, hct_req_t *r) {
   choice_t ch;
   int rc = resolve(d, r, &ch);
   if (rc < 0) return rc;
-  if (ch.dec == NULL || ch.dec->binary_key[0] == '\0')
-    return hct__error(HCT_ENOENT,
-                      "module of '%s' for T=%d on '%s': the answer, %s %s, has no recorded "
-                      "binary (probe the card first)",
-                      r->op, r->tokens, ch.device != NULL ? ch.device : "(no card)",
-                      ch.dec != NULL ? "decided" : ch.pin != NULL ? "pinned" : "baseline",
-                      ch.dec != NULL ? ch.dec->variant : ch.pin != NULL ? ch.pin->variant : ch.base);
+  const char *variant = ch.dec != NULL ? ch.dec->variant : ch.pin != NULL ? ch.pin->variant : ch.base;
+  const char *params = ch.dec != NULL ? ch.dec->params : ch.pin != NULL ? ch.pin->params : ch.base_params;
+  const char *source = hct_source_name(ch.dec != NULL ? (ch.fleet ? HCT_SOURCE_FLEET : HCT_SOURCE_PROBE)
+                                       : ch.pin != NULL ? HCT_SOURCE_PIN : HCT_SOURCE_DEFAULT);
+  char what[256];
+  snprintf(what, sizeof what, "module of '%s' for T=%d on '%s': %s %s", r->op, r->tokens,
+           ch.device != NULL ? ch.device : "(no card)", source, variant);
   const hct_op_t *op = hct__op_get(d, r->op);
-  const hct_variant_t *v = op != NULL ? hct__variant_find(op, ch.dec->variant) : NULL;
+  const hct_variant_t *v = op != NULL ? hct__variant_find(op, variant) : NULL;
+  if (v == NULL)
+    return hct__error(HCT_ENOENT, "%s: no manifest here has that variant", what);
   hct__error_clear();
-  json_t *launches = json_null();
-  if (v != NULL && (launches = launches_json(op, v, ch.dec->params, r->tokens)) == NULL)
-    return hct__error_prefixed(HCT_EINVAL, "module");
+  hct_point_t pt;
+  if (hct__point_parse(v, params, &pt) < 0) return hct__error_prefixed(HCT_EINVAL, what);
+  const hct_db_device_t *dev = ch.device != NULL ? hct__index_device(d->ix, ch.device) : NULL;
   void *image = NULL;
   size_t size = 0;
   int is_ptx = 0;
-  char *log = NULL;
-  rc = hct__db_binary_get(d->db, ch.dec->binary_key, &image, &size, &is_ptx, &log);
-  free(log);
-  if (rc < 0) {
-    json_decref(launches);
-    char what[200];
-    snprintf(what, sizeof what, "module of '%s' %s: binary '%s'", r->op, ch.dec->variant,
-             ch.dec->binary_key);
-    return hct__error_prefixed(rc, what);
+  char key[40] = "";
+  if (ch.dec != NULL && ch.dec->binary_key[0] != '\0') {
+    char *log = NULL;
+    hct__strlcpy(key, ch.dec->binary_key, sizeof key);
+    rc = hct__db_binary_get(d->db, key, &image, &size, &is_ptx, &log);
+    free(log);
+  } else {
+    hct_compile_job_t job;
+    rc = cached_binary(d, op, v, &pt, dev, &job);
+    if (rc == 0) {
+      image = job.image, size = job.image_size, is_ptx = job.is_ptx;
+      hct__strlcpy(key, job.key, sizeof key);
+      job.image = NULL;
+      hct__compile_job_clear(&job);
+    }
   }
+  if (rc < 0) return hct__error_prefixed(rc, what);
+  json_t *plan = plan_json(op, v, &pt, dev, r->tokens);
   size_t b64len;
   char *b64 = hct__base64_encode(image, size, &b64len);
   free(image);
-  if (b64 == NULL) {
-    json_decref(launches);
-    return hct__error(HCT_ENOMEM, "module of '%s': out of memory", r->op);
+  if (b64 == NULL || plan == NULL) {
+    free(b64);
+    json_decref(plan);
+    return hct__error(HCT_ENOMEM, "%s: out of memory", what);
   }
-  json_t *obj = json_pack(
-      "{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:{s:s, s:o, s:i, s:o}}", "ok", 1,
-      "variant", ch.dec->variant, "params", hct__params_json(ch.dec->params), "class",
-      ch.dec->variant_class, "source",
-      hct_source_name(ch.fleet ? HCT_SOURCE_FLEET : HCT_SOURCE_PROBE), "device",
-      ch.dec->keys.uuid, "binary_key", ch.dec->binary_key, "format", is_ptx ? "ptx" : "binary",
-      "size", (json_int_t)size, "image", b64, "entries", "variant", ch.dec->variant, "params",
-      hct__params_json(ch.dec->params), "tokens", r->tokens, "launches", launches);
+  const char *cls = ch.dec != NULL ? ch.dec->variant_class : hct__parity_name(v->parity);
+  /* "entries": what a client loads with: the answer and its plan. */
+  json_object_set_new(plan, "variant", json_string(variant));
+  json_object_set_new(plan, "params", hct__params_json(params));
+  json_object_set_new(plan, "tokens", json_integer(r->tokens));
+  json_object_set_new(plan, "class", json_string(cls));
+  json_object_set_new(plan, "source", json_string(source));
+  json_t *obj = json_pack("{s:b, s:s, s:o, s:s, s:s, s:o, s:s, s:s, s:I, s:s, s:o}", "ok", 1,
+                          "variant", variant, "params", hct__params_json(params), "class", cls,
+                          "source", source, "device",
+                          ch.device != NULL ? json_string(ch.device) : json_null(), "binary_key",
+                          key, "format", is_ptx ? "ptx" : "binary", "size", (json_int_t)size,
+                          "image", b64, "entries", plan);
   free(b64);
   hct__reply_json(c, r->id, obj);
   return 0;
