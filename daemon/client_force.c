@@ -58,6 +58,7 @@ static pthread_mutex_t printed_lock = PTHREAD_MUTEX_INITIALIZER;
 static char printed[1024];
 
 static int refuse(const char *fmt, ...) HCT_PRINTF(1, 2);
+static int force_check_manifest(const char *op, const char *variant, const char *params);
 static int refuse(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -73,7 +74,28 @@ static int refuse(const char *fmt, ...) {
   return rc;
 }
 
+/* The last entry that passed, so that an engine asking per step reads the
+ * manifest once, not per call. */
+static pthread_mutex_t passed_lock = PTHREAD_MUTEX_INITIALIZER;
+static char passed[400];
+
 int hct__force_check(const char *op, const char *variant, const char *params) {
+  char entry[400];
+  snprintf(entry, sizeof entry, "%s=%s%s", op, variant, params);
+  pthread_mutex_lock(&passed_lock);
+  int known = strcmp(passed, entry) == 0;
+  pthread_mutex_unlock(&passed_lock);
+  if (known) return 0;
+  int rc = force_check_manifest(op, variant, params);
+  if (rc == 0) {
+    pthread_mutex_lock(&passed_lock);
+    hct__strlcpy(passed, entry, sizeof passed);
+    pthread_mutex_unlock(&passed_lock);
+  }
+  return rc;
+}
+
+static int force_check_manifest(const char *op, const char *variant, const char *params) {
   char dir[4096];
   hct_op_t *m = NULL;
   if (hct__kernels_dir(dir, sizeof dir) < 0 || hct__manifest_load(dir, op, &m) < 0) {

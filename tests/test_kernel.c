@@ -116,6 +116,27 @@ static void test_force_check(void **state) {
   unsetenv("HCTUNE_FORCE");
 }
 
+/* hct_choose takes the same HCTUNE_FORCE, parameters included, and
+ * refuses what the manifest does not have instead of passing it on. */
+static void test_choose_force(void **state) {
+  hct_client_t *c;
+  hct_connect("/nonexistent/hctune.sock", 20, &c);
+  hct_choice_t ch;
+  setenv("HCTUNE_FORCE", "hc_read=relay{\"PDL\":1,\"GB\":0,\"G\":1,\"NG\":4,\"LT\":1}", 1);
+  assert_int_equal(hct_choose(c, "hc_read", 4, NULL, NULL, &ch), 0);
+  assert_string_equal(ch.variant, "relay");
+  assert_string_equal(ch.params, "{\"PDL\":1,\"GB\":0,\"G\":1,\"NG\":4,\"LT\":1}");
+  assert_int_equal(ch.source, HCT_SOURCE_ENV);
+  setenv("HCTUNE_FORCE", "hc_read=relay{\"PDL\":2,\"GB\":0,\"G\":1,\"NG\":4,\"LT\":1}", 1);
+  assert_int_equal(hct_choose(c, "hc_read", 4, NULL, NULL, &ch), HCT_EINVAL);
+  assert_non_null(strstr(hct_last_error(), "PDL=2"));
+  setenv("HCTUNE_FORCE", "hc_read=v7", 1);
+  assert_int_equal(hct_choose(c, "hc_read", 4, NULL, NULL, &ch), HCT_EINVAL);
+  assert_non_null(strstr(hct_last_error(), "no variant 'v7'"));
+  unsetenv("HCTUNE_FORCE");
+  hct_close(c);
+}
+
 static void test_default_point(void **state) {
   char dir[4096];
   hct_op_t *m;
@@ -168,6 +189,7 @@ static void test_kernel_args(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_force_parse),     cmocka_unit_test(test_force_check),
+      cmocka_unit_test(test_choose_force),
       cmocka_unit_test(test_default_point),   cmocka_unit_test(test_kernel_args),
       cmocka_unit_test(test_baseline_compiled_here), cmocka_unit_test(test_forced_point_compiled),
   };

@@ -45,10 +45,12 @@ static void test_python_package(void **state) {
   runtime(lib, "ubsan", ubsan, sizeof ubsan);
   if (asan[0] || ubsan[0])
     snprintf(preload, sizeof preload, "LD_PRELOAD='%s %s' ASAN_OPTIONS=detect_leaks=0 ", asan, ubsan);
-  char cmd[4096];
+  char cwd[1024], cmd[4096];
+  assert_non_null(getcwd(cwd, sizeof cwd));
   snprintf(cmd, sizeof cmd,
-           "%sHCTUNE_LIB='%s' PYTHONPATH=python python3 -m unittest discover -s python/tests -v 2>&1",
-           preload, lib);
+           "%sHCTUNE_LIB='%s' PYTHONPATH='%s/python' python3 -m unittest discover -s python/tests "
+           "-v 2>&1",
+           preload, lib, cwd);
   printf("%s\n", cmd);
   int rc = system(cmd);
   assert_int_equal(rc, 0);

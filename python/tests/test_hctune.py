@@ -96,6 +96,40 @@ class TestFallback(unittest.TestCase):
             del os.environ["HCTUNE_FORCE"]
 
 
+    def test_force_with_parameters(self):
+        relay = '{"PDL":1,"GB":0,"G":1,"NG":4,"LT":1}'
+        os.environ["HCTUNE_FORCE"] = "hc_read=relay" + relay
+        try:
+            with hctune.Client(NO_SOCKET, 20) as c:
+                ch = c.choose("hc_read", 4)
+                self.assertEqual((ch.variant, ch.source), ("relay", "env"))
+                self.assertEqual(ch.params, {"PDL": 1, "GB": 0, "G": 1, "NG": 4, "LT": 1})
+                os.environ["HCTUNE_FORCE"] = "hc_read=relay" + relay.replace('"NG":4', '"NG":3')
+                with self.assertRaises(hctune.Error) as e:
+                    c.choose("hc_read", 4)
+                self.assertEqual(e.exception.name, "EINVAL")
+                self.assertIn("NG=3", str(e.exception))
+        finally:
+            del os.environ["HCTUNE_FORCE"]
+
+    def test_templates_found_beside_the_library(self):
+        """Without HCTUNE_KERNELS the library finds kernels-src beside its
+        lib/ folder (dladdr of itself, not the python3 executable): a forced
+        variant the manifest lacks is then refused, not passed on."""
+        import subprocess
+        import sys
+        env = dict(os.environ, HCTUNE_FORCE="hc_read=v9")
+        env.pop("HCTUNE_KERNELS", None)
+        code = ("import hctune\n"
+                "try:\n    hctune.Client(%r, 20).choose('hc_read', 1); print('passed on')\n"
+                "except hctune.Error as e:\n    print(e.name, e)\n" % NO_SOCKET)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             cwd="/")
+        self.assertIn("EINVAL", out.stdout, out.stdout + out.stderr)
+        self.assertIn("no variant 'v9'", out.stdout)
+        self.assertEqual(out.stderr.count("hctune: "), 1, out.stderr)
+
+
 class TestLoad(unittest.TestCase):
     def test_arguments_checked_before_the_driver(self):
         with self.assertRaises(ValueError):
