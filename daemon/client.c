@@ -591,7 +591,7 @@ static int b64_value(int ch) {
   return -1;
 }
 
-static int b64_decode(const char *s, size_t n, unsigned char **out, size_t *out_len) {
+int hct__base64_decode(const char *s, size_t n, unsigned char **out, size_t *out_len) {
   if (n % 4 != 0) return hct__error(HCT_EPROTO, "module image: base64 length %zu is not a multiple of 4", n);
   unsigned char *b = malloc(n / 4 * 3 + 1);
   if (b == NULL) return hct__error(HCT_ENOMEM, "module image: out of memory");
@@ -639,7 +639,7 @@ int hct_module(hct_client_t *c, const char *op, int tokens, const char *device,
   json_t *img = json_object_get(r, "image");
   unsigned char *bin = NULL;
   size_t len = 0;
-  rc = json_is_string(img) ? b64_decode(json_string_value(img), json_string_length(img), &bin, &len)
+  rc = json_is_string(img) ? hct__base64_decode(json_string_value(img), json_string_length(img), &bin, &len)
                            : hct__error(HCT_EPROTO, "module reply has no image");
   if (rc == 0 && entries != NULL) {
     *entries = json_dumps(json_object_get(r, "entries"), JSON_COMPACT | JSON_PRESERVE_ORDER |

@@ -359,20 +359,71 @@ static int impl_load_local(hct_kernel_t *k, impl_t *im, hct_op_t **m, int T) {
   return 0;
 }
 
+/* How long a module request may take: a binary is larger than a choice,
+ * and a cache miss compiles in the daemon. */
+#define MODULE_TIMEOUT_MS 3000
+
+/*
+ * The module verb's reply for T: the image and the "entries" object.  The
+ * image is scanned out of the line and decoded without jansson, which
+ * would take milliseconds for a 150 KB string (docs/protocol.md); the rest
+ * of the line is parsed as usual.
+ */
+int hct__module_fetch(hct_client_t *c, const char *op, int T, const char *device,
+                      const char *parity, void **image, size_t *size, json_t **entries) {
+  json_t *req = json_pack("{s:i, s:s, s:s, s:i}", "id", 1, "cmd", "module", "op", op, "tokens", T);
+  if (req != NULL && device != NULL) json_object_set_new(req, "device", json_string(device));
+  if (req != NULL && parity != NULL) json_object_set_new(req, "parity", json_string(parity));
+  char *line = req != NULL ? json_dumps(req, JSON_COMPACT) : NULL;
+  json_decref(req);
+  if (line == NULL) return hct__error(HCT_ENOMEM, "module request: out of memory");
+  char *reply = NULL;
+  int rc = hct__client_request(c, line, MODULE_TIMEOUT_MS, &reply, NULL, NULL);
+  free(line);
+  if (rc < 0) return rc;
+  unsigned char *bin = NULL;
+  size_t len = 0;
+  static const char key[] = "\"image\":\"";
+  char *v = strstr(reply, key);
+  if (v != NULL) {
+    v += sizeof key - 1;
+    char *q = strchr(v, '"');
+    rc = q != NULL ? hct__base64_decode(v, (size_t)(q - v), &bin, &len)
+                   : hct__error(HCT_EPROTO, "module reply: unterminated image");
+    if (rc == 0) memmove(v, q, strlen(q) + 1); /* "image":"" */
+  }
+  json_t *r = rc == 0 ? json_loads(reply, 0, NULL) : NULL;
+  free(reply);
+  if (rc == 0 && r == NULL) rc = hct__error(HCT_EPROTO, "module reply: not JSON");
+  if (rc == 0 && !json_is_true(json_object_get(r, "ok"))) {
+    json_t *e = json_object_get(r, "error");
+    const char *code = json_string_value(json_object_get(e, "code"));
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    rc = hct__error(code != NULL ? hct_err_from_name(code) : HCT_EPROTO, "daemon: %s",
+                    msg != NULL ? msg : "module failed");
+  }
+  if (rc == 0 && (bin == NULL || !json_is_object(json_object_get(r, "entries"))))
+    rc = hct__error(HCT_EPROTO, "module reply: no image or no entries");
+  if (rc < 0) {
+    free(bin);
+    json_decref(r);
+    return rc;
+  }
+  *entries = json_incref(json_object_get(r, "entries"));
+  json_decref(r);
+  *image = bin;
+  *size = len;
+  return 0;
+}
+
 /* The daemon's binary and plan for T; negative when it cannot give them. */
 static int impl_load_daemon(hct_kernel_t *k, impl_t *im, hct_client_t *c, hct_op_t **m, int T,
                             const char *device, const char *parity) {
   void *image = NULL;
   size_t size = 0;
-  char *entries = NULL;
-  int rc = hct_module(c, k->op, T, device, parity, &image, &size, &entries);
+  json_t *e = NULL;
+  int rc = hct__module_fetch(c, k->op, T, device, parity, &image, &size, &e);
   if (rc < 0) return rc;
-  json_t *e = json_loads(entries, 0, NULL);
-  free(entries);
-  if (e == NULL) {
-    free(image);
-    return hct__error(HCT_EPROTO, "module reply: entries are not JSON");
-  }
   /* The module's answer is the one loaded (a decision may have changed
    * since the choose). */
   const char *var = json_string_value(json_object_get(e, "variant"));

@@ -92,6 +92,13 @@ int hct__force_check(const char *op, const char *variant, const char *params);
 int hct__kernel_compile_here(const char *op, const hct_ecard_t *card, hct_choice_t *ch, int T,
                              void **image, size_t *size);
 
+/* The module verb's reply for T (daemon/client_kernel.c): the image
+ * (malloc'd) and the reply's "entries" (the answer and its launch plan),
+ * the image scanned out of the line rather than parsed by jansson. */
+struct json_t;
+int hct__module_fetch(hct_client_t *c, const char *op, int T, const char *device,
+                      const char *parity, void **image, size_t *size, struct json_t **entries);
+
 /* ---- shared with the daemon ---------------------------------------------- */
 
 /* The first point of v whose constraints all hold at T (syms: constants,

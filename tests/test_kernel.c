@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "client_kernel.h"
+#include "daemon_test.h"
 
 /* An H200's figures: what the constraints and shared memory expressions
  * see. */
@@ -186,10 +187,45 @@ static void test_kernel_args(void **state) {
   hct_kernel_free(NULL);
 }
 
+/* The module verb as the library reads it: the image scanned out of the
+ * line, the plan from "entries"; errors as the daemon gave them. */
+static void test_module_fetch(void **state) {
+  dt_env_t e;
+  dt_env_init(&e);
+  dt_seed(&e);
+  dt_start(&e, NULL);
+  hct_client_t *c;
+  assert_int_equal(hct_connect(e.sock, 2000, &c), 0);
+  void *image = NULL;
+  size_t size = 0;
+  json_t *entries = NULL;
+  int rc = hct__module_fetch(c, "hc_read", 3, DT_CARD, NULL, &image, &size, &entries);
+  if (rc != 0) fail_msg("module: %s", hct_last_error());
+  unsigned char want[DT_IMAGE_SIZE];
+  dt_image(want, sizeof want);
+  assert_int_equal(size, DT_IMAGE_SIZE);
+  assert_memory_equal(image, want, size);
+  assert_string_equal(json_string_value(json_object_get(entries, "variant")), "v2");
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(entries, "symbols"), "R")), 2);
+  json_t *l0 = json_array_get(json_object_get(entries, "launches"), 0);
+  assert_string_equal(json_string_value(json_object_get(l0, "smem_expr")), "R*1024");
+  free(image);
+  json_decref(entries);
+  /* The baseline at T=6: the daemon's compile error, passed on. */
+  assert_int_equal(hct__module_fetch(c, "hc_read", 6, DT_CARD, NULL, &image, &size, &entries),
+                   HCT_ETEMPLATE);
+  assert_non_null(strstr(hct_last_error(), "v1.cu"));
+  assert_int_equal(hct__module_fetch(c, "nope", 1, DT_CARD, NULL, &image, &size, &entries),
+                   HCT_ENOENT);
+  hct_close(c);
+  assert_int_equal(dt_stop(&e), 0);
+  dt_env_remove(&e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_force_parse),     cmocka_unit_test(test_force_check),
-      cmocka_unit_test(test_choose_force),
+      cmocka_unit_test(test_choose_force),    cmocka_unit_test(test_module_fetch),
       cmocka_unit_test(test_default_point),   cmocka_unit_test(test_kernel_args),
       cmocka_unit_test(test_baseline_compiled_here), cmocka_unit_test(test_forced_point_compiled),
   };
