@@ -38,7 +38,7 @@
   XX(CUresult, cuDeviceGet, (CUdevice *, int), "cuDeviceGet")                                 \
   XX(CUresult, cuDeviceGetAttribute, (int *, CUdevice_attribute, CUdevice),                   \
      "cuDeviceGetAttribute")                                                                  \
-  XX(CUresult, cuDeviceGetUuid, (CUuuid *, CUdevice), "cuDeviceGetUuid")                      \
+  XX(CUresult, cuDeviceGetUuid, (CUuuid *, CUdevice), "cuDeviceGetUuid_v2")                   \
   XX(CUresult, cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice), "cuDevicePrimaryCtxRetain") \
   XX(CUresult, cuDevicePrimaryCtxRelease, (CUdevice), "cuDevicePrimaryCtxRelease_v2")        \
   XX(CUresult, cuModuleLoadData, (CUmodule *, const void *), "cuModuleLoadData")              \
@@ -93,7 +93,11 @@ static void load_once(void) {
                              why ? why : "unknown reason");
   } else {
     for (size_t i = 0; i < HCT_ARRAY_SIZE(cu_syms) && load_status == 0; i++)
-      if ((*cu_syms[i].slot = dlsym(lib, cu_syms[i].name)) == NULL)
+      if ((*cu_syms[i].slot = dlsym(lib, cu_syms[i].name)) == NULL &&
+          /* drivers before 11.4 have only the first cuDeviceGetUuid (same
+           * bytes outside MIG), as jit/cuda.c allows */
+          (strcmp(cu_syms[i].name, "cuDeviceGetUuid_v2") != 0 ||
+           (*cu_syms[i].slot = dlsym(lib, "cuDeviceGetUuid")) == NULL))
         load_status = hct__error(HCT_ENOSYM, "libcuda.so.1: symbol '%s' missing", cu_syms[i].name);
     *(void **)&cu.cuLaunchKernelEx = dlsym(lib, "cuLaunchKernelEx");
     if (load_status == 0) {
