@@ -42,12 +42,13 @@ endif
 ifeq ($(BUILD),static)
   LDLIBS_DEPS := -Wl,-Bstatic -luv_a -lsqlite3 -ljansson -lxxhash -Wl,-Bdynamic
 endif
-# jansson of the shared library: static too in a STATIC=1 build (Debian's
-# libjansson.a is position-independent), so that an engine on a GPU machine
-# without packages (python3 there) can load lib/libhctune.so.0 as it is.
-SO_JANSSON := -ljansson
+# jansson of the shared library: Debian's libjansson.a is not
+# position-independent, so a STATIC=1 build copies libjansson.so.4 beside
+# lib/libhctune.so.0, which finds it there ($ORIGIN): an engine on a GPU
+# machine without packages (python3 there) loads lib/ as it is carried.
+SO_EXTRA :=
 ifeq ($(BUILD),static)
-  SO_JANSSON := -Wl,-Bstatic -ljansson -Wl,-Bdynamic
+  SO_EXTRA = $(LIB)/libjansson.so.4
 endif
 
 # Output folders: the default build writes bin/ and lib/ at the top; the
@@ -107,10 +108,15 @@ $(LIB)/libhctune.a: $(CORE_OBJ)
 
 # The shared library is the client alone: an engine that loads it pulls in
 # neither SQLite nor libuv.
-$(LIB)/libhctune.so.0: $(CLIENT_OBJ) $(SO_JIT_OBJ) daemon/libhctune.map
+$(LIB)/libhctune.so.0: $(CLIENT_OBJ) $(SO_JIT_OBJ) daemon/libhctune.map $(SO_EXTRA)
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(LDFLAGS) -Wl,-soname,libhctune.so.0 -Wl,--gc-sections -Wl,--no-undefined \
-	  -Wl,--version-script=daemon/libhctune.map -o $@ $(CLIENT_OBJ) $(SO_JIT_OBJ) $(SO_JANSSON) $(LDLIBS_SYS)
+	  -Wl,--version-script=daemon/libhctune.map -Wl,-rpath,'$$ORIGIN' \
+	  -o $@ $(CLIENT_OBJ) $(SO_JIT_OBJ) -ljansson $(LDLIBS_SYS)
+
+$(LIB)/libjansson.so.4:
+	@mkdir -p $(dir $@)
+	cp -L "$$($(CC) -print-file-name=libjansson.so.4)" $@
 
 # The link-time name points at the versioned file that programs load.
 $(LIB)/libhctune.so: $(LIB)/libhctune.so.0
