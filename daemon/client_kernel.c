@@ -32,7 +32,8 @@
 /* One variant at one point, loaded: serves the T values whose answer it
  * is. */
 typedef struct impl_s {
-  hct_choice_t choice;
+  hct_choice_t asked;               /* the answer as given, for dedupe */
+  hct_choice_t choice;              /* what runs (the point resolved) */
   int local;                        /* compiled by this library */
   char why[256];                    /* why it was compiled here */
   hct_launch_t launches[HCT_MAX_LAUNCHES];
@@ -40,6 +41,8 @@ typedef struct impl_s {
   hct_scratch_t scratch[MAX_SCRATCH];
   int n_scratch;
   hct_symtab_t syms;                /* constants, point, card; T per use */
+  char sym_names[64][32];           /* syms' names: the manifest or reply they
+                                       came from is freed after the load */
   void *module;
   void *fn[HCT_MAX_LAUNCHES];
   uint64_t scratch_ptr[MAX_SCRATCH];
@@ -134,6 +137,14 @@ static void buffers_from_manifest(hct_kernel_t *k, const hct_op_t *m) {
 
 /* ---- the plan ------------------------------------------------------------- */
 
+/* Makes the impl own its symbols' names (a symtab holds pointers). */
+static void own_symbols(impl_t *im) {
+  for (int i = 0; i < im->syms.n && i < 64; i++) {
+    hct__strlcpy(im->sym_names[i], im->syms.syms[i].name, sizeof im->sym_names[i]);
+    im->syms.syms[i].name = im->sym_names[i];
+  }
+}
+
 /* The plan of variant v at pt from the manifest. */
 static void plan_from_manifest(impl_t *im, const hct_op_t *m, const hct_variant_t *v,
                                const hct_point_t *pt, const hct_ecard_t *card) {
@@ -143,6 +154,7 @@ static void plan_from_manifest(impl_t *im, const hct_op_t *m, const hct_variant_
   memcpy(im->scratch, v->scratch, sizeof(hct_scratch_t) * (size_t)im->n_scratch);
   hct__point_symtab(m, v, pt, &im->syms);
   hct__card_symbols(&im->syms, card->arch_num, card->sm_count, card->smem_optin, 32, 0);
+  own_symbols(im);
 }
 
 static int copy_text(char *dst, size_t len, json_t *j, const char *what) {
@@ -207,6 +219,7 @@ static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
   }
   /* The card's figures are this process's own: the context it loads into. */
   hct__card_symbols(&im->syms, k->card.arch_num, k->card.sm_count, k->card.smem_optin, 32, 0);
+  own_symbols(im);
   int rc = 0;
   if (k->n_buffers == 0) {
     for (size_t i = 0; rc == 0 && i < json_array_size(bufs); i++) {
@@ -636,7 +649,7 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
     if ((rc = answer_for(k, c, &m, T, dev, parity, &ch, why, sizeof why)) < 0) break;
     int found = -1;
     for (int i = 0; i < k->n_impls && found < 0; i++)
-      if (same_answer(&k->impls[i].choice, &ch)) found = i;
+      if (same_answer(&k->impls[i].asked, &ch)) found = i;
     if (found < 0 && k->n_impls == MAX_IMPLS) {
       rc = hct__error(HCT_ERANGE, "%s: more than %d distinct answers over T=%d-%d: load smaller ranges",
                       op, MAX_IMPLS, tmin, tmax);
@@ -645,6 +658,7 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
     if (found < 0) {
       impl_t *im = &k->impls[k->n_impls];
       memset(im, 0, sizeof *im);
+      im->asked = ch;
       im->choice = ch;
       int drc = -1;
       if (c != NULL && ch.source != HCT_SOURCE_ENV && why[0] == '\0') {
