@@ -214,6 +214,45 @@ static void test_daemon_plan(void **state) {
   unsetenv("FAKE_CUDA_ANY_IMAGE");
 }
 
+/* The Python package over the same library: load, buffers, choice, a
+ * launch with int pointers by name, and its argument checks. */
+static void test_python_kernel(void **state) {
+  if (!have_nvrtc()) skip();
+  if (system("python3 -c 'import ctypes' 2>/dev/null") != 0) {
+    printf("skipped: no python3\n");
+    skip();
+  }
+  const char *bin = getenv("HCT_BIN");
+  char cwd[1024], cmd[4096];
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  take_log();
+  snprintf(cmd, sizeof cmd,
+           "HCTUNE_LIB='%s/../lib/libhctune.so.0' PYTHONPATH='%s/python' python3 -c '\n"
+           "import hctune\n"
+           "k = hctune.load(\"hc_read\", 1, 8)\n"
+           "assert k.fallback and k.buffer_names[0] == \"resid\", k.buffer_names\n"
+           "ch, why = k.choice(4)\n"
+           "assert ch.variant == \"v1\" and ch.source == \"default\" and \"no daemon\" in why, (ch, why)\n"
+           "assert k.buffer(5, 4).bytes == 4 * 2560 * 4\n"
+           "b = dict(resid=0x1000, pending=None, w_norm=0x3000, w_down=0x4000, w_up=0x5000,\n"
+           "         mixed=0x6000, mixed_bf16=0x7000, mixed_f16=0x8000)\n"
+           "k(4, stream=0x66, **b)\n"
+           "try:\n"
+           "    k(4, **dict(b, w_up=None))\n"
+           "    raise SystemExit(\"no error for a missing w_up\")\n"
+           "except ValueError:\n"
+           "    pass\n"
+           "k.close()\n"
+           "print(\"python ok\")\n"
+           "'",
+           bin ? bin : "bin", cwd);
+  assert_int_equal(system(cmd), 0);
+  char *log = take_log();
+  if (strstr(log, "launch hc_v1_norm grid 4 1 1 block 256 1 1 smem 0 stream 0x66 args 0x1000 0x0 0x3000") == NULL)
+    fail_msg("python launch not seen:\n%s", log);
+  free(log);
+}
+
 /* bin/hc_engine's control paths on the fake card (no numbers: the fake
  * runs no kernel): arguments, three loads without a daemon, captures,
  * checks, --json. */
@@ -296,6 +335,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_forced_relay_pdl),
       cmocka_unit_test(test_hc_engine_runs),
       cmocka_unit_test(test_daemon_plan),
+      cmocka_unit_test(test_python_kernel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
