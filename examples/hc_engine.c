@@ -196,7 +196,7 @@ static void usage(FILE *f) {
           "  --timeout-ms N     daemon timeout (default 1000)\n"
           "  --json             one JSON object on stdout instead of the table\n"
           "  --help             this text\n"
-          "exit: 0 every check holds, 1 a check failed, 2 bad arguments or no GPU\n");
+          "exit: 0 every check holds, 1 a check or a load failed, 2 bad arguments or no GPU\n");
 }
 
 static long parse_long(const char *opt, const char *s, long lo, long hi) {
@@ -606,7 +606,8 @@ int main(int argc, char **argv) {
         snprintf(runs, sizeof runs, "(not loaded)");
         snprintf(check, sizeof check, "load failed");
         ms[i] = 0;
-        failed |= c->check_bitwise;
+        failed = 1;
+        ok = 0;
       } else {
         int lrc = hct_kernel_choice(c->k, T, &ch, &why);
         snprintf(runs, sizeof runs, "%s %s [%s%s]", ch.variant, ch.params, hct_source_name(ch.source),

@@ -149,8 +149,10 @@ int hct_choose(hct_client_t *c, const char *op, int tokens, const char *device,
  * (free it with free()), and *entries a malloc'd JSON text describing the
  * entry points and launch geometry (docs/protocol.md, verb `module`).
  * Waits ten times the client's timeout, at least a second.  HCT_ENODAEMON
- * without a daemon, HCT_ENOENT when the answer has no recorded binary (a
- * pin or the baseline: the card was not probed).
+ * without a daemon; HCT_ENOENT when the daemon has no binary to give (a
+ * pin or the baseline of a card it never probed: it compiles those from
+ * its compile cache only for a card whose arch it knows).
+ * hct_kernel_load() below does all of this and loads the result.
  */
 int hct_module(hct_client_t *c, const char *op, int tokens, const char *device,
                const char *parity, void **image, size_t *image_size,
