@@ -60,6 +60,8 @@
   XX(cuMemsetD32, (CUdeviceptr, unsigned, size_t), "cuMemsetD32_v2")                       \
   XX(cuModuleLoadData, (CUmodule *, const void *), "cuModuleLoadData")                     \
   XX(cuModuleGetFunction, (CUfunction *, CUmodule, const char *), "cuModuleGetFunction")   \
+  XX(cuModuleUnload, (CUmodule), "cuModuleUnload")                                         \
+  XX(cuEventDestroy, (CUevent), "cuEventDestroy_v2")                                       \
   XX(cuLaunchKernel,                                                                       \
      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,    \
       CUstream, void **, void **),                                                         \
@@ -286,6 +288,7 @@ typedef struct {
   float *resid0;           /* its initial value (host) */
   CUdeviceptr src, dst;    /* the other work's memory */
   size_t stream_bytes;
+  CUmodule stream_mod;
   CUfunction stream_fn;
   CUstream stream;
 } model_t;
@@ -346,12 +349,33 @@ static void model_init(model_t *m, const opts_t *o) {
   CU(cuMemAlloc(&m->src, m->stream_bytes ? m->stream_bytes : 16));
   CU(cuMemAlloc(&m->dst, m->stream_bytes ? m->stream_bytes : 16));
   CU(cuMemsetD32(m->src, 0x3f800000u, (m->stream_bytes ? m->stream_bytes : 16) / 4));
-  CUmodule mod;
-  CU(cuModuleLoadData(&mod, stream_ptx));
-  CU(cuModuleGetFunction(&m->stream_fn, mod, "hce_stream"));
+  CU(cuModuleLoadData(&m->stream_mod, stream_ptx));
+  CU(cuModuleGetFunction(&m->stream_fn, m->stream_mod, "hce_stream"));
   CU(cuStreamCreate(&m->stream, CU_STREAM_NON_BLOCKING));
   free(tmp);
   free(f);
+}
+
+static void model_free(model_t *m) {
+  for (int l = 0; l < m->layers; l++) {
+    const layer_t *L = &m->layer[l];
+    cu.cuMemFree(L->w_norm);
+    cu.cuMemFree(L->w_down);
+    cu.cuMemFree(L->w_up);
+    cu.cuMemFree(L->pending);
+    for (int k = 0; k < 2; k++) {
+      cu.cuMemFree(m->out[2 * l + k].mixed);
+      cu.cuMemFree(m->out[2 * l + k].mixed_bf16);
+      cu.cuMemFree(m->out[2 * l + k].mixed_f16);
+    }
+  }
+  cu.cuMemFree(m->resid);
+  cu.cuMemFree(m->src);
+  cu.cuMemFree(m->dst);
+  cu.cuModuleUnload(m->stream_mod);
+  free(m->layer);
+  free(m->out);
+  free(m->resid0);
 }
 
 static void other_work(model_t *m) {
@@ -411,6 +435,7 @@ static double run_windows(model_t *m, hct_kernel_t *k, int T, int windows) {
   double med = ms[windows / 2];
   CU(cuGraphExecDestroy(exec));
   CU(cuGraphDestroy(g));
+  for (int i = 0; i <= windows; i++) cu.cuEventDestroy(ev[i]);
   free(ev);
   free(ms);
   return med;
@@ -663,6 +688,7 @@ int main(int argc, char **argv) {
   }
   if (o.json) fprintf(out, "],\"ok\":%s}\n", failed ? "false" : "true");
   for (int i = 0; i < n_cfg; i++) hct_kernel_free(cfg[i].k);
+  model_free(&m);
   hct_close(client);
   free(saved_force);
   return failed ? 1 : 0;

@@ -223,11 +223,19 @@ static void test_python_kernel(void **state) {
     skip();
   }
   const char *bin = getenv("HCT_BIN");
-  char cwd[1024], cmd[4096];
+  char cwd[1024], cmd[6000];
   assert_non_null(getcwd(cwd, sizeof cwd));
   take_log();
+  /* A sanitizer build of the library needs its runtimes loaded first. */
+  char lib[1200], pre[1400] = "";
+  snprintf(lib, sizeof lib, "%s/../lib/libhctune.so.0", bin ? bin : "bin");
+  snprintf(cmd, sizeof cmd, "readelf -d '%s' | grep -q libasan", lib);
+  if (system(cmd) == 0)
+    snprintf(pre, sizeof pre,
+             "LD_PRELOAD=\"$(${CC:-gcc} -print-file-name=libasan.so) "
+             "$(${CC:-gcc} -print-file-name=libubsan.so)\" ASAN_OPTIONS=detect_leaks=0 ");
   snprintf(cmd, sizeof cmd,
-           "HCTUNE_LIB='%s/../lib/libhctune.so.0' PYTHONPATH='%s/python' python3 -c '\n"
+           "%sHCTUNE_LIB='%s' PYTHONPATH='%s/python' python3 -c '\n"
            "import hctune\n"
            "k = hctune.load(\"hc_read\", 1, 8)\n"
            "assert k.fallback and k.buffer_names[0] == \"resid\", k.buffer_names\n"
@@ -245,7 +253,7 @@ static void test_python_kernel(void **state) {
            "k.close()\n"
            "print(\"python ok\")\n"
            "'",
-           bin ? bin : "bin", cwd);
+           pre, lib, cwd);
   assert_int_equal(system(cmd), 0);
   char *log = take_log();
   if (strstr(log, "launch hc_v1_norm grid 4 1 1 block 256 1 1 smem 0 stream 0x66 args 0x1000 0x0 0x3000") == NULL)
