@@ -1,6 +1,7 @@
 # hctune: GNU make, C11.
 #
-#   make              bin/hctune, bin/hctuned, lib/libhctune.{a,so}, tests
+#   make              bin/hctune, bin/hctuned, lib/libhctune.{a,so} (the
+#                     client library), tests
 #   make STATIC=1     the same with libuv, SQLite, jansson, xxHash linked
 #                     statically, for machines without their packages
 #   make check        CPU tests, then again under AddressSanitizer + UBSan
@@ -64,9 +65,14 @@ else
   LIB := $(O)/lib
 endif
 
-CORE_SRC   := $(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/cmd_*.c) \
-              $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c))
+# Two archives: lib/libhctune.{a,so}, the client library engines link (the
+# same objects in both), and $(INTERNAL), everything else (common, jit, db,
+# tuner, the commands, the daemon's server), which only hctune, hctuned and
+# the tests link, never installed.
 CLIENT_SRC := common/error.c common/names.c $(wildcard daemon/client*.c)
+CORE_SRC   := $(filter-out $(CLIENT_SRC) cli/main.c,$(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/*.c) \
+              $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c)))
+INTERNAL   := $(O)/libhctune_internal.a
 TEST_SRC   := $(wildcard tests/test_*.c)
 TEST_HELPERS := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 
@@ -79,13 +85,13 @@ TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
 $(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(O)/daemon/client_cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 
-# The shared library compiles the baseline itself when no daemon answers
+# The client library compiles the baseline itself when no daemon answers
 # (daemon/client_kernel.c), so it carries these files of jit/ and common/,
 # built a second time under $(O)/so/ with libuv's three functions and the
 # backend table renamed to the library's own (daemon/client_jit.c says
-# why), and linked with --gc-sections and an export list, so that nothing
-# of libuv, SQLite or xxHash is left in it (--no-undefined checks that).
-SO_JIT_SRC := common/util.c common/log.c jit/expr.c jit/manifest.c jit/cache.c jit/cuda.c jit/nvml.c
+# why); $(CLIENT_ONE) below leaves nothing of libuv, SQLite or xxHash.
+SO_JIT_SRC := common/util.c common/log.c jit/expr.c jit/manifest.c jit/cache.c jit/cuda.c jit/nvml.c \
+              jit/vendor_lib.c
 SO_JIT_OBJ := $(SO_JIT_SRC:%.c=$(O)/so/%.o)
 SO_RENAMES := -Duv_once=hct__client_once -Duv_exepath=hct__client_exepath \
               -Duv_strerror=hct__client_strerror -Dhct__backend=hct__client_backend
@@ -94,25 +100,44 @@ $(O)/so/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(SO_RENAMES) $(CFLAGS) -ffunction-sections -fdata-sections -MMD -MP -c $< -o $@
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
+$(O)/jit/hip_%.o: CPPFLAGS += -D__HIP_PLATFORM_AMD__
 
-.PHONY: all install clean check check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
+.PHONY: all install clean check check-deps check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
 all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so $(BIN)/hc_engine tests
 
 $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(LIB)/libhctune.a: $(CORE_OBJ)
+$(INTERNAL): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# The shared library is the client alone: an engine that loads it pulls in
-# neither SQLite nor libuv.
-$(LIB)/libhctune.so.0: $(CLIENT_OBJ) $(SO_JIT_OBJ) daemon/libhctune.map $(SO_EXTRA)
+# The client library as one relocatable object, the same in both
+# archives below: the client's objects and the library's copy of jit/,
+# partially linked with --gc-sections from the client's own symbols (so
+# the copy's unused code, and with it every libuv and xxHash reference,
+# is gone), the copy's symbols then made local (so that they never meet
+# the internal archive's jit/ in hctune, hctuned and the tests).
+CLIENT_ONE := $(O)/libhctune_client.o
+$(CLIENT_ONE): $(CLIENT_OBJ) $(SO_JIT_OBJ)
+	@mkdir -p $(dir $@)
+	roots=$$(nm -g --defined-only $(CLIENT_OBJ) | awk 'NF == 3 {print "-Wl,-u," $$3}' | sort -u); \
+	$(CC) -r -nostdlib -Wl,--gc-sections $$roots -o $@.tmp $^ && \
+	nm -g --defined-only $(SO_JIT_OBJ) | awk 'NF == 3 {print $$3}' | sort -u > $@.local && \
+	objcopy --localize-symbols=$@.local $@.tmp $@ && rm -f $@.tmp $@.local
+
+$(LIB)/libhctune.a: $(CLIENT_ONE)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# The shared library is the client too: an engine that loads it pulls in
+# neither SQLite nor libuv (--no-undefined checks that nothing is missing).
+$(LIB)/libhctune.so.0: $(CLIENT_ONE) daemon/libhctune.map $(SO_EXTRA)
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(LDFLAGS) -Wl,-soname,libhctune.so.0 -Wl,--gc-sections -Wl,--no-undefined \
 	  -Wl,--version-script=daemon/libhctune.map -Wl,-rpath,'$$ORIGIN' \
-	  -o $@ $(CLIENT_OBJ) $(SO_JIT_OBJ) -ljansson $(LDLIBS_SYS)
+	  -o $@ $(CLIENT_ONE) -ljansson $(LDLIBS_SYS)
 
 $(LIB)/libjansson.so.4:
 	@mkdir -p $(dir $@)
@@ -122,18 +147,19 @@ $(LIB)/libjansson.so.4:
 $(LIB)/libhctune.so: $(LIB)/libhctune.so.0
 	ln -sf libhctune.so.0 $@
 
-$(BIN)/hctune: $(O)/cli/main.o $(LIB)/libhctune.a
+# The internal archive first: its objects call the client's (hctune query).
+$(BIN)/hctune: $(O)/cli/main.o $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
-$(BIN)/hctuned: $(O)/daemon/main.o $(LIB)/libhctune.a
+$(BIN)/hctuned: $(O)/daemon/main.o $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
 # The example engine (examples/hc_engine.c): libhctune, plus tuner/parity.c's
-# metrics from the same archive; its CUDA driver is loaded with dlopen.
+# metrics from the internal archive; its CUDA driver is loaded with dlopen.
 $(O)/examples/hc_engine.o: CPPFLAGS += -I$(CUDA_HOME)/include
-$(BIN)/hc_engine: $(O)/examples/hc_engine.o $(LIB)/libhctune.a
+$(BIN)/hc_engine: $(O)/examples/hc_engine.o $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
@@ -144,23 +170,45 @@ $(O)/tests/fake_worker: $(O)/tests/fake/fake_worker.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -ljansson
 
-$(O)/tests/%: $(O)/tests/%.o $(TEST_HELPER_OBJ) $(LIB)/libhctune.a
+# Every test program gets tests/test_main.h (HCT_TEST_FILTER, HCT_BIN)
+# without including it (-MMD lists it among the object's dependencies).
+$(O)/tests/test_%.o: CPPFLAGS += -include tests/test_main.h
+
+$(O)/tests/%: $(O)/tests/%.o $(TEST_HELPER_OBJ) $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
 deps:
 	@tools/install-deps.sh
 
-# check: the CPU tests twice, plainly and under the sanitizers.
-check: deps
-	$(MAKE) check-cpu
-	$(MAKE) check-asan
-	$(MAKE) check-fuzz
+# make check also wants clang, for the fuzzer.
+check-deps:
+	@tools/install-deps.sh check
+
+# check: the CPU tests twice, plainly and under the sanitizers (where the
+# compiler-bound tests skip: the sanitizers instrument hctune's C, not
+# NVRTC's), then the fuzzer.  Every pass runs even when one fails, and the
+# last line adds them up, "N passed, N failed, N skipped" alone on a line
+# (cmocka's tests, the fuzzer one more), for a CI runner to read.
+CHECK_TALLY := $(CURDIR)/build/check.tally
+check: check-deps
+	@mkdir -p build && rm -f $(CHECK_TALLY); st=0; \
+	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-cpu || st=1; \
+	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-asan || st=1; \
+	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-fuzz || st=1; \
+	 awk '{p += $$1; f += $$2; s += $$3} END {printf "%d passed, %d failed, %d skipped\n", p, f, s}' \
+	   $(CHECK_TALLY); \
+	 exit $$st
 
 # The fuzz target needs clang; without it, say so rather than pass silently.
+# Its outcome joins make check's tally as one test.
 check-fuzz:
-	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then $(MAKE) fuzz FUZZ_SECONDS=20; \
-	 else echo "fuzz: skipped: no $(FUZZ_CC) for libFuzzer"; fi
+	@if ! command -v $(FUZZ_CC) >/dev/null 2>&1; then \
+	   echo "fuzz: skipped: no $(FUZZ_CC) for libFuzzer"; t="0 0 1"; \
+	 elif $(MAKE) fuzz FUZZ_SECONDS=20; then t="1 0 0"; \
+	 else t="0 1 0"; fi; \
+	 [ -z "$$HCT_TEST_TALLY" ] || echo "$$t" >>"$$HCT_TEST_TALLY"; \
+	 [ "$$t" != "0 1 0" ]
 
 check-cpu: all
 	tests/run.sh $(O)/tests $(BIN)
@@ -184,7 +232,8 @@ probe: deps
 bench-daemon: all
 	tests/bench-daemon.sh $(BIN) $(O)/tests
 
-# libFuzzer on the request parser: proto.c needs only jansson and error.c.
+# libFuzzer on the request parser: proto.c needs only jansson, error.c and
+# tokens.c.
 # New inputs it finds go to $(O)/fuzz/corpus; daemon/fuzz_corpus seeds it.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60

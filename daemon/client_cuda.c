@@ -8,8 +8,9 @@
  * caller has current (PyTorch's, CuPy's, the engine's own) and enqueues on
  * the caller's stream, so that the launches order with the engine's work
  * and can be captured in the engine's CUDA graphs.  So this file keeps its
- * own small table of driver entry points, loaded with dlopen as jit/cuda.c
- * does; CUresult values map to HCT codes through jit/cuda.c's table.
+ * own small table of driver entry points, loaded by jit/vendor_lib.c as
+ * jit/cuda.c's are; CUresult values map to HCT codes through jit/cuda.c's
+ * table.
  *
  * Thread rules: loading is guarded by pthread_once.  Every call pushes the
  * kernel's context when the calling thread has another one current (or
@@ -38,7 +39,6 @@
   XX(CUresult, cuDeviceGet, (CUdevice *, int), "cuDeviceGet")                                 \
   XX(CUresult, cuDeviceGetAttribute, (int *, CUdevice_attribute, CUdevice),                   \
      "cuDeviceGetAttribute")                                                                  \
-  XX(CUresult, cuDeviceGetUuid, (CUuuid *, CUdevice), "cuDeviceGetUuid_v2")                   \
   XX(CUresult, cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice), "cuDevicePrimaryCtxRetain") \
   XX(CUresult, cuDevicePrimaryCtxRelease, (CUdevice), "cuDevicePrimaryCtxRelease_v2")        \
   XX(CUresult, cuModuleLoadData, (CUmodule *, const void *), "cuModuleLoadData")              \
@@ -60,17 +60,17 @@
 #define HCT_FIELD(ret, name, args, sym) ret (*name) args;
 static struct {
   HCT_ECU_SYMBOLS(HCT_FIELD)
+  CUresult (*cuDeviceGetUuid)(CUuuid *, CUdevice);
   /* CUDA 12+: launches with attributes (PDL).  Absent: plain launches,
    * always correct for kernels whose griddepcontrol then does nothing. */
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
 } cu;
 #undef HCT_FIELD
 
-#define HCT_ROW(ret, name, args, sym) {(void **)&cu.name, sym},
-static const struct {
-  void **slot;
-  const char *name;
-} cu_syms[] = {HCT_ECU_SYMBOLS(HCT_ROW)};
+/* cuDeviceGetUuid_v2 is asked for first, the first one after it, as
+ * jit/cuda.c does (same bytes outside MIG; drivers before 11.4 lack v2). */
+#define HCT_ROW(ret, name, args, sym) {(void **)&cu.name, sym, 1},
+static const hct_vendor_sym_t cu_syms[] = {HCT_ECU_SYMBOLS(HCT_ROW)};
 #undef HCT_ROW
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -86,19 +86,19 @@ static int cu_fail(CUresult r, const char *what) {
 }
 
 static void load_once(void) {
-  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  static const char *const names[] = {"libcuda.so.1"};
+  char tried[64] = "", why[256];
+  void *lib = hct__vendor_open(names, 1, NULL, tried, sizeof tried, why, sizeof why);
   if (lib == NULL) {
-    const char *why = dlerror();
-    load_status = hct__error(HCT_ENODRIVER, "cuda: cannot load libcuda.so.1 (%s)",
-                             why ? why : "unknown reason");
+    load_status = hct__error(HCT_ENODRIVER, "cuda: cannot load libcuda.so.1 (%s)", why);
   } else {
-    for (size_t i = 0; i < HCT_ARRAY_SIZE(cu_syms) && load_status == 0; i++)
-      if ((*cu_syms[i].slot = dlsym(lib, cu_syms[i].name)) == NULL &&
-          /* drivers before 11.4 have only the first cuDeviceGetUuid (same
-           * bytes outside MIG), as jit/cuda.c allows */
-          (strcmp(cu_syms[i].name, "cuDeviceGetUuid_v2") != 0 ||
-           (*cu_syms[i].slot = dlsym(lib, "cuDeviceGetUuid")) == NULL))
-        load_status = hct__error(HCT_ENOSYM, "libcuda.so.1: symbol '%s' missing", cu_syms[i].name);
+    /* The first cuDeviceGetUuid where the driver has no _v2. */
+    cu.cuDeviceGetUuid = (CUresult(*)(CUuuid *, CUdevice))dlsym(lib, "cuDeviceGetUuid_v2");
+    if (cu.cuDeviceGetUuid == NULL)
+      cu.cuDeviceGetUuid = (CUresult(*)(CUuuid *, CUdevice))dlsym(lib, "cuDeviceGetUuid");
+    load_status = hct__vendor_resolve(lib, "libcuda.so.1", cu_syms, HCT_ARRAY_SIZE(cu_syms));
+    if (load_status == 0 && cu.cuDeviceGetUuid == NULL)
+      load_status = hct__error(HCT_ENOSYM, "'libcuda.so.1' has no symbol 'cuDeviceGetUuid'");
     *(void **)&cu.cuLaunchKernelEx = dlsym(lib, "cuLaunchKernelEx");
     if (load_status == 0) {
       CUresult r = cu.cuInit(0);
