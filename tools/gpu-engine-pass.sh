@@ -24,7 +24,8 @@ trap '[ -n "$daemon" ] && kill "$daemon" 2>/dev/null' EXIT
 } > "$out/env.txt" 2>&1
 cat "$out/env.txt"
 t0=$(date +%s)
-timeout 150 bin/hctune probe --tokens 1-8 > "$out/probe.txt" 2> "$out/probe.err"; echo "probe: exit $?, $(($(date +%s) - t0)) s"
+timeout 150 bin/hctune probe --tokens 1-8 > "$out/probe.txt" 2> "$out/probe.err"; rc_probe=$?
+echo "probe: exit $rc_probe, $(($(date +%s) - t0)) s"
 bin/hctuned --socket "$sock" --db "$HCTUNE_DB" --kernels "$HCTUNE_KERNELS" 2> "$out/daemon.log" &
 daemon=$!
 for i in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.1; done
@@ -42,7 +43,7 @@ PYTHONPATH="$root/python" HCTUNE_LIB="$root/lib/libhctune.so.0" timeout 200 \
   > "$out/torch_engine.json" 2> "$out/torch_engine.err"; rc_torch=$?
 echo "torch_engine.py: exit $rc_torch, $(($(date +%s) - t3)) s"
 {
-  echo "== probe"; cat "$out/probe.txt"
+  echo "== probe (exit $rc_probe)"; cat "$out/probe.txt"; [ $rc_probe -eq 0 ] || tail -3 "$out/probe.err"
   echo "== hc_engine --tokens 1,4,8 --windows 100 (exit $rc_engine)"
   python3 - "$out/hc_engine.json" <<'PY' || tail -5 "$out/hc_engine.err"
 import json, sys
@@ -51,7 +52,8 @@ print("%s, daemon %s %s" % (d["gpu"], d["daemon"], d["note"]))
 print("%-3s %-16s %-46s %9s %8s %6s  %s" % ("T", "config", "runs", "ms/window", "reads", "share", "check"))
 for r in d["rows"]:
     share = 100 * r["ms_reads"] / r["ms_window"] if r["ms_window"] else 0
-    print("%-3d %-16s %-46s %9.3f %8.3f %5.1f%%  %s" % (r["T"], r["config"], (r["variant"] + " " + r["params"] + " [" + r["source"] + "]")[:46],
+    runs = r["variant"] + " " + r["params"] + " [" + r["source"] + (", compiled here" if r["compiled_here"] else "") + "]"
+    print("%-3d %-16s %-46s %9.3f %8.3f %5.1f%%  %s" % (r["T"], r["config"], runs,
           r["ms_window"], r["ms_reads"], share, r["check"]))
 PY
   echo "== hc_engine without a daemon (exit $rc_alone)"; cat "$out/hc_engine_alone.err" "$out/hc_engine_alone.txt"
