@@ -64,7 +64,7 @@ enum { T = 4 };
 static void test_baseline_end_to_end(void **state) {
   if (!have_nvrtc()) skip();
   unsetenv("HCTUNE_FORCE");
-  take_log();
+  free(take_log());
   hct_kernel_t *k = NULL;
   assert_int_equal(hct_kernel_load(NULL, "hc_read", 1, 8, NULL, "bitwise", &k), HCT_FALLBACK);
   char *log = take_log();
@@ -143,7 +143,7 @@ static void test_baseline_end_to_end(void **state) {
 static void test_forced_relay_pdl(void **state) {
   if (!have_nvrtc()) skip();
   setenv("HCTUNE_FORCE", "hc_read=relay{\"PDL\":1,\"GB\":0,\"G\":1,\"NG\":4,\"LT\":1}", 1);
-  take_log();
+  free(take_log());
   hct_kernel_t *k = NULL;
   assert_int_equal(hct_kernel_load(NULL, "hc_read", 1, 8, NULL, NULL, &k), HCT_FALLBACK);
   char *log = take_log();
@@ -185,7 +185,7 @@ static void test_daemon_plan(void **state) {
   dt_start(&e, NULL);
   hct_client_t *c;
   assert_int_equal(hct_connect(e.sock, 2000, &c), 0);
-  take_log();
+  free(take_log());
   hct_kernel_t *k = NULL;
   int rc = hct_kernel_load(c, "hc_read", 1, 4, DT_CARD, NULL, &k);
   if (rc != 0) fail_msg("load: %d %s", rc, hct_last_error());
@@ -225,7 +225,7 @@ static void test_python_kernel(void **state) {
   const char *bin = getenv("HCT_BIN");
   char cwd[1024], cmd[6000];
   assert_non_null(getcwd(cwd, sizeof cwd));
-  take_log();
+  free(take_log());
   /* A sanitizer build of the library needs its runtimes loaded first. */
   char lib[1200], pre[1400] = "";
   snprintf(lib, sizeof lib, "%s/../lib/libhctune.so.0", bin ? bin : "bin");
