@@ -4,7 +4,8 @@
  * card of the same model (the fleet), else the op's baseline.  The verbs
  * choose and module both resolve through it.  Loop thread only; it reads
  * the snapshot (daemon/index.c) and the manifests, never SQLite, except
- * module's read of the recorded binary.
+ * module's read of the recorded binary (or its compile from the cache, for
+ * a pin or the baseline), which runs on the thread pool.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +53,10 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
   /* Decisions of a self-test op may sit in the database (a probe of it
    * records them like any other): they are never served. */
   const hct_op_t *raw = hct__op_find(d, r->op);
-  if (raw != NULL && raw->selftest) return hct__op_get(d, r->op) == NULL ? HCT_ENOENT : 0;
+  if (raw != NULL && raw->selftest) {
+    hct__op_get(d, r->op); /* its message */
+    return HCT_ENOENT;
+  }
   hct__error_clear();
   memset(ch, 0, sizeof *ch);
   const char *bitwise = hct__parity_name(HCT_PARITY_BITWISE), *kl_name = hct__parity_name(HCT_PARITY_KL);
@@ -113,6 +117,12 @@ static const char *variant_class(hct_daemon_t *d, const char *op_name, const cha
   return v != NULL ? hct__parity_name(v->parity) : "";
 }
 
+/* The model key of a card the DB knows, else null. */
+static json_t *model_of(hct_daemon_t *d, const char *device) {
+  const hct_db_device_t *dev = device != NULL ? hct__index_device(d->ix, device) : NULL;
+  return dev != NULL ? json_string(dev->model_key) : json_null();
+}
+
 /* The reply object of a choice that is not a cached card decision. */
 static json_t *choice_json(hct_daemon_t *d, const hct_req_t *r, const choice_t *ch) {
   if (ch->dec != NULL)
@@ -122,19 +132,19 @@ static json_t *choice_json(hct_daemon_t *d, const hct_req_t *r, const choice_t *
     char at[40] = "", until[40] = "";
     hct__iso_time(p->created_at, at, sizeof at);
     if (p->until != 0) hct__iso_time(p->until, until, sizeof until);
-    return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:[i,i], s:{s:s, s:o}}", "ok", 1,
+    return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:o, s:[i,i], s:{s:s, s:o}}", "ok", 1,
                      "variant", p->variant, "params", hct__params_json(p->params), "class",
                      variant_class(d, r->op, p->variant), "source",
                      hct_source_name(HCT_SOURCE_PIN), "template_hash", "", "device", p->uuid,
-                     "tokens", p->tmin, p->tmax, "evidence", "pinned_at", at, "until",
-                     p->until != 0 ? json_string(until) : json_null());
+                     "model", model_of(d, ch->device), "tokens", p->tmin, p->tmax, "evidence",
+                     "pinned_at", at, "until", p->until != 0 ? json_string(until) : json_null());
   }
-  return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:o, s:[i,i], s:{}}", "ok", 1, "variant",
+  return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:o, s:o, s:[i,i], s:{}}", "ok", 1, "variant",
                    ch->base, "params", hct__params_json(ch->base_params), "class",
                    hct__parity_name(HCT_PARITY_BASELINE), "source",
                    hct_source_name(HCT_SOURCE_DEFAULT), "template_hash", "", "device",
-                   ch->device != NULL ? json_string(ch->device) : json_null(), "tokens",
-                   r->tokens, r->tokens, "evidence");
+                   ch->device != NULL ? json_string(ch->device) : json_null(), "model",
+                   model_of(d, ch->device), "tokens", r->tokens, r->tokens, "evidence");
 }
 
 /* (op, card) as one 64-bit key for the per-connection log memory: a
@@ -183,8 +193,13 @@ int hct__req_choose(hct_conn_t *c, hct_req_t *r) {
   int rc = resolve(c->d, r, &ch);
   if (rc < 0) return rc;
   log_first_answer(c, r, &ch);
-  if (ch.body != NULL && !ch.fleet) hct__reply_body(c, r->id, ch.body, ch.body_len);
-  else hct__reply_json(c, r->id, choice_json(c->d, r, &ch));
+  if (ch.body != NULL && !ch.fleet) {
+    hct__reply_answer(c, r->id, ch.body, ch.body_len);
+    return 0;
+  }
+  json_t *obj = choice_json(c->d, r, &ch);
+  if (obj != NULL && c->d->stale) json_object_set_new(obj, "stale", json_true());
+  hct__reply_json(c, r->id, obj);
   return 0;
 }
 
@@ -287,32 +302,125 @@ static json_t *plan_json(const hct_op_t *op, const hct_variant_t *v, const hct_p
                    "launches", arr);
 }
 
-/* The binary of an answer that has none recorded (a pin, the baseline):
- * from the compile cache for the card's arch, compiled when absent.  The
- * cache is read, not written: the daemon's database handle is read-only,
- * and a probe of the card puts every candidate's binary there, the
- * baseline's included, so a miss (an unprobed variant pinned) compiles on
- * each request, on the loop thread. */
-static int cached_binary(hct_daemon_t *d, const hct_op_t *op, const hct_variant_t *v,
-                         const hct_point_t *pt, const hct_db_device_t *dev, hct_compile_job_t *job) {
-  memset(job, 0, sizeof *job);
-  if (dev == NULL || dev->arch[0] == '\0')
-    return hct__error(HCT_ENOENT, "no arch known for the card (probe it first); an engine's "
-                                  "library compiles it itself");
-  job->backend = strncmp(dev->arch, "sm_", 3) == 0 ? HCT_BACKEND_CUDA : HCT_BACKEND_HIP;
-  hct__strlcpy(job->arch, dev->arch, sizeof job->arch);
-  job->op = op;
-  job->variant = v;
-  job->point = *pt;
-  hct_binary_store_t store;
-  hct__db_binary_store(d->db, &store);
-  store.put = NULL;
-  int rc = hct__compile_all(job, 1, &store, NULL, NULL);
-  if (rc == 0 && job->status < 0) rc = hct__error(job->status, "%s", job->error);
-  if (rc < 0) hct__compile_job_clear(job);
+/* A module reply in the making: the binary is read (or, for a pin or the
+ * baseline, taken from the compile cache and compiled when absent),
+ * encoded and the reply rendered on the thread pool (an image is up to
+ * megabytes of base64), then written by the loop thread. */
+typedef struct module_job_s {
+  uv_work_t work;
+  hct_daemon_t *d;
+  uint64_t conn_serial;
+  char id[HCT_ID_TEXT];
+  char what[256];        /* "module of 'hc_read' for T=3 on '...': probe v2" */
+  char binary_key[40];   /* the decision's recorded binary, or "" */
+  /* Without one: what to compile, copied (a reload may free the manifests
+   * meanwhile). */
+  hct_op_t *op;
+  hct_variant_t variant;
+  hct_point_t point;
+  char arch[64];
+  json_t *head;          /* the reply without its image */
+  int rc;
+  char err[1024];
+  char *reply;           /* the rendered body */
+  size_t reply_len;
+} module_job_t;
+
+/* The compile cache's binary of the job's variant for its arch (the key
+ * hashed here, looked up in the DB's cache), compiled on this pool thread
+ * when absent.  The daemon's database handle is read-only, so a new binary
+ * is not stored: a probe of the card puts every candidate's, the
+ * baseline's included. */
+static int cached_binary(module_job_t *m, void **image, size_t *size, int *is_ptx, char *key,
+                         size_t key_len) {
+  hct_compile_job_t job;
+  memset(&job, 0, sizeof job);
+  job.backend = strncmp(m->arch, "sm_", 3) == 0 ? HCT_BACKEND_CUDA : HCT_BACKEND_HIP;
+  hct__strlcpy(job.arch, m->arch, sizeof job.arch);
+  job.op = m->op;
+  job.variant = &m->variant;
+  job.point = m->point;
+  int rc = hct__compile_key(&job);
+  if (rc == 0) {
+    hct__strlcpy(key, job.key, key_len);
+    rc = hct__snapshot_binary(m->d, job.key, image, size, is_ptx);
+    if (rc == 0) return 0;
+    if (rc != HCT_ENOENT) return rc;
+    rc = hct__compile_one(&job);
+  }
+  if (rc == 0) {
+    *image = job.image, *size = job.image_size, *is_ptx = job.is_ptx;
+    job.image = NULL;
+  }
+  hct__compile_job_clear(&job);
   return rc;
 }
 
+static void module_work(uv_work_t *w) {
+  module_job_t *m = w->data;
+  void *image = NULL;
+  size_t size = 0;
+  int is_ptx = 0;
+  char key[40];
+  hct__error_clear();
+  hct__strlcpy(key, m->binary_key, sizeof key);
+  int rc = key[0] != '\0' ? hct__snapshot_binary(m->d, key, &image, &size, &is_ptx)
+           : m->arch[0] != '\0'
+               ? cached_binary(m, &image, &size, &is_ptx, key, sizeof key)
+               : hct__error(HCT_ENOENT, "no arch known for the card (probe it first); an "
+                                        "engine's library compiles it itself");
+  size_t b64len = 0;
+  char *b64 = NULL;
+  if (rc == 0 && (b64 = hct__base64_encode(image, size, &b64len)) == NULL)
+    rc = hct__error(HCT_ENOMEM, "out of memory");
+  free(image);
+  char *head = NULL;
+  if (rc == 0) {
+    json_object_set_new(m->head, "binary_key", json_string(key));
+    json_object_set_new(m->head, "format", json_string(is_ptx ? "ptx" : "binary"));
+    json_object_set_new(m->head, "size", json_integer((json_int_t)size));
+    /* The image is spliced in as text, last: jansson takes 1-6 ms to dump
+     * a 150 KB string, base64 0.1, and a reader finds it without parsing
+     * (tests/test_module_transport.c, docs/protocol.md). */
+    head = json_dumps(m->head, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (head == NULL) rc = hct__error(HCT_ENOMEM, "out of memory");
+  }
+  size_t hlen = head != NULL ? strlen(head) : 0;
+  char *body = rc == 0 && hlen > 1 ? malloc(hlen + b64len + 16) : NULL;
+  if (rc == 0 && body == NULL) rc = hct__error(HCT_ENOMEM, "out of memory");
+  if (rc < 0) {
+    m->rc = hct__error_prefixed(rc, m->what);
+    hct__strlcpy(m->err, hct_last_error(), sizeof m->err);
+  } else {
+    size_t n = hlen - 1; /* without the closing brace */
+    memcpy(body, head, n);
+    memcpy(body + n, ",\"image\":\"", 10);
+    memcpy(body + n + 10, b64, b64len);
+    memcpy(body + n + 10 + b64len, "\"}", 3);
+    m->reply = body;
+    m->reply_len = n + 10 + b64len + 2;
+  }
+  free(head);
+  free(b64);
+}
+
+static void module_done(uv_work_t *w, int status) {
+  module_job_t *m = w->data;
+  hct_conn_t *c = hct__conn_by_serial(m->d, m->conn_serial);
+  if (c != NULL) {
+    if (m->reply != NULL) hct__reply_answer(c, m->id, m->reply, m->reply_len);
+    else hct__reply_error(c, m->id, m->rc < 0 ? m->rc : HCT_EIO, m->err[0] ? m->err : "module failed");
+    hct__conn_resume(c);
+  }
+  json_decref(m->head);
+  free(m->op);
+  free(m->reply);
+  free(m);
+}
+
+/* The module of the answer for the request: resolved and planned here, on
+ * the loop thread (the snapshot and the manifests live here); the binary
+ * read or compiled and the reply rendered on the pool. */
 int hct__req_module(hct_conn_t *c, hct_req_t *r) {
   hct_daemon_t *d = c->d;
   choice_t ch;
@@ -322,79 +430,65 @@ int hct__req_module(hct_conn_t *c, hct_req_t *r) {
   const char *params = ch.dec != NULL ? ch.dec->params : ch.pin != NULL ? ch.pin->params : ch.base_params;
   const char *source = hct_source_name(ch.dec != NULL ? (ch.fleet ? HCT_SOURCE_FLEET : HCT_SOURCE_PROBE)
                                        : ch.pin != NULL ? HCT_SOURCE_PIN : HCT_SOURCE_DEFAULT);
-  char what[256];
-  snprintf(what, sizeof what, "module of '%s' for T=%d on '%s': %s %s", r->op, r->tokens,
+  module_job_t *m = calloc(1, sizeof *m);
+  if (m == NULL) return hct__error(HCT_ENOMEM, "module of '%s': out of memory", r->op);
+  snprintf(m->what, sizeof m->what, "module of '%s' for T=%d on '%s': %s %s", r->op, r->tokens,
            ch.device != NULL ? ch.device : "(no card)", source, variant);
   const hct_op_t *op = hct__op_get(d, r->op);
   const hct_variant_t *v = op != NULL ? hct__variant_find(op, variant) : NULL;
-  if (v == NULL)
-    return hct__error(HCT_ENOENT, "%s: no manifest here has that variant", what);
+  if (v == NULL) {
+    rc = hct__error(HCT_ENOENT, "%s: no manifest here has that variant", m->what);
+    free(m);
+    return rc;
+  }
   hct__error_clear();
-  hct_point_t pt;
-  if (hct__point_parse(v, params, &pt) < 0) return hct__error_prefixed(HCT_EINVAL, what);
+  if (hct__point_parse(v, params, &m->point) < 0) {
+    rc = hct__error_prefixed(HCT_EINVAL, m->what);
+    free(m);
+    return rc;
+  }
   const hct_db_device_t *dev = ch.device != NULL ? hct__index_device(d->ix, ch.device) : NULL;
-  void *image = NULL;
-  size_t size = 0;
-  int is_ptx = 0;
-  char key[40] = "";
-  if (ch.dec != NULL && ch.dec->binary_key[0] != '\0') {
-    char *log = NULL;
-    hct__strlcpy(key, ch.dec->binary_key, sizeof key);
-    rc = hct__db_binary_get(d->db, key, &image, &size, &is_ptx, &log);
-    free(log);
-  } else {
-    hct_compile_job_t job;
-    rc = cached_binary(d, op, v, &pt, dev, &job);
-    if (rc == 0) {
-      image = job.image, size = job.image_size, is_ptx = job.is_ptx;
-      hct__strlcpy(key, job.key, sizeof key);
-      job.image = NULL;
-      hct__compile_job_clear(&job);
-    }
-  }
-  if (rc < 0) return hct__error_prefixed(rc, what);
-  json_t *plan = plan_json(op, v, &pt, dev, r->tokens);
-  size_t b64len;
-  char *b64 = hct__base64_encode(image, size, &b64len);
-  free(image);
-  if (b64 == NULL || plan == NULL) {
-    free(b64);
-    json_decref(plan);
-    return hct__error(HCT_ENOMEM, "%s: out of memory", what);
-  }
+  json_t *plan = plan_json(op, v, &m->point, dev, r->tokens);
   const char *cls = ch.dec != NULL ? ch.dec->variant_class : hct__parity_name(v->parity);
-  /* "entries": what a client loads with: the answer and its plan. */
-  json_object_set_new(plan, "variant", json_string(variant));
-  json_object_set_new(plan, "params", hct__params_json(params));
-  json_object_set_new(plan, "tokens", json_integer(r->tokens));
-  json_object_set_new(plan, "class", json_string(cls));
-  json_object_set_new(plan, "source", json_string(source));
-  json_t *obj = json_pack("{s:b, s:s, s:o, s:s, s:s, s:o, s:s, s:s, s:I, s:o}", "ok", 1,
-                          "variant", variant, "params", hct__params_json(params), "class", cls,
-                          "source", source, "device",
-                          ch.device != NULL ? json_string(ch.device) : json_null(), "binary_key",
-                          key, "format", is_ptx ? "ptx" : "binary", "size", (json_int_t)size,
-                          "entries", plan);
-  /* The image is spliced in as text, last: jansson would take 1-6 ms to
-   * dump a 150 KB string on the loop thread, base64 takes 0.1
-   * (tests/test_module_transport.c, docs/protocol.md). */
-  char *head = obj != NULL ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-  json_decref(obj);
-  size_t hlen = head != NULL ? strlen(head) : 0;
-  char *body = hlen > 1 ? malloc(hlen + b64len + 16) : NULL;
-  if (body == NULL) {
-    free(head);
-    free(b64);
-    return hct__error(HCT_ENOMEM, "%s: out of memory", what);
+  if (plan != NULL) {
+    /* "entries": what a client loads with: the answer and its plan. */
+    json_object_set_new(plan, "variant", json_string(variant));
+    json_object_set_new(plan, "params", hct__params_json(params));
+    json_object_set_new(plan, "tokens", json_integer(r->tokens));
+    json_object_set_new(plan, "class", json_string(cls));
+    json_object_set_new(plan, "source", json_string(source));
   }
-  size_t n = hlen - 1; /* without the closing brace */
-  memcpy(body, head, n);
-  memcpy(body + n, ",\"image\":\"", 10);
-  memcpy(body + n + 10, b64, b64len);
-  memcpy(body + n + 10 + b64len, "\"}", 3);
-  hct__reply_body(c, r->id, body, n + 10 + b64len + 2);
-  free(body);
-  free(head);
-  free(b64);
+  m->head = json_pack("{s:b, s:s, s:o, s:s, s:s, s:o, s:o}", "ok", 1, "variant", variant,
+                      "params", hct__params_json(params), "class", cls, "source", source,
+                      "device", ch.device != NULL ? json_string(ch.device) : json_null(),
+                      "entries", plan != NULL ? plan : json_null());
+  if (m->head != NULL && ch.dec != NULL)
+    json_object_set_new(m->head, "model", json_string(ch.dec->keys.model_key));
+  if (ch.dec != NULL && ch.dec->binary_key[0] != '\0') {
+    hct__strlcpy(m->binary_key, ch.dec->binary_key, sizeof m->binary_key);
+  } else if (dev != NULL && dev->arch[0] != '\0') {
+    m->op = malloc(sizeof *m->op);
+    if (m->op != NULL) *m->op = *op;
+    m->variant = *v;
+    hct__strlcpy(m->arch, dev->arch, sizeof m->arch);
+  }
+  if (m->head == NULL || (m->arch[0] != '\0' && m->op == NULL)) {
+    json_decref(m->head);
+    free(m->op);
+    free(m);
+    return hct__error(HCT_ENOMEM, "module of '%s': out of memory", r->op);
+  }
+  m->d = d;
+  m->conn_serial = c->serial;
+  memcpy(m->id, r->id, sizeof m->id);
+  m->work.data = m;
+  if ((rc = uv_queue_work(&d->loop, &m->work, module_work, module_done)) < 0) {
+    json_decref(m->head);
+    free(m->op);
+    free(m);
+    return hct__error(HCT_EIO, "module of '%s': cannot queue the read: %s", r->op, uv_strerror(rc));
+  }
+  /* Its later requests wait, so that replies keep their order. */
+  c->busy = 1;
   return 0;
 }

@@ -9,10 +9,13 @@ from ._lib import Error, check, lib, text
 SOURCES = ("probe", "fleet", "pin", "env", "default")
 
 Choice = namedtuple("Choice", "variant params parity_class source template_hash median_us "
-                              "baseline_us fallback")
+                              "baseline_us fallback model tmin tmax stale")
 Choice.__doc__ = """What hctune answered: variant, params (dict), parity_class, source
 ("probe", "fleet", "pin", "env", "default"), template_hash, median_us,
-baseline_us, and fallback (True when it is not the daemon's own answer)."""
+baseline_us, fallback (True when it is not the daemon's own answer), model
+(the card model it was measured on, "" when unknown), tmin and tmax (the
+token counts it holds for; 0 when unknown) and stale (the daemon answered
+from an older copy of its database)."""
 
 BufferInfo = namedtuple("BufferInfo", "name dtype optional written bytes")
 
@@ -26,7 +29,7 @@ def _choice(c, fallback):
     return Choice(c.variant.decode(errors="replace"), params, c.parity_class.decode(),
                   SOURCES[c.source] if 0 <= c.source < len(SOURCES) else "unknown",
                   c.template_hash.decode(errors="replace"), c.median_us, c.baseline_us,
-                  bool(fallback))
+                  bool(fallback), c.model.decode(errors="replace"), c.tmin, c.tmax, bool(c.stale))
 
 
 def _check_tokens(tokens, what):
@@ -57,8 +60,9 @@ class Client:
         _check_tokens(tokens, "tokens")
         _check_parity(parity)
         out = _lib._Choice()
-        rc = check(lib.hct_choose(self._handle(), text(op, "op"), tokens, text(device, "device"),
-                                  text(parity, "parity"), ctypes.byref(out)), "hct_choose")
+        rc = check(lib.hct_choose_sized(self._handle(), text(op, "op"), tokens, text(device, "device"),
+                                        text(parity, "parity"), ctypes.byref(out),
+                                        ctypes.sizeof(out)), "hct_choose")
         return _choice(out, rc == _lib.FALLBACK)
 
     def _handle(self):

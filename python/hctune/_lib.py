@@ -23,6 +23,11 @@ class _Choice(ctypes.Structure):
         ("source", ctypes.c_int),
         ("median_us", ctypes.c_double),
         ("baseline_us", ctypes.c_double),
+        # appended after 0.1.0 (include/hctune.h): passed with its size
+        ("model", ctypes.c_char * 256),
+        ("tmin", ctypes.c_int),
+        ("tmax", ctypes.c_int),
+        ("stale", ctypes.c_int),
     ]
 
 
@@ -72,7 +77,7 @@ _SIGNATURES = {
     "hct_source_name": (_S, [_I]),
     "hct_connect": (_I, [_S, _I, ctypes.POINTER(_P)]),
     "hct_close": (None, [_P]),
-    "hct_choose": (_I, [_P, _S, _I, _S, _S, ctypes.POINTER(_Choice)]),
+    "hct_choose_sized": (_I, [_P, _S, _I, _S, _S, ctypes.POINTER(_Choice), ctypes.c_size_t]),
     "hct_kernel_load": (_I, [_P, _S, _I, _I, _S, _S, ctypes.POINTER(_P)]),
     "hct_kernel_launch": (_I, [_P, _P, _I, ctypes.POINTER(ctypes.c_uint64), _I]),
     "hct_kernel_choice": (_I, [_P, _I, ctypes.POINTER(_Choice), ctypes.POINTER(_S)]),
