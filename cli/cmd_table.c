@@ -17,6 +17,7 @@ static const hct_cmd_t commands[] = {
   {"devices", cmd_devices, "list the cards found and their fingerprints"},
   {"list", cmd_list, "show the recorded decisions (--faults: quarantined candidates)"},
   {"show", cmd_show, "show the trials and figures behind decisions"},
+  {"report", cmd_report, "write the results as an HTML page with plots"},
   {"compile", cmd_compile, "compile every variant for an arch, no GPU needed; print resources"},
   {"bench", cmd_bench, "time chosen variants side by side"},
   {"verify-decisions", cmd_verify_decisions, "re-time recorded decisions and report their ratios"},

@@ -96,6 +96,86 @@ int hct__parity_from_name(const char *s, hct_parity_t *out);
  * 0, or HCT_EPROTO with a message naming s. */
 int hct__source_from_name(const char *s, hct_source_t *out);
 
+/* ---- child processes (common/child.c) ------------------------------------*/
+
+/*
+ * Work that may crash or hang the process doing it runs in a fresh copy of
+ * this executable: hct__child_run() starts it, sends a request, reads the
+ * answer, and kills it at a deadline.  A request and an answer are each a
+ * list of byte strings (fields).
+ *
+ * A handler is registered by name, at file scope of the file that owns the
+ * work, and runs in the child before main():
+ *
+ *   static int compile_in_child(const hct_child_msg_t *req) {
+ *     ... hct__child_answer(&answer); return 0;
+ *   }
+ *   HCT_CHILD_HANDLER("hiprtc", compile_in_child)
+ *
+ * Its return value is the child's exit status (0 to 119); the child exits
+ * right after, so the handler need not free anything.
+ */
+typedef struct hct_child_field_s {
+  const char *p;
+  size_t n;
+} hct_child_field_t;
+
+typedef struct hct_child_msg_s {
+  hct_child_field_t *fields;
+  int n;
+} hct_child_msg_t;
+
+#define HCT_CHILD_MAX_FIELDS 65536
+/* The descriptor the child answers on (stdin is the request, stdout and
+ * stderr go back to the parent as text). */
+#define HCT_CHILD_ANSWER_FD 3
+
+typedef int (*hct_child_handler_t)(const hct_child_msg_t *request);
+void hct__child_register(const char *name, hct_child_handler_t fn);
+#define HCT_CHILD_HANDLER(name, fn)                                                  \
+  __attribute__((constructor(200))) static void hct__child_register_##fn(void) {     \
+    hct__child_register(name, fn);                                                   \
+  }
+
+/* In the child, from a handler: writes the answer, once; 0 or -1. */
+int hct__child_answer(const hct_child_msg_t *answer);
+
+typedef enum {
+  HCT_CHILD_ANSWERED,    /* exit status 0 and a well-formed answer */
+  HCT_CHILD_NOT_STARTED, /* no such handler, or the spawn failed */
+  HCT_CHILD_TIMED_OUT,   /* killed at the deadline */
+  HCT_CHILD_IO_ERROR,    /* reading the pipes failed; killed */
+  HCT_CHILD_CRASHED,     /* a signal ended it (`signal`) */
+  HCT_CHILD_FAILED,      /* exited non-zero (`exit_status`) */
+  HCT_CHILD_GARBLED      /* exited 0 with no answer, or one that does not parse */
+} hct_child_outcome_t;
+
+typedef struct hct_child_result_s {
+  hct_child_outcome_t outcome;
+  int exit_status, signal;
+  hct_child_msg_t answer; /* fields point into answer_bytes */
+  char *answer_bytes;
+  char *output;           /* the child's stdout and stderr, NUL-terminated, the
+                             first 64 KiB; NULL when it printed nothing */
+  size_t output_len;
+  double ms;              /* from the spawn to the child's end */
+} hct_child_result_t;
+
+/*
+ * Runs `handler` in a fresh copy of this executable (hct__exe_path) with
+ * `request`, waiting at most timeout_ms.  0 when it answered; otherwise a
+ * negative code and a one-line message naming the handler and the cause:
+ * HCT_EINVAL (no such handler here), HCT_EIO (cannot start, cannot read),
+ * HCT_ETIMEDOUT, HCT_EWORKER (crashed or exited non-zero), HCT_EPROTO (no
+ * answer or a garbled one).  res->outcome says which, for callers that word
+ * their own message; res is filled either way and freed with
+ * hct__child_result_free.  Any thread.
+ */
+int hct__child_run(const char *handler, const hct_child_msg_t *request, int timeout_ms,
+                   hct_child_result_t *res);
+void hct__child_result_free(hct_child_result_t *res);
+const char *hct__child_outcome_name(hct_child_outcome_t o);
+
 /* ---- XXH3-128 hashing (common/util.c) ------------------------------------*/
 
 typedef struct { uint64_t lo, hi; } hct_hash_t;

@@ -122,6 +122,27 @@ static const struct {
     {" bytes stack frame", offsetof(hct_compile_job_t, stack_bytes)},
 };
 
+int hct__log_error_line(const char *log, char *buf, size_t len) {
+  const char *pick = NULL;
+  size_t pick_n = 0;
+  int is_error = 0;
+  for (const char *line = log ? log : ""; *line;) {
+    const char *eol = strchr(line, '\n');
+    size_t n = eol ? (size_t)(eol - line) : strlen(line);
+    if (memmem(line, n, "error", 5) != NULL) {
+      pick = line, pick_n = n, is_error = 1;
+      break;
+    }
+    if (pick == NULL && n > 0) pick = line, pick_n = n;
+    line += n + (eol ? 1 : 0);
+  }
+  if (len == 0) return is_error;
+  pick_n = HCT_MIN(pick_n, len - 1);
+  if (pick_n > 0) memcpy(buf, pick, pick_n);
+  buf[pick_n] = '\0';
+  return is_error;
+}
+
 void hct__log_resources(const char *log, hct_compile_job_t *job) {
   if (log == NULL) return;
   for (const char *p = log; *p; p++) {

@@ -120,28 +120,11 @@ static struct { HCT_CU_SYMBOLS(HCT_FIELD) } cu;
 static struct { HCT_NVRTC_SYMBOLS(HCT_FIELD) } nv;
 #undef HCT_FIELD
 
-/* A symbol table of one library: where each pointer goes, its name, and
- * whether its absence is an error. */
-typedef struct {
-  void **slot;
-  const char *name;
-  int required;
-} sym_t;
-
 #define HCT_SYM_ROW(lib, ret, name, args, sym, req) {(void **)&lib.name, sym, req},
 #define HCT_CU_ROW(ret, name, args, sym, req) HCT_SYM_ROW(cu, ret, name, args, sym, req)
 #define HCT_NV_ROW(ret, name, args, sym, req) HCT_SYM_ROW(nv, ret, name, args, sym, req)
-static const sym_t cu_syms[] = {HCT_CU_SYMBOLS(HCT_CU_ROW)};
-static const sym_t nv_syms[] = {HCT_NVRTC_SYMBOLS(HCT_NV_ROW)};
-
-static int resolve(void *lib, const char *libname, const sym_t *syms, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    *syms[i].slot = dlsym(lib, syms[i].name);
-    if (*syms[i].slot == NULL && syms[i].required)
-      return hct__error(HCT_ENOSYM, "%s: symbol '%s' missing", libname, syms[i].name);
-  }
-  return 0;
-}
+static const hct_vendor_sym_t cu_syms[] = {HCT_CU_SYMBOLS(HCT_CU_ROW)};
+static const hct_vendor_sym_t nv_syms[] = {HCT_NVRTC_SYMBOLS(HCT_NV_ROW)};
 
 /* ---- error codes -------------------------------------------------------- */
 
@@ -248,16 +231,17 @@ static char cu_message[512]; /* its message, replayed to every caller */
 static int cu_no_device;     /* cuInit said there is no card: count 0 */
 
 static void cu_load_once(void) {
-  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  static const char *const names[] = {"libcuda.so.1"};
+  char tried[32] = "", why[256];
+  void *lib = hct__vendor_open(names, 1, NULL, tried, sizeof tried, why, sizeof why);
   if (lib == NULL) {
-    const char *why = dlerror();
-    cu_status = hct__error(HCT_ENODRIVER, "cuda: cannot load libcuda.so.1 (%s)",
-                           why ? why : "unknown reason");
-  } else if ((cu_status = resolve(lib, "libcuda.so.1", cu_syms, HCT_ARRAY_SIZE(cu_syms))) == 0) {
+    cu_status = hct__error(HCT_ENODRIVER, "cuda: cannot load libcuda.so.1 (%s)", why);
+  } else if ((cu_status = hct__vendor_resolve(lib, "libcuda.so.1", cu_syms,
+                                              HCT_ARRAY_SIZE(cu_syms))) == 0) {
     if (cu.cuDeviceGetUuid_v2 == NULL && cu.cuDeviceGetUuid_v1 == NULL)
-      cu_status = hct__error(HCT_ENOSYM, "libcuda.so.1: symbol 'cuDeviceGetUuid' missing");
+      cu_status = hct__error(HCT_ENOSYM, "'libcuda.so.1' has no symbol 'cuDeviceGetUuid'");
     else if (cu.cuEventElapsedTime_v2 == NULL && cu.cuEventElapsedTime_v1 == NULL)
-      cu_status = hct__error(HCT_ENOSYM, "libcuda.so.1: symbol 'cuEventElapsedTime' missing");
+      cu_status = hct__error(HCT_ENOSYM, "'libcuda.so.1' has no symbol 'cuEventElapsedTime'");
     else {
       CUresult r = cu.cuInit(0);
       /* A driver without cards is a driver: it lists none. */
@@ -303,36 +287,40 @@ static void preload_builtins(const char *dir) {
   globfree(&g);
 }
 
+/* Opens NVRTC by name (the loader's path), else from the toolkit's
+ * library folders; `tried` gets what was tried and the loader's last
+ * reason. */
 static void *nv_open(char *tried, size_t len) {
   const char *dirs[4] = {getenv("CUDA_HOME"), "/usr/local/cuda/lib64", "/usr/local/cuda/lib",
                          "/usr/local/cuda/targets/x86_64-linux/lib"};
-  size_t off = 0;
-  const char *last = NULL;
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(nv_names); i++) {
-    void *lib = dlopen(nv_names[i], RTLD_NOW | RTLD_LOCAL);
-    if (lib) return lib;
-    last = dlerror();
-    off += (size_t)snprintf(tried + off, off < len ? len - off : 0, "%s%s", off ? ", " : "",
-                            nv_names[i]);
-  }
+  char why[256];
+  tried[0] = '\0';
+  void *lib = hct__vendor_open(nv_names, HCT_ARRAY_SIZE(nv_names), NULL, tried, len, why,
+                               sizeof why);
+  if (lib) return lib;
   for (size_t d = 0; d < HCT_ARRAY_SIZE(dirs); d++) {
     if (dirs[d] == NULL || dirs[d][0] == '\0') continue;
     char dir[512];
     /* $CUDA_HOME names the toolkit, not its library folder. */
     snprintf(dir, sizeof dir, "%s%s", dirs[d], d == 0 ? "/lib64" : "");
+    char paths[HCT_ARRAY_SIZE(nv_names)][700];
+    const char *p[HCT_ARRAY_SIZE(nv_names)];
     for (size_t i = 0; i < HCT_ARRAY_SIZE(nv_names); i++) {
-      char path[700];
-      snprintf(path, sizeof path, "%s/%s", dir, nv_names[i]);
-      void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-      if (lib) {
-        preload_builtins(dir);
-        return lib;
-      }
+      snprintf(paths[i], sizeof paths[i], "%s/%s", dir, nv_names[i]);
+      p[i] = paths[i];
     }
-    if (off < len)
-      off += (size_t)snprintf(tried + off, len - off, "%s%s/", off ? ", " : "", dir);
+    lib = hct__vendor_open(p, HCT_ARRAY_SIZE(p), NULL, NULL, 0, NULL, 0);
+    if (lib) {
+      preload_builtins(dir);
+      return lib;
+    }
+    size_t off = strnlen(tried, len);
+    /* Truncation is fine: the list only explains a failure. */
+    if (off + 1 < len && snprintf(tried + off, len - off, "%s%s/", off ? ", " : "", dir) < 0)
+      tried[off] = '\0';
   }
-  if (last && off < len) snprintf(tried + off, len - off, "; %s", last);
+  size_t off = strnlen(tried, len);
+  if (why[0] && off + 1 < len) snprintf(tried + off, len - off, "; %s", why);
   return NULL;
 }
 
@@ -341,7 +329,8 @@ static void nv_load_once(void) {
   void *lib = nv_open(tried, sizeof tried);
   if (lib == NULL) {
     nv_status = hct__error(HCT_ENOCOMPILER, "nvrtc: cannot load the library (tried %s)", tried);
-  } else if ((nv_status = resolve(lib, "libnvrtc", nv_syms, HCT_ARRAY_SIZE(nv_syms))) == 0) {
+  } else if ((nv_status = hct__vendor_resolve(lib, "libnvrtc", nv_syms,
+                                              HCT_ARRAY_SIZE(nv_syms))) == 0) {
     nvrtcResult r = nv.nvrtcVersion(&nv_major, &nv_minor);
     if (r != NVRTC_SUCCESS) nv_status = nv_fail(r, "nvrtcVersion");
     int n = 0;
@@ -515,34 +504,6 @@ static int cuda_target_options(const char *arch, hct_compile_opts_t *o) {
   return rc;
 }
 
-/* The first line of the log that reports an error (else its first line),
- * for a one-line message. */
-static void first_error_line(const char *log, char *buf, size_t len) {
-  const char *pick = NULL;
-  size_t pick_n = 0;
-  for (const char *line = log; *line;) {
-    const char *eol = strchr(line, '\n');
-    size_t n = eol ? (size_t)(eol - line) : strlen(line);
-    if (memmem(line, n, "error", 5) != NULL) {
-      pick = line;
-      pick_n = n;
-      break;
-    }
-    if (pick == NULL && n > 0) {
-      pick = line;
-      pick_n = n;
-    }
-    line += n + (eol ? 1 : 0);
-  }
-  if (pick == NULL) {
-    hct__strlcpy(buf, "compile failed with an empty log", len);
-    return;
-  }
-  if (pick_n >= len) pick_n = len - 1;
-  memcpy(buf, pick, pick_n);
-  buf[pick_n] = '\0';
-}
-
 /*
  * Compiles job->variant's template (`source`) with NVRTC; thread-safe.  The
  * headers are found through the -I options of hct__compile_options, never
@@ -579,7 +540,8 @@ static int cuda_compile(hct_compile_job_t *job, const char *source, const char *
     nv.nvrtcDestroyProgram(&prog);
     if (cr == NVRTC_ERROR_COMPILATION && job->log) {
       char line[400];
-      first_error_line(job->log, line, sizeof line);
+      if (!hct__log_error_line(job->log, line, sizeof line) && line[0] == '\0')
+        hct__strlcpy(line, "compile failed with an empty log", sizeof line);
       return hct__error(HCT_ECOMPILE, "%s", line);
     }
     return nv_fail(cr, "nvrtcCompileProgram");

@@ -9,7 +9,12 @@
  *   jit/backend.c   the backend table, device discovery across vendors,
  *                   and the hct__gpu_* dispatch
  *   jit/cuda.c      CUDA driver + NVRTC, both loaded with dlopen
- *   jit/hip.c       HIP + hiprtc, loaded with dlopen
+ *   jit/hip.c       the HIP backend's table and runtime; jit/hip_load.c
+ *                   (HIP + hiprtc, loaded with dlopen), hip_device.c,
+ *                   hip_rtc.c and hip_codeobj.c hold the rest (see
+ *                   jit/hip_internal.h)
+ *   jit/nvml.c      the SM clock of NVIDIA cards
+ *   jit/vendor_lib.c  dlopen and symbol tables, for every vendor library
  *   jit/cache.c     cache keys (XXH3-128 of everything that shapes a
  *                   binary) and the parallel compile of a set of jobs
  *
@@ -225,7 +230,7 @@ int hct__devices(hct_device_t *out, int max);
 /* Finds a card by index ("0") or UUID (or a unique prefix of it). */
 int hct__device_find(const char *spec, hct_device_t *out);
 
-/* ---- compiling (jit/cuda.c, jit/hip.c, jit/cache.c) --------------------- */
+/* ---- compiling (jit/cuda.c, jit/hip_rtc.c, jit/cache.c) ----------------- */
 
 typedef struct hct_compile_job_s {
   /* in */
@@ -317,6 +322,39 @@ int hct__arch_check(hct_backend_kind_t b, const char *arch, int *arch_num, int *
  * registers", "N bytes spill stores", "N bytes smem", "N bytes stack
  * frame") into job: the largest over the kernels. */
 void hct__log_resources(const char *log, hct_compile_job_t *job);
+/* The line of a compiler log to quote in a one-line error: the first that
+ * says "error" (returns 1), else the first non-empty one (returns 0; ""
+ * for an empty or NULL log), cut to len - 1 bytes. */
+int hct__log_error_line(const char *log, char *buf, size_t len);
+
+/*
+ * The resources of an AMDGPU code object (jit/hip_codeobj.c), the largest
+ * over its kernels: VGPRs, spilled registers in bytes (x 4), static LDS,
+ * scratch.  0, or HCT_EINVAL naming what is wrong with the bytes (they are
+ * read as untrusted); the four figures are -1 then.
+ */
+int hct__hip_code_resources(const void *image, size_t size, int *regs, int *spill_bytes,
+                            int *smem_static, int *stack_bytes);
+
+/* ---- vendor libraries (jit/vendor_lib.c) -------------------------------- */
+
+/* A row of a library's symbol table: where the pointer goes, the symbol,
+ * and whether its absence is an error (else the pointer stays NULL). */
+typedef struct hct_vendor_sym_s {
+  void **slot;
+  const char *name;
+  int required;
+} hct_vendor_sym_t;
+
+/* dlopens the first of names[] that loads (RTLD_NOW | RTLD_LOCAL); *which
+ * (may be NULL) gets its index.  Appends each name that failed to `tried`
+ * (", " between), and copies the last loader message into `why`; NULL when
+ * none loads. */
+void *hct__vendor_open(const char *const *names, size_t n, size_t *which, char *tried,
+                       size_t tried_len, char *why, size_t why_len);
+/* Resolves every row; a missing required symbol is HCT_ENOSYM, "'lib' has
+ * no symbol 'name'". */
+int hct__vendor_resolve(void *lib, const char *libname, const hct_vendor_sym_t *syms, size_t n);
 
 /* CUresult and nvrtcResult values mapped to HCT codes (jit/cuda.c); a table,
  * usable without the libraries. */

@@ -6,7 +6,6 @@
  * The toolkit ships no nvml.h, so the few types used are declared here, as
  * NVML documents them; they have not changed since NVML 1.0.
  */
-#include <dlfcn.h>
 #include <string.h>
 
 #include <uv.h>
@@ -30,23 +29,22 @@ enum { NVML_CLOCK_SM = 1 }; /* nvmlClockType_t */
 #define HCT_FIELD(ret, name, args, sym) ret (*name) args;
 static struct { HCT_NVML_SYMBOLS(HCT_FIELD) } nvml;
 #undef HCT_FIELD
+#define HCT_ROW(ret, name, args, sym) {(void **)&nvml.name, sym, 1},
+static const hct_vendor_sym_t nvml_syms[] = {HCT_NVML_SYMBOLS(HCT_ROW)};
+#undef HCT_ROW
 
 static uv_once_t once = UV_ONCE_INIT;
 static int status;
 static char message[512];
 
 static void load_once(void) {
-  void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == NULL) {
-    const char *why = dlerror();
-    status = hct__error(HCT_ENODRIVER, "nvml: cannot load libnvidia-ml.so.1 (%s)",
-                        why ? why : "unknown reason");
-  }
-#define HCT_RESOLVE(ret, name, args, sym)                                             \
-  if (status == 0 && (*(void **)&nvml.name = dlsym(lib, sym)) == NULL)                 \
-    status = hct__error(HCT_ENOSYM, "libnvidia-ml.so.1: symbol '%s' missing", sym);
-  HCT_NVML_SYMBOLS(HCT_RESOLVE)
-#undef HCT_RESOLVE
+  static const char *const names[] = {"libnvidia-ml.so.1"};
+  char tried[32] = "", why[256];
+  void *lib = hct__vendor_open(names, 1, NULL, tried, sizeof tried, why, sizeof why);
+  if (lib == NULL)
+    status = hct__error(HCT_ENODRIVER, "nvml: cannot load libnvidia-ml.so.1 (%s)", why);
+  else
+    status = hct__vendor_resolve(lib, "libnvidia-ml.so.1", nvml_syms, HCT_ARRAY_SIZE(nvml_syms));
   if (status == 0) {
     nvml_return_t r = nvml.nvmlInit_v2();
     if (r != 0)

@@ -1,5 +1,5 @@
 /*
- * test_hip.c: the HIP backend (jit/hip.c) on a machine without an AMD GPU:
+ * test_hip.c: the HIP backend (jit/hip*.c) on a machine without an AMD GPU:
  * target names, hiprtc compiles of a small template and of every
  * HIP-capable hc_read variant for gfx906, gfx908, gfx90a and gfx1030, a
  * target this hiprtc does not know (it aborts: hctune must not), compiles

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -329,6 +330,25 @@ static void test_log_resources(void **state) {
 
 /* ---- compiling ---------------------------------------------------------- */
 
+/* The line quoted in a one-line compile error, for NVRTC and hiprtc
+ * alike. */
+static void test_log_error_line(void **state) {
+  (void)state;
+  char buf[32];
+  assert_int_equal(hct__log_error_line("warning: x\nk.cu(3): error: bad\nmore error\n", buf,
+                                       sizeof buf), 1);
+  assert_string_equal(buf, "k.cu(3): error: bad");
+  assert_int_equal(hct__log_error_line("\n\nfirst words\nsecond\n", buf, sizeof buf), 0);
+  assert_string_equal(buf, "first words");
+  assert_int_equal(hct__log_error_line("", buf, sizeof buf), 0);
+  assert_string_equal(buf, "");
+  assert_int_equal(hct__log_error_line(NULL, buf, sizeof buf), 0);
+  assert_string_equal(buf, "");
+  /* Cut to the buffer. */
+  assert_int_equal(hct__log_error_line("an error on a line longer than the buffer is", buf, 9), 1);
+  assert_string_equal(buf, "an error");
+}
+
 static void test_compile_one(void **state) {
   (void)state;
   if (!need_nvrtc()) skip();
@@ -516,6 +536,48 @@ static void test_no_driver(void **state) {
   assert_int_equal(hct__device_find("0", &d), HCT_ENODRIVER);
 }
 
+/*
+ * NVRTC that cannot be loaded at all: nv_open used to keep dlerror()'s
+ * text across the later dlopen calls, which free it (a heap use after
+ * free under ASan, garbage in the message otherwise).  A user and mount
+ * namespace hides /usr/local (the toolkit) and the loader's cache, so
+ * every dlopen of `hctune compile --backend cuda` fails; the one line on
+ * stderr must end with the loader's own reason, intact.
+ */
+static void test_nvrtc_missing(void **state) {
+  (void)state;
+  const char *bin = getenv("HCT_BIN");
+  if (bin == NULL) {
+    print_message("skipped: HCT_BIN is not set (run through tests/run.sh)\n");
+    skip();
+  }
+  if (system("unshare -rm true 2>/dev/null") != 0) {
+    print_message("skipped: no user namespaces here (unshare -rm) to hide NVRTC in\n");
+    skip();
+  }
+  char cmd[1024], out[4096];
+  snprintf(cmd, sizeof cmd,
+           "unshare -rm sh -c 'mount -t tmpfs none /usr/local && "
+           "mount --bind /dev/null /etc/ld.so.cache && "
+           "CUDA_HOME=/nonexistent HCTUNE_DB=%s/nvrtc-missing.db exec %s/hctune compile "
+           "--backend cuda --arch sm_90 --op selftest' 2>&1",
+           root, bin);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = '\0';
+  int st = pclose(p);
+  print_message("status %d: %s", st, out);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 1);
+  /* One line: the attempts, then the last loader message, unmangled. */
+  assert_true(n > 0 && out[n - 1] == '\n');
+  assert_ptr_equal(strchr(out, '\n'), out + n - 1);
+  assert_non_null(strstr(out, "nvrtc: cannot load the library (tried libnvrtc.so.13"));
+  assert_non_null(strstr(out, "; libnvrtc.so: cannot open shared object file: No such file or "
+                              "directory)\n"));
+}
+
 static void test_model_key(void **state) {
   (void)state;
   hct_device_t d;
@@ -669,10 +731,12 @@ int main(void) {
       cmocka_unit_test(test_options),
       cmocka_unit_test(test_result_codes),
       cmocka_unit_test(test_log_resources),
+      cmocka_unit_test(test_log_error_line),
       cmocka_unit_test(test_compile_one),
       cmocka_unit_test(test_compile_error),
       cmocka_unit_test(test_compile_all_cached),
       cmocka_unit_test(test_no_driver),
+      cmocka_unit_test(test_nvrtc_missing),
       cmocka_unit_test(test_model_key),
       cmocka_unit_test(test_gpu_runtime),
   };

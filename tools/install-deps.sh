@@ -3,6 +3,8 @@
 # other user, prints the apt-get line and stops.
 set -e
 pkgs="build-essential libuv1-dev libsqlite3-dev libjansson-dev libxxhash-dev libcmocka-dev libamdhip64-dev"
+# chromium: tests/test_report.c opens the report in a headless browser.
+pkgs="$pkgs chromium"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

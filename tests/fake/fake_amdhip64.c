@@ -1,6 +1,6 @@
 /*
  * fake_amdhip64.c: a stand-in for the HIP runtime, so that the device
- * discovery of jit/hip.c can be tested without an AMD GPU.  tests/test_hip.c
+ * discovery of jit/hip_device.c can be tested without an AMD GPU.  tests/test_hip.c
  * compiles it at run time into a folder on LD_LIBRARY_PATH, twice:
  *   -DFAKE_ROCM=6  libamdhip64.so.6 with ROCm 6's hipGetDevicePropertiesR0600
  *                  and its struct layout (gcnArchName at byte 1160);
