@@ -803,6 +803,8 @@ static void test_usage(void **state) {
       {"db merge --device x o i", 2, "for export only"},
       {"db import --bogus f", 2, "unknown option '--bogus'"},
       {"db import /nonexistent/f.fleet", 1, "No such file"},
+      {"probe --fleet-db x.fleet", 2, "--fleet-db needs --verify-fleet"},
+      {"probe --verify-fleet --device 7", 1, "no gpu driver found"},
   };
   for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
     char *err = NULL;
