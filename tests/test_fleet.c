@@ -831,7 +831,7 @@ typedef struct fake_s {
   const char *fail;       /* a variant whose parity check fails */
   int check_runs, full_runs;
   char variants[256];
-  uint8_t tokens[65];
+  hct_tokens_t tokens;
 } fake_t;
 
 static int fake_find(void *arg, const char *spec, hct_device_t *dev) {
@@ -857,7 +857,7 @@ static int fake_probe(void *arg, const hct_probe_opts_t *o) {
   }
   f->check_runs++;
   hct__strlcpy(f->variants, o->only_variants ? o->only_variants : "", sizeof f->variants);
-  memcpy(f->tokens, o->tokens, sizeof f->tokens);
+  f->tokens = o->tokens;
   hct_db_t *db;
   assert_int_equal(hct__db_open(o->db_path, 0, &db), 0);
   hct_db_keys_t k;
@@ -871,8 +871,10 @@ static int fake_probe(void *arg, const hct_probe_opts_t *o) {
     snprintf(have, sizeof have, ",%s,", f->variants);
     if (strstr(have, pat) == NULL && strcmp(cands[c].variant, "v1") != 0) continue;
     int fails = f->fail && strcmp(f->fail, cands[c].variant) == 0;
-    for (int T = 1; T <= 64; T++)
-      if (o->tokens[T]) add_trial(db, &k, &cands[c], "parity", fails && T == 3 ? "parity" : "pass", T, 0);
+    for (int i = 0; i < o->tokens.n; i++) {
+      int T = o->tokens.t[i];
+      add_trial(db, &k, &cands[c], "parity", fails && T == 3 ? "parity" : "pass", T, 0);
+    }
   }
   hct__db_close(db);
   return 0;
@@ -922,13 +924,14 @@ static void verify_with(const char *name, fake_t *f, int use_file, int import_fi
 /* The fleet's winners checked here and adopted: no timing, no full probe. */
 static void test_verify_adopts(void **state) {
   (void)state;
-  fake_t f = {"NVIDIA H200", NULL, 0, 0, "", {0}};
+  fake_t f = {"NVIDIA H200", NULL, 0, 0, "", {0, {0}}};
   verify_with("verify1.db", &f, 0, 1);
   assert_int_equal(f.check_runs, 1);
   assert_int_equal(f.full_runs, 0);
   assert_non_null(strstr(f.variants, "relay"));
   assert_non_null(strstr(f.variants, "persist"));
-  assert_true(f.tokens[1] && f.tokens[4] && !f.tokens[5]);
+  assert_true(hct__tokens_index(&f.tokens, 1) >= 0 && hct__tokens_index(&f.tokens, 4) >= 0 &&
+              hct__tokens_index(&f.tokens, 5) < 0);
   char local[160];
   path_in(local, sizeof local, "verify1.db");
   hct_db_decision_t d;
@@ -941,7 +944,7 @@ static void test_verify_adopts(void **state) {
 /* A winner that fails here: nothing adopted, a full probe instead. */
 static void test_verify_falls_back(void **state) {
   (void)state;
-  fake_t f = {"NVIDIA H200", "persist", 0, 0, "", {0}};
+  fake_t f = {"NVIDIA H200", "persist", 0, 0, "", {0, {0}}};
   verify_with("verify2.db", &f, 1, 0);
   assert_int_equal(f.check_runs, 1);
   assert_int_equal(f.full_runs, 1);
@@ -949,7 +952,7 @@ static void test_verify_falls_back(void **state) {
   path_in(local, sizeof local, "verify2.db");
   assert_int_equal(count_own(local, "GPU-new-0", NULL), 0);
   /* A card model the fleet has not measured: a full probe at once. */
-  fake_t g = {"NVIDIA B200", NULL, 0, 0, "", {0}};
+  fake_t g = {"NVIDIA B200", NULL, 0, 0, "", {0, {0}}};
   verify_with("verify3.db", &g, 1, 0);
   assert_int_equal(g.check_runs, 0);
   assert_int_equal(g.full_runs, 1);
