@@ -13,6 +13,7 @@ static const char usage[] =
     "usage: hctune probe [--device N|UUID] [--op NAME] [--tokens LIST] [--db PATH] [--json]\n"
     "                    [--variants A,B,...] [--retry-quarantined] [--check-sets N]\n"
     "                    [--margin PCT] [--no-decide] [--stale] [--verify-all] [--quiet]\n"
+    "                    [--verify-fleet [--fleet-db PATH]]\n"
     "\n"
     "Compiles every variant of the op (default hc_read) for the card, checks each\n"
     "one's outputs against the baseline at every token count with and without the\n"
@@ -34,13 +35,20 @@ static const char usage[] =
     "                       (its software key is not what this host would compile now)\n"
     "  --verify-all         verify the timed launches' outputs of every candidate, not\n"
     "                       only the winners' (slower; the selftest uses it)\n"
-    "  --quiet              no progress on stderr\n";
+    "  --quiet              no progress on stderr\n"
+    "  --verify-fleet       adopt the fleet's winners for this card's model after\n"
+    "                       checking their parity here, without timing; a failure\n"
+    "                       falls back to a full probe of the op (docs/fleet.md)\n"
+    "  --fleet-db PATH      --verify-fleet: the fleet file to take them from (default:\n"
+    "                       the fleet decisions imported into the database)\n";
 
 int cmd_probe(int argc, char **argv) {
   hct_probe_opts_t o;
   memset(&o, 0, sizeof o);
   const char *tokens = NULL;
   double margin_pct = -1;
+  int verify_fleet = 0;
+  const char *fleet_db = NULL;
   const hct_option_t opts[] = {
       HCT_OPT_STRING("device", &o.device),
       HCT_OPT_STRING("op", &o.op),
@@ -55,6 +63,8 @@ int cmd_probe(int argc, char **argv) {
       HCT_OPT_FLAG("stale", &o.stale),
       HCT_OPT_FLAG("verify-all", &o.verify_all),
       HCT_OPT_FLAG("quiet", &o.quiet),
+      HCT_OPT_FLAG("verify-fleet", &verify_fleet),
+      HCT_OPT_STRING("fleet-db", &fleet_db),
       HCT_OPT_END,
   };
   int parsed = hct__cli_options(argc, argv, opts, usage, NULL);
@@ -62,7 +72,17 @@ int cmd_probe(int argc, char **argv) {
   if (tokens && hct__parse_token_list(tokens, &o.tokens) < 0)
     return hct__usage_error("probe", "--tokens '%s': %s", tokens, hct_last_error());
   if (margin_pct >= 0) o.min_margin = margin_pct / 100.0;
-  int rc = hct__probe(&o);
+  if (fleet_db && !verify_fleet) return hct__usage_error("probe", "--fleet-db needs --verify-fleet");
+  int rc;
+  if (verify_fleet) {
+    hct_fleet_verify_opts_t vo;
+    memset(&vo, 0, sizeof vo);
+    vo.probe = o;
+    vo.fleet_db = fleet_db;
+    rc = hct__fleet_verify(&vo);
+  } else {
+    rc = hct__probe(&o);
+  }
   if (rc != 0) {
     if (o.json) {
       /* The daemon reads stdout: give it the error as the last line too. */

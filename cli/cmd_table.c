@@ -28,6 +28,7 @@ static const hct_cmd_t commands[] = {
   {"bench", cmd_bench, 0, "time chosen variants side by side"},
   {"verify-decisions", cmd_verify_decisions, HCT_SETUP_KERNELS | HCT_SETUP_DB,
    "re-time recorded decisions and report their ratios"},
+  {"db", cmd_db, 0, "share results across a fleet: export, merge, import fleet files"},
   {"query", cmd_query, 0, "ask the daemon which variant to run (through libhctune)"},
   {"pin", cmd_pin, 0, "tell the daemon to answer a variant ahead of the decisions (admin)"},
   {"unpin", cmd_unpin, 0, "remove pins (admin)"},

@@ -169,6 +169,8 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
     const hct_db_device_t *dev = hct__index_device(d->ix, ch->device);
     if (dev != NULL) model = dev->model_key;
     else if (strchr(ch->device, '|') != NULL) model = ch->device;
+    for (int i = 0; model == NULL && i < d->n_host_cards; i++)
+      if (strcmp(d->host_cards[i].uuid, ch->device) == 0) model = d->host_cards[i].model;
   }
   if (model != NULL && ch->stale[0] == '\0') {
     const hct_db_decision_t *x = hct__index_fleet(d->ix, model, r->op, bitwise, r->tokens);
@@ -178,6 +180,21 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
      * compile now: stale, not unknown. */
     if (ch->dec != NULL && dec_stale(d, ch->dec, ch->device, ch->stale, sizeof ch->stale))
       ch->dec = NULL;
+    /* The fleet file (--fleet-db) answers only where the DB has nothing it
+     * may serve: local decisions win.  Its decisions pass the same
+     * software-key check. */
+    if (ch->dec == NULL && d->fleet_ix != NULL) {
+      x = hct__index_fleet(d->fleet_ix, model, r->op, bitwise, r->tokens);
+      y = kl ? hct__index_fleet(d->fleet_ix, model, r->op, kl_name, r->tokens) : NULL;
+      const hct_db_decision_t *f = faster(x, y);
+      char why[sizeof ch->stale];
+      if (f != NULL && !dec_stale(d, f, ch->device, why, sizeof why)) {
+        ch->dec = f;
+        ch->stale[0] = '\0';
+      } else if (f != NULL && ch->stale[0] == '\0') {
+        hct__strlcpy(ch->stale, why, sizeof ch->stale);
+      }
+    }
     if (ch->dec != NULL) {
       ch->fleet = 1;
       ch->model = model;

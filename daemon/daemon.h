@@ -212,6 +212,10 @@ typedef int (*hct_row_check_t)(void *ctx, const char *op, const char *variant,
  * NULL) refutes, or that are not valid UTF-8 text, are skipped with a
  * warning naming the row. */
 int hct__index_load(hct_db_t *db, hct_row_check_t check, void *ctx, hct_index_t **out);
+/* An index of the decisions `dec` alone (copied), no pins or devices: the
+ * fleet file's overlay (--fleet-db). */
+int hct__index_from_decisions(const hct_db_decision_t *dec, int n, hct_row_check_t check,
+                              void *ctx, hct_index_t **out);
 void hct__index_free(hct_index_t *ix);
 /* A snapshot of nothing (no DB yet). */
 int hct__index_empty(hct_index_t **out);
@@ -261,6 +265,8 @@ typedef struct hct_daemon_opts_s {
   int max_clients;           /* connections at once; <= 0: 1024 */
   int max_queued_mb;         /* reply bytes waiting for all clients; <= 0: 64 MiB */
   int idle_timeout_s;        /* close a connection silent this long; 0: 300, < 0: never */
+  const char *fleet_db;      /* NULL: none; a fleet file (docs/fleet.md) whose
+                                decisions answer under the DB's own */
 } hct_daemon_opts_t;
 
 /* Runs the daemon until SIGTERM, SIGINT or SIGQUIT; returns 0, or a
@@ -346,6 +352,16 @@ struct hct_daemon_s {
   uint64_t refuse_logged_ns;
   /* what is answered from: loop thread only */
   hct_index_t *ix;
+  /* --fleet-db: the fleet file's decisions, read as an untrusted file (on
+   * the lane, like the DB), and the cards of this host (UUID to model
+   * key) listed at start, so a card the DB has never seen still gets its
+   * model's fleet answer. */
+  char fleet_db[4096];
+  hct_index_t *fleet_ix;
+  struct {
+    char uuid[64], model[256];
+  } host_cards[16];
+  int n_host_cards;
   hct_opset_t *ops;
   int stale;                /* the DB could not be re-read: answers come from the last good one */
   int64_t data_version;

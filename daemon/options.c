@@ -32,6 +32,8 @@ static const char usage[] =
     "  --admin-group NAME   members may also probe, pin and unpin\n"
     "  --socket-group NAME  group of the socket (mode 0660), so its members may connect\n"
     "  --poll-ms N          how often to look for database changes (default 500)\n"
+    "  --fleet-db PATH      a fleet file (hctune db merge) whose decisions answer for\n"
+    "                       cards and models the database has none for (docs/fleet.md)\n"
     "  --max-clients N      connections at once; more are refused (default 1024)\n"
     "  --max-queued MB      replies waiting for all clients together; past it the\n"
     "                       slowest readers are dropped (default 64)\n"
@@ -50,6 +52,7 @@ int hct__daemon_main(int argc, char **argv) {
       HCT_OPT_STRING("admin-group", &o.admin_group),
       HCT_OPT_STRING("socket-group", &o.socket_group),
       HCT_OPT_INT("poll-ms", &o.poll_ms, 10, 3600000),
+      HCT_OPT_STRING("fleet-db", &o.fleet_db),
       HCT_OPT_INT("max-clients", &o.max_clients, 1, 1000000),
       HCT_OPT_INT("max-queued", &o.max_queued_mb, 1, 65536),
       HCT_OPT_INT("idle-timeout", &idle, 0, 86400 * 365),

@@ -243,6 +243,7 @@ static int start(hct_daemon_t *d, const hct_daemon_opts_t *o) {
 
   uv_loop_init(&d->loop);
   d->loop_open = 1;
+  if (o->fleet_db != NULL) hct__strlcpy(d->fleet_db, o->fleet_db, sizeof d->fleet_db);
   if ((rc = hct__snapshot_start(d)) < 0) return rc;
   uv_pipe_init(&d->loop, &d->server, 0);
   d->server.data = d;

@@ -19,6 +19,13 @@
  * in when a job is done, then calls the job's `done`.  Module's binary
  * reads take a connection of their own under a mutex (hct__snapshot_binary),
  * so a long write does not delay them.
+ *
+ * The fleet overlay (--fleet-db): a fleet file read as any file from
+ * elsewhere is (db/untrusted.c, its decisions only), its rows checked
+ * against the manifests like the DB's, into a second index.  Read at start
+ * (a bad file stops the daemon), and by the lane's jobs again whenever the
+ * file changes (a new merge renamed over it); a bad replacement is logged
+ * and the overlay read before stays.
  */
 #include <errno.h>
 #include <limits.h>
@@ -27,6 +34,7 @@
 #include <sys/stat.h>
 
 #include "daemon.h"
+#include "fleet.h"
 
 struct hct_lane_s {
   uv_work_t work;
@@ -47,6 +55,9 @@ struct hct_lane_s {
   hct_opset_t *ops_new;
   int stale;
   char why[1024];
+  /* The fleet overlay: the running job's, then lane_apply's. */
+  hct_index_t *fleet_new, *fleet_old;
+  int64_t fleet_mtime_ns, fleet_size;
   /* Module's binary reads. */
   uv_mutex_t bin_mu;
   hct_db_t *bin_db;
@@ -126,6 +137,69 @@ static int row_check(void *ctx, const char *op_name, const char *variant, const 
   if (v == NULL) return hct__error(HCT_ENOENT, "op '%s' has no variant '%s'", op_name, variant);
   hct_point_t pt;
   return hct__point_parse(v, params, &pt);
+}
+
+/* ---- the fleet overlay ---------------------------------------------------- */
+
+/* Reads the fleet file into a new index checked against `ops`; *st gets
+ * the file's state.  Any thread. */
+static int fleet_load(const char *path, hct_opset_t *ops, hct_index_t **out, struct stat *st) {
+  if (stat(path, st) != 0)
+    return hct__error(HCT_ENOENT, "fleet file '%s': %s", path, strerror(errno));
+  hct_fleet_t f;
+  int rc = hct__fleet_read_some(path, HCT_FLEET_DECISIONS, &f);
+  hct_db_decision_t *dec = NULL;
+  if (rc == 0) {
+    dec = calloc((size_t)f.n_decisions + 1, sizeof *dec);
+    if (dec == NULL) rc = hct__error(HCT_ENOMEM, "fleet file '%s': out of memory", path);
+    for (int i = 0; dec != NULL && i < f.n_decisions; i++)
+      hct__fleet_decision_to_db(&f.decisions[i], &dec[i]);
+  }
+  if (rc == 0) rc = hct__index_from_decisions(dec, f.n_decisions, row_check, ops, out);
+  free(dec);
+  hct__fleet_free(&f);
+  return rc;
+}
+
+static int64_t mtime_ns(const struct stat *st) {
+  return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+/* The running job's look at the fleet file: read again when it changed
+ * (or `reopen`, SIGHUP).  Thread pool. */
+static void fleet_refresh(hct_lane_t *L, int reopen) {
+  hct_daemon_t *d = L->d;
+  struct stat st;
+  if (d->fleet_db[0] == '\0' || stat(d->fleet_db, &st) != 0) return;
+  if (!reopen && mtime_ns(&st) == L->fleet_mtime_ns && (int64_t)st.st_size == L->fleet_size)
+    return;
+  L->fleet_mtime_ns = mtime_ns(&st);
+  L->fleet_size = (int64_t)st.st_size;
+  hct_index_t *ix = NULL;
+  if (fleet_load(d->fleet_db, L->ops_used, &ix, &st) < 0) {
+    /* Said once per change of the file. */
+    hct__log(HCT_LOG_ERROR, "%s (keeping the fleet decisions read before)", hct_last_error());
+    return;
+  }
+  hct__index_free(L->fleet_new);
+  L->fleet_new = ix;
+}
+
+/* The host's cards, listed once: the one use of the GPU driver in the
+ * daemon, at start and only with --fleet-db. */
+static void list_host_cards(hct_daemon_t *d) {
+  hct_device_t cards[16];
+  int nc = hct__devices(cards, 16);
+  if (nc < 0) {
+    hct__log(HCT_LOG_INFO, "no cards found on this host (%s): fleet answers need the model in "
+             "the request", hct_last_error());
+    hct__error_clear();
+  }
+  for (int i = 0; i < nc && i < 16; i++) {
+    hct__strlcpy(d->host_cards[i].uuid, cards[i].uuid, sizeof d->host_cards[i].uuid);
+    hct__device_model_key(&cards[i], d->host_cards[i].model, sizeof d->host_cards[i].model);
+    d->n_host_cards++;
+  }
 }
 
 /* ---- the DB file ---------------------------------------------------------- */
@@ -215,6 +289,8 @@ static void lane_work(uv_work_t *w) {
   hct__error_clear();
   hct__index_free(L->ix_old);
   L->ix_old = NULL;
+  hct__index_free(L->fleet_old);
+  L->fleet_old = NULL;
   j->rc = 0;
   j->err[0] = '\0';
   L->ix_new = NULL;
@@ -242,6 +318,7 @@ static void lane_work(uv_work_t *w) {
     }
   }
   refresh(L, j->reopen, j->reopen || j->write != NULL);
+  fleet_refresh(L, j->reopen);
 }
 
 static void lane_next(hct_lane_t *L);
@@ -267,6 +344,15 @@ static void lane_apply(hct_lane_t *L, int first) {
     hct__index_decisions(d->ix, &n);
     hct__index_pins(d->ix, &np);
     if (!first) hct__log(HCT_LOG_INFO, "database changed: %d decisions and %d pins loaded", n, np);
+  }
+  if (L->fleet_new != NULL) {
+    hct__index_free(L->fleet_old);
+    L->fleet_old = d->fleet_ix;
+    d->fleet_ix = L->fleet_new;
+    L->fleet_new = NULL;
+    int n;
+    hct__index_decisions(d->fleet_ix, &n);
+    hct__log(HCT_LOG_INFO, "fleet file '%s': %d decisions", d->fleet_db, n);
   }
   /* Said once when it starts failing, once when it works again. */
   if (L->stale && !d->stale)
@@ -393,6 +479,14 @@ int hct__snapshot_start(hct_daemon_t *d) {
   } else if ((rc = hct__index_empty(&L->ix_new)) < 0) {
     return rc;
   }
+  if (d->fleet_db[0] != '\0') {
+    /* A fleet file that cannot be read is a start-up error, said once. */
+    struct stat fst;
+    if ((rc = fleet_load(d->fleet_db, d->ops, &L->fleet_new, &fst)) < 0) return rc;
+    L->fleet_mtime_ns = mtime_ns(&fst);
+    L->fleet_size = (int64_t)fst.st_size;
+    list_host_cards(d);
+  }
   lane_apply(L, 1);
   return 0;
 }
@@ -434,6 +528,8 @@ void hct__snapshot_free(hct_daemon_t *d) {
     hct__db_close(L->bin_db);
     hct__index_free(L->ix_new);
     hct__index_free(L->ix_old);
+    hct__index_free(L->fleet_new);
+    hct__index_free(L->fleet_old);
     hct__opset_unref(L->ops_new);
     hct__opset_unref(L->ops_used);
     uv_mutex_destroy(&L->bin_mu);
@@ -444,4 +540,6 @@ void hct__snapshot_free(hct_daemon_t *d) {
   d->ops = NULL;
   hct__index_free(d->ix);
   d->ix = NULL;
+  hct__index_free(d->fleet_ix);
+  d->fleet_ix = NULL;
 }
