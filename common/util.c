@@ -24,6 +24,19 @@ void hct__strlcpy(char *dst, const char *src, size_t len) {
 
 char *hct__strdup(const char *s) { return s ? strdup(s) : NULL; }
 
+int hct__grow(void *arrp, int *cap, int n, size_t elem, int first) {
+  if (n < *cap) return 0;
+  int ncap = *cap ? 2 * *cap : first;
+  /* The caller's pointer has its own type (hct_timed_row_t *, char *...):
+   * read and written by memcpy, which may alias anything. */
+  void *old, *na;
+  memcpy(&old, arrp, sizeof old);
+  if ((na = realloc(old, (size_t)ncap * elem)) == NULL) return HCT_ENOMEM;
+  memcpy(arrp, &na, sizeof na);
+  *cap = ncap;
+  return 0;
+}
+
 char *hct__asprintf(const char *fmt, ...) {
   va_list ap;
   char *out = NULL;
@@ -171,7 +184,10 @@ int64_t hct__unix_time(void) { return (int64_t)time(NULL); }
 void hct__iso_time(int64_t t, char *buf, size_t len) {
   time_t tt = (time_t)t;
   struct tm tm;
-  gmtime_r(&tt, &tm);
+  /* gmtime_r fails for years it cannot hold (t near 7e16): leave an empty
+   * text rather than format an uninitialised struct. */
+  if (len > 0) buf[0] = '\0';
+  if (gmtime_r(&tt, &tm) == NULL) return;
   strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 

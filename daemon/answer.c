@@ -1,10 +1,13 @@
 /*
  * answer.c: the answer policy, the one place that decides what an engine
  * is told to run: a live pin, else the card's own decision, else one of a
- * card of the same model (the fleet), else the op's baseline.  The verbs
- * choose and module both resolve through it.  Loop thread only; it reads
+ * card of the same model (the fleet), else the op's baseline.  A decision
+ * is served only while its software key is what this host would compile
+ * now (jit/softkey.c); a stale one is answered with the baseline, "stale":
+ * true and the reason.  The verbs choose and module both resolve through it.  Loop thread only; it reads
  * the snapshot (daemon/index.c) and the manifests, never SQLite, except
- * module's read of the recorded binary.
+ * module's read of the recorded binary (or its compile from the cache, for
+ * a pin or the baseline), which runs on the thread pool.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +15,7 @@
 
 #include <xxhash.h>
 
+#include "client_kernel.h"
 #include "daemon.h"
 
 typedef struct choice_s {
@@ -24,30 +28,99 @@ typedef struct choice_s {
   const char *base;              /* default: the baseline's name */
   char base_params[256];
   const char *model;             /* fleet: the model key matched */
+  char stale[256];               /* why the decision found is not served */
 } choice_t;
 
-/* The first parameter point of v whose constraints hold at T.  Constraints
- * that need the card's figures (SMEM_OPTIN ...) cannot be told here and
- * count as holding. */
+/* ---- software keys ------------------------------------------------------- */
+
+/*
+ * Whether decision `dec`, answered for card `device`, is stale here: its
+ * software key is not the one this host would compile now (the card's
+ * backend and arch from its fingerprint, else from the model key; its
+ * driver from this host's cards, asked once).  A decision recorded before
+ * software keys (schema 1, no key) is served as it was then; `hctune probe
+ * --stale` replaces it.  The answer is kept per snapshot: the template
+ * files are read once per reload (KNOWN-GAP: a template edited under a
+ * running daemon counts from the next reload).
+ */
+static struct {
+  const hct_index_t *ix;
+  int n;
+  struct {
+    uint64_t key;
+    int stale;
+    char why[256];
+  } e[512];
+  int live_n;                    /* this host's cards; -1 until asked */
+  hct_device_t live[16];
+} keys_seen = {NULL, 0, {{0, 0, ""}}, -1, {{0}}};
+
+void hct__answer_prepare(hct_daemon_t *d) {
+  (void)d;
+  if (keys_seen.live_n >= 0) return;
+  /* Asked before the first request, not during it: starting a driver
+   * (cuInit) and loading the compiler take longer than a client waits. */
+  keys_seen.live_n = hct__devices(keys_seen.live, (int)HCT_ARRAY_SIZE(keys_seen.live));
+  if (keys_seen.live_n < 0) keys_seen.live_n = 0; /* no driver here: drivers not compared */
+  char ver[64];
+  for (int k = 0; k < HCT_BACKEND_COUNT; k++) hct__compiler_version((hct_backend_kind_t)k, ver, sizeof ver);
+  hct__error_clear();
+}
+
+static int dec_stale(hct_daemon_t *d, const hct_db_decision_t *dec, const char *device, char *why,
+                     size_t len) {
+  if (dec->software_json[0] == '\0') return 0;
+  if (keys_seen.ix != d->ix) {
+    keys_seen.ix = d->ix;
+    keys_seen.n = 0;
+  }
+  char id[600];
+  int n = snprintf(id, sizeof id, "%s\x1f%s\x1f%s\x1f%s\x1f%d\x1f%s", device ? device : "",
+                   dec->keys.uuid, dec->op, dec->parity, dec->tmin, dec->software_key);
+  uint64_t key = XXH3_64bits(id, n > 0 && (size_t)n < sizeof id ? (size_t)n : sizeof id - 1);
+  for (int i = 0; i < keys_seen.n; i++)
+    if (keys_seen.e[i].key == key) {
+      hct__strlcpy(why, keys_seen.e[i].why, len);
+      return keys_seen.e[i].stale;
+    }
+  hct__answer_prepare(d);
+  const char *card = device != NULL ? device : dec->keys.uuid;
+  const hct_db_device_t *row = hct__index_device(d->ix, card);
+  if (row == NULL) row = hct__index_device(d->ix, dec->keys.uuid);
+  hct_backend_kind_t backend = HCT_BACKEND_CUDA;
+  char arch[64] = "";
+  if (row == NULL || hct__softkey_card(row->fingerprint_json, &backend, arch, sizeof arch) != 0) {
+    /* "vendor|name|arch|SMs|GiB" */
+    const char *m = dec->keys.model_key, *a = strchr(m, '|');
+    a = a ? strchr(a + 1, '|') : NULL;
+    if (a != NULL) snprintf(arch, sizeof arch, "%.*s", (int)strcspn(a + 1, "|"), a + 1);
+    backend = strncmp(m, "amd|", 4) == 0 ? HCT_BACKEND_HIP : HCT_BACKEND_CUDA;
+  }
+  const char *driver = NULL;
+  for (int i = 0; i < keys_seen.live_n; i++)
+    if (strcmp(keys_seen.live[i].uuid, card) == 0) driver = keys_seen.live[i].driver_version;
+  const hct_op_t *op = hct__op_get(d, dec->op);
+  int stale = hct__softkey_check(op, dec->variant, dec->params, backend, arch, driver,
+                                 dec->software_json, why, len) != 0;
+  hct__error_clear();
+  if (keys_seen.n < (int)HCT_ARRAY_SIZE(keys_seen.e)) {
+    keys_seen.e[keys_seen.n].key = key;
+    keys_seen.e[keys_seen.n].stale = stale;
+    hct__strlcpy(keys_seen.e[keys_seen.n].why, stale ? why : "", sizeof keys_seen.e[0].why);
+    keys_seen.n++;
+  }
+  return stale;
+}
+
+/* The first parameter point of v whose constraints hold at T
+ * (hct__point_default, the rule the library's own fallback uses too: the
+ * one constraint rule, partial, so a constraint that needs the card's
+ * figures, SMEM_OPTIN ..., is left undecided here). */
 static void default_params(const hct_op_t *op, const hct_variant_t *v, int tokens, char *buf,
                            size_t len) {
-  hct_point_t pts[64];
-  int n = hct__param_points(v, pts, (int)HCT_ARRAY_SIZE(pts));
+  hct_point_t pt;
   hct__strlcpy(buf, "{}", len);
-  for (int i = 0; i < n; i++) {
-    hct_symtab_t syms;
-    hct__point_symtab(op, v, &pts[i], &syms);
-    hct__symtab_set(&syms, "T", tokens);
-    int ok = 1;
-    for (int k = 0; k < v->n_constraints && ok; k++) {
-      int64_t val;
-      if (hct__expr_eval(v->constraints[k], &syms, &val) == 0 && val == 0) ok = 0;
-    }
-    if (ok) {
-      hct__point_json(v, &pts[i], buf, len);
-      break;
-    }
-  }
+  if (hct__point_default(op, v, NULL, tokens, &pt) == 0) hct__point_json(v, &pt, buf, len);
   hct__error_clear();
 }
 
@@ -64,7 +137,10 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
   /* Decisions of a self-test op may sit in the database (a probe of it
    * records them like any other): they are never served. */
   const hct_op_t *raw = hct__op_find(d, r->op);
-  if (raw != NULL && raw->selftest) return hct__op_get(d, r->op) == NULL ? HCT_ENOENT : 0;
+  if (raw != NULL && raw->selftest) {
+    hct__op_get(d, r->op); /* its message */
+    return HCT_ENOENT;
+  }
   hct__error_clear();
   memset(ch, 0, sizeof *ch);
   const char *bitwise = hct__parity_name(HCT_PARITY_BITWISE), *kl_name = hct__parity_name(HCT_PARITY_KL);
@@ -80,7 +156,9 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
     const hct_db_decision_t *y =
         kl ? hct__index_decision(d->ix, ch->device, r->op, kl_name, r->tokens, &b2, &l2) : NULL;
     ch->dec = faster(x, y);
-    if (ch->dec != NULL) {
+    if (ch->dec != NULL && dec_stale(d, ch->dec, ch->device, ch->stale, sizeof ch->stale)) {
+      ch->dec = NULL; /* the baseline, saying why */
+    } else if (ch->dec != NULL) {
       ch->body = ch->dec == x ? b1 : b2;
       ch->body_len = ch->dec == x ? l1 : l2;
       return 0;
@@ -94,16 +172,28 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
     for (int i = 0; model == NULL && i < d->n_host_cards; i++)
       if (strcmp(d->host_cards[i].uuid, ch->device) == 0) model = d->host_cards[i].model;
   }
-  if (model != NULL) {
+  if (model != NULL && ch->stale[0] == '\0') {
     const hct_db_decision_t *x = hct__index_fleet(d->ix, model, r->op, bitwise, r->tokens);
     const hct_db_decision_t *y = kl ? hct__index_fleet(d->ix, model, r->op, kl_name, r->tokens) : NULL;
     ch->dec = faster(x, y);
-    /* The fleet file answers only where the DB has nothing: local
-     * decisions win. */
+    /* A model seen before, under a software key this host would not
+     * compile now: stale, not unknown. */
+    if (ch->dec != NULL && dec_stale(d, ch->dec, ch->device, ch->stale, sizeof ch->stale))
+      ch->dec = NULL;
+    /* The fleet file (--fleet-db) answers only where the DB has nothing it
+     * may serve: local decisions win.  Its decisions pass the same
+     * software-key check. */
     if (ch->dec == NULL && d->fleet_ix != NULL) {
       x = hct__index_fleet(d->fleet_ix, model, r->op, bitwise, r->tokens);
       y = kl ? hct__index_fleet(d->fleet_ix, model, r->op, kl_name, r->tokens) : NULL;
-      ch->dec = faster(x, y);
+      const hct_db_decision_t *f = faster(x, y);
+      char why[sizeof ch->stale];
+      if (f != NULL && !dec_stale(d, f, ch->device, why, sizeof why)) {
+        ch->dec = f;
+        ch->stale[0] = '\0';
+      } else if (f != NULL && ch->stale[0] == '\0') {
+        hct__strlcpy(ch->stale, why, sizeof ch->stale);
+      }
     }
     if (ch->dec != NULL) {
       ch->fleet = 1;
@@ -134,6 +224,12 @@ static const char *variant_class(hct_daemon_t *d, const char *op_name, const cha
   return v != NULL ? hct__parity_name(v->parity) : "";
 }
 
+/* The model key of a card the DB knows, else null. */
+static json_t *model_of(hct_daemon_t *d, const char *device) {
+  const hct_db_device_t *dev = device != NULL ? hct__index_device(d->ix, device) : NULL;
+  return dev != NULL ? json_string(dev->model_key) : json_null();
+}
+
 /* The reply object of a choice that is not a cached card decision. */
 static json_t *choice_json(hct_daemon_t *d, const hct_req_t *r, const choice_t *ch) {
   if (ch->dec != NULL)
@@ -143,19 +239,24 @@ static json_t *choice_json(hct_daemon_t *d, const hct_req_t *r, const choice_t *
     char at[40] = "", until[40] = "";
     hct__iso_time(p->created_at, at, sizeof at);
     if (p->until != 0) hct__iso_time(p->until, until, sizeof until);
-    return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:[i,i], s:{s:s, s:o}}", "ok", 1,
+    return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:o, s:[i,i], s:{s:s, s:o}}", "ok", 1,
                      "variant", p->variant, "params", hct__params_json(p->params), "class",
                      variant_class(d, r->op, p->variant), "source",
                      hct_source_name(HCT_SOURCE_PIN), "template_hash", "", "device", p->uuid,
-                     "tokens", p->tmin, p->tmax, "evidence", "pinned_at", at, "until",
-                     p->until != 0 ? json_string(until) : json_null());
+                     "model", model_of(d, ch->device), "tokens", p->tmin, p->tmax, "evidence",
+                     "pinned_at", at, "until", p->until != 0 ? json_string(until) : json_null());
   }
-  return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:o, s:[i,i], s:{}}", "ok", 1, "variant",
-                   ch->base, "params", hct__params_json(ch->base_params), "class",
-                   hct__parity_name(HCT_PARITY_BASELINE), "source",
-                   hct_source_name(HCT_SOURCE_DEFAULT), "template_hash", "", "device",
-                   ch->device != NULL ? json_string(ch->device) : json_null(), "tokens",
-                   r->tokens, r->tokens, "evidence");
+  json_t *o = json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:o, s:o, s:[i,i], s:{}}", "ok", 1,
+                        "variant", ch->base, "params", hct__params_json(ch->base_params), "class",
+                        hct__parity_name(HCT_PARITY_BASELINE), "source",
+                        hct_source_name(HCT_SOURCE_DEFAULT), "template_hash", "", "device",
+                        ch->device != NULL ? json_string(ch->device) : json_null(), "model",
+                        model_of(d, ch->device), "tokens", r->tokens, r->tokens, "evidence");
+  if (o != NULL && ch->stale[0] != '\0') {
+    json_object_set_new(o, "stale", json_true());
+    json_object_set_new(o, "stale_reason", json_string(ch->stale));
+  }
+  return o;
 }
 
 /* (op, card) as one 64-bit key for the per-connection log memory: a
@@ -194,8 +295,12 @@ static void log_first_answer(hct_conn_t *c, const hct_req_t *r, const choice_t *
     hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d-%d, pinned", r->op, dev, ch->pin->variant,
              ch->pin->tmin, ch->pin->tmax);
   } else {
-    hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, the baseline (no decision)", r->op, dev,
-             ch->base, r->tokens);
+    if (ch->stale[0] != '\0')
+      hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, the baseline (the decision is stale: %s)",
+               r->op, dev, ch->base, r->tokens, ch->stale);
+    else
+      hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, the baseline (no decision)", r->op, dev,
+               ch->base, r->tokens);
   }
 }
 
@@ -204,8 +309,13 @@ int hct__req_choose(hct_conn_t *c, hct_req_t *r) {
   int rc = resolve(c->d, r, &ch);
   if (rc < 0) return rc;
   log_first_answer(c, r, &ch);
-  if (ch.body != NULL && !ch.fleet) hct__reply_body(c, r->id, ch.body, ch.body_len);
-  else hct__reply_json(c, r->id, choice_json(c->d, r, &ch));
+  if (ch.body != NULL && !ch.fleet) {
+    hct__reply_answer(c, r->id, ch.body, ch.body_len);
+    return 0;
+  }
+  json_t *obj = choice_json(c->d, r, &ch);
+  if (obj != NULL && c->d->stale) json_object_set_new(obj, "stale", json_true());
+  hct__reply_json(c, r->id, obj);
   return 0;
 }
 
@@ -220,18 +330,66 @@ static json_t *expr_value(const char *e, const hct_symtab_t *syms) {
   return json_integer(val);
 }
 
-/* Entry points and launch geometry of v at the decision's point: values
- * where they follow from T and the parameters, null where they need the
- * card's figures; the expressions are always there.  NULL with the error
- * set when the params are not a point of v (the snapshot skips such rows,
- * so this is a manifest changed under a running daemon). */
-static json_t *launches_json(const hct_op_t *op, const hct_variant_t *v, const char *params,
-                             int tokens) {
-  hct_point_t pt;
+/* The card's figures the launch expressions name (SM_COUNT, SMEM_OPTIN,
+ * ARCH, WARP, HIP), from the fingerprint its probe recorded; 0 when the
+ * card was never probed here. */
+static int card_symbols(const hct_db_device_t *dev, hct_symtab_t *syms) {
+  if (dev == NULL || dev->fingerprint_json == NULL) return 0;
+  json_t *f = json_loads(dev->fingerprint_json, 0, NULL);
+  if (f == NULL) return 0;
+  int arch = 0, hip = strncmp(dev->arch, "sm_", 3) != 0;
+  if (!hip) arch = atoi(dev->arch + 3);
+  hct__card_symbols(syms, arch, (int)json_integer_value(json_object_get(f, "sm_count")),
+                    json_integer_value(json_object_get(f, "smem_optin")),
+                    (int)json_integer_value(json_object_get(f, "warp_size")), hip);
+  json_decref(f);
+  return 1;
+}
+
+static const char *const zero_names[] = {[HCT_ZERO_NEVER] = "never",
+                                         [HCT_ZERO_EACH_RUN] = "each_run",
+                                         [HCT_ZERO_ONCE] = "once"};
+static const char *const role_names[] = {[HCT_BUF_INPUT] = "input",   [HCT_BUF_WEIGHT] = "weight",
+                                         [HCT_BUF_OUTPUT] = "output", [HCT_BUF_INOUT] = "inout",
+                                         [HCT_BUF_OPTIONAL] = "optional"};
+static const char *const dtype_names[] = {[HCT_DT_F32] = "f32", [HCT_DT_BF16] = "bf16",
+                                          [HCT_DT_F16] = "f16", [HCT_DT_U32] = "u32",
+                                          [HCT_DT_I32] = "i32"};
+
+/*
+ * The launch plan of v at pt for T (docs/protocol.md, verb module): the
+ * symbols the expressions use (the op's constants, the point and, when the
+ * card was probed here, its figures), the op's buffers, v's scratch with
+ * its zeroing, and each launch's entry, grid, block, dynamic shared
+ * memory, PDL flag and arguments, as expressions and evaluated (null where
+ * a value needs figures of a card not known here).  A client evaluates the
+ * expressions itself for each T it serves.
+ */
+static json_t *plan_json(const hct_op_t *op, const hct_variant_t *v, const hct_point_t *pt,
+                         const hct_db_device_t *dev, int tokens) {
   hct_symtab_t syms;
-  if (hct__point_parse(v, params, &pt) < 0) return NULL;
-  hct__point_symtab(op, v, &pt, &syms);
+  hct__point_symtab(op, v, pt, &syms);
+  json_t *sj = json_object();
+  for (int i = 0; i < syms.n; i++)
+    json_object_set_new(sj, syms.syms[i].name, json_integer(syms.syms[i].value));
+  card_symbols(dev, &syms);
   hct__symtab_set(&syms, "T", tokens);
+  json_t *bufs = json_array();
+  for (int i = 0; i < op->n_buffers; i++) {
+    const hct_buffer_t *b = &op->buffers[i];
+    json_array_append_new(bufs, json_pack("{s:s, s:s, s:s, s:s, s:o}", "name", b->name, "dtype",
+                                          dtype_names[b->dtype], "role", role_names[b->role],
+                                          "elems", b->elems, "elems_value",
+                                          expr_value(b->elems, &syms)));
+  }
+  json_t *scratch = json_array();
+  for (int i = 0; i < v->n_scratch; i++) {
+    const hct_scratch_t *x = &v->scratch[i];
+    json_array_append_new(scratch, json_pack("{s:s, s:s, s:o, s:s}", "name", x->name,
+                                             "bytes_expr", x->bytes, "bytes",
+                                             expr_value(x->bytes, &syms), "zero",
+                                             zero_names[x->zero]));
+  }
   json_t *arr = json_array();
   for (int i = 0; i < v->n_launches; i++) {
     const hct_launch_t *l = &v->launches[i];
@@ -242,63 +400,211 @@ static json_t *launches_json(const hct_op_t *op, const hct_variant_t *v, const c
       json_array_append_new(ge, json_string(l->grid[k]));
       json_array_append_new(be, json_string(l->block[k]));
     }
-    json_t *args = json_array();
-    for (int k = 0; k < l->n_args; k++) json_array_append_new(args, json_string(l->args[k].text));
-    json_array_append_new(arr, json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:s, s:o}", "entry",
-                                         l->entry, "grid", g, "block", b, "smem",
+    json_t *args = json_array(), *values = json_array();
+    for (int k = 0; k < l->n_args; k++) {
+      json_array_append_new(args, json_string(l->args[k].text));
+      json_array_append_new(values, l->args[k].is_pointer ? json_string(l->args[k].text + 1)
+                                                          : expr_value(l->args[k].text, &syms));
+    }
+    const char *pdl = l->pdl[0] ? l->pdl : "0";
+    json_array_append_new(arr, json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:s, s:o, s:s, s:o, s:o}",
+                                         "entry", l->entry, "grid", g, "block", b, "smem",
                                          expr_value(l->smem, &syms), "grid_expr", ge,
-                                         "block_expr", be, "smem_expr", l->smem, "args", args));
+                                         "block_expr", be, "smem_expr", l->smem, "pdl",
+                                         expr_value(pdl, &syms), "pdl_expr", pdl, "args", args,
+                                         "arg_values", values));
   }
-  return arr;
+  return json_pack("{s:o, s:o, s:o, s:o}", "symbols", sj, "buffers", bufs, "scratch", scratch,
+                   "launches", arr);
 }
 
+/* A module reply in the making: the binary is read (or, for a pin or the
+ * baseline, taken from the compile cache and compiled when absent),
+ * encoded and the reply rendered on the thread pool (an image is up to
+ * megabytes of base64), then written by the loop thread. */
+typedef struct module_job_s {
+  uv_work_t work;
+  hct_daemon_t *d;
+  uint64_t conn_serial;
+  char id[HCT_ID_TEXT];
+  char what[256];        /* "module of 'hc_read' for T=3 on '...': probe v2" */
+  char binary_key[40];   /* the decision's recorded binary, or "" */
+  /* Without one: what to compile, copied (a reload may free the manifests
+   * meanwhile). */
+  hct_op_t *op;
+  hct_variant_t variant;
+  hct_point_t point;
+  char arch[64];
+  json_t *head;          /* the reply without its image */
+  int rc;
+  char err[1024];
+  char *reply;           /* the rendered body */
+  size_t reply_len;
+} module_job_t;
+
+/* The compile cache's binary of the job's variant for its arch (the key
+ * hashed here, looked up in the DB's cache), compiled on this pool thread
+ * when absent.  The daemon's database handle is read-only, so a new binary
+ * is not stored: a probe of the card puts every candidate's, the
+ * baseline's included. */
+static int cached_binary(module_job_t *m, void **image, size_t *size, int *is_ptx, char *key,
+                         size_t key_len) {
+  hct_compile_job_t job;
+  memset(&job, 0, sizeof job);
+  job.backend = strncmp(m->arch, "sm_", 3) == 0 ? HCT_BACKEND_CUDA : HCT_BACKEND_HIP;
+  hct__strlcpy(job.arch, m->arch, sizeof job.arch);
+  job.op = m->op;
+  job.variant = &m->variant;
+  job.point = m->point;
+  int rc = hct__compile_key(&job);
+  if (rc == 0) {
+    hct__strlcpy(key, job.key, key_len);
+    rc = hct__snapshot_binary(m->d, job.key, image, size, is_ptx);
+    if (rc == 0) return 0;
+    if (rc != HCT_ENOENT) return rc;
+    rc = hct__compile_one(&job);
+  }
+  if (rc == 0) {
+    *image = job.image, *size = job.image_size, *is_ptx = job.is_ptx;
+    job.image = NULL;
+  }
+  hct__compile_job_clear(&job);
+  return rc;
+}
+
+static void module_work(uv_work_t *w) {
+  module_job_t *m = w->data;
+  void *image = NULL;
+  size_t size = 0;
+  int is_ptx = 0;
+  char key[40];
+  hct__error_clear();
+  hct__strlcpy(key, m->binary_key, sizeof key);
+  int rc = key[0] != '\0' ? hct__snapshot_binary(m->d, key, &image, &size, &is_ptx)
+           : m->arch[0] != '\0'
+               ? cached_binary(m, &image, &size, &is_ptx, key, sizeof key)
+               : hct__error(HCT_ENOENT, "no arch known for the card (probe it first); an "
+                                        "engine's library compiles it itself");
+  size_t b64len = 0;
+  char *b64 = NULL;
+  if (rc == 0 && (b64 = hct__base64_encode(image, size, &b64len)) == NULL)
+    rc = hct__error(HCT_ENOMEM, "out of memory");
+  free(image);
+  char *head = NULL;
+  if (rc == 0) {
+    json_object_set_new(m->head, "binary_key", json_string(key));
+    json_object_set_new(m->head, "format", json_string(is_ptx ? "ptx" : "binary"));
+    json_object_set_new(m->head, "size", json_integer((json_int_t)size));
+    /* The image is spliced in as text, last: jansson takes 1-6 ms to dump
+     * a 150 KB string, base64 0.1, and a reader finds it without parsing
+     * (tests/test_module_transport.c, docs/protocol.md). */
+    head = json_dumps(m->head, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (head == NULL) rc = hct__error(HCT_ENOMEM, "out of memory");
+  }
+  size_t hlen = head != NULL ? strlen(head) : 0;
+  char *body = rc == 0 && hlen > 1 ? malloc(hlen + b64len + 16) : NULL;
+  if (rc == 0 && body == NULL) rc = hct__error(HCT_ENOMEM, "out of memory");
+  if (rc < 0) {
+    m->rc = hct__error_prefixed(rc, m->what);
+    hct__strlcpy(m->err, hct_last_error(), sizeof m->err);
+  } else {
+    size_t n = hlen - 1; /* without the closing brace */
+    memcpy(body, head, n);
+    memcpy(body + n, ",\"image\":\"", 10);
+    memcpy(body + n + 10, b64, b64len);
+    memcpy(body + n + 10 + b64len, "\"}", 3);
+    m->reply = body;
+    m->reply_len = n + 10 + b64len + 2;
+  }
+  free(head);
+  free(b64);
+}
+
+static void module_done(uv_work_t *w, int status) {
+  module_job_t *m = w->data;
+  hct_conn_t *c = hct__conn_by_serial(m->d, m->conn_serial);
+  if (c != NULL) {
+    if (m->reply != NULL) hct__reply_answer(c, m->id, m->reply, m->reply_len);
+    else hct__reply_error(c, m->id, m->rc < 0 ? m->rc : HCT_EIO, m->err[0] ? m->err : "module failed");
+    hct__conn_resume(c);
+  }
+  json_decref(m->head);
+  free(m->op);
+  free(m->reply);
+  free(m);
+}
+
+/* The module of the answer for the request: resolved and planned here, on
+ * the loop thread (the snapshot and the manifests live here); the binary
+ * read or compiled and the reply rendered on the pool. */
 int hct__req_module(hct_conn_t *c, hct_req_t *r) {
   hct_daemon_t *d = c->d;
   choice_t ch;
   int rc = resolve(d, r, &ch);
   if (rc < 0) return rc;
-  if (ch.dec == NULL || ch.dec->binary_key[0] == '\0')
-    return hct__error(HCT_ENOENT,
-                      "module of '%s' for T=%d on '%s': the answer, %s %s, has no recorded "
-                      "binary (probe the card first)",
-                      r->op, r->tokens, ch.device != NULL ? ch.device : "(no card)",
-                      ch.dec != NULL ? "decided" : ch.pin != NULL ? "pinned" : "baseline",
-                      ch.dec != NULL ? ch.dec->variant : ch.pin != NULL ? ch.pin->variant : ch.base);
+  const char *variant = ch.dec != NULL ? ch.dec->variant : ch.pin != NULL ? ch.pin->variant : ch.base;
+  const char *params = ch.dec != NULL ? ch.dec->params : ch.pin != NULL ? ch.pin->params : ch.base_params;
+  const char *source = hct_source_name(ch.dec != NULL ? (ch.fleet ? HCT_SOURCE_FLEET : HCT_SOURCE_PROBE)
+                                       : ch.pin != NULL ? HCT_SOURCE_PIN : HCT_SOURCE_DEFAULT);
+  module_job_t *m = calloc(1, sizeof *m);
+  if (m == NULL) return hct__error(HCT_ENOMEM, "module of '%s': out of memory", r->op);
+  snprintf(m->what, sizeof m->what, "module of '%s' for T=%d on '%s': %s %s", r->op, r->tokens,
+           ch.device != NULL ? ch.device : "(no card)", source, variant);
   const hct_op_t *op = hct__op_get(d, r->op);
-  const hct_variant_t *v = op != NULL ? hct__variant_find(op, ch.dec->variant) : NULL;
-  hct__error_clear();
-  json_t *launches = json_null();
-  if (v != NULL && (launches = launches_json(op, v, ch.dec->params, r->tokens)) == NULL)
-    return hct__error_prefixed(HCT_EINVAL, "module");
-  void *image = NULL;
-  size_t size = 0;
-  int is_ptx = 0;
-  char *log = NULL;
-  rc = hct__db_binary_get(d->db, ch.dec->binary_key, &image, &size, &is_ptx, &log);
-  free(log);
-  if (rc < 0) {
-    json_decref(launches);
-    char what[200];
-    snprintf(what, sizeof what, "module of '%s' %s: binary '%s'", r->op, ch.dec->variant,
-             ch.dec->binary_key);
-    return hct__error_prefixed(rc, what);
+  const hct_variant_t *v = op != NULL ? hct__variant_find(op, variant) : NULL;
+  if (v == NULL) {
+    rc = hct__error(HCT_ENOENT, "%s: no manifest here has that variant", m->what);
+    free(m);
+    return rc;
   }
-  size_t b64len;
-  char *b64 = hct__base64_encode(image, size, &b64len);
-  free(image);
-  if (b64 == NULL) {
-    json_decref(launches);
+  hct__error_clear();
+  if (hct__point_parse(v, params, &m->point) < 0) {
+    rc = hct__error_prefixed(HCT_EINVAL, m->what);
+    free(m);
+    return rc;
+  }
+  const hct_db_device_t *dev = ch.device != NULL ? hct__index_device(d->ix, ch.device) : NULL;
+  json_t *plan = plan_json(op, v, &m->point, dev, r->tokens);
+  const char *cls = ch.dec != NULL ? ch.dec->variant_class : hct__parity_name(v->parity);
+  if (plan != NULL) {
+    /* "entries": what a client loads with: the answer and its plan. */
+    json_object_set_new(plan, "variant", json_string(variant));
+    json_object_set_new(plan, "params", hct__params_json(params));
+    json_object_set_new(plan, "tokens", json_integer(r->tokens));
+    json_object_set_new(plan, "class", json_string(cls));
+    json_object_set_new(plan, "source", json_string(source));
+  }
+  m->head = json_pack("{s:b, s:s, s:o, s:s, s:s, s:o, s:o}", "ok", 1, "variant", variant,
+                      "params", hct__params_json(params), "class", cls, "source", source,
+                      "device", ch.device != NULL ? json_string(ch.device) : json_null(),
+                      "entries", plan != NULL ? plan : json_null());
+  if (m->head != NULL && ch.dec != NULL)
+    json_object_set_new(m->head, "model", json_string(ch.dec->keys.model_key));
+  if (ch.dec != NULL && ch.dec->binary_key[0] != '\0') {
+    hct__strlcpy(m->binary_key, ch.dec->binary_key, sizeof m->binary_key);
+  } else if (dev != NULL && dev->arch[0] != '\0') {
+    m->op = malloc(sizeof *m->op);
+    if (m->op != NULL) *m->op = *op;
+    m->variant = *v;
+    hct__strlcpy(m->arch, dev->arch, sizeof m->arch);
+  }
+  if (m->head == NULL || (m->arch[0] != '\0' && m->op == NULL)) {
+    json_decref(m->head);
+    free(m->op);
+    free(m);
     return hct__error(HCT_ENOMEM, "module of '%s': out of memory", r->op);
   }
-  json_t *obj = json_pack(
-      "{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:{s:s, s:o, s:i, s:o}}", "ok", 1,
-      "variant", ch.dec->variant, "params", hct__params_json(ch.dec->params), "class",
-      ch.dec->variant_class, "source",
-      hct_source_name(ch.fleet ? HCT_SOURCE_FLEET : HCT_SOURCE_PROBE), "device",
-      ch.dec->keys.uuid, "binary_key", ch.dec->binary_key, "format", is_ptx ? "ptx" : "binary",
-      "size", (json_int_t)size, "image", b64, "entries", "variant", ch.dec->variant, "params",
-      hct__params_json(ch.dec->params), "tokens", r->tokens, "launches", launches);
-  free(b64);
-  hct__reply_json(c, r->id, obj);
+  m->d = d;
+  m->conn_serial = c->serial;
+  memcpy(m->id, r->id, sizeof m->id);
+  m->work.data = m;
+  if ((rc = uv_queue_work(&d->loop, &m->work, module_work, module_done)) < 0) {
+    json_decref(m->head);
+    free(m->op);
+    free(m);
+    return hct__error(HCT_EIO, "module of '%s': cannot queue the read: %s", r->op, uv_strerror(rc));
+  }
+  /* Its later requests wait, so that replies keep their order. */
+  c->busy = 1;
   return 0;
 }

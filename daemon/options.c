@@ -19,7 +19,9 @@ static const char usage[] =
     "\n"
     "Serves the decisions of the database to engines over a Unix socket, one\n"
     "JSON request per line (docs/protocol.md).  Runs in the foreground until\n"
-    "SIGTERM or SIGINT, then removes its socket.\n"
+    "SIGTERM, SIGINT or SIGQUIT, then removes its socket; SIGHUP re-reads the\n"
+    "manifests and the database, SIGUSR1 logs a status line.  Started by\n"
+    "systemd's hctuned.socket, it serves the socket it is given.\n"
     "\n"
     "options:\n"
     "  --socket PATH        socket (default: $HCTUNE_SOCKET, else\n"
@@ -39,6 +41,10 @@ static const char usage[] =
     "                       (repeatable; for hosts without a GPU driver)\n"
     "  --fleet-poll-ms N    pull at least this often, and retry a server that is down\n"
     "                       as often (default 30000)\n"
+    "  --max-clients N      connections at once; more are refused (default 1024)\n"
+    "  --max-queued MB      replies waiting for all clients together; past it the\n"
+    "                       slowest readers are dropped (default 64)\n"
+    "  --idle-timeout S     close a connection silent this long (default 300, 0: never)\n"
     "  --quiet              log errors and warnings only\n"
     "  --verbose            log debug lines too\n";
 
@@ -54,7 +60,7 @@ static int add_fleet_model(const char *arg, void *value) {
 int hct__daemon_main(int argc, char **argv) {
   const char *cmd = "daemon";
   hct_daemon_opts_t o = {0};
-  int quiet = 0, verbose = 0;
+  int quiet = 0, verbose = 0, idle = -1;
   const hct_option_t opts[] = {
       HCT_OPT_STRING("socket", &o.socket_path),
       HCT_OPT_STRING("db", &o.db_path),
@@ -66,6 +72,9 @@ int hct__daemon_main(int argc, char **argv) {
       HCT_OPT_STRING("fleet-url", &o.fleet_url),
       HCT_OPT_CALL("fleet-model", &o, add_fleet_model),
       HCT_OPT_INT("fleet-poll-ms", &o.fleet_poll_ms, 100, 3600000),
+      HCT_OPT_INT("max-clients", &o.max_clients, 1, 1000000),
+      HCT_OPT_INT("max-queued", &o.max_queued_mb, 1, 65536),
+      HCT_OPT_INT("idle-timeout", &idle, 0, 86400 * 365),
       HCT_OPT_FLAG("quiet", &quiet),
       HCT_OPT_FLAG("verbose", &verbose),
       HCT_OPT_END,
@@ -75,6 +84,8 @@ int hct__daemon_main(int argc, char **argv) {
   /* A URL in the environment (a systemd EnvironmentFile) stays out of the
    * process list, which --fleet-url does not. */
   if (o.fleet_url == NULL) o.fleet_url = getenv("HCTUNE_FLEET_URL");
+  /* 0 on the command line is "never", which the options struct spells -1. */
+  if (idle >= 0) o.idle_timeout_s = idle == 0 ? -1 : idle;
   if (quiet) hct__log_level = HCT_LOG_WARN;
   if (verbose) hct__log_level = HCT_LOG_DEBUG;
   int rc = hct__daemon_run(&o);

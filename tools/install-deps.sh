@@ -6,7 +6,7 @@
 # fuzzer, chromium for tests/test_report.c's headless browser, and
 # postgresql for the throwaway server of tests/test_fleet_pg.c.
 set -e
-pkgs="build-essential libuv1-dev libsqlite3-dev libjansson-dev libxxhash-dev libcmocka-dev libamdhip64-dev"
+pkgs="build-essential libuv1-dev libsqlite3-dev libjansson-dev libxxhash-dev libcmocka-dev libamdhip64-dev libsystemd-dev"
 # libpq-dev: the live fleet's client (hctune fleet, hctuned --fleet-url).
 pkgs="$pkgs libpq-dev"
 [ "$1" = check ] && pkgs="$pkgs clang chromium postgresql"
