@@ -182,7 +182,9 @@ PY
 if "$bin/hctune" verify-decisions --op selftest --limit 1.5 > "$tmp/vd2.out" 2> "$tmp/vd2.err"; then
   grep -q "every chosen variant passes every check" "$tmp/vd2.out" || bad "verify-decisions of good: no 'passes every check' line"
 else
-  bad "verify-decisions of good exited $?: $(tail -3 "$tmp/vd2.out") $(tail -3 "$tmp/vd2.err")"
+  st=$?
+  cat "$tmp/vd2.out"
+  bad "verify-decisions of good exited $st (its output above): $(tail -3 "$tmp/vd2.err")"
 fi
 [ $fail -eq 0 ] && echo "selftest: every broken variant caught by its check, none chosen"
 exit $fail
