@@ -852,7 +852,7 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
     if (rc != 0) {
       /* One candidate's replay failed: it is out (and a dead worker
        * restarted, the timing's allocation with it: the others stay
-       * unverified at this T, so they are not decided for here). */
+       * unverified, and time_pass times them again). */
       free(vr);
       if (failed >= 0 && failed != P->baseline) {
         rc = candidate_failed(P, failed, "timed", rc, T, 0, 0);
