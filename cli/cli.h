@@ -28,6 +28,7 @@ int cmd_worker(int argc, char **argv);
 int cmd_daemon(int argc, char **argv);
 int cmd_query(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_db(int argc, char **argv);
 
 /* Runs the command named argv[0] from the table; 2 for an unknown one. */
 int hct__cli_main(int argc, char **argv);

@@ -13,7 +13,7 @@
 static const char usage[] =
     "usage: hctune probe [--device N|UUID] [--op NAME] [--tokens LIST] [--db PATH] [--json]\n"
     "                    [--variants A,B,...] [--retry-quarantined] [--check-sets N]\n"
-    "                    [--margin PCT] [--no-decide] [--quiet]\n"
+    "                    [--margin PCT] [--no-decide] [--quiet] [--verify-fleet [--fleet-db PATH]]\n"
     "\n"
     "Compiles every variant of the op (default hc_read) for the card, checks each\n"
     "one's outputs against the baseline at every token count with and without the\n"
@@ -31,7 +31,12 @@ static const char usage[] =
     "  --check-sets N       random input sets per token count and pending state (default 1)\n"
     "  --margin PCT         how much faster than the baseline a winner must be (default 2)\n"
     "  --no-decide          record trials but change no decision\n"
-    "  --quiet              no progress on stderr\n";
+    "  --quiet              no progress on stderr\n"
+    "  --verify-fleet       adopt the fleet's winners for this card's model after\n"
+    "                       checking their parity here, without timing; a failure\n"
+    "                       falls back to a full probe of the op (docs/fleet.md)\n"
+    "  --fleet-db PATH      --verify-fleet: the fleet file to take them from (default:\n"
+    "                       the fleet decisions imported into the database)\n";
 
 int cmd_probe(int argc, char **argv) {
   static const struct option longopts[] = {
@@ -41,9 +46,12 @@ int cmd_probe(int argc, char **argv) {
       {"retry-quarantined", no_argument, NULL, 'r'}, {"check-sets", required_argument, NULL, 's'},
       {"margin", required_argument, NULL, 'm'},  {"no-decide", no_argument, NULL, 'n'},
       {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
+      {"verify-fleet", no_argument, NULL, 'F'},  {"fleet-db", required_argument, NULL, 'f'},
       {NULL, 0, NULL, 0}};
   hct_probe_opts_t o;
   memset(&o, 0, sizeof o);
+  int verify_fleet = 0;
+  const char *fleet_db = NULL;
   int c;
   char *end;
   optind = 1;
@@ -72,13 +80,25 @@ int cmd_probe(int argc, char **argv) {
         break;
       case 'n': o.no_decide = 1; break;
       case 'q': o.quiet = 1; break;
+      case 'F': verify_fleet = 1; break;
+      case 'f': fleet_db = optarg; break;
       case 'h': fputs(usage, stdout); return HCT_EXIT_OK;
       case ':': return hct__usage_error("probe", "option '%s' needs a value", argv[optind - 1]);
       default: return hct__usage_error("probe", "unknown option '%s'", argv[optind - 1]);
     }
   }
   if (optind < argc) return hct__usage_error("probe", "unexpected argument '%s'", argv[optind]);
-  int rc = hct__probe(&o);
+  if (fleet_db && !verify_fleet) return hct__usage_error("probe", "--fleet-db needs --verify-fleet");
+  int rc;
+  if (verify_fleet) {
+    hct_fleet_verify_opts_t vo;
+    memset(&vo, 0, sizeof vo);
+    vo.probe = o;
+    vo.fleet_db = fleet_db;
+    rc = hct__fleet_verify(&vo);
+  } else {
+    rc = hct__probe(&o);
+  }
   if (rc != 0) {
     if (o.json) {
       /* The daemon reads stdout: give it the error as the last line too. */

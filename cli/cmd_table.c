@@ -21,6 +21,7 @@ static const hct_cmd_t commands[] = {
   {"compile", cmd_compile, "compile every variant for an arch, no GPU needed; print resources"},
   {"bench", cmd_bench, "time chosen variants side by side"},
   {"verify-decisions", cmd_verify_decisions, "re-time recorded decisions and report their ratios"},
+  {"db", cmd_db, "share results across a fleet: export, merge, import fleet files"},
   {"query", cmd_query, "ask the daemon which variant to run (through libhctune)"},
   {"daemon", cmd_daemon, "run the daemon in the foreground (same as hctuned)"},
   {"worker", cmd_worker, "internal: check and time candidates for a probe, over a pipe"},

@@ -91,11 +91,20 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
     const hct_db_device_t *dev = hct__index_device(d->ix, ch->device);
     if (dev != NULL) model = dev->model_key;
     else if (strchr(ch->device, '|') != NULL) model = ch->device;
+    for (int i = 0; model == NULL && i < d->n_host_cards; i++)
+      if (strcmp(d->host_cards[i].uuid, ch->device) == 0) model = d->host_cards[i].model;
   }
   if (model != NULL) {
     const hct_db_decision_t *x = hct__index_fleet(d->ix, model, r->op, bitwise, r->tokens);
     const hct_db_decision_t *y = kl ? hct__index_fleet(d->ix, model, r->op, kl_name, r->tokens) : NULL;
     ch->dec = faster(x, y);
+    /* The fleet file answers only where the DB has nothing: local
+     * decisions win. */
+    if (ch->dec == NULL && d->fleet_ix != NULL) {
+      x = hct__index_fleet(d->fleet_ix, model, r->op, bitwise, r->tokens);
+      y = kl ? hct__index_fleet(d->fleet_ix, model, r->op, kl_name, r->tokens) : NULL;
+      ch->dec = faster(x, y);
+    }
     if (ch->dec != NULL) {
       ch->fleet = 1;
       ch->model = model;

@@ -189,6 +189,10 @@ typedef int (*hct_row_check_t)(void *ctx, const char *op, const char *variant,
  * NULL) refutes, or that are not valid UTF-8 text, are skipped with a
  * warning naming the row. */
 int hct__index_load(hct_db_t *db, hct_row_check_t check, void *ctx, hct_index_t **out);
+/* An index of the decisions `dec` alone (copied), no pins or devices: the
+ * fleet file's overlay (--fleet-db). */
+int hct__index_from_decisions(const hct_db_decision_t *dec, int n, hct_row_check_t check,
+                              void *ctx, hct_index_t **out);
 void hct__index_free(hct_index_t *ix);
 
 /* The decision of (uuid, op, parity) covering `tokens`, or NULL; *body
@@ -229,6 +233,8 @@ typedef struct hct_daemon_opts_s {
   const char *admin_group;   /* NULL: none */
   const char *socket_group;  /* NULL: the daemon's group */
   int poll_ms;               /* data_version poll period; <= 0: 500 */
+  const char *fleet_db;      /* NULL: none; a fleet file (docs/fleet.md) whose
+                                decisions answer under the DB's own */
 } hct_daemon_opts_t;
 
 /* Runs the daemon until SIGTERM or SIGINT; returns 0, or a negative code
@@ -287,6 +293,16 @@ struct hct_daemon_s {
   hct_db_t *db;       /* read-only, the snapshot's source */
   int64_t data_version;
   hct_index_t *ix;
+  /* --fleet-db: the fleet file's decisions, read as an untrusted file, and
+   * the cards of this host (UUID to model key) found at start, so a card
+   * the DB has never seen still gets its model's fleet answer. */
+  char fleet_db[4096];
+  hct_index_t *fleet_ix;
+  int64_t fleet_mtime_ns, fleet_size;
+  struct {
+    char uuid[64], model[256];
+  } host_cards[16];
+  int n_host_cards;
   hct_opset_t ops;
   hct_conn_t *conns;
   int n_conns;
@@ -349,6 +365,9 @@ int hct__probe_close_handle(hct_daemon_t *d, uv_handle_t *h);
 /* snapshot.c: the manifests and the DB snapshot. */
 /* Opens the DB read-only and loads the first snapshot (start-up). */
 int hct__snapshot_open(hct_daemon_t *d);
+/* Reads the fleet file of --fleet-db (a no-op without one); at start an
+ * error stops the daemon, on a later change the old overlay stays. */
+int hct__snapshot_fleet(hct_daemon_t *d);
 /* Re-reads the snapshot from the DB; the old one stays on failure. */
 int hct__snapshot_reload(hct_daemon_t *d);
 /* Polls data_version every poll_ms and reloads on a change. */

@@ -207,13 +207,11 @@ static int device_ok(const hct_db_device_t *v) {
   return 0;
 }
 
-int hct__index_load(hct_db_t *db, hct_row_check_t check, void *ctx, hct_index_t **out) {
-  hct_index_t *ix = calloc(1, sizeof *ix);
-  if (ix == NULL) return hct__error(HCT_ENOMEM, "decision index: out of memory");
-  int rc = hct__db_decisions_list(db, &ix->dec, &ix->n_dec);
-  if (rc >= 0) rc = hct__db_pins_list(db, &ix->pins, &ix->n_pins);
-  if (rc >= 0) rc = hct__db_devices_list(db, &ix->devs, &ix->n_devs);
-  if (rc >= 0) {
+/* Drops the rows `check` refutes and builds the tables and rendered
+ * replies of ix's rows; frees ix on error. */
+static int index_build(hct_index_t *ix, hct_row_check_t check, void *ctx, hct_index_t **out) {
+  int rc = 0;
+  {
     /* Bad rows go; the order of the rest (uuid, op, parity, tmin) stays. */
     int k = 0;
     for (int i = 0; i < ix->n_dec; i++)
@@ -250,6 +248,33 @@ int hct__index_load(hct_db_t *db, hct_row_check_t check, void *ctx, hct_index_t 
   }
   *out = ix;
   return 0;
+}
+
+int hct__index_load(hct_db_t *db, hct_row_check_t check, void *ctx, hct_index_t **out) {
+  hct_index_t *ix = calloc(1, sizeof *ix);
+  if (ix == NULL) return hct__error(HCT_ENOMEM, "decision index: out of memory");
+  int rc = hct__db_decisions_list(db, &ix->dec, &ix->n_dec);
+  if (rc >= 0) rc = hct__db_pins_list(db, &ix->pins, &ix->n_pins);
+  if (rc >= 0) rc = hct__db_devices_list(db, &ix->devs, &ix->n_devs);
+  if (rc < 0) {
+    hct__index_free(ix);
+    return rc;
+  }
+  return index_build(ix, check, ctx, out);
+}
+
+int hct__index_from_decisions(const hct_db_decision_t *dec, int n, hct_row_check_t check,
+                              void *ctx, hct_index_t **out) {
+  hct_index_t *ix = calloc(1, sizeof *ix);
+  if (ix == NULL) return hct__error(HCT_ENOMEM, "decision index: out of memory");
+  ix->dec = malloc(((size_t)n + 1) * sizeof *ix->dec);
+  if (ix->dec == NULL) {
+    free(ix);
+    return hct__error(HCT_ENOMEM, "decision index: out of memory");
+  }
+  if (n > 0) memcpy(ix->dec, dec, (size_t)n * sizeof *dec);
+  ix->n_dec = n;
+  return index_build(ix, check, ctx, out);
 }
 
 void hct__index_free(hct_index_t *ix) {

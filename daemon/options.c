@@ -32,6 +32,8 @@ static const char usage[] =
     "  --admin-group NAME   members may also probe, pin and unpin\n"
     "  --socket-group NAME  group of the socket (mode 0660), so its members may connect\n"
     "  --poll-ms N          how often to look for database changes (default 500)\n"
+    "  --fleet-db PATH      a fleet file (hctune db merge) whose decisions answer for\n"
+    "                       cards and models the database has none for (docs/fleet.md)\n"
     "  --quiet              log errors and warnings only\n"
     "  --verbose            log debug lines too\n";
 
@@ -66,6 +68,7 @@ int hct__daemon_main(int argc, char **argv) {
       {"--admin-group", O_STR, &o.admin_group, 0, 0},
       {"--socket-group", O_STR, &o.socket_group, 0, 0},
       {"--poll-ms", O_INT, &o.poll_ms, 10, 3600000},
+      {"--fleet-db", O_STR, &o.fleet_db, 0, 0},
       {"--quiet", O_FLAG, &quiet, 1, 0},
       {"--verbose", O_FLAG, &verbose, 1, 0},
   };

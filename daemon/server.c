@@ -102,8 +102,10 @@ static int start(hct_daemon_t *d, const hct_daemon_opts_t *o) {
       return hct__error(HCT_ENOENT, "socket group '%s': no such group", o->socket_group);
     sock_gid = res->gr_gid;
   }
+  if (o->fleet_db != NULL) hct__strlcpy(d->fleet_db, o->fleet_db, sizeof d->fleet_db);
   if ((rc = hct__ops_load(d)) < 0) return rc;
   if ((rc = hct__snapshot_open(d)) < 0) return rc;
+  if ((rc = hct__snapshot_fleet(d)) < 0) return rc;
   if ((rc = socket_check(d->socket_path)) < 0) return rc;
   if (hct__mkdir_parents(d->socket_path) < 0)
     return hct__error_prefixed(HCT_EIO, "cannot make the socket's folder");
@@ -157,6 +159,7 @@ int hct__daemon_run(const hct_daemon_opts_t *opts) {
   if (d->server_open) uv_loop_close(&d->loop);
   hct__ops_free(d);
   hct__index_free(d->ix);
+  hct__index_free(d->fleet_ix);
   if (d->db != NULL) hct__db_close(d->db);
   free(d);
   return rc;

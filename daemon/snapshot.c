@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "daemon.h"
+#include "fleet.h"
 
 int hct__ops_load(hct_daemon_t *d) {
   if (d->kernels_dir[0] == '\0') return 0;
@@ -86,6 +87,70 @@ int hct__snapshot_reload(hct_daemon_t *d) {
   return 0;
 }
 
+/*
+ * The fleet overlay.  The file is read as any file from elsewhere is
+ * (db/untrusted.c): the whole of it checked before any of it is used.  Its
+ * rows then pass the same manifest check as the DB's.  The host's cards
+ * are listed once, at start, when an overlay is given: the one use of the
+ * GPU driver in the daemon, outside any request.
+ */
+int hct__snapshot_fleet(hct_daemon_t *d) {
+  if (d->fleet_db[0] == '\0') return 0;
+  struct stat st;
+  if (stat(d->fleet_db, &st) != 0)
+    return hct__error(HCT_ENOENT, "fleet file '%s': %s", d->fleet_db, strerror(errno));
+  hct_fleet_t f;
+  int rc = hct__fleet_read_some(d->fleet_db, HCT_FLEET_DECISIONS, &f);
+  hct_db_decision_t *dec = NULL;
+  if (rc == 0) {
+    dec = calloc((size_t)f.n_decisions + 1, sizeof *dec);
+    if (dec == NULL) rc = hct__error(HCT_ENOMEM, "fleet file '%s': out of memory", d->fleet_db);
+    for (int i = 0; dec != NULL && i < f.n_decisions; i++)
+      hct__fleet_decision_to_db(&f.decisions[i], &dec[i]);
+  }
+  hct_index_t *ix = NULL;
+  if (rc == 0) rc = hct__index_from_decisions(dec, f.n_decisions, row_check, d, &ix);
+  free(dec);
+  hct__fleet_free(&f);
+  if (rc < 0) return rc;
+  int first = d->fleet_ix == NULL;
+  hct__index_free(d->fleet_ix);
+  d->fleet_ix = ix;
+  d->fleet_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+  d->fleet_size = (int64_t)st.st_size;
+  int n;
+  hct__index_decisions(ix, &n);
+  hct__log(HCT_LOG_INFO, "fleet file '%s': %d decisions", d->fleet_db, n);
+  if (first) {
+    hct_device_t cards[16];
+    int nc = hct__devices(cards, 16);
+    if (nc < 0) {
+      hct__log(HCT_LOG_INFO, "no cards found on this host (%s): fleet answers need the model "
+               "in the request", hct_last_error());
+      hct__error_clear();
+    }
+    for (int i = 0; i < nc && i < 16; i++) {
+      hct__strlcpy(d->host_cards[i].uuid, cards[i].uuid, sizeof d->host_cards[i].uuid);
+      hct__device_model_key(&cards[i], d->host_cards[i].model, sizeof d->host_cards[i].model);
+      d->n_host_cards++;
+    }
+  }
+  return 0;
+}
+
+/* Reloads the fleet file when it changed (replaced by a newer merge). */
+static void fleet_poll(hct_daemon_t *d) {
+  struct stat st;
+  if (d->fleet_db[0] == '\0' || stat(d->fleet_db, &st) != 0) return;
+  int64_t m = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+  if (m == d->fleet_mtime_ns && (int64_t)st.st_size == d->fleet_size) return;
+  if (hct__snapshot_fleet(d) < 0) {
+    hct__log(HCT_LOG_ERROR, "%s (keeping the fleet decisions read before)", hct_last_error());
+    d->fleet_mtime_ns = m; /* said once per change */
+    d->fleet_size = (int64_t)st.st_size;
+  }
+}
+
 int hct__snapshot_open(hct_daemon_t *d) {
   struct stat st;
   /* The daemon may start before any probe: create an empty DB then. */
@@ -102,6 +167,7 @@ int hct__snapshot_open(hct_daemon_t *d) {
 
 static void on_poll(uv_timer_t *t) {
   hct_daemon_t *d = t->data;
+  fleet_poll(d);
   int64_t v;
   if (hct__db_data_version(d->db, &v) < 0) {
     /* Said once, not twice a second, until it works again. */

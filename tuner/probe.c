@@ -865,7 +865,7 @@ int hct__probe(const hct_probe_opts_t *o) {
       cand_t *c = &P.cands[i];
       c->passed[T] = !c->dead && !c->failed[T] && hct__run_supports(&c->c, &P.dev, T, why, sizeof why);
     }
-    if ((rc = time_T(&P, T)) != 0) goto fail;
+    if (!o->check_only && (rc = time_T(&P, T)) != 0) goto fail;
     doneT++;
   }
   progress_end(&P);
@@ -873,13 +873,13 @@ int hct__probe(const hct_probe_opts_t *o) {
   json_t *result = json_pack("{s:s, s:s, s:s, s:s, s:s, s:f}", "event", "result", "op", P.op->name,
                              "device", P.dev.uuid, "name", P.dev.name, "run_id", P.run_id,
                              "wall_s", (double)(hct__now_ns() - P.t0) / 1e9);
-  rc = decide(&P, result);
+  rc = o->check_only ? 0 : decide(&P, result);
   if (rc == 0) rc = hct__db_run_end(P.db, P.run_id, "done");
   if (o->json) {
     char *s = json_dumps(result, JSON_COMPACT);
     if (s) printf("%s\n", s);
     free(s);
-  } else if (rc == 0 && !o->no_table) {
+  } else if (rc == 0 && !o->no_table && !o->check_only) {
     print_table(&P);
     printf("probe took %.1f s; results in %s\n", (double)(hct__now_ns() - P.t0) / 1e9, dbpath);
   }

@@ -217,6 +217,8 @@ typedef struct hct_probe_opts_s {
   int one_mode;              /* time only in the mode that decides: no hot
                                 figures for the winners beside the cold */
   int sample_factor;         /* min samples x this (verify-decisions: 2); 0: 1 */
+  int check_only;            /* compile and check, record the trials; no
+                                timing, no decisions (--verify-fleet) */
   /* Called for every candidate timed at T (hctune bench, verify-decisions). */
   void (*on_timed)(void *arg, int T, const char *variant, const char *params,
                    const hct_summary_t *s, int pruned);
@@ -231,6 +233,29 @@ typedef struct hct_probe_opts_s {
  * committed before an error stay.
  */
 int hct__probe(const hct_probe_opts_t *opts);
+
+/* ---- verify-only adoption of fleet decisions (tuner/fleet_verify.c) ------- */
+
+typedef struct hct_fleet_verify_opts_s {
+  hct_probe_opts_t probe;    /* card, op, db, tokens, output: as for a probe;
+                                also the full probe run on a failure */
+  const char *fleet_db;      /* a fleet file; NULL: the fleet decisions
+                                imported into the local DB */
+  /* For tests without a GPU (NULL: hct__probe, hct__device_find). */
+  int (*run_probe)(void *arg, const hct_probe_opts_t *o);
+  int (*find_device)(void *arg, const char *spec, hct_device_t *dev);
+  void *hook_arg;
+} hct_fleet_verify_opts_t;
+
+/*
+ * `hctune probe --verify-fleet`: the fleet's decisions for this card's
+ * model and environment, checked here by a check-only probe of their
+ * variants (full parity checks, nothing timed) and adopted as this card's
+ * (source "fleet") when every check passed; otherwise, or when the fleet
+ * has none, a full probe of the op, and the report says why.  Returns 0 or
+ * the error of the probe or the DB.
+ */
+int hct__fleet_verify(const hct_fleet_verify_opts_t *o);
 
 /* Worker processes, watchdog and quarantine (tuner/worker.c). */
 #include "worker.h"
