@@ -11,9 +11,10 @@
 #include "tuner.h"
 
 static const char usage[] =
-    "usage: hctune probe [--device N|UUID] [--op NAME] [--tokens LIST] [--db PATH] [--json]\n"
+    "usage: hctune probe [--device N|UUID|all|LIST] [--op NAME] [--tokens LIST] [--db PATH] [--json]\n"
     "                    [--variants A,B,...] [--retry-quarantined] [--check-sets N]\n"
     "                    [--margin PCT] [--no-decide] [--quiet] [--verify-fleet [--fleet-db PATH]]\n"
+    "                    [--outlier-pct PCT]\n"
     "\n"
     "Compiles every variant of the op (default hc_read) for the card, checks each\n"
     "one's outputs against the baseline at every token count with and without the\n"
@@ -21,6 +22,12 @@ static const char usage[] =
     "winner per token count in the database.\n"
     "\n"
     "  --device N|UUID      card index or UUID (prefix) (default 0; see 'hctune devices')\n"
+    "  --device all|LIST    every card, or a list (0,2,5 or UUIDs), probed at once, one\n"
+    "                       process per card after one compile per arch; then the\n"
+    "                       cards of one model compared: pooled decisions, slow cards\n"
+    "                       flagged, variants failing on one card quarantined for all\n"
+    "  --outlier-pct PCT    with several cards: a card this much slower than its peers\n"
+    "                       is an outlier (default 10)\n"
     "  --op NAME            op to probe (default hc_read)\n"
     "  --tokens LIST        token counts, e.g. 1-4,8 (default: the op's range)\n"
     "  --db PATH            database (default $HCTUNE_DB, else\n"
@@ -47,10 +54,12 @@ int cmd_probe(int argc, char **argv) {
       {"margin", required_argument, NULL, 'm'},  {"no-decide", no_argument, NULL, 'n'},
       {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
       {"verify-fleet", no_argument, NULL, 'F'},  {"fleet-db", required_argument, NULL, 'f'},
+      {"outlier-pct", required_argument, NULL, 'O'}, {"parent-run", required_argument, NULL, 'P'},
       {NULL, 0, NULL, 0}};
   hct_probe_opts_t o;
   memset(&o, 0, sizeof o);
   int verify_fleet = 0;
+  double outlier_pct = 0;
   const char *fleet_db = NULL;
   int c;
   char *end;
@@ -82,6 +91,12 @@ int cmd_probe(int argc, char **argv) {
       case 'q': o.quiet = 1; break;
       case 'F': verify_fleet = 1; break;
       case 'f': fleet_db = optarg; break;
+      case 'P': o.parent_run = optarg; break; /* set by --device all for each card */
+      case 'O':
+        outlier_pct = strtod(optarg, &end);
+        if (*end || end == optarg || !(outlier_pct > 0 && outlier_pct <= 1000))
+          return hct__usage_error("probe", "--outlier-pct '%s': need a percentage in (0, 1000]", optarg);
+        break;
       case 'h': fputs(usage, stdout); return HCT_EXIT_OK;
       case ':': return hct__usage_error("probe", "option '%s' needs a value", argv[optind - 1]);
       default: return hct__usage_error("probe", "unknown option '%s'", argv[optind - 1]);
@@ -90,7 +105,14 @@ int cmd_probe(int argc, char **argv) {
   if (optind < argc) return hct__usage_error("probe", "unexpected argument '%s'", argv[optind]);
   if (fleet_db && !verify_fleet) return hct__usage_error("probe", "--fleet-db needs --verify-fleet");
   int rc;
-  if (verify_fleet) {
+  int multi = hct__multi_spec(o.device);
+  if (multi && (verify_fleet || o.parent_run))
+    return hct__usage_error("probe", "--device '%s' names several cards: not with %s", o.device,
+                            verify_fleet ? "--verify-fleet" : "--parent-run");
+  if (outlier_pct > 0 && !multi) return hct__usage_error("probe", "--outlier-pct needs --device all or a list");
+  if (multi) {
+    rc = hct__multiprobe_cli(&o, outlier_pct);
+  } else if (verify_fleet) {
     hct_fleet_verify_opts_t vo;
     memset(&vo, 0, sizeof vo);
     vo.probe = o;

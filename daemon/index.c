@@ -236,6 +236,9 @@ static int index_build(hct_index_t *ix, hct_row_check_t check, void *ctx, hct_in
   for (int i = 0; rc >= 0 && i < ix->n_dec; i++) {
     entry_t *e = &ix->by_card.ent[i];
     const char *src = e->d->source[0] ? e->d->source : hct_source_name(HCT_SOURCE_PROBE);
+    /* A model's pooled decision (tuner/agree.c) is the fleet's rule applied
+     * to the cards of one host: engines are told "fleet". */
+    if (strcmp(src, "pooled") == 0) src = hct_source_name(HCT_SOURCE_FLEET);
     json_t *j = hct__decision_json(e->d, src);
     e->body = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(j);
@@ -315,12 +318,19 @@ const hct_db_decision_t *hct__index_fleet(const hct_index_t *ix, const char *mod
                                           const char *op, const char *parity, int tokens) {
   const bucket_t *b = table_find(&ix->by_model, model_key, op, parity);
   if (b == NULL) return NULL;
-  /* Ranges of different cards overlap: the newest measurement wins. */
+  /* Ranges of different cards overlap: the model's pooled decision (the
+   * cards of a host compared, tuner/agree.c) first, then the newest
+   * measurement. */
   const hct_db_decision_t *best = NULL;
   for (int i = b->first; i < b->first + b->n; i++) {
     const hct_db_decision_t *d = ix->by_model.ent[i].d;
     if (d->tmin > tokens) break;
-    if (d->tmax >= tokens && (best == NULL || d->decided_at > best->decided_at)) best = d;
+    if (d->tmax < tokens) continue;
+    int pooled = strcmp(d->source, "pooled") == 0;
+    int best_pooled = best != NULL && strcmp(best->source, "pooled") == 0;
+    if (best == NULL || pooled > best_pooled ||
+        (pooled == best_pooled && d->decided_at > best->decided_at))
+      best = d;
   }
   return best;
 }

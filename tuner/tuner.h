@@ -201,6 +201,8 @@ int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_
 
 typedef struct hct_probe_opts_s {
   const char *device;        /* index or UUID; NULL: "0" */
+  const char *parent_run;    /* NULL, or the run of a probe of several
+                                cards this one is part of (multiprobe.c) */
   const char *op;            /* NULL: "hc_read" */
   const char *db_path;       /* NULL: the default path */
   const char *kernels_dir;   /* NULL: hct__kernels_dir() */
@@ -259,5 +261,8 @@ int hct__fleet_verify(const hct_fleet_verify_opts_t *o);
 
 /* Worker processes, watchdog and quarantine (tuner/worker.c). */
 #include "worker.h"
+/* Every card of a host at once, and the cards compared (tuner/multiprobe.c,
+ * tuner/agree.c). */
+#include "multiprobe.h"
 
 #endif /* HCT_TUNER_H */
