@@ -560,6 +560,30 @@ static void test_daemon(void **state) {
   close(fd);
 }
 
+/* `hctune list`: each card's rows and the pooled ones of each model. */
+static void test_list(void **state) {
+  (void)state;
+  if (getenv("HCT_BIN") == NULL) skip();
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "'%s/hctune' list --db '%s'", getenv("HCT_BIN"), env.db);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  char line[1024];
+  int pooled_a = 0, pooled_b = 0, own = 0, fleet = 0;
+  while (fgets(line, sizeof line, p)) {
+    if (strstr(line, "pooled (" MODEL_A ")") && strstr(line, " pooled ")) pooled_a++;
+    if (strstr(line, "pooled (" MODEL_B ")") && strstr(line, " pooled ")) pooled_b++;
+    if (strncmp(line, "GPU-fake-", 9) == 0 && strstr(line, " probe ")) own++;
+    if (strncmp(line, "GPU-fake-", 9) == 0 && strstr(line, " fleet ")) fleet++;
+  }
+  assert_int_equal(pclose(p), 0);
+  assert_int_equal(pooled_a, 2);
+  assert_int_equal(pooled_b, 2);
+  /* 5 cards x 2 classes, 3 of them replaced by the pool. */
+  assert_int_equal(own, 7);
+  assert_int_equal(fleet, 3);
+}
+
 /* Device lists: a card named twice, an empty item, no card: one line each. */
 static void test_bad_lists(void **state) {
   (void)state;
@@ -585,7 +609,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_result),   cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_runs),     cmocka_unit_test(test_outlier),
       cmocka_unit_test(test_quarantine), cmocka_unit_test(test_daemon),
-      cmocka_unit_test(test_bad_lists),
+      cmocka_unit_test(test_list),     cmocka_unit_test(test_bad_lists),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

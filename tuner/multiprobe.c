@@ -515,7 +515,7 @@ static int fan_out(multi_t *M, const char *exe, const char *dbpath, const char *
   for (int i = 0; i < o->n_cards; i++) {
     hct_multi_card_t *c = &o->cards[i];
     if (c->error[0] == '\0' && (c->exit_status != 0 || c->term_signal != 0))
-      snprintf(c->error, sizeof c->error, "its probe ended with %s %d%s%s", c->term_signal ? "signal" : "exit status",
+      snprintf(c->error, sizeof c->error, "its probe ended with %s %d%s%.400s", c->term_signal ? "signal" : "exit status",
                c->term_signal ? c->term_signal : c->exit_status, kids[i].errtail[0] ? ": " : "",
                kids[i].errtail);
   }
