@@ -29,6 +29,8 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <sqlite3.h>
 
 #include "tuner.h"
 #include "daemon_test.h"
@@ -250,6 +252,56 @@ static hct_multi_card_t cards[6];
 static hct_agree_t agree;
 static int multi_rc;
 static double multi_wall_s;
+static char self_exe[1024];
+
+/* Runs hct__multiprobe over cards c[0..n) into DB `db` with stdout and
+ * stderr in the files out and err of env.dir. */
+static int run_multi(const char *db, hct_multi_card_t *c, int n, int json, const char *out,
+                     const char *err, hct_agree_t *ag) {
+  hct_probe_opts_t po;
+  memset(&po, 0, sizeof po);
+  po.db_path = db;
+  po.kernels_dir = env.kernels;
+  po.json = json;
+  for (int T = 1; T <= 4; T++) po.tokens[T] = 1;
+  hct_multi_opts_t mo;
+  memset(&mo, 0, sizeof mo);
+  mo.probe = &po;
+  mo.cards = c;
+  mo.n_cards = n;
+  mo.exe = self_exe;
+  char po_path[400], pe_path[400];
+  snprintf(po_path, sizeof po_path, "%s/%s", env.dir, out);
+  snprintf(pe_path, sizeof pe_path, "%s/%s", env.dir, err);
+  fflush(stdout);
+  fflush(stderr);
+  int so = dup(1), se = dup(2);
+  int fo = open(po_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int fe = open(pe_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  dup2(fo, 1);
+  dup2(fe, 2);
+  int rc = hct__multiprobe(&mo, ag);
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", hct_last_error());
+  fflush(stdout);
+  fflush(stderr);
+  dup2(so, 1);
+  dup2(se, 2);
+  close(so);
+  close(se);
+  close(fo);
+  close(fe);
+  if (rc != 0) hct__error(rc, "%s", saved);
+  return rc;
+}
+
+static char *read_in_dir(const char *name) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/%s", env.dir, name);
+  char *text = NULL;
+  assert_int_equal(hct__read_file(path, &text, NULL), 0);
+  return text;
+}
 
 /* Runs the probe of the six cards once, for every test below. */
 static int setup(void **state) {
@@ -260,32 +312,11 @@ static int setup(void **state) {
   static const char *const uuids[] = {"GPU-fake-a0", "GPU-fake-a1", "GPU-fake-slow",
                                       "GPU-fake-bad", "GPU-fake-crash", "GPU-fake-b0"};
   for (int i = 0; i < 6; i++) cards[i] = card(i, uuids[i], i == 5);
-  char self[1024];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
   if (n <= 0) return -1;
-  self[n] = '\0';
-  hct_probe_opts_t po;
-  memset(&po, 0, sizeof po);
-  po.db_path = env.db;
-  po.kernels_dir = env.kernels;
-  po.quiet = 1;
-  for (int T = 1; T <= 4; T++) po.tokens[T] = 1;
-  hct_multi_opts_t mo;
-  memset(&mo, 0, sizeof mo);
-  mo.probe = &po;
-  mo.cards = cards;
-  mo.n_cards = 6;
-  mo.exe = self;
+  self_exe[n] = '\0';
   uint64_t t0 = mono_ns();
-  /* stdout carries the summary; keep it out of the test's output. */
-  fflush(stdout);
-  int saved = dup(1), devnull = open("/dev/null", O_WRONLY);
-  dup2(devnull, 1);
-  multi_rc = hct__multiprobe(&mo, &agree);
-  fflush(stdout);
-  dup2(saved, 1);
-  close(saved);
-  close(devnull);
+  multi_rc = run_multi(env.db, cards, 6, 0, "out", "err", &agree);
   multi_wall_s = (double)(mono_ns() - t0) / 1e9;
   if (getenv("HCT_TEST_DEBUG")) fprintf(stderr, "%s\n", agree.report_json ? agree.report_json : "");
   return 0;
@@ -560,6 +591,127 @@ static void test_daemon(void **state) {
   close(fd);
 }
 
+/* The text the user sees: one progress line per card per step, each
+ * prefixed by its card, the crashed card's last words under its prefix, and
+ * the summary with the agreement report on stdout. */
+static void test_progress(void **state) {
+  (void)state;
+  char *err = read_in_dir("err"), *out = read_in_dir("out");
+  for (int i = 0; i < 6; i++) {
+    if (i == 4) continue;
+    for (int step = 0; step < 4; step++) {
+      char want[96];
+      snprintf(want, sizeof want, "hctune: [card %d] check [%d/4] parity\n", i, step);
+      char *at = strstr(err, want);
+      if (at == NULL) fail_msg("stderr lacks '%s':\n%s", want, err);
+      if (strstr(at + 1, want) != NULL) fail_msg("'%s' shown twice", want);
+    }
+  }
+  if (strstr(err, "hctune: [card 4] fake probe of GPU-fake-crash: crashing on purpose\n") == NULL)
+    fail_msg("stderr lacks the crashed card's line:\n%s", err);
+  if (strstr(err, "[compile sm_90]") == NULL || strstr(err, "[compile sm_89]") == NULL)
+    fail_msg("stderr lacks the compiles:\n%s", err);
+  static const char *const needles[] = {
+      "card 0 GPU-fake-a0 (Test Card A): 2 decisions in ",
+      "card 4 GPU-fake-crash (Test Card A): FAILED after ",
+      "agreement: 2 models, 1 outlier card, 1 variant quarantined\n",
+      "  OUTLIER card GPU-fake-slow (" MODEL_A "): slower than its peers: ",
+      "  QUARANTINED hc_read v2 {\"R\":1} for " MODEL_A ": ",
+      "probe of 6 cards took ",
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(needles); i++)
+    if (strstr(out, needles[i]) == NULL) fail_msg("stdout lacks '%s':\n%s", needles[i], out);
+  free(err);
+  free(out);
+}
+
+/* --json: every card's events on stdout, each naming its card, then one
+ * multi_result with every card and the agreement. */
+static void test_json(void **state) {
+  (void)state;
+  char db[400];
+  snprintf(db, sizeof db, "%s/json.db", env.dir);
+  hct_multi_card_t c[2] = {card(0, "GPU-fake-a0", 0), card(1, "GPU-fake-b0", 1)};
+  hct_agree_t ag;
+  assert_int_equal(run_multi(db, c, 2, 1, "json.out", "json.err", &ag), 0);
+  hct__agree_free(&ag);
+  char *out = read_in_dir("json.out");
+  int results[2] = {0}, progress[2] = {0}, multi = 0;
+  for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+    json_t *j = json_loads(line, 0, NULL);
+    if (j == NULL) fail_msg("stdout line is not JSON: '%s'", line);
+    const char *ev = dt_str(j, "event");
+    if (strcmp(ev, "multi_result") == 0) {
+      multi++;
+      assert_int_equal(json_array_size(json_object_get(j, "cards")), 2);
+      assert_int_equal(json_array_size(json_object_get(json_object_get(j, "agreement"), "models")), 2);
+      assert_int_equal(strlen(dt_str(j, "run_id")), 32);
+    } else if (json_object_get(j, "card") != NULL) {
+      int k = (int)json_integer_value(json_object_get(j, "card"));
+      assert_true(k == 0 || k == 1);
+      assert_string_equal(dt_str(j, "uuid"), c[k].uuid);
+      results[k] += strcmp(ev, "result") == 0;
+      progress[k] += strcmp(ev, "progress") == 0;
+    }
+    json_decref(j);
+  }
+  free(out);
+  assert_int_equal(multi, 1);
+  assert_int_equal(results[0], 1);
+  assert_int_equal(results[1], 1);
+  assert_int_equal(progress[0], 4);
+  assert_int_equal(progress[1], 4);
+}
+
+/* A Ctrl-C reaches the parent alone (the children have their own
+ * sessions) and is passed on once: every card stops, the command says it
+ * was interrupted, and the host's run is marked so. */
+static void *interrupt_later(void *arg) {
+  (void)arg;
+  sleep_ms(SLEEP_MS / 3);
+  kill(getpid(), SIGINT);
+  return NULL;
+}
+
+static void test_interrupt(void **state) {
+  (void)state;
+  char db[400];
+  snprintf(db, sizeof db, "%s/int.db", env.dir);
+  hct_multi_card_t c[3] = {card(0, "GPU-fake-a0", 0), card(1, "GPU-fake-a1", 0),
+                           card(2, "GPU-fake-b0", 1)};
+  pthread_t th;
+  uint64_t t0 = mono_ns();
+  assert_int_equal(pthread_create(&th, NULL, interrupt_later, NULL), 0);
+  hct_agree_t ag;
+  int rc = run_multi(db, c, 3, 1, "int.out", "int.err", &ag);
+  pthread_join(th, NULL);
+  double s = (double)(mono_ns() - t0) / 1e9;
+  hct__agree_free(&ag);
+  assert_int_equal(rc, HCT_EINTERRUPTED);
+  if (s > SLEEP_MS / 1000.0) fail_msg("an interrupted probe of %d ms cards took %.2f s", SLEEP_MS, s);
+  for (int i = 0; i < 3; i++)
+    if (c[i].term_signal != SIGINT) fail_msg("card %d ended with signal %d", i, c[i].term_signal);
+  char *out = read_in_dir("int.out");
+  char *at = strstr(out, "\"event\":\"multi_result\"");
+  assert_non_null(at);
+  /* "event" is the summary object's first member: its "{" is just before. */
+  json_t *j = json_loads(at - 1, JSON_DISABLE_EOF_CHECK, NULL);
+  free(out);
+  assert_non_null(j);
+  char parent[33];
+  hct__strlcpy(parent, dt_str(j, "run_id"), sizeof parent);
+  json_decref(j);
+  sqlite3 *h;
+  assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(h, "SELECT status FROM runs WHERE id = ?", -1, &st, NULL), SQLITE_OK);
+  sqlite3_bind_text(st, 1, parent, -1, SQLITE_STATIC);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_string_equal((const char *)sqlite3_column_text(st, 0), "interrupted");
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+}
+
 /* `hctune list`: each card's rows and the pooled ones of each model. */
 static void test_list(void **state) {
   (void)state;
@@ -593,8 +745,15 @@ static void test_bad_lists(void **state) {
   assert_int_equal(hct__multi_spec("0,1"), 1);
   assert_int_equal(hct__multi_spec("0"), 0);
   assert_int_equal(hct__multi_spec("GPU-abc"), 0);
-  /* No driver here: every list fails, naming the item or the driver. */
-  assert_true(hct__multi_cards("0,,1", c, 4, &n) < 0);
+  /* A list's own mistakes, with or without a driver. */
+  static const char *const bad[] = {"0,,1", ",0", "0,", ","};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(bad); i++) {
+    assert_int_equal(hct__multi_cards(bad[i], c, 4, &n), HCT_EINVAL);
+    if (strstr(hct_last_error(), "an empty item") == NULL)
+      fail_msg("'%s': message '%s'", bad[i], hct_last_error());
+  }
+  /* No driver here: a good list fails naming the driver. */
+  assert_true(hct__multi_cards("0,1", c, 4, &n) < 0);
   assert_true(hct__multi_cards("all", c, 4, &n) < 0);
   assert_int_equal(n, 0);
   hct_multi_opts_t mo;
@@ -609,7 +768,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_result),   cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_runs),     cmocka_unit_test(test_outlier),
       cmocka_unit_test(test_quarantine), cmocka_unit_test(test_daemon),
-      cmocka_unit_test(test_list),     cmocka_unit_test(test_bad_lists),
+      cmocka_unit_test(test_list),     cmocka_unit_test(test_progress),
+      cmocka_unit_test(test_json),     cmocka_unit_test(test_interrupt),
+      cmocka_unit_test(test_bad_lists),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

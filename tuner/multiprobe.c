@@ -54,6 +54,17 @@ static void card_from(hct_multi_card_t *c, const hct_device_t *d, int index) {
 
 int hct__multi_cards(const char *spec, hct_multi_card_t *cards, int max, int *n) {
   *n = 0;
+  /* The list's own form first: its mistakes are said with or without a
+   * driver. */
+  if (strcmp(spec, "all") != 0)
+    for (const char *p = spec;; p++) {
+      size_t len = strcspn(p, ",");
+      if (len == 0 || len >= 128)
+        return hct__error(HCT_EINVAL, "device list '%s': %s item", spec,
+                          len == 0 ? "an empty" : "a too long");
+      p += len;
+      if (*p == '\0') break;
+    }
   hct_device_t *all = calloc(HCT_MULTI_MAX_CARDS, sizeof *all);
   if (all == NULL) return hct__error(HCT_ENOMEM, "out of memory listing cards");
   int na = hct__devices(all, HCT_MULTI_MAX_CARDS), rc = 0;
@@ -70,10 +81,6 @@ int hct__multi_cards(const char *spec, hct_multi_card_t *cards, int max, int *n)
   for (const char *p = spec; rc == 0;) {
     size_t len = strcspn(p, ",");
     char item[128];
-    if (len == 0 || len >= sizeof item) {
-      rc = hct__error(HCT_EINVAL, "device list '%s': %s item", spec, len == 0 ? "an empty" : "a too long");
-      break;
-    }
     memcpy(item, p, len);
     item[len] = '\0';
     hct_device_t d;
@@ -445,7 +452,12 @@ static int compile_once(multi_t *M, const char *exe, const char *dbpath, const h
       arg(a, "--variant");
       arg(a, "%s%s%s", b ? b->name : "", b ? "," : "", M->p->only_variants);
     }
-    char *env[] = {NULL};
+    char kenv[1100];
+    char *env[] = {NULL, NULL};
+    if (M->p->kernels_dir) {
+      snprintf(kenv, sizeof kenv, "HCTUNE_KERNELS=%s", M->p->kernels_dir);
+      env[0] = kenv;
+    }
     uint64_t t0 = hct__now_ns();
     if (M->p->json) {
       printf("{\"event\":\"progress\",\"stage\":\"compile\",\"done\":0,\"total\":1,\"what\":\"%s for every card\"}\n",
