@@ -119,8 +119,7 @@ typedef struct child_s {
   int term_signal;
   char *buf[2];              /* partial lines of stdout, stderr */
   size_t len[2], cap[2];
-  char stage[32];            /* progress: the last stage and step shown */
-  int done;
+  char stage[32];            /* progress: the last stage shown */
   char errtail[512];         /* its last stderr line */
 } child_t;
 
@@ -175,18 +174,17 @@ static void on_json_line(child_t *k, const char *line) {
     fflush(stdout);
     free(s);
   } else if (!M->p->quiet && strcmp(ev, "progress") == 0) {
-    /* One line per card per step: a new stage, or the next step of it;
-     * the compile's per-binary events (cache hits) once. */
+    /* One line per card per step (a check or timing pass at one T, a
+     * fault, a skip); the compile's per-binary events (cache hits, after
+     * the host's compile) once. */
     const char *stage = json_string_value(json_object_get(j, "stage"));
     int done = (int)json_integer_value(json_object_get(j, "done"));
     if (stage == NULL) stage = "?";
-    int fresh = strcmp(stage, k->stage) != 0;
-    if (fresh || (strcmp(stage, "compile") != 0 && done != k->done)) {
+    if (strcmp(stage, "compile") != 0 || strcmp(k->stage, "compile") != 0) {
       fprintf(stderr, "hctune: [card %d] %s [%d/%d] %s\n", c->index, stage, done,
               (int)json_integer_value(json_object_get(j, "total")),
               json_string_value(json_object_get(j, "what")) ? json_string_value(json_object_get(j, "what")) : "");
       hct__strlcpy(k->stage, stage, sizeof k->stage);
-      k->done = done;
     }
   } else if (!M->p->quiet && strcmp(ev, "compiled") == 0) {
     fprintf(stderr, "hctune: [card %d] %d binaries, %d from the cache, %d failed\n", c->index,
