@@ -236,9 +236,6 @@ static int index_build(hct_index_t *ix, hct_row_check_t check, void *ctx, hct_in
   for (int i = 0; rc >= 0 && i < ix->n_dec; i++) {
     entry_t *e = &ix->by_card.ent[i];
     const char *src = e->d->source[0] ? e->d->source : hct_source_name(HCT_SOURCE_PROBE);
-    /* A model's pooled decision (tuner/agree.c) is the fleet's rule applied
-     * to the cards of one host: engines are told "fleet". */
-    if (strcmp(src, "pooled") == 0) src = hct_source_name(HCT_SOURCE_FLEET);
     json_t *j = hct__decision_json(e->d, src);
     e->body = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(j);
@@ -326,8 +323,8 @@ const hct_db_decision_t *hct__index_fleet(const hct_index_t *ix, const char *mod
     const hct_db_decision_t *d = ix->by_model.ent[i].d;
     if (d->tmin > tokens) break;
     if (d->tmax < tokens) continue;
-    int pooled = strcmp(d->source, "pooled") == 0;
-    int best_pooled = best != NULL && strcmp(best->source, "pooled") == 0;
+    int pooled = strncmp(d->keys.uuid, "pooled-", 7) == 0;
+    int best_pooled = best != NULL && strncmp(best->keys.uuid, "pooled-", 7) == 0;
     if (best == NULL || pooled > best_pooled ||
         (pooled == best_pooled && d->decided_at > best->decided_at))
       best = d;

@@ -32,6 +32,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 
+#include "fleet.h"
 #include "tuner.h"
 #include "daemon_test.h"
 
@@ -517,11 +518,13 @@ static void test_quarantine(void **state) {
       fail_msg("%s still decides v2 R=1 (source %s)", d->keys.uuid, d->source);
     if (strncmp(d->keys.uuid, "pooled-", 7) == 0) {
       pooled++;
-      assert_string_equal(d->source, "pooled");
+      assert_string_equal(d->source, "fleet");
+      if (strstr(d->evidence_json, "\"pooled\":{\"host\":") == NULL)
+        fail_msg("pooled row's evidence '%s' lacks its provenance", d->evidence_json);
       if (is_a && strcmp(d->parity, "bitwise") == 0) assert_string_equal(d->params, "{\"R\":2}");
       if (!is_a && strcmp(d->parity, "bitwise") == 0) assert_string_equal(d->params, "{\"R\":1}");
     }
-    if (is_a && strcmp(d->source, "fleet") == 0) replaced++;
+    if (is_a && strcmp(d->source, "fleet") == 0 && strncmp(d->keys.uuid, "GPU-", 4) == 0) replaced++;
   }
   free(dec);
   /* Two models x two classes. */
@@ -754,8 +757,8 @@ static void test_list(void **state) {
   char line[1024];
   int pooled_a = 0, pooled_b = 0, own = 0, fleet = 0;
   while (fgets(line, sizeof line, p)) {
-    if (strstr(line, "pooled (" MODEL_A ")") && strstr(line, " pooled ")) pooled_a++;
-    if (strstr(line, "pooled (" MODEL_B ")") && strstr(line, " pooled ")) pooled_b++;
+    if (strncmp(line, "pooled (" MODEL_A ")", 9 + strlen(MODEL_A)) == 0 && strstr(line, " fleet ")) pooled_a++;
+    if (strncmp(line, "pooled (" MODEL_B ")", 9 + strlen(MODEL_B)) == 0 && strstr(line, " fleet ")) pooled_b++;
     if (strncmp(line, "GPU-fake-", 9) == 0 && strstr(line, " probe ")) own++;
     if (strncmp(line, "GPU-fake-", 9) == 0 && strstr(line, " fleet ")) fleet++;
   }
@@ -765,6 +768,42 @@ static void test_list(void **state) {
   /* 5 cards x 2 classes, 3 of them replaced by the pool. */
   assert_int_equal(own, 7);
   assert_int_equal(fleet, 3);
+}
+
+/* The DB after a probe of several cards is still a DB every fleet command
+ * takes: its export holds the pooled rows, and a merge of it recomputes
+ * the same pooled decision (one rule). */
+static void test_export(void **state) {
+  (void)state;
+  if (getenv("HCT_BIN") == NULL) skip();
+  char cmd[2000];
+  snprintf(cmd, sizeof cmd,
+           "HCTUNE_KERNELS='%s' '%s/hctune' db export --db '%s' '%s/host.fleet' >/dev/null && "
+           "HCTUNE_KERNELS='%s' '%s/hctune' db merge '%s/merged.fleet' '%s/host.fleet' >/dev/null",
+           env.kernels, getenv("HCT_BIN"), env.db, env.dir, env.kernels, getenv("HCT_BIN"), env.dir,
+           env.dir);
+  int st = system(cmd);
+  if (st != 0) fail_msg("'%s': status %d", cmd, st);
+  char path[400];
+  snprintf(path, sizeof path, "%s/host.fleet", env.dir);
+  hct_fleet_t f;
+  assert_int_equal(hct__fleet_read(path, &f), 0);
+  int pooled = 0;
+  for (int i = 0; i < f.n_decisions; i++) pooled += strncmp(f.decisions[i].uuid, "pooled-", 7) == 0;
+  hct__fleet_free(&f);
+  assert_int_equal(pooled, 4);
+  snprintf(path, sizeof path, "%s/merged.fleet", env.dir);
+  assert_int_equal(hct__fleet_read(path, &f), 0);
+  int seen = 0;
+  for (int i = 0; i < f.n_decisions; i++) {
+    const hct_fleet_decision_t *d = &f.decisions[i];
+    if (strcmp(d->model_key, MODEL_A) != 0 || strcmp(d->parity, "bitwise") != 0) continue;
+    /* The conflicting v2 R=1 left out, as the agreement did. */
+    assert_string_equal(d->params, "{\"R\":2}");
+    seen++;
+  }
+  hct__fleet_free(&f);
+  assert_int_equal(seen, 1);
 }
 
 /* Device lists: a card named twice, an empty item, no card: one line each. */
@@ -799,7 +838,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_result),   cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_runs),     cmocka_unit_test(test_outlier),
       cmocka_unit_test(test_quarantine), cmocka_unit_test(test_daemon),
-      cmocka_unit_test(test_list),     cmocka_unit_test(test_progress),
+      cmocka_unit_test(test_list),     cmocka_unit_test(test_export),
+      cmocka_unit_test(test_progress),
       cmocka_unit_test(test_json),     cmocka_unit_test(test_interrupt),
       cmocka_unit_test(test_bad_lists),
   };

@@ -7,9 +7,9 @@
  * (hct__fleet_merge), and what the merge found is applied to the local DB:
  *   - its decisions, recomputed from the pooled trials of each (card model,
  *     environment, op) group with its outlier cards left out, are written
- *     under the group's pool card ("pooled-<hash>", source "pooled"): the
+ *     under the group's pool card ("pooled-<hash>", source "fleet"): the
  *     daemon answers a card of that model with them where the card has no
- *     decision of its own (daemon/index.c);
+ *     decision of its own (daemon/index.c), before any single card's;
  *   - a variant that passed parity on one card and failed on an identical
  *     one ("conflict") is quarantined on every card of the model, and a
  *     card decision that picked it is replaced by the pooled one, which
@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "fleet.h"
 #include "tuner.h"
 
@@ -31,11 +33,15 @@ void hct__agree_free(hct_agree_t *a) {
   a->report_json = NULL;
 }
 
-/* The pool card of a merged group: the merge names it "fleet-<hash>"; the
- * local DB keeps it apart from imported fleet rows as "pooled-<hash>". */
-static void pool_uuid(const char *merged, char *buf, size_t len) {
-  const char *h = strncmp(merged, "fleet-", 6) == 0 ? merged + 6 : merged;
-  snprintf(buf, len, "pooled-%.48s", h);
+/* The pool card of a merged group on this host: "pooled-" and a hash of
+ * the host and the merge's name for the group ("fleet-<hash of model and
+ * environment>"), so the pools of two hosts never replace each other when
+ * one's export is imported by the other. */
+static void pool_uuid(const char *host, const char *merged, char *buf, size_t len) {
+  char seed[256];
+  int n = snprintf(seed, sizeof seed, "%s\n%s", host, merged);
+  XXH64_hash_t h = XXH3_64bits(seed, n > 0 && (size_t)n < sizeof seed ? (size_t)n : sizeof seed - 1);
+  snprintf(buf, len, "pooled-%016llx", (unsigned long long)h);
 }
 
 /* The keys of card `uuid` as its export recorded them. */
@@ -79,10 +85,21 @@ static int pooled_rows(const hct_fleet_t *m, const char *parent_run, hct_db_deci
   for (int i = 0; i < m->n_decisions; i++) {
     hct_db_decision_t *d = &(*out)[i];
     hct__fleet_decision_to_db(&m->decisions[i], d);
-    pool_uuid(m->decisions[i].uuid, d->keys.uuid, sizeof d->keys.uuid);
+    pool_uuid(host, m->decisions[i].uuid, d->keys.uuid, sizeof d->keys.uuid);
     hct__strlcpy(d->keys.host, host, sizeof d->keys.host);
-    hct__strlcpy(d->source, "pooled", sizeof d->source);
+    /* Source "fleet" (hct__fleet_decision_to_db's): measured on the model's
+     * cards, not on the one asking; a row every fleet file accepts. */
     hct__strlcpy(d->run_id, parent_run ? parent_run : "", sizeof d->run_id);
+    /* Provenance in the evidence when it fits: which host and run pooled. */
+    char pre[160];
+    int np = snprintf(pre, sizeof pre, "{\"pooled\":{\"host\":\"%.64s\",\"run\":\"%s\"},", host,
+                      d->run_id);
+    size_t el = strlen(d->evidence_json);
+    if (np > 0 && el > 2 && d->evidence_json[0] == '{' && el + (size_t)np < sizeof d->evidence_json &&
+        strchr(host, '"') == NULL && strchr(host, '\\') == NULL) {
+      memmove(d->evidence_json + np, d->evidence_json + 1, el);
+      memcpy(d->evidence_json, pre, (size_t)np);
+    }
   }
   return 0;
 }
@@ -124,7 +141,7 @@ static int replace_conflicted(hct_db_t *db, const hct_fleet_t *m, const hct_flee
     const hct_db_decision_t *x = &dec[i];
     if (strcmp(x->keys.model_key, fl->model_key) != 0 || strcmp(x->op, fl->op) != 0 ||
         strcmp(x->variant, fl->variant) != 0 || strcmp(x->params, fl->params) != 0 ||
-        strcmp(x->source, "pooled") == 0 || strcmp(x->source, "fleet") == 0)
+        strcmp(x->source, "fleet") == 0)
       continue;
     hct_db_keys_t k;
     if (!card_keys(m, x->keys.uuid, &k)) continue; /* a card not compared here */

@@ -100,7 +100,8 @@ int hct__multiprobe_cli(const hct_probe_opts_t *o, double outlier_pct);
 
 /*
  * Compares cards uuids[0..n) of the local DB by the fleet merge's rule: their exports merged (hct__fleet_merge), the pooled
- * decisions written under the model's pool (source "pooled"), every
+ * decisions written under the model's pool card "pooled-<hash>"
+ * (source "fleet"), every
  * conflicting variant quarantined on every card of its model (and a card
  * decision that uses one replaced by the pooled one), and outliers
  * reported with their figures.  parent_run is the run the pooled rows
