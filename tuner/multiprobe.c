@@ -200,12 +200,12 @@ static void on_line(child_t *k, int which, const char *line) {
     on_json_line(k, line);
     return;
   }
-  if (which == 1) hct__strlcpy(k->errtail, unprefixed(line), sizeof k->errtail);
-  /* A compile child's table goes unseen; its stderr (failures) and every
-   * card's warnings are shown with the card's prefix. */
-  if (which == 1 && !k->M->p->quiet && !k->M->p->json)
-    fprintf(stderr, "hctune: [%s] %s\n", k->label, unprefixed(line));
-  else if (which == 1 && k->M->p->json)
+  if (which != 1) return; /* a compile child's table goes unseen */
+  hct__strlcpy(k->errtail, unprefixed(line), sizeof k->errtail);
+  /* A card's warnings and errors always, as its own probe would say them;
+   * a compile's notes and failures unless --quiet (each card's probe
+   * records the failures). */
+  if (k->card != NULL || !k->M->p->quiet)
     fprintf(stderr, "hctune: [%s] %s\n", k->label, unprefixed(line));
 }
 
