@@ -260,6 +260,7 @@ static hct_agree_t agree;
 static int multi_rc;
 static double multi_wall_s;
 static char self_exe[1024];
+static const char *exe_override; /* NULL: self_exe */
 
 /* Runs hct__multiprobe over cards c[0..n) into DB `db` with stdout and
  * stderr in the files out and err of env.dir. */
@@ -276,7 +277,7 @@ static int run_multi(const char *db, hct_multi_card_t *c, int n, int json, const
   mo.probe = &po;
   mo.cards = c;
   mo.n_cards = n;
-  mo.exe = self_exe;
+  mo.exe = exe_override ? exe_override : self_exe;
   char po_path[400], pe_path[400];
   snprintf(po_path, sizeof po_path, "%s/%s", env.dir, out);
   snprintf(pe_path, sizeof pe_path, "%s/%s", env.dir, err);
@@ -806,6 +807,24 @@ static void test_export(void **state) {
   assert_int_equal(seen, 1);
 }
 
+/* A probe program that cannot be started: each card fails with one line
+ * naming it, nothing hangs, and the command fails. */
+static void test_no_exe(void **state) {
+  (void)state;
+  char db[400];
+  snprintf(db, sizeof db, "%s/noexe.db", env.dir);
+  hct_multi_card_t c[2] = {card(0, "GPU-fake-a0", 0), card(1, "GPU-fake-a1", 0)};
+  exe_override = "/nonexistent/hctune";
+  hct_agree_t ag;
+  int rc = run_multi(db, c, 2, 0, "noexe.out", "noexe.err", &ag);
+  exe_override = NULL;
+  hct__agree_free(&ag);
+  assert_int_equal(rc, HCT_EWORKER);
+  for (int i = 0; i < 2; i++)
+    if (strstr(c[i].error, "cannot start '/nonexistent/hctune'") == NULL)
+      fail_msg("card %d: error '%s'", i, c[i].error);
+}
+
 /* Device lists: a card named twice, an empty item, no card: one line each. */
 static void test_bad_lists(void **state) {
   (void)state;
@@ -841,7 +860,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_list),     cmocka_unit_test(test_export),
       cmocka_unit_test(test_progress),
       cmocka_unit_test(test_json),     cmocka_unit_test(test_interrupt),
-      cmocka_unit_test(test_bad_lists),
+      cmocka_unit_test(test_no_exe),   cmocka_unit_test(test_bad_lists),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -114,6 +114,7 @@ typedef struct child_s {
   uv_process_t proc;
   uv_pipe_t out, err;
   int handles;               /* open handles left to close */
+  int closing;               /* uv_close called on them */
   int exited;
   int64_t exit_status;
   int term_signal;
@@ -316,6 +317,9 @@ static int spawn_child(multi_t *M, child_t *k, char **args, char *const *extra_e
     k->exited = 1;
     k->exit_status = 127;
     if (k->card) k->card->exit_status = 127, k->card->end_ns = hct__now_ns();
+    /* libuv's rule: the process handle is closed even so; wait_children
+     * runs the loop until the closes are done. */
+    k->closing = 1;
     uv_close((uv_handle_t *)&k->proc, close_cb);
     uv_close((uv_handle_t *)&k->out, close_cb);
     uv_close((uv_handle_t *)&k->err, close_cb);
@@ -341,8 +345,9 @@ static void wait_children(multi_t *M, child_t *kids, int n) {
     int busy = 0;
     for (int i = 0; i < n; i++) {
       child_t *k = &kids[i];
-      if (k->exited && k->handles == 3 && !uv_is_active((uv_handle_t *)&k->out) &&
+      if (k->exited && !k->closing && !uv_is_active((uv_handle_t *)&k->out) &&
           !uv_is_active((uv_handle_t *)&k->err)) {
+        k->closing = 1;
         uv_close((uv_handle_t *)&k->proc, close_cb);
         uv_close((uv_handle_t *)&k->out, close_cb);
         uv_close((uv_handle_t *)&k->err, close_cb);
@@ -466,7 +471,7 @@ static int compile_once(multi_t *M, const char *exe, const char *dbpath, const h
     }
     int rc = spawn_child(M, &kid, a->v, env);
     free(a);
-    if (rc == 0) wait_children(M, &kid, 1);
+    wait_children(M, &kid, 1); /* also after a failed start: its closes */
     double s = (double)(hct__now_ns() - t0) / 1e9;
     if (rc != 0 || kid.term_signal != 0 || kid.exit_status > 1) {
       hct__log(HCT_LOG_WARN, "%s failed (%s): each card's probe compiles for itself",
