@@ -44,12 +44,18 @@ static void pool_uuid(const char *host, const char *merged, char *buf, size_t le
   snprintf(buf, len, "pooled-%016llx", (unsigned long long)h);
 }
 
-/* The keys of card `uuid` as its export recorded them. */
-static int card_keys(const hct_fleet_t *f, const char *uuid, hct_db_keys_t *k) {
+/* The keys of card `uuid` in environment `env` ("driver|compiler|hctune",
+ * as the merge names a group's; NULL: any) as its trials recorded them:
+ * a quarantine row holds for one driver version, so it must be the
+ * group's. */
+static int card_keys(const hct_fleet_t *f, const char *uuid, const char *env, hct_db_keys_t *k) {
   memset(k, 0, sizeof *k);
   for (int i = 0; i < f->n_trials; i++) {
     const hct_fleet_trial_t *t = &f->trials[i];
     if (strcmp(t->uuid, uuid) != 0) continue;
+    char e[128];
+    snprintf(e, sizeof e, "%s|%s|%s", t->driver_version, t->compiler_version, t->hctune_version);
+    if (env != NULL && strcmp(e, env) != 0) continue;
     hct__strlcpy(k->host, t->host, sizeof k->host);
     hct__strlcpy(k->uuid, t->uuid, sizeof k->uuid);
     hct__strlcpy(k->model_key, t->model_key, sizeof k->model_key);
@@ -116,7 +122,7 @@ static int quarantine_model(hct_db_t *db, const hct_fleet_t *m, const hct_fleet_
     const hct_fleet_device_t *dev = &m->devices[i];
     if (strcmp(dev->model_key, fl->model_key) != 0) continue;
     hct_db_keys_t k;
-    if (!card_keys(m, dev->uuid, &k)) continue;
+    if (!card_keys(m, dev->uuid, fl->env, &k)) continue;
     int q = hct__db_fault_check(db, &k, fl->op, fl->variant, fl->params, fl->template_hash, 0);
     if (q < 0) return q;
     if (q) continue;
@@ -143,8 +149,13 @@ static int replace_conflicted(hct_db_t *db, const hct_fleet_t *m, const hct_flee
         strcmp(x->variant, fl->variant) != 0 || strcmp(x->params, fl->params) != 0 ||
         strcmp(x->source, "fleet") == 0)
       continue;
+    /* A card compared here, in the group's environment (the decision's
+     * keys: its driver, compiler and hctune version). */
     hct_db_keys_t k;
-    if (!card_keys(m, x->keys.uuid, &k)) continue; /* a card not compared here */
+    char env[128];
+    snprintf(env, sizeof env, "%s|%s|%s", x->keys.driver_version, x->keys.compiler_version,
+             x->keys.hctune_version);
+    if (strcmp(env, fl->env) != 0 || !card_keys(m, x->keys.uuid, env, &k)) continue;
     hct_db_decision_t *rows = calloc((size_t)npool + 1, sizeof *rows);
     if (rows == NULL) {
       rc = hct__error(HCT_ENOMEM, "agreement: out of memory");
@@ -153,7 +164,10 @@ static int replace_conflicted(hct_db_t *db, const hct_fleet_t *m, const hct_flee
     int n = 0;
     for (int p = 0; p < npool; p++) {
       if (strcmp(pool[p].keys.model_key, fl->model_key) != 0 || strcmp(pool[p].op, x->op) != 0 ||
-          strcmp(pool[p].parity, x->parity) != 0)
+          strcmp(pool[p].parity, x->parity) != 0 ||
+          strcmp(pool[p].keys.driver_version, x->keys.driver_version) != 0 ||
+          strcmp(pool[p].keys.compiler_version, x->keys.compiler_version) != 0 ||
+          strcmp(pool[p].keys.hctune_version, x->keys.hctune_version) != 0)
         continue;
       rows[n] = pool[p];
       rows[n].keys = k;
