@@ -106,10 +106,6 @@ static const char *const migrations[] = {
   "  regs INTEGER NOT NULL DEFAULT 0, spill_bytes INTEGER NOT NULL DEFAULT 0,"
   "  smem_static INTEGER NOT NULL DEFAULT 0, stack_bytes INTEGER NOT NULL DEFAULT 0,"
   "  compile_ms REAL NOT NULL DEFAULT 0, created_at INTEGER NOT NULL);",
-  /* 2: a probe of several cards at once (tuner/multiprobe.c) is one run
-   * whose per-card runs name it; '' for a run of its own. */
-  "ALTER TABLE runs ADD COLUMN parent_run TEXT NOT NULL DEFAULT '';"
-  "CREATE INDEX runs_parent ON runs (parent_run);",
 };
 
 _Static_assert(HCT_ARRAY_SIZE(migrations) == HCT_DB_SCHEMA_VERSION,

@@ -211,7 +211,13 @@ int hct__db_run_end(hct_db_t *db, const char *run_id, const char *status) {
 
 int hct__db_run_set_parent(hct_db_t *db, const char *run_id, const char *parent_run) {
   sqlite3_stmt *st;
-  int err = prepare(db, "UPDATE runs SET parent_run = ? WHERE id = ?", &st);
+  /* args is the probe's own JSON object; anything else is kept under
+   * "args" rather than lost. */
+  int err = prepare(db,
+                    "UPDATE runs SET args = json_set(CASE WHEN json_valid(args) AND"
+                    " json_type(args) = 'object' THEN args WHEN args IS NULL THEN '{}'"
+                    " ELSE json_object('args', args) END, '$.parent_run', ?) WHERE id = ?",
+                    &st);
   if (err) return err;
   bind_text(st, 1, parent_run);
   bind_text(st, 2, run_id);
@@ -228,7 +234,9 @@ int hct__db_run_children(hct_db_t *db, const char *parent, hct_db_run_t **out, i
   sqlite3_stmt *st;
   int err = prepare(db,
                     "SELECT id, uuid, model_key, status, started_at, coalesce(ended_at, 0)"
-                    " FROM runs WHERE parent_run = ? AND parent_run != '' ORDER BY uuid, started_at",
+                    " FROM runs WHERE CASE WHEN json_valid(args) AND json_type(args) = 'object'"
+                    " THEN json_extract(args, '$.parent_run') END = ?1 AND ?1 != ''"
+                    " ORDER BY uuid, started_at",
                     &st);
   if (err) return err;
   bind_text(st, 1, parent);

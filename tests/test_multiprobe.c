@@ -158,7 +158,7 @@ static int fake_probe(int argc, char **argv) {
   }
   char run[33];
   if (hct__db_device_upsert(db, &k, is_b ? "Other Card" : DT_CARD_NAME, is_b ? "sm_89" : "sm_90", "{}") != 0 ||
-      hct__db_run_begin(db, &k, "hc_read", "{}", run) != 0 ||
+      hct__db_run_begin(db, &k, "hc_read", "{\"fake\":1}", run) != 0 ||
       hct__db_run_set_parent(db, run, parent) != 0) {
     fprintf(stderr, "fake probe: %s\n", hct_last_error());
     hct__db_close(db);
@@ -435,7 +435,23 @@ static void test_runs(void **state) {
         matched = 1;
     if (!matched) fail_msg("run %s of %s is not a card's", runs[i].id, runs[i].uuid);
   }
+  char first[33];
+  hct__strlcpy(first, runs[0].id, sizeof first);
   free(runs);
+  /* The card's args keep what the probe wrote beside the parent. */
+  sqlite3 *h;
+  assert_int_equal(sqlite3_open_v2(env.db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(h, "SELECT args FROM runs WHERE id = ?", -1, &st, NULL), SQLITE_OK);
+  sqlite3_bind_text(st, 1, first, -1, SQLITE_STATIC);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  json_t *args = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  assert_non_null(args);
+  assert_string_equal(dt_str(args, "parent_run"), parent);
+  assert_non_null(json_object_get(args, "fake"));
+  json_decref(args);
   /* A run of its own has no children: '' is not a parent. */
   assert_int_equal(hct__db_run_children(db, "", &runs, &n), 0);
   assert_int_equal(n, 0);
@@ -807,6 +823,52 @@ static void test_export(void **state) {
   assert_int_equal(seen, 1);
 }
 
+/* The tie of a run to its parent keeps any args a run began with: none, a
+ * JSON object, or text that is not one; an unknown run is an error. */
+static void test_set_parent(void **state) {
+  (void)state;
+  char path[400];
+  snprintf(path, sizeof path, "%s/parent.db", env.dir);
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(path, 0, &db), 0);
+  hct_db_keys_t k;
+  memset(&k, 0, sizeof k);
+  strcpy(k.uuid, "GPU-x");
+  static const char *const args[] = {NULL, "{\"candidates\":3}", "not json", "[1,2]"};
+  char ids[4][33];
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(hct__db_run_begin(db, &k, "hc_read", args[i], ids[i]), 0);
+    assert_int_equal(hct__db_run_set_parent(db, ids[i], "0123456789abcdef0123456789abcdef"), 0);
+  }
+  char other[33];
+  assert_int_equal(hct__db_run_begin(db, &k, "hc_read", "{}", other), 0);
+  hct_db_run_t *runs;
+  int n;
+  assert_int_equal(hct__db_run_children(db, "0123456789abcdef0123456789abcdef", &runs, &n), 0);
+  assert_int_equal(n, 4);
+  free(runs);
+  assert_int_equal(hct__db_run_set_parent(db, "ffffffffffffffffffffffffffffffff", "x"), HCT_ENOENT);
+  hct__db_close(db);
+  sqlite3 *h;
+  assert_int_equal(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(h, "SELECT args FROM runs WHERE id = ?", -1, &st, NULL), SQLITE_OK);
+  static const char *const want[] = {
+      "{\"parent_run\":\"0123456789abcdef0123456789abcdef\"}",
+      "{\"candidates\":3,\"parent_run\":\"0123456789abcdef0123456789abcdef\"}",
+      "{\"args\":\"not json\",\"parent_run\":\"0123456789abcdef0123456789abcdef\"}",
+      "{\"args\":\"[1,2]\",\"parent_run\":\"0123456789abcdef0123456789abcdef\"}",
+  };
+  for (int i = 0; i < 4; i++) {
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_STATIC);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), want[i]);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+}
+
 /* A probe program that cannot be started: each card fails with one line
  * naming it, nothing hangs, and the command fails. */
 static void test_no_exe(void **state) {
@@ -860,7 +922,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_list),     cmocka_unit_test(test_export),
       cmocka_unit_test(test_progress),
       cmocka_unit_test(test_json),     cmocka_unit_test(test_interrupt),
-      cmocka_unit_test(test_no_exe),   cmocka_unit_test(test_bad_lists),
+      cmocka_unit_test(test_no_exe),   cmocka_unit_test(test_set_parent),
+      cmocka_unit_test(test_bad_lists),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

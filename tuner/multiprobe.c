@@ -598,7 +598,7 @@ int hct__multiprobe(const hct_multi_opts_t *o, hct_agree_t *agree_out) {
 
   hct_db_t *db = NULL;
   if ((rc = hct__db_open(dbpath, 0, &db)) != 0) goto out_op;
-  /* The run of the host: every card's run names it (runs.parent_run). */
+  /* The run of the host: every card's run names it ("parent_run" in its args). */
   hct_db_keys_t keys;
   memset(&keys, 0, sizeof keys);
   hct__hostname(keys.host, sizeof keys.host);
