@@ -1,6 +1,7 @@
 # hctune: GNU make, C11.
 #
-#   make              bin/hctune, bin/hctuned, lib/libhctune.{a,so}, tests
+#   make              bin/hctune, bin/hctuned, lib/libhctune.{a,so} (the
+#                     client library), tests
 #   make STATIC=1     the same with libuv, SQLite, jansson, xxHash linked
 #                     statically, for machines without their packages
 #   make check        CPU tests, then again under AddressSanitizer + UBSan
@@ -56,9 +57,14 @@ else
   LIB := $(O)/lib
 endif
 
-CORE_SRC   := $(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/cmd_*.c cli/report_*.c) \
-              $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c))
+# Two archives: lib/libhctune.{a,so}, the client library engines link (the
+# same objects in both), and $(INTERNAL), everything else (common, jit, db,
+# tuner, the commands, the daemon's server), which only hctune, hctuned and
+# the tests link, never installed.
 CLIENT_SRC := common/error.c common/names.c $(wildcard daemon/client*.c)
+CORE_SRC   := $(filter-out $(CLIENT_SRC) cli/main.c,$(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/*.c) \
+              $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c)))
+INTERNAL   := $(O)/libhctune_internal.a
 TEST_SRC   := $(wildcard tests/test_*.c)
 TEST_HELPERS := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 
@@ -72,18 +78,22 @@ $(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/jit/hip_%.o: CPPFLAGS += -D__HIP_PLATFORM_AMD__
 
-.PHONY: all install clean check check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
+.PHONY: all install clean check check-deps check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
 all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so tests
 
 $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(LIB)/libhctune.a: $(CORE_OBJ)
+$(INTERNAL): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# The shared library is the client alone: an engine that loads it pulls in
+$(LIB)/libhctune.a: $(CLIENT_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# The shared library is the client too: an engine that loads it pulls in
 # neither SQLite nor libuv.
 $(LIB)/libhctune.so.0: $(CLIENT_OBJ)
 	@mkdir -p $(dir $@)
@@ -93,11 +103,12 @@ $(LIB)/libhctune.so.0: $(CLIENT_OBJ)
 $(LIB)/libhctune.so: $(LIB)/libhctune.so.0
 	ln -sf libhctune.so.0 $@
 
-$(BIN)/hctune: $(O)/cli/main.o $(LIB)/libhctune.a
+# The internal archive first: its objects call the client's (hctune query).
+$(BIN)/hctune: $(O)/cli/main.o $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
-$(BIN)/hctuned: $(O)/daemon/main.o $(LIB)/libhctune.a
+$(BIN)/hctuned: $(O)/daemon/main.o $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
@@ -108,23 +119,45 @@ $(O)/tests/fake_worker: $(O)/tests/fake/fake_worker.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -ljansson
 
-$(O)/tests/%: $(O)/tests/%.o $(TEST_HELPER_OBJ) $(LIB)/libhctune.a
+# Every test program gets tests/test_main.h (HCT_TEST_FILTER, HCT_BIN)
+# without including it (-MMD lists it among the object's dependencies).
+$(O)/tests/test_%.o: CPPFLAGS += -include tests/test_main.h
+
+$(O)/tests/%: $(O)/tests/%.o $(TEST_HELPER_OBJ) $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
 deps:
 	@tools/install-deps.sh
 
-# check: the CPU tests twice, plainly and under the sanitizers.
-check: deps
-	$(MAKE) check-cpu
-	$(MAKE) check-asan
-	$(MAKE) check-fuzz
+# make check also wants clang, for the fuzzer.
+check-deps:
+	@tools/install-deps.sh check
+
+# check: the CPU tests twice, plainly and under the sanitizers (where the
+# compiler-bound tests skip: the sanitizers instrument hctune's C, not
+# NVRTC's), then the fuzzer.  Every pass runs even when one fails, and the
+# last line adds them up, "N passed, N failed, N skipped" alone on a line
+# (cmocka's tests, the fuzzer one more), for a CI runner to read.
+CHECK_TALLY := $(CURDIR)/build/check.tally
+check: check-deps
+	@mkdir -p build && rm -f $(CHECK_TALLY); st=0; \
+	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-cpu || st=1; \
+	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-asan || st=1; \
+	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-fuzz || st=1; \
+	 awk '{p += $$1; f += $$2; s += $$3} END {printf "%d passed, %d failed, %d skipped\n", p, f, s}' \
+	   $(CHECK_TALLY); \
+	 exit $$st
 
 # The fuzz target needs clang; without it, say so rather than pass silently.
+# Its outcome joins make check's tally as one test.
 check-fuzz:
-	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then $(MAKE) fuzz FUZZ_SECONDS=20; \
-	 else echo "fuzz: skipped: no $(FUZZ_CC) for libFuzzer"; fi
+	@if ! command -v $(FUZZ_CC) >/dev/null 2>&1; then \
+	   echo "fuzz: skipped: no $(FUZZ_CC) for libFuzzer"; t="0 0 1"; \
+	 elif $(MAKE) fuzz FUZZ_SECONDS=20; then t="1 0 0"; \
+	 else t="0 1 0"; fi; \
+	 [ -z "$$HCT_TEST_TALLY" ] || echo "$$t" >>"$$HCT_TEST_TALLY"; \
+	 [ "$$t" != "0 1 0" ]
 
 check-cpu: all
 	tests/run.sh $(O)/tests $(BIN)
@@ -148,7 +181,8 @@ probe: deps
 bench-daemon: all
 	tests/bench-daemon.sh $(BIN) $(O)/tests
 
-# libFuzzer on the request parser: proto.c needs only jansson and error.c.
+# libFuzzer on the request parser: proto.c needs only jansson, error.c and
+# tokens.c.
 # New inputs it finds go to $(O)/fuzz/corpus; daemon/fuzz_corpus seeds it.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60

@@ -9,13 +9,50 @@
 
 #include "common.h"
 #include "db.h"
+#include "cmdline.h"
 #include "stats.h"
+
+/*
+ * What a command needs before its work, done by hct__cli_options() after
+ * its options are parsed (the command table's setup column, as git's
+ * RUN_SETUP): HCT_SETUP_KERNELS finds the templates folder
+ * (hct__kernels_dir), HCT_SETUP_DB opens the results database read-only
+ * (the command then takes --db PATH; default $HCTUNE_DB ...).
+ */
+enum { HCT_SETUP_KERNELS = 1u << 0, HCT_SETUP_DB = 1u << 1 };
 
 typedef struct hct_cmd_s {
   const char *name;
   int (*fn)(int argc, char **argv);
+  unsigned setup; /* HCT_SETUP_ flags */
   const char *summary;
 } hct_cmd_t;
+
+/* What the setup gives a command. */
+typedef struct hct_cli_env_s {
+  hct_db_t *db;        /* HCT_SETUP_DB: open read-only; the command closes it */
+  char db_path[4096];  /* its path, for messages */
+  char kernels[4096];  /* HCT_SETUP_KERNELS: the templates folder */
+} hct_cli_env_t;
+
+/*
+ * hct__parse_options (common/cmdline.h) for the command argv[0], then the
+ * setup its row of the command table names, into *env (may be NULL for a
+ * command without setup); an HCT_SETUP_DB command also takes --db PATH.
+ * Returns 0; HCT_OPTS_HELP after printing `usage` on stdout (--help, -h);
+ * HCT_EXIT_USAGE after one line on stderr for a bad argument;
+ * HCT_EXIT_FAIL after one line when the setup failed.  So a command
+ * begins:
+ *   int rc = hct__cli_options(argc, argv, opts, usage, &env);
+ *   if (rc != 0) return rc == HCT_OPTS_HELP ? HCT_EXIT_OK : rc;
+ */
+int hct__cli_options(int argc, char **argv, const hct_option_t *opts, const char *usage,
+                     hct_cli_env_t *env);
+/* The setup column of command `name` (cli/cmd_table.c); 0 for none. */
+unsigned hct__cli_setup_flags(const char *name);
+/* Runs that setup: db_path is --db's value (NULL: the default). */
+int hct__cli_setup(unsigned flags, const char *db_path, hct_cli_env_t *env);
+
 
 int cmd_probe(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
@@ -27,21 +64,12 @@ int cmd_verify_decisions(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_daemon(int argc, char **argv);
 int cmd_query(int argc, char **argv);
-int cmd_report(int argc, char **argv);
 int cmd_db(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 /* Runs the command named argv[0] from the table; 2 for an unknown one. */
 int hct__cli_main(int argc, char **argv);
 
-/* Exit statuses: 0 success, 1 the work failed, 2 bad usage. */
-enum { HCT_EXIT_OK = 0, HCT_EXIT_FAIL = 1, HCT_EXIT_USAGE = 2 };
-
-/*
- * Prints "hctune <cmd>: <message>" for a usage error and returns
- * HCT_EXIT_USAGE, so commands write `return hct__usage_error("probe",
- * "unknown option '%s'", arg);`.
- */
-int hct__usage_error(const char *cmd, const char *fmt, ...) HCT_PRINTF(2, 3);
 /* Prints the last error of this thread (or the code's text) and returns
  * HCT_EXIT_FAIL. */
 int hct__cli_fail(int code);

@@ -4,7 +4,6 @@
  * figure from bench and one from probe mean the same thing.  Changes no
  * decision; the trials are recorded like any others.
  */
-#include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -61,33 +60,23 @@ static const hct_timed_row_t *best_of(const hct_timed_rows_t *rows, int T, const
 }
 
 int cmd_bench(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"variants", required_argument, NULL, 'v'}, {"op", required_argument, NULL, 'o'},
-      {"tokens", required_argument, NULL, 't'},   {"device", required_argument, NULL, 'd'},
-      {"db", required_argument, NULL, 'b'},       {"json", no_argument, NULL, 'j'},
-      {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   hct_probe_opts_t o;
   memset(&o, 0, sizeof o);
-  int json = 0, c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-    switch (c) {
-      case 'v': o.only_variants = optarg; break;
-      case 'o': o.op = optarg; break;
-      case 't':
-        if (hct__parse_token_list(optarg, 64, o.tokens) < 0)
-          return hct__usage_error("bench", "%s", hct_last_error());
-        break;
-      case 'd': o.device = optarg; break;
-      case 'b': o.db_path = optarg; break;
-      case 'j': json = 1; break;
-      case 'h': fputs(usage, stdout); return HCT_EXIT_OK;
-      case ':': return hct__usage_error("bench", "option '%s' needs a value", argv[optind - 1]);
-      default: return hct__usage_error("bench", "unknown option '%s'", argv[optind - 1]);
-    }
-  }
-  if (optind < argc) return hct__usage_error("bench", "unexpected argument '%s'", argv[optind]);
+  const char *tokens = NULL;
+  int json = 0;
+  const hct_option_t opts[] = {
+      HCT_OPT_STRING("variants", &o.only_variants),
+      HCT_OPT_STRING("op", &o.op),
+      HCT_OPT_STRING("tokens", &tokens),
+      HCT_OPT_STRING("device", &o.device),
+      HCT_OPT_STRING("db", &o.db_path),
+      HCT_OPT_FLAG("json", &json),
+      HCT_OPT_END,
+  };
+  int parsed = hct__cli_options(argc, argv, opts, usage, NULL);
+  if (parsed != 0) return parsed == HCT_OPTS_HELP ? HCT_EXIT_OK : parsed;
+  if (tokens && hct__parse_token_list(tokens, 64, o.tokens) < 0)
+    return hct__usage_error("bench", "--tokens '%s': %s", tokens, hct_last_error());
   if (o.only_variants == NULL) return hct__usage_error("bench", "--variants is required");
 
   /* The names, in the order given. */

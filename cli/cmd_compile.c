@@ -4,7 +4,6 @@
  * each binary uses (registers, spills, shared memory, stack).  It is how a
  * template change is checked on a development machine before a probe.
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,79 +15,60 @@
 #include "db.h"
 #include "jit.h"
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: hctune compile --arch ARCH [--backend cuda|hip] [--op NAME] [--variant V,..]\n"
-          "                      [--jobs N] [--json] [--db PATH]\n"
-          "\n"
-          "Compiles every variant of the op (default: every op under the kernels folder)\n"
-          "at every point of its parameter space for ARCH (sm_90, gfx90a ...), without a\n"
-          "GPU, and prints per binary: variant, parameters, registers, spill bytes, static\n"
-          "shared memory, stack bytes, compile time, and ok or the error.  Points that\n"
-          "fail a constraint not involving the card (SMEM_OPTIN, SM_COUNT) or T are skipped.\n"
-          "\n"
-          "  --arch ARCH     target, e.g. sm_90 (required)\n"
-          "  --backend B     cuda (default) or hip\n"
-          "  --op NAME       one op only\n"
-          "  --variant V,..  these variants only, comma-separated (with --op)\n"
-          "  --jobs N        parallel compiles (default: the CPU count)\n"
-          "  --json          a JSON array, one object per binary\n"
-          "  --db PATH       use the compile cache of this database\n"
-          "\n"
-          "Exit status: 0 when every binary compiled, 1 otherwise, 2 for bad usage.\n");
-}
+static const char usage[] =
+    "usage: hctune compile --arch ARCH [--backend cuda|hip] [--op NAME] [--variant V,..]\n"
+    "                      [--first-point] [--jobs N] [--json] [--db PATH]\n"
+    "\n"
+    "Compiles every variant of the op (default: every op under the kernels folder)\n"
+    "at every point of its parameter space for ARCH (sm_90, gfx90a ...), without a\n"
+    "GPU, and prints per binary: variant, parameters, registers, spill bytes, static\n"
+    "shared memory, stack bytes, compile time, and ok or the error.  Points that\n"
+    "fail a constraint not involving the card (SMEM_OPTIN, SM_COUNT) or T are skipped.\n"
+    "\n"
+    "  --arch ARCH     target, e.g. sm_90 (required)\n"
+    "  --backend B     cuda (default) or hip\n"
+    "  --op NAME       one op only\n"
+    "  --variant V,..  these variants only, comma-separated (with --op)\n"
+    "  --first-point   the first point of each variant that is not skipped, not\n"
+    "                  every point: each template once (the test suite's matrix)\n"
+    "  --jobs N        parallel compiles (default: the CPU count)\n"
+    "  --json          a JSON array, one object per binary\n"
+    "  --db PATH       use the compile cache of this database\n"
+    "\n"
+    "Exit status: 0 when every binary compiled, 1 otherwise, 2 for bad usage.\n";
 
 typedef struct {
   const char *arch, *op, *variant, *db;
   hct_backend_kind_t backend;
-  int jobs, json;
+  int jobs, json, first_point;
 } args_t;
 
-static int parse_args(int argc, char **argv, args_t *a) {
-  static const struct option longopts[] = {
-      {"arch", required_argument, NULL, 'a'},   {"backend", required_argument, NULL, 'b'},
-      {"op", required_argument, NULL, 'o'},     {"variant", required_argument, NULL, 'v'},
-      {"jobs", required_argument, NULL, 'j'},   {"json", no_argument, NULL, 'J'},
-      {"db", required_argument, NULL, 'd'},     {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+/* --backend: a backend's name. */
+static int backend_arg(const char *arg, void *value) {
+  for (int b = 0; b < HCT_BACKEND_COUNT; b++)
+    if (strcmp(arg, hct__backend((hct_backend_kind_t)b)->name) == 0) {
+      *(hct_backend_kind_t *)value = hct__backend((hct_backend_kind_t)b)->kind;
+      return 0;
+    }
+  return hct__error(HCT_EINVAL, "unknown backend: expected cuda or hip");
+}
+
+static int parse_args(int argc, char **argv, args_t *a, hct_cli_env_t *env) {
   memset(a, 0, sizeof *a);
   a->backend = HCT_BACKEND_CUDA;
-  optind = 1;
-  opterr = 0;
-  int c;
-  while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
-    switch (c) {
-      case 'a': a->arch = optarg; break;
-      case 'o': a->op = optarg; break;
-      case 'v': a->variant = optarg; break;
-      case 'd': a->db = optarg; break;
-      case 'J': a->json = 1; break;
-      case 'h': usage(stdout); return -1;
-      case 'b': {
-        const hct_backend_ops_t *ops = NULL;
-        for (int b = 0; b < HCT_BACKEND_COUNT; b++)
-          if (strcmp(optarg, hct__backend((hct_backend_kind_t)b)->name) == 0)
-            ops = hct__backend((hct_backend_kind_t)b);
-        if (ops == NULL)
-          return hct__usage_error(argv[0], "unknown backend '%s': expected cuda or hip", optarg);
-        a->backend = ops->kind;
-        break;
-      }
-      case 'j': {
-        char *end;
-        long n = strtol(optarg, &end, 10);
-        if (*end != '\0' || n < 1 || n > 256)
-          return hct__usage_error(argv[0], "--jobs '%s': expected a number from 1 to 256", optarg);
-        a->jobs = (int)n;
-        break;
-      }
-      case ':':
-        return hct__usage_error(argv[0], "option '%s' needs a value", argv[optind - 1]);
-      default:
-        return hct__usage_error(argv[0], "unknown option '%s'", argv[optind - 1]);
-    }
-  }
-  if (optind < argc) return hct__usage_error(argv[0], "unexpected argument '%s'", argv[optind]);
+  const hct_option_t opts[] = {
+      HCT_OPT_STRING("arch", &a->arch),
+      HCT_OPT_CALL("backend", &a->backend, backend_arg),
+      HCT_OPT_STRING("op", &a->op),
+      HCT_OPT_STRING("variant", &a->variant),
+      HCT_OPT_FLAG("first-point", &a->first_point),
+      HCT_OPT_INT("jobs", &a->jobs, 1, 256),
+      HCT_OPT_FLAG("json", &a->json),
+      HCT_OPT_STRING("db", &a->db),
+      HCT_OPT_END,
+  };
+  int rc = hct__cli_options(argc, argv, opts, usage, env);
+  if (rc != 0) return rc;
   if (a->arch == NULL) return hct__usage_error(argv[0], "--arch is required (e.g. --arch sm_90)");
   if (a->variant && a->op == NULL) return hct__usage_error(argv[0], "--variant needs --op");
   return 0;
@@ -179,6 +159,7 @@ static int plan_op(plan_t *pl, const args_t *a, const hct_op_t *op, int arch_num
         free(points);
         return rc;
       }
+      if (a->first_point) break;
     }
     free(points);
   }
@@ -280,8 +261,9 @@ static void plan_free(plan_t *pl) {
 
 int cmd_compile(int argc, char **argv) {
   args_t a;
-  int rc = parse_args(argc, argv, &a);
-  if (rc != 0) return rc < 0 ? HCT_EXIT_OK : rc;
+  hct_cli_env_t env;
+  int rc = parse_args(argc, argv, &a, &env);
+  if (rc != 0) return rc == HCT_OPTS_HELP ? HCT_EXIT_OK : rc;
 
   int arch_num = 0, warp = 32;
   rc = hct__arch_check(a.backend, a.arch, &arch_num, &warp);
@@ -296,9 +278,7 @@ int cmd_compile(int argc, char **argv) {
     setenv("UV_THREADPOOL_SIZE", buf, 1);
   }
 
-  char kdir[1024];
-  rc = hct__kernels_dir(kdir, sizeof kdir);
-  if (rc < 0) return hct__cli_fail(rc);
+  const char *kdir = env.kernels;
   char names[64][32];
   int n_names;
   if (a.op) {

@@ -7,7 +7,6 @@
  * refused with one line and status 1, and the local DB and the merge's
  * output are left as they were, byte for byte.
  */
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,74 +184,90 @@ static int db_import(const db_opts_t *o, int argc, char **argv) {
   return HCT_EXIT_OK;
 }
 
+/* The options of each subcommand: a row per option, as every command
+ * (common/cmdline.h). */
+#define OPTS_DB(o) HCT_OPT_STRING("db", &(o)->db_path)
+#define OPTS_JSON(o) HCT_OPT_FLAG("json", &(o)->json)
+
+static int parse_export(db_opts_t *o, int argc, char **argv, const char *cmd) {
+  const hct_option_t opts[] = {OPTS_DB(o), HCT_OPT_STRING("device", &o->device), OPTS_JSON(o),
+                               HCT_OPT_END};
+  return hct__parse_options(argc, argv, cmd, opts, usage);
+}
+
+static int parse_merge(db_opts_t *o, int argc, char **argv, const char *cmd) {
+  const hct_option_t opts[] = {HCT_OPT_NUMBER("outlier-pct", &o->outlier_pct, 0.1, 1000),
+                               HCT_OPT_NUMBER("margin", &o->margin, 0, 50), OPTS_JSON(o),
+                               HCT_OPT_END};
+  return hct__parse_options(argc, argv, cmd, opts, usage);
+}
+
+static int parse_import(db_opts_t *o, int argc, char **argv, const char *cmd) {
+  const hct_option_t opts[] = {OPTS_DB(o), OPTS_JSON(o), HCT_OPT_END};
+  return hct__parse_options(argc, argv, cmd, opts, usage);
+}
+
+/* A subcommand: how its options parse and what it does with the files
+ * named after them. */
 static const struct {
   const char *name;
+  int (*parse)(db_opts_t *o, int argc, char **argv, const char *cmd);
   int (*fn)(const db_opts_t *o, int argc, char **argv);
 } subcommands[] = {
-    {"export", db_export},
-    {"merge", db_merge},
-    {"import", db_import},
+    {"export", parse_export, db_export},
+    {"merge", parse_merge, db_merge},
+    {"import", parse_import, db_import},
 };
 
-static int parse_pct(const char *cmd, const char *opt, const char *arg, double lo, double hi,
-                     double *out) {
-  char *end;
-  double v = strtod(arg, &end);
-  if (*arg == '\0' || *end != '\0' || !(v >= lo && v <= hi))
-    return hct__usage_error(cmd, "%s '%s': need a percentage in %g..%g", opt, arg, lo, hi);
-  *out = v;
-  return 0;
+/*
+ * The files come after the options (`db merge --json OUT IN...`): the
+ * first argument that is neither an option nor an option's value starts
+ * them.  Returns its index.  An option's value is the next argument unless
+ * the option is one of `flags` or is written --name=value.
+ */
+static int files_start(int argc, char **argv) {
+  static const char *const flags[] = {"--json", "--help", "-h"};
+  int i = 1;
+  while (i < argc) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) return i + 1;
+    if (a[0] != '-' || a[1] == '\0') return i;
+    int is_flag = strchr(a, '=') != NULL;
+    for (size_t k = 0; k < HCT_ARRAY_SIZE(flags); k++) is_flag |= strcmp(a, flags[k]) == 0;
+    i += is_flag ? 1 : 2;
+  }
+  return argc;
 }
 
 int cmd_db(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"db", required_argument, NULL, 'b'},          {"device", required_argument, NULL, 'd'},
-      {"outlier-pct", required_argument, NULL, 'o'}, {"margin", required_argument, NULL, 'm'},
-      {"json", no_argument, NULL, 'j'},              {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     fputs(usage, stdout);
     return HCT_EXIT_OK;
   }
   if (argc < 2) return hct__usage_error("db", "need a subcommand: export, merge or import");
+  if (argv[1][0] == '-') {
+    /* An option before any subcommand: `db` itself has none but --help,
+     * and the parser words the error as for every command. */
+    const hct_option_t none[] = {HCT_OPT_END};
+    int rc = hct__parse_options(argc, argv, "db", none, usage);
+    return rc == HCT_OPTS_HELP ? HCT_EXIT_OK : rc != 0 ? rc : HCT_EXIT_USAGE;
+  }
   size_t s = 0;
   while (s < HCT_ARRAY_SIZE(subcommands) && strcmp(subcommands[s].name, argv[1]) != 0) s++;
   if (s == HCT_ARRAY_SIZE(subcommands))
-    return hct__usage_error("db", "'%s' is not a subcommand (export, merge, import)", argv[1]);
+    return hct__usage_error("db", "unexpected argument '%s'", argv[1]);
   char cmd[32];
   snprintf(cmd, sizeof cmd, "db %s", argv[1]);
   db_opts_t o;
   memset(&o, 0, sizeof o);
-  int c;
-  optind = 1;
-  opterr = 0;
-  argc--;
-  argv++;
-  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-    switch (c) {
-      case 'b': o.db_path = optarg; break;
-      case 'd': o.device = optarg; break;
-      case 'o':
-        if (parse_pct(cmd, "--outlier-pct", optarg, 0.1, 1000, &o.outlier_pct)) return HCT_EXIT_USAGE;
-        break;
-      case 'm': {
-        double pct;
-        if (parse_pct(cmd, "--margin", optarg, 0, 50, &pct)) return HCT_EXIT_USAGE;
-        /* 0 asks for the probe's default; a margin of zero is the smallest
-         * one the rule can express. */
-        o.margin = pct > 0 ? pct / 100 : 1e-12;
-        break;
-      }
-      case 'j': o.json = 1; break;
-      case 'h': fputs(usage, stdout); return HCT_EXIT_OK;
-      case ':': return hct__usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
-      default: return hct__usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
-    }
-  }
-  int is_export = s == 0, is_merge = s == 1;
-  if (o.device && !is_export) return hct__usage_error(cmd, "--device is for export only");
-  if ((o.outlier_pct > 0 || o.margin > 0) && !is_merge)
-    return hct__usage_error(cmd, "--outlier-pct and --margin are for merge only");
-  if (o.db_path && is_merge) return hct__usage_error(cmd, "merge reads and writes fleet files, not --db");
-  return subcommands[s].fn(&o, argc - optind, argv + optind);
+  o.margin = -1;
+  /* argv[1] (the subcommand) plays argv[0] for the parser. */
+  int files = files_start(argc - 1, argv + 1);
+  int rc = subcommands[s].parse(&o, files, argv + 1, cmd);
+  if (rc != 0) return rc == HCT_OPTS_HELP ? HCT_EXIT_OK : rc;
+  /* A margin of 0 asks for the smallest the rule can express; none given,
+   * the probe's default. */
+  if (o.margin >= 0) o.margin = o.margin > 0 ? o.margin / 100 : 1e-12;
+  else o.margin = 0;
+  return subcommands[s].fn(&o, argc - 1 - files, argv + 1 + files);
 }

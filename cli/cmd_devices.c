@@ -12,15 +12,13 @@
 #include "cli.h"
 #include "jit.h"
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: hctune devices [--json]\n"
-          "\n"
-          "Lists the cards found by every GPU driver that loads (CUDA, HIP) and their\n"
-          "fingerprints: name, UUID, PCI bus, arch, SMs, warp size, L2, opt-in shared\n"
-          "memory, memory, clock, driver and compiler versions, model key.\n"
-          "Exit status: 0 with at least one card, 1 with no driver or no card.\n");
-}
+static const char usage[] =
+    "usage: hctune devices [--json]\n"
+    "\n"
+    "Lists the cards found by every GPU driver that loads (CUDA, HIP) and their\n"
+    "fingerprints: name, UUID, PCI bus, arch, SMs, warp size, L2, opt-in shared\n"
+    "memory, memory, clock, driver and compiler versions, model key.\n"
+    "Exit status: 0 with at least one card, 1 with no driver or no card.\n";
 
 static const char *backend_name(const hct_device_t *d) {
   const hct_backend_ops_t *ops = hct__backend(d->backend);
@@ -70,16 +68,9 @@ static int print_json(const hct_device_t *devs, int n) {
 
 int cmd_devices(int argc, char **argv) {
   int json = 0;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      usage(stdout);
-      return HCT_EXIT_OK;
-    } else if (strcmp(argv[i], "--json") == 0) {
-      json = 1;
-    } else {
-      return hct__usage_error(argv[0], "unknown option '%s'", argv[i]);
-    }
-  }
+  const hct_option_t opts[] = {HCT_OPT_FLAG("json", &json), HCT_OPT_END};
+  int parsed = hct__cli_options(argc, argv, opts, usage, NULL);
+  if (parsed != 0) return parsed == HCT_OPTS_HELP ? HCT_EXIT_OK : parsed;
   hct_device_t *devs = calloc(64, sizeof *devs);
   if (devs == NULL) return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory listing cards"));
   int n = hct__devices(devs, 64);

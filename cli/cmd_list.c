@@ -3,7 +3,6 @@
  * candidates (--faults) or the pins (--pins), as a table or as JSON.
  * Also the aligned table printer the CLI commands share.
  */
-#include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,23 +71,21 @@ void hct__table_free(hct_table_t *t) {
 
 /* ---- list ---------------------------------------------------------------- */
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: hctune list [--db PATH] [--json] [--faults | --pins]\n"
-          "\n"
-          "Shows the recorded decisions: for each card, op, parity class and token\n"
-          "range, the variant chosen, its time per call against the baseline's, and\n"
-          "where the decision came from; after 'probe --device all', a model's pooled\n"
-          "rows (CARD \"pooled (MODEL)\") beside each card's own.\n"
-          "\n"
-          "  --db PATH   the database (default: $HCTUNE_DB, else\n"
-          "              $XDG_STATE_HOME/hctune/hctune.db, else\n"
-          "              ~/.local/state/hctune/hctune.db)\n"
-          "  --json      print a JSON array instead of a table\n"
-          "  --faults    list the quarantined candidates instead\n"
-          "  --pins      list the pins instead\n"
-          "  --help      print this and exit\n");
-}
+static const char usage[] =
+    "usage: hctune list [--db PATH] [--json] [--faults | --pins]\n"
+    "\n"
+    "Shows the recorded decisions: for each card, op, parity class and token\n"
+    "range, the variant chosen, its time per call against the baseline's, and\n"
+    "where the decision came from; after 'probe --device all', a model's pooled\n"
+    "rows (CARD \"pooled (MODEL)\") beside each card's own.\n"
+    "\n"
+    "  --db PATH   the database (default: $HCTUNE_DB, else\n"
+    "              $XDG_STATE_HOME/hctune/hctune.db, else\n"
+    "              ~/.local/state/hctune/hctune.db)\n"
+    "  --json      print a JSON array instead of a table\n"
+    "  --faults    list the quarantined candidates instead\n"
+    "  --pins      list the pins instead\n"
+    "  --help      print this and exit\n";
 
 /* "GPU-8d1c2e3f (NVIDIA H200)": the UUID cut to 12 characters, and the card
  * name when the devices table knows it. */
@@ -295,37 +292,21 @@ static int list_pins(hct_db_t *db, int json, const hct_db_device_t *devs, int nd
 }
 
 int cmd_list(int argc, char **argv) {
-  static const struct option opts[] = {
-    {"db", required_argument, NULL, 'd'},
-    {"json", no_argument, NULL, 'j'},
-    {"faults", no_argument, NULL, 'f'},
-    {"pins", no_argument, NULL, 'p'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+  int json = 0, faults = 0, pins = 0;
+  const hct_option_t opts[] = {
+      HCT_OPT_FLAG("json", &json),
+      HCT_OPT_FLAG("faults", &faults),
+      HCT_OPT_FLAG("pins", &pins),
+      HCT_OPT_END,
   };
-  const char *db_path = NULL;
-  int json = 0, faults = 0, pins = 0, c;
-  optind = 0; /* glibc: start afresh, the command may run twice in a process */
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-    switch (c) {
-      case 'd': db_path = optarg; break;
-      case 'j': json = 1; break;
-      case 'f': faults = 1; break;
-      case 'p': pins = 1; break;
-      case 'h': usage(stdout); return HCT_EXIT_OK;
-      case ':': return hct__usage_error(argv[0], "option '%s' needs a value", argv[optind - 1]);
-      default: return hct__usage_error(argv[0], "unknown option '%s'", argv[optind - 1]);
-    }
+  hct_cli_env_t env;
+  int err = hct__cli_options(argc, argv, opts, usage, &env);
+  if (err) return err == HCT_OPTS_HELP ? HCT_EXIT_OK : err;
+  hct_db_t *db = env.db;
+  if (faults && pins) {
+    hct__db_close(db);
+    return hct__usage_error(argv[0], "--faults and --pins are exclusive");
   }
-  if (optind < argc) return hct__usage_error(argv[0], "unexpected argument '%s'", argv[optind]);
-  if (faults && pins) return hct__usage_error(argv[0], "--faults and --pins are exclusive");
-
-  char path[PATH_MAX];
-  hct_db_t *db;
-  int err = hct__cli_open_db(db_path, path, sizeof path, &db);
-  if (err) return hct__cli_fail(err);
-  db_path = path;
   hct_db_device_t *devs;
   int ndev;
   err = hct__db_devices_list(db, &devs, &ndev);

@@ -2,7 +2,6 @@
  * cmd_probe.c: `hctune probe`: compile, check and time an op's variants on
  * one card and record the winners (tuner/probe.c does the work).
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,63 +45,37 @@ static const char usage[] =
     "                       the fleet decisions imported into the database)\n";
 
 int cmd_probe(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"device", required_argument, NULL, 'd'},  {"op", required_argument, NULL, 'o'},
-      {"tokens", required_argument, NULL, 't'},  {"db", required_argument, NULL, 'b'},
-      {"json", no_argument, NULL, 'j'},          {"variants", required_argument, NULL, 'v'},
-      {"retry-quarantined", no_argument, NULL, 'r'}, {"check-sets", required_argument, NULL, 's'},
-      {"margin", required_argument, NULL, 'm'},  {"no-decide", no_argument, NULL, 'n'},
-      {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
-      {"verify-fleet", no_argument, NULL, 'F'},  {"fleet-db", required_argument, NULL, 'f'},
-      {"outlier-pct", required_argument, NULL, 'O'}, {"parent-run", required_argument, NULL, 'P'},
-      {NULL, 0, NULL, 0}};
   hct_probe_opts_t o;
   memset(&o, 0, sizeof o);
+  const char *tokens = NULL;
+  double margin_pct = -1;
   int verify_fleet = 0;
   double outlier_pct = 0;
   const char *fleet_db = NULL;
-  int c;
-  char *end;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-    switch (c) {
-      case 'd': o.device = optarg; break;
-      case 'o': o.op = optarg; break;
-      case 't':
-        if (hct__parse_token_list(optarg, 64, o.tokens) < 0)
-          return hct__usage_error("probe", "%s", hct_last_error());
-        break;
-      case 'b': o.db_path = optarg; break;
-      case 'j': o.json = 1; break;
-      case 'v': o.only_variants = optarg; break;
-      case 'r': o.retry_quarantined = 1; break;
-      case 's':
-        o.check_sets = (int)strtol(optarg, &end, 10);
-        if (*end || o.check_sets < 1 || o.check_sets > 100)
-          return hct__usage_error("probe", "--check-sets '%s': need an integer in 1..100", optarg);
-        break;
-      case 'm':
-        o.min_margin = strtod(optarg, &end) / 100.0;
-        if (*end || o.min_margin < 0 || o.min_margin > 0.5)
-          return hct__usage_error("probe", "--margin '%s': need a percentage in 0..50", optarg);
-        break;
-      case 'n': o.no_decide = 1; break;
-      case 'q': o.quiet = 1; break;
-      case 'F': verify_fleet = 1; break;
-      case 'f': fleet_db = optarg; break;
-      case 'P': o.parent_run = optarg; break; /* set by --device all for each card */
-      case 'O':
-        outlier_pct = strtod(optarg, &end);
-        if (*end || end == optarg || !(outlier_pct > 0 && outlier_pct <= 1000))
-          return hct__usage_error("probe", "--outlier-pct '%s': need a percentage in (0, 1000]", optarg);
-        break;
-      case 'h': fputs(usage, stdout); return HCT_EXIT_OK;
-      case ':': return hct__usage_error("probe", "option '%s' needs a value", argv[optind - 1]);
-      default: return hct__usage_error("probe", "unknown option '%s'", argv[optind - 1]);
-    }
-  }
-  if (optind < argc) return hct__usage_error("probe", "unexpected argument '%s'", argv[optind]);
+  const hct_option_t opts[] = {
+      HCT_OPT_STRING("device", &o.device),
+      HCT_OPT_STRING("op", &o.op),
+      HCT_OPT_STRING("tokens", &tokens),
+      HCT_OPT_STRING("db", &o.db_path),
+      HCT_OPT_FLAG("json", &o.json),
+      HCT_OPT_STRING("variants", &o.only_variants),
+      HCT_OPT_FLAG("retry-quarantined", &o.retry_quarantined),
+      HCT_OPT_INT("check-sets", &o.check_sets, 1, 100),
+      HCT_OPT_NUMBER("margin", &margin_pct, 0, 50),
+      HCT_OPT_FLAG("no-decide", &o.no_decide),
+      HCT_OPT_FLAG("quiet", &o.quiet),
+      HCT_OPT_FLAG("verify-fleet", &verify_fleet),
+      HCT_OPT_STRING("fleet-db", &fleet_db),
+      HCT_OPT_NUMBER("outlier-pct", &outlier_pct, 0.01, 1000),
+      /* Set by --device all on each card's probe (tuner/multiprobe.c). */
+      HCT_OPT_STRING("parent-run", &o.parent_run),
+      HCT_OPT_END,
+  };
+  int parsed = hct__cli_options(argc, argv, opts, usage, NULL);
+  if (parsed != 0) return parsed == HCT_OPTS_HELP ? HCT_EXIT_OK : parsed;
+  if (tokens && hct__parse_token_list(tokens, 64, o.tokens) < 0)
+    return hct__usage_error("probe", "--tokens '%s': %s", tokens, hct_last_error());
+  if (margin_pct >= 0) o.min_margin = margin_pct / 100.0;
   if (fleet_db && !verify_fleet) return hct__usage_error("probe", "--fleet-db needs --verify-fleet");
   int rc;
   int multi = hct__multi_spec(o.device);

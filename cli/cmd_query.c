@@ -33,40 +33,21 @@ static void print_progress(const char *line, void *ctx) {
 
 int cmd_query(int argc, char **argv) {
   const char *op = NULL, *tokens = NULL, *device = NULL, *parity = NULL, *sock = NULL;
-  const char *raw = NULL, *timeout = NULL;
-  int json = 0;
-  const struct {
-    const char *name;
-    const char **dst;
-  } opts[] = {
-      {"--op", &op},         {"--tokens", &tokens}, {"--device", &device},  {"--parity", &parity},
-      {"--socket", &sock},   {"--raw", &raw},       {"--timeout", &timeout},
+  const char *raw = NULL;
+  int json = 0, timeout_ms = HCT_DEFAULT_TIMEOUT_MS;
+  const hct_option_t opts[] = {
+      HCT_OPT_STRING("op", &op),
+      HCT_OPT_STRING("tokens", &tokens),
+      HCT_OPT_STRING("device", &device),
+      HCT_OPT_STRING("parity", &parity),
+      HCT_OPT_STRING("socket", &sock),
+      HCT_OPT_STRING("raw", &raw),
+      HCT_OPT_INT("timeout", &timeout_ms, 1, 600000),
+      HCT_OPT_FLAG("json", &json),
+      HCT_OPT_END,
   };
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      fputs(usage, stdout);
-      return HCT_EXIT_OK;
-    }
-    if (strcmp(a, "--json") == 0) {
-      json = 1;
-      continue;
-    }
-    size_t k;
-    for (k = 0; k < HCT_ARRAY_SIZE(opts); k++)
-      if (strcmp(a, opts[k].name) == 0) break;
-    if (k == HCT_ARRAY_SIZE(opts)) return hct__usage_error(argv[0], "unknown option '%s'", a);
-    if (i + 1 >= argc) return hct__usage_error(argv[0], "option '%s' needs a value", a);
-    *opts[k].dst = argv[++i];
-  }
-  int timeout_ms = HCT_DEFAULT_TIMEOUT_MS;
-  if (timeout != NULL) {
-    char *end;
-    long v = strtol(timeout, &end, 10);
-    if (*end != '\0' || v < 1 || v > 600000)
-      return hct__usage_error(argv[0], "--timeout '%s': want 1 to 600000 ms", timeout);
-    timeout_ms = (int)v;
-  }
+  int parsed = hct__cli_options(argc, argv, opts, usage, NULL);
+  if (parsed != 0) return parsed == HCT_OPTS_HELP ? HCT_EXIT_OK : parsed;
   if (raw == NULL && (op == NULL || tokens == NULL))
     return hct__usage_error(argv[0], "--op and --tokens are required");
   static uint8_t present[4097];

@@ -6,7 +6,6 @@
  * the name a person opens.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,24 +15,22 @@
 #include "cli.h"
 #include "report.h"
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: hctune report [--db PATH] [--op OP] [--device UUID] --out FILE.html\n"
-          "\n"
-          "Writes what the database holds as one HTML page (inline SVG and CSS; no\n"
-          "script, nothing fetched), per card and op: who wins at each T and by how\n"
-          "much, every variant's median time against T with its 95%% interval and the\n"
-          "winners of each class (bitwise, kl) marked, their speedups over the\n"
-          "baseline, the winners' medians across probes, the decisions, the parity\n"
-          "figures against the limits of each class, and the faults with their\n"
-          "reasons.  The plot at each T is the newest probe that timed it.\n"
-          "\n"
-          "  --db PATH       the database (default as for 'hctune list')\n"
-          "  --op OP         only this op\n"
-          "  --device UUID   only this card (a prefix of the UUID is enough)\n"
-          "  --out FILE      the page to write ('-': standard output)\n"
-          "  --help          print this and exit\n");
-}
+static const char usage[] =
+    "usage: hctune report [--db PATH] [--op OP] [--device UUID] --out FILE.html\n"
+    "\n"
+    "Writes what the database holds as one HTML page (inline SVG and CSS; no\n"
+    "script, nothing fetched), per card and op: who wins at each T and by how\n"
+    "much, every variant's median time against T with its 95% interval and the\n"
+    "winners of each class (bitwise, kl) marked, their speedups over the\n"
+    "baseline, the winners' medians across probes, the decisions, the parity\n"
+    "figures against the limits of each class, and the faults with their\n"
+    "reasons.  The plot at each T is the newest probe that timed it.\n"
+    "\n"
+    "  --db PATH       the database (default as for 'hctune list')\n"
+    "  --op OP         only this op\n"
+    "  --device UUID   only this card (a prefix of the UUID is enough)\n"
+    "  --out FILE      the page to write ('-': standard output)\n"
+    "  --help          print this and exit\n";
 
 /* Writes the page to `out` through a temporary file renamed over it. */
 static int write_page(const hct_report_t *r, const char *out) {
@@ -64,39 +61,23 @@ static int write_page(const hct_report_t *r, const char *out) {
 }
 
 int cmd_report(int argc, char **argv) {
-  static const struct option opts[] = {
-    {"db", required_argument, NULL, 'd'},
-    {"op", required_argument, NULL, 'o'},
-    {"device", required_argument, NULL, 'D'},
-    {"out", required_argument, NULL, 'O'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-  };
-  const char *db_path = NULL, *out = NULL;
+  const char *out = NULL;
   hct_report_filter_t filter = {0};
-  int c;
-  optind = 0; /* glibc: start afresh, the command may run twice in a process */
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-    switch (c) {
-      case 'd': db_path = optarg; break;
-      case 'o': filter.op = optarg; break;
-      case 'D': filter.device = optarg; break;
-      case 'O': out = optarg; break;
-      case 'h': usage(stdout); return HCT_EXIT_OK;
-      case ':': return hct__usage_error(argv[0], "option '%s' needs a value", argv[optind - 1]);
-      default: return hct__usage_error(argv[0], "unknown option '%s'", argv[optind - 1]);
-    }
+  const hct_option_t opts[] = {
+      HCT_OPT_STRING("op", &filter.op),
+      HCT_OPT_STRING("device", &filter.device),
+      HCT_OPT_STRING("out", &out),
+      HCT_OPT_END,
+  };
+  hct_cli_env_t env;
+  int err = hct__cli_options(argc, argv, opts, usage, &env);
+  if (err) return err == HCT_OPTS_HELP ? HCT_EXIT_OK : err;
+  hct_db_t *db = env.db;
+  const char *path = env.db_path;
+  if (out == NULL) {
+    hct__db_close(db);
+    return hct__usage_error(argv[0], "--out FILE is required");
   }
-  if (optind < argc) return hct__usage_error(argv[0], "unexpected argument '%s'", argv[optind]);
-  if (out == NULL || out[0] == '\0') return hct__usage_error(argv[0], "--out FILE is required");
-  if (filter.op && filter.op[0] == '\0') filter.op = NULL;
-  if (filter.device && filter.device[0] == '\0') filter.device = NULL;
-
-  char path[PATH_MAX];
-  hct_db_t *db;
-  int err = hct__cli_open_db(db_path, path, sizeof path, &db);
-  if (err) return hct__cli_fail(err);
   hct_report_t r;
   err = hct__report_load(db, &filter, &r);
   hct__db_close(db);

@@ -3,7 +3,6 @@
  * and timing a probe recorded, with its figures.  The table is built from
  * the same JSON that --json prints, so the two never disagree.
  */
-#include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,26 +12,24 @@
 #include "cli.h"
 #include "db.h"
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: hctune show [--db PATH] [--op OP] [--device UUID] [--variant V]\n"
-          "                   [--tokens T] [--json]\n"
-          "\n"
-          "Shows the trials recorded by probes, newest first: per trial the variant,\n"
-          "its parameters, the token count T, the kind (compile, parity, timing), the\n"
-          "status, the seed, the timing figures (median, confidence interval,\n"
-          "samples) and the parity figures.  A '*' in the first column marks a\n"
-          "timing trial whose variant and parameters are the recorded decision for\n"
-          "its card, op and T.\n"
-          "\n"
-          "  --db PATH       the database (default as for 'hctune list')\n"
-          "  --op OP         only trials of this op\n"
-          "  --device UUID   only trials on this card (a prefix of the UUID is enough)\n"
-          "  --variant V     only trials of this variant\n"
-          "  --tokens T      only trials at T tokens\n"
-          "  --json          print the trials as a JSON array\n"
-          "  --help          print this and exit\n");
-}
+static const char usage[] =
+    "usage: hctune show [--db PATH] [--op OP] [--device UUID] [--variant V]\n"
+    "                   [--tokens T] [--json]\n"
+    "\n"
+    "Shows the trials recorded by probes, newest first: per trial the variant,\n"
+    "its parameters, the token count T, the kind (compile, parity, timing), the\n"
+    "status, the seed, the timing figures (median, confidence interval,\n"
+    "samples) and the parity figures.  A '*' in the first column marks a\n"
+    "timing trial whose variant and parameters are the recorded decision for\n"
+    "its card, op and T.\n"
+    "\n"
+    "  --db PATH       the database (default as for 'hctune list')\n"
+    "  --op OP         only trials of this op\n"
+    "  --device UUID   only trials on this card (a prefix of the UUID is enough)\n"
+    "  --variant V     only trials of this variant\n"
+    "  --tokens T      only trials at T tokens\n"
+    "  --json          print the trials as a JSON array\n"
+    "  --help          print this and exit\n";
 
 static const char *str(json_t *o, const char *key) {
   const char *s = json_string_value(json_object_get(o, key));
@@ -139,47 +136,21 @@ static int print_table(json_t *arr, const hct_db_decision_t *d, int nd) {
 }
 
 int cmd_show(int argc, char **argv) {
-  static const struct option opts[] = {
-    {"db", required_argument, NULL, 'd'},
-    {"op", required_argument, NULL, 'o'},
-    {"device", required_argument, NULL, 'D'},
-    {"variant", required_argument, NULL, 'v'},
-    {"tokens", required_argument, NULL, 't'},
-    {"json", no_argument, NULL, 'j'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+  const char *op = NULL, *device = NULL, *variant = NULL;
+  int json = 0, tokens = 0;
+  const hct_option_t opts[] = {
+      HCT_OPT_STRING("op", &op),
+      HCT_OPT_STRING("device", &device),
+      HCT_OPT_STRING("variant", &variant),
+      HCT_OPT_INT("tokens", &tokens, 1, HCT_MAX_TOKENS),
+      HCT_OPT_FLAG("json", &json),
+      HCT_OPT_END,
   };
-  const char *db_path = NULL, *op = NULL, *device = NULL, *variant = NULL;
-  int json = 0, tokens = 0, c;
-  optind = 0; /* glibc: start afresh, the command may run twice in a process */
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-    switch (c) {
-      case 'd': db_path = optarg; break;
-      case 'o': op = optarg; break;
-      case 'D': device = optarg; break;
-      case 'v': variant = optarg; break;
-      case 'j': json = 1; break;
-      case 't': {
-        char *end;
-        long v = strtol(optarg, &end, 10);
-        if (end == optarg || *end != '\0' || v < 1 || v > INT_MAX)
-          return hct__usage_error(argv[0], "--tokens '%s': not a positive whole number", optarg);
-        tokens = (int)v;
-        break;
-      }
-      case 'h': usage(stdout); return HCT_EXIT_OK;
-      case ':': return hct__usage_error(argv[0], "option '%s' needs a value", argv[optind - 1]);
-      default: return hct__usage_error(argv[0], "unknown option '%s'", argv[optind - 1]);
-    }
-  }
-  if (optind < argc) return hct__usage_error(argv[0], "unexpected argument '%s'", argv[optind]);
-
-  char path[PATH_MAX];
-  hct_db_t *db;
-  int err = hct__cli_open_db(db_path, path, sizeof path, &db);
-  if (err) return hct__cli_fail(err);
-  db_path = path;
+  hct_cli_env_t env;
+  int err = hct__cli_options(argc, argv, opts, usage, &env);
+  if (err) return err == HCT_OPTS_HELP ? HCT_EXIT_OK : err;
+  hct_db_t *db = env.db;
+  const char *db_path = env.db_path;
   char *text = NULL;
   hct_db_decision_t *d = NULL;
   int nd = 0;

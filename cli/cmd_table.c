@@ -1,30 +1,37 @@
 /*
- * cmd_table.c: the hctune command table and its dispatcher.
+ * cmd_table.c: the hctune command table, its dispatcher, and the setup a
+ * row can ask for.
  *
  * To add a command: write cli/cmd_NAME.c with `int cmd_NAME(int argc,
- * char **argv)` (argv[0] is the command's name; handle --help), declare it
- * in cli.h, and add a row below.  The rows are kept in the order `hctune
- * --help` prints them.
+ * char **argv)` (argv[0] is the command's name) that begins with
+ * hct__cli_options() (its options through common/cmdline.c, --help, and the setup
+ * below), declare it in cli.h, and add a row below.  The rows are kept in
+ * the order `hctune --help` prints them.  The setup column, as git's
+ * RUN_SETUP: HCT_SETUP_KERNELS finds the templates folder, HCT_SETUP_DB
+ * opens the results database read-only (and gives the command --db PATH),
+ * each failing with one line before the command's work begins.
  */
-#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
 static const hct_cmd_t commands[] = {
-  {"probe", cmd_probe, "compile, check and time an op's variants on a card; record the winners"},
-  {"devices", cmd_devices, "list the cards found and their fingerprints"},
-  {"list", cmd_list, "show the recorded decisions (--faults: quarantined candidates)"},
-  {"show", cmd_show, "show the trials and figures behind decisions"},
-  {"report", cmd_report, "write the results as an HTML page with plots"},
-  {"compile", cmd_compile, "compile every variant for an arch, no GPU needed; print resources"},
-  {"bench", cmd_bench, "time chosen variants side by side"},
-  {"verify-decisions", cmd_verify_decisions, "re-time recorded decisions and report their ratios"},
-  {"db", cmd_db, "share results across a fleet: export, merge, import fleet files"},
-  {"query", cmd_query, "ask the daemon which variant to run (through libhctune)"},
-  {"daemon", cmd_daemon, "run the daemon in the foreground (same as hctuned)"},
-  {"worker", cmd_worker, "internal: check and time candidates for a probe, over a pipe"},
+  {"probe", cmd_probe, 0, "compile, check and time an op's variants on a card; record the winners"},
+  {"devices", cmd_devices, 0, "list the cards found and their fingerprints"},
+  {"list", cmd_list, HCT_SETUP_DB, "show the recorded decisions (--faults: quarantined candidates)"},
+  {"show", cmd_show, HCT_SETUP_DB, "show the trials and figures behind decisions"},
+  {"report", cmd_report, HCT_SETUP_DB, "write the results as an HTML page with plots"},
+  {"compile", cmd_compile, HCT_SETUP_KERNELS,
+   "compile every variant for an arch, no GPU needed; print resources"},
+  {"bench", cmd_bench, 0, "time chosen variants side by side"},
+  {"verify-decisions", cmd_verify_decisions, HCT_SETUP_KERNELS | HCT_SETUP_DB,
+   "re-time recorded decisions and report their ratios"},
+  {"db", cmd_db, 0, "share results across a fleet: export, merge, import fleet files"},
+  {"query", cmd_query, 0, "ask the daemon which variant to run (through libhctune)"},
+  {"daemon", cmd_daemon, 0, "run the daemon in the foreground (same as hctuned)"},
+  {"worker", cmd_worker, 0, "internal: check and time candidates for a probe, over a pipe"},
 };
 
 static void usage(FILE *f) {
@@ -52,16 +59,6 @@ int hct__cli_main(int argc, char **argv) {
   return HCT_EXIT_USAGE;
 }
 
-int hct__usage_error(const char *cmd, const char *fmt, ...) {
-  va_list ap;
-  fprintf(stderr, "hctune %s: ", cmd);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, " (see 'hctune %s --help')\n", cmd);
-  return HCT_EXIT_USAGE;
-}
-
 int hct__cli_fail(int code) {
   hct__error_print("hctune", code);
   return HCT_EXIT_FAIL;
@@ -75,4 +72,40 @@ int hct__cli_open_db(const char *db_path, char *path, size_t len, hct_db_t **db)
     if (rc != 0) return rc;
   }
   return hct__db_open(path, HCT_DB_NOCREATE | HCT_DB_READONLY, db);
+}
+
+unsigned hct__cli_setup_flags(const char *name) {
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(commands); i++)
+    if (strcmp(name, commands[i].name) == 0) return commands[i].setup;
+  return 0;
+}
+
+int hct__cli_setup(unsigned flags, const char *db_path, hct_cli_env_t *env) {
+  int rc;
+  if ((flags & HCT_SETUP_KERNELS) && (rc = hct__kernels_dir(env->kernels, sizeof env->kernels)) != 0)
+    return hct__cli_fail(rc);
+  if ((flags & HCT_SETUP_DB) &&
+      (rc = hct__cli_open_db(db_path, env->db_path, sizeof env->db_path, &env->db)) != 0)
+    return hct__cli_fail(rc);
+  return 0;
+}
+
+int hct__cli_options(int argc, char **argv, const hct_option_t *opts, const char *usage,
+                     hct_cli_env_t *env) {
+  const char *cmd = argv[0], *db_path = NULL;
+  const unsigned setup = hct__cli_setup_flags(cmd);
+  if (env != NULL) memset(env, 0, sizeof *env);
+  if (setup != 0 && env == NULL)
+    return hct__usage_error(cmd, "internal: the command's setup has no place");
+  /* An HCT_SETUP_DB command takes --db PATH: the rows, and that one. */
+  size_t n = 0;
+  while (opts[n].name != NULL) n++;
+  hct_option_t *all = calloc(n + 2, sizeof *all);
+  if (all == NULL) return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory"));
+  memcpy(all, opts, n * sizeof *all);
+  if (setup & HCT_SETUP_DB) all[n] = (hct_option_t)HCT_OPT_STRING("db", &db_path);
+  int rc = hct__parse_options(argc, argv, cmd, all, usage);
+  free(all);
+  if (rc != 0 || setup == 0) return rc;
+  return hct__cli_setup(setup, db_path, env);
 }

@@ -5,7 +5,6 @@
  * best one's.  A ratio above 1.03 means the decision no longer holds.
  * Records the new trials; changes no decision.
  */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,37 +23,19 @@ static const char usage[] =
     "Exits 1 when a ratio exceeds --limit (default 1.03).\n";
 
 int cmd_verify_decisions(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"db", required_argument, NULL, 'b'},    {"device", required_argument, NULL, 'd'},
-      {"op", required_argument, NULL, 'o'},    {"limit", required_argument, NULL, 'l'},
-      {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
-  const char *db_path = NULL, *device = NULL, *only_op = NULL;
+  const char *device = NULL, *only_op = NULL;
   double limit = 1.03;
-  int c;
-  char *end;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-    switch (c) {
-      case 'b': db_path = optarg; break;
-      case 'd': device = optarg; break;
-      case 'o': only_op = optarg; break;
-      case 'l':
-        limit = strtod(optarg, &end);
-        if (*end || limit < 1.0) return hct__usage_error("verify-decisions", "--limit '%s': need a ratio >= 1", optarg);
-        break;
-      case 'h': fputs(usage, stdout); return HCT_EXIT_OK;
-      case ':': return hct__usage_error("verify-decisions", "option '%s' needs a value", argv[optind - 1]);
-      default: return hct__usage_error("verify-decisions", "unknown option '%s'", argv[optind - 1]);
-    }
-  }
-  if (optind < argc) return hct__usage_error("verify-decisions", "unexpected argument '%s'", argv[optind]);
-
-  char path[1024], kdir[1024];
-  int rc;
-  if ((rc = hct__kernels_dir(kdir, sizeof kdir)) != 0) return hct__cli_fail(rc);
-  hct_db_t *db;
-  if ((rc = hct__cli_open_db(db_path, path, sizeof path, &db)) != 0) return hct__cli_fail(rc);
+  const hct_option_t opts[] = {
+      HCT_OPT_STRING("device", &device),
+      HCT_OPT_STRING("op", &only_op),
+      HCT_OPT_NUMBER("limit", &limit, 1.0, 1e9),
+      HCT_OPT_END,
+  };
+  hct_cli_env_t env;
+  int rc = hct__cli_options(argc, argv, opts, usage, &env);
+  if (rc != 0) return rc == HCT_OPTS_HELP ? HCT_EXIT_OK : rc;
+  const char *path = env.db_path, *kdir = env.kernels;
+  hct_db_t *db = env.db;
   hct_db_decision_t *d = NULL;
   int nd = 0;
   rc = hct__db_decisions_list(db, &d, &nd);

@@ -644,21 +644,16 @@ static int serve_line(worker_t *W, const char *line) {
   return fatal;
 }
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: hctune worker\n\n"
-             "Internal: started by 'hctune probe' to run candidates on a GPU in a\n"
-             "process of their own.  Reads JSON requests on stdin, one per line,\n"
-             "and writes one reply per line on stdout (see tuner/worker.h).\n");
-}
+static const char usage[] =
+    "usage: hctune worker\n\n"
+    "Internal: started by 'hctune probe' to run candidates on a GPU in a\n"
+    "process of their own.  Reads JSON requests on stdin, one per line,\n"
+    "and writes one reply per line on stdout (see tuner/worker.h).\n";
 
 int cmd_worker(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      usage(stdout);
-      return HCT_EXIT_OK;
-    }
-    return hct__usage_error(argv[0], "unknown option '%s'", argv[i]);
-  }
+  const hct_option_t opts[] = {HCT_OPT_END};
+  int parsed = hct__cli_options(argc, argv, opts, usage, NULL);
+  if (parsed != 0) return parsed == HCT_OPTS_HELP ? HCT_EXIT_OK : parsed;
   /* Ctrl-C in a terminal reaches the whole process group: the probe
    * decides what an interrupt means (it stops between candidates), and a
    * worker dying of it mid-request would look like the candidate's fault. */

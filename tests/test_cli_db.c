@@ -236,16 +236,13 @@ static void test_corrupt_db(void **state) {
 int main(void) {
   /* The commands are run as a user runs them: without the binary there is
    * nothing to test, which is said, not passed over. */
-  const char *bin = getenv("HCT_BIN");
+  const char *bin = hct_test_bin("test_cli_db");
   char exe[512];
-  if (bin == NULL || bin[0] == '\0') {
-    printf("test_cli_db: skip: HCT_BIN is not set (run it through tests/run.sh)\n");
-    return 0;
-  }
+  if (bin == NULL) return 1;
   snprintf(exe, sizeof exe, "%s/hctune", bin);
   if (access(exe, X_OK) != 0) {
-    printf("test_cli_db: skip: '%s' is not built\n", exe);
-    return 0;
+    fprintf(stderr, "test_cli_db: '%s' is not built (make all)\n", exe);
+    return 1;
   }
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_missing_db, setup, teardown),

@@ -122,10 +122,7 @@ static void test_timed_rows(void **state) {
 }
 
 int main(void) {
-  if (getenv("HCT_BIN") == NULL) {
-    printf("skipped: HCT_BIN is not set (run through tests/run.sh)\n");
-    return 0;
-  }
+  if (hct_test_bin("test_cli_probe") == NULL) return 1;
   snprintf(dir, sizeof dir, "/tmp/hct_test_cli_probe.XXXXXX");
   if (mkdtemp(dir) == NULL) return 1;
   const struct CMUnitTest tests[] = {

@@ -180,10 +180,7 @@ static void test_refused_at_start(void **state) {
 }
 
 int main(void) {
-  if (getenv("HCT_BIN") == NULL) {
-    printf("skipped: HCT_BIN is not set (run through tests/run.sh)\n");
-    return 0;
-  }
+  if (hct_test_bin("test_fleet_daemon") == NULL) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_overlay),
       cmocka_unit_test(test_refused_at_start),

@@ -1,8 +1,9 @@
 /*
  * test_hip.c: the HIP backend (jit/hip*.c) on a machine without an AMD GPU:
- * target names, hiprtc compiles of a small template and of every
- * HIP-capable hc_read variant for gfx906, gfx908, gfx90a and gfx1030, a
- * target this hiprtc does not know (it aborts: hctune must not), compiles
+ * target names, hiprtc compiles of a small template (test_compile's
+ * matrix compiles every HIP-capable variant for gfx906, gfx908, gfx90a and
+ * gfx1030), a target this hiprtc does not know (it aborts: hctune must
+ * not), compiles
  * from several threads at once, and `hctune devices` with no driver.
  *
  * Tests that need hiprtc skip with a reason when it cannot be loaded; CI
@@ -385,44 +386,6 @@ static int hc_read_manifest(char *why, size_t len) {
   return 0;
 }
 
-/* The CI matrix: every HIP-capable hc_read variant compiles for the
- * targets Debian's hiprtc knows. */
-static void test_cli_compile_matrix(void **state) {
-  (void)state;
-  NEED_HIPRTC();
-  char why[512];
-  if (!hc_read_manifest(why, sizeof why)) {
-    print_message("skipped: %s\n", why);
-    skip();
-  }
-  static const char *const archs[] = {"gfx906", "gfx908", "gfx90a", "gfx1030"};
-  size_t n_archs = HCT_ARRAY_SIZE(archs), archs_first = 0;
-#if defined(__SANITIZE_ADDRESS__)
-  /* Under the sanitizers every compile is several times slower and the
-   * whole matrix would pass the test time limit: the plain run covers it,
-   * this one checks the compile path of hctune under ASan on one target. */
-  print_message("sanitizer build: gfx90a only (the plain run compiles all four)\n");
-  archs_first = 2;
-  n_archs = 3;
-#endif
-  static run_t r;
-  for (size_t i = archs_first; i < n_archs; i++) {
-    const char *args[] = {"compile", "--backend", "hip", "--arch", archs[i], "--op", "hc_read",
-                          NULL};
-    if (run_hctune(args, &r, why, sizeof why) < 0) {
-      print_message("skipped: %s\n", why);
-      skip();
-    }
-    int ok = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
-    if (!ok)
-      print_message("hctune compile --backend hip --arch %s: status %d\nstdout:\n%s\nstderr:\n%s\n",
-                    archs[i], r.status, r.out, r.err);
-    assert_true(ok);
-    /* Something was compiled: the table names the baseline. */
-    assert_non_null(strstr(r.out, "v1"));
-  }
-}
-
 /* A target this hiprtc aborts on: a normal exit, non-zero, and exactly one
  * line on stderr. */
 static void test_cli_unknown_target(void **state) {
@@ -595,7 +558,6 @@ int main(void) {
     cmocka_unit_test(test_compile_error),
     cmocka_unit_test(test_unknown_target_survives),
     cmocka_unit_test(test_compile_threads),
-    cmocka_unit_test(test_cli_compile_matrix),
     cmocka_unit_test(test_cli_unknown_target),
     cmocka_unit_test(test_cli_devices_none),
     cmocka_unit_test(test_devices_fake_runtime),

@@ -1,10 +1,12 @@
 #!/bin/sh
 # Installs the Debian packages hctune builds with, when run as root; as any
-# other user, prints the apt-get line and stops.
+# other user, prints the apt-get line and stops.  `install-deps.sh check`
+# adds what only the tests need, which machines running make probe do not:
+# clang (with its recommended libclang-rt, libFuzzer's runtime) for the
+# fuzzer, and chromium for tests/test_report.c's headless browser.
 set -e
 pkgs="build-essential libuv1-dev libsqlite3-dev libjansson-dev libxxhash-dev libcmocka-dev libamdhip64-dev"
-# chromium: tests/test_report.c opens the report in a headless browser.
-pkgs="$pkgs chromium"
+[ "$1" = check ] && pkgs="$pkgs clang chromium"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -48,7 +48,9 @@
  * at allocation: hct_grid.h).
  *
  * Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out, and every
- * stage can record the global timer into `trace` (null in hctune).
+ * stage can record the global timer into `trace` (hct_lab.h: without
+ * HCR_LAB, as in hctune, the HCT_LAB_ hooks and the parameter are not
+ * there).
  */
 #include "hc_read.h"
 #ifndef GB
@@ -68,6 +70,7 @@
 #error "persist: needs the copy engine's bulk copies (sm_90 or later)"
 #endif
 #include "hct_bulk.h"
+#include "hct_lab.h"
 #ifndef PDL
 #error "persist: PDL must be defined"
 #endif
@@ -95,10 +98,6 @@ static_assert(S == 4, "persist: the mix is written for 4 streams");
 #define PK_SMEM(T)                                                                               \
   (PK_RPB * PK_CPS * 16 + PK_NR * K * 2 + (T) * C * 4 + HCT_LW * PK_LOS * 4 +                   \
    PK_NW * PK_RPT * PK_TMAX * 4 + 256 * 4 + PK_TMAX * (C / RG) * 4 + C * 2 + 32)
-
-HCT_DEV void pk_stamp(hct_u64 *trace, int i) {
-  if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
-}
 
 /* Stage A's elementwise part for TB >= T tokens: y = fl(R' * w_norm) in
  * place, this block's share of R' kept for the store after the barrier
@@ -190,8 +189,7 @@ HCT_DEV void pk_down(const hct_u4 *wd, const float *y, float *red, int T) {
  * lane < T with r (R' of that token, the four streams). */
 template <int TB>
 HCT_DEV void pk_upmix(const hct_u32 *wu, const float *lo2, const float (&r)[S], int lane, int cl,
-                      int c, int T, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16,
-                      hct_u64 *trace) {
+                      int c, int T, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16 HCT_LAB_TRACE) {
   constexpr int NV = S * TB;
   constexpr int M = PK_LOG2(NV);
   float v[NV];
@@ -216,9 +214,9 @@ HCT_DEV void pk_upmix(const hct_u32 *wu, const float *lo2, const float (&r)[S], 
       v[s * TB + t] = acc;
     }
   }
-  pk_stamp(trace, 11);
+  HCT_LAB_STORE(11);
   const float gt = hcr_sigmoid(hcr_multi_sum<NV>(v, lane));
-  pk_stamp(trace, 12);
+  HCT_LAB_STORE(12);
   hcr_gate_mix<TB, M>(gt, r, lane & (TB - 1), lane < T && lane < TB, c, mixed, mixed_bf16,
                       mixed_f16);
 }
@@ -254,12 +252,12 @@ HCT_DEV void pk_load_wu(hct_u32 *wu, const hct_u16 *w_up, int cu0, hct_u64 *bar)
 template <int TB>
 HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
                      const hct_u16 *w_down, const hct_u16 *w_up, float *part, hct_u32 *ws,
-                     float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T, hct_u64 *trace) {
+                     float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T HCT_LAB_TRACE) {
   HCT_DYN_SHARED(hct_u4, pk_sm);
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
   const int b = (int)blockIdx.x, s = b / RG, g = b % RG;
   const int j0 = g * PK_RPB, cu0 = b * PK_NCU;
-  pk_stamp(trace, 0);
+  HCT_LAB_STORE(0);
   hct_grid_t grid = hct_grid_begin(ws);
 
   hct_u4 *wd = pk_sm;                                   /* [row][chunk] */
@@ -302,12 +300,12 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
   if (lane < T)
 #pragma unroll
     for (int sr = 0; sr < S; ++sr) rr[sr] = resid[((long long)tm * S + sr) * C + cu0 + wp];
-  pk_stamp(trace, 1);
+  HCT_LAB_STORE(1);
 
   /* ---- stage A ---------------------------------------------------------- */
   if (PDL) hct_cp_async_wait<0>();
   __syncthreads(); /* R and w_norm (and the mbarrier's init) */
-  pk_stamp(trace, 2);
+  HCT_LAB_STORE(2);
   {
     float a[TB];
     pk_norm_part<TB>(y, wn, rsh, pending, s, g, T, a);
@@ -317,11 +315,11 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     if ((lane & ((1 << SH) - 1)) == 0 && (lane >> SH) < T) ssq[wp * PK_TMAX + (lane >> SH)] = v;
   }
   __syncthreads(); /* y, the squares' partials */
-  pk_stamp(trace, 3);
+  HCT_LAB_STORE(3);
   pk_load_wu(wu, w_up, cu0, bar);
   hct_cp_async_wait<0>();
   __syncthreads(); /* w_down */
-  pk_stamp(trace, 10);
+  HCT_LAB_STORE(10);
   if (tid >= PK_NT - T) { /* the last warp: thread 0 goes on to the dots */
     const int t = tid - (PK_NT - T);
     float ss = 0.0f;
@@ -330,7 +328,7 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     ssq[PK_NW * PK_TMAX + t] = rsqrtf(ss / (float)C + HCT_EPS);
   }
   pk_down<TB>(wd, y, red, T);
-  pk_stamp(trace, 4);
+  HCT_LAB_STORE(4);
   __syncthreads();
   if (tid < PK_RPB * PK_TMAX) {
     const int r = tid / PK_TMAX, t = tid % PK_TMAX, h = r / PK_RPT;
@@ -341,9 +339,9 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
       part[((long long)t * S + s) * K + j0 + r] = ssq[PK_NW * PK_TMAX + t] * dot;
     }
   }
-  pk_stamp(trace, 5);
+  HCT_LAB_STORE(5);
   if (!hct_grid_sync(&grid)) return;
-  pk_stamp(trace, 6);
+  HCT_LAB_STORE(6);
   if (pending != 0)
     for (int p = tid; p < T * (C / RG); p += PK_NT) {
       const int t = p / (C / RG), e = p % (C / RG);
@@ -360,10 +358,10 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     }
     lo2[(k / PK_UPE) * PK_LOS + t * 12 + k % PK_UPE] = l;
   }
-  pk_stamp(trace, 7);
+  HCT_LAB_STORE(7);
   hct_bulk_wait(&bar[0], 0);
   __syncthreads(); /* lo */
-  pk_stamp(trace, 8);
+  HCT_LAB_STORE(8);
 
   /* ---- stage C: up, gates, mix ------------------------------------------ */
   {
@@ -371,17 +369,17 @@ HCT_DEV void pk_read(float *resid, const float *pending, const hct_u16 *w_norm,
     if (pending != 0 && lane < T)
 #pragma unroll
       for (int sr = 0; sr < S; ++sr) rr[sr] = rr[sr] + pending[((long long)tm * S + sr) * C + c];
-    pk_upmix<TB>(wu, lo2, rr, lane, cl, c, T, mixed, mixed_bf16, mixed_f16, trace);
+    pk_upmix<TB>(wu, lo2, rr, lane, cl, c, T, mixed, mixed_bf16, mixed_f16 HCT_LAB_PASS);
   }
-  pk_stamp(trace, 9);
+  HCT_LAB_STORE(9);
 }
 
-#define PK_ARGS resid, pending, w_norm, w_down, w_up, part, ws, mixed, mixed_bf16, mixed_f16, T, trace
+#define PK_ARGS resid, pending, w_norm, w_down, w_up, part, ws, mixed, mixed_bf16, mixed_f16, T HCT_LAB_PASS
 #define PK_PARAMS                                                                               \
   float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,            \
       const hct_u16 *w_up, float *part, hct_u32 *ws, float *mixed, hct_u16 *mixed_bf16,         \
       hct_u16 *mixed_f16, int T
-HCT_DEV void pk_dispatch(PK_PARAMS, hct_u64 *trace) {
+HCT_DEV void pk_dispatch(PK_PARAMS HCT_LAB_TRACE) {
   if (T <= 1)
     pk_read<1>(PK_ARGS);
   else if (T <= 2)
@@ -396,6 +394,6 @@ HCT_DEV void pk_dispatch(PK_PARAMS, hct_u64 *trace) {
 /* Grid S*RG, block 640, dynamic shared memory PK_SMEM(T) (the manifest's
  * expression). */
 HCT_ENTRY void __launch_bounds__(PK_NT, 1) hc_ps_read(PK_PARAMS) {
-  pk_dispatch(resid, pending, w_norm, w_down, w_up, part, ws, mixed, mixed_bf16, mixed_f16, T, 0);
+  pk_dispatch(resid, pending, w_norm, w_down, w_up, part, ws, mixed, mixed_bf16, mixed_f16, T);
 }
 #endif

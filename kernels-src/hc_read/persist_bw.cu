@@ -34,7 +34,9 @@
  * allocation: hct_grid.h).
  *
  * Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out, and every
- * stage can record the global timer into `trace` (null in hctune).
+ * stage can record the global timer into `trace` (hct_lab.h: without
+ * HCR_LAB, as in hctune, the HCT_LAB_ hooks and the parameter are not
+ * there).
  */
 #include "hc_read.h"
 #include "hct_grid.h"
@@ -58,6 +60,7 @@
 #error "persist_bw: needs the copy engine's bulk copies (sm_90 or later)"
 #endif
 #include "hct_bulk.h"
+#include "hct_lab.h"
 
 #define PB_NT 640                     /* threads */
 #define PB_NW (PB_NT / HCT_LW)        /* warps: 20 */
@@ -101,10 +104,6 @@ HCT_DEV long long pb_share_at(int i, int T) {
   return (long long)t * D + (long long)blockIdx.x * (D / NB) + e;
 }
 
-HCT_DEV void pb_stamp(hct_u64 *trace, int i) {
-  if (trace != 0 && threadIdx.x == 0) trace[blockIdx.x * 16 + i] = hct_globaltimer();
-}
-
 /* cp.async of R of tokens t0 .. t0+n-1 into xr (one group). */
 HCT_DEV void pb_load_r(float *xr, const float *resid, int t0, int n) {
   for (int p = (int)threadIdx.x; p < n * (D / 4); p += PB_NT)
@@ -117,7 +116,7 @@ HCT_DEV void pb_load_r(float *xr, const float *resid, int t0, int n) {
  * lo stored.  `nrow` rows j = b + NB*i. */
 HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float *pending, float *red,
                      float *lo, int t0, int n, int nrow, bool first, hct_u64 *bar, hct_u4 *wu,
-                     const hct_u16 *w_up, int cu0, hct_u64 *trace) {
+                     const hct_u16 *w_up, int cu0 HCT_LAB_TRACE) {
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
   const int b = (int)blockIdx.x;
   /* R' = fl(R + P), once per element, in place. */
@@ -136,7 +135,7 @@ HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float
     if (lane == 0) red[pair * PB_VW + w] = a;
   }
   if (first) {
-    pb_stamp(trace, 3);
+    HCT_LAB_STORE(3);
     /* The first norm is done: now w_up (see pb_read's start). */
     if (threadIdx.x == 0)
       hct_bulk_copy_runs(wu, w_up + (long long)cu0 * K, (long long)C * K * 2, PB_NCU * K * 2, S, bar);
@@ -160,7 +159,7 @@ HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float
   }
   if (first) {
     hct_cp_async_wait<0>(); /* w_down */
-    pb_stamp(trace, 4);
+    HCT_LAB_STORE(4);
   }
   __syncthreads();
   /* The lane chains: warp (row i, token tt), lane L walks chunks L + 32q. */
@@ -169,20 +168,20 @@ HCT_DEV void pb_pass(float *xr, const hct_u16 *wn, const hct_u4 *wd, const float
     const float acc = hcr_down_sum<8>(wd + i * (D / 8), (const hct_f4 *)(xr + tt * D), lane);
     if (lane == 0) lo[(long long)(t0 + tt) * K + b + NB * i] = acc;
   }
-  if (t0 == 0) pb_stamp(trace, 5);
+  if (t0 == 0) HCT_LAB_STORE(5);
   __syncthreads(); /* xr is reloaded by the next pass */
 }
 
 template <int TB>
 HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
                      const hct_u16 *w_down, const hct_u16 *w_up, float *lo, hct_u32 *ws,
-                     float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T, hct_u64 *trace) {
+                     float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T HCT_LAB_TRACE) {
   HCT_DYN_SHARED(hct_u4, pb_sm);
   const int tid = (int)threadIdx.x, lane = tid % HCT_LW, wp = tid / HCT_LW;
   const int b = (int)blockIdx.x, cu0 = b * PB_NCU;
   const int nrow = (K - b + NB - 1) / NB;
   const int tp = T < TP ? T : TP;
-  pb_stamp(trace, 0);
+  HCT_LAB_STORE(0);
   hct_grid_t grid = hct_grid_begin(ws);
 
   hct_u4 *wd = pb_sm;                                  /* [i][chunk] rows b + NB*i */
@@ -221,7 +220,7 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   if (wp < PB_NCU && lane < T && lane < TB)
 #pragma unroll
     for (int s = 0; s < S; ++s) rr[0][s] = resid[((long long)tm * S + s) * C + cu0 + wp];
-  pb_stamp(trace, 1);
+  HCT_LAB_STORE(1);
 
   /* ---- passes ------------------------------------------------------------- */
   for (int t0 = 0; t0 < T; t0 += tp) {
@@ -233,10 +232,10 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
       hct_cp_async_wait<0>(); /* w_norm, w_down, R */
     }
     __syncthreads();
-    if (t0 == 0) pb_stamp(trace, 2);
-    pb_pass(xr, wn, wd, pending, red, lo, t0, n, nrow, t0 == 0, bar, wu, w_up, cu0, trace);
+    if (t0 == 0) HCT_LAB_STORE(2);
+    pb_pass(xr, wn, wd, pending, red, lo, t0, n, nrow, t0 == 0, bar, wu, w_up, cu0 HCT_LAB_PASS);
   }
-  pb_stamp(trace, 6);
+  HCT_LAB_STORE(6);
   hct_grid_arrive(&grid);
   /* Its share of R' (T*D/NB elements from b*D/NB in each token), for after
    * the barrier: every block's reads of resid are done by then. */
@@ -248,7 +247,7 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
       if (at >= 0) rsh[i] = resid[at] + pending[at];
     }
   if (!hct_grid_wait(&grid)) return;
-  pb_stamp(trace, 7);
+  HCT_LAB_STORE(7);
 
   /* ---- end ---------------------------------------------------------------- */
   if (pending != 0)
@@ -264,7 +263,7 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   }
   hct_bulk_wait(bar, 0);
   __syncthreads();
-  pb_stamp(trace, 8);
+  HCT_LAB_STORE(8);
   const bool two = lane + HCT_LW < PB_UPC;
   if (wp < PB_NCU) {
     const int cl = wp, c = cu0 + cl;
@@ -280,7 +279,7 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
       for (int s = 0; s < S; ++s) rr[0][s] = rr[0][s] + pending[((long long)tm * S + s) * C + c];
     hcr_upmix_warp<TB, 1>(w, rr, slo, lane, c, T, mixed, mixed_bf16, mixed_f16);
   }
-  pb_stamp(trace, 9);
+  HCT_LAB_STORE(9);
 }
 
 #define PB_ARGS resid, pending, w_norm, w_down, w_up, lo, ws, mixed, mixed_bf16, mixed_f16, T
@@ -288,19 +287,19 @@ HCT_DEV void pb_read(float *resid, const float *pending, const hct_u16 *w_norm,
   float *resid, const float *pending, const hct_u16 *w_norm, const hct_u16 *w_down,            \
       const hct_u16 *w_up, float *lo, hct_u32 *ws, float *mixed, hct_u16 *mixed_bf16,           \
       hct_u16 *mixed_f16, int T
-HCT_DEV void pb_dispatch(PB_PARAMS, hct_u64 *trace) {
+HCT_DEV void pb_dispatch(PB_PARAMS HCT_LAB_TRACE) {
   if (T <= 1)
-    pb_read<1>(PB_ARGS, trace);
+    pb_read<1>(PB_ARGS HCT_LAB_PASS);
   else if (T <= 2)
-    pb_read<2>(PB_ARGS, trace);
+    pb_read<2>(PB_ARGS HCT_LAB_PASS);
   else if (T <= 4)
-    pb_read<4>(PB_ARGS, trace);
+    pb_read<4>(PB_ARGS HCT_LAB_PASS);
   else
-    pb_read<8>(PB_ARGS, trace);
+    pb_read<8>(PB_ARGS HCT_LAB_PASS);
 }
 
 #ifndef HCR_LAB
 /* Grid NB, block 640, dynamic shared memory PB_SMEM(T) (the manifest's
  * expression). */
-HCT_ENTRY void __launch_bounds__(PB_NT, 1) hc_pb_read(PB_PARAMS) { pb_dispatch(PB_ARGS, 0); }
+HCT_ENTRY void __launch_bounds__(PB_NT, 1) hc_pb_read(PB_PARAMS) { pb_dispatch(PB_ARGS); }
 #endif

@@ -67,7 +67,9 @@
  * CL (cluster size).  Scratch: part (PP_NH*T*K floats of 4*T*K), ws (the
  * barrier's state, zeroed once).
  * Built by nvcc too (tools/lab/): HCR_LAB leaves the entry out, and each
- * stage can record the global timer into `trace`.
+ * stage can record the global timer (hct_lab.h: without HCR_LAB, as in
+ * hctune, the HCT_LAB_ hooks are empty and the trace parameter is not
+ * there; so are the PP_EXP experiments).
  */
 #include "hc_read.h"
 #ifndef GB
@@ -177,7 +179,7 @@ HCT_DEV void pp_zero8(hct_u4 *plane, int stride, int t, int c8) {
 /* d += A * B, one m16n8k16 step; A's rows 0..7 in a0 (k 0..7) and a2
  * (k 8..15), rows 8..15 in a1 and a3. */
 HCT_DEV void pp_mma(float (&d)[4], hct_u32 a0, hct_u32 a1, hct_u32 a2, hct_u32 a3, hct_u32 b0, hct_u32 b1) {
-#if defined(PP_EXP) && PP_EXP == 1 /* tools/lab experiment: no tensor cores */
+#if defined(HCR_LAB) && defined(PP_EXP) && PP_EXP == 1 /* tools/lab experiment: no tensor cores */
   d[0] += __uint_as_float(a0 ^ a1 ^ a2 ^ a3 ^ b0 ^ b1);
   return;
 #endif
@@ -191,7 +193,7 @@ HCT_DEV void pp_mma(float (&d)[4], hct_u32 a0, hct_u32 a1, hct_u32 a2, hct_u32 a
  * generic-to-shared conversion per load (with a generic pointer the
  * compiler re-derived the cluster window, S2R SR_CgaCtaId, at every step). */
 HCT_DEV void pp_lds16(hct_u4 &v, hct_u32 a, bool on) {
-#if defined(PP_EXP) && PP_EXP == 2 /* tools/lab experiment: no shared loads */
+#if defined(HCR_LAB) && defined(PP_EXP) && PP_EXP == 2 /* tools/lab experiment: no shared loads */
   v.x ^= a; v.y ^= (hct_u32)on;
   return;
 #endif
@@ -261,7 +263,7 @@ HCT_DEV void pp_issue_wup(hct_u16 *wub, const hct_u16 *w_up, int cu0, hct_u64 *b
       hct_u16 *mixed_f16, int T
 #define PP_ARGS resid, pending, w_norm, w_down, w_up, part, ws, mixed, mixed_bf16, mixed_f16, T
 
-HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
+HCT_DEV void pp_read(PP_PARAMS HCT_LAB_TRACE) {
   HCT_DYN_SHARED(hct_u4, pp_sm);
   char *sm = (char *)pp_sm;
   hct_u16 *wd = (hct_u16 *)(sm + PP_OFF_WD);
@@ -278,8 +280,8 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   const int j0 = g * PP_RPC;           /* the cluster's first w_down row */
   const int cs0 = (r % 4) * PP_KPB;    /* the block's first column within stream s */
   const int cu0 = (int)blockIdx.x * PP_NCU;
-  hct_lab_begin(trace);
-  hct_lab_stamp(trace, 0);
+  HCT_LAB_BEGIN();
+  HCT_LAB_STAMP(0);
   hct_grid_t grid = hct_grid_begin(ws);
 
   /* ---- before the wait: the weights (no kernel writes them), R into L2 --- */
@@ -326,12 +328,12 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     else
       hct_bulk_copy(wn, w_norm + (long long)s * C + cs0, PP_KPB * 2, bar);
   }
-  hct_lab_stamp(trace, 14);
+  HCT_LAB_STAMP(14);
   /* w_up is not prefetched into L2 here: with four bulk prefetches a read
    * was 0.1-0.2 us slower than without (lab at e7056b0), with 400 line
    * prefetches slower still (98a7d4d). */
   if (PDL) hcr_pdl_wait();
-  hct_lab_stamp(trace, 1);
+  HCT_LAB_STAMP(1);
 
   /* Every global load of the chain's start is issued here, before any
    * use, so that they take one trip to L2 together: R (and pending) of
@@ -373,9 +375,9 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
   if (pending != 0)
 #pragma unroll
     for (int sr = 0; sr < S; ++sr) rm[sr] = rm[sr] + rp[sr];
-  hct_lab_stamp(trace, 12);
+  HCT_LAB_STAMP(12);
   hct_bulk_wait(bar, 0); /* w_down and w_norm */
-  hct_lab_stamp(trace, 2);
+  HCT_LAB_STAMP(2);
 
   /* ---- y = fl(R' * w_norm), split into the planes; sums of squares ------- */
 #pragma unroll
@@ -398,7 +400,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     pp_split8(sp, PP_DTS, t, c8, a, b);
   }
   __syncthreads();
-  hct_lab_stamp(trace, 3);
+  HCT_LAB_STAMP(3);
 
   /* ---- down: warp kg takes columns 64kg .. 64kg+63 for all 40 rows ------
    * The activations of a step are loaded once a warp and used for the five
@@ -411,9 +413,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     const bool live = tok < T;
     float acc[5][4];
     pp_tiles5(acc, pa, ps, live, wa, 8 * PP_WDS * 2);
-#ifdef HCR_LAB
-    hct_lab_stamp(trace, 11); /* the loop's end (lab only: the stage split finer) */
-#endif
+    HCT_LAB_STAMP(11); /* the loop's end (lab only: the stage split finer) */
     /* Lane (tok, q) holds token tok's dots over this warp's columns with
      * rows 8nt + 2q, +1; summed over the ten warps in a fixed order, in
      * the planes' space (every warp is done with them). */
@@ -464,9 +464,9 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
       if (lane < PP_CL) hct_st_async(rcv + (r * PP_TMAX + wp) * (PP_RPB + 1) + PP_RPB, v, bar + 2, lane);
     }
   }
-  hct_lab_stamp(trace, 10);
+  HCT_LAB_STAMP(10);
   hct_bulk_wait(bar + 2, 0); /* the cluster's partials of this block's rows */
-  hct_lab_stamp(trace, 4);
+  HCT_LAB_STAMP(4);
 
   /* ---- the cluster's lo over its streams: this block's PP_RPB rows ------- */
   if (tid < PP_RPB * T) {
@@ -487,11 +487,11 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     for (int i = 1; i < PP_SPC; ++i) v = fmaf(rsqrtf(ss[i] / (float)C + HCT_EPS), p[i], v);
     part[((long long)h * T + t) * K + j0 + row] = v;
   }
-  hct_lab_stamp(trace, 5);
+  HCT_LAB_STAMP(5);
   /* A block's partials left it by its own stores, which its cluster's
    * receivers waited for, so its shared memory may go. */
   if (!hct_grid_sync(&grid)) return;
-  hct_lab_stamp(trace, 6);
+  HCT_LAB_STAMP(6);
 
   /* ---- gather lo into the planes; store this block's R' ---------------- */
   for (int p = tid; p < PP_TMAX * PP_UC8; p += PP_NT) {
@@ -519,7 +519,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
 #pragma unroll
     for (int sr = 0; sr < S; ++sr) resid[((long long)mt * S + sr) * C + cu0 + mcl] = rm[sr];
   __syncthreads();
-  hct_lab_stamp(trace, 7);
+  HCT_LAB_STAMP(7);
 
   /* ---- up: warp (ng, ukg) takes rows 40ng .. 40ng+39 (five column tiles)
    * over columns 64ukg .. 64ukg+63 of K; the five warps of a row group are
@@ -532,9 +532,7 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
      * 64ukg + 32m + 8q .. +7 (rows 640 bytes apart: a 2-way conflict). */
     const hct_u32 ba = hct_smem_addr(wub + (40 * ng + tok) * K + 64 * ukg + 8 * q);
     hct_bulk_wait(bar + 1, 0); /* w_up */
-#ifdef HCR_LAB
-    hct_lab_stamp(trace, 15); /* w_up landed (lab only) */
-#endif
+    HCT_LAB_STAMP(15); /* w_up landed (lab only) */
     float acc[5][4];
     pp_tiles5(acc, pa, ps, live, ba, 8 * K * 2);
     __syncthreads(); /* every warp is done with the planes */
@@ -553,18 +551,18 @@ HCT_DEV void pp_read(PP_PARAMS, hct_u64 *trace) {
     }
   }
   __syncthreads();
-  hct_lab_stamp(trace, 8);
+  HCT_LAB_STAMP(8);
 
   /* ---- mix ----------------------------------------------------------------*/
   if (mt < T)
     hcr_mix_out(gt + mt * PP_NR + mcl, PP_NCU, rm, 1, (long long)mt * C + cu0 + mcl, mixed, mixed_bf16, mixed_f16);
-  hct_lab_stamp(trace, 9);
-  hct_lab_out(trace);
+  HCT_LAB_STAMP(9);
+  HCT_LAB_OUT();
 }
 
 #ifndef HCR_LAB
 /* Grid 128 in clusters of 8, block 320, dynamic shared memory PP_SMEM. */
 HCT_ENTRY void __cluster_dims__(PP_CL, 1, 1) __launch_bounds__(PP_NT, 2) hc_pp_read(PP_PARAMS) {
-  pp_read(PP_ARGS, 0);
+  pp_read(PP_ARGS);
 }
 #endif

@@ -63,7 +63,8 @@
  * the next read launched at the start, or once the grid barrier passed).
  * Scratch: lo (T*K floats), ws (the barrier's state, zeroed once).  Built
  * by nvcc too (tools/lab/): HCR_LAB leaves the entry out, and each stage
- * can record the global timer (hct_lab.h).
+ * can record the global timer (hct_lab.h: without HCR_LAB, as in hctune,
+ * the HCT_LAB_ hooks are empty and the trace parameter is not there).
  */
 #include "hc_read.h"
 #ifndef GB
@@ -139,7 +140,7 @@ static_assert(RL_OFF_X == 28672, "relay: the manifest's smem starts the activati
  * red: 8 floats of its own a token. */
 template <int NTK>
 HCT_DEV void rl_norm_tokens(int t0, int s, float *xs, const float *pending, const hct_u16 *wn, float *red,
-                            hct_u64 *bar_r, hct_u64 *bar_wn, int tid, int wp, int lane, hct_u64 *trace) {
+                            hct_u64 *bar_r, hct_u64 *bar_wn, int tid, int wp, int lane HCT_LAB_TRACE) {
   const bool norm = tid < HCR_NORM_THREADS;
   float *x0 = xs + (long long)t0 * C + tid;
 #pragma unroll
@@ -158,7 +159,7 @@ HCT_DEV void rl_norm_tokens(int t0, int s, float *xs, const float *pending, cons
       hct_bulk_wait(bar_r + u, 0);
     }
   }
-  if (t0 == 0) hct_lab_stamp(trace, 2);
+  if (t0 == 0) HCT_LAB_STAMP(2);
   if (norm) {
     float a[NTK];
 #pragma unroll
@@ -201,15 +202,15 @@ HCT_DEV void rl_norm_tokens(int t0, int s, float *xs, const float *pending, cons
     }
   }
   __syncthreads();
-  if (t0 == 0) hct_lab_stamp(trace, 3);
+  if (t0 == 0) HCT_LAB_STAMP(3);
 }
 
 /* rl_norm_tokens<n> for a run-time n <= N. */
 template <int N>
 HCT_DEV void rl_norm_n(int n, int t0, int s, float *xs, const float *pending, const hct_u16 *wn, float *red,
-                       hct_u64 *bar_r, hct_u64 *bar_wn, int tid, int wp, int lane, hct_u64 *trace) {
-  if (n == N) rl_norm_tokens<N>(t0, s, xs, pending, wn, red, bar_r, bar_wn, tid, wp, lane, trace);
-  else if constexpr (N > 1) rl_norm_n<N - 1>(n, t0, s, xs, pending, wn, red, bar_r, bar_wn, tid, wp, lane, trace);
+                       hct_u64 *bar_r, hct_u64 *bar_wn, int tid, int wp, int lane HCT_LAB_TRACE) {
+  if (n == N) rl_norm_tokens<N>(t0, s, xs, pending, wn, red, bar_r, bar_wn, tid, wp, lane HCT_LAB_PASS);
+  else if constexpr (N > 1) rl_norm_n<N - 1>(n, t0, s, xs, pending, wn, red, bar_r, bar_wn, tid, wp, lane HCT_LAB_PASS);
 }
 
 /* The up stage's dots for tokens t0 .. t0+NTK-1 of the thread's two rows
@@ -302,7 +303,7 @@ HCT_DEV void rl_gather(float *resid, const float *pending, const float *lo, floa
  * xn formed, 12 the first hand-off received (streams 1-3), 5 the block's
  * chains done, 6 lo stored, 7 the grid barrier passed, 11 w_up landed, 8 lo
  * gathered, 9 the gates, 10 the end. */
-HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
+HCT_DEV void rl_read(RL_PARAMS HCT_LAB_TRACE) {
   HCT_DYN_SHARED(hct_u4, rl_sm);
   char *sm = (char *)rl_sm;
   hct_u16 *wn = (hct_u16 *)(sm + RL_OFF_WN);
@@ -324,8 +325,8 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   const int dl = tid / RL_RPC, dj = tid % RL_RPC;
   const int cu0 = (int)blockIdx.x * RL_NCU;
   hct_grid_t grid = hct_grid_begin(ws);
-  hct_lab_begin(trace);
-  hct_lab_stamp(trace, 0);
+  HCT_LAB_BEGIN();
+  HCT_LAB_STAMP(0);
 
   /* ---- before the wait: weights (no kernel writes them), R into L2 ----- */
   if (PDL && !LT) hcr_pdl_launch();
@@ -365,9 +366,9 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   }
   __syncthreads(); /* the mbarriers' init, before any wait names them */
   hct_cluster_arrive_relaxed(); /* waited for before the first hand-off */
-  hct_lab_stamp(trace, 14);
+  HCT_LAB_STAMP(14);
   if (PDL) hcr_pdl_wait();
-  hct_lab_stamp(trace, 1);
+  HCT_LAB_STAMP(1);
 
   /* ---- R' of the stream, token by token ---------------------------------
    * A bulk copy a token, each on an mbarrier of its own, by lanes 0..T-1 of
@@ -378,7 +379,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     hct_bulk_copy(xs + tid * C, resid + ((long long)tid * S + s) * C, C * 4, bar + RL_BAR_R + tid);
   }
   hct_cluster_wait(); /* every block of the cluster has initialised its mbarriers */
-  hct_lab_stamp(trace, 4);
+  HCT_LAB_STAMP(4);
 
   /* ---- per token group: the canonical norm of stream s, then the chains --
    * Each group's norm runs as soon as its R has landed, and its chains right
@@ -391,14 +392,14 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
    * at 42fa02b and 27abb4b, each faster at some T.) */
   for (int t0 = 0, gi = 0; t0 < T; t0 += G, ++gi) {
     if (t0 % NG == 0)
-      rl_norm_n<NG>(min(NG, T - t0), t0, s, xs, pending, wn, red, bar + RL_BAR_R + t0, bar, tid, wp, lane,
-                       trace);
+      rl_norm_n<NG>(min(NG, T - t0), t0, s, xs, pending, wn, red, bar + RL_BAR_R + t0, bar, tid, wp, lane
+                    HCT_LAB_PASS);
     float acc[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) acc[g] = 0.0f;
     if (s > 0) {
       hct_bulk_wait(bar + 2 + gi, 0); /* stream s - 1's hand-off of this group */
-      if (gi == 0) hct_lab_stamp(trace, 12);
+      if (gi == 0) HCT_LAB_STAMP(12);
 #pragma unroll
       for (int g = 0; g < G; ++g)
         if (t0 + g < T) acc[g] = rcv[(t0 + g) * RL_NT + tid];
@@ -428,7 +429,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     }
   }
   __syncthreads(); /* every thread is done with xs (and, in stream 3, rcv holds the chains) */
-  hct_lab_stamp(trace, 5);
+  HCT_LAB_STAMP(5);
   if (s == S - 1 && tid < T * RL_RPC) {
     /* Row j's butterfly for token t: lane L + m into lane L, m = 16 .. 1. */
     const int t = tid / RL_RPC, j = tid % RL_RPC;
@@ -447,7 +448,7 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
     v[0] = v[0] + v[1];
     lo[(long long)t * K + RL_RPC * c + j] = v[0];
   }
-  hct_lab_stamp(trace, 6);
+  HCT_LAB_STAMP(6);
   hct_grid_arrive(&grid);
   /* w_up's 80 rows (four runs of 20 contiguous rows, one a stream) into the
    * activations' space, landing while the barrier completes; the loop's
@@ -469,15 +470,15 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
    * barrier are long enough to cover the next read's w_down; 0.5-1.7 us
    * slower at T = 1, 2, 7, 8. */
   if (PDL && LT) hcr_pdl_launch();
-  hct_lab_stamp(trace, 7);
+  HCT_LAB_STAMP(7);
 
   /* ---- lo from every cluster; this block's R' stored -------------------- */
   const int mt = tid / RL_NCU, mcl = tid % RL_NCU; /* the mix: a thread per (token, channel) */
   rl_gather(resid, pending, lo, los, rcv, T, tid, cu0);
   hct_bulk_wait(bar + 1, 0); /* w_up */
-  hct_lab_stamp(trace, 11);
+  HCT_LAB_STAMP(11);
   __syncthreads();
-  hct_lab_stamp(trace, 8);
+  HCT_LAB_STAMP(8);
 
   /* ---- up: thread (row slot, L < 8) takes rows ir and ir + 40 -----------
    * Four tokens at a time (rl_up_tokens): each 16-byte chunk of both rows'
@@ -498,20 +499,20 @@ HCT_DEV void rl_read(RL_PARAMS, hct_u64 *trace) {
   __syncthreads();
   for (int p = tid; p < T * RL_NR; p += RL_NT) gt[p] = hcr_sigmoid(gt[p]);
   __syncthreads();
-  hct_lab_stamp(trace, 9);
+  HCT_LAB_STAMP(9);
 
   /* ---- mix ---------------------------------------------------------------*/
   if (mt < T)
     hcr_mix_out(gt + mt * RL_NR + mcl, RL_NCU, rcv + mt * RL_NR + mcl, RL_NCU, (long long)mt * C + cu0 + mcl, mixed,
                 mixed_bf16, mixed_f16);
-  hct_lab_stamp(trace, 10);
-  hct_lab_out(trace);
+  HCT_LAB_STAMP(10);
+  HCT_LAB_OUT();
 }
 
 #ifndef HCR_LAB
 /* Grid 128 in clusters of 4, block 320, dynamic shared memory
  * RL_OFF_X + max(T*C*4, 80*K*2). */
 HCT_ENTRY void __cluster_dims__(RL_CL, 1, 1) __launch_bounds__(RL_NT, 2) hc_rl_read(RL_PARAMS) {
-  rl_read(RL_ARGS, 0);
+  rl_read(RL_ARGS);
 }
 #endif

@@ -288,18 +288,18 @@ __global__ void lab_clock(hct_u64 *out) {
   out[1] = hct_globaltimer() - t0;
 }
 __global__ void __launch_bounds__(640, 1) lab_empty(hct_u32 *ws, int nbar, hct_u64 *trace) {
-  pk_stamp(trace, 0);
+  hct_lab_store(trace, 0);
   hct_grid_t g = hct_grid_begin(ws);
   for (int i = 0; i < nbar; ++i) {
     hct_grid_sync(&g);
-    pk_stamp(trace, 1 + i);
+    hct_lab_store(trace, 1 + i);
   }
 }
 /* The same bytes by bulk copies: warp 0 issues 4 KB pieces, one mbarrier. */
 __global__ void __launch_bounds__(640, 1) lab_stream_bulk(const hct_u4 *src, int bytes, hct_u64 *trace) {
   HCT_DYN_SHARED(hct_u4, sm);
   __shared__ hct_u64 bar;
-  pk_stamp(trace, 0);
+  hct_lab_store(trace, 0);
   if (threadIdx.x == 0) hct_bulk_init(&bar);
   __syncthreads();
   const char *p = (const char *)(src + (long long)blockIdx.x * (bytes / 16));
@@ -309,23 +309,23 @@ __global__ void __launch_bounds__(640, 1) lab_stream_bulk(const hct_u4 *src, int
     for (int i = threadIdx.x; i < bytes / 4096; i += 32)
       hct_bulk_copy((char *)sm + i * 4096, p + (long long)i * 4096, 4096, &bar);
   }
-  pk_stamp(trace, 1);
+  hct_lab_store(trace, 1);
   hct_bulk_wait(&bar, 0);
-  pk_stamp(trace, 2);
+  hct_lab_store(trace, 2);
   if (threadIdx.x == 0 && sm[5].x == 0x12345678u) ((hct_u4 *)src)[0].y = 1; /* keep the copy */
 }
 /* Each block copies its `bytes` of src into shared memory (cp.async, 16 B a
  * thread at a time, all issued before the first wait). */
 __global__ void __launch_bounds__(640, 1) lab_stream(const hct_u4 *src, int bytes, hct_u64 *trace) {
   HCT_DYN_SHARED(hct_u4, sm);
-  pk_stamp(trace, 0);
+  hct_lab_store(trace, 0);
   const hct_u4 *p = src + (long long)blockIdx.x * (bytes / 16);
   for (int i = threadIdx.x; i < bytes / 16; i += blockDim.x) hct_cp_async16(&sm[i], &p[i]);
   hct_cp_async_commit();
-  pk_stamp(trace, 1);
+  hct_lab_store(trace, 1);
   hct_cp_async_wait<0>();
   __syncthreads();
-  pk_stamp(trace, 2);
+  hct_lab_store(trace, 2);
   if (threadIdx.x == 0 && sm[5].x == 0x12345678u) ((hct_u4 *)src)[0].y = 1; /* keep the copy */
 }
 
