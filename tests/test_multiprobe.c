@@ -549,6 +549,9 @@ static void test_quarantine(void **state) {
   /* a0, a1 and slow had picked v2 R=1 for bitwise. */
   assert_int_equal(replaced, 3);
   assert_int_equal(agree.replaced, 3);
+  /* One row per card of model A (its probe recorded the failing trial, not a
+   * fault: the stand-in does not quarantine). */
+  assert_int_equal(agree.faults_added, 4);
   hct__db_close(db);
   json_t *r = json_loads(agree.report_json, 0, NULL);
   json_t *flags = json_object_get(r, "flags");
@@ -650,6 +653,7 @@ static void test_progress(void **state) {
       "agreement: 2 models, 1 outlier card, 1 variant quarantined\n",
       "  OUTLIER card GPU-fake-slow (" MODEL_A "): slower than its peers: ",
       "  QUARANTINED hc_read v2 {\"R\":1} for " MODEL_A ": ",
+      "  4 quarantine rows added, 3 card decisions replaced by the pooled one\n",
       "probe of 6 cards took ",
   };
   for (size_t i = 0; i < HCT_ARRAY_SIZE(needles); i++)
@@ -823,6 +827,35 @@ static void test_export(void **state) {
   assert_int_equal(seen, 1);
 }
 
+/* The same cards again: the same pooled decisions, the conflict reported
+ * again and no quarantine row twice. */
+static void test_again(void **state) {
+  (void)state;
+  hct_multi_card_t c[6];
+  memcpy(c, cards, sizeof c);
+  hct_agree_t ag;
+  assert_int_equal(run_multi(env.db, c, 6, 0, "again.out", "again.err", &ag), HCT_EWORKER);
+  assert_int_equal(ag.faults_added, 0);
+  assert_int_equal(ag.conflicts, 1);
+  assert_int_equal(ag.outliers, 1);
+  json_t *a = json_loads(agree.report_json, 0, NULL), *b = json_loads(ag.report_json, 0, NULL);
+  json_t *ma = json_object_get(a, "models"), *mb = json_object_get(b, "models");
+  assert_int_equal(json_array_size(ma), json_array_size(mb));
+  for (size_t i = 0; i < json_array_size(ma); i++) {
+    json_t *pa = json_object_get(json_array_get(ma, i), "pooled");
+    json_t *pb = json_object_get(json_array_get(mb, i), "pooled");
+    assert_int_equal(json_array_size(pa), json_array_size(pb));
+    for (size_t k = 0; k < json_array_size(pa); k++) {
+      assert_string_equal(dt_str(json_array_get(pa, k), "variant"), dt_str(json_array_get(pb, k), "variant"));
+      assert_string_equal(dt_str(json_array_get(pa, k), "params"), dt_str(json_array_get(pb, k), "params"));
+      assert_string_equal(dt_str(json_array_get(pa, k), "pool"), dt_str(json_array_get(pb, k), "pool"));
+    }
+  }
+  json_decref(a);
+  json_decref(b);
+  hct__agree_free(&ag);
+}
+
 /* The tie of a run to its parent keeps any args a run began with: none, a
  * JSON object, or text that is not one; an unknown run is an error. */
 static void test_set_parent(void **state) {
@@ -922,7 +955,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_list),     cmocka_unit_test(test_export),
       cmocka_unit_test(test_progress),
       cmocka_unit_test(test_json),     cmocka_unit_test(test_interrupt),
-      cmocka_unit_test(test_no_exe),   cmocka_unit_test(test_set_parent),
+      cmocka_unit_test(test_again),    cmocka_unit_test(test_no_exe),
+      cmocka_unit_test(test_set_parent),
       cmocka_unit_test(test_bad_lists),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

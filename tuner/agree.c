@@ -324,5 +324,8 @@ void hct__agree_print(const hct_agree_t *a, FILE *f) {
               json_string_value(json_object_get(fl, "model")), detail ? detail : "");
     free(detail);
   }
+  if (a->faults_added > 0 || a->replaced > 0)
+    fprintf(f, "  %d quarantine row%s added, %d card decision%s replaced by the pooled one\n",
+            a->faults_added, a->faults_added == 1 ? "" : "s", a->replaced, a->replaced == 1 ? "" : "s");
   json_decref(r);
 }
