@@ -545,7 +545,9 @@ static void print_summary(const multi_t *M, const hct_agree_t *ag, double wall) 
     const hct_multi_card_t *c = &o->cards[i];
     double s = (double)(c->end_ns - c->start_ns) / 1e9;
     if (s > longest) longest = s;
-    if (c->error[0])
+    if (c->start_ns == 0)
+      printf("card %d %s (%s): not started\n", c->index, c->uuid, c->name);
+    else if (c->error[0])
       printf("card %d %s (%s): FAILED after %.1f s: %s\n", c->index, c->uuid, c->name, s, c->error);
     else
       printf("card %d %s (%s): %d decisions in %.1f s\n", c->index, c->uuid, c->name, c->decisions, s);
@@ -560,14 +562,17 @@ static json_t *summary_json(const multi_t *M, const hct_agree_t *ag, const char 
   json_t *cards = json_array();
   for (int i = 0; i < o->n_cards; i++) {
     const hct_multi_card_t *c = &o->cards[i];
-    json_array_append_new(cards, json_pack("{s:i, s:s, s:s, s:s, s:s, s:i, s:f, s:f, s:f, s:s?}",
-                                           "card", c->index, "uuid", c->uuid, "name", c->name,
-                                           "model", c->model_key, "run_id", c->run_id,
-                                           "decisions", c->decisions, "start_s",
-                                           (double)(c->start_ns - M->t0) / 1e9, "end_s",
-                                           (double)(c->end_ns - M->t0) / 1e9, "wall_s",
-                                           (double)(c->end_ns - c->start_ns) / 1e9, "error",
-                                           c->error[0] ? c->error : NULL));
+    /* Seconds from the command's start; null for a card never started
+     * (an interrupted compile). */
+    int ran = c->start_ns != 0;
+    json_array_append_new(
+        cards, json_pack("{s:i, s:s, s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:s?}", "card", c->index,
+                         "uuid", c->uuid, "name", c->name, "model", c->model_key, "run_id",
+                         c->run_id, "decisions", c->decisions, "start_s",
+                         ran ? json_real((double)(c->start_ns - M->t0) / 1e9) : json_null(),
+                         "end_s", ran ? json_real((double)(c->end_ns - M->t0) / 1e9) : json_null(),
+                         "wall_s", ran ? json_real((double)(c->end_ns - c->start_ns) / 1e9) : json_null(),
+                         "error", c->error[0] ? c->error : NULL));
   }
   json_t *agreement = ag && ag->report_json ? json_loads(ag->report_json, 0, NULL) : NULL;
   return json_pack("{s:s, s:s, s:o, s:o, s:f}", "event", "multi_result", "run_id", parent,
