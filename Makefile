@@ -43,6 +43,17 @@ endif
 ifeq ($(BUILD),static)
   LDLIBS_DEPS := -Wl,-Bstatic -luv_a -lsqlite3 -ljansson -lxxhash -Wl,-Bdynamic
 endif
+# libsystemd gives hctuned socket activation and readiness (sd_listen_fds,
+# sd_notify).  Debian ships no static libsystemd, so STATIC=1 builds without
+# it (hctuned then binds its own socket and a Type=notify unit would wait).
+SYSTEMD ?= $(shell pkg-config --exists libsystemd 2>/dev/null && echo 1 || echo 0)
+ifeq ($(BUILD),static)
+  SYSTEMD := 0
+endif
+ifeq ($(SYSTEMD),1)
+  CPPFLAGS += -DHCT_HAVE_SYSTEMD
+  LDLIBS_DEPS += -lsystemd
+endif
 
 # Output folders: the default build writes bin/ and lib/ at the top; the
 # others keep theirs under build/.
@@ -199,10 +210,15 @@ fuzz: $(O)/fuzz/fuzz_request
 	$(O)/fuzz/fuzz_request -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=5 \
 	  -dict=daemon/fuzz_request.dict $(O)/fuzz/corpus daemon/fuzz_corpus
 
-# install: the programs, the client library and header, and the kernel
+# install: the programs, the client library and header, the kernel
 # templates where hctune looks for them (PREFIX/share/hctune/kernels-src,
-# found from PREFIX/bin/hctune).
+# found from PREFIX/bin/hctune), hctuned's systemd units and groups, and the
+# protocol document the units point at.
 PREFIX ?= /usr/local
+# hctuned's units (socket activation) and the groups they name (sysusers.d);
+# systemd reads both from /usr/local/lib too.
+SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERS_DIR ?= $(PREFIX)/lib/sysusers.d
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/share/hctune
@@ -213,6 +229,12 @@ install: all
 	ln -sf libhctune.so.0 $(DESTDIR)$(PREFIX)/lib/libhctune.so
 	rm -rf $(DESTDIR)$(PREFIX)/share/hctune/kernels-src
 	cp -r kernels-src $(DESTDIR)$(PREFIX)/share/hctune/
+	install -d $(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(SYSUSERS_DIR) $(DESTDIR)$(PREFIX)/share/doc/hctune
+	for u in hctuned.service hctuned.socket; do \
+	  sed 's|@PREFIX@|$(PREFIX)|g' tools/$$u > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$u && \
+	  chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$u || exit 1; done
+	install -m 0644 tools/hctune.sysusers $(DESTDIR)$(SYSUSERS_DIR)/hctune.conf
+	install -m 0644 docs/protocol.md $(DESTDIR)$(PREFIX)/share/doc/hctune/
 
 clean:
 	rm -rf build bin lib

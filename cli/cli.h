@@ -66,6 +66,9 @@ int cmd_daemon(int argc, char **argv);
 int cmd_query(int argc, char **argv);
 int cmd_db(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_pin(int argc, char **argv);
+int cmd_unpin(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 
 /* Runs the command named argv[0] from the table; 2 for an unknown one. */
 int hct__cli_main(int argc, char **argv);

@@ -18,17 +18,53 @@ static const char usage[] =
     "absent or slow daemon gives the op's baseline, marked 'fallback'.\n"
     "\n"
     "options:\n"
-    "  --device D      card UUID or model key (default: the daemon's first card)\n"
+    "  --device D      card UUID, the start of one (as 'hctune list' prints it:\n"
+    "                  it must name one card the daemon knows), or a model key\n"
+    "                  (default: the daemon's first card)\n"
     "  --parity P      bitwise (default) or kl\n"
-    "  --socket PATH   daemon socket (default: $HCTUNE_SOCKET, ...)\n"
+    "  --socket PATH   daemon socket (default: $HCTUNE_SOCKET, else\n"
+    "                  $XDG_RUNTIME_DIR/hctune.sock, then /run/hctune/hctune.sock)\n"
     "  --timeout MS    per answer (default 50; --raw: at least 1000)\n"
     "  --json          one JSON object per token count\n"
     "  --raw JSON      send one request line as is and print the replies (a probe's\n"
-    "                  progress lines, then its final reply: give it --timeout 3600000)\n";
+    "                  progress lines, then its final reply: give it --timeout 3600000);\n"
+    "                  exits 1 when the reply says \"ok\": false\n";
 
 static void print_progress(const char *line, void *ctx) {
   printf("%s\n", line);
   fflush(stdout);
+}
+
+static int raw_request(hct_client_t *c, const char *raw, int timeout_ms) {
+  char *text = NULL;
+  json_t *r = NULL;
+  int rc = hct__client_ask(c, raw, timeout_ms < 1000 ? 1000 : timeout_ms, &text, &r,
+                           print_progress, NULL);
+  if (text != NULL) printf("%s\n", text);
+  free(text);
+  json_decref(r);
+  if (rc < 0) return hct__cli_fail(rc);
+  return HCT_EXIT_OK;
+}
+
+static void print_choice(const char *op, int t, int rc, const hct_choice_t *ch, int json) {
+  if (json) {
+    printf("{\"op\":\"%s\",\"tokens\":%d,\"variant\":\"%s\",\"params\":%s,\"class\":\"%s\","
+           "\"source\":\"%s\",\"fallback\":%s,\"model\":\"%s\",\"valid_tokens\":[%d,%d],"
+           "\"stale\":%s,\"median_us\":%.3f,\"baseline_us\":%.3f}\n",
+           op, t, ch->variant, ch->params, ch->parity_class, hct_source_name(ch->source),
+           rc == HCT_FALLBACK ? "true" : "false", ch->model, ch->tmin, ch->tmax,
+           ch->stale ? "true" : "false", ch->median_us, ch->baseline_us);
+    return;
+  }
+  printf("%s T=%d: %s %s (%s, source %s", op, t, ch->variant, ch->params,
+         ch->parity_class[0] ? ch->parity_class : "class unknown", hct_source_name(ch->source));
+  if (ch->median_us > 0)
+    printf(", %.2f us against the baseline's %.2f us", ch->median_us, ch->baseline_us);
+  if (ch->tmin != ch->tmax) printf(", for T=%d-%d", ch->tmin, ch->tmax);
+  if (ch->source == HCT_SOURCE_FLEET && ch->model[0]) printf(", measured on %s", ch->model);
+  printf(")%s%s\n", ch->stale ? " stale: the daemon could not re-read its database" : "",
+         rc == HCT_FALLBACK ? " fallback: daemon not reachable" : "");
 }
 
 int cmd_query(int argc, char **argv) {
@@ -50,27 +86,42 @@ int cmd_query(int argc, char **argv) {
   if (parsed != 0) return parsed == HCT_OPTS_HELP ? HCT_EXIT_OK : parsed;
   if (raw == NULL && (op == NULL || tokens == NULL))
     return hct__usage_error(argv[0], "--op and --tokens are required");
-  static uint8_t present[4097];
-  int max = 4096;
+  uint8_t *present = NULL;
   if (raw == NULL) {
-    int rc = hct__parse_token_list(tokens, max, present);
-    if (rc < 0) return hct__usage_error(argv[0], "--tokens: %s", hct_last_error());
+    present = malloc((size_t)HCT_MAX_TOKENS + 1);
+    if (present == NULL) return hct__cli_fail(hct__error(HCT_ENOMEM, "query: out of memory"));
+    int rc = hct__parse_token_list(tokens, HCT_MAX_TOKENS, present);
+    if (rc < 0) {
+      free(present);
+      return hct__usage_error(argv[0], "--tokens: %s", hct_last_error());
+    }
   }
   hct_client_t *c;
   int rc = hct_connect(sock, timeout_ms, &c);
-  if (c == NULL) return hct__cli_fail(rc);
+  if (c == NULL) {
+    free(present);
+    return hct__cli_fail(rc);
+  }
   if (raw != NULL) {
-    char *reply;
-    rc = hct__client_request(c, raw, timeout_ms < 1000 ? 1000 : timeout_ms, &reply,
-                             print_progress, NULL);
+    int st = raw_request(c, raw, timeout_ms);
     hct_close(c);
-    if (rc < 0) return hct__cli_fail(rc);
-    printf("%s\n", reply);
-    free(reply);
-    return HCT_EXIT_OK;
+    return st;
+  }
+  /* The short UUID `list` prints names a card only when the daemon knows
+   * exactly one that starts so: resolved, or an error, never a silent
+   * baseline for a card that does not exist. */
+  char full[256];
+  if (device != NULL) {
+    rc = hct__client_device(c, device, timeout_ms < 1000 ? 1000 : timeout_ms, full, sizeof full);
+    if (rc < 0) {
+      free(present);
+      hct_close(c);
+      return hct__cli_fail(rc);
+    }
+    device = full;
   }
   int status = HCT_EXIT_OK, warned = 0;
-  for (int t = 1; t <= max; t++) {
+  for (int t = 1; t <= HCT_MAX_TOKENS; t++) {
     if (!present[t]) continue;
     hct_choice_t ch;
     rc = hct_choose(c, op, t, device, parity, &ch);
@@ -79,21 +130,11 @@ int cmd_query(int argc, char **argv) {
       status = HCT_EXIT_FAIL;
       break;
     }
-    if (json) {
-      printf("{\"op\":\"%s\",\"tokens\":%d,\"variant\":\"%s\",\"params\":%s,\"class\":\"%s\","
-             "\"source\":\"%s\",\"fallback\":%s,\"median_us\":%.3f,\"baseline_us\":%.3f}\n",
-             op, t, ch.variant, ch.params, ch.parity_class, hct_source_name(ch.source),
-             rc == HCT_FALLBACK ? "true" : "false", ch.median_us, ch.baseline_us);
-    } else {
-      printf("%s T=%d: %s %s (%s, source %s", op, t, ch.variant, ch.params,
-             ch.parity_class[0] ? ch.parity_class : "class unknown", hct_source_name(ch.source));
-      if (ch.median_us > 0)
-        printf(", %.2f us against the baseline's %.2f us", ch.median_us, ch.baseline_us);
-      printf(")%s\n", rc == HCT_FALLBACK ? " fallback: daemon not reachable" : "");
-    }
+    print_choice(op, t, rc, &ch, json);
     if (rc == HCT_FALLBACK && !warned) fprintf(stderr, "hctune query: %s\n", hct_last_error());
     if (rc == HCT_FALLBACK) warned = 1;
   }
+  free(present);
   hct_close(c);
   return status;
 }

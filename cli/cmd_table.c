@@ -30,6 +30,9 @@ static const hct_cmd_t commands[] = {
    "re-time recorded decisions and report their ratios"},
   {"db", cmd_db, 0, "share results across a fleet: export, merge, import fleet files"},
   {"query", cmd_query, 0, "ask the daemon which variant to run (through libhctune)"},
+  {"pin", cmd_pin, 0, "tell the daemon to answer a variant ahead of the decisions (admin)"},
+  {"unpin", cmd_unpin, 0, "remove pins (admin)"},
+  {"status", cmd_status, 0, "the daemon's status: database, clients, limits, probes"},
   {"daemon", cmd_daemon, 0, "run the daemon in the foreground (same as hctuned)"},
   {"worker", cmd_worker, 0, "internal: check and time candidates for a probe, over a pipe"},
 };

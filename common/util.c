@@ -171,7 +171,10 @@ int64_t hct__unix_time(void) { return (int64_t)time(NULL); }
 void hct__iso_time(int64_t t, char *buf, size_t len) {
   time_t tt = (time_t)t;
   struct tm tm;
-  gmtime_r(&tt, &tm);
+  /* gmtime_r fails for years it cannot hold (t near 7e16): leave an empty
+   * text rather than format an uninitialised struct. */
+  if (len > 0) buf[0] = '\0';
+  if (gmtime_r(&tt, &tm) == NULL) return;
   strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 

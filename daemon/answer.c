@@ -64,7 +64,10 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
   /* Decisions of a self-test op may sit in the database (a probe of it
    * records them like any other): they are never served. */
   const hct_op_t *raw = hct__op_find(d, r->op);
-  if (raw != NULL && raw->selftest) return hct__op_get(d, r->op) == NULL ? HCT_ENOENT : 0;
+  if (raw != NULL && raw->selftest) {
+    hct__op_get(d, r->op); /* its message */
+    return HCT_ENOENT;
+  }
   hct__error_clear();
   memset(ch, 0, sizeof *ch);
   const char *bitwise = hct__parity_name(HCT_PARITY_BITWISE), *kl_name = hct__parity_name(HCT_PARITY_KL);
@@ -134,6 +137,12 @@ static const char *variant_class(hct_daemon_t *d, const char *op_name, const cha
   return v != NULL ? hct__parity_name(v->parity) : "";
 }
 
+/* The model key of a card the DB knows, else null. */
+static json_t *model_of(hct_daemon_t *d, const char *device) {
+  const hct_db_device_t *dev = device != NULL ? hct__index_device(d->ix, device) : NULL;
+  return dev != NULL ? json_string(dev->model_key) : json_null();
+}
+
 /* The reply object of a choice that is not a cached card decision. */
 static json_t *choice_json(hct_daemon_t *d, const hct_req_t *r, const choice_t *ch) {
   if (ch->dec != NULL)
@@ -143,19 +152,19 @@ static json_t *choice_json(hct_daemon_t *d, const hct_req_t *r, const choice_t *
     char at[40] = "", until[40] = "";
     hct__iso_time(p->created_at, at, sizeof at);
     if (p->until != 0) hct__iso_time(p->until, until, sizeof until);
-    return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:[i,i], s:{s:s, s:o}}", "ok", 1,
+    return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:o, s:[i,i], s:{s:s, s:o}}", "ok", 1,
                      "variant", p->variant, "params", hct__params_json(p->params), "class",
                      variant_class(d, r->op, p->variant), "source",
                      hct_source_name(HCT_SOURCE_PIN), "template_hash", "", "device", p->uuid,
-                     "tokens", p->tmin, p->tmax, "evidence", "pinned_at", at, "until",
-                     p->until != 0 ? json_string(until) : json_null());
+                     "model", model_of(d, ch->device), "tokens", p->tmin, p->tmax, "evidence",
+                     "pinned_at", at, "until", p->until != 0 ? json_string(until) : json_null());
   }
-  return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:o, s:[i,i], s:{}}", "ok", 1, "variant",
+  return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:o, s:o, s:[i,i], s:{}}", "ok", 1, "variant",
                    ch->base, "params", hct__params_json(ch->base_params), "class",
                    hct__parity_name(HCT_PARITY_BASELINE), "source",
                    hct_source_name(HCT_SOURCE_DEFAULT), "template_hash", "", "device",
-                   ch->device != NULL ? json_string(ch->device) : json_null(), "tokens",
-                   r->tokens, r->tokens, "evidence");
+                   ch->device != NULL ? json_string(ch->device) : json_null(), "model",
+                   model_of(d, ch->device), "tokens", r->tokens, r->tokens, "evidence");
 }
 
 /* (op, card) as one 64-bit key for the per-connection log memory: a
@@ -204,8 +213,13 @@ int hct__req_choose(hct_conn_t *c, hct_req_t *r) {
   int rc = resolve(c->d, r, &ch);
   if (rc < 0) return rc;
   log_first_answer(c, r, &ch);
-  if (ch.body != NULL && !ch.fleet) hct__reply_body(c, r->id, ch.body, ch.body_len);
-  else hct__reply_json(c, r->id, choice_json(c->d, r, &ch));
+  if (ch.body != NULL && !ch.fleet) {
+    hct__reply_answer(c, r->id, ch.body, ch.body_len);
+    return 0;
+  }
+  json_t *obj = choice_json(c->d, r, &ch);
+  if (obj != NULL && c->d->stale) json_object_set_new(obj, "stale", json_true());
+  hct__reply_json(c, r->id, obj);
   return 0;
 }
 
@@ -252,6 +266,79 @@ static json_t *launches_json(const hct_op_t *op, const hct_variant_t *v, const c
   return arr;
 }
 
+/* A module reply in the making: the binary is read, encoded and the reply
+ * rendered on the thread pool (an image is up to megabytes of base64),
+ * then written by the loop thread. */
+typedef struct module_job_s {
+  uv_work_t work;
+  hct_daemon_t *d;
+  uint64_t conn_serial;
+  char id[HCT_ID_TEXT];
+  hct_db_decision_t dec; /* a copy: the snapshot may change meanwhile */
+  int fleet, tokens;
+  json_t *launches;      /* the worker's once queued */
+  int rc;
+  char err[1024];
+  char *reply;           /* the rendered line, newline included */
+  size_t reply_len;
+} module_job_t;
+
+static void module_work(uv_work_t *w) {
+  module_job_t *m = w->data;
+  const hct_db_decision_t *dec = &m->dec;
+  void *image = NULL;
+  size_t size = 0;
+  int is_ptx = 0;
+  hct__error_clear();
+  int rc = hct__snapshot_binary(m->d, dec->binary_key, &image, &size, &is_ptx);
+  char *b64 = NULL;
+  if (rc == 0 && (b64 = hct__base64_encode(image, size, NULL)) == NULL)
+    rc = hct__error(HCT_ENOMEM, "module of '%s': out of memory", dec->op);
+  free(image);
+  if (rc < 0) {
+    char what[200];
+    snprintf(what, sizeof what, "module of '%s' %s: binary '%s'", dec->op, dec->variant,
+             dec->binary_key);
+    m->rc = hct__error_prefixed(rc, what);
+    hct__strlcpy(m->err, hct_last_error(), sizeof m->err);
+    json_decref(m->launches);
+    m->launches = NULL;
+    return;
+  }
+  json_t *obj = json_pack(
+      "{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:{s:s, s:o, s:i, s:o}}", "ok", 1,
+      "variant", dec->variant, "params", hct__params_json(dec->params), "class",
+      dec->variant_class, "source", hct_source_name(m->fleet ? HCT_SOURCE_FLEET : HCT_SOURCE_PROBE),
+      "device", dec->keys.uuid, "model", dec->keys.model_key, "binary_key", dec->binary_key,
+      "format", is_ptx ? "ptx" : "binary", "size", (json_int_t)size, "image", b64, "entries",
+      "variant", dec->variant, "params", hct__params_json(dec->params), "tokens", m->tokens,
+      "launches", m->launches);
+  m->launches = NULL;
+  free(b64);
+  char *text = obj != NULL ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+  json_decref(obj);
+  if (text == NULL) {
+    m->rc = hct__error(HCT_ENOMEM, "module of '%s': out of memory", dec->op);
+    hct__strlcpy(m->err, hct_last_error(), sizeof m->err);
+    return;
+  }
+  m->reply = text;
+  m->reply_len = strlen(text);
+}
+
+static void module_done(uv_work_t *w, int status) {
+  module_job_t *m = w->data;
+  hct_conn_t *c = hct__conn_by_serial(m->d, m->conn_serial);
+  if (c != NULL) {
+    if (m->reply != NULL) hct__reply_answer(c, m->id, m->reply, m->reply_len);
+    else hct__reply_error(c, m->id, m->rc < 0 ? m->rc : HCT_EIO, m->err[0] ? m->err : "module failed");
+    hct__conn_resume(c);
+  }
+  json_decref(m->launches);
+  free(m->reply);
+  free(m);
+}
+
 int hct__req_module(hct_conn_t *c, hct_req_t *r) {
   hct_daemon_t *d = c->d;
   choice_t ch;
@@ -270,35 +357,25 @@ int hct__req_module(hct_conn_t *c, hct_req_t *r) {
   json_t *launches = json_null();
   if (v != NULL && (launches = launches_json(op, v, ch.dec->params, r->tokens)) == NULL)
     return hct__error_prefixed(HCT_EINVAL, "module");
-  void *image = NULL;
-  size_t size = 0;
-  int is_ptx = 0;
-  char *log = NULL;
-  rc = hct__db_binary_get(d->db, ch.dec->binary_key, &image, &size, &is_ptx, &log);
-  free(log);
-  if (rc < 0) {
-    json_decref(launches);
-    char what[200];
-    snprintf(what, sizeof what, "module of '%s' %s: binary '%s'", r->op, ch.dec->variant,
-             ch.dec->binary_key);
-    return hct__error_prefixed(rc, what);
-  }
-  size_t b64len;
-  char *b64 = hct__base64_encode(image, size, &b64len);
-  free(image);
-  if (b64 == NULL) {
+  module_job_t *m = calloc(1, sizeof *m);
+  if (m == NULL) {
     json_decref(launches);
     return hct__error(HCT_ENOMEM, "module of '%s': out of memory", r->op);
   }
-  json_t *obj = json_pack(
-      "{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:{s:s, s:o, s:i, s:o}}", "ok", 1,
-      "variant", ch.dec->variant, "params", hct__params_json(ch.dec->params), "class",
-      ch.dec->variant_class, "source",
-      hct_source_name(ch.fleet ? HCT_SOURCE_FLEET : HCT_SOURCE_PROBE), "device",
-      ch.dec->keys.uuid, "binary_key", ch.dec->binary_key, "format", is_ptx ? "ptx" : "binary",
-      "size", (json_int_t)size, "image", b64, "entries", "variant", ch.dec->variant, "params",
-      hct__params_json(ch.dec->params), "tokens", r->tokens, "launches", launches);
-  free(b64);
-  hct__reply_json(c, r->id, obj);
+  m->d = d;
+  m->conn_serial = c->serial;
+  memcpy(m->id, r->id, sizeof m->id);
+  m->dec = *ch.dec;
+  m->fleet = ch.fleet;
+  m->tokens = r->tokens;
+  m->launches = launches;
+  m->work.data = m;
+  if ((rc = uv_queue_work(&d->loop, &m->work, module_work, module_done)) < 0) {
+    json_decref(launches);
+    free(m);
+    return hct__error(HCT_EIO, "module of '%s': cannot queue the read: %s", r->op, uv_strerror(rc));
+  }
+  /* Its later requests wait, so that replies keep their order. */
+  c->busy = 1;
   return 0;
 }

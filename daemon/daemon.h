@@ -49,9 +49,13 @@
 
 /* ---- socket path (daemon/client.c) --------------------------------------- */
 
-/* The socket path: `explicit_path` when not NULL/empty, else $HCTUNE_SOCKET,
- * else $XDG_RUNTIME_DIR/hctune.sock, else /run/hctune/hctune.sock.  HCT_ERANGE
- * when it does not fit a sockaddr_un. */
+/* The socket search, the daemon's and the client's alike: `explicit_path`
+ * when not NULL/empty, else $HCTUNE_SOCKET when set, else
+ * $XDG_RUNTIME_DIR/hctune.sock (when set) then /run/hctune/hctune.sock.
+ * Returns the count, or HCT_ERANGE when one does not fit a sockaddr_un. */
+#define HCT_MAX_SOCKETS 2
+int hct__socket_paths(const char *explicit_path, char paths[][108], int max);
+/* The first of the search: where the daemon binds by default. */
 int hct__socket_path(const char *explicit_path, char *buf, size_t len);
 
 /* The op's baseline variant known without the daemon (the client's built-in
@@ -64,6 +68,22 @@ const char *hct__builtin_baseline(const char *op);
  * query --raw`. */
 int hct__client_request(hct_client_t *c, const char *line, int timeout_ms, char **reply,
                         void (*progress)(const char *line, void *ctx), void *ctx);
+
+/* The same, read as JSON: 0 with *reply (a json_t *, the caller's) when it
+ * says "ok": true; the daemon's error code when "ok": false (a known code,
+ * the message set; *reply still given); HCT_EPROTO when the reply is not
+ * an answer to the line (another id, no "ok", an unknown code).  *text (may
+ * be NULL) gets the reply line as it came (malloc'd).  For the commands
+ * that talk to the daemon (query --raw, pin, unpin, status). */
+int hct__client_ask(hct_client_t *c, const char *line, int timeout_ms, char **text,
+                    json_t **reply, void (*progress)(const char *line, void *ctx), void *ctx);
+
+/* The card `device` names, for the commands: a model key or "*" as given;
+ * else a UUID or the start of one (the short form `hctune list` prints),
+ * matched against the daemon's cards: one match gives its whole UUID, none
+ * or several an error naming them.  A whole UUID the daemon does not know
+ * stays as given. */
+int hct__client_device(hct_client_t *c, const char *device, int timeout_ms, char *out, size_t len);
 
 /* ---- requests (daemon/proto.c) ------------------------------------------- */
 
@@ -194,6 +214,8 @@ int hct__index_load(hct_db_t *db, hct_row_check_t check, void *ctx, hct_index_t 
 int hct__index_from_decisions(const hct_db_decision_t *dec, int n, hct_row_check_t check,
                               void *ctx, hct_index_t **out);
 void hct__index_free(hct_index_t *ix);
+/* A snapshot of nothing (no DB yet). */
+int hct__index_empty(hct_index_t **out);
 
 /* The decision of (uuid, op, parity) covering `tokens`, or NULL; *body
  * (may be NULL) gets its rendered reply object text "{\"ok\":true,...}". */
@@ -215,6 +237,10 @@ const hct_db_decision_t *hct__index_decisions(const hct_index_t *ix, int *n);
 const hct_db_pin_t *hct__index_pins(const hct_index_t *ix, int *n);
 const hct_db_device_t *hct__index_devices(const hct_index_t *ix, int *n);
 
+/* Decision i of hct__index_decisions as rendered for list (no "ok"; op,
+ * parity and model in). */
+const char *hct__index_list_item(const hct_index_t *ix, int i, size_t *len);
+
 /* A decision as a reply object: ok, variant, params, class, source, ... */
 json_t *hct__decision_json(const hct_db_decision_t *d, const char *source);
 
@@ -232,48 +258,69 @@ typedef struct hct_daemon_opts_s {
   const char *kernels_dir;   /* NULL: hct__kernels_dir */
   const char *admin_group;   /* NULL: none */
   const char *socket_group;  /* NULL: the daemon's group */
-  int poll_ms;               /* data_version poll period; <= 0: 500 */
+  int poll_ms;               /* DB watch period; <= 0: 500 */
+  int max_clients;           /* connections at once; <= 0: 1024 */
+  int max_queued_mb;         /* reply bytes waiting for all clients; <= 0: 64 MiB */
+  int idle_timeout_s;        /* close a connection silent this long; 0: 300, < 0: never */
   const char *fleet_db;      /* NULL: none; a fleet file (docs/fleet.md) whose
                                 decisions answer under the DB's own */
 } hct_daemon_opts_t;
 
-/* Runs the daemon until SIGTERM or SIGINT; returns 0, or a negative code
- * when it cannot start (the message says why). */
+/* Runs the daemon until SIGTERM, SIGINT or SIGQUIT; returns 0, or a
+ * negative code when it cannot start (the message says why). */
 int hct__daemon_run(const hct_daemon_opts_t *opts);
 /* hctuned's command line (daemon/options.c), for daemon/main.c and `hctune
- * daemon` (cli/cmd_daemon.c): argv[0] is the name used in messages.
- * Returns the exit status: 0, 1 when the daemon could not start, 2 for bad
- * usage. */
+ * daemon` (cli/cmd_daemon.c).  Returns the exit status: 0, 1 when the
+ * daemon could not start, 2 for bad usage. */
 int hct__daemon_main(int argc, char **argv);
 
 typedef struct hct_daemon_s hct_daemon_t;
 typedef struct hct_conn_s hct_conn_t;
 typedef struct hct_probe_s hct_probe_t;
+typedef struct hct_lane_s hct_lane_t;
 
 /* (op, card) pairs remembered per connection for the first-answer log. */
 #define HCT_MAX_SEEN 64
 /* Ops whose manifests the daemon holds (every op of the kernels folder). */
 #define HCT_MAX_OPS 32
 
-/* One client connection (daemon/conn.c).  Loop thread only. */
+/*
+ * One client connection (daemon/conn.c).  Loop thread only.  Bytes read
+ * wait in buf[head, len); requests are served a few per loop turn (see
+ * conn.c), and reading stops while the client has requests waiting, a
+ * request served off the loop thread (busy), or too many unread replies.
+ */
 struct hct_conn_s {
   uv_pipe_t pipe;
   hct_daemon_t *d;
-  uint64_t serial;  /* never reused: probes find their asker by it */
-  char *buf;        /* bytes read, not yet a whole line */
-  size_t len, cap;
+  uint64_t serial;  /* never reused: replies served late find their asker by it */
+  char *buf;
+  size_t head, len, cap;
+  size_t scan;      /* the newline search resumes here: no byte is looked at twice */
   uid_t uid;
   gid_t gid;
   pid_t pid;
-  int closing;  /* uv_close called */
-  int draining; /* an over-long line: replying, then closing */
+  int closing;      /* uv_close called */
+  int draining;     /* an over-long line: replying, then closing */
+  int reading;      /* uv_read_start is on */
+  int eof;          /* the peer shut its side: answer what it sent, then close */
+  int busy;         /* one of its requests is served off the loop thread */
+  int ready;        /* on the daemon's list of connections with requests waiting */
+  int n_probes;     /* probes it started that are still running */
+  size_t queued;    /* reply bytes handed to libuv, not yet written */
+  size_t turn_out;  /* reply bytes written in this turn */
+  uint64_t last_active_ns;
   uint64_t seen[HCT_MAX_SEEN];
   int n_seen;
-  struct hct_conn_s *prev, *next;
+  struct hct_conn_s *prev, *next; /* every connection */
+  struct hct_conn_s *ready_next;  /* the ready list */
 };
 
-/* The ops of the kernels folder, loaded at start (daemon/snapshot.c). */
+/* The ops of the kernels folder (daemon/snapshot.c).  Shared with the jobs
+ * that check rows against it on the thread pool: refs counts them, and
+ * only the loop thread changes it. */
 typedef struct hct_opset_s {
+  int refs;
   hct_op_t *ops[HCT_MAX_OPS];
   int n;
 } hct_opset_t;
@@ -281,39 +328,53 @@ typedef struct hct_opset_s {
 struct hct_daemon_s {
   uv_loop_t loop;
   uv_pipe_t server;
-  uv_timer_t poll;
-  uv_signal_t sig[2];
+  uv_timer_t poll, sweep;
+  uv_idle_t pump;       /* runs while connections have requests waiting */
+  uv_signal_t sig[6];
+  int loop_open;
   int server_open;
+  int socket_activated; /* the socket came from systemd: not ours to remove */
   char socket_path[108];
   char db_path[4096];
   char kernels_dir[4096];
   char admin_group[64];
   int have_admin_gid;
   gid_t admin_gid;
-  hct_db_t *db;       /* read-only, the snapshot's source */
-  int64_t data_version;
+  /* limits */
+  int max_clients;
+  size_t max_queued;
+  uint64_t idle_timeout_ns; /* 0: never */
+  size_t queued;            /* reply bytes waiting, every connection */
+  uint64_t refused, dropped, timed_out;
+  uint64_t refuse_logged_ns;
+  /* what is answered from: loop thread only */
   hct_index_t *ix;
-  /* --fleet-db: the fleet file's decisions, read as an untrusted file, and
-   * the cards of this host (UUID to model key) found at start, so a card
-   * the DB has never seen still gets its model's fleet answer. */
+  /* --fleet-db: the fleet file's decisions, read as an untrusted file (on
+   * the lane, like the DB), and the cards of this host (UUID to model
+   * key) listed at start, so a card the DB has never seen still gets its
+   * model's fleet answer. */
   char fleet_db[4096];
   hct_index_t *fleet_ix;
-  int64_t fleet_mtime_ns, fleet_size;
   struct {
     char uuid[64], model[256];
   } host_cards[16];
   int n_host_cards;
-  hct_opset_t ops;
+  hct_opset_t *ops;
+  int stale;                /* the DB could not be re-read: answers come from the last good one */
+  int64_t data_version;
+  uint64_t reloads;
+  hct_lane_t *lane;         /* DB reads and writes, off the loop thread (snapshot.c) */
+  /* connections */
   hct_conn_t *conns;
   int n_conns;
   uint64_t next_serial;
+  hct_conn_t *ready_head, *ready_tail;
   hct_probe_t *probes;
   int n_probes;
-  uint64_t requests, reloads;
+  uint64_t requests;
   int64_t started_at;
   uint64_t started_ns;
   int stopping;
-  int poll_failing;
 };
 
 /* Puts `prefix: ` before this thread's error message (hct__error cannot
@@ -326,8 +387,22 @@ void hct__conn_accept(uv_stream_t *server, int status);
 void hct__conn_close(hct_conn_t *c);
 /* The open connection of `serial`, or NULL once it is gone. */
 hct_conn_t *hct__conn_by_serial(hct_daemon_t *d, uint64_t serial);
+/* A request of c served off the loop thread has been answered: c may go
+ * on with its next requests. */
+void hct__conn_resume(hct_conn_t *c);
+/* Something c waited on is done (a probe): serve, read or close as due. */
+void hct__conn_update(hct_conn_t *c);
+/* The ready list's turn (the idle handle d->pump runs it). */
+void hct__conns_pump(uv_idle_t *h);
+/* The idle timeout's sweep (server.c starts its timer). */
+void hct__conns_sweep(uv_timer_t *t);
 /* Writes `body` (a JSON object text) with "id" spliced in first. */
 void hct__reply_body(hct_conn_t *c, const char *id, const char *body, size_t len);
+/* The same for an answer (choose, module): "stale":true goes in too while
+ * the daemon answers from a snapshot it could not refresh. */
+void hct__reply_answer(hct_conn_t *c, const char *id, const char *body, size_t len);
+/* Writes n bytes ending with a newline, taking `buf` (malloc'd). */
+void hct__reply_take(hct_conn_t *c, char *buf, size_t n);
 /* Writes a reply object (stolen; NULL: an out-of-memory error reply). */
 void hct__reply_json(hct_conn_t *c, const char *id, json_t *obj);
 void hct__reply_error(hct_conn_t *c, const char *id, int code, const char *msg);
@@ -356,30 +431,58 @@ json_t *hct__params_json(const char *text);
 json_t *hct__pin_json(const hct_db_pin_t *p);
 
 /* probe.c: SIGTERM to every running probe (the daemon is stopping), and
- * closing a probe's pipe found by uv_walk: 1 when h was one. */
+ * closing a probe's handle found by uv_walk: 1 when h was one. */
 void hct__probes_stop(hct_daemon_t *d);
+int hct__probe_close_handle(hct_daemon_t *d, uv_handle_t *h);
 /* The running probes as a JSON array, for status. */
 json_t *hct__probes_json(hct_daemon_t *d);
-int hct__probe_close_handle(hct_daemon_t *d, uv_handle_t *h);
 
-/* snapshot.c: the manifests and the DB snapshot. */
-/* Opens the DB read-only and loads the first snapshot (start-up). */
-int hct__snapshot_open(hct_daemon_t *d);
-/* Reads the fleet file of --fleet-db (a no-op without one); at start an
- * error stops the daemon, on a later change the old overlay stays. */
-int hct__snapshot_fleet(hct_daemon_t *d);
-/* Re-reads the snapshot from the DB; the old one stays on failure. */
-int hct__snapshot_reload(hct_daemon_t *d);
-/* Polls data_version every poll_ms and reloads on a change. */
-void hct__snapshot_watch(hct_daemon_t *d, int poll_ms);
-/* Loads every op of the kernels folder (start-up). */
-int hct__ops_load(hct_daemon_t *d);
-void hct__ops_free(hct_daemon_t *d);
+/* ---- snapshot.c: manifests, the DB snapshot, and the DB lane ------------ */
+
+/* Loads every op of kernels_dir into a new opset (refs 1).  Any thread. */
+int hct__opset_load(const char *kernels_dir, hct_opset_t **out);
+void hct__opset_unref(hct_opset_t *s);
 /* The manifest of op `name`, or NULL with the error recorded (no such op).
  * hct__op_get also refuses self-test ops: those exist to exercise the
  * tuner and are never offered to engines. */
 const hct_op_t *hct__op_find(hct_daemon_t *d, const char *name);
 const hct_op_t *hct__op_get(hct_daemon_t *d, const char *name);
 const hct_variant_t *hct__op_baseline(const hct_op_t *op);
+
+/*
+ * The DB lane: every SQLite read and write of the daemon but module's
+ * binary reads runs here, one job at a time, on libuv's thread pool, so the
+ * loop thread never waits on a lock or a disk.  A job may write (`write`,
+ * on a writable connection of its own) and then always refreshes the
+ * snapshot: the file is watched by inode as well as by `data_version`, so
+ * a DB replaced by rename is opened afresh.  `done` runs on the loop
+ * thread after the new snapshot is in place, so a pin is answered only
+ * once it is served.
+ */
+typedef struct hct_dbjob_s hct_dbjob_t;
+struct hct_dbjob_s {
+  int (*write)(hct_dbjob_t *j, hct_db_t *w); /* thread pool; NULL: a refresh only */
+  void (*done)(hct_dbjob_t *j, int rc);     /* loop thread; rc of write, message in err */
+  char err[1024];
+  /* private to snapshot.c */
+  int reopen;        /* SIGHUP: manifests and the DB read afresh */
+  int rc;
+  hct_dbjob_t *next;
+};
+/* Starts the lane and loads the first snapshot, waiting for it (start-up). */
+int hct__snapshot_start(hct_daemon_t *d);
+/* Queues j (the lane runs it after those queued before). */
+void hct__snapshot_submit(hct_daemon_t *d, hct_dbjob_t *j);
+/* Watches the DB every poll_ms. */
+void hct__snapshot_watch(hct_daemon_t *d, int poll_ms);
+/* SIGHUP: re-reads the manifests and the DB. */
+void hct__snapshot_reread(hct_daemon_t *d);
+/* Module's binary read, on any thread: its own read-only connection. */
+int hct__snapshot_binary(hct_daemon_t *d, const char *key, void **image, size_t *size,
+                         int *is_ptx);
+/* Stopping: jobs not started are answered with HCT_EINTERRUPTED. */
+void hct__snapshot_stop(hct_daemon_t *d);
+/* After the loop: closes the connections, frees the snapshot and opset. */
+void hct__snapshot_free(hct_daemon_t *d);
 
 #endif /* HCT_DAEMON_H */

@@ -44,6 +44,8 @@ struct hct_index_s {
   int n_devs;      /* rows read (all freed together) */
   int n_good_devs; /* the first n_good_devs are served */
   table_t by_card, by_model;
+  char **items;      /* dec[i] as a list entry, rendered once: list costs copies only */
+  size_t *item_len;
 };
 
 /* XXH3 over the three parts, each with its NUL, so ("ab","c") and
@@ -149,10 +151,11 @@ json_t *hct__decision_json(const hct_db_decision_t *d, const char *source) {
                          "baseline_us", d->baseline_us, "ci_us", d->ci_lo_us, d->ci_hi_us,
                          "samples", d->samples, "measured_at", when, "run_id", d->run_id,
                          "parity", figs != NULL ? figs : json_object());
-  return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:[i,i], s:o}", "ok", 1, "variant",
+  return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:[i,i], s:o}", "ok", 1, "variant",
                    d->variant, "params", params, "class", d->variant_class, "source", source,
-                   "template_hash", d->template_hash, "device", d->keys.uuid, "tokens", d->tmin,
-                   d->tmax, "evidence", ev != NULL ? ev : json_object());
+                   "template_hash", d->template_hash, "device", d->keys.uuid, "model",
+                   d->keys.model_key, "tokens", d->tmin, d->tmax, "evidence",
+                   ev != NULL ? ev : json_object());
 }
 
 /* Whether every text is valid UTF-8 (jansson refuses anything else, and a
@@ -208,10 +211,10 @@ static int device_ok(const hct_db_device_t *v) {
 }
 
 /* Drops the rows `check` refutes and builds the tables and rendered
- * replies of ix's rows; frees ix on error. */
-static int index_build(hct_index_t *ix, hct_row_check_t check, void *ctx, hct_index_t **out) {
-  int rc = 0;
-  {
+ * replies of ix's rows (read by the caller); frees ix on error. */
+static int index_build(hct_index_t *ix, int rc, hct_row_check_t check, void *ctx,
+                       hct_index_t **out) {
+  if (rc >= 0) {
     /* Bad rows go; the order of the rest (uuid, op, parity, tmin) stays. */
     int k = 0;
     for (int i = 0; i < ix->n_dec; i++)
@@ -242,6 +245,23 @@ static int index_build(hct_index_t *ix, hct_row_check_t check, void *ctx, hct_in
     if (e->body == NULL) rc = hct__error(HCT_ENOMEM, "decision index: cannot render a reply");
     else e->body_len = strlen(e->body);
   }
+  if (rc >= 0) {
+    ix->items = calloc((size_t)ix->n_dec + 1, sizeof *ix->items);
+    ix->item_len = calloc((size_t)ix->n_dec + 1, sizeof *ix->item_len);
+    if (ix->items == NULL || ix->item_len == NULL)
+      rc = hct__error(HCT_ENOMEM, "decision index: out of memory");
+  }
+  for (int i = 0; rc >= 0 && i < ix->n_dec; i++) {
+    const hct_db_decision_t *d = &ix->dec[i];
+    json_t *j = hct__decision_json(d, d->source[0] ? d->source : hct_source_name(HCT_SOURCE_PROBE));
+    json_object_del(j, "ok");
+    json_object_set_new(j, "op", json_string(d->op));
+    json_object_set_new(j, "parity", json_string(d->parity));
+    ix->items[i] = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
+    json_decref(j);
+    if (ix->items[i] == NULL) rc = hct__error(HCT_ENOMEM, "decision index: cannot render a list entry");
+    else ix->item_len[i] = strlen(ix->items[i]);
+  }
   if (rc < 0) {
     hct__index_free(ix);
     return rc;
@@ -256,11 +276,7 @@ int hct__index_load(hct_db_t *db, hct_row_check_t check, void *ctx, hct_index_t 
   int rc = hct__db_decisions_list(db, &ix->dec, &ix->n_dec);
   if (rc >= 0) rc = hct__db_pins_list(db, &ix->pins, &ix->n_pins);
   if (rc >= 0) rc = hct__db_devices_list(db, &ix->devs, &ix->n_devs);
-  if (rc < 0) {
-    hct__index_free(ix);
-    return rc;
-  }
-  return index_build(ix, check, ctx, out);
+  return index_build(ix, rc, check, ctx, out);
 }
 
 int hct__index_from_decisions(const hct_db_decision_t *dec, int n, hct_row_check_t check,
@@ -274,11 +290,20 @@ int hct__index_from_decisions(const hct_db_decision_t *dec, int n, hct_row_check
   }
   if (n > 0) memcpy(ix->dec, dec, (size_t)n * sizeof *dec);
   ix->n_dec = n;
-  return index_build(ix, check, ctx, out);
+  return index_build(ix, 0, check, ctx, out);
+}
+
+int hct__index_empty(hct_index_t **out) {
+  *out = calloc(1, sizeof **out);
+  return *out != NULL ? 0 : hct__error(HCT_ENOMEM, "decision index: out of memory");
 }
 
 void hct__index_free(hct_index_t *ix) {
   if (ix == NULL) return;
+  if (ix->items != NULL)
+    for (int i = 0; i < ix->n_dec; i++) free(ix->items[i]);
+  free(ix->items);
+  free(ix->item_len);
   table_free(&ix->by_card, ix->n_dec);
   table_free(&ix->by_model, ix->n_dec);
   free(ix->dec);
@@ -370,4 +395,9 @@ const hct_db_pin_t *hct__index_pins(const hct_index_t *ix, int *n) {
 const hct_db_device_t *hct__index_devices(const hct_index_t *ix, int *n) {
   *n = ix->n_good_devs;
   return ix->devs;
+}
+
+const char *hct__index_list_item(const hct_index_t *ix, int i, size_t *len) {
+  *len = ix->item_len[i];
+  return ix->items[i];
 }

@@ -19,7 +19,9 @@ static const char usage[] =
     "\n"
     "Serves the decisions of the database to engines over a Unix socket, one\n"
     "JSON request per line (docs/protocol.md).  Runs in the foreground until\n"
-    "SIGTERM or SIGINT, then removes its socket.\n"
+    "SIGTERM, SIGINT or SIGQUIT, then removes its socket; SIGHUP re-reads the\n"
+    "manifests and the database, SIGUSR1 logs a status line.  Started by\n"
+    "systemd's hctuned.socket, it serves the socket it is given.\n"
     "\n"
     "options:\n"
     "  --socket PATH        socket (default: $HCTUNE_SOCKET, else\n"
@@ -32,13 +34,17 @@ static const char usage[] =
     "  --poll-ms N          how often to look for database changes (default 500)\n"
     "  --fleet-db PATH      a fleet file (hctune db merge) whose decisions answer for\n"
     "                       cards and models the database has none for (docs/fleet.md)\n"
+    "  --max-clients N      connections at once; more are refused (default 1024)\n"
+    "  --max-queued MB      replies waiting for all clients together; past it the\n"
+    "                       slowest readers are dropped (default 64)\n"
+    "  --idle-timeout S     close a connection silent this long (default 300, 0: never)\n"
     "  --quiet              log errors and warnings only\n"
     "  --verbose            log debug lines too\n";
 
 int hct__daemon_main(int argc, char **argv) {
   const char *cmd = "daemon";
   hct_daemon_opts_t o = {0};
-  int quiet = 0, verbose = 0;
+  int quiet = 0, verbose = 0, idle = -1;
   const hct_option_t opts[] = {
       HCT_OPT_STRING("socket", &o.socket_path),
       HCT_OPT_STRING("db", &o.db_path),
@@ -47,12 +53,17 @@ int hct__daemon_main(int argc, char **argv) {
       HCT_OPT_STRING("socket-group", &o.socket_group),
       HCT_OPT_INT("poll-ms", &o.poll_ms, 10, 3600000),
       HCT_OPT_STRING("fleet-db", &o.fleet_db),
+      HCT_OPT_INT("max-clients", &o.max_clients, 1, 1000000),
+      HCT_OPT_INT("max-queued", &o.max_queued_mb, 1, 65536),
+      HCT_OPT_INT("idle-timeout", &idle, 0, 86400 * 365),
       HCT_OPT_FLAG("quiet", &quiet),
       HCT_OPT_FLAG("verbose", &verbose),
       HCT_OPT_END,
   };
   int parsed = hct__parse_options(argc, argv, cmd, opts, usage);
   if (parsed != 0) return parsed == HCT_OPTS_HELP ? HCT_EXIT_OK : parsed;
+  /* 0 on the command line is "never", which the options struct spells -1. */
+  if (idle >= 0) o.idle_timeout_s = idle == 0 ? -1 : idle;
   if (quiet) hct__log_level = HCT_LOG_WARN;
   if (verbose) hct__log_level = HCT_LOG_DEBUG;
   int rc = hct__daemon_run(&o);

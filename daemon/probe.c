@@ -7,6 +7,7 @@
  * with its error.  Loop thread only.
  */
 #include <limits.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ struct hct_probe_s {
   int64_t exit_status;
   int term_signal;
   uint64_t started_ns;
+  hct_dbjob_t refresh;   /* the snapshot refresh after it exited */
   struct hct_probe_s *next;
 };
 
@@ -123,44 +125,44 @@ static void on_probe_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
 }
 
-/* Called once the process has exited and both pipes are closed. */
-static void probe_finish(hct_probe_t *p) {
+static void probe_free(hct_probe_t *p) {
+  json_decref(p->result);
+  free(p->out_lb.buf);
+  free(p->err_lb.buf);
+  free(p);
+}
+
+/* The probe's end, reported to its asker once the snapshot holding what it
+ * recorded is in place (the lane's refresh came back). */
+static void probe_report(hct_dbjob_t *j, int rc) {
+  hct_probe_t *p = (hct_probe_t *)((char *)j - offsetof(hct_probe_t, refresh));
   hct_daemon_t *d = p->d;
-  for (hct_probe_t **pp = &d->probes; *pp != NULL; pp = &(*pp)->next)
-    if (*pp == p) {
-      *pp = p->next;
-      break;
-    }
-  d->n_probes--;
   hct_conn_t *c = hct__conn_by_serial(d, p->conn_serial);
-  /* A spawn that failed was answered by req_probe; a daemon stopping has
-   * no one left to tell. */
-  if (!p->spawn_failed && !d->stopping) hct__snapshot_reload(d);
-  if (p->spawn_failed || d->stopping) {
-    /* nothing to report */
+  if (d->stopping) {
+    /* no one left to tell */
   } else if (p->exit_status == 0 && p->term_signal == 0) {
     json_t *decs = json_array();
     int n;
-    const hct_db_decision_t *dec = d->ix != NULL ? hct__index_decisions(d->ix, &n) : NULL;
-    for (int i = 0; dec != NULL && i < n; i++) {
+    const hct_db_decision_t *dec = hct__index_decisions(d->ix, &n);
+    for (int i = 0; i < n; i++) {
       if (strcmp(dec[i].keys.uuid, p->uuid[0] ? p->uuid : p->device) != 0) continue;
       if (p->op[0] && strcmp(dec[i].op, p->op) != 0) continue;
       char how[64];
       snprintf(how, sizeof how, " (%s parity, probe)", dec[i].parity);
       hct__log_decision(d, dec[i].op, dec[i].keys.uuid, &dec[i], how);
-      json_t *j = hct__decision_json(&dec[i], "probe");
-      json_object_del(j, "ok");
-      json_object_set_new(j, "op", json_string(dec[i].op));
-      json_object_set_new(j, "parity", json_string(dec[i].parity));
-      json_array_append_new(decs, j);
+      json_t *jd = hct__decision_json(&dec[i], hct_source_name(HCT_SOURCE_PROBE));
+      json_object_del(jd, "ok");
+      json_object_set_new(jd, "op", json_string(dec[i].op));
+      json_object_set_new(jd, "parity", json_string(dec[i].parity));
+      json_array_append_new(decs, jd);
     }
     hct__log(HCT_LOG_INFO, "probe of %s on %s finished", p->op[0] ? p->op : "every op",
              p->device);
     if (c != NULL)
       hct__reply_json(c, p->id,
-                 json_pack("{s:b, s:b, s:o, s:o}", "ok", 1, "done", 1, "result",
-                           p->result != NULL ? json_incref(p->result) : json_null(),
-                           "decisions", decs));
+                      json_pack("{s:b, s:b, s:o, s:o}", "ok", 1, "done", 1, "result",
+                                p->result != NULL ? json_incref(p->result) : json_null(),
+                                "decisions", decs));
     else
       json_decref(decs);
   } else {
@@ -179,10 +181,29 @@ static void probe_finish(hct_probe_t *p) {
     hct__log(HCT_LOG_WARN, "%s", msg);
     if (c != NULL) hct__reply_error(c, p->id, p->error_code < 0 ? p->error_code : HCT_EWORKER, msg);
   }
-  json_decref(p->result);
-  free(p->out_lb.buf);
-  free(p->err_lb.buf);
-  free(p);
+  if (c != NULL) {
+    c->n_probes--;
+    hct__conn_update(c);
+  }
+  probe_free(p);
+}
+
+/* Called once the process has exited and both pipes are closed. */
+static void probe_finish(hct_probe_t *p) {
+  hct_daemon_t *d = p->d;
+  for (hct_probe_t **pp = &d->probes; *pp != NULL; pp = &(*pp)->next)
+    if (*pp == p) {
+      *pp = p->next;
+      break;
+    }
+  d->n_probes--;
+  /* A spawn that failed was answered by req_probe. */
+  if (p->spawn_failed) {
+    probe_free(p);
+    return;
+  }
+  p->refresh.done = probe_report;
+  hct__snapshot_submit(d, &p->refresh);
 }
 
 static void probe_handle_closed(uv_handle_t *h) {
@@ -282,6 +303,7 @@ int hct__req_probe(hct_conn_t *c, hct_req_t *r) {
   p->next = d->probes;
   d->probes = p;
   d->n_probes++;
+  c->n_probes++;
   uv_read_start((uv_stream_t *)&p->out, on_probe_alloc, on_probe_read);
   uv_read_start((uv_stream_t *)&p->err, on_probe_alloc, on_probe_read);
   hct__log(HCT_LOG_INFO, "probe of %s on %s started (pid %d) for uid %u",

@@ -2,6 +2,8 @@
  * report.c: the verbs that report what the daemon holds: list (decisions
  * and pins), devices, status.  Loop thread only; they read the snapshot.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -19,28 +21,53 @@ json_t *hct__pin_json(const hct_db_pin_t *p) {
                    (json_int_t)p->created_at);
 }
 
+static int list_match(const hct_req_t *r, const char *uuid, const char *op) {
+  return (r->device == NULL || strcmp(r->device, uuid) == 0) &&
+         (r->op == NULL || strcmp(r->op, op) == 0);
+}
+
+/* The reply is assembled from entries rendered once per snapshot
+ * (hct__index_list_item): a list of thousands of decisions costs copies,
+ * not a JSON build, on the loop thread. */
 int hct__req_list(hct_conn_t *c, hct_req_t *r) {
   int n, np;
-  const hct_db_decision_t *dec = hct__index_decisions(c->d->ix, &n);
-  const hct_db_pin_t *pins = hct__index_pins(c->d->ix, &np);
-  json_t *arr = json_array(), *parr = json_array();
+  const hct_index_t *ix = c->d->ix;
+  const hct_db_decision_t *dec = hct__index_decisions(ix, &n);
+  const hct_db_pin_t *pins = hct__index_pins(ix, &np);
+  json_t *parr = json_array();
+  for (int i = 0; i < np; i++)
+    if (list_match(r, pins[i].uuid, pins[i].op)) json_array_append_new(parr, hct__pin_json(&pins[i]));
+  char *ptext = json_dumps(parr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(parr);
+  if (ptext == NULL) return hct__error(HCT_ENOMEM, "list: out of memory");
+  char head[HCT_ID_TEXT + 64];
+  int hn = snprintf(head, sizeof head, "{%s%s%s\"ok\":true,\"decisions\":[", r->id[0] ? "\"id\":" : "",
+                    r->id, r->id[0] ? "," : "");
+  size_t total = (size_t)hn + strlen(ptext) + 16, len;
+  for (int i = 0; i < n; i++)
+    if (list_match(r, dec[i].keys.uuid, dec[i].op)) {
+      hct__index_list_item(ix, i, &len);
+      total += len + 1;
+    }
+  char *out = malloc(total);
+  if (out == NULL) {
+    free(ptext);
+    return hct__error(HCT_ENOMEM, "list: out of memory for %zu bytes", total);
+  }
+  memcpy(out, head, (size_t)hn);
+  size_t o = (size_t)hn;
+  int first = 1;
   for (int i = 0; i < n; i++) {
-    if (r->device != NULL && strcmp(r->device, dec[i].keys.uuid) != 0) continue;
-    if (r->op != NULL && strcmp(r->op, dec[i].op) != 0) continue;
-    json_t *j = hct__decision_json(&dec[i], dec[i].source[0] ? dec[i].source
-                                                             : hct_source_name(HCT_SOURCE_PROBE));
-    json_object_del(j, "ok");
-    json_object_set_new(j, "op", json_string(dec[i].op));
-    json_object_set_new(j, "parity", json_string(dec[i].parity));
-    json_object_set_new(j, "model", json_string(dec[i].keys.model_key));
-    json_array_append_new(arr, j);
+    if (!list_match(r, dec[i].keys.uuid, dec[i].op)) continue;
+    const char *item = hct__index_list_item(ix, i, &len);
+    if (!first) out[o++] = ',';
+    first = 0;
+    memcpy(out + o, item, len);
+    o += len;
   }
-  for (int i = 0; i < np; i++) {
-    if (r->device != NULL && strcmp(r->device, pins[i].uuid) != 0) continue;
-    if (r->op != NULL && strcmp(r->op, pins[i].op) != 0) continue;
-    json_array_append_new(parr, hct__pin_json(&pins[i]));
-  }
-  hct__reply_json(c, r->id, json_pack("{s:b, s:o, s:o}", "ok", 1, "decisions", arr, "pins", parr));
+  o += (size_t)snprintf(out + o, total - o, "],\"pins\":%s}\n", ptext);
+  free(ptext);
+  hct__reply_take(c, out, o);
   return 0;
 }
 
@@ -69,14 +96,22 @@ int hct__req_status(hct_conn_t *c, hct_req_t *r) {
   hct__index_pins(d->ix, &np);
   hct__index_devices(d->ix, &nv);
   json_t *probes = hct__probes_json(d);
-  hct__reply_json(c, r->id,
-                  json_pack("{s:b, s:s, s:i, s:f, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:I, "
-                            "s:I, s:o}",
-                            "ok", 1, "version", HCT_VERSION_STRING, "pid", (int)getpid(),
-                            "uptime_s", (hct__now_ns() - d->started_ns) / 1e9, "db", d->db_path,
-                            "socket", d->socket_path, "kernels", d->kernels_dir, "decisions", nd,
-                            "pins", np, "devices", nv, "clients", d->n_conns, "requests",
-                            (json_int_t)d->requests, "reloads", (json_int_t)d->reloads,
-                            "data_version", (json_int_t)d->data_version, "probes", probes));
+  json_t *o = json_pack("{s:b, s:s, s:i, s:f, s:s, s:s, s:s, s:b, s:i, s:i, s:i, s:i, s:I, s:I, "
+                        "s:I, s:o}",
+                        "ok", 1, "version", HCT_VERSION_STRING, "pid", (int)getpid(), "uptime_s",
+                        (hct__now_ns() - d->started_ns) / 1e9, "db", d->db_path, "socket",
+                        d->socket_path, "kernels", d->kernels_dir, "stale", d->stale,
+                        "decisions", nd, "pins", np, "devices", nv, "clients", d->n_conns,
+                        "requests", (json_int_t)d->requests, "reloads", (json_int_t)d->reloads,
+                        "data_version", (json_int_t)d->data_version, "probes", probes);
+  json_t *lim = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I}", "max_clients", d->max_clients,
+                          "max_queued", (json_int_t)d->max_queued, "queued",
+                          (json_int_t)d->queued, "idle_timeout_s",
+                          (json_int_t)(d->idle_timeout_ns / 1000000000ull), "refused",
+                          (json_int_t)d->refused, "dropped", (json_int_t)d->dropped,
+                          "timed_out", (json_int_t)d->timed_out);
+  if (o != NULL) json_object_set_new(o, "limits", lim);
+  else json_decref(lim);
+  hct__reply_json(c, r->id, o);
   return 0;
 }

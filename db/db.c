@@ -239,14 +239,21 @@ static int check_size(hct_db_t *db) {
   struct stat ws;
   snprintf(wal, sizeof wal, "%s-wal", db->path);
   if (stat(wal, &ws) == 0 && ws.st_size > 0) return 0;
-  FILE *f = fopen(db->path, "rb");
-  if (f == NULL) return 0; /* SQLite reports why, with the open */
+  /* Read through SQLite's own descriptor: opening and closing another one
+   * would drop every POSIX lock this process holds on the file (close()
+   * releases them all), and a process with other connections open (the
+   * daemon) would then look gone to the others, which checkpoint and reset
+   * the WAL under it. */
+  sqlite3_file *f = NULL;
+  if (sqlite3_file_control(db->h, "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK ||
+      f == NULL || f->pMethods == NULL)
+    return 0;
   unsigned char h[100];
-  size_t n = fread(h, 1, sizeof h, f);
-  struct stat st;
-  int have_stat = fstat(fileno(f), &st) == 0;
-  fclose(f);
-  if (n < sizeof h || !have_stat || memcmp(h, "SQLite format 3", 16) != 0) return 0;
+  sqlite3_int64 fsize = 0;
+  if (f->pMethods->xRead(f, h, (int)sizeof h, 0) != SQLITE_OK ||
+      f->pMethods->xFileSize(f, &fsize) != SQLITE_OK)
+    return 0; /* SQLite reports why, on the first read */
+  if (memcmp(h, "SQLite format 3", 16) != 0) return 0;
   uint32_t page_size = (uint32_t)h[16] << 8 | h[17];
   if (page_size == 1) page_size = 65536;
 #define BE32(p) ((uint32_t)(p)[0] << 24 | (uint32_t)(p)[1] << 16 | (uint32_t)(p)[2] << 8 | (p)[3])
@@ -254,9 +261,9 @@ static int check_size(hct_db_t *db) {
 #undef BE32
   if (pages == 0 || change != valid_for) return 0;
   int64_t want = (int64_t)pages * page_size;
-  if ((int64_t)st.st_size < want)
+  if ((int64_t)fsize < want)
     return hct__error(HCT_EDBCORRUPT, "database '%s': file is truncated (%lld of %lld bytes)",
-                      db->path, (long long)st.st_size, (long long)want);
+                      db->path, (long long)fsize, (long long)want);
   return 0;
 }
 
@@ -331,10 +338,22 @@ static int open_checked(hct_db_t *db) {
   struct stat st;
   int exists = stat(db->path, &st) == 0;
 
+  struct stat lst;
+  if (!exists && lstat(db->path, &lst) == 0 && S_ISLNK(lst.st_mode))
+    return hct__error(HCT_ENOENT, "database '%s': a symbolic link to nothing", db->path);
   if (!exists && (db->flags & (HCT_DB_NOCREATE | HCT_DB_READONLY)))
     return hct__error(HCT_ENOENT, "database '%s': no such file", db->path);
   if (exists && S_ISDIR(st.st_mode))
     return hct__error(HCT_EINVAL, "database '%s': is a folder", db->path);
+  /* SQLite would block forever reading a FIFO, and a device or socket is
+   * never a database. */
+  if (exists && !S_ISREG(st.st_mode))
+    return hct__error(HCT_EINVAL, "database '%s': not a regular file (%s)", db->path,
+                      S_ISFIFO(st.st_mode)   ? "a FIFO"
+                      : S_ISSOCK(st.st_mode) ? "a socket"
+                      : S_ISCHR(st.st_mode)  ? "a character device"
+                      : S_ISBLK(st.st_mode)  ? "a block device"
+                                             : "not a plain file");
   if (!exists) {
     int err = hct__mkdir_parents(db->path);
     if (err) return err;

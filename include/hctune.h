@@ -104,6 +104,14 @@ typedef enum {
   HCT_SOURCE_DEFAULT  /* the op's baseline: no decision or no daemon */
 } hct_source_t;
 
+/*
+ * An answer.  The fields up to baseline_us are those of 0.1.0; the ones
+ * after them were appended, so the struct only grows at its end.  A
+ * program built against this header calls hct_choose_sized() (hct_choose
+ * is a macro passing sizeof *out), which fills what the caller's struct
+ * has room for; a program built against 0.1.0's header calls the function
+ * hct_choose(), which fills the 0.1.0 fields only.
+ */
 typedef struct hct_choice_s {
   char variant[64];
   char params[256];       /* JSON object text, e.g. {"ROWS":4} */
@@ -112,11 +120,21 @@ typedef struct hct_choice_s {
   hct_source_t source;
   double median_us;       /* winner's time per call, 0 when unknown */
   double baseline_us;     /* baseline's time per call, 0 when unknown */
+  /* -- appended after 0.1.0 -- */
+  char model[256];        /* model key of the card the answer was measured on
+                             ("nvidia|NVIDIA H200|sm_90|132|143"): for a fleet
+                             answer, the other card's; "" when unknown */
+  int tmin, tmax;         /* the token counts this answer holds for: the engine
+                             may reuse it for any T in [tmin, tmax] */
+  int stale;              /* 1: the daemon could not re-read its changed DB and
+                             answered from the last copy it read */
 } hct_choice_t;
 
 /*
- * Connects to the daemon at `path` (NULL: $HCTUNE_SOCKET, then
- * $XDG_RUNTIME_DIR/hctune.sock, then /run/hctune/hctune.sock).  Waits at most
+ * Connects to the daemon at `path`; NULL or "" searches as the daemon's
+ * default does: $HCTUNE_SOCKET when set, else $XDG_RUNTIME_DIR/hctune.sock
+ * (when that variable is set) and then /run/hctune/hctune.sock, the first
+ * that answers.  Waits at most
  * timeout_ms (<= 0: HCT_DEFAULT_TIMEOUT_MS); the same timeout bounds every
  * later hct_choose().  A client is always returned in *out unless out of
  * memory, even when the daemon is absent: hct_choose() then falls back.
@@ -132,16 +150,27 @@ int hct_connect(const char *path, int timeout_ms, hct_client_t **out);
  * or NULL for the first card the daemon knows).  `parity` is "bitwise"
  * (NULL means that) or "kl".
  * Returns 0 with the daemon's answer; HCT_FALLBACK with the op's baseline
- * (source HCT_SOURCE_DEFAULT, params "{}") when the daemon is absent, dead
- * or slower than the timeout -- it never blocks longer than the timeout,
- * and after such a failure it falls back at once for a second before it
- * tries the daemon again.  HCTUNE_FORCE="op=variant[,op=variant]" wins over
- * the daemon (0, source HCT_SOURCE_ENV).  Negative: HCT_EINVAL for bad
- * arguments or a malformed HCTUNE_FORCE, HCT_ENOENT for an op the daemon
- * does not know (or, falling back, one without a built-in baseline).
+ * (source HCT_SOURCE_DEFAULT, params "{}", tokens [T, T]) when the daemon
+ * is absent, dead or slower than the timeout, or when what came back is
+ * not a valid answer to this request (another id, a missing or empty
+ * field, an unknown class, source or error code, a token range without T):
+ * hct_last_error() says which.  It never blocks longer than the timeout,
+ * whatever the peer sends, and after such a failure it falls back at once
+ * for a second before it tries the daemon again.  HCTUNE_FORCE="op=variant[,op=variant]" wins over
+ * the daemon (0, source HCT_SOURCE_ENV, tokens [1, 1048576]).  Negative:
+ * HCT_EINVAL for bad arguments or a malformed HCTUNE_FORCE; the daemon's
+ * own error (a known code: HCT_ENOENT for an op it does not know, ...),
+ * with the op's built-in baseline in *out when it has one; HCT_ENOENT when
+ * falling back for an op without a built-in baseline.
  */
-int hct_choose(hct_client_t *c, const char *op, int tokens, const char *device,
-               const char *parity, hct_choice_t *out);
+int hct_choose_sized(hct_client_t *c, const char *op, int tokens, const char *device,
+                     const char *parity, hct_choice_t *out, size_t out_size);
+#define hct_choose(c, op, tokens, device, parity, out) \
+  hct_choose_sized((c), (op), (tokens), (device), (parity), (out), sizeof *(out))
+/* The 0.1.0 entry point (the name in parentheses is the function, not the
+ * macro): fills the fields up to baseline_us. */
+int(hct_choose)(hct_client_t *c, const char *op, int tokens, const char *device,
+                const char *parity, hct_choice_t *out);
 
 /*
  * The compiled binary of a choice for `device`, so the engine can load it

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -39,6 +40,7 @@ typedef struct dt_env_s {
   char kernels[300];
   char log[300];
   pid_t pid;
+  int nofile; /* > 0: the daemon's RLIMIT_NOFILE */
 } dt_env_t;
 
 static inline double dt_now_ms(void) {
@@ -202,6 +204,11 @@ static inline void dt_env_init(dt_env_t *e) {
 }
 
 static inline void dt_env_remove(dt_env_t *e) {
+  /* HCT_TEST_KEEP=1 keeps the folder (its DB, its log) for a look after a failure. */
+  if (getenv("HCT_TEST_KEEP") != NULL) {
+    fprintf(stderr, "kept %s\n", e->dir);
+    return;
+  }
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->dir);
   if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", e->dir);
@@ -228,6 +235,10 @@ static inline pid_t dt_exec(dt_env_t *e, const char *const *extra) {
   if (pid == 0) {
     int fd = open(e->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) dup2(fd, 2);
+    if (e->nofile > 0) {
+      struct rlimit rl = {(rlim_t)e->nofile, (rlim_t)e->nofile};
+      setrlimit(RLIMIT_NOFILE, &rl);
+    }
     const char *argv[32] = {exe, "--socket", e->sock, "--db", e->db, "--kernels", e->kernels,
                             "--poll-ms", "100"};
     int n = 9;

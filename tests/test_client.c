@@ -10,8 +10,238 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 
 #include "daemon_test.h"
+
+/* ---- a peer that is not hctuned -------------------------------------------- */
+
+/*
+ * A fake daemon on a temporary socket: for each connection it reads one
+ * request line and answers with `reply`, where "%ID" becomes the request's
+ * id (and "%ID+1" the one after it), or, with `flood`, streams bytes
+ * without a newline until the client goes (`trickle_ms`: one byte that
+ * often).
+ */
+typedef struct peer_s {
+  char dir[64], path[128];
+  int ls;
+  pthread_t th;
+  const char *reply;
+  int flood, trickle_ms;
+  volatile int stop;
+} peer_t;
+
+static void peer_answer(peer_t *p, int fd) {
+  char buf[4096];
+  size_t len = 0;
+  long long id = -1;
+  while (len < sizeof buf - 1) {
+    struct pollfd q = {.fd = fd, .events = POLLIN};
+    if (poll(&q, 1, 2000) <= 0) return;
+    ssize_t k = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+    if (k <= 0) return;
+    len += (size_t)k;
+    buf[len] = '\0';
+    if (strchr(buf, '\n') != NULL) break;
+  }
+  const char *ip = strstr(buf, "\"id\":");
+  if (ip != NULL) id = strtoll(ip + 5, NULL, 10);
+  if (p->flood) {
+    char junk[65536];
+    memset(junk, 'x', sizeof junk);
+    while (!p->stop) {
+      size_t n = p->trickle_ms ? 1 : sizeof junk;
+      if (send(fd, junk, n, MSG_NOSIGNAL) <= 0) return;
+      if (p->trickle_ms) usleep((useconds_t)p->trickle_ms * 1000);
+    }
+    return;
+  }
+  char out[8192];
+  size_t o = 0;
+  for (const char *r = p->reply; *r && o < sizeof out - 32;) {
+    if (strncmp(r, "%ID+1", 5) == 0) {
+      o += (size_t)snprintf(out + o, sizeof out - o, "%lld", id + 1);
+      r += 5;
+    } else if (strncmp(r, "%ID", 3) == 0) {
+      o += (size_t)snprintf(out + o, sizeof out - o, "%lld", id);
+      r += 3;
+    } else {
+      out[o++] = *r++;
+    }
+  }
+  out[o++] = '\n';
+  if (send(fd, out, o, MSG_NOSIGNAL) < 0) return;
+  /* Stay until the client goes, as a daemon would. */
+  struct pollfd q = {.fd = fd, .events = POLLIN};
+  poll(&q, 1, 1000);
+}
+
+static void *peer_main(void *arg) {
+  peer_t *p = arg;
+  while (!p->stop) {
+    struct pollfd q = {.fd = p->ls, .events = POLLIN};
+    if (poll(&q, 1, 50) <= 0) continue;
+    int fd = accept(p->ls, NULL, NULL);
+    if (fd < 0) continue;
+    peer_answer(p, fd);
+    close(fd);
+  }
+  return NULL;
+}
+
+static void peer_start(peer_t *p, const char *reply, int flood, int trickle_ms) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->dir, sizeof p->dir, "/tmp/hct-peer-XXXXXX");
+  assert_non_null(mkdtemp(p->dir));
+  snprintf(p->path, sizeof p->path, "%s/peer.sock", p->dir);
+  p->ls = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  hct__strlcpy(sa.sun_path, p->path, sizeof sa.sun_path);
+  assert_int_equal(bind(p->ls, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(listen(p->ls, 16), 0);
+  p->reply = reply;
+  p->flood = flood;
+  p->trickle_ms = trickle_ms;
+  assert_int_equal(pthread_create(&p->th, NULL, peer_main, p), 0);
+}
+
+static void peer_stop(peer_t *p) {
+  p->stop = 1;
+  pthread_join(p->th, NULL);
+  close(p->ls);
+  unlink(p->path);
+  rmdir(p->dir);
+}
+
+#define GOOD_FIELDS                                                                  \
+  "\"variant\":\"v3\",\"params\":{\"R\":2},\"class\":\"bitwise\",\"source\":\"fleet\",\"template_hash\":\"ab\"," \
+  "\"device\":\"GPU-x\",\"model\":\"nvidia|H200|sm_90|132|143\",\"tokens\":[1,8],"              \
+  "\"evidence\":{\"median_us\":2.5,\"baseline_us\":5.0}"
+
+/* Replies that are not an answer to the request: each gives the fallback,
+ * with the reason in the message (once, a reply without a variant was
+ * taken as success with variant ""; an unknown error code gave EINVAL with
+ * the output unfilled). */
+static void test_not_an_answer(void **state) {
+  unsetenv("HCTUNE_FORCE");
+  static const struct {
+    const char *reply, *why;
+  } cases[] = {
+      {"{\"foo\":1}", "no id"},
+      {"[1,2,3]", "not JSON"},
+      {"not json at all", "not JSON"},
+      {"{\"id\":%ID,\"foo\":1}", "no boolean 'ok'"},
+      {"{\"id\":%ID,\"ok\":true}", "no variant"},
+      {"{\"id\":%ID,\"ok\":true,\"variant\":\"\",\"params\":{},\"class\":\"bitwise\",\"source\":\"probe\","
+       "\"tokens\":[1,8]}", "no variant"},
+      {"{\"id\":%ID+1,\"ok\":true," GOOD_FIELDS "}", "id is"},
+      {"{\"ok\":true," GOOD_FIELDS "}", "no id"},
+      {"{\"id\":%ID,\"ok\":false,\"error\":{\"code\":\"EWHATEVER\",\"message\":\"x\"}}", "EWHATEVER"},
+      {"{\"id\":%ID,\"ok\":false}", "is not one hctune has"},
+      {"{\"id\":%ID,\"ok\":true,\"variant\":\"v3\",\"params\":{},\"class\":\"fast\",\"source\":\"probe\","
+       "\"tokens\":[1,8]}", "class 'fast'"},
+      {"{\"id\":%ID,\"ok\":true,\"variant\":\"v3\",\"params\":{},\"class\":\"kl\",\"source\":\"oracle\","
+       "\"tokens\":[1,8]}", "source 'oracle'"},
+      {"{\"id\":%ID,\"ok\":true,\"variant\":\"v3\",\"params\":{},\"class\":\"kl\",\"source\":\"probe\","
+       "\"tokens\":[5,8]}", "does not hold T=4"},
+      {"{\"id\":%ID,\"ok\":true,\"variant\":\"v3\",\"params\":\"R=2\",\"class\":\"kl\",\"source\":\"probe\","
+       "\"tokens\":[1,8]}", "no params object"},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
+    peer_t p;
+    peer_start(&p, cases[i].reply, 0, 0);
+    hct_client_t *c;
+    assert_int_equal(hct_connect(p.path, 500, &c), 0);
+    hct_choice_t ch;
+    int rc = hct_choose(c, "hc_read", 4, NULL, NULL, &ch);
+    if (rc != HCT_FALLBACK || strcmp(ch.variant, "v1") != 0 ||
+        strstr(hct_last_error(), cases[i].why) == NULL)
+      fail_msg("reply %s: rc %d variant '%s' (%s), want the fallback because '%s'",
+               cases[i].reply, rc, ch.variant, hct_last_error(), cases[i].why);
+    assert_int_equal(ch.source, HCT_SOURCE_DEFAULT);
+    assert_int_equal(ch.tmin, 4);
+    assert_int_equal(ch.tmax, 4);
+    hct_close(c);
+    peer_stop(&p);
+  }
+  /* A valid answer carries what the protocol has: the card model, the
+   * token range, stale. */
+  peer_t p;
+  peer_start(&p, "{\"id\":%ID,\"ok\":true,\"stale\":true," GOOD_FIELDS "}", 0, 0);
+  hct_client_t *c;
+  assert_int_equal(hct_connect(p.path, 500, &c), 0);
+  hct_choice_t ch;
+  assert_int_equal(hct_choose(c, "hc_read", 4, NULL, NULL, &ch), 0);
+  assert_string_equal(ch.variant, "v3");
+  assert_string_equal(ch.params, "{\"R\":2}");
+  assert_int_equal(ch.source, HCT_SOURCE_FLEET);
+  assert_string_equal(ch.model, "nvidia|H200|sm_90|132|143");
+  assert_int_equal(ch.tmin, 1);
+  assert_int_equal(ch.tmax, 8);
+  assert_int_equal(ch.stale, 1);
+  assert_true(ch.median_us == 2.5);
+  hct_close(c);
+  peer_stop(&p);
+  /* A known error code is the daemon's answer: that code, and the
+   * baseline in the output. */
+  peer_start(&p, "{\"id\":%ID,\"ok\":false,\"error\":{\"code\":\"ENOENT\",\"message\":\"op 'x'\"}}", 0, 0);
+  assert_int_equal(hct_connect(p.path, 500, &c), 0);
+  assert_int_equal(hct_choose(c, "hc_read", 4, NULL, NULL, &ch), HCT_ENOENT);
+  assert_string_equal(ch.variant, "v1");
+  hct_close(c);
+  peer_stop(&p);
+}
+
+/* The 0.1.0 entry point writes the 0.1.0 struct and not a byte past it. */
+static void test_abi(void **state) {
+  peer_t p;
+  peer_start(&p, "{\"id\":%ID,\"ok\":true," GOOD_FIELDS "}", 0, 0);
+  hct_client_t *c;
+  assert_int_equal(hct_connect(p.path, 500, &c), 0);
+  size_t v0 = offsetof(hct_choice_t, model);
+  unsigned char *buf = malloc(v0 + 64);
+  memset(buf, 0xA5, v0 + 64);
+  assert_int_equal((hct_choose)(c, "hc_read", 4, NULL, NULL, (hct_choice_t *)buf), 0);
+  assert_string_equal((char *)buf, "v3");
+  for (size_t i = v0; i < v0 + 64; i++) assert_int_equal(buf[i], 0xA5);
+  free(buf);
+  /* A size below the 0.1.0 struct is refused. */
+  hct_choice_t ch;
+  assert_int_equal(hct_choose_sized(c, "hc_read", 4, NULL, NULL, &ch, 8), HCT_EINVAL);
+  hct_close(c);
+  peer_stop(&p);
+}
+
+/* A peer streaming bytes without a newline: hct_choose returns within its
+ * timeout plus 10 ms, holding at most a line's bound (once: 20.1 s for a
+ * 5 s timeout, 230 MB). */
+static void test_flooding_peer(void **state) {
+  static const struct {
+    int timeout_ms, trickle_ms;
+  } runs[] = {{200, 0}, {100, 0}, {150, 20}};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(runs); i++) {
+    peer_t p;
+    peer_start(&p, NULL, 1, runs[i].trickle_ms);
+    hct_client_t *c;
+    assert_int_equal(hct_connect(p.path, runs[i].timeout_ms, &c), 0);
+    long rss0 = dt_rss_kb(getpid());
+    hct_choice_t ch;
+    double t0 = dt_now_ms();
+    int rc = hct_choose(c, "hc_read", 4, NULL, NULL, &ch);
+    double took = dt_now_ms() - t0;
+    long rss1 = dt_rss_kb(getpid());
+    fprintf(stderr, "%s peer, timeout %d ms: fell back after %.1f ms (%s), client RSS %+ld kB\n",
+            runs[i].trickle_ms ? "trickling" : "flooding", runs[i].timeout_ms, took,
+            hct_last_error(), rss1 - rss0);
+    assert_int_equal(rc, HCT_FALLBACK);
+    assert_string_equal(ch.variant, "v1");
+    assert_true(took <= runs[i].timeout_ms + 10);
+    assert_true(rss1 - rss0 < 4096);
+    hct_close(c);
+    peer_stop(&p);
+  }
+}
 
 static void test_absent(void **state) {
   unsetenv("HCTUNE_FORCE");
@@ -199,6 +429,27 @@ static void test_socket_path(void **state) {
   memset(longp, 'a', sizeof longp - 1);
   longp[sizeof longp - 1] = '\0';
   assert_int_equal(hct__socket_path(longp, buf, sizeof buf), HCT_ERANGE);
+  /* The client's search is the daemon's: $XDG_RUNTIME_DIR's socket, then
+   * /run/hctune's, whichever answers. */
+  char paths[HCT_MAX_SOCKETS][108];
+  unsetenv("HCTUNE_SOCKET");
+  setenv("XDG_RUNTIME_DIR", "/nonexistent-xdg", 1);
+  assert_int_equal(hct__socket_paths(NULL, paths, HCT_MAX_SOCKETS), 2);
+  assert_string_equal(paths[0], "/nonexistent-xdg/hctune.sock");
+  assert_string_equal(paths[1], "/run/hctune/hctune.sock");
+  hct_client_t *c;
+  assert_int_equal(hct_connect(NULL, 50, &c), HCT_FALLBACK);
+  hct_choice_t ch;
+  assert_int_equal(hct_choose(c, "hc_read", 1, NULL, NULL, &ch), HCT_FALLBACK);
+  if (strstr(hct_last_error(), "/nonexistent-xdg/hctune.sock") == NULL ||
+      (access("/run/hctune/hctune.sock", F_OK) != 0 &&
+       strstr(hct_last_error(), "/run/hctune/hctune.sock") == NULL))
+    fail_msg("the search did not try both: %s", hct_last_error());
+  hct_close(c);
+  /* With $HCTUNE_SOCKET set, that one alone. */
+  setenv("HCTUNE_SOCKET", "/tmp/h.sock", 1);
+  assert_int_equal(hct__socket_paths(NULL, paths, HCT_MAX_SOCKETS), 1);
+  assert_string_equal(paths[0], "/tmp/h.sock");
   unsetenv("HCTUNE_SOCKET");
   unsetenv("XDG_RUNTIME_DIR");
 }
@@ -225,7 +476,8 @@ int main(void) {
       cmocka_unit_test(test_absent),        cmocka_unit_test(test_stalled),
       cmocka_unit_test(test_force),         cmocka_unit_test(test_force_wins_over_daemon),
       cmocka_unit_test(test_bad_args),      cmocka_unit_test(test_socket_path),
-      cmocka_unit_test(test_shared_library_deps),
+      cmocka_unit_test(test_shared_library_deps), cmocka_unit_test(test_not_an_answer),
+      cmocka_unit_test(test_abi),           cmocka_unit_test(test_flooding_peer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

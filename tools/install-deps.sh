@@ -5,7 +5,7 @@
 # clang (with its recommended libclang-rt, libFuzzer's runtime) for the
 # fuzzer, and chromium for tests/test_report.c's headless browser.
 set -e
-pkgs="build-essential libuv1-dev libsqlite3-dev libjansson-dev libxxhash-dev libcmocka-dev libamdhip64-dev"
+pkgs="build-essential libuv1-dev libsqlite3-dev libjansson-dev libxxhash-dev libcmocka-dev libamdhip64-dev libsystemd-dev"
 [ "$1" = check ] && pkgs="$pkgs clang chromium"
 missing=""
 for p in $pkgs; do

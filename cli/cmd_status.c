@@ -1,0 +1,64 @@
+/*
+ * cmd_status.c: `hctune status`: what the daemon serves and how it fares
+ * (docs/protocol.md, verb status).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "daemon.h"
+
+static const char usage[] =
+    "usage: hctune status [--socket PATH] [--timeout MS] [--json]\n"
+    "\n"
+    "Asks the daemon for its status: version, database, decisions, clients,\n"
+    "limits and probes running.  Exits 1 when no daemon answers.\n";
+
+static long long num(json_t *o, const char *key) {
+  return (long long)json_integer_value(json_object_get(o, key));
+}
+
+int cmd_status(int argc, char **argv) {
+  const char *sock = NULL;
+  int timeout = 2000;
+  int json = 0;
+  const hct_option_t opts[] = {
+      HCT_OPT_FLAG("json", &json),
+      HCT_OPT_STRING("socket", &sock),
+      HCT_OPT_INT("timeout", &timeout, 1, 600000),
+      HCT_OPT_END,
+  };
+  int st = hct__parse_options(argc, argv, argv[0], opts, usage);
+  if (st != 0) return st == HCT_OPTS_HELP ? HCT_EXIT_OK : st;
+  hct_client_t *c;
+  int rc = hct_connect(sock, timeout, &c);
+  if (c == NULL) return hct__cli_fail(rc);
+  char *text = NULL;
+  json_t *r = NULL;
+  rc = hct__client_ask(c, "{\"cmd\":\"status\"}", timeout, &text, &r, NULL, NULL);
+  hct_close(c);
+  if (rc == 0 && json) {
+    printf("%s\n", text);
+  } else if (rc == 0) {
+    json_t *lim = json_object_get(r, "limits");
+    printf("hctuned %s, pid %lld, up %.0f s, socket %s\n",
+           json_string_value(json_object_get(r, "version")), num(r, "pid"),
+           json_number_value(json_object_get(r, "uptime_s")),
+           json_string_value(json_object_get(r, "socket")));
+    printf("database %s: %lld decisions, %lld pins, %lld devices, %lld reloads%s\n",
+           json_string_value(json_object_get(r, "db")), num(r, "decisions"), num(r, "pins"),
+           num(r, "devices"), num(r, "reloads"),
+           json_is_true(json_object_get(r, "stale")) ? " (stale: it could not be re-read)" : "");
+    printf("clients %lld of %lld, %lld requests, %lld reply bytes queued of %lld; %lld refused, "
+           "%lld dropped, %lld timed out\n",
+           num(r, "clients"), num(lim, "max_clients"), num(r, "requests"), num(lim, "queued"),
+           num(lim, "max_queued"), num(lim, "refused"), num(lim, "dropped"),
+           num(lim, "timed_out"));
+    printf("probes running: %zu\n", json_array_size(json_object_get(r, "probes")));
+  }
+  free(text);
+  json_decref(r);
+  if (rc < 0) return hct__cli_fail(rc);
+  return HCT_EXIT_OK;
+}
