@@ -25,15 +25,9 @@ void hct__timed_rows_add(void *arg, int T, const char *variant, const char *para
                          const hct_summary_t *s, int pruned) {
   hct_timed_rows_t *rows = arg;
   if (rows->oom) return;
-  if (rows->n == rows->cap) {
-    int cap = rows->cap ? 2 * rows->cap : 256;
-    hct_timed_row_t *r = realloc(rows->r, (size_t)cap * sizeof *r);
-    if (r == NULL) {
-      rows->oom = 1;
-      return;
-    }
-    rows->r = r;
-    rows->cap = cap;
+  if (hct__grow(&rows->r, &rows->cap, rows->n, sizeof *rows->r, 256) != 0) {
+    rows->oom = 1;
+    return;
   }
   hct_timed_row_t *r = &rows->r[rows->n++];
   r->T = T;
@@ -75,7 +69,7 @@ int cmd_bench(int argc, char **argv) {
   };
   int parsed = hct__cli_options(argc, argv, opts, usage, NULL);
   if (parsed != 0) return parsed == HCT_OPTS_HELP ? HCT_EXIT_OK : parsed;
-  if (tokens && hct__parse_token_list(tokens, 64, o.tokens) < 0)
+  if (tokens && hct__parse_token_list(tokens, &o.tokens) < 0)
     return hct__usage_error("bench", "--tokens '%s': %s", tokens, hct_last_error());
   if (o.only_variants == NULL) return hct__usage_error("bench", "--variants is required");
 
@@ -112,10 +106,11 @@ int cmd_bench(int argc, char **argv) {
     for (int k = 0; k < nn; k++) printf("  %-44s", names[k]);
     printf("\n");
   }
-  for (int T = 1; T <= 64; T++) {
-    int any = 0;
-    for (int i = 0; i < rows.n; i++) any |= rows.r[i].T == T;
-    if (!any) continue;
+  /* The token counts timed, in order: the probe's token set. */
+  hct_tokens_t timed = {0};
+  for (int i = 0; i < rows.n; i++) hct__tokens_add(&timed, rows.r[i].T);
+  for (int k0 = 0; k0 < timed.n; k0++) {
+    const int T = timed.t[k0];
     const hct_timed_row_t *first = best_of(&rows, T, names[0]);
     if (!json) printf("%4d", T);
     for (int k = 0; k < nn; k++) {

@@ -75,21 +75,17 @@ static int parse_args(int argc, char **argv, args_t *a, hct_cli_env_t *env) {
 }
 
 /* Is the point ruled out by a constraint that can be decided without a
- * card?  A constraint naming a device-only value (SMEM_OPTIN, SM_COUNT) or
- * T does not evaluate here, and is left to the probe. */
+ * card?  One naming a device-only value (SMEM_OPTIN, SM_COUNT) or T is
+ * undecided here and left to the probe (hct__constraints_hold, partial). */
 static int point_excluded(const hct_op_t *op, const hct_variant_t *v, const hct_point_t *p,
                           int arch_num, int warp, int hip) {
   hct_symtab_t syms;
+  char why[256];
   hct__point_symtab(op, v, p, &syms);
   hct__symtab_set(&syms, "ARCH", arch_num);
   hct__symtab_set(&syms, "WARP", warp);
   hct__symtab_set(&syms, "HIP", hip);
-  for (int i = 0; i < v->n_constraints; i++) {
-    int64_t val = 1;
-    if (hct__expr_eval(v->constraints[i], &syms, &val) == 0 && val == 0) return 1;
-  }
-  hct__error_clear();
-  return 0;
+  return !hct__constraints_hold(v, &syms, 1, why, sizeof why);
 }
 
 typedef struct {
@@ -134,19 +130,9 @@ static int plan_op(plan_t *pl, const args_t *a, const hct_op_t *op, int arch_num
   for (int i = 0; i < op->n_variants; i++) {
     const hct_variant_t *v = &op->variants[i];
     if (a->variant && !in_list(a->variant, v->name)) continue;
-    if (a->backend == HCT_BACKEND_CUDA && v->min_arch > arch_num) {
-      fprintf(stderr, "hctune: note: %s %s needs sm_%d, skipped for %s\n", op->name, v->name,
-              v->min_arch, a->arch);
-      continue;
-    }
-    if (a->backend == HCT_BACKEND_HIP && !v->hip) {
-      fprintf(stderr, "hctune: note: %s %s does not run on hip, skipped\n", op->name, v->name);
-      continue;
-    }
-    /* The same rule as the tuner's (hct__run_variant_fits). */
-    if (warp == 64 && !v->wave64) {
-      fprintf(stderr, "hctune: note: %s %s does not support 64-wide waves, skipped for %s\n",
-              op->name, v->name, a->arch);
+    char why[256];
+    if (!hct__variant_fits(v, a->backend, arch_num, warp, why, sizeof why)) {
+      fprintf(stderr, "hctune: note: %s %s %s, skipped for %s\n", op->name, v->name, why, a->arch);
       continue;
     }
     hct_point_t *points = malloc(4096 * sizeof *points);

@@ -42,22 +42,15 @@ static void print_text(const hct_device_t *devs, int n) {
   }
 }
 
+/* Each card's fingerprint (hct__device_json, what the probe stores too)
+ * with its index in this listing. */
 static int print_json(const hct_device_t *devs, int n) {
   json_t *arr = json_array();
   for (int i = 0; arr && i < n; i++) {
-    const hct_device_t *d = &devs[i];
-    char model[256];
-    hct__device_model_key(d, model, sizeof model);
-    json_t *o = json_pack(
-        "{s:i, s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I, s:i, s:s, s:s, "
-        "s:s}",
-        "index", i, "backend", backend_name(d), "ordinal", d->ordinal, "vendor", d->vendor, "name",
-        d->name, "uuid", d->uuid, "pci_bus_id", d->pci_bus_id, "arch", d->arch, "arch_num",
-        d->arch_num, "sm_count", d->sm_count, "warp_size", d->warp_size, "l2_bytes",
-        (json_int_t)d->l2_bytes, "smem_optin", (json_int_t)d->smem_optin, "mem_bytes",
-        (json_int_t)d->mem_bytes, "clock_khz", d->clock_khz, "driver_version", d->driver_version,
-        "compiler_version", d->compiler_version, "model_key", model);
-    if (o) json_array_append_new(arr, o);
+    json_t *o = hct__device_json(&devs[i]);
+    if (o == NULL) continue;
+    json_object_set_new(o, "index", json_integer(i));
+    json_array_append_new(arr, o);
   }
   int bad = arr == NULL || json_dumpf(arr, stdout, JSON_INDENT(2)) != 0;
   json_decref(arr);

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "db.h"
+#include "jit.h"
 
 /* ---- tables ------------------------------------------------------------- */
 
@@ -125,11 +126,94 @@ static int print_json(json_t *arr) {
   return HCT_EXIT_OK;
 }
 
+/* ---- staleness ------------------------------------------------------------ */
+
+/* What a decision is checked against: the manifests under the kernels
+ * folder (loaded once per op) and the cards of this host (their drivers). */
+typedef struct stale_ctx_s {
+  char kdir[1024];
+  struct {
+    char name[32];
+    hct_op_t *op;          /* NULL: no manifest here */
+  } ops[16];
+  int n_ops;
+  hct_device_t live[16];
+  int n_live;
+} stale_ctx_t;
+
+static void stale_ctx_init(stale_ctx_t *x) {
+  memset(x, 0, sizeof *x);
+  if (hct__kernels_dir(x->kdir, sizeof x->kdir) != 0) x->kdir[0] = '\0';
+  /* No card or no driver here: drivers are then not compared. */
+  x->n_live = hct__devices(x->live, (int)HCT_ARRAY_SIZE(x->live));
+  if (x->n_live < 0) x->n_live = 0;
+  hct__error_clear();
+}
+
+static void stale_ctx_free(stale_ctx_t *x) {
+  for (int i = 0; i < x->n_ops; i++) hct__manifest_free(x->ops[i].op);
+}
+
+static const hct_op_t *stale_op(stale_ctx_t *x, const char *name) {
+  for (int i = 0; i < x->n_ops; i++)
+    if (strcmp(x->ops[i].name, name) == 0) return x->ops[i].op;
+  if (x->n_ops == (int)HCT_ARRAY_SIZE(x->ops)) return NULL;
+  hct__strlcpy(x->ops[x->n_ops].name, name, sizeof x->ops[x->n_ops].name);
+  if (x->kdir[0] == '\0' || hct__manifest_load(x->kdir, name, &x->ops[x->n_ops].op) != 0)
+    x->ops[x->n_ops].op = NULL;
+  hct__error_clear();
+  return x->ops[x->n_ops++].op;
+}
+
+/* 1 with why when the decision would not be served here now (its software
+ * key is not what this host would compile: hct__softkey_check, the
+ * daemon's rule), else 0.  A decision recorded before software keys has
+ * none to check: served as recorded (the daemon's rule too), and `probe
+ * --stale` re-probes it. */
+static int decision_stale(stale_ctx_t *x, const hct_db_decision_t *d, const hct_db_device_t *devs,
+                          int ndev, char *why, size_t len) {
+  if (d->software_json[0] == '\0') {
+    snprintf(why, len, "unkeyed");
+    return 0;
+  }
+  const hct_op_t *op = stale_op(x, d->op);
+  if (op == NULL) {
+    snprintf(why, len, "template changed (op '%s' has no manifest in '%.200s')", d->op, x->kdir);
+    return 1;
+  }
+  const hct_db_device_t *card = NULL;
+  for (int i = 0; i < ndev; i++)
+    if (strcmp(devs[i].uuid, d->keys.uuid) == 0) card = &devs[i];
+  hct_backend_kind_t backend = HCT_BACKEND_CUDA;
+  char arch[64] = "";
+  if (card == NULL) {
+    snprintf(why, len, "card '%s' is not in the devices table", d->keys.uuid);
+    return 1;
+  }
+  /* The arch column where an old fingerprint lacks it (then by vendor). */
+  if (hct__softkey_card(card->fingerprint_json, &backend, arch, sizeof arch) != 0) {
+    hct__error_clear();
+    hct__strlcpy(arch, card->arch, sizeof arch);
+    backend = strncmp(card->model_key, "amd|", 4) == 0 ? HCT_BACKEND_HIP : HCT_BACKEND_CUDA;
+  }
+  const char *driver = NULL;
+  for (int i = 0; i < x->n_live; i++)
+    if (strcmp(x->live[i].uuid, d->keys.uuid) == 0) driver = x->live[i].driver_version;
+  return hct__softkey_check(op, d->variant, d->params, backend, arch, driver, d->software_json,
+                            why, len) != 0;
+}
+
 static int list_decisions(hct_db_t *db, int json, const hct_db_device_t *devs, int ndev) {
   hct_db_decision_t *d;
   int n;
   int err = hct__db_decisions_list(db, &d, &n);
   if (err) return hct__cli_fail(err);
+  stale_ctx_t *sx = calloc(1, sizeof *sx);
+  if (sx == NULL) {
+    free(d);
+    return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory"));
+  }
+  stale_ctx_init(sx);
   if (json) {
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {
@@ -148,21 +232,33 @@ static int list_decisions(hct_db_t *db, int json, const hct_db_device_t *devs, i
           d[i].ci_lo_us, "ci_hi_us", d[i].ci_hi_us, "samples", d[i].samples, "decided_at",
           (json_int_t)d[i].decided_at, "run_id", d[i].run_id, "evidence",
           json_text(d[i].evidence_json));
+      char why[512];
+      int stale = decision_stale(sx, &d[i], devs, ndev, why, sizeof why);
+      json_object_set_new(o, "software_key", json_string(d[i].software_key));
+      json_object_set_new(o, "software", json_text(d[i].software_json));
+      json_object_set_new(o, "stale", json_boolean(stale));
+      if (d[i].software_json[0] == '\0') json_object_set_new(o, "unkeyed", json_true());
+      if (stale) json_object_set_new(o, "stale_reason", json_string(why));
       json_array_append_new(arr, o);
     }
     free(d);
+    stale_ctx_free(sx);
+    free(sx);
     return print_json(arr);
   }
   if (n == 0) {
+    stale_ctx_free(sx);
+    free(sx);
     free(d);
     printf("no decisions recorded\n");
     return HCT_EXIT_OK;
   }
   static const char *const head[] = {"CARD", "OP", "PARITY", "TOKENS", "VARIANT", "PARAMS",
                                      "MEDIAN_US", "BASELINE_US", "SPEEDUP", "SOURCE",
-                                     "DECIDED"};
+                                     "DECIDED", "STALE"};
   hct_table_t t;
-  hct__table_init(&t, (int)HCT_ARRAY_SIZE(head), head, "llllllrrrll");
+  hct__table_init(&t, (int)HCT_ARRAY_SIZE(head), head, "llllllrrrlll");
+  int n_stale = 0, n_unkeyed = 0;
   for (int i = 0; i < n && err == 0; i++) {
     char card[160], tokens[32], med[32], base[32], speed[32], when[32];
     card_label(d[i].keys.uuid, devs, ndev, card, sizeof card);
@@ -177,12 +273,29 @@ static int list_decisions(hct_db_t *db, int json, const hct_db_device_t *devs, i
     else
       snprintf(speed, sizeof speed, "-");
     hct__iso_time(d[i].decided_at, when, sizeof when);
+    char why[512], stale[520];
+    if (decision_stale(sx, &d[i], devs, ndev, why, sizeof why)) {
+      snprintf(stale, sizeof stale, "STALE: %s", why);
+      n_stale++;
+    } else {
+      /* "unkeyed": recorded before software keys. */
+      snprintf(stale, sizeof stale, "%s", d[i].software_json[0] ? "-" : why);
+      n_unkeyed += d[i].software_json[0] == '\0';
+    }
     const char *row[] = {card, d[i].op, d[i].parity, tokens, d[i].variant, d[i].params,
-                         med, base, speed, d[i].source, when};
+                         med, base, speed, d[i].source, when, stale};
     err = hct__table_add(&t, row);
   }
   free(d);
+  stale_ctx_free(sx);
+  free(sx);
   if (err == 0) hct__table_print(&t, stdout);
+  if (err == 0 && n_stale > 0)
+    printf("%d of %d decisions stale: not served (the baseline is); 'hctune probe --stale' "
+           "re-probes them\n", n_stale, n);
+  if (err == 0 && n_unkeyed > 0)
+    printf("%d of %d decisions unkeyed (recorded before software keys): served as recorded; "
+           "'hctune probe --stale' re-probes them\n", n_unkeyed, n);
   hct__table_free(&t);
   return err ? hct__cli_fail(err) : HCT_EXIT_OK;
 }

@@ -12,8 +12,8 @@
 static const char usage[] =
     "usage: hctune probe [--device N|UUID|all|LIST] [--op NAME] [--tokens LIST] [--db PATH] [--json]\n"
     "                    [--variants A,B,...] [--retry-quarantined] [--check-sets N]\n"
-    "                    [--margin PCT] [--no-decide] [--quiet] [--verify-fleet [--fleet-db PATH]]\n"
-    "                    [--outlier-pct PCT]\n"
+    "                    [--margin PCT] [--no-decide] [--stale] [--verify-all] [--quiet]\n"
+    "                    [--verify-fleet [--fleet-db PATH]] [--outlier-pct PCT]\n"
     "\n"
     "Compiles every variant of the op (default hc_read) for the card, checks each\n"
     "one's outputs against the baseline at every token count with and without the\n"
@@ -37,6 +37,10 @@ static const char usage[] =
     "  --check-sets N       random input sets per token count and pending state (default 1)\n"
     "  --margin PCT         how much faster than the baseline a winner must be (default 2)\n"
     "  --no-decide          record trials but change no decision\n"
+    "  --stale              only the token counts whose decision is missing or stale\n"
+    "                       (its software key is not what this host would compile now)\n"
+    "  --verify-all         verify the timed launches' outputs of every candidate, not\n"
+    "                       only the winners' (slower; the selftest uses it)\n"
     "  --quiet              no progress on stderr\n"
     "  --verify-fleet       adopt the fleet's winners for this card's model after\n"
     "                       checking their parity here, without timing; a failure\n"
@@ -63,6 +67,8 @@ int cmd_probe(int argc, char **argv) {
       HCT_OPT_INT("check-sets", &o.check_sets, 1, 100),
       HCT_OPT_NUMBER("margin", &margin_pct, 0, 50),
       HCT_OPT_FLAG("no-decide", &o.no_decide),
+      HCT_OPT_FLAG("stale", &o.stale),
+      HCT_OPT_FLAG("verify-all", &o.verify_all),
       HCT_OPT_FLAG("quiet", &o.quiet),
       HCT_OPT_FLAG("verify-fleet", &verify_fleet),
       HCT_OPT_STRING("fleet-db", &fleet_db),
@@ -73,7 +79,7 @@ int cmd_probe(int argc, char **argv) {
   };
   int parsed = hct__cli_options(argc, argv, opts, usage, NULL);
   if (parsed != 0) return parsed == HCT_OPTS_HELP ? HCT_EXIT_OK : parsed;
-  if (tokens && hct__parse_token_list(tokens, 64, o.tokens) < 0)
+  if (tokens && hct__parse_token_list(tokens, &o.tokens) < 0)
     return hct__usage_error("probe", "--tokens '%s': %s", tokens, hct_last_error());
   if (margin_pct >= 0) o.min_margin = margin_pct / 100.0;
   if (fleet_db && !verify_fleet) return hct__usage_error("probe", "--fleet-db needs --verify-fleet");

@@ -86,22 +86,14 @@ int cmd_query(int argc, char **argv) {
   if (parsed != 0) return parsed == HCT_OPTS_HELP ? HCT_EXIT_OK : parsed;
   if (raw == NULL && (op == NULL || tokens == NULL))
     return hct__usage_error(argv[0], "--op and --tokens are required");
-  uint8_t *present = NULL;
+  hct_tokens_t set = {0};
   if (raw == NULL) {
-    present = malloc((size_t)HCT_MAX_TOKENS + 1);
-    if (present == NULL) return hct__cli_fail(hct__error(HCT_ENOMEM, "query: out of memory"));
-    int rc = hct__parse_token_list(tokens, HCT_MAX_TOKENS, present);
-    if (rc < 0) {
-      free(present);
-      return hct__usage_error(argv[0], "--tokens: %s", hct_last_error());
-    }
+    int rc = hct__parse_token_list(tokens, &set);
+    if (rc < 0) return hct__usage_error(argv[0], "--tokens: %s", hct_last_error());
   }
   hct_client_t *c;
   int rc = hct_connect(sock, timeout_ms, &c);
-  if (c == NULL) {
-    free(present);
-    return hct__cli_fail(rc);
-  }
+  if (c == NULL) return hct__cli_fail(rc);
   if (raw != NULL) {
     int st = raw_request(c, raw, timeout_ms);
     hct_close(c);
@@ -114,15 +106,14 @@ int cmd_query(int argc, char **argv) {
   if (device != NULL) {
     rc = hct__client_device(c, device, timeout_ms < 1000 ? 1000 : timeout_ms, full, sizeof full);
     if (rc < 0) {
-      free(present);
       hct_close(c);
       return hct__cli_fail(rc);
     }
     device = full;
   }
   int status = HCT_EXIT_OK, warned = 0;
-  for (int t = 1; t <= HCT_MAX_TOKENS; t++) {
-    if (!present[t]) continue;
+  for (int k = 0; k < set.n; k++) {
+    const int t = set.t[k];
     hct_choice_t ch;
     rc = hct_choose(c, op, t, device, parity, &ch);
     if (rc < 0) {
@@ -134,7 +125,6 @@ int cmd_query(int argc, char **argv) {
     if (rc == HCT_FALLBACK && !warned) fprintf(stderr, "hctune query: %s\n", hct_last_error());
     if (rc == HCT_FALLBACK) warned = 1;
   }
-  free(present);
   hct_close(c);
   return status;
 }

@@ -17,9 +17,11 @@ static const char usage[] =
     "                   [--tokens T] [--json]\n"
     "\n"
     "Shows the trials recorded by probes, newest first: per trial the variant,\n"
-    "its parameters, the token count T, the kind (compile, parity, timing), the\n"
-    "status, the seed, the timing figures (median, confidence interval,\n"
-    "samples) and the parity figures.  A '*' in the first column marks a\n"
+    "its parameters, the token count T, the kind (the check it records:\n"
+    "compile, parity, repeat, determinism, producer, timed, or timing), the\n"
+    "status (pass, or the reason it failed), the seed, the timing figures\n"
+    "(median, confidence interval, samples) and the parity figures, or for a\n"
+    "failure what the check found.  A '*' in the first column marks a\n"
     "timing trial whose variant and parameters are the recorded decision for\n"
     "its card, op and T.\n"
     "\n"
@@ -122,7 +124,12 @@ static int print_table(json_t *arr, const hct_db_decision_t *d, int nd) {
       strcpy(ci, "-");
       strcpy(samples, "-");
     }
-    figures_text(json_object_get(t, "figures"), fig, sizeof fig);
+    /* A failed check: what it found says more than its figures. */
+    const char *log = str(t, "log");
+    if (strcmp(str(t, "status"), "pass") != 0 && strcmp(str(t, "status"), "pruned") != 0 && log[0])
+      snprintf(fig, sizeof fig, "%.*s", (int)strcspn(log, "\n"), log);
+    else
+      figures_text(json_object_get(t, "figures"), fig, sizeof fig);
     const char *row[] = {is_decided(t, d, nd) ? "*" : "", id, card, str(t, "op"),
                          str(t, "variant"), params ? params : "{}", T, pending, kind,
                          str(t, "status"), str(t, "seed"), median, ci, samples, fig};

@@ -1,8 +1,11 @@
 /*
- * cmd_verify_decisions.c: `hctune verify-decisions`: re-times every
- * candidate behind each recorded decision on this host's cards, with twice
- * the samples, and prints the ratio of the chosen variant's time to the
- * best one's.  A ratio above 1.03 means the decision no longer holds.
+ * cmd_verify_decisions.c: `hctune verify-decisions`: checks again, with
+ * every check of a probe (parity on several runs in one allocation, fresh
+ * inputs, determinism, after a producer, and the outputs of its timed
+ * launches), every candidate behind each recorded decision on this host's
+ * cards, re-times them with twice the samples, and prints the ratio of the
+ * chosen variant's time to the best one's.  A chosen variant that fails a
+ * check, or a ratio above 1.03, means the decision no longer holds.
  * Records the new trials; changes no decision.
  */
 #include <math.h>
@@ -17,10 +20,52 @@
 static const char usage[] =
     "usage: hctune verify-decisions [--db PATH] [--device N|UUID] [--op NAME] [--limit RATIO]\n"
     "\n"
-    "Re-times, with twice the samples, every candidate of each recorded decision\n"
-    "for the cards of this host, and prints per decision and token count the\n"
-    "ratio of the chosen variant's median to the best median of its class.\n"
-    "Exits 1 when a ratio exceeds --limit (default 1.03).\n";
+    "Checks again every candidate of each recorded decision for the cards of\n"
+    "this host with all of a probe's checks (parity over several runs in one\n"
+    "allocation, determinism, after a producer kernel, and the outputs of the\n"
+    "launches it is timed on), re-times them with twice the samples, and prints\n"
+    "per decision and token count the ratio of the chosen variant's median to\n"
+    "the best median of its class.  Exits 1 when a chosen variant fails a check\n"
+    "or a ratio exceeds --limit (default 1.03).\n";
+
+/* The candidates a check put out, with the check and why (on_rejected). */
+typedef struct rejection_s {
+  int T;
+  char variant[32];
+  char params[256];
+  char check[16];
+  char why[320];
+} rejection_t;
+
+typedef struct rejections_s {
+  rejection_t *r;
+  int n, cap, oom;
+} rejections_t;
+
+static void on_rejected(void *arg, int T, const char *variant, const char *params,
+                        const char *check, const char *why) {
+  rejections_t *x = arg;
+  if (hct__grow(&x->r, &x->cap, x->n, sizeof *x->r, 16) != 0) {
+    x->oom = 1;
+    return;
+  }
+  rejection_t *r = &x->r[x->n++];
+  r->T = T;
+  hct__strlcpy(r->variant, variant, sizeof r->variant);
+  hct__strlcpy(r->params, params, sizeof r->params);
+  hct__strlcpy(r->check, check, sizeof r->check);
+  hct__strlcpy(r->why, why, sizeof r->why);
+}
+
+/* The check that put the decision's variant out (at any T: a wrong answer
+ * anywhere puts a candidate out everywhere), or NULL. */
+static const rejection_t *rejection_of(const rejections_t *x, const char *variant,
+                                       const char *params) {
+  for (int k = 0; k < x->n; k++)
+    if (strcmp(x->r[k].variant, variant) == 0 && strcmp(x->r[k].params, params) == 0)
+      return &x->r[k];
+  return NULL;
+}
 
 int cmd_verify_decisions(int argc, char **argv) {
   const char *device = NULL, *only_op = NULL;
@@ -55,6 +100,7 @@ int cmd_verify_decisions(int argc, char **argv) {
   int worst_fail = 0, checked = 0;
   uint8_t *done = calloc((size_t)nd, 1);
   hct_timed_rows_t rows = {0};
+  rejections_t rej = {0};
   if (done == NULL) {
     free(d);
     return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory"));
@@ -84,11 +130,21 @@ int cmd_verify_decisions(int argc, char **argv) {
     o.one_mode = 1;
     o.on_timed = hct__timed_rows_add;
     o.on_timed_arg = &rows;
+    /* Every timed candidate's timed launches verified, so the chosen one's
+     * are whether or not it would win now. */
+    o.verify_all = 1;
+    /* A chosen variant quarantined since is checked again, not skipped:
+     * what fails now must say which check it fails. */
+    o.retry_quarantined = 1;
+    o.on_rejected = on_rejected;
+    o.on_rejected_arg = &rej;
     rows.n = 0;
+    rej.n = 0;
     for (int j = i; j < nd; j++)
       if (strcmp(d[j].keys.uuid, d[i].keys.uuid) == 0 && strcmp(d[j].op, d[i].op) == 0)
-        for (int T = d[j].tmin; T <= d[j].tmax && T <= 64; T++) o.tokens[T] = 1;
-    if ((rc = hct__probe(&o)) == 0 && rows.oom)
+        for (int T = d[j].tmin; T <= d[j].tmax && o.tokens.n < HCT_MAX_TOKEN_LIST; T++)
+          hct__tokens_add(&o.tokens, T);
+    if ((rc = hct__probe(&o)) == 0 && (rows.oom || rej.oom))
       rc = hct__error(HCT_ENOMEM, "out of memory for the timed rows");
     if (rc != 0) {
       hct__manifest_free(op);
@@ -97,7 +153,18 @@ int cmd_verify_decisions(int argc, char **argv) {
     for (int j = i; j < nd; j++) {
       if (strcmp(d[j].keys.uuid, d[i].keys.uuid) != 0 || strcmp(d[j].op, d[i].op) != 0) continue;
       done[j] = 1;
-      int allow_kl = strcmp(d[j].parity, "kl") == 0;
+      hct_parity_t cls = HCT_PARITY_BITWISE;
+      hct__parity_from_name(d[j].parity, &cls);
+      int allow_kl = cls == HCT_PARITY_KL;
+      const rejection_t *out = rejection_of(&rej, d[j].variant, d[j].params);
+      if (out != NULL) {
+        printf("%-14.14s %-10s %-8s %2d-%-2d  %-28.28s REJECTED by the %s check at T=%d: %s\n",
+               d[j].keys.uuid, d[j].op, d[j].parity, d[j].tmin, d[j].tmax, d[j].variant,
+               out->check, out->T, out->why);
+        checked += d[j].tmax - d[j].tmin + 1;
+        worst_fail = 1;
+        continue;
+      }
       for (int T = d[j].tmin; T <= d[j].tmax; T++) {
         const hct_timed_row_t *chosen = NULL, *best = NULL;
         for (int k = 0; k < rows.n; k++) {
@@ -105,6 +172,8 @@ int cmd_verify_decisions(int argc, char **argv) {
           if (r->T != T || r->pruned) continue;
           const hct_variant_t *v = hct__variant_find(op, r->variant);
           if (v == NULL || (v->parity == HCT_PARITY_KL && !allow_kl)) continue;
+          /* A candidate a check put out is no one's best. */
+          if (rejection_of(&rej, r->variant, r->params) != NULL) continue;
           if (strcmp(r->variant, d[j].variant) == 0 && strcmp(r->params, d[j].params) == 0) chosen = r;
           if (best == NULL || r->s.median < best->s.median) best = r;
         }
@@ -128,10 +197,11 @@ int cmd_verify_decisions(int argc, char **argv) {
     hct__manifest_free(op);
   }
   hct__timed_rows_free(&rows);
+  free(rej.r);
   free(done);
   free(d);
   if (rc != 0) return hct__cli_fail(rc);
   printf("%d decisions x token counts checked; limit %.3f: %s\n", checked, limit,
-         worst_fail ? "some exceed it" : "all within");
+         worst_fail ? "some fail a check or exceed it" : "every chosen variant passes every check, all within");
   return worst_fail ? HCT_EXIT_FAIL : HCT_EXIT_OK;
 }

@@ -70,6 +70,10 @@ char *hct__strdup(const char *s);
 char *hct__asprintf(const char *fmt, ...) HCT_PRINTF(1, 2);
 /* Copies src into dst of size len, always NUL-terminated. */
 void hct__strlcpy(char *dst, const char *src, size_t len);
+/* Room for element n of a growable array *arrp of `elem`-byte elements with
+ * *cap allocated (doubling, from `first`): 0, or HCT_ENOMEM with *arrp and
+ * *cap unchanged.  The one way the collectors of rows grow. */
+int hct__grow(void *arrp, int *cap, int n, size_t elem, int first);
 
 /* ---- token counts (common/tokens.c) -------------------------------------*/
 
@@ -78,10 +82,26 @@ void hct__strlcpy(char *dst, const char *src, size_t len);
 #define HCT_MAX_TOKENS 1048576
 /* Parses "8" or "1-8" into [lo, hi] within 1..HCT_MAX_TOKENS. */
 int hct__token_range(const char *s, int *lo, int *hi);
-/* Parses a token list "1-4,8" into a sorted bitmap of 1..max (max at most
- * HCT_MAX_TOKENS; present has max + 1 bytes); returns the count or a
- * negative code (the message names the bad part). */
-int hct__parse_token_list(const char *s, int max, uint8_t *present);
+/*
+ * A token set: the token counts a probe, a bench or a query covers, as a
+ * sorted list.  Each count in it is checked and timed one by one, so a list
+ * is short however large its counts are (the prefill op's T reaches 32,768):
+ * HCT_MAX_TOKEN_LIST is the one ceiling on how many counts a list holds,
+ * HCT_MAX_TOKENS the one on each count.
+ */
+#define HCT_MAX_TOKEN_LIST 64
+typedef struct hct_tokens_s {
+  int n;
+  int t[HCT_MAX_TOKEN_LIST]; /* ascending, distinct, each in 1..HCT_MAX_TOKENS */
+} hct_tokens_t;
+/* Parses a token list "1-4,8" into *out; returns the count or a negative
+ * code (the message names the bad part, and the ceiling it passed). */
+int hct__parse_token_list(const char *s, hct_tokens_t *out);
+/* Adds T to the set (kept sorted); HCT_ERANGE when T is out of 1..
+ * HCT_MAX_TOKENS or the set is full.  Adding a present T is a no-op. */
+int hct__tokens_add(hct_tokens_t *set, int T);
+/* The index of T in the set, or -1. */
+int hct__tokens_index(const hct_tokens_t *set, int T);
 
 /* ---- names on the wire (common/names.c) ---------------------------------*/
 

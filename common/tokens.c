@@ -1,7 +1,7 @@
 /*
  * tokens.c: token counts as users and requests write them: a range "1-8"
  * (decisions, pins, queries) and a list "1-4,8" (what a probe or bench
- * covers), both bounded by the one ceiling HCT_MAX_TOKENS.
+ * covers) into a token set, both bounded by the one ceiling HCT_MAX_TOKENS.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,13 +32,37 @@ bad:
                     s);
 }
 
-int hct__parse_token_list(const char *s, int max, uint8_t *present) {
-  if (max < 1 || max > HCT_MAX_TOKENS)
-    return hct__error(HCT_EINVAL, "token list: ceiling %d is outside 1..%d", max, HCT_MAX_TOKENS);
-  memset(present, 0, (size_t)max + 1);
+int hct__tokens_index(const hct_tokens_t *set, int T) {
+  int lo = 0, hi = set->n - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (set->t[mid] == T) return mid;
+    if (set->t[mid] < T) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
+int hct__tokens_add(hct_tokens_t *set, int T) {
+  if (T < 1 || T > HCT_MAX_TOKENS)
+    return hct__error(HCT_ERANGE, "token count %d is outside 1..%d", T, HCT_MAX_TOKENS);
+  if (hct__tokens_index(set, T) >= 0) return 0;
+  if (set->n == HCT_MAX_TOKEN_LIST)
+    return hct__error(HCT_ERANGE, "more than %d token counts in one list", HCT_MAX_TOKEN_LIST);
+  int i = set->n;
+  while (i > 0 && set->t[i - 1] > T) {
+    set->t[i] = set->t[i - 1];
+    i--;
+  }
+  set->t[i] = T;
+  set->n++;
+  return 0;
+}
+
+int hct__parse_token_list(const char *s, hct_tokens_t *out) {
+  memset(out, 0, sizeof *out);
   if (s == NULL || *s == '\0') return hct__error(HCT_EINVAL, "token list is empty");
   const char *p = s;
-  int count = 0;
   while (*p) {
     char *end;
     errno = 0;
@@ -52,15 +76,15 @@ int hct__parse_token_list(const char *s, int max, uint8_t *present) {
       if (end == p) return hct__error(HCT_EINVAL, "token list '%s': range has no end", s);
       p = end;
     }
-    if (a < 1 || b > max || a > b)
-      return hct__error(HCT_ERANGE, "token list '%s': %ld-%ld is outside 1..%d", s, a, b, max);
+    if (a < 1 || b > HCT_MAX_TOKENS || a > b)
+      return hct__error(HCT_ERANGE, "token list '%s': %ld-%ld is outside 1..%d", s, a, b, HCT_MAX_TOKENS);
+    if (b - a >= HCT_MAX_TOKEN_LIST)
+      return hct__error(HCT_ERANGE, "token list '%s': more than %d token counts", s, HCT_MAX_TOKEN_LIST);
     for (long t = a; t <= b; t++)
-      if (!present[t]) {
-        present[t] = 1;
-        count++;
-      }
+      if (hct__tokens_add(out, (int)t) != 0)
+        return hct__error(HCT_ERANGE, "token list '%s': more than %d token counts", s, HCT_MAX_TOKEN_LIST);
     if (*p == ',') p++;
     else if (*p != '\0') return hct__error(HCT_EINVAL, "token list '%s': unexpected '%c'", s, *p);
   }
-  return count;
+  return out->n;
 }

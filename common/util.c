@@ -24,6 +24,19 @@ void hct__strlcpy(char *dst, const char *src, size_t len) {
 
 char *hct__strdup(const char *s) { return s ? strdup(s) : NULL; }
 
+int hct__grow(void *arrp, int *cap, int n, size_t elem, int first) {
+  if (n < *cap) return 0;
+  int ncap = *cap ? 2 * *cap : first;
+  /* The caller's pointer has its own type (hct_timed_row_t *, char *...):
+   * read and written by memcpy, which may alias anything. */
+  void *old, *na;
+  memcpy(&old, arrp, sizeof old);
+  if ((na = realloc(old, (size_t)ncap * elem)) == NULL) return HCT_ENOMEM;
+  memcpy(arrp, &na, sizeof na);
+  *cap = ncap;
+  return 0;
+}
+
 char *hct__asprintf(const char *fmt, ...) {
   va_list ap;
   char *out = NULL;

@@ -1,8 +1,10 @@
 /*
  * answer.c: the answer policy, the one place that decides what an engine
  * is told to run: a live pin, else the card's own decision, else one of a
- * card of the same model (the fleet), else the op's baseline.  The verbs
- * choose and module both resolve through it.  Loop thread only; it reads
+ * card of the same model (the fleet), else the op's baseline.  A decision
+ * is served only while its software key is what this host would compile
+ * now (jit/softkey.c); a stale one is answered with the baseline, "stale":
+ * true and the reason.  The verbs choose and module both resolve through it.  Loop thread only; it reads
  * the snapshot (daemon/index.c) and the manifests, never SQLite, except
  * module's read of the recorded binary.
  */
@@ -24,11 +26,94 @@ typedef struct choice_s {
   const char *base;              /* default: the baseline's name */
   char base_params[256];
   const char *model;             /* fleet: the model key matched */
+  char stale[256];               /* why the decision found is not served */
 } choice_t;
 
-/* The first parameter point of v whose constraints hold at T.  Constraints
- * that need the card's figures (SMEM_OPTIN ...) cannot be told here and
- * count as holding. */
+/* ---- software keys ------------------------------------------------------- */
+
+/*
+ * Whether decision `dec`, answered for card `device`, is stale here: its
+ * software key is not the one this host would compile now (the card's
+ * backend and arch from its fingerprint, else from the model key; its
+ * driver from this host's cards, asked once).  A decision recorded before
+ * software keys (schema 1, no key) is served as it was then; `hctune probe
+ * --stale` replaces it.  The answer is kept per snapshot: the template
+ * files are read once per reload (KNOWN-GAP: a template edited under a
+ * running daemon counts from the next reload).
+ */
+static struct {
+  const hct_index_t *ix;
+  int n;
+  struct {
+    uint64_t key;
+    int stale;
+    char why[256];
+  } e[512];
+  int live_n;                    /* this host's cards; -1 until asked */
+  hct_device_t live[16];
+} keys_seen = {NULL, 0, {{0, 0, ""}}, -1, {{0}}};
+
+void hct__answer_prepare(hct_daemon_t *d) {
+  (void)d;
+  if (keys_seen.live_n >= 0) return;
+  /* Asked before the first request, not during it: starting a driver
+   * (cuInit) and loading the compiler take longer than a client waits. */
+  keys_seen.live_n = hct__devices(keys_seen.live, (int)HCT_ARRAY_SIZE(keys_seen.live));
+  if (keys_seen.live_n < 0) keys_seen.live_n = 0; /* no driver here: drivers not compared */
+  char ver[64];
+  for (int k = 0; k < HCT_BACKEND_COUNT; k++) hct__compiler_version((hct_backend_kind_t)k, ver, sizeof ver);
+  hct__error_clear();
+}
+
+static int dec_stale(hct_daemon_t *d, const hct_db_decision_t *dec, const char *device, char *why,
+                     size_t len) {
+  if (dec->software_json[0] == '\0') return 0;
+  if (keys_seen.ix != d->ix) {
+    keys_seen.ix = d->ix;
+    keys_seen.n = 0;
+  }
+  char id[600];
+  int n = snprintf(id, sizeof id, "%s\x1f%s\x1f%s\x1f%s\x1f%d\x1f%s", device ? device : "",
+                   dec->keys.uuid, dec->op, dec->parity, dec->tmin, dec->software_key);
+  uint64_t key = XXH3_64bits(id, n > 0 && (size_t)n < sizeof id ? (size_t)n : sizeof id - 1);
+  for (int i = 0; i < keys_seen.n; i++)
+    if (keys_seen.e[i].key == key) {
+      hct__strlcpy(why, keys_seen.e[i].why, len);
+      return keys_seen.e[i].stale;
+    }
+  hct__answer_prepare(d);
+  const char *card = device != NULL ? device : dec->keys.uuid;
+  const hct_db_device_t *row = hct__index_device(d->ix, card);
+  if (row == NULL) row = hct__index_device(d->ix, dec->keys.uuid);
+  hct_backend_kind_t backend = HCT_BACKEND_CUDA;
+  char arch[64] = "";
+  if (row == NULL || hct__softkey_card(row->fingerprint_json, &backend, arch, sizeof arch) != 0) {
+    /* "vendor|name|arch|SMs|GiB" */
+    const char *m = dec->keys.model_key, *a = strchr(m, '|');
+    a = a ? strchr(a + 1, '|') : NULL;
+    if (a != NULL) snprintf(arch, sizeof arch, "%.*s", (int)strcspn(a + 1, "|"), a + 1);
+    backend = strncmp(m, "amd|", 4) == 0 ? HCT_BACKEND_HIP : HCT_BACKEND_CUDA;
+  }
+  const char *driver = NULL;
+  for (int i = 0; i < keys_seen.live_n; i++)
+    if (strcmp(keys_seen.live[i].uuid, card) == 0) driver = keys_seen.live[i].driver_version;
+  const hct_op_t *op = hct__op_get(d, dec->op);
+  int stale = hct__softkey_check(op, dec->variant, dec->params, backend, arch, driver,
+                                 dec->software_json, why, len) != 0;
+  hct__error_clear();
+  if (keys_seen.n < (int)HCT_ARRAY_SIZE(keys_seen.e)) {
+    keys_seen.e[keys_seen.n].key = key;
+    keys_seen.e[keys_seen.n].stale = stale;
+    hct__strlcpy(keys_seen.e[keys_seen.n].why, stale ? why : "", sizeof keys_seen.e[0].why);
+    keys_seen.n++;
+  }
+  return stale;
+}
+
+/* The first parameter point of v whose constraints hold at T, by the one
+ * rule (hct__constraints_hold, partial: a constraint that needs the card's
+ * figures, SMEM_OPTIN ..., cannot be told here and is left undecided; an
+ * evaluation error fails). */
 static void default_params(const hct_op_t *op, const hct_variant_t *v, int tokens, char *buf,
                            size_t len) {
   hct_point_t pts[64];
@@ -36,13 +121,10 @@ static void default_params(const hct_op_t *op, const hct_variant_t *v, int token
   hct__strlcpy(buf, "{}", len);
   for (int i = 0; i < n; i++) {
     hct_symtab_t syms;
+    char why[256];
     hct__point_symtab(op, v, &pts[i], &syms);
     hct__symtab_set(&syms, "T", tokens);
-    int ok = 1;
-    for (int k = 0; k < v->n_constraints && ok; k++) {
-      int64_t val;
-      if (hct__expr_eval(v->constraints[k], &syms, &val) == 0 && val == 0) ok = 0;
-    }
+    int ok = hct__constraints_hold(v, &syms, 1, why, sizeof why);
     if (ok) {
       hct__point_json(v, &pts[i], buf, len);
       break;
@@ -83,7 +165,9 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
     const hct_db_decision_t *y =
         kl ? hct__index_decision(d->ix, ch->device, r->op, kl_name, r->tokens, &b2, &l2) : NULL;
     ch->dec = faster(x, y);
-    if (ch->dec != NULL) {
+    if (ch->dec != NULL && dec_stale(d, ch->dec, ch->device, ch->stale, sizeof ch->stale)) {
+      ch->dec = NULL; /* the baseline, saying why */
+    } else if (ch->dec != NULL) {
       ch->body = ch->dec == x ? b1 : b2;
       ch->body_len = ch->dec == x ? l1 : l2;
       return 0;
@@ -97,16 +181,22 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
     for (int i = 0; model == NULL && i < d->n_host_cards; i++)
       if (strcmp(d->host_cards[i].uuid, ch->device) == 0) model = d->host_cards[i].model;
   }
-  if (model != NULL) {
+  if (model != NULL && ch->stale[0] == '\0') {
     const hct_db_decision_t *x = hct__index_fleet(d->ix, model, r->op, bitwise, r->tokens);
     const hct_db_decision_t *y = kl ? hct__index_fleet(d->ix, model, r->op, kl_name, r->tokens) : NULL;
     ch->dec = faster(x, y);
+    /* A model seen before, under a software key this host would not
+     * compile now: stale, not unknown. */
+    if (ch->dec != NULL && dec_stale(d, ch->dec, ch->device, ch->stale, sizeof ch->stale))
+      ch->dec = NULL;
     /* The fleet file answers only where the DB has nothing: local
-     * decisions win. */
-    if (ch->dec == NULL && d->fleet_ix != NULL) {
+     * decisions win.  Its decisions are judged stale by the same rule. */
+    if (ch->dec == NULL && ch->stale[0] == '\0' && d->fleet_ix != NULL) {
       x = hct__index_fleet(d->fleet_ix, model, r->op, bitwise, r->tokens);
       y = kl ? hct__index_fleet(d->fleet_ix, model, r->op, kl_name, r->tokens) : NULL;
       ch->dec = faster(x, y);
+      if (ch->dec != NULL && dec_stale(d, ch->dec, ch->device, ch->stale, sizeof ch->stale))
+        ch->dec = NULL;
     }
     if (ch->dec != NULL) {
       ch->fleet = 1;
@@ -159,12 +249,17 @@ static json_t *choice_json(hct_daemon_t *d, const hct_req_t *r, const choice_t *
                      "model", model_of(d, ch->device), "tokens", p->tmin, p->tmax, "evidence",
                      "pinned_at", at, "until", p->until != 0 ? json_string(until) : json_null());
   }
-  return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:o, s:o, s:[i,i], s:{}}", "ok", 1, "variant",
-                   ch->base, "params", hct__params_json(ch->base_params), "class",
-                   hct__parity_name(HCT_PARITY_BASELINE), "source",
-                   hct_source_name(HCT_SOURCE_DEFAULT), "template_hash", "", "device",
-                   ch->device != NULL ? json_string(ch->device) : json_null(), "model",
-                   model_of(d, ch->device), "tokens", r->tokens, r->tokens, "evidence");
+  json_t *o = json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:o, s:o, s:[i,i], s:{}}", "ok", 1,
+                        "variant", ch->base, "params", hct__params_json(ch->base_params), "class",
+                        hct__parity_name(HCT_PARITY_BASELINE), "source",
+                        hct_source_name(HCT_SOURCE_DEFAULT), "template_hash", "", "device",
+                        ch->device != NULL ? json_string(ch->device) : json_null(), "model",
+                        model_of(d, ch->device), "tokens", r->tokens, r->tokens, "evidence");
+  if (o != NULL && ch->stale[0] != '\0') {
+    json_object_set_new(o, "stale", json_true());
+    json_object_set_new(o, "stale_reason", json_string(ch->stale));
+  }
+  return o;
 }
 
 /* (op, card) as one 64-bit key for the per-connection log memory: a
@@ -203,8 +298,12 @@ static void log_first_answer(hct_conn_t *c, const hct_req_t *r, const choice_t *
     hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d-%d, pinned", r->op, dev, ch->pin->variant,
              ch->pin->tmin, ch->pin->tmax);
   } else {
-    hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, the baseline (no decision)", r->op, dev,
-             ch->base, r->tokens);
+    if (ch->stale[0] != '\0')
+      hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, the baseline (the decision is stale: %s)",
+               r->op, dev, ch->base, r->tokens, ch->stale);
+    else
+      hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, the baseline (no decision)", r->op, dev,
+               ch->base, r->tokens);
   }
 }
 

@@ -412,6 +412,9 @@ void hct__dispatch_line(hct_conn_t *c, const char *line, size_t n);
 
 /* The verbs' handlers (rows of verbs.c). */
 int hct__req_choose(hct_conn_t *c, hct_req_t *r);  /* answer.c */
+/* Asks this host's cards and compilers once (the software keys' driver and
+ * compiler parts), before the first request; loop thread (answer.c). */
+void hct__answer_prepare(hct_daemon_t *d);
 int hct__req_module(hct_conn_t *c, hct_req_t *r);  /* answer.c */
 int hct__req_list(hct_conn_t *c, hct_req_t *r);    /* report.c */
 int hct__req_devices(hct_conn_t *c, hct_req_t *r); /* report.c */

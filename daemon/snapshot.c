@@ -471,6 +471,11 @@ int hct__snapshot_start(hct_daemon_t *d) {
   if (L->db != NULL) {
     if ((rc = hct__db_data_version(L->db, &L->version)) < 0) return rc;
     if ((rc = hct__index_load(L->db, row_check, d->ops, &L->ix_new)) < 0) return rc;
+    /* Decisions with software keys are checked against this host's cards
+     * and compiler: ask them now, not during the first request (a database
+     * of unkeyed decisions needs neither, and the daemon stays small). */
+    if (hct__db_decisions_keyed(L->db) > 0) hct__answer_prepare(d);
+    hct__error_clear();
   } else if ((rc = hct__index_empty(&L->ix_new)) < 0) {
     return rc;
   }

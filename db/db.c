@@ -106,6 +106,13 @@ static const char *const migrations[] = {
   "  regs INTEGER NOT NULL DEFAULT 0, spill_bytes INTEGER NOT NULL DEFAULT 0,"
   "  smem_static INTEGER NOT NULL DEFAULT 0, stack_bytes INTEGER NOT NULL DEFAULT 0,"
   "  compile_ms REAL NOT NULL DEFAULT 0, created_at INTEGER NOT NULL);",
+  /* 2: the software key of decisions and trials (jit/softkey.c): what
+   * shaped the binary and its figures.  NULL in rows written before. */
+  "ALTER TABLE decisions ADD COLUMN software_key TEXT;"
+  "ALTER TABLE decisions ADD COLUMN software_json TEXT;"
+  "ALTER TABLE trials ADD COLUMN software_key TEXT;"
+  "ALTER TABLE trials ADD COLUMN software_json TEXT;"
+  "CREATE INDEX decisions_software ON decisions (model_key, op, software_key);",
 };
 
 _Static_assert(HCT_ARRAY_SIZE(migrations) == HCT_DB_SCHEMA_VERSION,

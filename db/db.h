@@ -8,9 +8,11 @@
  *   db/binaries.c the compile cache (a hct_binary_store_t over SQLite)
  *
  * Design for fleets: every trial and decision row carries the card model key
- * (vendor|name|arch|SMs|GiB), the software key (driver, compiler, template
- * hash, hctune version), the host and the card UUID, so databases of many
- * hosts can be merged without losing where a figure came from.
+ * (vendor|name|arch|SMs|GiB), the software it was made with (driver,
+ * compiler, template hash, hctune version, and from schema 2 the software
+ * key: software_key and software_json, jit/softkey.c), the host and the
+ * card UUID, so databases of many hosts can be merged without losing where
+ * a figure came from.
  *
  * Each write is its own transaction unless a caller brackets several with
  * hct__db_begin/commit: a probe killed at any moment keeps every trial it
@@ -25,7 +27,7 @@
 
 typedef struct hct_db_s hct_db_t;
 
-#define HCT_DB_SCHEMA_VERSION 1
+#define HCT_DB_SCHEMA_VERSION 2
 
 enum {
   HCT_DB_READONLY = 1 << 0, /* open existing, never write */
@@ -129,6 +131,9 @@ typedef struct hct_db_trial_s {
   /* everything else: parity metrics, resources, as a JSON object text */
   const char *figures_json;
   const char *log;         /* compiler log or fault detail, may be NULL */
+  /* the software key (jit/softkey.c): "" / "" when not known */
+  char software_key[33];
+  char software_json[320];
 } hct_db_trial_t;
 
 /* Commits one trial; *id (may be NULL) gets its rowid. */
@@ -158,6 +163,10 @@ typedef struct hct_db_decision_s {
   int64_t decided_at;
   char run_id[33];
   char evidence_json[1024];/* parity figures and the rest */
+  /* the software key it was decided under (jit/softkey.c); "" for a
+   * decision recorded before schema 2 */
+  char software_key[33];
+  char software_json[320];
 } hct_db_decision_t;
 
 /*
@@ -169,6 +178,8 @@ typedef struct hct_db_decision_s {
 int hct__db_decisions_replace(hct_db_t *db, const hct_db_decision_t *d, int n);
 /* All decisions, sorted by uuid, op, parity, tmin.  *out is malloc'd. */
 int hct__db_decisions_list(hct_db_t *db, hct_db_decision_t **out, int *n);
+/* 1 when some decision carries a software key, 0 when none, or negative. */
+int hct__db_decisions_keyed(hct_db_t *db);
 
 /* ---- faults (quarantine) ------------------------------------------------- */
 

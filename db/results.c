@@ -70,32 +70,38 @@ static int step_done(hct_db_t *db, sqlite3_stmt *st, const char *what) {
  * Runs a SELECT and appends each row to a growing array of `size`-byte
  * elements with `read_row`.  Frees nothing on error but the array.
  */
-static int collect(hct_db_t *db, sqlite3_stmt *st, size_t size,
-                   int (*read_row)(sqlite3_stmt *st, void *elem), void **out, int *n,
-                   const char *what) {
+/*
+ * Runs a query and reads every row into a growing array of `size`-byte
+ * elements (zeroed before read_row fills one).  On error every element
+ * read so far, the one that failed included, goes to free_rows (NULL: a
+ * plain free of the array) and *out, *n come back NULL and 0.  The one way
+ * every list call below reads its rows.
+ */
+static int list_rows(hct_db_t *db, const char *sql, size_t size,
+                     int (*read_row)(sqlite3_stmt *st, void *elem),
+                     void (*free_rows)(void *arr, int n), void **out, int *n, const char *what) {
+  *out = NULL;
+  *n = 0;
+  sqlite3_stmt *st;
+  int err = prepare(db, sql, &st);
+  if (err) return err;
   char *arr = NULL;
-  int count = 0, cap = 0, rc, err = 0;
+  int count = 0, cap = 0, rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (count == cap) {
-      int ncap = cap ? cap * 2 : 16;
-      char *na = realloc(arr, (size_t)ncap * size);
-      if (na == NULL) {
-        err = hct__error(HCT_ENOMEM, "database '%s': out of memory", hct__db_path(db));
-        break;
-      }
-      arr = na;
-      cap = ncap;
+    if (hct__grow(&arr, &cap, count, size, 16) != 0) {
+      err = hct__error(HCT_ENOMEM, "database '%s': out of memory", hct__db_path(db));
+      break;
     }
     memset(arr + (size_t)count * size, 0, size);
     err = read_row(st, arr + (size_t)count * size);
-    if (err) break;
     count++;
+    if (err) break;
   }
   if (!err && rc != SQLITE_DONE) err = hct__db_fail(db, rc, what);
   sqlite3_finalize(st);
   if (err) {
-    *out = arr;
-    *n = count;
+    if (free_rows) free_rows(arr, count);
+    else free(arr);
     return err;
   }
   *out = arr;
@@ -142,24 +148,14 @@ static int read_device(sqlite3_stmt *st, void *elem) {
   return 0;
 }
 
+static void free_devices(void *arr, int n) { hct__db_devices_free(arr, n); }
+
 int hct__db_devices_list(hct_db_t *db, hct_db_device_t **out, int *n) {
-  sqlite3_stmt *st;
-  *out = NULL;
-  *n = 0;
-  int err = prepare(db,
-                    "SELECT uuid, host, model_key, name, arch, fingerprint_json, first_seen,"
-                    " last_seen FROM devices ORDER BY uuid, host",
-                    &st);
-  if (err) return err;
-  void *arr;
-  err = collect(db, st, sizeof(hct_db_device_t), read_device, &arr, n, "cannot list devices");
-  *out = arr;
-  if (err) {
-    hct__db_devices_free(*out, *n);
-    *out = NULL;
-    *n = 0;
-  }
-  return err;
+  return list_rows(db,
+                   "SELECT uuid, host, model_key, name, arch, fingerprint_json, first_seen,"
+                   " last_seen FROM devices ORDER BY uuid, host",
+                   sizeof(hct_db_device_t), read_device, free_devices, (void **)out, n,
+                   "cannot list devices");
 }
 
 void hct__db_devices_free(hct_db_device_t *d, int n) {
@@ -281,9 +277,9 @@ int hct__db_trial_add(hct_db_t *db, const hct_db_trial_t *t, int64_t *id) {
                     "INSERT INTO trials (uid, " KEY_COLS ", run_id, op, variant, params,"
                     " template_hash, binary_key, tokens, pending, kind, status, seed, samples,"
                     " median_us, min_us, p10_us, p90_us, ci_lo_us, ci_hi_us, converged,"
-                    " throttled, cold, figures_json, log, created_at)"
+                    " throttled, cold, figures_json, log, created_at, software_key, software_json)"
                     " VALUES (" NEW_UID ",?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-                    "?,?)",
+                    "?,?,?,?)",
                     &st);
   if (err) return err;
   int i = bind_keys(st, 1, &t->keys);
@@ -313,7 +309,10 @@ int hct__db_trial_add(hct_db_t *db, const hct_db_trial_t *t, int64_t *id) {
   i++;
   if (t->log) bind_text(st, i, t->log);
   i++;
-  sqlite3_bind_int64(st, i, hct__unix_time());
+  sqlite3_bind_int64(st, i++, hct__unix_time());
+  if (t->software_key[0]) bind_text(st, i, t->software_key);
+  i++;
+  if (t->software_json[0]) bind_text(st, i, t->software_json);
   err = step_done(db, st, "cannot add a trial");
   if (err == 0 && id) *id = sqlite3_last_insert_rowid(hct__db_sqlite(db));
   return err;
@@ -332,6 +331,7 @@ static const struct {
   {"seed", 'u'}, {"samples", 'i'}, {"median_us", 'r'}, {"min_us", 'r'}, {"p10_us", 'r'},
   {"p90_us", 'r'}, {"ci_lo_us", 'r'}, {"ci_hi_us", 'r'}, {"converged", 'i'},
   {"throttled", 'i'}, {"cold", 'i'}, {"figures_json", 'j'}, {"log", 't'}, {"created_at", 'i'},
+  {"software_key", 't'}, {"software_json", 'j'},
 };
 
 static json_t *trial_value(sqlite3_stmt *st, int i, char type) {
@@ -408,7 +408,7 @@ int hct__db_trials_json(hct_db_t *db, const char *uuid, const char *op, const ch
 #define DECISION_COLS                                                             \
   KEY_COLS ", op, parity, tmin, tmax, variant, params, variant_class, template_hash," \
            " binary_key, source, median_us, baseline_us, ci_lo_us, ci_hi_us, samples,"  \
-           " decided_at, run_id, evidence_json"
+           " decided_at, run_id, evidence_json, software_key, software_json"
 
 static int same_group(const hct_db_decision_t *a, const hct_db_decision_t *b) {
   return strcmp(a->keys.uuid, b->keys.uuid) == 0 && strcmp(a->op, b->op) == 0 &&
@@ -455,8 +455,8 @@ static const char *const trim_sql[] = {
   /* The part of a range past hi, as a new row. */
   "INSERT INTO decisions (uid, " DECISION_COLS ") SELECT " NEW_UID ", " KEY_COLS ", op, parity,"
   " ?5 + 1, tmax, variant, params, variant_class, template_hash, binary_key, source,"
-  " median_us, baseline_us, ci_lo_us, ci_hi_us, samples, decided_at, run_id, evidence_json"
-  " FROM decisions WHERE uuid = ?1 AND op = ?2 AND parity = ?3 AND tmin <= ?5 AND tmax > ?5",
+  " median_us, baseline_us, ci_lo_us, ci_hi_us, samples, decided_at, run_id, evidence_json,"
+  " software_key, software_json FROM decisions WHERE uuid = ?1 AND op = ?2 AND parity = ?3 AND tmin <= ?5 AND tmax > ?5",
   /* The part before lo stays in place. */
   "UPDATE decisions SET tmax = ?4 - 1 WHERE uuid = ?1 AND op = ?2 AND parity = ?3"
   " AND tmin < ?4 AND tmax >= ?4",
@@ -469,7 +469,7 @@ static int insert_decision(hct_db_t *db, const hct_db_decision_t *d) {
   sqlite3_stmt *st;
   int err = prepare(db,
                     "INSERT INTO decisions (uid, " DECISION_COLS ") VALUES (" NEW_UID
-                    ",?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    ",?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     &st);
   if (err) return err;
   int i = bind_keys(st, 1, &d->keys);
@@ -491,6 +491,9 @@ static int insert_decision(hct_db_t *db, const hct_db_decision_t *d) {
   sqlite3_bind_int64(st, i++, d->decided_at ? d->decided_at : hct__unix_time());
   bind_text(st, i++, d->run_id);
   bind_text(st, i++, d->evidence_json[0] ? d->evidence_json : "{}");
+  if (d->software_key[0]) bind_text(st, i, d->software_key);
+  i++;
+  if (d->software_json[0]) bind_text(st, i, d->software_json);
   return step_done(db, st, "cannot insert a decision");
 }
 
@@ -531,26 +534,24 @@ static int read_decision(sqlite3_stmt *st, void *elem) {
   d->decided_at = sqlite3_column_int64(st, i++);
   COL_COPY(st, i++, d->run_id);
   COL_COPY(st, i++, d->evidence_json);
+  COL_COPY(st, i++, d->software_key);
+  COL_COPY(st, i++, d->software_json);
   return 0;
 }
 
-int hct__db_decisions_list(hct_db_t *db, hct_db_decision_t **out, int *n) {
+int hct__db_decisions_keyed(hct_db_t *db) {
   sqlite3_stmt *st;
-  *out = NULL;
-  *n = 0;
-  int err = prepare(db, "SELECT " DECISION_COLS " FROM decisions ORDER BY uuid, op, parity, tmin",
-                    &st);
+  int err = prepare(db, "SELECT EXISTS (SELECT 1 FROM decisions WHERE software_key IS NOT NULL)", &st);
   if (err) return err;
-  void *arr;
-  err = collect(db, st, sizeof(hct_db_decision_t), read_decision, &arr, n,
-                "cannot list decisions");
-  *out = arr;
-  if (err) {
-    free(arr);
-    *out = NULL;
-    *n = 0;
-  }
-  return err;
+  int rc = sqlite3_step(st), keyed = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? keyed : hct__db_fail(db, rc, "cannot look for software keys");
+}
+
+int hct__db_decisions_list(hct_db_t *db, hct_db_decision_t **out, int *n) {
+  return list_rows(db, "SELECT " DECISION_COLS " FROM decisions ORDER BY uuid, op, parity, tmin",
+                   sizeof(hct_db_decision_t), read_decision, NULL, (void **)out, n,
+                   "cannot list decisions");
 }
 
 /* ---- faults ------------------------------------------------------------- */
@@ -618,25 +619,15 @@ static int read_fault(sqlite3_stmt *st, void *elem) {
   return 0;
 }
 
+static void free_faults(void *arr, int n) { hct__db_faults_free(arr, n); }
+
 int hct__db_faults_list(hct_db_t *db, hct_db_fault_t **out, int *n) {
-  sqlite3_stmt *st;
-  *out = NULL;
-  *n = 0;
-  int err = prepare(db,
-                    "SELECT " KEY_COLS ", op, variant, params, template_hash, tokens, reason,"
-                    " log, created_at FROM faults ORDER BY uuid, op, variant, params, tokens,"
-                    " created_at",
-                    &st);
-  if (err) return err;
-  void *arr;
-  err = collect(db, st, sizeof(hct_db_fault_t), read_fault, &arr, n, "cannot list faults");
-  *out = arr;
-  if (err) {
-    hct__db_faults_free(*out, *n);
-    *out = NULL;
-    *n = 0;
-  }
-  return err;
+  return list_rows(db,
+                   "SELECT " KEY_COLS ", op, variant, params, template_hash, tokens, reason,"
+                   " log, created_at FROM faults ORDER BY uuid, op, variant, params, tokens,"
+                   " created_at",
+                   sizeof(hct_db_fault_t), read_fault, free_faults, (void **)out, n,
+                   "cannot list faults");
 }
 
 void hct__db_faults_free(hct_db_fault_t *f, int n) {
@@ -706,21 +697,8 @@ static int read_pin(sqlite3_stmt *st, void *elem) {
 }
 
 int hct__db_pins_list(hct_db_t *db, hct_db_pin_t **out, int *n) {
-  sqlite3_stmt *st;
-  *out = NULL;
-  *n = 0;
-  int err = prepare(db,
-                    "SELECT uuid, op, tmin, tmax, variant, params, until, created_at FROM pins"
-                    " ORDER BY uuid, op, tmin",
-                    &st);
-  if (err) return err;
-  void *arr;
-  err = collect(db, st, sizeof(hct_db_pin_t), read_pin, &arr, n, "cannot list pins");
-  *out = arr;
-  if (err) {
-    free(arr);
-    *out = NULL;
-    *n = 0;
-  }
-  return err;
+  return list_rows(db,
+                   "SELECT uuid, op, tmin, tmax, variant, params, until, created_at FROM pins"
+                   " ORDER BY uuid, op, tmin",
+                   sizeof(hct_db_pin_t), read_pin, NULL, (void **)out, n, "cannot list pins");
 }

@@ -21,13 +21,17 @@ typedef struct {
 
 static int64_t parse_or(parser_t *ps);
 
-static int fail(parser_t *ps, const char *fmt, const char *what) {
+static int fail_code(parser_t *ps, int code, const char *fmt, const char *what) {
   if (!ps->err) {
     char cause[128];
     snprintf(cause, sizeof cause, fmt, what);
-    ps->err = hct__error(HCT_EINVAL, "expression '%s': %s", ps->src, cause);
+    ps->err = hct__error(code, "expression '%s': %s", ps->src, cause);
   }
   return 0;
+}
+
+static int fail(parser_t *ps, const char *fmt, const char *what) {
+  return fail_code(ps, HCT_EINVAL, fmt, what);
 }
 
 static void skip_space(parser_t *ps) {
@@ -111,7 +115,9 @@ static int64_t parse_primary(parser_t *ps) {
       return fail(ps, "unknown function '%s'", name);
     }
     int64_t v;
-    if (hct__symtab_get(ps->syms, name, &v) != 0) return fail(ps, "unknown name '%s'", name);
+    /* Its own code: a caller that knows only some values (no card) can
+     * tell "not decidable here" from an error. */
+    if (hct__symtab_get(ps->syms, name, &v) != 0) return fail_code(ps, HCT_ENOENT, "unknown name '%s'", name);
     return v;
   }
   if (*ps->p == '\0') return fail(ps, "%s", "unexpected end");

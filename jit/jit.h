@@ -17,6 +17,9 @@
  *   jit/vendor_lib.c  dlopen and symbol tables, for every vendor library
  *   jit/cache.c     cache keys (XXH3-128 of everything that shapes a
  *                   binary) and the parallel compile of a set of jobs
+ *   jit/fingerprint.c a card's fingerprint as JSON (hct__device_json)
+ *   jit/softkey.c   the software key: what shaped a binary and its figures,
+ *                   and whether this host would compile the same now
  *
  * Thread rules: hct__backends_load() and device discovery are safe from any
  * thread (uv_once inside).  Compiles are thread-safe and run on libuv's
@@ -51,8 +54,8 @@ typedef struct hct_symtab_s {
 
 void hct__symtab_set(hct_symtab_t *t, const char *name, int64_t value);
 int hct__symtab_get(const hct_symtab_t *t, const char *name, int64_t *value);
-/* Evaluates `expr`; on error returns HCT_EINVAL with a message naming the
- * expression and the cause. */
+/* Evaluates `expr`; on error returns HCT_EINVAL (HCT_ENOENT for a name not
+ * in syms) with a message naming the expression and the cause. */
 int hct__expr_eval(const char *expr, const hct_symtab_t *syms, int64_t *out);
 
 /* ---- manifests (jit/manifest.c) ----------------------------------------- */
@@ -230,6 +233,33 @@ int hct__devices(hct_device_t *out, int max);
 /* Finds a card by index ("0") or UUID (or a unique prefix of it). */
 int hct__device_find(const char *spec, hct_device_t *out);
 
+/* A card's fingerprint: every field of d, its backend's name and its model
+ * key, as a new JSON object (NULL on out of memory).  The one rendering, for
+ * `hctune devices --json` and the devices table. */
+struct json_t *hct__device_json(const hct_device_t *d);
+
+/* ---- which variants and points may run where (jit/manifest.c) ---------- */
+
+/*
+ * 1 when variant v may run at all on a card of this backend, arch number
+ * and wave size (minimum arch, HIP support, 64-wide waves); else 0 with the
+ * reason in why.  The one rule for the probe and `hctune compile`.
+ */
+int hct__variant_fits(const hct_variant_t *v, hct_backend_kind_t backend, int arch_num,
+                      int warp_size, char *why, size_t len);
+
+/*
+ * Evaluates v's constraints over syms: 1 when every one holds, 0 when one
+ * does not, with why naming it ("constraint 'X' is false", or "constraint
+ * 'X' cannot be evaluated: <cause>": an evaluation error, a division by
+ * zero say, is a failed constraint).  With `partial`, the caller does not
+ * know every value (no card: SMEM_OPTIN, SM_COUNT; no T): a constraint that
+ * names a value missing from syms is undecided and left to whoever knows
+ * it (the probe), which is the only case that is not a failure.
+ */
+int hct__constraints_hold(const hct_variant_t *v, const hct_symtab_t *syms, int partial, char *why,
+                          size_t len);
+
 /* ---- compiling (jit/cuda.c, jit/hip_rtc.c, jit/cache.c) ----------------- */
 
 typedef struct hct_compile_job_s {
@@ -289,6 +319,64 @@ int hct__compile_all(hct_compile_job_t *jobs, int n, const hct_binary_store_t *s
 
 /* Compiles one job on the calling thread, no cache. */
 int hct__compile_one(hct_compile_job_t *job);
+
+/* ---- the software key (jit/softkey.c) ----------------------------------- */
+
+/*
+ * What shaped a decision's binary and figures, in five parts, and its key:
+ * software_key is XXH3-128 (32 hex digits) of software_json, the parts as
+ * compact JSON with sorted keys:
+ *   {"compiler":..,"driver":..,"hctune":..,"options":..,"template":..}
+ * (softkey.c's header has the details; the fleet's merge relies on them).
+ */
+typedef struct hct_softkey_s {
+  char template_hash[33];  /* the template and every header it includes */
+  char options[33];        /* the compile options, -I folders aside */
+  char compiler[32];       /* NVRTC or hiprtc version; "" when none loads */
+  char driver[32];         /* the card's driver version */
+  char hctune[16];         /* HCT_VERSION_STRING */
+  char key[33];            /* software_key */
+  char json[320];          /* software_json */
+} hct_softkey_t;
+
+/* Computes json and key from the five parts (hctune defaults to this
+ * hctune's version). */
+int hct__softkey_finish(hct_softkey_t *k);
+/*
+ * The key this host would compile now for job (backend, arch, op,
+ * variant, point): the template hash (job->template_hash when already
+ * filled, else read from the files), the option list, this host's
+ * compiler version and `driver_version` (the card's).  The test hooks
+ * HCTUNE_TEST_COMPILER_VERSION and HCTUNE_TEST_DRIVER_VERSION replace the
+ * last two when set.  Never depends on tuner/: the daemon calls it.
+ */
+int hct__softkey_now(const hct_compile_job_t *job, const char *driver_version, hct_softkey_t *out);
+/* Reads stored software_json into out (and recomputes its key). */
+int hct__softkey_parse(const char *json, hct_softkey_t *out);
+/*
+ * 0 when the stored key (software_json; NULL or "" for a decision recorded
+ * before keys existed) equals `now`; 1 when not, with why naming each part
+ * that changed in the order template, options, compiler, driver, hctune
+ * ("compiler changed ('nvrtc 12.8', now 'nvrtc 13.0')"), or "no software
+ * key recorded".
+ */
+int hct__softkey_compare(const char *stored_json, const hct_softkey_t *now, char *why, size_t len);
+/* The backend and arch of a card from its fingerprint (hct__device_json;
+ * older ones without "backend" by their vendor). */
+int hct__softkey_card(const char *fingerprint_json, hct_backend_kind_t *backend, char *arch,
+                      size_t len);
+/*
+ * Whether a decision (op, variant, params, recorded with stored_json) on a
+ * card of this backend and arch would still be served on this host: 0 when
+ * the key this host would compile now is the recorded one, 1 when stale,
+ * with why naming the part (a variant gone from the manifest is a changed
+ * template, params it no longer lists changed options).  driver_now is the
+ * card's driver now, or NULL when the card is not on this host (that part
+ * is then not checked).  Negative only on out of memory.
+ */
+int hct__softkey_check(const hct_op_t *op, const char *variant, const char *params,
+                       hct_backend_kind_t backend, const char *arch, const char *driver_now,
+                       const char *stored_json, char *why, size_t len);
 
 /*
  * The option list of a compile.  hct__compile_options() builds it, and both

@@ -85,6 +85,43 @@ size_t hct__dtype_size(hct_dtype_t t) {
   return 0;
 }
 
+int hct__variant_fits(const hct_variant_t *v, hct_backend_kind_t backend, int arch_num,
+                      int warp_size, char *why, size_t len) {
+  if (backend == HCT_BACKEND_CUDA && v->min_arch > arch_num) {
+    snprintf(why, len, "needs sm_%d or newer", v->min_arch);
+    return 0;
+  }
+  if (backend == HCT_BACKEND_HIP && !v->hip) {
+    snprintf(why, len, "does not support HIP");
+    return 0;
+  }
+  if (warp_size == 64 && !v->wave64) {
+    snprintf(why, len, "does not support 64-wide waves");
+    return 0;
+  }
+  return 1;
+}
+
+int hct__constraints_hold(const hct_variant_t *v, const hct_symtab_t *syms, int partial, char *why,
+                          size_t len) {
+  for (int i = 0; i < v->n_constraints; i++) {
+    int64_t val = 0;
+    int rc = hct__expr_eval(v->constraints[i], syms, &val);
+    if (rc == HCT_ENOENT && partial) continue;
+    if (rc != 0) {
+      snprintf(why, len, "constraint '%s' cannot be evaluated: %s", v->constraints[i], hct_last_error());
+      hct__error_clear();
+      return 0;
+    }
+    if (val == 0) {
+      snprintf(why, len, "constraint '%s' is false", v->constraints[i]);
+      return 0;
+    }
+  }
+  hct__error_clear();
+  return 1;
+}
+
 static int get_range(ctx_t *c, json_t *obj, const char *field, int *lo, int *hi) {
   json_t *v = json_object_get(obj, "tokens");
   if (v == NULL) return 0; /* keep defaults */

@@ -64,6 +64,43 @@ for x in d:
 if not set(range(1, 9)) <= covered: print("covered:", covered); sys.exit(1)
 PY
 
+# 3b. Issue 20: every decision is verified after timing (a passing "timed"
+# trial of its variant and point at each T it covers, the baseline aside),
+# carries a software key and is not stale; no hc_read variant was caught by
+# the checks of an engine's use (repeat, determinism, producer, timed): that
+# would be a real variant wrong as an engine runs it.
+"$bin/hctune" list --faults --json > "$tmp/faults1.json" 2>> "$tmp/err"
+python3 - "$tmp/list.json" "$tmp/trials.json" "$tmp/faults1.json" <<'PY' && ok "decisions verified after timing, keyed, current" || bad "decisions not verified after timing (see above)"
+import json, sys
+dec = [d for d in json.load(open(sys.argv[1])) if d["op"] == "hc_read"]
+trials = json.load(open(sys.argv[2]))
+timed = {(t["variant"], json.dumps(t["params"], sort_keys=True), t["tokens"]) for t in trials
+         if t.get("kind") == "timed" and t.get("status") == "pass"}
+ok = True
+for d in dec:
+    print(f"  {d['parity']:8} T={d['tmin']}-{d['tmax']}: {d['variant']} {json.dumps(d['params'])}"
+          f" ({d['median_us']:.2f} us, baseline {d['baseline_us']:.2f})")
+    if len(d.get("software_key") or "") != 32: print("   no software key"); ok = False
+    if d.get("stale"): print("   stale:", d.get("stale_reason")); ok = False
+    if d["variant_class"] == "baseline": continue
+    for T in range(d["tmin"], d["tmax"] + 1):
+        if (d["variant"], json.dumps(d["params"], sort_keys=True), T) not in timed:
+            print(f"   T={T}: no passing timed trial (not verified after timing)"); ok = False
+new = [f for f in json.load(open(sys.argv[3])) if f["op"] == "hc_read"
+       and f["reason"] in ("repeat", "nondeterminism", "producer", "timed")]
+for f in new:
+    print(f"  caught: {f['variant']} {json.dumps(f['params'])}: {f['reason']}: {(f.get('log') or '')[:160]}")
+    ok = False
+sys.exit(0 if ok else 1)
+PY
+
+# 3c. verify-decisions re-checks every chosen variant with every check.
+if "$bin/hctune" verify-decisions --op hc_read > "$tmp/vd.out" 2> "$tmp/vd.err"; then
+  ok "verify-decisions: every chosen variant passes every check"; tail -1 "$tmp/vd.out"
+else
+  bad "verify-decisions exited $?: $(grep -E 'REJECTED|OVER|not timed' "$tmp/vd.out" | head -5) $(tail -2 "$tmp/vd.err")"
+fi
+
 # 4. A second probe compiles nothing: every binary from the cache.
 "$bin/hctune" probe --tokens 1-8 > "$tmp/probe2.out" 2> "$tmp/probe2.err"
 line=$(grep "compiled" "$tmp/probe2.err")
@@ -71,6 +108,15 @@ echo "$line"
 n=$(echo "$line" | sed -n 's/.*compiled \([0-9]*\) binaries.*/\1/p')
 h=$(echo "$line" | sed -n 's/.*(\([0-9]*\) from the cache.*/\1/p')
 [ -n "$n" ] && [ "$n" = "$h" ] && ok "second probe: $h of $n binaries from the cache" || bad "compile cache: $line"
+
+# 4b. Issue 20: with nothing changed since, probe --stale finds every
+# decision current and probes nothing.
+if "$bin/hctune" probe --tokens 1-8 --stale > "$tmp/stale.out" 2> "$tmp/stale.err" &&
+   grep -q "every decision is current; nothing to probe" "$tmp/stale.out"; then
+  ok "probe --stale: nothing stale"
+else
+  bad "probe --stale: $(cat "$tmp/stale.out" "$tmp/stale.err" | tail -5)"
+fi
 
 # 5. A deliberately wrong variant is rejected for parity.
 if [ -d "$HCTUNE_KERNELS/hc_read_wrongtest" ]; then

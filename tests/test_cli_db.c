@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "db.h"
+#include "jit.h"
 #include "cli_test.h"
 
 typedef struct {
@@ -88,6 +89,14 @@ static void seed(const char *path) {
   t.samples = 77;
   t.figures_json = "{\"max_abs\":0}";
   assert_int_equal(hct__db_trial_add(db, &t, NULL), 0);
+  /* A candidate caught by the verification after timing (issue 20). */
+  strcpy(t.op, "selftest");
+  strcpy(t.variant, "wrongset");
+  strcpy(t.kind, "timed");
+  strcpy(t.status, "timed");
+  t.tokens = 4;
+  t.log = "T=4: the outputs of its timed launches (32 rotating sets) are wrong\nsecond line";
+  assert_int_equal(hct__db_trial_add(db, &t, NULL), 0);
   hct_db_fault_t fa;
   memset(&fa, 0, sizeof fa);
   fa.keys = k;
@@ -152,6 +161,103 @@ static void test_empty_db(void **state) {
   free(err);
 }
 
+/* list marks a decision stale, with the part that changed, when its
+ * software key is not what this host would compile now (the test hooks
+ * stand for a new compiler or driver on a host without a GPU). */
+static void test_list_stale(void **state) {
+  fixture_t *f = *state;
+  const char *kdir = getenv("HCTUNE_KERNELS");
+  if (kdir == NULL) fail_msg("HCTUNE_KERNELS is not set (tests/run.sh sets it)");
+  char ver[64];
+  if (hct__compiler_version(HCT_BACKEND_CUDA, ver, sizeof ver) != 0) {
+    fprintf(stderr, "skipped: NVRTC does not load here (%s)\n", hct_last_error());
+    skip();
+  }
+  hct_op_t *op;
+  if (hct__manifest_load(kdir, "hc_read", &op) != 0) fail_msg("%s", hct_last_error());
+  hct_device_t dev;
+  memset(&dev, 0, sizeof dev);
+  dev.backend = HCT_BACKEND_CUDA;
+  strcpy(dev.vendor, "nvidia");
+  strcpy(dev.name, "NVIDIA H200");
+  strcpy(dev.uuid, "GPU-5a1e0000-1111-2222");
+  strcpy(dev.arch, "sm_90");
+  dev.arch_num = 90;
+  strcpy(dev.driver_version, "580.1");
+  hct_compile_job_t job;
+  memset(&job, 0, sizeof job);
+  job.backend = HCT_BACKEND_CUDA;
+  strcpy(job.arch, "sm_90");
+  job.op = op;
+  job.variant = hct__variant_find(op, "v1");
+  assert_non_null(job.variant);
+  hct_point_t pts[64];
+  assert_true(hct__param_points(job.variant, pts, 64) > 0);
+  job.point = pts[0];
+  hct_softkey_t key;
+  if (hct__softkey_now(&job, "580.1", &key) != 0) fail_msg("%s", hct_last_error());
+
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(f->path, 0, &db), 0);
+  hct_db_keys_t k;
+  memset(&k, 0, sizeof k);
+  strcpy(k.host, "h");
+  strcpy(k.uuid, dev.uuid);
+  hct__device_model_key(&dev, k.model_key, sizeof k.model_key);
+  json_t *fpj = hct__device_json(&dev);
+  char *fp = json_dumps(fpj, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(fpj);
+  assert_int_equal(hct__db_device_upsert(db, &k, dev.name, dev.arch, fp), 0);
+  free(fp);
+  hct_db_decision_t d;
+  memset(&d, 0, sizeof d);
+  d.keys = k;
+  strcpy(d.op, "hc_read");
+  strcpy(d.parity, "bitwise");
+  d.tmin = 1;
+  d.tmax = 8;
+  strcpy(d.variant, "v1");
+  hct__point_json(job.variant, &job.point, d.params, sizeof d.params);
+  strcpy(d.variant_class, "baseline");
+  strcpy(d.software_key, key.key);
+  strcpy(d.software_json, key.json);
+  assert_int_equal(hct__db_decisions_replace(db, &d, 1), 0);
+  hct__db_close(db);
+  hct__manifest_free(op);
+
+  static const struct {
+    const char *env;
+    const char *want;   /* NULL: current */
+  } cases[] = {
+      {"HCTUNE_TEST_DRIVER_VERSION=580.1 ", NULL},
+      {"HCTUNE_TEST_DRIVER_VERSION=580.1 HCTUNE_TEST_COMPILER_VERSION='nvrtc 99.1' ",
+       "STALE: compiler changed ("},
+      {"HCTUNE_TEST_DRIVER_VERSION=581.7 ", "STALE: driver changed ('580.1', now '581.7')"},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
+    char *out, *err, args[256];
+    snprintf(args, sizeof args, "list --db '%s'", f->path);
+    assert_int_equal(cli_run(cases[i].env, f->bin, f->dir, args, &out, &err), 0);
+    if (cases[i].want == NULL) {
+      if (strstr(out, "STALE:") != NULL) fail_msg("%sgave a stale decision:\n%s", cases[i].env, out);
+      assert_int_equal(cli_lines(out), 2);
+    } else if (strstr(out, cases[i].want) == NULL) {
+      fail_msg("%sgave\n%s\nwant '%s'", cases[i].env, out, cases[i].want);
+    }
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "list --json --db '%s'", f->path);
+    assert_int_equal(cli_run(cases[i].env, f->bin, f->dir, args, &out, &err), 0);
+    json_t *arr = json_loads(out, 0, NULL);
+    json_t *o = json_array_get(arr, 0);
+    assert_int_equal(json_is_true(json_object_get(o, "stale")), cases[i].want != NULL);
+    assert_string_equal(json_string_value(json_object_get(o, "software_key")), key.key);
+    json_decref(arr);
+    free(out);
+    free(err);
+  }
+}
+
 static void test_seeded(void **state) {
   fixture_t *f = *state;
   seed(f->path);
@@ -162,7 +268,12 @@ static void test_seeded(void **state) {
   assert_non_null(strstr(out, "GPU-8d1c2e3f (NVIDIA H200)"));
   assert_non_null(strstr(out, "1-4"));
   assert_non_null(strstr(out, "2.00x"));
-  assert_int_equal(cli_lines(out), 2);
+  /* Recorded with no software key (before schema 2): unkeyed, served as
+   * recorded, and a line saying what re-probes it. */
+  assert_non_null(strstr(out, "unkeyed"));
+  assert_null(strstr(out, "STALE:"));
+  assert_non_null(strstr(out, "1 of 1 decisions unkeyed"));
+  assert_int_equal(cli_lines(out), 3);
   free(out);
   free(err);
 
@@ -216,6 +327,17 @@ static void test_seeded(void **state) {
   json_decref(arr);
   free(out);
   free(err);
+  /* show says which check caught a candidate, and what it found. */
+  snprintf(args, sizeof args, "show --db '%s' --op selftest", f->path);
+  assert_int_equal(run(f, args, &out, &err), 0);
+  const char *row = strstr(out, "wrongset");
+  assert_non_null(row);
+  assert_non_null(strstr(row, " timed "));
+  assert_non_null(strstr(strstr(row, " timed ") + 6, "timed"));
+  assert_non_null(strstr(out, "the outputs of its timed launches (32 rotating sets) are wrong"));
+  assert_null(strstr(out, "second line"));
+  free(out);
+  free(err);
 }
 
 static void test_corrupt_db(void **state) {
@@ -249,6 +371,7 @@ int main(void) {
     cmocka_unit_test_setup_teardown(test_usage, setup, teardown),
     cmocka_unit_test_setup_teardown(test_empty_db, setup, teardown),
     cmocka_unit_test_setup_teardown(test_seeded, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_list_stale, setup, teardown),
     cmocka_unit_test_setup_teardown(test_corrupt_db, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

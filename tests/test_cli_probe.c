@@ -39,7 +39,9 @@ static void test_errors(void **state) {
   } cases[] = {
       {"probe --op no_such_op", 1, "op 'no_such_op'"},
       {"probe --op ../etc", 1, "not a valid op name"},
-      {"probe --tokens 0", 2, "outside 1..64"},
+      {"probe --tokens 0", 2, "outside 1..1048576"},
+      {"probe --tokens 1-65", 2, "more than 64 token counts"},
+      {"probe --tokens 1-32,100-132", 2, "more than 64 token counts"},
       {"probe --tokens 2-1", 2, "token list '2-1'"},
       {"probe --tokens x", 2, "not a number"},
       {"probe --tokens 9", 1, "token count 9: op 'hc_read' supports 1..8"},
@@ -55,7 +57,8 @@ static void test_errors(void **state) {
       {"probe --db", 2, "needs a value"},
       {"probe extra", 2, "unexpected argument 'extra'"},
       {"bench --tokens 1", 2, "--variants is required"},
-      {"bench --variants v1 --tokens 99", 2, "outside 1..64"},
+      {"bench --variants v1 --tokens 1-100", 2, "more than 64 token counts"},
+      {"bench --variants v1 --tokens 32768", 1, "token count 32768: op 'hc_read' supports 1..8"},
       {"verify-decisions --limit 0.5", 2, "--limit '0.5'"},
       {"nosuchcommand", 2, "'nosuchcommand' is not a command"},
   };

@@ -519,6 +519,160 @@ static void test_bad_rows(void **state) {
   hct_close(c);
 }
 
+/* ---- software keys (issue 20) --------------------------------------------- */
+
+static void sk_write(const dt_env_t *e, const char *rel, const char *text) {
+  char p[600];
+  snprintf(p, sizeof p, "%s/%s", e->kernels, rel);
+  dt_write(p, text);
+}
+
+/* The reply to a choose of T=3 on `card`, over a raw line. */
+static json_t *sk_choose(const dt_env_t *e, const char *card) {
+  int fd = dt_connect(e->sock);
+  if (fd < 0) fail_msg("cannot connect to %s", e->sock);
+  dt_reader_t *r = calloc(1, sizeof *r);
+  char line[300];
+  snprintf(line, sizeof line, "{\"id\":1,\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":3,"
+           "\"device\":\"%s\"}", card);
+  json_t *j = dt_ask(fd, r, line);
+  free(r);
+  close(fd);
+  if (j == NULL) fail_msg("no reply to %s", line);
+  return j;
+}
+
+/* Starts a daemon on e, asks for T=3 on the card and on a card of the same
+ * model without decisions, and wants v2 (own, fleet), or the baseline with
+ * stale: true and a reason that starts with `part` changed. */
+static void sk_expect(dt_env_t *e, const char *card, const char *twin, const char *part) {
+  dt_start(e, NULL);
+  const char *cards[2] = {card, twin};
+  char failed[700] = "";
+  for (int k = 0; k < 2 && failed[0] == '\0'; k++) {
+    json_t *j = sk_choose(e, cards[k]);
+    const char *v = dt_str(j, "variant"), *why = dt_str(j, "stale_reason");
+    int stale = json_is_true(json_object_get(j, "stale"));
+    if (part == NULL) {
+      if (strcmp(v, "v2") != 0 || stale ||
+          strcmp(dt_str(j, "source"), k == 0 ? "probe" : "fleet") != 0)
+        snprintf(failed, sizeof failed, "%s: got %s (source %s, stale %d: %s), want v2 from the %s",
+                 cards[k], v, dt_str(j, "source"), stale, why, k == 0 ? "probe" : "fleet");
+    } else {
+      char want[64];
+      snprintf(want, sizeof want, "%s changed", part);
+      if (strcmp(v, "v1") != 0 || !stale || strncmp(why, want, strlen(want)) != 0 ||
+          strcmp(dt_str(j, "source"), "default") != 0)
+        snprintf(failed, sizeof failed,
+                 "%s: got %s (source %s, stale %d: '%s'), want the baseline v1, stale: %s ...",
+                 cards[k], v, dt_str(j, "source"), stale, why, want);
+    }
+    json_decref(j);
+  }
+  dt_stop(e); /* before failing: no daemon left behind */
+  if (failed[0] != '\0') fail_msg("%s", failed);
+}
+
+/* A decision is served only while its software key is what this host would
+ * compile now: a changed template, header, option, compiler or driver each
+ * makes the daemon answer the baseline with "stale": true and the part
+ * that changed, for the card and for another of its model (a model seen
+ * under another key is stale, not unknown).  The test hooks stand for a new
+ * compiler or driver on a host without a GPU. */
+static void test_stale_software_key(void **state) {
+  char ver[64];
+  if (hct__compiler_version(HCT_BACKEND_CUDA, ver, sizeof ver) != 0) {
+    fprintf(stderr, "skipped: NVRTC does not load here (%s): no option list to key\n", hct_last_error());
+    skip();
+  }
+  dt_env_t e;
+  dt_env_init(&e);
+  char p[600];
+  snprintf(p, sizeof p, "%s/common", e.kernels);
+  mkdir(p, 0755);
+  sk_write(&e, "common/hct_kernel.h", "// common\n");
+  sk_write(&e, "hc_read/h.h", "// header v1\n");
+  sk_write(&e, "hc_read/v1.cu", "#include \"hct_kernel.h\"\n");
+  sk_write(&e, "hc_read/v2.cu", "#include \"hct_kernel.h\"\n#include \"h.h\"\n// v2\n");
+  sk_write(&e, "hc_read/v3.cu", "#include \"hct_kernel.h\"\n");
+  setenv("HCTUNE_TEST_DRIVER_VERSION", "550.1", 1);
+  unsetenv("HCTUNE_TEST_COMPILER_VERSION");
+
+  hct_op_t *op;
+  assert_int_equal(hct__manifest_load(e.kernels, "hc_read", &op), 0);
+  hct_device_t dev;
+  memset(&dev, 0, sizeof dev);
+  dev.backend = HCT_BACKEND_CUDA;
+  strcpy(dev.vendor, "nvidia");
+  strcpy(dev.name, "Key Card");
+  strcpy(dev.arch, "sm_90");
+  dev.arch_num = 90;
+  dev.sm_count = 132;
+  dev.mem_bytes = (int64_t)143 << 30;
+  hct_compile_job_t job;
+  memset(&job, 0, sizeof job);
+  job.backend = HCT_BACKEND_CUDA;
+  strcpy(job.arch, "sm_90");
+  job.op = op;
+  job.variant = hct__variant_find(op, "v2");
+  assert_int_equal(hct__point_parse(job.variant, "{\"R\":2}", &job.point), 0);
+  hct_softkey_t key;
+  if (hct__softkey_now(&job, "550.1", &key) != 0) fail_msg("%s", hct_last_error());
+  hct__manifest_free(op);
+
+  const char *card = "GPU-cccc0000-1111-2222-3333-444455556666";
+  const char *twin = "GPU-dddd0000-1111-2222-3333-444455556666";
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(e.db, 0, &db), 0);
+  for (int k = 0; k < 2; k++) {
+    hct_db_keys_t kk;
+    memset(&kk, 0, sizeof kk);
+    strcpy(kk.host, "testhost");
+    strcpy(dev.uuid, k == 0 ? card : twin);
+    strcpy(kk.uuid, dev.uuid);
+    hct__device_model_key(&dev, kk.model_key, sizeof kk.model_key);
+    json_t *fp = hct__device_json(&dev);
+    char *fps = json_dumps(fp, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(fp);
+    assert_int_equal(hct__db_device_upsert(db, &kk, dev.name, dev.arch, fps), 0);
+    free(fps);
+    if (k == 1) break;
+    hct_db_decision_t d = dt_decision(card, kk.model_key, "bitwise", 1, 8, "v2", "bitwise", 2.0, 5.0);
+    strcpy(d.software_key, key.key);
+    strcpy(d.software_json, key.json);
+    assert_int_equal(hct__db_decisions_replace(db, &d, 1), 0);
+  }
+  hct__db_close(db);
+
+  sk_expect(&e, card, twin, NULL);
+  /* The template, a header it includes, an option (an op constant). */
+  sk_write(&e, "hc_read/v2.cu", "#include \"hct_kernel.h\"\n#include \"h.h\"\n// v2, edited\n");
+  sk_expect(&e, card, twin, "template");
+  sk_write(&e, "hc_read/v2.cu", "#include \"hct_kernel.h\"\n#include \"h.h\"\n// v2\n");
+  sk_write(&e, "hc_read/h.h", "// header v2\n");
+  sk_expect(&e, card, twin, "template");
+  sk_write(&e, "hc_read/h.h", "// header v1\n");
+  sk_expect(&e, card, twin, NULL);
+  char *m = strdup(dt_manifest), *n = strstr(m, "\"N\":1024");
+  assert_non_null(n);
+  memcpy(n, "\"N\":2048", 8);
+  sk_write(&e, "hc_read/manifest.json", m);
+  free(m);
+  sk_expect(&e, card, twin, "options");
+  sk_write(&e, "hc_read/manifest.json", dt_manifest);
+  /* The compiler and the driver, as a host after an upgrade reports them. */
+  setenv("HCTUNE_TEST_COMPILER_VERSION", "nvrtc 99.0", 1);
+  sk_expect(&e, card, twin, "compiler");
+  unsetenv("HCTUNE_TEST_COMPILER_VERSION");
+  setenv("HCTUNE_TEST_DRIVER_VERSION", "551.0", 1);
+  sk_expect(&e, card, twin, "driver");
+  setenv("HCTUNE_TEST_DRIVER_VERSION", "550.1", 1);
+  sk_expect(&e, card, twin, NULL);
+  assert_true(dt_log_has(&e, "the decision is stale: driver changed ('550.1', now '551.0')"));
+  unsetenv("HCTUNE_TEST_DRIVER_VERSION");
+  dt_env_remove(&e);
+}
+
 /* ---- probe ---------------------------------------------------------------- */
 
 static void test_probe(void **state) {
@@ -854,7 +1008,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_list_devices_status), cmocka_unit_test(test_errors),
       cmocka_unit_test(test_long_line),     cmocka_unit_test(test_pins),
       cmocka_unit_test(test_module),        cmocka_unit_test(test_reload),
-      cmocka_unit_test(test_bad_rows),
+      cmocka_unit_test(test_bad_rows),      cmocka_unit_test(test_stale_software_key),
       cmocka_unit_test(test_probe),         cmocka_unit_test(test_authorization),
       cmocka_unit_test(test_sockets),       cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_memory),

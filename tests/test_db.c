@@ -754,6 +754,58 @@ static void test_decisions(void **state) {
   hct__db_close(db);
 }
 
+/* Schema 2: decisions and trials carry the software key; a database of
+ * schema 1 (made here by taking the columns away again) migrates, keeping
+ * its rows with no key, and a cut range keeps its piece's key. */
+static void test_software_key_columns(void **state) {
+  fixture_t *f = *state;
+  hct_db_t *db = open_ok(f->path, 0);
+  hct_db_decision_t d = decision("GPU-d", "bitwise", 1, 8, "A");
+  strcpy(d.software_key, "00112233445566778899aabbccddeeff");
+  strcpy(d.software_json, "{\"compiler\":\"c\",\"driver\":\"d\",\"hctune\":\"h\","
+                          "\"options\":\"o\",\"template\":\"t\"}");
+  assert_ok(hct__db_decisions_replace(db, &d, 1));
+  hct_db_decision_t mid = decision("GPU-d", "bitwise", 3, 4, "B");
+  assert_ok(hct__db_decisions_replace(db, &mid, 1));
+  hct_db_trial_t t = trial_make("GPU-d", "A", 2);
+  strcpy(t.software_key, d.software_key);
+  strcpy(t.software_json, d.software_json);
+  assert_ok(hct__db_trial_add(db, &t, NULL));
+  hct_db_decision_t *list;
+  int n;
+  assert_ok(hct__db_decisions_list(db, &list, &n));
+  assert_int_equal(n, 3);
+  assert_string_equal(list[0].software_key, d.software_key); /* 1-2: A */
+  assert_string_equal(list[2].software_key, d.software_key); /* 5-8: A, cut off */
+  assert_string_equal(list[2].software_json, d.software_json);
+  assert_string_equal(list[1].software_key, "");             /* 3-4: B, none */
+  free(list);
+  char *json = NULL;
+  assert_ok(hct__db_trials_json(db, "GPU-d", "hc_read", "A", 2, &json));
+  assert_non_null(strstr(json, "\"software_key\": \"00112233445566778899aabbccddeeff\""));
+  assert_non_null(strstr(json, "\"software_json\": {"));
+  free(json);
+  hct__db_close(db);
+
+  raw_exec(f->path, "DROP INDEX decisions_software;"
+                    "ALTER TABLE decisions DROP COLUMN software_key;"
+                    "ALTER TABLE decisions DROP COLUMN software_json;"
+                    "ALTER TABLE trials DROP COLUMN software_key;"
+                    "ALTER TABLE trials DROP COLUMN software_json;"
+                    "PRAGMA user_version = 1;");
+  db = open_ok(f->path, 0);
+  int v = -1;
+  assert_ok(hct__db_user_version(db, &v));
+  assert_int_equal(v, 2);
+  assert_ok(hct__db_decisions_list(db, &list, &n));
+  assert_int_equal(n, 3);
+  assert_string_equal(list[0].variant, "A");
+  assert_string_equal(list[0].software_key, "");
+  assert_string_equal(list[0].software_json, "");
+  free(list);
+  hct__db_close(db);
+}
+
 static void test_faults(void **state) {
   fixture_t *f = *state;
   hct_db_t *db = open_ok(f->path, 0);
@@ -959,6 +1011,7 @@ int main(void) {
     cmocka_unit_test_setup_teardown(test_runs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_trials, setup, teardown),
     cmocka_unit_test_setup_teardown(test_decisions, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_software_key_columns, setup, teardown),
     cmocka_unit_test_setup_teardown(test_faults, setup, teardown),
     cmocka_unit_test_setup_teardown(test_pins, setup, teardown),
     cmocka_unit_test_setup_teardown(test_binary_store, setup, teardown),

@@ -831,7 +831,7 @@ typedef struct fake_s {
   const char *fail;       /* a variant whose parity check fails */
   int check_runs, full_runs;
   char variants[256];
-  uint8_t tokens[65];
+  uint8_t tokens[65]; /* tokens[T]: T was in the probe's token set */
 } fake_t;
 
 static int fake_find(void *arg, const char *spec, hct_device_t *dev) {
@@ -857,7 +857,9 @@ static int fake_probe(void *arg, const hct_probe_opts_t *o) {
   }
   f->check_runs++;
   hct__strlcpy(f->variants, o->only_variants ? o->only_variants : "", sizeof f->variants);
-  memcpy(f->tokens, o->tokens, sizeof f->tokens);
+  memset(f->tokens, 0, sizeof f->tokens);
+  for (int i = 0; i < o->tokens.n; i++)
+    if (o->tokens.t[i] <= 64) f->tokens[o->tokens.t[i]] = 1;
   hct_db_t *db;
   assert_int_equal(hct__db_open(o->db_path, 0, &db), 0);
   hct_db_keys_t k;
@@ -872,7 +874,7 @@ static int fake_probe(void *arg, const hct_probe_opts_t *o) {
     if (strstr(have, pat) == NULL && strcmp(cands[c].variant, "v1") != 0) continue;
     int fails = f->fail && strcmp(f->fail, cands[c].variant) == 0;
     for (int T = 1; T <= 64; T++)
-      if (o->tokens[T]) add_trial(db, &k, &cands[c], "parity", fails && T == 3 ? "parity" : "pass", T, 0);
+      if (hct__tokens_index(&o->tokens, T) >= 0) add_trial(db, &k, &cands[c], "parity", fails && T == 3 ? "parity" : "pass", T, 0);
   }
   hct__db_close(db);
   return 0;

@@ -271,7 +271,7 @@ static int run_multi(const char *db, hct_multi_card_t *c, int n, int json, const
   po.db_path = db;
   po.kernels_dir = env.kernels;
   po.json = json;
-  for (int T = 1; T <= 4; T++) po.tokens[T] = 1;
+  for (int T = 1; T <= 4; T++) hct__tokens_add(&po.tokens, T);
   hct_multi_opts_t mo;
   memset(&mo, 0, sizeof mo);
   mo.probe = &po;

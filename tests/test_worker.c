@@ -281,7 +281,7 @@ static void test_typed_requests(void **state) {
   assert_rc(hct__worker_load(w, 5, NULL, "selftest", "barrier", "{", "k5", "/x.db"), HCT_EINVAL);
   assert_msg_has("not a JSON object");
   hct_worker_check_t ck;
-  assert_rc(hct__worker_check(w, 4, 1, 2, 0, UINT64_MAX - 5, 0, &ck), 0);
+  assert_rc(hct__worker_check(w, 4, 1, 2, 0, UINT64_MAX - 5, 0, 0, &ck), 0);
   assert_int_equal(ck.n, 1);
   assert_string_equal(ck.name[0], "y");
   assert_int_equal(ck.figs[0].mismatches, 4);
@@ -290,7 +290,51 @@ static void test_typed_requests(void **state) {
   assert_true(ck.has_ref);
   assert_int_equal(ck.ref_figs[0].first_mismatch, 5);
   assert_true(ck.run_ms == 0.5);
-  assert_rc(hct__worker_check(w, 5, 1, 3, 0, 1, 0, &ck), HCT_ETIMEDOUT);
+  assert_rc(hct__worker_check(w, 5, 1, 3, 0, 1, 0, 0, &ck), HCT_ETIMEDOUT);
+  /* The later runs of a check (issue 20), parsed by the first run's names. */
+  assert_rc(hct__worker_check(w, 4, 1, 2, 0, 3, HCT_CHECK_REPEAT | HCT_CHECK_TWIN | HCT_CHECK_PRODUCER,
+                              0, &ck), 0);
+  assert_int_equal(ck.n_more, 2);
+  assert_string_equal(ck.more[0].check, "repeat");
+  assert_int_equal(ck.more[0].run, 1);
+  assert_int_equal(ck.more[1].run, 2);
+  assert_int_equal(ck.more[1].figs[0].mismatches, 4);
+  assert_int_equal(ck.more[1].ref_figs[0].first_mismatch, 5);
+  assert_int_equal(ck.deterministic, 1);
+  assert_string_equal(ck.producer_skipped, "its first launch waits for the kernel before it");
+  assert_rc(hct__worker_load(w, 6, NULL, "selftest", "firstruns", "", "k6", "/x.db"), 0);
+  assert_rc(hct__worker_check(w, 6, 1, 2, 0, 3, HCT_CHECK_REPEAT, 0, &ck), 0);
+  assert_int_equal(ck.more[1].figs[0].unwritten, 3);
+  assert_int_equal(ck.deterministic, -1); /* not asked */
+  assert_rc(hct__worker_load(w, 7, NULL, "selftest", "racy", "", "k7", "/x.db"), 0);
+  assert_rc(hct__worker_check(w, 7, 1, 2, 0, 3, HCT_CHECK_TWIN, 0, &ck), 0);
+  assert_int_equal(ck.n_more, 0);
+  assert_int_equal(ck.deterministic, 0);
+  assert_string_equal(ck.nondet_buf, "y");
+  assert_int_equal(ck.nondet_mismatches, 2);
+  assert_int_equal(ck.nondet_first, 9);
+  assert_rc(hct__worker_load(w, 8, NULL, "selftest", "early", "", "k8", "/x.db"), 0);
+  assert_rc(hct__worker_check(w, 8, 1, 2, 0, 3, HCT_CHECK_PRODUCER, 0, &ck), 0);
+  assert_int_equal(ck.n_more, 1);
+  assert_string_equal(ck.more[0].check, "producer");
+  assert_int_equal(ck.more[0].run, 3);
+  assert_string_equal(ck.producer_skipped, "");
+  /* verify: one result per candidate, in order. */
+  int vids[2] = {4, 3}, vfailed;
+  hct_worker_verify_t vr[2];
+  assert_rc(hct__worker_verify(w, vids, 2, 1, 0, vr, &vfailed), 0);
+  assert_int_equal(vfailed, -1);
+  assert_int_equal(vr[0].cand, 4);
+  assert_int_equal(vr[0].mismatches, 0);
+  assert_int_equal(vr[0].worst_set, -1);
+  assert_int_equal(vr[1].sets, 4);
+  assert_int_equal(vr[1].mismatches, 5);
+  assert_true(vr[1].max_dist == 0.25);
+  assert_int_equal(vr[1].worst_set, 2);
+  assert_string_equal(vr[1].worst_buf, "y");
+  assert_int_equal(vr[1].n, 1);
+  assert_true(vr[1].first[0].kl_mean == 1e-12);
+  for (int c = 6; c <= 8; c++) assert_rc(hct__worker_unload(w, c), 0);
   assert_string_equal(hct__fault_reason(HCT_ETIMEDOUT), "timeout");
   assert_true(hct__worker_alive(w));
 
@@ -450,6 +494,35 @@ static void test_fault_reasons(void **state) {
 
 /* ---- the selftest op ----------------------------------------------------- */
 
+/* The producer check's kernel is PTX the driver compiles when the worker
+ * first needs it: it must assemble for sm_90 (ptxas, when a CUDA toolkit
+ * is here; a GPU machine's driver does the same at run time). */
+static void test_producer_ptx(void **state) {
+  (void)state;
+  const char *ptx = hct__producer_ptx();
+  assert_non_null(strstr(ptx, "griddepcontrol.launch_dependents"));
+  assert_non_null(strstr(ptx, ".entry hct_producer"));
+  assert_non_null(strstr(ptx, "%globaltimer"));
+  const char *home = getenv("CUDA_HOME");
+  char ptxas[512];
+  snprintf(ptxas, sizeof ptxas, "%s/bin/ptxas", home ? home : "/usr/local/cuda");
+  if (access(ptxas, X_OK) != 0) {
+    fprintf(stderr, "skipped: no %s to assemble the producer's PTX with\n", ptxas);
+    skip();
+  }
+  char dir[] = "/tmp/hct_ptx_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char src[64], cmd[1400];
+  snprintf(src, sizeof src, "%s/p.ptx", dir);
+  FILE *f = fopen(src, "w");
+  assert_non_null(f);
+  fputs(ptx, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "'%s' -arch=sm_90 '%s' -o '%s/p.cubin' 2>&1 && rm -rf '%s'", ptxas, src,
+           dir, dir);
+  if (system(cmd) != 0) fail_msg("ptxas refused the producer's PTX (kept in %s)", dir);
+}
+
 static void test_selftest_op(void **state) {
   (void)state;
   const char *kdir = getenv("HCTUNE_KERNELS");
@@ -457,7 +530,9 @@ static void test_selftest_op(void **state) {
   assert_rc(hct__manifest_load(kdir ? kdir : "kernels-src", "selftest", &op), 0);
   assert_true(op->selftest);
   static const char *const names[] = {"base", "nocompile", "oob", "hang", "onebit",
-                                      "unwritten", "good", "barrier"};
+                                      "unwritten", "good", "barrier", "firstruns",
+                                      "firstruns16", "wrongset", "racy", "early",
+                                      "skipwritten"};
   assert_int_equal(op->n_variants, (int)HCT_ARRAY_SIZE(names));
   for (size_t i = 0; i < HCT_ARRAY_SIZE(names); i++) {
     const hct_variant_t *v = hct__variant_find(op, names[i]);
@@ -465,6 +540,18 @@ static void test_selftest_op(void **state) {
     assert_int_equal(v->parity, i == 0 ? HCT_PARITY_BASELINE : HCT_PARITY_BITWISE);
     assert_int_equal(v->grid_barrier, strcmp(names[i], "barrier") == 0);
   }
+  /* Issue 20's variants: state in "once" scratch, and a PDL first launch
+   * (what the producer check is for). */
+  static const char *const stateful[] = {"firstruns", "firstruns16", "wrongset"};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(stateful); i++) {
+    const hct_variant_t *v = hct__variant_find(op, stateful[i]);
+    assert_int_equal(v->n_scratch, 1);
+    assert_int_equal(v->scratch[0].zero, HCT_ZERO_ONCE);
+    assert_int_equal(v->n_launches, 2);
+  }
+  assert_string_equal(hct__variant_find(op, "early")->launches[0].pdl, "1");
+  assert_int_equal(hct__variant_find(op, "early")->min_arch, 90);
+  assert_int_equal(op->timing_cold, 1); /* wrongset needs rotating sets */
   /* Inputs from a seed, never zero; the reference is 2x + 1. */
   const hct_op_impl_t *impl = hct__op_impl("selftest");
   assert_non_null(impl);
@@ -745,25 +832,25 @@ static void test_gpu_selftest_through_worker(void **state) {
   hct_worker_check_t ck;
   for (int T = 1; T <= 4; T++) {
     uint64_t seed = 1000 + (uint64_t)T;
-    assert_rc(hct__worker_check(w, base, -1, T, 0, seed, 0, &ck), 0);
+    assert_rc(hct__worker_check(w, base, -1, T, 0, seed, 0, 0, &ck), 0);
     assert_int_equal(ck.figs[0].unwritten, 0);
     if (!(ck.figs[0].rel_err < 1e-6)) fail_msg("base at T=%d: rel_err %g", T, ck.figs[0].rel_err);
     /* (6) correct: the baseline's bits. */
-    assert_rc(hct__worker_check(w, good, base, T, 0, seed, 0, &ck), 0);
+    assert_rc(hct__worker_check(w, good, base, T, 0, seed, 0, 0, &ck), 0);
     assert_true(ck.has_ref);
     assert_int_equal(ck.figs[0].mismatches, 0);
     assert_int_equal(ck.figs[0].unwritten, 0);
     /* (4) one bit of element 5 at T = 3 only. */
-    assert_rc(hct__worker_check(w, onebit, base, T, 0, seed, 0, &ck), 0);
+    assert_rc(hct__worker_check(w, onebit, base, T, 0, seed, 0, 0, &ck), 0);
     assert_int_equal(ck.figs[0].mismatches, T == 3 ? 1 : 0);
     if (T == 3) assert_int_equal(ck.figs[0].first_mismatch, 5);
     /* (5) element 7 unwritten. */
-    assert_rc(hct__worker_check(w, unwritten, base, T, 0, seed, 0, &ck), 0);
+    assert_rc(hct__worker_check(w, unwritten, base, T, 0, seed, 0, 0, &ck), 0);
     assert_int_equal(ck.figs[0].unwritten, 1);
     /* The grid barrier: right at T = 1, 2; times out (in the kernel, the
      * worker lives) from T = 3. */
     uint64_t t0 = hct__now_ns();
-    int rc = hct__worker_check(w, barrier, base, T, 0, seed, 0, &ck);
+    int rc = hct__worker_check(w, barrier, base, T, 0, seed, 0, 0, &ck);
     double ms = (double)(hct__now_ns() - t0) / 1e6;
     if (T < 3) {
       assert_rc(rc, 0);
@@ -777,7 +864,7 @@ static void test_gpu_selftest_through_worker(void **state) {
     printf("T=%d: checks done; barrier took %.1f ms\n", T, ms);
   }
   /* (2) out of bounds: a fault that ends the worker; restart and go on. */
-  assert_rc(hct__worker_check(w, oob, base, 1, 0, 7, 0, &ck), HCT_EFAULT);
+  assert_rc(hct__worker_check(w, oob, base, 1, 0, 7, 0, 0, &ck), HCT_EFAULT);
   printf("oob: %s\n", hct_last_error());
   assert_false(hct__worker_alive(w));
   gpu_quarantine(G, oob, 1, HCT_EFAULT);
@@ -785,11 +872,11 @@ static void test_gpu_selftest_through_worker(void **state) {
   snprintf(key, sizeof key, "cand%d", oob);
   hct__worker_forget(w, key);
   assert_rc(hct__worker_recover(w, NULL, NULL), 0);
-  assert_rc(hct__worker_check(w, good, base, 2, 0, 8, 0, &ck), 0);
+  assert_rc(hct__worker_check(w, good, base, 2, 0, 8, 0, 0, &ck), 0);
   assert_int_equal(ck.figs[0].mismatches, 0);
   /* (3) never finishes: the watchdog kills it at the deadline. */
   uint64_t t0 = hct__now_ns();
-  assert_rc(hct__worker_check(w, hang, base, 1, 0, 9, 2000, &ck), HCT_EHANG);
+  assert_rc(hct__worker_check(w, hang, base, 1, 0, 9, 0, 2000, &ck), HCT_EHANG);
   double ms = (double)(hct__now_ns() - t0) / 1e6;
   printf("hang: %s (%.0f ms)\n", hct_last_error(), ms);
   if (ms < 1900 || ms > 2000 + HCT_WORKER_KILL_WAIT_MS + 1000) fail_msg("hang took %.0f ms", ms);
@@ -797,7 +884,7 @@ static void test_gpu_selftest_through_worker(void **state) {
   snprintf(key, sizeof key, "cand%d", hang);
   hct__worker_forget(w, key);
   assert_rc(hct__worker_recover(w, NULL, NULL), 0);
-  assert_rc(hct__worker_check(w, good, base, 1, 0, 10, 0, &ck), 0);
+  assert_rc(hct__worker_check(w, good, base, 1, 0, 10, 0, 0, &ck), 0);
   assert_int_equal(ck.figs[0].mismatches, 0);
   /* Timing: good beats the baseline's deliberate 20 us wait. */
   int ids[2] = {base, good}, failed;
@@ -812,6 +899,63 @@ static void test_gpu_selftest_through_worker(void **state) {
   assert_true(res[0].s.median > 15.0);
   assert_true(res[1].s.median < res[0].s.median / 2);
   assert_true(hct__significantly_faster(&res[1].s, &res[0].s, HCT_MIN_MARGIN_DEFAULT));
+  /* Issue 20, at the worker: each failure seen by the run that must see it
+   * (the probe's verdicts on them: tests/gpu-selftest.sh). */
+  const int firstruns = var_id(op, "firstruns"), firstruns16 = var_id(op, "firstruns16"),
+            wrongset = var_id(op, "wrongset"), racy = var_id(op, "racy"), early = var_id(op, "early");
+  const int all = HCT_CHECK_REPEAT | HCT_CHECK_TWIN | HCT_CHECK_PRODUCER;
+  assert_rc(hct__worker_check(w, base, -1, 2, 0, 12, all, 0, &ck), 0);
+  assert_int_equal(ck.deterministic, 1);
+  assert_rc(hct__worker_check(w, good, base, 2, 0, 12, all, 0, &ck), 0);
+  assert_int_equal(ck.n_more, 2); /* good's launch is not PDL: no producer run */
+  assert_int_equal(ck.more[0].figs[0].mismatches + ck.more[1].figs[0].mismatches, 0);
+  assert_int_equal(ck.deterministic, 1);
+  /* firstruns: right on runs 0 and 1, nothing written on run 2. */
+  assert_rc(hct__worker_check(w, firstruns, base, 2, 0, 12, all, 0, &ck), 0);
+  assert_int_equal(ck.figs[0].mismatches, 0);
+  assert_int_equal(ck.more[0].figs[0].mismatches, 0);
+  assert_int_equal(ck.more[1].run, 2);
+  assert_int_equal(ck.more[1].figs[0].unwritten, 2 * 1024);
+  assert_int_equal(ck.deterministic, 1); /* two fresh allocations agree */
+  /* firstruns16, wrongset: every run of every check right. */
+  for (int q = 0; q < 2; q++) {
+    assert_rc(hct__worker_check(w, q ? wrongset : firstruns16, base, 2, 0, 12, all, 0, &ck), 0);
+    assert_int_equal(ck.figs[0].mismatches + ck.more[0].figs[0].mismatches + ck.more[1].figs[0].mismatches, 0);
+    assert_int_equal(ck.deterministic, 1);
+  }
+  /* skipwritten: right on every run of a check (outputs poisoned first). */
+  const int skipwritten = var_id(op, "skipwritten");
+  assert_rc(hct__worker_check(w, skipwritten, base, 2, 0, 12, all, 0, &ck), 0);
+  assert_int_equal(ck.figs[0].mismatches + ck.more[0].figs[0].mismatches + ck.more[1].figs[0].mismatches, 0);
+  /* racy: two allocations on identical inputs disagree. */
+  assert_rc(hct__worker_check(w, racy, base, 2, 0, 12, all, 0, &ck), 0);
+  assert_int_equal(ck.deterministic, 0);
+  printf("racy: %zu elements of '%s' differ between two allocations\n", ck.nondet_mismatches, ck.nondet_buf);
+  /* early: right alone, wrong right after the producer. */
+  assert_rc(hct__worker_check(w, early, base, 2, 0, 12, all, 0, &ck), 0);
+  assert_int_equal(ck.figs[0].mismatches, 0);
+  assert_int_equal(ck.n_more, 3);
+  assert_string_equal(ck.more[2].check, "producer");
+  size_t wrong = ck.more[2].figs[0].mismatches + ck.more[2].figs[0].unwritten + ck.more[2].figs[0].nonfinite;
+  printf("early after the producer: %zu mismatches, %zu not finite\n", ck.more[2].figs[0].mismatches,
+         ck.more[2].figs[0].nonfinite);
+  assert_true(wrong > 0);
+  /* Timed: firstruns16 and wrongset wrong in their timed launches, good
+   * right (cold: the selftest's sets rotate). */
+  int tids[5] = {base, good, firstruns16, wrongset, skipwritten};
+  hct_timing_res_t tres[5];
+  opts = json_pack("{s:f, s:i, s:[i]}", "max_seconds", 0.2, "batch", 32, "no_prune", base);
+  assert_rc(hct__worker_time(w, tids, 5, 2, 13, opts, hct__worker_deadline_ms(5000), tres, &failed), 0);
+  json_decref(opts);
+  hct_worker_verify_t vr[4];
+  assert_rc(hct__worker_verify(w, tids + 1, 4, base, 10000, vr, &failed), 0);
+  printf("verify: good %zu, firstruns16 %zu, wrongset %zu mismatches over %d sets\n",
+         vr[0].mismatches, vr[1].mismatches, vr[2].mismatches, vr[2].sets);
+  assert_true(vr[0].sets > 1);
+  assert_int_equal(vr[0].mismatches + vr[0].unwritten, 0);
+  assert_true(vr[1].mismatches > 0); /* its outputs kept the 1.0s of the prefill */
+  assert_true(vr[2].mismatches > 0);
+  assert_true(vr[3].mismatches > 0); /* skipwritten: kept the prefill's 1.0s */
   hct__worker_stop(w);
   for (int i = 0; i < op->n_variants; i++) hct__compile_job_clear(&G->jobs[i]);
   assert_rc(hct__db_integrity_check(G->db), 0);
@@ -836,6 +980,7 @@ int main(void) {
       cmocka_unit_test(test_quarantine),
       cmocka_unit_test(test_fault_reasons),
       cmocka_unit_test(test_selftest_op),
+      cmocka_unit_test(test_producer_ptx),
       cmocka_unit_test(test_selftest_compiles),
       cmocka_unit_test(test_hctune_worker),
       cmocka_unit_test(test_hctune_worker_dies_with_parent),

@@ -29,5 +29,13 @@ t2=$(date +%s.%N)
   cat "$out/probe2.txt"
   echo "== list"; bin/hctune list
   echo "== faults"; bin/hctune list --faults
+  # Issue 20: the checks of an engine's use, counted from the trials (kind:
+  # the check; "timed" pass: a winner verified after timing).
+  echo "== checks"
+  bin/hctune show --json 2>/dev/null | python3 -c '
+import json, sys, collections
+n = collections.Counter((t["kind"], t["status"]) for t in json.load(sys.stdin)
+                        if t["kind"] in ("parity", "repeat", "determinism", "producer", "timed"))
+for (k, s), c in sorted(n.items()): print(f"  {k:12} {s:16} {c}")' 2>/dev/null || echo "  (needs python3)"
 } > "$out/summary.txt" 2>&1
 cat "$out/summary.txt"

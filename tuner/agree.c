@@ -91,6 +91,11 @@ static int pooled_rows(const hct_fleet_t *m, const char *parent_run, hct_db_deci
   for (int i = 0; i < m->n_decisions; i++) {
     hct_db_decision_t *d = &(*out)[i];
     hct__fleet_decision_to_db(&m->decisions[i], d);
+    /* The software key the pooled trials were measured under, so the daemon
+     * judges a pooled answer stale by the rule it applies to a card's. */
+    hct__strlcpy(d->software_key, m->decisions[i].software_key, sizeof d->software_key);
+    hct__strlcpy(d->software_json, m->decisions[i].software_json ? m->decisions[i].software_json : "",
+                 sizeof d->software_json);
     pool_uuid(host, m->decisions[i].uuid, d->keys.uuid, sizeof d->keys.uuid);
     hct__strlcpy(d->keys.host, host, sizeof d->keys.host);
     /* Source "fleet" (hct__fleet_decision_to_db's): measured on the model's

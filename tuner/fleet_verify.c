@@ -236,7 +236,7 @@ int hct__fleet_verify(const hct_fleet_verify_opts_t *o) {
      * comes along) at the token counts of their ranges. */
     hct_probe_opts_t po = o->probe;
     char variants[1024] = "";
-    memset(po.tokens, 0, sizeof po.tokens);
+    memset(&po.tokens, 0, sizeof po.tokens);
     for (int i = 0; i < n; i++) {
       char pat[40], have[1100];
       snprintf(pat, sizeof pat, ",%s,", d[i].variant);
@@ -244,7 +244,9 @@ int hct__fleet_verify(const hct_fleet_verify_opts_t *o) {
       if (strstr(have, pat) == NULL && strlen(variants) + strlen(d[i].variant) + 2 < sizeof variants)
         snprintf(variants + strlen(variants), sizeof variants - strlen(variants), "%s%s",
                  variants[0] ? "," : "", d[i].variant);
-      for (int T = d[i].tmin; T <= d[i].tmax && T <= 64; T++) po.tokens[T] = 1;
+      /* A token set (main's hct_tokens_t) holds HCT_MAX_TOKEN_LIST counts. */
+      for (int T = d[i].tmin; T <= d[i].tmax && po.tokens.n < HCT_MAX_TOKEN_LIST; T++)
+        hct__tokens_add(&po.tokens, T);
     }
     po.only_variants = variants;
     po.check_only = 1;

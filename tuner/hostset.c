@@ -57,6 +57,8 @@ void hct__hostset_free(hct_hostset_t *s) {
   for (int i = 0; i < s->n; i++) {
     free(s->bufs[i].data);
     free(s->bufs[i].ref);
+    free(s->bufs[i].ref_p);
+    s->bufs[i].ref_p = NULL;
     s->bufs[i].data = NULL;
     s->bufs[i].ref = NULL;
   }

@@ -381,18 +381,16 @@ static void arg(argv_t *a, const char *fmt, ...) {
   a->v[++a->n] = NULL;
 }
 
-/* "1-4,8" from the token set. */
-static void tokens_text(const uint8_t *t, char *buf, size_t len) {
+/* "1-4,8" from the token set (sorted, distinct): what --tokens reads back. */
+static void tokens_text(const hct_tokens_t *t, char *buf, size_t len) {
   size_t off = 0;
   buf[0] = '\0';
-  for (int T = 1; T <= 64; T++) {
-    if (!t[T]) continue;
-    int e = T;
-    while (e < 64 && t[e + 1]) e++;
-    off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? "," : "", T);
-    if (e > T) off += (size_t)snprintf(buf + off, len - off, "-%d", e);
-    if (off >= len) break;
-    T = e;
+  for (int i = 0; i < t->n && off < len; i++) {
+    int e = i;
+    while (e + 1 < t->n && t->t[e + 1] == t->t[e] + 1) e++;
+    off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? "," : "", t->t[i]);
+    if (e > i && off < len) off += (size_t)snprintf(buf + off, len - off, "-%d", t->t[e]);
+    i = e;
   }
 }
 
@@ -410,14 +408,16 @@ static void probe_args(const multi_t *M, const char *exe, const hct_multi_card_t
   arg(a, "--db");
   arg(a, "%s", dbpath);
   if (p->op) arg(a, "--op"), arg(a, "%s", p->op);
-  char toks[400];
-  tokens_text(p->tokens, toks, sizeof toks);
+  char toks[1200];
+  tokens_text(&p->tokens, toks, sizeof toks);
   if (toks[0]) arg(a, "--tokens"), arg(a, "%s", toks);
   if (p->only_variants) arg(a, "--variants"), arg(a, "%s", p->only_variants);
   if (p->retry_quarantined) arg(a, "--retry-quarantined");
   if (p->check_sets > 0) arg(a, "--check-sets"), arg(a, "%d", p->check_sets);
   if (p->min_margin > 0) arg(a, "--margin"), arg(a, "%g", p->min_margin * 100.0);
   if (p->no_decide) arg(a, "--no-decide");
+  if (p->stale) arg(a, "--stale");
+  if (p->verify_all) arg(a, "--verify-all");
 }
 
 /* ---- the steps -------------------------------------------------------------- */

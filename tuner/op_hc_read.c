@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "tuner.h"
 
@@ -70,13 +71,9 @@ static const struct fill_rule_s {
     {"w_up", 0.0, 1.0, "K"},
 };
 
-/* FNV-1a of a name: each buffer draws from its own stream, so resid is the
- * same whether pending is present or not. */
-static uint64_t name_hash(const char *s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-  return h;
-}
+/* The hash of a name (XXH3, hctune's one hash): each buffer draws from its
+ * own stream, so resid is the same whether pending is present or not. */
+static uint64_t name_hash(const char *s) { return XXH3_64bits(s, strlen(s)); }
 
 /* Stores v into element i of a buffer of dtype dt; returns 0 when the
  * stored value is zero (the caller draws again). */
@@ -140,6 +137,7 @@ static int hc_read_fill(hct_hostset_t *s, uint64_t seed) {
     hct_hbuf_t *b = &s->bufs[i];
     const hct_buffer_t *spec = b->spec;
     if (spec->role == HCT_BUF_OUTPUT || b->data == NULL) continue;
+    if (spec->role == HCT_BUF_WEIGHT && s->inputs_only) continue;
     const struct fill_rule_s *rule = NULL;
     for (size_t r = 0; r < HCT_ARRAY_SIZE(fill_rules); r++)
       if (strcmp(fill_rules[r].buffer, spec->name) == 0) rule = &fill_rules[r];
@@ -167,54 +165,45 @@ static int hc_read_fill(hct_hostset_t *s, uint64_t seed) {
 
 /* ---- the reference ----------------------------------------------------------*/
 
-typedef struct ref_ctx_s {
-  int T, S, C, D, K;
-  const uint16_t *w_down, *w_up;
-  const double *xn; /* [T][D] */
-  double *lo;       /* [T][K] */
-  double *gate;     /* [T][D] */
-  atomic_int oom;   /* a thread could not get its row buffer */
-} ref_ctx_t;
+/* One projection of the reference: out[t][r] = f(sum_k w[r][k] * in[t][k])
+ * for the rows r of a bf16 matrix [rows][n], f the identity (down) or the
+ * logistic gate (up).  Each row's weights are widened once and used for
+ * every token. */
+typedef struct proj_s {
+  int T, n, rows;
+  const uint16_t *w;  /* [rows][n] */
+  const double *in;   /* [T][n] */
+  double *out;        /* [T][rows] */
+  int gate;           /* apply 1 / (1 + exp(-u)) */
+  atomic_int oom;     /* a thread could not get its row buffer */
+} proj_t;
 
-/* Each row's weights are widened once and used for every token. */
-static void down_rows(void *arg, int begin, int end) {
-  ref_ctx_t *x = arg;
-  double *w = malloc((size_t)x->D * sizeof *w);
+static void proj_rows(void *arg, int begin, int end) {
+  proj_t *x = arg;
+  double *w = malloc((size_t)x->n * sizeof *w);
   if (w == NULL) {
     atomic_store(&x->oom, 1);
     return;
   }
-  for (int j = begin; j < end; j++) {
-    const uint16_t *wr = x->w_down + (size_t)j * x->D;
-    for (int k = 0; k < x->D; k++) w[k] = hct__bf16_to_f32(wr[k]);
+  for (int r = begin; r < end; r++) {
+    const uint16_t *wr = x->w + (size_t)r * x->n;
+    for (int k = 0; k < x->n; k++) w[k] = hct__bf16_to_f32(wr[k]);
     for (int t = 0; t < x->T; t++) {
-      const double *v = x->xn + (size_t)t * x->D;
+      const double *v = x->in + (size_t)t * x->n;
       double acc = 0.0;
-      for (int k = 0; k < x->D; k++) acc += w[k] * v[k];
-      x->lo[(size_t)t * x->K + j] = acc;
+      for (int k = 0; k < x->n; k++) acc += w[k] * v[k];
+      x->out[(size_t)t * x->rows + r] = x->gate ? 1.0 / (1.0 + exp(-acc)) : acc;
     }
   }
   free(w);
 }
 
-static void up_rows(void *arg, int begin, int end) {
-  ref_ctx_t *x = arg;
-  double *w = malloc((size_t)x->K * sizeof *w);
-  if (w == NULL) {
-    atomic_store(&x->oom, 1);
-    return;
-  }
-  for (int i = begin; i < end; i++) {
-    const uint16_t *wr = x->w_up + (size_t)i * x->K;
-    for (int k = 0; k < x->K; k++) w[k] = hct__bf16_to_f32(wr[k]);
-    for (int t = 0; t < x->T; t++) {
-      const double *l = x->lo + (size_t)t * x->K;
-      double u = 0.0;
-      for (int k = 0; k < x->K; k++) u += w[k] * l[k];
-      x->gate[(size_t)t * x->D + i] = 1.0 / (1.0 + exp(-u));
-    }
-  }
-  free(w);
+/* Runs one projection over the rows in parallel; 0, or HCT_ENOMEM. */
+static int project(int T, const uint16_t *w, int rows, int n, const double *in, double *out, int gate) {
+  proj_t x = {.T = T, .n = n, .rows = rows, .w = w, .in = in, .out = out, .gate = gate};
+  atomic_init(&x.oom, 0);
+  par_for(rows, proj_rows, &x);
+  return atomic_load(&x.oom) ? HCT_ENOMEM : 0;
 }
 
 static int get_const(const hct_op_t *op, const char *name, int *out) {
@@ -237,8 +226,13 @@ static int need(hct_hostset_t *s, const char *name, hct_dtype_t dt, int optional
   return 0;
 }
 
+/* The op's sizes, from its constants. */
+typedef struct dims_s {
+  int T, S, C, D, K;
+} dims_t;
+
 static int hc_read_reference(hct_hostset_t *s) {
-  ref_ctx_t x = {.T = s->T};
+  dims_t x = {.T = s->T};
   int rc;
   if ((rc = get_const(s->op, "S", &x.S)) || (rc = get_const(s->op, "C", &x.C)) ||
       (rc = get_const(s->op, "D", &x.D)) || (rc = get_const(s->op, "K", &x.K)))
@@ -296,15 +290,9 @@ static int hc_read_reference(hct_hostset_t *s) {
         xn[base + c] = (double)rp[base + c] * hct__bf16_to_f32(wn[(size_t)st * x.C + c]) * rs;
     }
 
-  x.w_down = w_down->data;
-  x.w_up = w_up->data;
-  x.xn = xn;
-  x.lo = lo;
-  x.gate = gate;
-  atomic_init(&x.oom, 0);
-  par_for(x.K, down_rows, &x);
-  if (!atomic_load(&x.oom)) par_for(x.D, up_rows, &x);
-  if (atomic_load(&x.oom)) {
+  /* Down (lo = w_down . xn), then up and the gate (g = sigma(w_up . lo)). */
+  if (project(x.T, w_down->data, x.K, x.D, xn, lo, 0) != 0 ||
+      project(x.T, w_up->data, x.D, x.K, lo, gate, 1) != 0) {
     free(rp), free(xn), free(gate), free(lo);
     return hct__error(HCT_ENOMEM, "op '%s': no memory for the reference at T=%d", s->op->name, x.T);
   }

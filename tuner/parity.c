@@ -67,17 +67,36 @@ void hct__parity_bitwise(const hct_hbuf_t *b, const void *out, const void *ref,
  * Differences near 1e-7 give KL near 1e-15, which the textbook form would
  * lose to cancellation.
  */
-static double row_kl(const double *r, const double *o, size_t n) {
+static double row_kl(const double *p, const double *r, const double *o, size_t n) {
+  double mu = 0.0;
+  for (size_t i = 0; i < n; i++) mu += p[i] * (o[i] - r[i]);
+  double acc = 0.0;
+  for (size_t i = 0; i < n; i++) acc += p[i] * expm1((o[i] - r[i]) - mu);
+  const double kl = log1p(acc);
+  return kl > 0.0 ? kl : 0.0; /* rounding can leave -1e-20 */
+}
+
+/* p = softmax(r) of one row. */
+static void row_softmax(const double *r, size_t n, double *p) {
   double mx = -INFINITY;
   for (size_t i = 0; i < n; i++) mx = fmax(mx, r[i]);
   double z = 0.0;
-  for (size_t i = 0; i < n; i++) z += exp(r[i] - mx);
-  double mu = 0.0;
-  for (size_t i = 0; i < n; i++) mu += exp(r[i] - mx) / z * (o[i] - r[i]);
-  double acc = 0.0;
-  for (size_t i = 0; i < n; i++) acc += exp(r[i] - mx) / z * expm1((o[i] - r[i]) - mu);
-  const double kl = log1p(acc);
-  return kl > 0.0 ? kl : 0.0; /* rounding can leave -1e-20 */
+  for (size_t i = 0; i < n; i++) z += (p[i] = exp(r[i] - mx));
+  for (size_t i = 0; i < n; i++) p[i] /= z;
+}
+
+int hct__parity_prepare(hct_hostset_t *hs) {
+  for (int k = 0; k < hs->n; k++) {
+    hct_hbuf_t *b = &hs->bufs[k];
+    free(b->ref_p);
+    b->ref_p = NULL;
+    const size_t len = b->row_len > 0 ? (size_t)b->row_len : b->elems;
+    if (b->ref == NULL || len == 0 || b->elems / len == 0) continue;
+    b->ref_p = malloc(b->elems / len * len * sizeof *b->ref_p);
+    if (b->ref_p == NULL) return hct__error(HCT_ENOMEM, "out of memory for the softmax of '%s'", b->spec->name);
+    for (size_t r = 0; r < b->elems / len; r++) row_softmax(b->ref + r * len, len, b->ref_p + r * len);
+  }
+  return 0;
 }
 
 static size_t argmax(const double *v, size_t n) {
@@ -123,7 +142,7 @@ void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t
   f->kl_max = 0.0;
   f->argmax_agree = rows ? 0.0 : 1.0;
   if (rows == 0 || b->ref == NULL) return;
-  double *ov = malloc(len * sizeof *ov);
+  double *ov = malloc(2 * len * sizeof *ov), *pv = ov + len;
   if (ov == NULL) {
     f->kl_mean = f->kl_max = INFINITY;
     return;
@@ -138,7 +157,10 @@ void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t
       ov[i] = value(dt, out, e);
       if (raw_bits(dt, out, e) == poison || !isfinite(ov[i])) row_bad = 1;
     }
-    const double kl = row_bad ? INFINITY : row_kl(rv, ov, len);
+    /* The reference's softmax: kept by hct__parity_prepare, else made. */
+    const double *p = b->ref_p ? b->ref_p + r * len : pv;
+    if (b->ref_p == NULL && !row_bad) row_softmax(rv, len, pv);
+    const double kl = row_bad ? INFINITY : row_kl(p, rv, ov, len);
     sum += kl;
     f->kl_max = fmax(f->kl_max, kl);
     if (!row_bad && argmax(ov, len) == argmax(rv, len)) agree++;

@@ -25,17 +25,20 @@
 #include "tuner.h"
 
 #define MAX_CANDS 256
-#define MAX_T 64
 
+/* Per token count arrays are indexed like the probe's token set (k, where
+ * T = P->tokens.t[k]), not by T: the set is short, its counts may be large. */
 typedef struct cand_s {
   hct_compile_job_t job;
   hct_cand_t c;
   int loaded;            /* loaded in the worker */
   int dead;              /* out for every T: compile, load or fault */
-  uint8_t passed[MAX_T + 1];
-  uint8_t failed[MAX_T + 1];
-  hct_summary_t timing[MAX_T + 1];
-  uint8_t timed[MAX_T + 1];
+  uint8_t passed[HCT_MAX_TOKEN_LIST];
+  uint8_t failed[HCT_MAX_TOKEN_LIST];
+  hct_summary_t timing[HCT_MAX_TOKEN_LIST];
+  uint8_t timed[HCT_MAX_TOKEN_LIST];
+  uint8_t verified[HCT_MAX_TOKEN_LIST]; /* its timed launches' outputs checked */
+  hct_softkey_t sk;      /* what shaped its binary and figures */
 } cand_t;
 
 typedef struct probe_s {
@@ -48,12 +51,15 @@ typedef struct probe_s {
   char run_id[33];
   hct_worker_t *w;       /* every GPU call goes through it: fault isolation */
   int fresh_worker;      /* restarted: its next check draws the inputs again */
+  int producer_warned;   /* the worker said the producer check cannot run */
   char kdir[1024];
   char dbpath[1024];
   cand_t *cands;
   int n;
   int baseline;          /* index of the baseline candidate */
-  uint8_t tokens[MAX_T + 1];
+  hct_tokens_t tokens;   /* the token counts probed */
+  hct_timing_res_t *pick; /* MAX_CANDS: the timings hct__pick_winner sees */
+  int *pick_of;          /* MAX_CANDS: the candidate of each */
   int tty;
   uint64_t t0;
   hct_rng_t rng;
@@ -130,6 +136,8 @@ static void trial_init(probe_t *P, const cand_t *c, hct_db_trial_t *t, const cha
   hct__strlcpy(t->template_hash, c->job.template_hash, sizeof t->template_hash);
   hct__strlcpy(t->binary_key, c->job.key, sizeof t->binary_key);
   hct__strlcpy(t->kind, kind, sizeof t->kind);
+  hct__strlcpy(t->software_key, c->sk.key, sizeof t->software_key);
+  hct__strlcpy(t->software_json, c->sk.json, sizeof t->software_json);
   t->tokens = T;
   t->pending = pending;
 }
@@ -148,6 +156,13 @@ static int record_failure(probe_t *P, cand_t *c, const char *kind, const char *r
   if (rc != 0) return rc;
   hct_qcand_t q = {&P->keys, P->op->name, c->c.v->name, c->c.params, c->job.template_hash};
   return hct__quarantine_add(P->db, &q, T, reason, log);
+}
+
+/* Tells the caller (hctune verify-decisions, bench) that a candidate is
+ * out at T: which check caught it and why. */
+static void rejected(probe_t *P, const cand_t *c, int T, const char *check, const char *why) {
+  if (P->o->on_rejected)
+    P->o->on_rejected(P->o->on_rejected_arg, T, c->c.v->name, c->c.params, check, why);
 }
 
 /* ---- candidates and compiling ------------------------------------------ */
@@ -175,7 +190,7 @@ static int build_candidates(probe_t *P) {
     char why[256];
     int is_base = v->parity == HCT_PARITY_BASELINE;
     if (!is_base && !variant_selected(P->o, v->name)) continue;
-    if (!hct__run_variant_fits(v, &P->dev, why, sizeof why)) {
+    if (!hct__variant_fits(v, P->dev.backend, P->dev.arch_num, P->dev.warp_size, why, sizeof why)) {
       if (is_base)
         return hct__error(HCT_EUNSUPPORTED, "op '%s': baseline '%s' cannot run on %s: %s",
                           P->op->name, v->name, P->dev.name, why);
@@ -193,8 +208,8 @@ static int build_candidates(probe_t *P) {
       hct__point_json(v, &pts[p], c->c.params, sizeof c->c.params);
       snprintf(c->c.label, sizeof c->c.label, "%s %s", v->name, c->c.params);
       int any = 0;
-      for (int T = 1; T <= MAX_T; T++)
-        if (P->tokens[T] && hct__run_supports(&c->c, &P->dev, T, why, sizeof why)) any = 1;
+      for (int k = 0; k < P->tokens.n; k++)
+        if (hct__run_supports(&c->c, &P->dev, P->tokens.t[k], why, sizeof why)) any = 1;
       if (!any) continue;
       /* The baseline is one candidate: its first point that fits. */
       if (is_base && P->baseline >= 0) continue;
@@ -249,6 +264,12 @@ static int compile_candidates(probe_t *P) {
   free(which);
   if (rc != 0) return rc;
   progress_end(P);
+  /* The software key of each binary, before any trial is recorded. */
+  for (int i = 0; i < P->n; i++) {
+    cand_t *c = &P->cands[i];
+    if (c->job.template_hash[0] && hct__softkey_now(&c->job, P->dev.driver_version, &c->sk) != 0)
+      return hct__error(HCT_ENOMEM, "%s: software key: %s", c->c.label, hct_last_error());
+  }
   for (int i = 0; i < P->n; i++) {
     cand_t *c = &P->cands[i];
     if (c->dead || c->job.status == 0) continue;
@@ -328,11 +349,13 @@ static int candidate_failed(probe_t *P, int i, const char *kind, int rc, int T, 
   int r = record_failure(P, c, kind, reason, T, pending, seed, figs, msg);
   if (r != 0) return r;
   if (strcmp(reason, "timeout") == 0) {
-    for (int t = T; t <= MAX_T; t++) c->failed[t] = 1;
+    for (int k = 0; k < P->tokens.n; k++)
+      if (P->tokens.t[k] >= T) c->failed[k] = 1;
   } else {
     c->dead = 1;
   }
   progress(P, "fault", 0, 0, "%s at T=%d: %s: %s", c->c.label, T, reason, msg);
+  rejected(P, c, T, kind, msg);
   if (i == P->baseline && strcmp(reason, "timeout") != 0)
     return hct__error(rc, "baseline %s at T=%d: %s (nothing can be checked without it)", c->c.label, T, msg);
   if (!hct__worker_alive(P->w)) {
@@ -354,11 +377,36 @@ static int candidate_failed(probe_t *P, int i, const char *kind, int rc, int T, 
 
 /* The worst figures of a candidate over the outputs of one run. */
 typedef struct verdict_s {
-  const char *status;    /* "pass", "parity", "unwritten" */
+  const char *status;    /* "pass", or the reason: "parity", "unwritten",
+                            "repeat", "producer", "nondeterminism", "timed" */
+  const char *check;     /* the check that caught it (the trial's kind):
+                            "parity", "repeat", "producer", "determinism",
+                            "timed" */
   hct_parity_figs_t worst;
   char worst_buf[32];
-  char figures[1400];
+  char figures[2048];
 } verdict_t;
+
+/* The figures of one run of a check, as judge reads them. */
+typedef struct figview_s {
+  int n;
+  const char (*name)[32];
+  const hct_parity_figs_t *figs, *ref_figs;
+  int has_ref;
+  int run;               /* its place in the check's allocation (worker.h) */
+  double run_ms;
+} figview_t;
+
+static figview_t view_first(const hct_worker_check_t *ck) {
+  figview_t v = {ck->n, (const char (*)[32])ck->name, ck->figs, ck->ref_figs, ck->has_ref, 0, ck->run_ms};
+  return v;
+}
+
+static figview_t view_more(const hct_worker_check_t *ck, int j) {
+  figview_t v = {ck->n, (const char (*)[32])ck->name, ck->more[j].figs, ck->more[j].ref_figs,
+                 ck->has_ref, ck->more[j].run, 0};
+  return v;
+}
 
 /*
  * Judges one check's figures: every output element written and finite,
@@ -367,9 +415,10 @@ typedef struct verdict_s {
  * on the same inputs (class kl).  The baseline itself is judged against the
  * float64 reference (judge_baseline).
  */
-static void judge(probe_t *P, const cand_t *c, const hct_worker_check_t *ck, verdict_t *vd) {
+static void judge(probe_t *P, const cand_t *c, const figview_t *ck, verdict_t *vd) {
   memset(vd, 0, sizeof *vd);
   vd->status = "pass";
+  vd->check = "parity";
   size_t off = (size_t)snprintf(vd->figures, sizeof vd->figures, "{");
   for (int j = 0; j < ck->n; j++) {
     const hct_parity_figs_t *f = &ck->figs[j];
@@ -401,7 +450,72 @@ static void judge(probe_t *P, const cand_t *c, const hct_worker_check_t *ck, ver
                               f->kl_max, f->argmax_agree, f->mismatches, f->unwritten,
                               f->image_mismatches);
   }
-  snprintf(vd->figures + off, sizeof vd->figures - off, "%s\"run_ms\":%.3f}", off > 1 ? "," : "", ck->run_ms);
+  snprintf(vd->figures + off, sizeof vd->figures - off, "%s\"run\":%d,\"run_ms\":%.3f}",
+           off > 1 ? "," : "", ck->run, ck->run_ms);
+}
+
+/* Adds `"checks":[...]` (the checks a passing check call went through) to
+ * a verdict's figures. */
+static void list_checks(verdict_t *vd, const hct_worker_check_t *ck) {
+  size_t off = strlen(vd->figures);
+  if (off < 2 || off > sizeof vd->figures - 80) return;
+  int repeat = 0, producer = 0;
+  for (int j = 0; j < ck->n_more; j++) {
+    repeat |= strcmp(ck->more[j].check, "repeat") == 0;
+    producer |= strcmp(ck->more[j].check, "producer") == 0;
+  }
+  snprintf(vd->figures + off - 1, sizeof vd->figures - off + 1, ",\"checks\":[\"parity\"%s%s%s]}",
+           repeat ? ",\"repeat\"" : "", ck->deterministic == 1 ? ",\"determinism\"" : "",
+           producer ? ",\"producer\"" : "");
+}
+
+/*
+ * Judges every run of one check call, in the order that explains a failure
+ * best: two allocations that disagree on identical inputs (a race: every
+ * other difference would follow from it; bitwise classes only), then the
+ * first run (the classic check), then the later runs in the same
+ * allocation (fresh inputs, the first again: state kept between runs) and
+ * the run after the producer.  vd->check names the check that caught it;
+ * log gets one line of detail.
+ */
+static void judge_all(probe_t *P, const cand_t *c, const hct_worker_check_t *ck, int T,
+                      int pending, uint64_t seed, verdict_t *vd, char *log, size_t len) {
+  static const char *const run_text[] = {"first run", "fresh inputs in the same allocation",
+                                         "the first inputs again in the same allocation",
+                                         "right after a producer that lets it launch early",
+                                         "a second allocation"};
+  figview_t v0 = view_first(ck);
+  judge(P, c, &v0, vd);
+  log[0] = '\0';
+  if (ck->deterministic == 0 && c->c.v->parity != HCT_PARITY_KL) {
+    vd->status = "nondeterminism";
+    vd->check = "determinism";
+    snprintf(log, len, "T=%d%s seed %llu: two allocations on identical inputs gave different bits: "
+             "'%s' %zu elements (first at %zu)", T, pending ? " pending" : "",
+             (unsigned long long)seed, ck->nondet_buf, ck->nondet_mismatches, ck->nondet_first);
+    return;
+  }
+  for (int j = -1; j < ck->n_more && strcmp(vd->status, "pass") == 0; j++) {
+    if (j >= 0) {
+      figview_t v = view_more(ck, j);
+      judge(P, c, &v, vd);
+      if (strcmp(vd->status, "pass") == 0) continue;
+      vd->check = strcmp(ck->more[j].check, "producer") == 0 ? "producer" : "repeat";
+      vd->status = vd->check;
+    }
+    int run = j < 0 ? 0 : ck->more[j].run;
+    if (strcmp(vd->status, "pass") != 0)
+      snprintf(log, len, "T=%d%s seed %llu, run %d (%s): '%s' %zu mismatches (first at %zu), %zu "
+               "unwritten, %zu not finite, %zu image mismatches, rel err %.3g, kl %.3g", T,
+               pending ? " pending" : "", (unsigned long long)seed, run,
+               run_text[run < 5 ? run : 0], vd->worst_buf, vd->worst.mismatches,
+               vd->worst.first_mismatch, vd->worst.unwritten, vd->worst.nonfinite,
+               vd->worst.image_mismatches, vd->worst.rel_err, vd->worst.kl_mean);
+  }
+  if (strcmp(vd->status, "pass") == 0) {
+    judge(P, c, &v0, vd); /* the first run's figures stand for the check */
+    list_checks(vd, ck);
+  }
 }
 
 /* The baseline against the float64 reference: normwise relative error
@@ -412,25 +526,50 @@ static void judge(probe_t *P, const cand_t *c, const hct_worker_check_t *ck, ver
 static int judge_baseline(probe_t *P, const hct_worker_check_t *ck, int T, int pending,
                           uint64_t seed, verdict_t *vd) {
   cand_t *base = &P->cands[P->baseline];
-  judge(P, base, ck, vd);
-  for (int j = 0; j < ck->n; j++) {
-    const hct_parity_figs_t *f = &ck->figs[j];
-    if (f->unwritten || f->nonfinite || f->image_mismatches ||
-        (!f->is_image && f->rel_err > BASELINE_MAX_REL_ERR)) {
-      record_failure(P, base, "parity", f->unwritten ? "unwritten" : "parity", T, pending, seed,
-                     vd->figures, NULL);
-      return hct__error(HCT_EPARITY,
-                        "baseline %s at T=%d%s: '%s' is off the float64 reference (relative error "
-                        "%.3g, %zu unwritten, %zu not finite, %zu not the exact image of its f32 "
-                        "output; limit %.0e): nothing can be checked against it",
-                        base->c.label, T, pending ? " with pending" : "", ck->name[j], f->rel_err,
-                        f->unwritten, f->nonfinite, f->image_mismatches, BASELINE_MAX_REL_ERR);
+  if (ck->deterministic == 0) {
+    record_failure(P, base, "determinism", "nondeterminism", T, pending, seed, NULL, NULL);
+    return hct__error(HCT_EPARITY, "baseline %s at T=%d%s: two allocations on identical inputs gave "
+                      "different bits ('%s', %zu elements): nothing can be checked against it",
+                      base->c.label, T, pending ? " with pending" : "", ck->nondet_buf,
+                      ck->nondet_mismatches);
+  }
+  /* Every run: the first, then the later ones of the same allocation. */
+  for (int r = -1; r < ck->n_more; r++) {
+    figview_t v = r < 0 ? view_first(ck) : view_more(ck, r);
+    judge(P, base, &v, vd);
+    for (int j = 0; j < ck->n; j++) {
+      const hct_parity_figs_t *f = &v.figs[j];
+      if (f->unwritten || f->nonfinite || f->image_mismatches ||
+          (!f->is_image && f->rel_err > BASELINE_MAX_REL_ERR)) {
+        const char *check = r < 0 ? "parity" : ck->more[r].check;
+        record_failure(P, base, check, r >= 0 ? check : f->unwritten ? "unwritten" : "parity", T,
+                       pending, seed, vd->figures, NULL);
+        return hct__error(HCT_EPARITY,
+                          "baseline %s at T=%d%s, run %d: '%s' is off the float64 reference "
+                          "(relative error %.3g, %zu unwritten, %zu not finite, %zu not the exact "
+                          "image of its f32 output; limit %.0e): nothing can be checked against it",
+                          base->c.label, T, pending ? " with pending" : "", v.run, ck->name[j],
+                          f->rel_err, f->unwritten, f->nonfinite, f->image_mismatches,
+                          BASELINE_MAX_REL_ERR);
+      }
     }
   }
+  figview_t v0 = view_first(ck);
+  judge(P, base, &v0, vd);
+  list_checks(vd, ck);
   return 0;
 }
 
-static int check_T(probe_t *P, int T, int pending) {
+/* What a check call runs for candidate c (worker.h): every candidate the
+ * runs of one allocation and the producer run; bitwise classes (the
+ * baseline too) the second allocation that must give the same bits. */
+static int check_flags(const cand_t *c) {
+  return HCT_CHECK_REPEAT | HCT_CHECK_PRODUCER |
+         (c->c.v->parity != HCT_PARITY_KL ? HCT_CHECK_TWIN : 0);
+}
+
+static int check_T(probe_t *P, int k, int pending) {
+  const int T = P->tokens.t[k];
   uint64_t seed = hct__rng_next(&P->rng);
   cand_t *base = &P->cands[P->baseline];
   hct_worker_check_t ck;
@@ -438,14 +577,15 @@ static int check_T(probe_t *P, int T, int pending) {
   int rc;
   /* The first call on an input set draws it and computes the float64
    * reference in the worker: give it time. */
-  rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, 120000, &ck);
+  rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, check_flags(base), 120000, &ck);
   if (rc != 0) {
     int r = candidate_failed(P, P->baseline, "parity", rc, T, pending, seed);
     return r != 0 ? r : rc;
   }
   P->fresh_worker = 0; /* the worker holds this input set now */
   if ((rc = judge_baseline(P, &ck, T, pending, seed, &vd)) != 0) return rc;
-  int deadline = hct__worker_deadline_ms(ck.run_ms * 4);
+  /* Up to five runs a check (worker.h), each given the watchdog's margin. */
+  int deadline = hct__worker_deadline_ms(ck.run_ms * 4 * 5);
   hct_db_trial_t t;
   trial_init(P, base, &t, "parity", T, pending);
   hct__strlcpy(t.status, "pass", sizeof t.status);
@@ -456,7 +596,7 @@ static int check_T(probe_t *P, int T, int pending) {
   for (int i = 0; i < P->n; i++) {
     cand_t *c = &P->cands[i];
     char why[256];
-    if (i == P->baseline || c->dead || c->failed[T] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
+    if (i == P->baseline || c->dead || c->failed[k] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
       continue;
     if ((rc = check_interrupt(P)) != 0) return rc;
     if (c->c.v->parity == HCT_PARITY_BITWISE && strcmp(c->c.v->reference, base->c.v->name) != 0)
@@ -467,42 +607,48 @@ static int check_T(probe_t *P, int T, int pending) {
      * that, so that the candidate's own run keeps the launch deadline. */
     if (P->fresh_worker) {
       hct_worker_check_t warm;
-      rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, 120000, &warm);
+      rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, check_flags(base), 120000,
+                             &warm);
       if (rc != 0) {
         int r = candidate_failed(P, P->baseline, "parity", rc, T, pending, seed);
         return r != 0 ? r : rc;
       }
       P->fresh_worker = 0;
     }
-    rc = hct__worker_check(P->w, i, P->baseline, T, pending, seed, deadline, &ck);
+    rc = hct__worker_check(P->w, i, P->baseline, T, pending, seed, check_flags(c), deadline, &ck);
     if (rc != 0) {
       if ((rc = candidate_failed(P, i, "parity", rc, T, pending, seed)) != 0) return rc;
       continue;
     }
-    judge(P, c, &ck, &vd);
-    trial_init(P, c, &t, "parity", T, pending);
+    if (!P->producer_warned && strncmp(ck.producer_skipped, "the producer kernel", 19) == 0) {
+      /* The producer check cannot run on this card: say so once, loudly. */
+      P->producer_warned = 1;
+      hct__log(HCT_LOG_WARN, "the producer check is skipped: %s", ck.producer_skipped);
+    }
+    char log[768];
+    judge_all(P, c, &ck, T, pending, seed, &vd, log, sizeof log);
+    trial_init(P, c, &t, vd.check, T, pending);
     hct__strlcpy(t.status, vd.status, sizeof t.status);
     t.seed = seed;
     t.figures_json = vd.figures;
+    if (strcmp(vd.status, "pass") != 0) t.log = log;
     if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
     if (strcmp(vd.status, "pass") != 0) {
-      char log[512];
-      snprintf(log, sizeof log, "T=%d%s seed %llu: '%s' %zu mismatches (first at %zu), %zu unwritten, "
-               "%zu image mismatches, rel err %.3g, kl %.3g", T, pending ? " pending" : "",
-               (unsigned long long)seed, vd.worst_buf, vd.worst.mismatches, vd.worst.first_mismatch,
-               vd.worst.unwritten, vd.worst.image_mismatches, vd.worst.rel_err, vd.worst.kl_mean);
       hct_qcand_t q = qcand(P, c);
       if ((rc = hct__quarantine_add(P->db, &q, T, vd.status, log)) != 0) return rc;
       /* A wrong answer at one T disqualifies the candidate everywhere. */
       c->dead = 1;
       hct__worker_unload(P->w, i);
-      progress(P, "reject", 0, 0, "%s: %s %s", c->c.label, vd.status, log);
+      progress(P, "reject", 0, 0, "%s: %s check: %s: %s", c->c.label, vd.check, vd.status, log);
+      rejected(P, c, T, vd.check, log);
     }
   }
   return 0;
 }
 
 /* ---- timing -------------------------------------------------------------- */
+
+static int verify_T(probe_t *P, int k);
 
 /* Times every candidate that passed at T, in the worker: each one's batch
  * of launches captured into a graph over rotating buffer sets (cold: their
@@ -515,12 +661,13 @@ static int check_T(probe_t *P, int T, int pending) {
  * the other is recorded beside it.  A fault that ends the worker in the
  * deciding pass quarantines that candidate and times the others again.
  */
-static int time_pass(probe_t *P, int T, int cold, int decides, const uint8_t *only) {
+static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *only) {
+  const int T = P->tokens.t[kT];
   for (;;) {
     int ids[MAX_CANDS], n = 0, rc;
     for (int i = 0; i < P->n; i++) {
       const cand_t *c = &P->cands[i];
-      if (!c->dead && c->passed[T] && !c->failed[T] && (only == NULL || only[i])) ids[n++] = i;
+      if (!c->dead && c->passed[kT] && !c->failed[kT] && (only == NULL || only[i])) ids[n++] = i;
     }
     if (n == 0) return 0;
     json_t *opts = json_pack("{s:i, s:i, s:[i], s:f, s:i}", "batch", P->op->batch, "cold", cold,
@@ -570,12 +717,12 @@ static int time_pass(probe_t *P, int T, int cold, int decides, const uint8_t *on
         t.figures_json = figs;
         t.log = r->errmsg;
         if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
-        if (decides) c->timed[T] = 0;
+        if (decides) c->timed[kT] = 0;
         continue;
       }
       if (decides) {
-        c->timing[T] = r->s;
-        c->timed[T] = !r->pruned;
+        c->timing[kT] = r->s;
+        c->timed[kT] = !r->pruned;
         if (P->o->on_timed)
           P->o->on_timed(P->o->on_timed_arg, T, c->c.v->name, c->c.params, &r->s, r->pruned);
       }
@@ -599,78 +746,212 @@ static int time_pass(probe_t *P, int T, int cold, int decides, const uint8_t *on
     }
     free(res);
     progress_end(P);
+    /* Before anything is decided from these figures: the outputs of the
+     * launches the winners made while being timed. */
+    if (rc == 0 && decides) rc = verify_T(P, kT);
     return rc;
   }
 }
 
-static int winner_at(probe_t *P, int T, int allow_kl);
+static int winner_at(probe_t *P, int k, int allow_kl, int verified_only);
+
+/*
+ * Judges one candidate's timed outputs (hct__worker_verify) against the
+ * baseline's timed outputs on the same rotating sets: a bitwise class must
+ * match every bit on every set; a kl one must have every element written,
+ * finite, its images exact, be within the kl bounds against the float64
+ * reference on set 0, and on every set within 4 (maxerr_factor + 1) times
+ * the baseline's own error (on set 0) of the baseline's outputs (an honest kl
+ * candidate is within maxerr_factor + 1 of it by the triangle inequality;
+ * one right only on some sets is far off on the others).
+ */
+static int timed_ok(probe_t *P, const cand_t *c, const hct_worker_verify_t *v, char *log,
+                    size_t len) {
+  int kl = c->c.v->parity == HCT_PARITY_KL;
+  double base_err = 0;
+  for (int j = 0; j < v->n; j++)
+    if (!v->ref_first[j].is_image) base_err = fmax(base_err, v->ref_first[j].max_err_ratio);
+  /* 4: room for the baseline's own error to differ from set to set. */
+  double dist_limit = 4 * (P->op->maxerr_factor + 1) * fmax(base_err, 1e-9);
+  const char *what = NULL;
+  if (v->unwritten > 0) what = "elements left unwritten";
+  else if (v->nonfinite > 0) what = "elements not finite";
+  else if (v->image_mismatches > 0) what = "16-bit images not the rounding of their f32 output";
+  else if (!kl && v->mismatches > 0) what = "bits differ from the baseline's";
+  else if (kl && !(v->max_dist <= dist_limit)) what = "far from the baseline's outputs";
+  for (int j = 0; kl && what == NULL && j < v->n; j++) {
+    const hct_parity_figs_t *f = &v->first[j], *bf = &v->ref_first[j];
+    const hct_buffer_t *b = buffer_named(P->op, v->name[j]);
+    if (f->is_image || b == NULL || b->role == HCT_BUF_INOUT) continue;
+    if (f->kl_mean > fmax(P->op->kl_mean_factor * bf->kl_mean, P->op->kl_abs_floor) ||
+        f->max_err_ratio > P->op->maxerr_factor * bf->max_err_ratio)
+      what = "outside the kl bounds against the float64 reference";
+  }
+  if (what == NULL) return 1;
+  snprintf(log, len, "the outputs of its timed launches (%d rotating sets) are wrong: %s (set %d, "
+           "'%s': %zu mismatches, %zu unwritten, %zu not finite, %zu image mismatches, distance "
+           "%.3g against a limit of %.3g)", v->sets, what, v->worst_set, v->worst_buf, v->mismatches,
+           v->unwritten, v->nonfinite, v->image_mismatches, v->max_dist, dist_limit);
+  return 0;
+}
+
+/*
+ * Verifies after timing at the k-th count, before any decision: the
+ * winners of both classes (every timed candidate with verify_all), whose
+ * timed launches' outputs must pass timed_ok.  One that fails is recorded
+ * ("timed"), quarantined and out everywhere, and the winners are chosen
+ * again, until every winner is verified.  The worker keeps the timing's
+ * allocation only until its next request of another kind, so candidates
+ * are unloaded after the loop.
+ */
+static int verify_T(probe_t *P, int k) {
+  const int T = P->tokens.t[k];
+  int dead[MAX_CANDS], ndead = 0, rc = 0;
+  for (;;) {
+    int ids[MAX_CANDS], n = 0;
+    for (int i = 0; i < P->n; i++) {
+      cand_t *c = &P->cands[i];
+      if (i == P->baseline || c->dead || !c->timed[k] || c->verified[k]) continue;
+      int want = P->o->verify_all;
+      for (int kl = 0; kl <= 1 && !want; kl++) want = winner_at(P, k, kl, 0) == i;
+      if (want) ids[n++] = i;
+    }
+    if (n == 0) break;
+    hct_worker_verify_t *vr = calloc((size_t)n, sizeof *vr);
+    if (vr == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+    progress(P, "verify", 0, n, "T=%d: the timed launches' outputs of %d candidates", T, n);
+    int failed = -1;
+    rc = hct__worker_verify(P->w, ids, n, P->baseline, 60000 + 2000 * n, vr, &failed);
+    if (rc != 0) {
+      /* One candidate's replay failed: it is out (and a dead worker
+       * restarted, the timing's allocation with it: the others stay
+       * unverified at this T, so they are not decided for here). */
+      free(vr);
+      if (failed >= 0 && failed != P->baseline) rc = candidate_failed(P, failed, "timed", rc, T, 0, 0);
+      break;
+    }
+    int any_failed = 0;
+    for (int q = 0; q < n && rc == 0; q++) {
+      cand_t *c = &P->cands[ids[q]];
+      char log[768];
+      int ok = timed_ok(P, c, &vr[q], log, sizeof log);
+      char figs[256];
+      snprintf(figs, sizeof figs, "{\"sets\":%d,\"worst_set\":%d,\"mismatches\":%zu,\"unwritten\":%zu,"
+               "\"nonfinite\":%zu,\"image_mismatches\":%zu,\"max_dist\":%.3g}", vr[q].sets,
+               vr[q].worst_set, vr[q].mismatches, vr[q].unwritten, vr[q].nonfinite,
+               vr[q].image_mismatches, isfinite(vr[q].max_dist) ? vr[q].max_dist : -1.0);
+      if (ok) {
+        /* The record that what is decided for was verified. */
+        hct_db_trial_t t;
+        trial_init(P, c, &t, "timed", T, 0);
+        hct__strlcpy(t.status, "pass", sizeof t.status);
+        t.cold = P->op->timing_cold;
+        t.figures_json = figs;
+        rc = hct__db_trial_add(P->db, &t, NULL);
+        c->verified[k] = 1;
+        continue;
+      }
+      any_failed = 1;
+      char line[800];
+      snprintf(line, sizeof line, "T=%d: %s", T, log);
+      rc = record_failure(P, c, "timed", "timed", T, 0, 0, figs, line);
+      c->dead = 1;
+      dead[ndead++] = ids[q];
+      progress(P, "reject", 0, 0, "%s: timed check: %s", c->c.label, line);
+      rejected(P, c, T, "timed", line);
+    }
+    free(vr);
+    if (!any_failed || rc != 0) break;
+  }
+  progress_end(P);
+  for (int q = 0; q < ndead; q++) hct__worker_unload(P->w, dead[q]);
+  return rc;
+}
 
 /* Times every candidate that passed at T in the mode the manifest decides
  * by; then the baseline and the winners of both classes in the other mode,
  * recorded beside them, so a winner that only wins with cold (or warm)
  * caches shows.  The second pass times at most three candidates. */
-static int time_T(probe_t *P, int T) {
+static int time_T(probe_t *P, int k) {
   int cold = P->op->timing_cold;
-  int rc = time_pass(P, T, cold, 1, NULL);
+  int rc = time_pass(P, k, cold, 1, NULL);
   if (rc != 0 || P->o->one_mode) return rc;
   uint8_t only[MAX_CANDS] = {0};
   only[P->baseline] = 1;
   for (int kl = 0; kl <= 1; kl++) {
-    int w = winner_at(P, T, kl);
+    int w = winner_at(P, k, kl, 1);
     if (w >= 0) only[w] = 1;
   }
-  return time_pass(P, T, !cold, 0, only);
+  return time_pass(P, k, !cold, 0, only);
 }
 
 /* ---- deciding ------------------------------------------------------------ */
 
-/* The winner at T among candidates whose class is allowed: the fastest one
- * that beats the baseline significantly, else the baseline. */
-static int winner_at(probe_t *P, int T, int allow_kl) {
-  const cand_t *base = &P->cands[P->baseline];
-  if (!base->timed[T]) return -1;
-  int best = P->baseline;
+/* The winner at the k-th token count among candidates whose class is
+ * allowed, by the one rule the tests check (hct__pick_winner): the fastest
+ * one that beats the baseline significantly, else the baseline; -1 when
+ * the baseline was not timed there.  With verified_only, only candidates
+ * whose timed launches' outputs were verified at k (and the baseline, the
+ * reference they are verified against) take part: what is decided for. */
+static int winner_at(probe_t *P, int k, int allow_kl, int verified_only) {
+  if (!P->cands[P->baseline].timed[k]) return -1;
+  int m = 0, incumbent = -1;
   for (int i = 0; i < P->n; i++) {
     const cand_t *c = &P->cands[i];
-    if (i == P->baseline || c->dead || !c->timed[T]) continue;
+    if (c->dead || !c->timed[k]) continue;
+    if (verified_only && !c->verified[k] && i != P->baseline) continue;
     if (c->c.v->parity == HCT_PARITY_KL && !allow_kl) continue;
-    double margin = P->o->min_margin > 0 ? P->o->min_margin : 0.02;
-    if (!hct__significantly_faster(&c->timing[T], &base->timing[T], margin)) continue;
-    if (c->timing[T].median < P->cands[best].timing[T].median) best = i;
+    if (i == P->baseline) incumbent = m;
+    memset(&P->pick[m], 0, sizeof P->pick[m]);
+    P->pick[m].s = c->timing[k];
+    P->pick_of[m++] = i;
   }
-  return best;
+  double margin = P->o->min_margin > 0 ? P->o->min_margin : HCT_MIN_MARGIN_DEFAULT;
+  int w = hct__pick_winner(P->pick, m, incumbent, margin);
+  return w >= 0 ? P->pick_of[w] : -1;
 }
 
 static int decide(probe_t *P, json_t *result) {
-  static const char *const classes[] = {"bitwise", "kl"};
+  /* The classes a decision is made for, the second also taking the
+   * first's variants. */
+  static const hct_parity_t classes[] = {HCT_PARITY_BITWISE, HCT_PARITY_KL};
   int rc = 0;
   json_t *jdec = json_array();
   for (int k = 0; k < 2; k++) {
     /* The winner per T, as its label, merged into ranges of adjacent T
      * with the same winner (tuner/stats.c). */
-    int win[MAX_T + 1];
-    const char *label[MAX_T];
-    for (int T = 1; T <= MAX_T; T++) {
-      win[T] = P->tokens[T] ? winner_at(P, T, k == 1) : -1;
-      label[T - 1] = win[T] >= 0 ? P->cands[win[T]].c.label : NULL;
+    /* label[T - t0] for every T from the first count probed to the last,
+     * NULL where none was probed or won, so that only adjacent counts
+     * merge. */
+    const int t0 = P->tokens.t[0], t1 = P->tokens.t[P->tokens.n - 1];
+    int win[HCT_MAX_TOKEN_LIST];
+    const char **label = calloc((size_t)(t1 - t0 + 1), sizeof *label);
+    hct_range_t ranges[HCT_MAX_TOKEN_LIST];
+    hct_db_decision_t *d = calloc(HCT_MAX_TOKEN_LIST, sizeof *d);
+    int nr = HCT_ENOMEM;
+    if (label != NULL) {
+      for (int kT = 0; kT < P->tokens.n; kT++) {
+        win[kT] = winner_at(P, kT, classes[k] == HCT_PARITY_KL, 1);
+        label[P->tokens.t[kT] - t0] = win[kT] >= 0 ? P->cands[win[kT]].c.label : NULL;
+      }
+      nr = hct__merge_ranges(label, t0, t1, ranges, HCT_MAX_TOKEN_LIST);
     }
-    hct_range_t ranges[MAX_T];
-    int nr = hct__merge_ranges(label, 1, MAX_T, ranges, MAX_T);
-    hct_db_decision_t *d = calloc(MAX_T, sizeof *d);
+    free(label);
     if (d == NULL || nr < 0) {
       free(d);
       json_decref(jdec);
-      return nr < 0 ? nr : hct__error(HCT_ENOMEM, "out of memory");
+      return nr < 0 && nr != HCT_ENOMEM ? nr : hct__error(HCT_ENOMEM, "out of memory");
     }
     int nd = 0;
     for (int r = 0; r < nr; r++) {
       const int T = ranges[r].tmin, end = ranges[r].tmax;
-      const cand_t *c = &P->cands[win[T]];
+      const int kT = hct__tokens_index(&P->tokens, T), kend = hct__tokens_index(&P->tokens, end);
+      const cand_t *c = &P->cands[win[kT]];
       const cand_t *b = &P->cands[P->baseline];
       hct_db_decision_t *x = &d[nd++];
       x->keys = P->keys;
       hct__strlcpy(x->op, P->op->name, sizeof x->op);
-      hct__strlcpy(x->parity, classes[k], sizeof x->parity);
+      hct__strlcpy(x->parity, hct__parity_name(classes[k]), sizeof x->parity);
       x->tmin = T;
       x->tmax = end;
       hct__strlcpy(x->variant, c->c.v->name, sizeof x->variant);
@@ -679,22 +960,24 @@ static int decide(probe_t *P, json_t *result) {
       hct__strlcpy(x->template_hash, c->job.template_hash, sizeof x->template_hash);
       hct__strlcpy(x->binary_key, c->job.key, sizeof x->binary_key);
       hct__strlcpy(x->source, "probe", sizeof x->source);
-      x->median_us = c->timing[T].median;
-      x->baseline_us = b->timing[T].median;
-      x->ci_lo_us = c->timing[T].ci_lo;
-      x->ci_hi_us = c->timing[T].ci_hi;
-      x->samples = c->timing[T].n;
+      x->median_us = c->timing[kT].median;
+      x->baseline_us = b->timing[kT].median;
+      x->ci_lo_us = c->timing[kT].ci_lo;
+      x->ci_hi_us = c->timing[kT].ci_hi;
+      x->samples = c->timing[kT].n;
       x->decided_at = hct__unix_time();
       hct__strlcpy(x->run_id, P->run_id, sizeof x->run_id);
+      hct__strlcpy(x->software_key, c->sk.key, sizeof x->software_key);
+      hct__strlcpy(x->software_json, c->sk.json, sizeof x->software_json);
       size_t off = (size_t)snprintf(x->evidence_json, sizeof x->evidence_json, "{\"per_T\":[");
-      for (int t = T; t <= end && off < sizeof x->evidence_json - 80; t++)
+      for (int t = kT; t <= kend && off < sizeof x->evidence_json - 80; t++)
         off += (size_t)snprintf(x->evidence_json + off, sizeof x->evidence_json - off,
                                 "%s{\"T\":%d,\"us\":%.3f,\"baseline_us\":%.3f,\"ci\":[%.3f,%.3f]}",
-                                t > T ? "," : "", t, c->timing[t].median, b->timing[t].median,
-                                c->timing[t].ci_lo, c->timing[t].ci_hi);
+                                t > kT ? "," : "", P->tokens.t[t], c->timing[t].median,
+                                b->timing[t].median, c->timing[t].ci_lo, c->timing[t].ci_hi);
       snprintf(x->evidence_json + off, sizeof x->evidence_json - off, "]}");
       json_array_append_new(jdec, json_pack("{s:s, s:i, s:i, s:s, s:s, s:s, s:f, s:f}", "parity",
-                                            classes[k], "tmin", T, "tmax", end, "variant",
+                                            x->parity, "tmin", T, "tmax", end, "variant",
                                             x->variant, "params", x->params, "class",
                                             x->variant_class, "median_us", x->median_us,
                                             "baseline_us", x->baseline_us));
@@ -715,31 +998,25 @@ static void print_table(probe_t *P) {
          P->dev.uuid, P->dev.arch, P->op->timing_cold ? "cold" : "hot", P->op->batch);
   printf("%4s  %-34s %10s %10s %8s  %-34s %10s %8s\n", "T", "bitwise winner", "us", "baseline",
          "speedup", "kl winner", "us", "speedup");
-  for (int T = 1; T <= MAX_T; T++) {
-    if (!P->tokens[T]) continue;
-    int wb = winner_at(P, T, 0), wk = winner_at(P, T, 1);
+  for (int k = 0; k < P->tokens.n; k++) {
+    const int T = P->tokens.t[k];
+    int wb = winner_at(P, k, 0, 1), wk = winner_at(P, k, 1, 1);
     if (wb < 0) {
       printf("%4d  %-34s\n", T, "(baseline not timed)");
       continue;
     }
     const cand_t *cb = &P->cands[wb], *ck = &P->cands[wk];
-    double base = b->timing[T].median;
+    double base = b->timing[k].median;
     printf("%4d  %-34.34s %10.2f %10.2f %7.2fx  %-34.34s %10.2f %7.2fx\n", T, cb->c.label,
-           cb->timing[T].median, base, base / cb->timing[T].median, ck->c.label,
-           ck->timing[T].median, base / ck->timing[T].median);
+           cb->timing[k].median, base, base / cb->timing[k].median, ck->c.label,
+           ck->timing[k].median, base / ck->timing[k].median);
   }
 }
 
 /* ---- the probe ------------------------------------------------------------- */
 
 static int device_fingerprint_json(const hct_device_t *d, char **out) {
-  json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:i, s:s, s:s}",
-                        "vendor", d->vendor, "name", d->name, "uuid", d->uuid, "pci_bus_id",
-                        d->pci_bus_id, "arch", d->arch, "sm_count", d->sm_count, "warp_size",
-                        d->warp_size, "l2_bytes", (json_int_t)d->l2_bytes, "smem_optin",
-                        (json_int_t)d->smem_optin, "mem_bytes", (json_int_t)d->mem_bytes,
-                        "clock_khz", d->clock_khz, "driver_version", d->driver_version,
-                        "compiler_version", d->compiler_version);
+  json_t *j = hct__device_json(d);
   *out = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   json_decref(j);
   return *out ? 0 : hct__error(HCT_ENOMEM, "out of memory");
@@ -770,15 +1047,29 @@ int hct__probe(const hct_probe_opts_t *o) {
     rc = hct__error(HCT_ENOENT, "op '%s': hctune has no host implementation for it", P.op->name);
     goto out;
   }
-  int any = 0;
-  for (int T = 1; T <= MAX_T; T++) any |= o->tokens[T];
-  for (int T = 1; T <= MAX_T; T++) {
-    P.tokens[T] = any ? o->tokens[T] : (T >= P.op->tmin && T <= P.op->tmax);
-    if (P.tokens[T] && (T < P.op->tmin || T > P.op->tmax)) {
+  /* No token list: the op's range, when it fits in one list. */
+  P.tokens = o->tokens;
+  if (P.tokens.n == 0) {
+    if (P.op->tmax - P.op->tmin >= HCT_MAX_TOKEN_LIST) {
+      rc = hct__error(HCT_ERANGE, "op '%s': its range %d..%d is more than %d token counts: name some with --tokens",
+                      P.op->name, P.op->tmin, P.op->tmax, HCT_MAX_TOKEN_LIST);
+      goto out;
+    }
+    for (int T = P.op->tmin; T <= P.op->tmax; T++) hct__tokens_add(&P.tokens, T);
+  }
+  for (int k = 0; k < P.tokens.n; k++) {
+    const int T = P.tokens.t[k];
+    if (T < P.op->tmin || T > P.op->tmax) {
       rc = hct__error(HCT_ERANGE, "token count %d: op '%s' supports %d..%d", T, P.op->name,
                       P.op->tmin, P.op->tmax);
       goto out;
     }
+  }
+  P.pick = calloc(MAX_CANDS, sizeof *P.pick);
+  P.pick_of = calloc(MAX_CANDS, sizeof *P.pick_of);
+  if (P.pick == NULL || P.pick_of == NULL) {
+    rc = hct__error(HCT_ENOMEM, "out of memory");
+    goto out;
   }
   if ((rc = hct__device_find(o->device ? o->device : "0", &P.dev)) != 0) goto out;
 
@@ -798,6 +1089,24 @@ int hct__probe(const hct_probe_opts_t *o) {
   free(fp);
   if (rc != 0) goto out;
   hct__rng_seed(&P.rng, hct__now_ns() ^ ((uint64_t)getpid() << 32));
+
+  if (o->stale) {
+    /* Only the counts whose decision is missing or stale on this card. */
+    hct_tokens_t keep;
+    char report[4096];
+    if ((rc = hct__stale_tokens(P.db, P.op, &P.dev, &P.tokens, &keep, report, sizeof report)) != 0)
+      goto out;
+    if (!o->quiet && !o->json && report[0]) fprintf(stderr, "%s", report);
+    if (keep.n == 0) {
+      if (o->json)
+        printf("{\"event\":\"result\",\"op\":\"%s\",\"device\":\"%s\",\"stale\":0,\"decisions\":[]}\n",
+               P.op->name, P.dev.uuid);
+      else if (!o->quiet)
+        printf("%s on %s: every decision is current; nothing to probe\n", P.op->name, P.dev.name);
+      goto out;
+    }
+    P.tokens = keep;
+  }
 
   if ((rc = build_candidates(&P)) != 0) goto out;
   char args[128];
@@ -842,32 +1151,30 @@ int hct__probe(const hct_probe_opts_t *o) {
   }
 
   int sets = o->check_sets > 0 ? o->check_sets : 1;
-  int nT = 0, doneT = 0;
-  for (int T = 1; T <= MAX_T; T++) nT += P.tokens[T];
-  for (int T = 1; T <= MAX_T; T++) {
-    if (!P.tokens[T]) continue;
+  const int nT = P.tokens.n;
+  for (int k = 0; k < nT; k++) {
+    const int T = P.tokens.t[k];
     if ((rc = check_interrupt(&P)) != 0) goto fail;
     /* Faults of earlier probes at this T (a grid barrier that timed out
      * at T or below holds here too). */
     for (int i = 0; i < P.n; i++) {
       cand_t *c = &P.cands[i];
-      if (c->dead || i == P.baseline || c->failed[T]) continue;
+      if (c->dead || i == P.baseline || c->failed[k]) continue;
       hct_qcand_t q = qcand(&P, c);
       int skip = hct__quarantine_skip(P.db, &q, T, o->retry_quarantined);
       if (skip < 0) { rc = skip; goto fail; }
-      c->failed[T] = skip != 0;
+      c->failed[k] = skip != 0;
     }
-    progress(&P, "check", doneT, nT, "T=%d: parity of every candidate, %d input sets with and without pending", T, sets);
+    progress(&P, "check", k, nT, "T=%d: parity of every candidate, %d input sets with and without pending", T, sets);
     for (int pending = 0; pending <= 1; pending++)
       for (int s = 0; s < sets; s++)
-        if ((rc = check_T(&P, T, pending)) != 0) goto fail;
+        if ((rc = check_T(&P, k, pending)) != 0) goto fail;
     for (int i = 0; i < P.n; i++) {
       char why[256];
       cand_t *c = &P.cands[i];
-      c->passed[T] = !c->dead && !c->failed[T] && hct__run_supports(&c->c, &P.dev, T, why, sizeof why);
+      c->passed[k] = !c->dead && !c->failed[k] && hct__run_supports(&c->c, &P.dev, T, why, sizeof why);
     }
-    if (!o->check_only && (rc = time_T(&P, T)) != 0) goto fail;
-    doneT++;
+    if (!o->check_only && (rc = time_T(&P, k)) != 0) goto fail;
   }
   progress_end(&P);
 
@@ -898,6 +1205,8 @@ fail:
 out:
   for (int i = 0; i < P.n; i++) hct__compile_job_clear(&P.cands[i].job);
   free(P.cands);
+  free(P.pick);
+  free(P.pick_of);
   hct__worker_stop(P.w);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);

@@ -21,38 +21,15 @@ void hct__run_symtab(const hct_cand_t *c, const hct_device_t *dev, int T, hct_sy
   hct__symtab_set(syms, "HIP", dev->backend == HCT_BACKEND_HIP);
 }
 
-int hct__run_variant_fits(const hct_variant_t *v, const hct_device_t *dev, char *why, size_t len) {
-  if (dev->backend == HCT_BACKEND_CUDA && v->min_arch > dev->arch_num) {
-    snprintf(why, len, "needs sm_%d or newer", v->min_arch);
-    return 0;
-  }
-  if (dev->backend == HCT_BACKEND_HIP && !v->hip) {
-    snprintf(why, len, "does not support HIP");
-    return 0;
-  }
-  if (dev->warp_size == 64 && !v->wave64) {
-    snprintf(why, len, "does not support 64-wide waves");
-    return 0;
-  }
-  return 1;
-}
-
 int hct__run_supports(const hct_cand_t *c, const hct_device_t *dev, int T, char *why, size_t len) {
   if (T < c->v->tmin || T > c->v->tmax) {
     snprintf(why, len, "supports T=%d..%d", c->v->tmin, c->v->tmax);
     return 0;
   }
-  if (!hct__run_variant_fits(c->v, dev, why, len)) return 0;
+  if (!hct__variant_fits(c->v, dev->backend, dev->arch_num, dev->warp_size, why, len)) return 0;
   hct_symtab_t syms;
   hct__run_symtab(c, dev, T, &syms);
-  for (int i = 0; i < c->v->n_constraints; i++) {
-    int64_t ok;
-    if (hct__expr_eval(c->v->constraints[i], &syms, &ok) != 0 || !ok) {
-      snprintf(why, len, "constraint '%s' fails", c->v->constraints[i]);
-      return 0;
-    }
-  }
-  return 1;
+  return hct__constraints_hold(c->v, &syms, 0, why, len);
 }
 
 int hct__run_load(hct_gpu_t *g, const hct_op_t *op, const hct_variant_t *v, const hct_point_t *pt,
@@ -164,16 +141,39 @@ static hct_dptr_t resolve_pointer(const hct_cand_t *c, const hct_devset_t *d,
   return 0; /* the manifest loader has checked every name */
 }
 
+int hct__run_zero_each(hct_gpu_t *g, const hct_cand_t *c, const hct_scratchset_t *s) {
+  int rc;
+  for (int i = 0; i < c->v->n_scratch; i++)
+    if (c->v->scratch[i].zero == HCT_ZERO_EACH_RUN &&
+        (rc = hct__gpu_fill32(g, s->ptr[i], 0, s->bytes[i] / 4)) != 0)
+      return rc;
+  return 0;
+}
+
+int hct__run_first_pdl(const hct_cand_t *c, const hct_device_t *dev, int T) {
+  if (c->v->n_launches == 0) return 0;
+  hct_symtab_t syms;
+  hct__run_symtab(c, dev, T, &syms);
+  int64_t pdl = 0;
+  if (hct__expr_eval(c->v->launches[0].pdl, &syms, &pdl) != 0) {
+    hct__error_clear();
+    return 0;
+  }
+  return pdl != 0;
+}
+
 int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
                      const hct_devset_t *d, const hct_scratchset_t *s) {
+  int rc = hct__run_zero_each(g, c, s);
+  return rc != 0 ? rc : hct__run_launches(g, c, hs, d, s);
+}
+
+int hct__run_launches(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
+                      const hct_devset_t *d, const hct_scratchset_t *s) {
   const hct_variant_t *v = c->v;
   hct_symtab_t syms;
   int rc;
   hct__run_symtab(c, hct__gpu_device(g), hs->T, &syms);
-  for (int i = 0; i < v->n_scratch; i++)
-    if (v->scratch[i].zero == HCT_ZERO_EACH_RUN &&
-        (rc = hct__gpu_fill32(g, s->ptr[i], 0, s->bytes[i] / 4)) != 0)
-      return rc;
   for (int l = 0; l < v->n_launches; l++) {
     const hct_launch_t *L = &v->launches[l];
     unsigned grid[3], block[3];
@@ -222,24 +222,51 @@ int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
   return 0;
 }
 
-int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
-                void *outs[], uint32_t *barrier_flag) {
-  hct_scratchset_t s;
-  int rc = 0;
-  /* Inputs and weights stay as uploaded; what a run writes is reset. */
-  for (int i = 0; rc == 0 && i < hs->n; i++) {
+/* An input of a run: what the kernel before it on the stream writes in an
+ * engine (R, pending), as opposed to weights and outputs. */
+static int is_input(hct_buf_role_t r) {
+  return r == HCT_BUF_INPUT || r == HCT_BUF_INOUT || r == HCT_BUF_OPTIONAL;
+}
+
+int hct__devset_upload_inputs(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d) {
+  for (int i = 0; i < hs->n; i++) {
     const hct_hbuf_t *b = &hs->bufs[i];
-    if (d->ptr[i] == 0) continue;
-    if (b->spec->role == HCT_BUF_OUTPUT) rc = poison(g, b, d->ptr[i]);
-    else if (b->spec->role == HCT_BUF_INOUT) rc = hct__gpu_upload(g, d->ptr[i], b->data, d->bytes[i]);
+    if (d->ptr[i] == 0 || !is_input(b->spec->role)) continue;
+    int rc = hct__gpu_upload(g, d->ptr[i], b->data, d->bytes[i]);
+    if (rc != 0) return rc;
   }
-  if (rc != 0 || (rc = hct__scratch_alloc(g, c, hs->T, &s)) != 0) return rc;
-  /* Scratch is poisoned too: a variant must not depend on what a previous
-   * run left there, only on what it zeroes itself. */
+  return 0;
+}
+
+int hct__session_begin(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_t *s) {
+  int rc = hct__scratch_alloc(g, c, T, s);
+  if (rc != 0) return rc;
+  /* Scratch is poisoned: a variant must not depend on what a previous
+   * allocation left there, only on what it zeroes itself. */
   for (int i = 0; rc == 0 && i < c->v->n_scratch; i++)
-    rc = hct__gpu_fill32(g, s.ptr[i], HCT_POISON_F32, s.bytes[i] / 4);
-  if (rc == 0) rc = hct__scratch_zero_once(g, c, &s);
-  if (rc == 0) rc = hct__run_enqueue(g, c, hs, d, &s);
+    rc = hct__gpu_fill32(g, s->ptr[i], HCT_POISON_F32, s->bytes[i] / 4);
+  if (rc == 0) rc = hct__scratch_zero_once(g, c, s);
+  if (rc != 0) hct__scratch_free(g, s);
+  return rc;
+}
+
+int hct__session_run(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
+                     hct_scratchset_t *s, const hct_producer_t *pre, void *outs[],
+                     uint32_t *barrier_flag) {
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < hs->n; i++)
+    if (d->ptr[i] && hs->bufs[i].spec->role == HCT_BUF_OUTPUT) rc = poison(g, &hs->bufs[i], d->ptr[i]);
+  if (rc == 0) rc = hct__run_zero_each(g, c, s);
+  if (rc == 0 && pre != NULL) {
+    /* The inputs hold poison until the producer writes them: a candidate
+     * that reads them before its griddepcontrol.wait reads poison. */
+    for (int i = 0; rc == 0 && i < hs->n; i++)
+      if (d->ptr[i] && is_input(hs->bufs[i].spec->role)) rc = poison(g, &hs->bufs[i], d->ptr[i]);
+    if (rc == 0) rc = hct__producer_enqueue(g, pre);
+  } else if (rc == 0) {
+    rc = hct__devset_upload_inputs(g, hs, d);
+  }
+  if (rc == 0) rc = hct__run_launches(g, c, hs, d, s);
   if (rc == 0) rc = hct__gpu_sync(g);
   for (int i = 0; rc == 0 && i < hs->n; i++) {
     hct_buf_role_t role = hs->bufs[i].spec->role;
@@ -247,13 +274,22 @@ int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_
       rc = hct__gpu_download(g, outs[i], d->ptr[i], d->bytes[i]);
   }
   /* The grid barrier's timeout flag is word 0 of scratch "ws"
-   * (kernels-src/common/hct_grid.h); read it before the scratch goes. */
+   * (kernels-src/common/hct_grid.h). */
   if (barrier_flag != NULL) {
     *barrier_flag = 0;
     for (int i = 0; rc == 0 && i < c->v->n_scratch; i++)
       if (strcmp(c->v->scratch[i].name, "ws") == 0)
-        rc = hct__gpu_download(g, barrier_flag, s.ptr[i], sizeof *barrier_flag);
+        rc = hct__gpu_download(g, barrier_flag, s->ptr[i], sizeof *barrier_flag);
   }
+  return rc;
+}
+
+int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
+                void *outs[], uint32_t *barrier_flag) {
+  hct_scratchset_t s;
+  int rc = hct__session_begin(g, c, hs->T, &s);
+  if (rc != 0) return rc;
+  rc = hct__session_run(g, c, hs, d, &s, NULL, outs, barrier_flag);
   hct__scratch_free(g, &s);
   return rc;
 }

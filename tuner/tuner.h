@@ -14,6 +14,8 @@
  *                     significance rules, range merging
  *   tuner/run.c       running a variant on a GPU: buffers, launches, graphs
  *   tuner/probe.c     the probe: compile, check, time, decide, record
+ *   tuner/stale.c     what probe --stale re-probes (software keys)
+ *   tuner/worker.c, worker_serve.c, quarantine.c: see worker.h
  */
 #ifndef HCT_TUNER_H
 #define HCT_TUNER_H
@@ -32,6 +34,8 @@ typedef struct hct_hbuf_s {
   size_t elems;              /* evaluated for this T */
   void *data;                /* host data, dtype of spec; NULL when absent */
   double *ref;               /* float64 reference (outputs, inouts) */
+  double *ref_p;             /* softmax of each row of ref, for KL; NULL
+                                until hct__parity_prepare */
   int row_len;               /* elements per row for KL metrics (0: whole) */
 } hct_hbuf_t;
 
@@ -39,6 +43,8 @@ typedef struct hct_hostset_s {
   const hct_op_t *op;
   int T;
   int pending;               /* optional inputs present */
+  int inputs_only;           /* fill_inputs leaves the weights as they are
+                                (fresh inputs for the same weights) */
   uint64_t seed;
   hct_hbuf_t bufs[HCT_MAX_BUFFERS];  /* same order as op->buffers */
   int n;
@@ -74,7 +80,8 @@ float hct__f16_to_f32(uint16_t h);
 typedef struct hct_op_impl_s {
   const char *name;
   /* Fills every input, weight and present optional buffer from `seed`:
-   * normal values, weights scaled by 1/sqrt(fan-in), never zeros. */
+   * normal values, weights scaled by 1/sqrt(fan-in), never zeros.  With
+   * s->inputs_only, weights are left as they are. */
   int (*fill_inputs)(hct_hostset_t *s, uint64_t seed);
   /* Fills ->ref (and ->row_len) of every output and inout buffer from the
    * inputs, in float64.  May use several threads. */
@@ -120,6 +127,10 @@ void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t
  * (figs and outs indexed like hs->bufs; outs[i] NULL: not run).
  */
 void hct__parity_images(const hct_hostset_t *hs, void *const outs[], hct_parity_figs_t figs[]);
+/* Keeps the softmax of every reference row of hs (ref_p), so the KL of
+ * each run checked against it costs one expm1 an element, not four
+ * transcendentals.  Call again after the reference changes. */
+int hct__parity_prepare(hct_hostset_t *hs);
 /* The figures as a JSON object text. */
 void hct__parity_json(const hct_parity_figs_t *f, char *buf, size_t len);
 
@@ -159,8 +170,6 @@ void hct__run_symtab(const hct_cand_t *c, const hct_device_t *dev, int T, hct_sy
 /* 1 when the candidate supports T on dev (token range, constraints);
  * else 0 with the reason in why. */
 int hct__run_supports(const hct_cand_t *c, const hct_device_t *dev, int T, char *why, size_t len);
-/* 1 when the variant may run on dev at all (arch, HIP, wave size). */
-int hct__run_variant_fits(const hct_variant_t *v, const hct_device_t *dev, char *why, size_t len);
 
 int hct__run_load(hct_gpu_t *g, const hct_op_t *op, const hct_variant_t *v, const hct_point_t *pt,
                   const void *image, size_t size, hct_cand_t *out);
@@ -181,15 +190,67 @@ void hct__scratch_free(hct_gpu_t *g, hct_scratchset_t *s);
 
 /* Enqueues the candidate's launches (zeroing its "zero": true scratch first) on the
  * GPU's stream; no allocation or synchronisation, so it can be captured
- * into a graph. */
+ * into a graph.  It is hct__run_zero_each then hct__run_launches. */
 int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
                      const hct_devset_t *d, const hct_scratchset_t *s);
+int hct__run_zero_each(hct_gpu_t *g, const hct_cand_t *c, const hct_scratchset_t *s);
+int hct__run_launches(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
+                      const hct_devset_t *d, const hct_scratchset_t *s);
+/* 1 when the candidate's first launch at T is programmatic (PDL): it may
+ * start before the kernel ahead of it on the stream ends. */
+int hct__run_first_pdl(const hct_cand_t *c, const hct_device_t *dev, int T);
+/* Uploads the inputs (input, inout, optional: what the kernel before a
+ * read writes in an engine) of hs into d; weights and outputs untouched. */
+int hct__devset_upload_inputs(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d);
+
+/* ---- the producer of the producer check (tuner/producer.c) ---------------- */
+
+/*
+ * A kernel standing for the one before the read in an engine: it lets
+ * dependents launch at once, spins spin_ns, then writes the read's inputs
+ * (from staging copies) into buffers that held poison until then.
+ */
+typedef struct hct_producer_s {
+  hct_module_t *mod;
+  hct_function_t *fn;
+  hct_devset_t stage;        /* staging copies of the inputs */
+  hct_dptr_t table;          /* (src, dst, words) triples */
+  int count;
+  unsigned spin_ns;
+} hct_producer_t;
+/* 1 when the card can launch programmatically (CUDA, sm_90+), else 0 and
+ * why. */
+int hct__producer_applies(const hct_device_t *dev, char *why, size_t len);
+/* The PTX text (for tests: it must assemble for sm_90). */
+const char *hct__producer_ptx(void);
+int hct__producer_load(hct_gpu_t *g, hct_producer_t *p);
+void hct__producer_unload(hct_gpu_t *g, hct_producer_t *p);
+/* Staging copies of hs's inputs, to be written into d's. */
+int hct__producer_stage(hct_gpu_t *g, hct_producer_t *p, const hct_hostset_t *hs,
+                        const hct_devset_t *d);
+void hct__producer_unstage(hct_gpu_t *g, hct_producer_t *p);
+int hct__producer_enqueue(hct_gpu_t *g, const hct_producer_t *p);
+
+/*
+ * A session: a candidate's consecutive runs in one allocation, as an
+ * engine calls it: the scratch is allocated, poisoned and its "once"
+ * buffers zeroed at begin, then kept (state and all) from run to run.
+ * Each run poisons the outputs, zeroes the "zero": true scratch, puts the
+ * inputs of hs into d (or, with `pre`, poisons them and enqueues the
+ * producer that writes them), launches, syncs and downloads outputs and
+ * inouts into outs (as hct__run_on).  Free the scratch with
+ * hct__scratch_free.
+ */
+int hct__session_begin(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_t *s);
+int hct__session_run(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
+                     hct_scratchset_t *s, const hct_producer_t *pre, void *outs[],
+                     uint32_t *barrier_flag);
 
 /*
  * Runs the candidate once on buffers already uploaded with
  * hct__devset_upload (many candidates can run on one upload of the
- * weights): outputs are poisoned and inouts uploaded again, the scratch is
- * allocated and poisoned, the launches run, and outs[i] receives buffer i
+ * weights): a session of one run (outputs poisoned, inputs uploaded again,
+ * the scratch allocated and poisoned), and outs[i] receives buffer i
  * (outputs and inouts; malloc'd by the caller with hs->bufs[i].elems
  * elements, NULL for the others).  barrier_flag (may be NULL) receives
  * word 0 of the scratch "ws": non-zero when a grid barrier timed out.
@@ -206,13 +267,14 @@ typedef struct hct_probe_opts_s {
   const char *op;            /* NULL: "hc_read" */
   const char *db_path;       /* NULL: the default path */
   const char *kernels_dir;   /* NULL: hct__kernels_dir() */
-  uint8_t tokens[65];        /* tokens[T] != 0: probe T; all zero: the op's range */
+  hct_tokens_t tokens;       /* the token counts to probe; empty: the op's range */
   const char *only_variants; /* comma list, NULL: all */
   int json;                  /* JSON lines on stdout instead of text */
   int quiet;                 /* no progress */
   int retry_quarantined;
   int check_sets;            /* input sets per (T, pending); 0: 1 */
-  double min_margin;         /* a challenger must be this much faster; 0: 0.02 */
+  double min_margin;         /* a challenger must be this much faster; 0:
+                                HCT_MIN_MARGIN_DEFAULT */
   int no_decide;             /* time and record trials, change no decision */
   int no_table;              /* print no decision table at the end */
   int no_prune;              /* time every candidate to the end (bench) */
@@ -221,10 +283,20 @@ typedef struct hct_probe_opts_s {
   int sample_factor;         /* min samples x this (verify-decisions: 2); 0: 1 */
   int check_only;            /* compile and check, record the trials; no
                                 timing, no decisions (--verify-fleet) */
+  int stale;                 /* only the token counts whose decision is
+                                missing or stale (hct__stale_tokens) */
   /* Called for every candidate timed at T (hctune bench, verify-decisions). */
   void (*on_timed)(void *arg, int T, const char *variant, const char *params,
                    const hct_summary_t *s, int pruned);
   void *on_timed_arg;
+  /* Called for every candidate put out at T, with the check that caught it
+   * ("compile", "parity", "repeat", "determinism", "producer", "timed", or
+   * a fault's kind) and why (hctune verify-decisions). */
+  void (*on_rejected)(void *arg, int T, const char *variant, const char *params,
+                      const char *check, const char *why);
+  void *on_rejected_arg;
+  int verify_all;            /* verify the timed launches' outputs of every
+                                timed candidate, not only the winners' */
 } hct_probe_opts_t;
 
 /*
@@ -259,7 +331,24 @@ typedef struct hct_fleet_verify_opts_s {
  */
 int hct__fleet_verify(const hct_fleet_verify_opts_t *o);
 
-/* Worker processes, watchdog and quarantine (tuner/worker.c). */
+
+/* ---- what probe --stale re-probes (tuner/stale.c) -------------------------- */
+
+struct hct_db_s;
+/*
+ * Of the token counts `asked`, those (into *out) where card `dev` has no
+ * decision of op for a class (bitwise, kl), or one whose software key is
+ * not what this host would compile now (hct__softkey_check); a line per
+ * (T, class) into report says why ("T=3 bitwise: stale: relay {..}:
+ * template changed (...)", "missing").  A count with no decision of this
+ * card but decisions of its model under other keys only is "stale", not
+ * unknown.  Returns 0 or a DB error.
+ */
+int hct__stale_tokens(struct hct_db_s *db, const hct_op_t *op, const hct_device_t *dev,
+                      const hct_tokens_t *asked, hct_tokens_t *out, char *report, size_t len);
+
+/* Worker processes, watchdog and quarantine (worker.c, worker_serve.c,
+ * quarantine.c). */
 #include "worker.h"
 /* Every card of a host at once, and the cards compared (tuner/multiprobe.c,
  * tuner/agree.c). */

@@ -1,6 +1,6 @@
 /*
  * worker.c: the parent side of the worker process (see worker.h for the
- * design and the protocol) and the quarantine policy.
+ * design and the protocol).  The quarantine policy is tuner/quarantine.c.
  *
  * One worker, one private uv loop: a call writes its line, then runs that
  * loop until the reply, the process's exit or the deadline.  Between calls
@@ -733,13 +733,37 @@ static int figs_of(json_t *bufs, char names[][32], int *n, hct_parity_figs_t *fi
   return 0;
 }
 
+/* The later runs of a check reply ("more"), by the first run's names. */
+static int more_of(json_t *more, hct_worker_check_t *out) {
+  size_t i;
+  json_t *o;
+  json_array_foreach(more, i, o) {
+    if (out->n_more == (int)HCT_ARRAY_SIZE(out->more))
+      return hct__error(HCT_EPROTO, "check reply: too many later runs");
+    hct_worker_run_t *r = &out->more[out->n_more];
+    const char *check = json_string_value(json_object_get(o, "check"));
+    if (check == NULL || !json_is_integer(json_object_get(o, "run")))
+      return hct__error(HCT_EPROTO, "check reply: a later run without 'check' or 'run'");
+    hct__strlcpy(r->check, check, sizeof r->check);
+    r->run = (int)json_integer_value(json_object_get(o, "run"));
+    int rc = figs_of(json_object_get(o, "buffers"), out->name, &out->n, r->figs, 1);
+    if (rc == 0 && out->has_ref) rc = figs_of(json_object_get(o, "ref_buffers"), out->name, &out->n, r->ref_figs, 1);
+    if (rc != 0) return rc;
+    out->n_more++;
+  }
+  return 0;
+}
+
 int hct__worker_check(hct_worker_t *w, int cand, int ref, int T, int pending, uint64_t seed,
-                      int timeout_ms, hct_worker_check_t *out) {
+                      int flags, int timeout_ms, hct_worker_check_t *out) {
   memset(out, 0, sizeof *out);
+  out->deterministic = -1;
   json_t *reply = NULL;
-  int rc = call_new(w, json_pack("{s:s, s:i, s:i, s:i, s:i, s:I}", "cmd", "check", "cand", cand,
-                                 "ref", ref, "tokens", T, "pending", pending, "seed",
-                                 (json_int_t)seed),
+  int rc = call_new(w, json_pack("{s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:i, s:i}", "cmd", "check",
+                                 "cand", cand, "ref", ref, "tokens", T, "pending", pending, "seed",
+                                 (json_int_t)seed, "repeat", (flags & HCT_CHECK_REPEAT) != 0,
+                                 "producer", (flags & HCT_CHECK_PRODUCER) != 0, "twin",
+                                 (flags & HCT_CHECK_TWIN) != 0),
                     timeout_ms, &reply);
   if (rc == 0) {
     char saved[512];
@@ -749,6 +773,19 @@ int hct__worker_check(hct_worker_t *w, int cand, int ref, int T, int pending, ui
       out->has_ref = 1;
       rc = figs_of(rb, out->name, &out->n, out->ref_figs, 1);
     }
+    json_t *more = json_object_get(reply, "more");
+    if (rc == 0 && more != NULL) rc = json_is_array(more) ? more_of(more, out)
+                                     : hct__error(HCT_EPROTO, "check reply: 'more' is not an array");
+    json_t *det = json_object_get(reply, "deterministic");
+    if (rc == 0 && det != NULL) {
+      out->deterministic = json_is_true(det);
+      const char *b = json_string_value(json_object_get(reply, "nondeterministic_buffer"));
+      hct__strlcpy(out->nondet_buf, b ? b : "", sizeof out->nondet_buf);
+      out->nondet_mismatches = (size_t)json_integer_value(json_object_get(reply, "nondeterministic_mismatches"));
+      out->nondet_first = (size_t)json_integer_value(json_object_get(reply, "nondeterministic_first"));
+    }
+    const char *skip = json_string_value(json_object_get(reply, "producer_skipped"));
+    if (skip) hct__strlcpy(out->producer_skipped, skip, sizeof out->producer_skipped);
     if (rc != 0) {
       /* A reply that does not parse is the worker's fault, like garbage. */
       hct__strlcpy(saved, hct_last_error(), sizeof saved);
@@ -758,6 +795,49 @@ int hct__worker_check(hct_worker_t *w, int cand, int ref, int T, int pending, ui
     double ms;
     if (rc == 0 && hct__json_double_value(json_object_get(reply, "run_ms"), &ms) == 0)
       out->run_ms = ms;
+  }
+  json_decref(reply);
+  return rc;
+}
+
+int hct__worker_verify(hct_worker_t *w, const int *cands, int n, int ref, int timeout_ms,
+                       hct_worker_verify_t *out, int *failed) {
+  if (failed) *failed = -1;
+  memset(out, 0, sizeof *out * (size_t)n);
+  json_t *ids = json_array();
+  for (int k = 0; k < n; k++) json_array_append_new(ids, json_integer(cands[k]));
+  json_t *reply = NULL;
+  int rc = call_new(w, json_pack("{s:s, s:o, s:i}", "cmd", "verify", "cands", ids, "ref", ref),
+                    timeout_ms, &reply);
+  json_t *who = reply ? json_object_get(reply, "cand") : NULL;
+  if (rc != 0 && failed && json_is_integer(who)) *failed = (int)json_integer_value(who);
+  if (rc == 0) {
+    json_t *res = json_object_get(reply, "results");
+    if (!json_is_array(res) || json_array_size(res) != (size_t)n)
+      rc = hct__error(HCT_EPROTO, "verify reply: want %d results", n);
+    for (int k = 0; rc == 0 && k < n; k++) {
+      json_t *o = json_array_get(res, (size_t)k);
+      hct_worker_verify_t *v = &out[k];
+      v->cand = (int)json_integer_value(json_object_get(o, "cand"));
+      v->sets = (int)json_integer_value(json_object_get(o, "sets"));
+      v->mismatches = (size_t)json_integer_value(json_object_get(o, "mismatches"));
+      v->unwritten = (size_t)json_integer_value(json_object_get(o, "unwritten"));
+      v->nonfinite = (size_t)json_integer_value(json_object_get(o, "nonfinite"));
+      v->image_mismatches = (size_t)json_integer_value(json_object_get(o, "image_mismatches"));
+      v->worst_set = (int)json_integer_value(json_object_get(o, "worst_set"));
+      const char *wb = json_string_value(json_object_get(o, "worst_buffer"));
+      hct__strlcpy(v->worst_buf, wb ? wb : "", sizeof v->worst_buf);
+      if (v->cand != cands[k] || hct__json_double_value(json_object_get(o, "max_dist"), &v->max_dist) != 0)
+        rc = hct__error(HCT_EPROTO, "verify reply: result %d is not candidate %d's", k, cands[k]);
+      if (rc == 0) rc = figs_of(json_object_get(o, "first"), v->name, &v->n, v->first, 0);
+      if (rc == 0) rc = figs_of(json_object_get(o, "ref_first"), v->name, &v->n, v->ref_first, 1);
+    }
+    if (rc != 0) {
+      char saved[512];
+      hct__strlcpy(saved, hct_last_error(), sizeof saved);
+      reap(w);
+      rc = hct__error(HCT_EPROTO, "worker %d: %s (worker killed)", w->pid, saved);
+    }
   }
   json_decref(reply);
   return rc;
@@ -827,59 +907,4 @@ int hct__worker_time(hct_worker_t *w, const int *cands, int n, int T, uint64_t s
   }
   json_decref(reply);
   return rc;
-}
-
-/* ---- quarantine -------------------------------------------------------------- */
-
-/* Error codes to fault reasons; codes not here are not the candidate's
- * fault and are never quarantined. */
-static const struct {
-  int code;
-  const char *reason;
-} reasons[] = {
-    {HCT_ECOMPILE, "compile"},   {HCT_ETEMPLATE, "compile"}, {HCT_ELAUNCH, "launch"},
-    {HCT_EFAULT, "fault"},       {HCT_EGPU, "fault"},        {HCT_EWORKER, "fault"},
-    {HCT_EPROTO, "fault"},       {HCT_EHANG, "hang"},        {HCT_EPARITY, "parity"},
-    {HCT_EUNWRITTEN, "unwritten"}, {HCT_ETIMEDOUT, "timeout"},
-};
-
-const char *hct__fault_reason(int code) {
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(reasons); i++)
-    if (reasons[i].code == code) return reasons[i].reason;
-  return NULL;
-}
-
-/* Which token counts a reason holds for: its own T and up ("timeout": the
- * work grows with T), or every count. */
-static int reason_from_T(const char *reason) { return strcmp(reason, "timeout") == 0; }
-
-int hct__quarantine_add(hct_db_t *db, const hct_qcand_t *c, int tokens, const char *reason,
-                        const char *log) {
-  hct_db_fault_t f;
-  memset(&f, 0, sizeof f);
-  f.keys = *c->keys;
-  hct__strlcpy(f.op, c->op, sizeof f.op);
-  hct__strlcpy(f.variant, c->variant, sizeof f.variant);
-  hct__strlcpy(f.params, c->params ? c->params : "", sizeof f.params);
-  hct__strlcpy(f.template_hash, c->template_hash, sizeof f.template_hash);
-  hct__strlcpy(f.reason, reason, sizeof f.reason);
-  f.tokens = reason_from_T(reason) ? tokens : 0;
-  char *text = NULL;
-  if (!reason_from_T(reason) && tokens > 0) {
-    text = hct__asprintf("at T=%d: %s", tokens, log ? log : reason);
-    if (text == NULL) return hct__error(HCT_ENOMEM, "out of memory recording a fault");
-    f.log = text;
-  } else {
-    f.log = (char *)log;
-  }
-  int rc = hct__db_fault_add(db, &f);
-  free(text);
-  return rc;
-}
-
-int hct__quarantine_skip(hct_db_t *db, const hct_qcand_t *c, int tokens, int retry_quarantined) {
-  if (retry_quarantined) return 0;
-  int q = hct__db_fault_check(db, c->keys, c->op, c->variant, c->params ? c->params : "",
-                              c->template_hash, tokens);
-  return q < 0 ? q : q != 0;
 }

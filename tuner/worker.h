@@ -6,9 +6,11 @@
  *
  * Files:
  *   tuner/worker.c    the parent side: spawn (libuv), JSON-lines calls with
- *                     a watchdog, restart and replay of the setup requests,
- *                     and the quarantine policy
- *   cli/cmd_worker.c  the worker side: `hctune worker`
+ *                     a watchdog, restart and replay of the setup requests
+ *   tuner/worker_serve.c the worker side: the request loop `hctune worker`
+ *                     runs (cli/cmd_worker.c is the command around it)
+ *   tuner/quarantine.c the quarantine policy: fault reasons, what a fault
+ *                     covers, whether the probe skips a candidate
  *
  * Design.  The probe (the parent) compiles candidates and records results;
  * all GPU work for candidates happens in `hctune worker`, spawned with
@@ -198,9 +200,21 @@ int hct__worker_load(hct_worker_t *w, int cand, const char *kernels_dir, const c
                      const char *db_path);
 int hct__worker_unload(hct_worker_t *w, int cand);
 
+/* One later run of a check's session: "repeat" (run 1 on fresh inputs,
+ * run 2 on the first inputs again) or "producer" (run 3, right after the
+ * producer kernel); figures in the order of the check's name[]. */
+typedef struct hct_worker_run_s {
+  char check[16];
+  int run;
+  hct_parity_figs_t figs[HCT_MAX_BUFFERS];
+  hct_parity_figs_t ref_figs[HCT_MAX_BUFFERS]; /* the reference's, same inputs */
+} hct_worker_run_t;
+
 /* What a check answers: the figures of each output and inout buffer of
- * the candidate (bitwise figures against `ref` when ref >= 0) and of the
- * reference candidate on the same inputs. */
+ * the candidate's first run (bitwise figures against `ref` when ref >= 0)
+ * and of the reference candidate on the same inputs; then its later runs
+ * in the same allocation, whether runs 0 and 2 (identical inputs) gave
+ * identical bits, and why the producer run did not happen when asked. */
 typedef struct hct_worker_check_s {
   int n;
   char name[HCT_MAX_BUFFERS][32];
@@ -208,15 +222,61 @@ typedef struct hct_worker_check_s {
   int has_ref;
   hct_parity_figs_t ref_figs[HCT_MAX_BUFFERS]; /* same order as name[] */
   double run_ms;
+  int n_more;
+  hct_worker_run_t more[3];
+  int deterministic;           /* runs 0 and 4: 1, 0, or -1 when not checked */
+  char nondet_buf[32];
+  size_t nondet_mismatches, nondet_first;
+  char producer_skipped[128];  /* "" when the producer run happened or was
+                                  not asked for */
 } hct_worker_check_t;
+
+/* What a check runs beyond the first run (hct__worker_check's flags). */
+enum {
+  HCT_CHECK_REPEAT = 1 << 0,   /* runs 1 and 2: fresh inputs, then the
+                                  first again, in one allocation */
+  HCT_CHECK_PRODUCER = 1 << 1, /* run 3 after the producer kernel, for a
+                                  candidate whose first launch is PDL */
+  HCT_CHECK_TWIN = 1 << 2      /* run 4, the first run of a second
+                                  allocation on the same inputs: its bits
+                                  must equal run 0's (deterministic) */
+};
 
 /*
  * Checks candidate `cand` at T on the inputs drawn from `seed` (with the
- * optional buffers when `pending`), against candidate `ref` (-1: none).
- * A grid-barrier variant whose barrier timed out returns HCT_ETIMEDOUT.
+ * optional buffers when `pending`), against candidate `ref` (-1: none),
+ * with the later runs `flags` asks for.  A grid-barrier variant whose
+ * barrier timed out returns HCT_ETIMEDOUT.
  */
 int hct__worker_check(hct_worker_t *w, int cand, int ref, int T, int pending, uint64_t seed,
-                      int timeout_ms, hct_worker_check_t *out);
+                      int flags, int timeout_ms, hct_worker_check_t *out);
+
+/* What verify answers for one candidate: its timed launches' outputs on
+ * every set they wrote against the reference candidate's (bits, poison,
+ * non-finite, images, normwise distance), and on set 0 both against the
+ * float64 reference (first, ref_first: figures in the order of name[]). */
+typedef struct hct_worker_verify_s {
+  int cand;
+  int sets;
+  size_t mismatches, unwritten, nonfinite, image_mismatches;
+  double max_dist;             /* max |out - ref| / max |ref| over sets */
+  int worst_set;               /* -1: none differs */
+  char worst_buf[32];
+  int n;
+  char name[HCT_MAX_BUFFERS][32];
+  hct_parity_figs_t first[HCT_MAX_BUFFERS];
+  hct_parity_figs_t ref_first[HCT_MAX_BUFFERS];
+} hct_worker_verify_t;
+
+/*
+ * Verifies candidates cands[0..n) of the 'time' request just made (it must
+ * be the worker's last request) against candidate `ref`, timed in it too:
+ * each one's graph replayed once more with poisoned outputs.  out[k] gets
+ * cand k's figures.  When one candidate's replay fails, *failed (may be
+ * NULL) gets its id, else -1.
+ */
+int hct__worker_verify(hct_worker_t *w, const int *cands, int n, int ref, int timeout_ms,
+                       hct_worker_verify_t *out, int *failed);
 
 /*
  * Times candidates cands[0..n) at T, interleaved, in the worker; res[k]
@@ -230,7 +290,19 @@ int hct__worker_check(hct_worker_t *w, int cand, int ref, int T, int pending, ui
 int hct__worker_time(hct_worker_t *w, const int *cands, int n, int T, uint64_t seed,
                      json_t *opts, int timeout_ms, hct_timing_res_t *res, int *failed);
 
-/* ---- quarantine (tuner/worker.c) ------------------------------------------ */
+/* ---- the serving side (tuner/worker_serve.c) -------------------------------- */
+
+/*
+ * The worker process's loop (what `hctune worker` runs): reads one request
+ * per line on stdin, answers each on stdout, until EOF or `quit` (0), or a
+ * sticky GPU error (HCT_EFAULT: the context is poisoned, nothing was
+ * released, and the caller must _exit at once, running no exit handler
+ * that could touch it).  HCT_ENOMEM when it cannot start.  Loop thread
+ * only, one request at a time.
+ */
+int hct__worker_serve(void);
+
+/* ---- quarantine (tuner/quarantine.c) ------------------------------------------ */
 
 /* What identifies a candidate in the faults table (every pointer must be
  * valid; params "" means {}). */

@@ -19,7 +19,13 @@
  *   twice      answers twice
  *   check      answers figures for buffer "y" with mismatches = cand
  *              (and ref_buffers when ref >= 0); cand 5 at T = 3 answers
- *              ETIMEDOUT, as a grid barrier that timed out
+ *              ETIMEDOUT, as a grid barrier that timed out.  With
+ *              "repeat": runs 1 and 2 under "more" (cand 6: run 2 has 3
+ *              unwritten); "twin": "deterministic", false for cand 7 (buffer
+ *              y, 2 elements, first 9); "producer": run 3 for cand 8, else
+ *              "producer_skipped"
+ *   verify     answers for each cand sets 4, mismatches 5 for cand 3 (else
+ *              0), max_dist 0.25 for cand 3, and figures of "y"
  *   time       answers median_us = 10 + cand for each cand (rel_ci "inf"
  *              for cand 2); a cand 99 among them answers a fatal EFAULT
  *              naming it, then exits 1
@@ -82,6 +88,11 @@ int main(void) {
     } else if (strcmp(b, "load") == 0) {
       json_array_append(loaded, json_object_get(req, "cand"));
       put(ok(id));
+    } else if (strcmp(b, "unload") == 0) {
+      json_int_t c = json_integer_value(json_object_get(req, "cand"));
+      for (size_t i = 0; i < json_array_size(loaded); i++)
+        if (json_integer_value(json_array_get(loaded, i)) == c) json_array_remove(loaded, i--);
+      put(ok(id));
     } else if (strcmp(b, "state") == 0) {
       json_t *r = ok(id);
       json_object_set_new(r, "opened", json_integer(opened));
@@ -136,9 +147,34 @@ int main(void) {
                               (json_int_t)5, "unwritten", (json_int_t)0, "nonfinite",
                               (json_int_t)0, "rel_err", 1e-7, "max_err_ratio", 2e-7, "kl_mean",
                               0.0, "kl_max", "inf", "argmax_agree", 1.0);
-        json_object_set_new(r, "buffers", json_pack("{s:o}", "y", f));
+        json_object_set_new(r, "buffers", json_pack("{s:O}", "y", f));
         if (ref >= 0) json_object_set_new(r, "ref_buffers", json_pack("{s:O}", "y", f));
         json_object_set_new(r, "run_ms", json_real(0.5));
+        json_t *more = json_array();
+        for (int run = 1; run <= 3; run++) {
+          int want = run < 3 ? json_is_true(json_object_get(req, "repeat")) ||
+                                   json_integer_value(json_object_get(req, "repeat")) != 0
+                             : json_integer_value(json_object_get(req, "producer")) != 0 && cand == 8;
+          if (!want) continue;
+          json_t *g = json_deep_copy(f);
+          if (cand == 6 && run == 2) json_object_set_new(g, "unwritten", json_integer(3));
+          json_t *o = json_pack("{s:s, s:i, s:{s:o}}", "check", run < 3 ? "repeat" : "producer",
+                                "run", run, "buffers", "y", g);
+          if (ref >= 0) json_object_set_new(o, "ref_buffers", json_pack("{s:O}", "y", f));
+          json_array_append_new(more, o);
+        }
+        json_object_set_new(r, "more", more);
+        if (json_integer_value(json_object_get(req, "producer")) != 0 && cand != 8)
+          json_object_set_new(r, "producer_skipped", json_string("its first launch waits for the kernel before it"));
+        if (json_integer_value(json_object_get(req, "twin")) != 0) {
+          json_object_set_new(r, "deterministic", json_boolean(cand != 7));
+          if (cand == 7) {
+            json_object_set_new(r, "nondeterministic_buffer", json_string("y"));
+            json_object_set_new(r, "nondeterministic_mismatches", json_integer(2));
+            json_object_set_new(r, "nondeterministic_first", json_integer(9));
+          }
+        }
+        json_decref(f);
         put(r);
       }
     } else if (strcmp(b, "time") == 0) {
@@ -163,6 +199,27 @@ int main(void) {
       json_object_set_new(r, "results", res);
       put(r);
       if (fatal) _exit(1);
+    } else if (strcmp(b, "verify") == 0) {
+      json_t *cands = json_object_get(req, "cands"), *res = json_array();
+      for (size_t i = 0; i < json_array_size(cands); i++) {
+        json_int_t c = json_integer_value(json_array_get(cands, i));
+        json_t *f = json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "elems",
+                              (json_int_t)1024, "first_mismatch", (json_int_t)0, "mismatches", (json_int_t)0, "unwritten",
+                              (json_int_t)0, "nonfinite", (json_int_t)0, "rel_err", 1e-7,
+                              "max_err_ratio", 2e-7, "kl_mean", 1e-12, "kl_max", 2e-12,
+                              "argmax_agree", 1.0);
+        json_array_append_new(
+            res, json_pack("{s:I, s:i, s:I, s:I, s:I, s:I, s:f, s:i, s:s, s:{s:O}, s:{s:O}}", "cand",
+                           c, "sets", 4, "mismatches", (json_int_t)(c == 3 ? 5 : 0), "unwritten",
+                           (json_int_t)0, "nonfinite", (json_int_t)0, "image_mismatches",
+                           (json_int_t)0, "max_dist", c == 3 ? 0.25 : 0.0, "worst_set",
+                           c == 3 ? 2 : -1, "worst_buffer", c == 3 ? "y" : "", "first", "y", f,
+                           "ref_first", "y", f));
+        json_decref(f);
+      }
+      json_t *r = ok(id);
+      json_object_set_new(r, "results", res);
+      put(r);
     } else if (strcmp(b, "quit") == 0) {
       put(ok(id));
       json_decref(req);

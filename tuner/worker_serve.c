@@ -1,0 +1,1145 @@
+/*
+ * worker_serve.c: the serving side of the worker process, the one that runs
+ * candidates on a GPU for a probe (worker.h has the design and the
+ * protocol; cli/cmd_worker.c is the thin command that calls
+ * hct__worker_serve, as git's builtin/upload-pack.c calls upload_pack()).
+ *
+ * It reads one JSON request per line on stdin, looks its "cmd" up in the
+ * table below, and writes one reply per line on stdout, echoing the id.
+ * Nothing else may be written on stdout: logs go to stderr, which the
+ * parent keeps the tail of for its messages.  It exits 0 on EOF or `quit`.
+ * A sticky GPU error (a fault, a hang the driver noticed) poisons the
+ * context until the process ends, so the reply says "fatal" and the worker
+ * exits 1 without touching the GPU again; the parent starts a fresh one.
+ *
+ * Loop thread only: one request at a time, in order.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "tuner.h"
+
+#define MAX_CANDS 512
+#define MAX_OPS 8
+
+typedef struct wcand_s {
+  int id;
+  int used;
+  hct_cand_t c;
+} wcand_t;
+
+/* One input set of a check: host data with its float64 reference, and the
+ * reference candidate's outputs on it. */
+typedef struct runset_s {
+  int valid;
+  hct_hostset_t hs;
+  void *ref_out[HCT_MAX_BUFFERS];
+  json_t *ref_figs;         /* the reference's figures against float64 */
+  hct_parity_figs_t ref_f[HCT_MAX_BUFFERS]; /* the same, as figures */
+} runset_t;
+
+/* The inputs of the last check, kept for the next: the probe checks every
+ * candidate on the same inputs in turn, so the reference and the outputs
+ * of the reference candidate are computed once per input set.  set[0] is
+ * drawn from the seed; set[1] holds fresh inputs for the same weights (the
+ * repeat check), drawn when first asked for. */
+typedef struct inset_s {
+  int valid;
+  const hct_op_t *op;
+  int T, pending;
+  uint64_t seed;
+  runset_t set[2];
+  int ref_id;               /* candidate whose outputs set[].ref_out hold, or -1 */
+  int ref_repeat;           /* they include set[1]'s */
+  hct_gpu_t *gpu;           /* where `dev` lives */
+  hct_devset_t dev;         /* the device copy every candidate runs on */
+  int dev_ok;
+  int staged;               /* the producer holds set[0]'s inputs */
+} inset_t;
+
+typedef struct worker_s {
+  hct_gpu_t *gpu;
+  hct_device_t dev;
+  struct {
+    char dir[1024];
+    hct_op_t *op;
+  } ops[MAX_OPS];
+  int n_ops;
+  wcand_t *cands;
+  inset_t in;
+  hct_producer_t producer;  /* the producer check's kernel, loaded once */
+  int producer_loaded;
+  char producer_broken[256]; /* why it cannot run here, once known */
+  struct timed_s *timed;    /* the last 'time' request's allocation, for 'verify' */
+  hct_db_t *db;             /* read-only, kept open: opening checks it */
+  char dbpath[1024];
+  int quit;
+} worker_t;
+
+/* Errors after which the GPU context cannot be used again. */
+static int is_sticky(int rc) { return rc == HCT_EFAULT || rc == HCT_EHANG || rc == HCT_EGPU; }
+
+/* ---- request fields ------------------------------------------------------ */
+
+static int get_int(json_t *req, const char *key, int required, int64_t dflt, int64_t *out) {
+  json_t *v = json_object_get(req, key);
+  if (v == NULL && !required) {
+    *out = dflt;
+    return 0;
+  }
+  if (!json_is_integer(v))
+    return hct__error(HCT_EINVAL, "request '%s': '%s' must be an integer",
+                      json_string_value(json_object_get(req, "cmd")), key);
+  *out = json_integer_value(v);
+  return 0;
+}
+
+static int get_str(json_t *req, const char *key, int required, const char **out) {
+  json_t *v = json_object_get(req, key);
+  *out = json_string_value(v);
+  if (*out == NULL && (required || v != NULL))
+    return hct__error(HCT_EINVAL, "request '%s': '%s' must be a string",
+                      json_string_value(json_object_get(req, "cmd")), key);
+  return 0;
+}
+
+static wcand_t *find_cand(worker_t *W, int64_t id) {
+  for (int i = 0; i < MAX_CANDS; i++)
+    if (W->cands[i].used && W->cands[i].id == id) return &W->cands[i];
+  return NULL;
+}
+
+static int need_cand(worker_t *W, int64_t id, wcand_t **out) {
+  *out = find_cand(W, id);
+  if (*out == NULL) return hct__error(HCT_ENOENT, "candidate %lld is not loaded", (long long)id);
+  return 0;
+}
+
+static void inset_clear(worker_t *W);
+
+/* ---- requests ----------------------------------------------------------- */
+
+static int req_hello(worker_t *W, json_t *req, json_t *reply) {
+  json_object_set_new(reply, "pid", json_integer(getpid()));
+  json_object_set_new(reply, "version", json_string(HCT_VERSION_STRING));
+  return 0;
+}
+
+static int req_open(worker_t *W, json_t *req, json_t *reply) {
+  const char *spec;
+  int rc = get_str(req, "device", 0, &spec);
+  if (rc != 0) return rc;
+  if (W->gpu != NULL) return hct__error(HCT_EBUSY, "a device is already open in this worker");
+  if ((rc = hct__device_find(spec ? spec : "0", &W->dev)) != 0) return rc;
+  if ((rc = hct__gpu_open(&W->dev, &W->gpu)) != 0) return rc;
+  json_object_set_new(reply, "uuid", json_string(W->dev.uuid));
+  json_object_set_new(reply, "name", json_string(W->dev.name));
+  json_object_set_new(reply, "arch", json_string(W->dev.arch));
+  return 0;
+}
+
+/* The manifest of `name` under `kdir`, loaded once per worker. */
+static int get_op(worker_t *W, const char *kdir, const char *name, hct_op_t **out) {
+  char dir[1024];
+  int rc;
+  if (kdir != NULL) hct__strlcpy(dir, kdir, sizeof dir);
+  else if ((rc = hct__kernels_dir(dir, sizeof dir)) != 0) return rc;
+  for (int i = 0; i < W->n_ops; i++)
+    if (strcmp(W->ops[i].dir, dir) == 0 && strcmp(W->ops[i].op->name, name) == 0) {
+      *out = W->ops[i].op;
+      return 0;
+    }
+  if (W->n_ops == MAX_OPS) return hct__error(HCT_ERANGE, "more than %d ops in one worker", MAX_OPS);
+  if ((rc = hct__manifest_load(dir, name, out)) != 0) return rc;
+  hct__strlcpy(W->ops[W->n_ops].dir, dir, sizeof W->ops[W->n_ops].dir);
+  W->ops[W->n_ops++].op = *out;
+  return 0;
+}
+
+static int req_load(worker_t *W, json_t *req, json_t *reply) {
+  int64_t id;
+  const char *kdir, *opname, *vname, *key, *dbpath;
+  int rc;
+  if ((rc = get_int(req, "cand", 1, 0, &id)) != 0 || (rc = get_str(req, "kernels_dir", 0, &kdir)) != 0 ||
+      (rc = get_str(req, "op", 1, &opname)) != 0 || (rc = get_str(req, "variant", 1, &vname)) != 0 ||
+      (rc = get_str(req, "binary_key", 1, &key)) != 0 || (rc = get_str(req, "db", 1, &dbpath)) != 0)
+    return rc;
+  if (find_cand(W, id) != NULL) return hct__error(HCT_EEXIST, "candidate %lld is already loaded", (long long)id);
+  wcand_t *slot = NULL;
+  for (int i = 0; i < MAX_CANDS && slot == NULL; i++)
+    if (!W->cands[i].used) slot = &W->cands[i];
+  if (slot == NULL) return hct__error(HCT_ERANGE, "more than %d candidates in one worker", MAX_CANDS);
+  hct_op_t *op;
+  if ((rc = get_op(W, kdir, opname, &op)) != 0) return rc;
+  const hct_variant_t *v = hct__variant_find(op, vname);
+  if (v == NULL) return hct__error(HCT_ENOENT, "op '%s' has no variant '%s'", opname, vname);
+  hct_point_t pt;
+  if ((rc = hct__point_from_json(v, json_object_get(req, "params"), &pt)) != 0) return rc;
+
+  /* The binary, by key, read-only: the probe (the only writer) holds the
+   * database open too.  One connection for every load: each open runs a
+   * quick check of the whole file. */
+  if (W->db == NULL || strcmp(W->dbpath, dbpath) != 0) {
+    hct__db_close(W->db);
+    W->db = NULL;
+    if ((rc = hct__db_open(dbpath, HCT_DB_READONLY | HCT_DB_NOCREATE, &W->db)) != 0) return rc;
+    hct__strlcpy(W->dbpath, dbpath, sizeof W->dbpath);
+  }
+  void *image = NULL;
+  size_t size = 0;
+  int is_ptx = 0;
+  char *log = NULL;
+  rc = hct__db_binary_get(W->db, key, &image, &size, &is_ptx, &log);
+  free(log);
+  if (rc == HCT_ENOENT) rc = hct__error(HCT_ENOENT, "binary '%s' is not in '%s'", key, dbpath);
+  if (rc != 0) return rc;
+  rc = hct__run_load(W->gpu, op, v, &pt, image, size, &slot->c);
+  free(image);
+  if (rc != 0) return rc;
+  slot->id = (int)id;
+  slot->used = 1;
+  json_object_set_new(reply, "label", json_string(slot->c.label));
+  return 0;
+}
+
+static int req_unload(worker_t *W, json_t *req, json_t *reply) {
+  int64_t id;
+  wcand_t *c;
+  int rc;
+  if ((rc = get_int(req, "cand", 1, 0, &id)) != 0 || (rc = need_cand(W, id, &c)) != 0) return rc;
+  if (W->in.ref_id == id) inset_clear(W);
+  hct__run_unload(W->gpu, &c->c);
+  memset(c, 0, sizeof *c);
+  return 0;
+}
+
+/* ---- check --------------------------------------------------------------- */
+
+/* Host buffers for a run's outputs and inouts (NULL for the others). */
+static int outs_alloc(const hct_hostset_t *hs, void *outs[]) {
+  for (int i = 0; i < HCT_MAX_BUFFERS; i++) outs[i] = NULL;
+  for (int i = 0; i < hs->n; i++) {
+    hct_buf_role_t r = hs->bufs[i].spec->role;
+    if (r != HCT_BUF_OUTPUT && r != HCT_BUF_INOUT) continue;
+    outs[i] = malloc(hs->bufs[i].elems * hct__dtype_size(hs->bufs[i].spec->dtype));
+    if (outs[i] == NULL) return hct__error(HCT_ENOMEM, "out of memory for outputs");
+  }
+  return 0;
+}
+
+static void outs_free(void *outs[]) {
+  for (int i = 0; i < HCT_MAX_BUFFERS; i++) {
+    free(outs[i]);
+    outs[i] = NULL;
+  }
+}
+
+static void runset_clear(runset_t *r) {
+  if (r->valid) hct__hostset_free(&r->hs);
+  outs_free(r->ref_out);
+  json_decref(r->ref_figs);
+  memset(r, 0, sizeof *r);
+}
+
+static void inset_clear(worker_t *W) {
+  inset_t *in = &W->in;
+  if (in->staged) hct__producer_unstage(in->gpu, &W->producer);
+  if (in->dev_ok) hct__devset_free(in->gpu, &in->dev);
+  for (int k = 0; k < 2; k++) runset_clear(&in->set[k]);
+  memset(in, 0, sizeof *in);
+  in->ref_id = -1;
+}
+
+/* The device set for the current inputs, allocated and uploaded once per
+ * input set: every candidate checked on it runs on the same device copy
+ * of the weights (a run puts its own inputs in, and poisons its outputs). */
+static int inset_device(worker_t *W) {
+  inset_t *in = &W->in;
+  if (in->dev_ok && in->gpu == W->gpu) return 0;
+  if (in->dev_ok) hct__devset_free(in->gpu, &in->dev);
+  in->dev_ok = 0;
+  int rc = hct__devset_alloc(W->gpu, &in->set[0].hs, &in->dev);
+  if (rc != 0) return rc;
+  in->gpu = W->gpu;
+  in->dev_ok = 1;
+  return hct__devset_upload(W->gpu, &in->set[0].hs, &in->dev);
+}
+
+/* Figures of every output and inout into f: against the float64
+ * reference, and bit for bit against `ref` when given.  An output whose
+ * bits equal the reference's (ref_f: its figures) has the reference's
+ * figures: the float64 comparison is the costly part of a check, and a
+ * bitwise candidate's runs are bit-equal to the baseline's. */
+static void figures_of(const hct_hostset_t *hs, void *outs[], void *ref[],
+                       const hct_parity_figs_t *ref_f, hct_parity_figs_t f[]) {
+  memset(f, 0, sizeof *f * HCT_MAX_BUFFERS);
+  for (int i = 0; i < hs->n; i++) {
+    if (outs[i] == NULL) continue;
+    hct_parity_figs_t fb;
+    memset(&fb, 0, sizeof fb);
+    if (ref != NULL && ref[i] != NULL) hct__parity_bitwise(&hs->bufs[i], outs[i], ref[i], &fb);
+    if (ref != NULL && ref[i] != NULL && ref_f != NULL && fb.mismatches == 0) {
+      f[i] = ref_f[i];
+      f[i].is_image = 0;
+      f[i].image_mismatches = 0;
+    } else {
+      hct__parity_metrics(&hs->bufs[i], outs[i], &f[i]);
+    }
+    f[i].mismatches = fb.mismatches;
+    f[i].first_mismatch = fb.first_mismatch;
+  }
+  hct__parity_images(hs, outs, f);
+}
+
+static json_t *figures_json(const hct_hostset_t *hs, void *outs[], const hct_parity_figs_t f[]) {
+  json_t *all = json_object();
+  for (int i = 0; i < hs->n; i++)
+    if (outs[i] != NULL) json_object_set_new(all, hs->bufs[i].spec->name, hct__figs_to_json(&f[i]));
+  return all;
+}
+
+static json_t *figures(const hct_hostset_t *hs, void *outs[], void *ref[],
+                       const hct_parity_figs_t *ref_f) {
+  hct_parity_figs_t f[HCT_MAX_BUFFERS];
+  figures_of(hs, outs, ref, ref_f, f);
+  return figures_json(hs, outs, f);
+}
+
+/* Makes W->in set 0 the input set (op, T, pending, seed): inputs and
+ * reference. */
+static int inset_get(worker_t *W, const hct_op_t *op, int T, int pending, uint64_t seed) {
+  inset_t *in = &W->in;
+  if (in->valid && in->op == op && in->T == T && in->pending == pending && in->seed == seed)
+    return 0;
+  inset_clear(W);
+  const hct_op_impl_t *impl = hct__op_impl(op->name);
+  if (impl == NULL) return hct__error(HCT_ENOENT, "op '%s': hctune has no host implementation for it", op->name);
+  runset_t *a = &in->set[0];
+  int rc = hct__hostset_init(&a->hs, op, T, pending);
+  if (rc != 0) return rc;
+  a->valid = 1;
+  if ((rc = impl->fill_inputs(&a->hs, seed)) != 0 || (rc = impl->reference(&a->hs)) != 0 ||
+      (rc = hct__parity_prepare(&a->hs)) != 0) {
+    inset_clear(W);
+    return rc;
+  }
+  a->hs.seed = seed;
+  in->valid = 1;
+  in->op = op;
+  in->T = T;
+  in->pending = pending;
+  in->seed = seed;
+  return 0;
+}
+
+/* Set 1: fresh inputs for set 0's weights (drawn from a seed derived from
+ * set 0's), with their reference: what a second call of an engine sees at
+ * the same addresses. */
+static int inset_fresh(worker_t *W) {
+  inset_t *in = &W->in;
+  runset_t *a = &in->set[0], *b = &in->set[1];
+  if (b->valid) return 0;
+  const hct_op_impl_t *impl = hct__op_impl(in->op->name);
+  int rc = hct__hostset_init(&b->hs, in->op, in->T, in->pending);
+  if (rc != 0) return rc;
+  b->valid = 1;
+  for (int i = 0; i < a->hs.n; i++)
+    if (a->hs.bufs[i].spec->role == HCT_BUF_WEIGHT && a->hs.bufs[i].data)
+      memcpy(b->hs.bufs[i].data, a->hs.bufs[i].data,
+             a->hs.bufs[i].elems * hct__dtype_size(a->hs.bufs[i].spec->dtype));
+  b->hs.inputs_only = 1;
+  uint64_t seed = in->seed ^ 0x5bd1e9955bd1e995ull;
+  if ((rc = impl->fill_inputs(&b->hs, seed)) != 0 || (rc = impl->reference(&b->hs)) != 0 ||
+      (rc = hct__parity_prepare(&b->hs)) != 0) {
+    runset_clear(b);
+    return rc;
+  }
+  b->hs.seed = seed;
+  return 0;
+}
+
+/*
+ * The runs of one candidate in one allocation (a session), as an engine
+ * runs it: run 0 on set 0 (the classic check); with `repeat`, run 1 on set
+ * 1 (fresh inputs at the same addresses, the scratch and its "once" state
+ * kept) and run 2 on set 0 again (identical inputs: a bitwise candidate must
+ * give identical bits); with `producer`, run 3 on set 0 right after the
+ * producer kernel, which writes the inputs and lets this launch begin
+ * early.  Outputs are poisoned before every run.  With `twin`, run 4 is
+ * the first run of a second, fresh allocation on set 0: identical inputs
+ * and identical state, so its bits differ from run 0's only by a race
+ * (run 2's may differ by state kept between runs, which is the repeat
+ * check's to judge).
+ */
+enum { RUN_FIRST, RUN_FRESH, RUN_AGAIN, RUN_PRODUCER, RUN_TWIN, N_RUNS };
+static const int run_set[N_RUNS] = {0, 1, 0, 0, 0};
+
+typedef struct runs_s {
+  void *out[N_RUNS][HCT_MAX_BUFFERS];
+  uint8_t done[N_RUNS];
+  double first_ms;
+} runs_t;
+
+static void runs_free(runs_t *r) {
+  for (int k = 0; k < N_RUNS; k++) outs_free(r->out[k]);
+}
+
+static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int producer, int twin,
+                       runs_t *r, int *timed_out_run) {
+  inset_t *in = &W->in;
+  hct_scratchset_t s;
+  *timed_out_run = -1;
+  int rc = inset_device(W);
+  if (rc == 0) rc = hct__session_begin(W->gpu, c, in->T, &s);
+  if (rc != 0) return rc;
+  for (int k = 0; rc == 0 && k < N_RUNS; k++) {
+    if ((k == RUN_FRESH || k == RUN_AGAIN) && !repeat) continue;
+    if (k == RUN_PRODUCER && !producer) continue;
+    if (k == RUN_TWIN) {
+      if (!twin) continue;
+      hct__scratch_free(W->gpu, &s);
+      if ((rc = hct__session_begin(W->gpu, c, in->T, &s)) != 0) return rc;
+    }
+    const hct_hostset_t *hs = &in->set[run_set[k]].hs;
+    if ((rc = outs_alloc(hs, r->out[k])) != 0) break;
+    uint32_t flag = 0;
+    uint64_t t0 = hct__now_ns();
+    rc = hct__session_run(W->gpu, c, hs, &in->dev, &s, k == RUN_PRODUCER ? &W->producer : NULL,
+                          r->out[k], c->v->grid_barrier ? &flag : NULL);
+    if (k == RUN_FIRST) r->first_ms = (double)(hct__now_ns() - t0) / 1e6;
+    r->done[k] = rc == 0;
+    if (rc == 0 && flag != 0 && *timed_out_run < 0) *timed_out_run = k;
+  }
+  /* After a sticky error the context is gone: free nothing on the GPU. */
+  if (!is_sticky(rc)) hct__scratch_free(W->gpu, &s);
+  return rc;
+}
+
+/* The producer kernel loaded and holding set 0's inputs.  A producer that
+ * does not load is no candidate's fault: the check is skipped, saying why
+ * (W->producer_broken, which the probe reports), not failed; a sticky
+ * error is returned. */
+static int producer_ready(worker_t *W) {
+  inset_t *in = &W->in;
+  int rc = inset_device(W);
+  if (rc != 0 || W->producer_broken[0] != '\0' || in->staged) return rc;
+  if (!W->producer_loaded && (rc = hct__producer_load(W->gpu, &W->producer)) == 0)
+    W->producer_loaded = 1;
+  if (rc == 0 && (rc = hct__producer_stage(W->gpu, &W->producer, &in->set[0].hs, &in->dev)) == 0)
+    in->staged = 1;
+  if (rc != 0 && !is_sticky(rc)) {
+    snprintf(W->producer_broken, sizeof W->producer_broken, "the producer kernel is not ready: %s",
+             hct_last_error());
+    hct__log(HCT_LOG_WARN, "worker: %s", W->producer_broken);
+    rc = 0;
+  }
+  return rc;
+}
+
+/* The reference candidate's outputs on set 0 (and set 1 with `repeat`),
+ * kept in W->in for every candidate checked on these inputs. */
+static int keep_ref(worker_t *W, int id, runs_t *r, int repeat) {
+  inset_t *in = &W->in;
+  for (int k = 0; k < 2; k++) {
+    runset_t *set = &in->set[k];
+    outs_free(set->ref_out);
+    json_decref(set->ref_figs);
+    set->ref_figs = NULL;
+  }
+  int runs[2] = {RUN_FIRST, RUN_FRESH};
+  for (int k = 0; k < (repeat ? 2 : 1); k++) {
+    runset_t *set = &in->set[k];
+    memcpy(set->ref_out, r->out[runs[k]], sizeof set->ref_out);
+    memset(r->out[runs[k]], 0, sizeof r->out[runs[k]]);
+    figures_of(&set->hs, set->ref_out, NULL, NULL, set->ref_f);
+    set->ref_figs = figures_json(&set->hs, set->ref_out, set->ref_f);
+  }
+  in->ref_id = id;
+  in->ref_repeat = repeat;
+  return 0;
+}
+
+/* Bits of run 4 (a fresh allocation) against run 0, on identical inputs:
+ * 1 when identical; else 0 with the first buffer that differs and its
+ * count. */
+static int deterministic(const inset_t *in, runs_t *r, json_t *reply) {
+  const hct_hostset_t *hs = &in->set[0].hs;
+  for (int i = 0; i < hs->n; i++) {
+    if (r->out[RUN_FIRST][i] == NULL || r->out[RUN_TWIN][i] == NULL) continue;
+    hct_parity_figs_t f;
+    memset(&f, 0, sizeof f);
+    hct__parity_bitwise(&hs->bufs[i], r->out[RUN_TWIN][i], r->out[RUN_FIRST][i], &f);
+    if (f.mismatches == 0) continue;
+    json_object_set_new(reply, "nondeterministic_buffer", json_string(hs->bufs[i].spec->name));
+    json_object_set_new(reply, "nondeterministic_mismatches", json_integer((json_int_t)f.mismatches));
+    json_object_set_new(reply, "nondeterministic_first", json_integer((json_int_t)f.first_mismatch));
+    return 0;
+  }
+  return 1;
+}
+
+/*
+ * check: candidate `cand` at T on the inputs drawn from `seed` (pending:
+ * with the optional inputs), against candidate `ref` (-1: none; the
+ * figures are then against the float64 reference only, and the
+ * candidate's outputs become the reference for the next checks on these
+ * inputs).  "repeat": 1 adds runs 1 and 2 of the session (run_session),
+ * "producer": 1 run 3 when the candidate's first launch is programmatic,
+ * "twin": 1 run 4 in a second allocation (the determinism check).
+ * The reply has run 0's figures as "buffers" (the reference's as
+ * "ref_buffers"), the others under "more", and "deterministic".
+ */
+static int req_check(worker_t *W, json_t *req, json_t *reply) {
+  int64_t id, ref_id, T, pending, seed, repeat, producer, twin;
+  wcand_t *c, *ref = NULL;
+  int rc;
+  if ((rc = get_int(req, "cand", 1, 0, &id)) != 0 || (rc = get_int(req, "ref", 0, -1, &ref_id)) != 0 ||
+      (rc = get_int(req, "tokens", 1, 0, &T)) != 0 || (rc = get_int(req, "pending", 0, 0, &pending)) != 0 ||
+      (rc = get_int(req, "seed", 1, 0, &seed)) != 0 || (rc = get_int(req, "repeat", 0, 0, &repeat)) != 0 ||
+      (rc = get_int(req, "producer", 0, 0, &producer)) != 0 ||
+      (rc = get_int(req, "twin", 0, 0, &twin)) != 0)
+    return rc;
+  json_object_set_new(reply, "cand", json_integer(id));
+  if ((rc = need_cand(W, id, &c)) != 0) return rc;
+  if (ref_id >= 0 && ref_id != id && (rc = need_cand(W, ref_id, &ref)) != 0) return rc;
+  if (T < 1 || T > HCT_MAX_TOKENS) return hct__error(HCT_ERANGE, "request 'check': tokens %lld", (long long)T);
+  char why[256];
+  if (!hct__run_supports(&c->c, &W->dev, (int)T, why, sizeof why))
+    return hct__error(HCT_EUNSUPPORTED, "%s at T=%lld: %s", c->c.label, (long long)T, why);
+  if ((rc = inset_get(W, c->c.op, (int)T, pending != 0, (uint64_t)seed)) != 0) return rc;
+  if (repeat && (rc = inset_fresh(W)) != 0) return rc;
+  inset_t *in = &W->in;
+
+  /* The producer check applies to a candidate that may start before the
+   * kernel ahead of it ends. */
+  int with_producer = 0;
+  if (producer) {
+    if (!hct__producer_applies(&W->dev, why, sizeof why))
+      json_object_set_new(reply, "producer_skipped", json_string(why));
+    else if (!hct__run_first_pdl(&c->c, &W->dev, (int)T))
+      json_object_set_new(reply, "producer_skipped", json_string("its first launch waits for the kernel before it"));
+    else if ((rc = producer_ready(W)) != 0)
+      return rc;
+    else if (W->producer_broken[0] != '\0')
+      json_object_set_new(reply, "producer_skipped", json_string(W->producer_broken));
+    else
+      with_producer = 1;
+  }
+
+  int timed_out;
+  runs_t r;
+  memset(&r, 0, sizeof r);
+  if (ref != NULL && (in->ref_id != ref->id || (repeat && !in->ref_repeat))) {
+    /* The reference's runs on these inputs, kept for the next candidates. */
+    in->ref_id = -1;
+    rc = run_session(W, &ref->c, (int)repeat, 0, 0, &r, &timed_out);
+    if (rc == 0) rc = keep_ref(W, ref->id, &r, (int)repeat);
+    runs_free(&r);
+    memset(&r, 0, sizeof r);
+    if (rc != 0) {
+      json_object_set_new(reply, "cand", json_integer(ref->id));
+      return hct__error(rc, "reference %s at T=%lld: %s", ref->c.label, (long long)T, hct_last_error());
+    }
+  }
+  rc = run_session(W, &c->c, (int)repeat, with_producer, twin != 0, &r, &timed_out);
+  json_object_set_new(reply, "run_ms", json_real(r.first_ms));
+  if (rc == 0 && timed_out >= 0)
+    rc = hct__error(HCT_ETIMEDOUT, "%s at T=%lld: a grid barrier timed out in run %d (not every block was resident)",
+                    c->c.label, (long long)T, timed_out);
+  if (rc == 0) {
+    void **ref0 = ref ? in->set[0].ref_out : NULL, **ref1 = ref ? in->set[1].ref_out : NULL;
+    json_object_set_new(reply, "buffers",
+                        figures(&in->set[0].hs, r.out[RUN_FIRST], ref0, ref ? in->set[0].ref_f : NULL));
+    if (ref != NULL) json_object_set(reply, "ref_buffers", in->set[0].ref_figs);
+    json_t *more = json_array();
+    static const struct {
+      int run;
+      const char *check;
+    } later[] = {{RUN_FRESH, "repeat"}, {RUN_AGAIN, "repeat"}, {RUN_PRODUCER, "producer"}};
+    for (size_t k = 0; k < HCT_ARRAY_SIZE(later); k++) {
+      int run = later[k].run;
+      if (!r.done[run]) continue;
+      const runset_t *set = &in->set[run_set[run]];
+      json_t *o = json_pack("{s:s, s:i, s:o}", "check", later[k].check, "run", run, "buffers",
+                            figures(&set->hs, r.out[run], ref ? (run_set[run] ? ref1 : ref0) : NULL,
+                                    ref ? set->ref_f : NULL));
+      if (ref != NULL) json_object_set(o, "ref_buffers", set->ref_figs);
+      json_array_append_new(more, o);
+    }
+    json_object_set_new(reply, "more", more);
+    if (r.done[RUN_TWIN])
+      json_object_set_new(reply, "deterministic", json_boolean(deterministic(in, &r, reply)));
+    /* A check without a reference makes this candidate the reference of
+     * the next ones on these inputs (the probe checks the baseline so). */
+    if (ref == NULL) keep_ref(W, c->id, &r, (int)repeat);
+  }
+  runs_free(&r);
+  return rc;
+}
+
+/* ---- time ---------------------------------------------------------------- */
+
+typedef struct timer_s {
+  worker_t *W;
+  hct_graph_t **graph;
+  hct_event_t *start, *stop;
+  int batch;
+} timer_t_;
+
+static int sample_cb(void *arg, int slot, double *us) {
+  timer_t_ *tm = arg;
+  hct_gpu_t *g = tm->W->gpu;
+  float ms;
+  int rc;
+  if ((rc = hct__gpu_event_record(g, tm->start)) != 0) return rc;
+  if ((rc = hct__gpu_graph_launch(g, tm->graph[slot])) != 0) return rc;
+  if ((rc = hct__gpu_event_record(g, tm->stop)) != 0) return rc;
+  if ((rc = hct__gpu_event_elapsed(g, tm->start, tm->stop, &ms)) != 0) return rc;
+  *us = (double)ms * 1e3 / tm->batch;
+  return 0;
+}
+
+static int clock_cb(void *arg, int *mhz) {
+  timer_t_ *tm = arg;
+  return hct__gpu_sm_clock(tm->W->gpu, mhz);
+}
+
+static int opt_num(json_t *o, const char *key, double *out) {
+  json_t *v = json_object_get(o, key);
+  if (v == NULL) return 0;
+  if (!json_is_number(v)) return hct__error(HCT_EINVAL, "request 'time': '%s' must be a number", key);
+  *out = json_number_value(v);
+  return 0;
+}
+
+/* Timing options from the request: the names of hct_timing_opts_t. */
+static int timing_opts(json_t *req, hct_timing_opts_t *to) {
+  double max_seconds = 0.5, max_rounds = 60, min_samples = 0, target = 0, prune = 0, warmup = 0,
+         seed = 1;
+  int rc;
+  if ((rc = opt_num(req, "max_seconds", &max_seconds)) || (rc = opt_num(req, "max_rounds", &max_rounds)) ||
+      (rc = opt_num(req, "min_samples", &min_samples)) || (rc = opt_num(req, "target_rel_ci", &target)) ||
+      (rc = opt_num(req, "prune_factor", &prune)) || (rc = opt_num(req, "warmup", &warmup)) ||
+      (rc = opt_num(req, "timing_seed", &seed)))
+    return rc;
+  to->max_seconds = max_seconds;
+  to->max_rounds = (int)max_rounds;
+  to->min_samples = (int)min_samples;
+  to->target_rel_ci = target;
+  to->prune_factor = prune;
+  to->warmup = (int)warmup;
+  to->seed = (uint64_t)seed;
+  return 0;
+}
+
+static json_t *timing_json(int id, const hct_timing_res_t *r) {
+  const hct_summary_t *s = &r->s;
+  json_t *j = json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:i, s:i, s:i, s:i, s:o}",
+                        "cand", id, "samples", s->n, "median_us", hct__json_double(s->median), "min_us",
+                        hct__json_double(s->min), "max_us", hct__json_double(s->max), "p10_us",
+                        hct__json_double(s->p10), "p90_us", hct__json_double(s->p90), "ci_lo_us",
+                        hct__json_double(s->ci_lo), "ci_hi_us", hct__json_double(s->ci_hi), "rel_ci",
+                        hct__json_double(s->rel_ci), "rounds", r->rounds, "converged", r->converged,
+                        "pruned", r->pruned, "throttled", r->throttled, "clock_checked",
+                        r->clock_checked, "seconds", hct__json_double(r->seconds));
+  if (j != NULL && r->err != 0) {
+    json_object_set_new(j, "error", json_string(hct_err_name(r->err)));
+    json_object_set_new(j, "message", json_string(r->errmsg));
+  }
+  return j;
+}
+
+/*
+ * The allocation of the last 'time' request, kept for 'verify': its sets
+ * (set s holding the inputs and weights rotated by rotation(s) elements, so
+ * that no two sets hold the same data), each candidate's scratch (its state
+ * as the timed launches left it) and graph.  Freed by the next request of
+ * any other kind: 'verify' refers to the 'time' just before it.
+ */
+typedef struct timed_s {
+  int T, n, nsets, used_sets;   /* used: the sets a graph's launches touch */
+  int ids[MAX_CANDS];
+  wcand_t *cs[MAX_CANDS];
+  hct_hostset_t hs;             /* set 0's data; reference filled on demand */
+  int ref_done;
+  hct_devset_t *sets;
+  hct_scratchset_t *scr;
+  hct_graph_t **graphs;
+  void **base_out;              /* [used_sets][HCT_MAX_BUFFERS]: the
+                                   reference candidate's timed outputs */
+  int base_id;                  /* whose they are, or -1 */
+} timed_t;
+
+static void timed_free(worker_t *W, timed_t *t, int sticky) {
+  if (t == NULL) return;
+  if (!sticky) {
+    for (int k = 0; t->graphs && k < t->n; k++)
+      if (t->graphs[k]) hct__gpu_graph_destroy(W->gpu, t->graphs[k]);
+    for (int k = 0; t->scr && k < t->n; k++) hct__scratch_free(W->gpu, &t->scr[k]);
+    for (int s = 0; t->sets && s < t->nsets; s++) hct__devset_free(W->gpu, &t->sets[s]);
+  }
+  for (int s = 0; t->base_out && s < t->used_sets; s++) outs_free(t->base_out + (size_t)s * HCT_MAX_BUFFERS);
+  free(t->base_out);
+  free(t->sets);
+  free(t->scr);
+  free(t->graphs);
+  hct__hostset_free(&t->hs);
+  free(t);
+}
+
+/* How far set s's data is rotated: 0 for set 0, distinct for the others
+ * (104729 is prime), so a variant that is right only on some data, or only
+ * on the first buffers it saw, is wrong on some set. */
+static size_t rotation(int s, size_t elems) {
+  return elems > 1 ? ((size_t)s * 104729u) % elems : 0;
+}
+
+/* Uploads set s: every input and weight of hs rotated by rotation(s)
+ * (set 0 as it is: hct__devset_upload), outputs poisoned. */
+static int upload_rotated(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d, int s) {
+  if (s == 0) return hct__devset_upload(g, hs, d);
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < hs->n; i++) {
+    const hct_hbuf_t *b = &hs->bufs[i];
+    if (d->ptr[i] == 0) continue;
+    if (b->spec->role == HCT_BUF_OUTPUT) {
+      rc = hct__dtype_size(b->spec->dtype) == 2 ? hct__gpu_fill16(g, d->ptr[i], HCT_POISON_16, b->elems)
+                                                : hct__gpu_fill32(g, d->ptr[i], HCT_POISON_F32, b->elems);
+      continue;
+    }
+    size_t esz = hct__dtype_size(b->spec->dtype), r = rotation(s, b->elems);
+    const char *data = b->data;
+    rc = hct__gpu_upload(g, d->ptr[i], data + r * esz, (b->elems - r) * esz);
+    if (rc == 0 && r > 0) rc = hct__gpu_upload(g, d->ptr[i] + (b->elems - r) * esz, data, r * esz);
+  }
+  return rc;
+}
+
+/*
+ * Times candidates at T, interleaved (tuner/timing.c): each one's batch of
+ * launches captured into a graph over rotating buffer sets (cold: their
+ * total is over 4x the L2), replayed in rounds.  A sticky error of one
+ * candidate ends the worker; its id is in the reply's "cand".
+ */
+static int req_time(worker_t *W, json_t *req, json_t *reply) {
+  int64_t T, seed, batch, cold;
+  int rc;
+  json_t *ids = json_object_get(req, "cands");
+  if (!json_is_array(ids) || json_array_size(ids) == 0 || json_array_size(ids) > MAX_CANDS)
+    return hct__error(HCT_EINVAL, "request 'time': 'cands' must be a non-empty array of ids");
+  int n = (int)json_array_size(ids);
+  wcand_t *cs[MAX_CANDS];
+  for (int k = 0; k < n; k++)
+    if ((rc = need_cand(W, json_integer_value(json_array_get(ids, (size_t)k)), &cs[k])) != 0) return rc;
+  const hct_op_t *op = cs[0]->c.op;
+  if ((rc = get_int(req, "tokens", 1, 0, &T)) != 0 || (rc = get_int(req, "seed", 1, 0, &seed)) != 0 ||
+      (rc = get_int(req, "batch", 0, op->batch, &batch)) != 0 ||
+      (rc = get_int(req, "cold", 0, op->timing_cold, &cold)) != 0)
+    return rc;
+  if (batch < 1 || batch > 4096) return hct__error(HCT_ERANGE, "request 'time': batch %lld", (long long)batch);
+  hct_timing_opts_t to;
+  memset(&to, 0, sizeof to);
+  if ((rc = timing_opts(req, &to)) != 0) return rc;
+
+  timed_t *tt = calloc(1, sizeof *tt);
+  if (tt == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  tt->T = (int)T;
+  tt->n = n;
+  tt->base_id = -1;
+  for (int k = 0; k < n; k++) {
+    tt->cs[k] = cs[k];
+    tt->ids[k] = cs[k]->id;
+  }
+  hct_hostset_t *hsp = &tt->hs;
+  if ((rc = hct__hostset_init(hsp, op, (int)T, 0)) != 0) {
+    free(tt);
+    return rc;
+  }
+  const hct_op_impl_t *impl = hct__op_impl(op->name);
+  if (impl == NULL) {
+    timed_free(W, tt, 0);
+    return hct__error(HCT_ENOENT, "op '%s': hctune has no host implementation for it", op->name);
+  }
+  if ((rc = impl->fill_inputs(hsp, (uint64_t)seed)) != 0) {
+    timed_free(W, tt, 0);
+    return rc;
+  }
+  size_t set_bytes = 0;
+  for (int i = 0; i < hsp->n; i++)
+    if (hsp->bufs[i].data) set_bytes += hsp->bufs[i].elems * hct__dtype_size(hsp->bufs[i].spec->dtype);
+  int nsets = 1;
+  if (cold && set_bytes > 0)
+    nsets = (int)HCT_MIN(64, HCT_MAX(2, (4 * W->dev.l2_bytes + (int64_t)set_bytes - 1) / (int64_t)set_bytes + 1));
+  tt->nsets = nsets;
+  tt->used_sets = (int)HCT_MIN(nsets, batch);
+
+  hct_devset_t *sets = tt->sets = calloc((size_t)nsets, sizeof *sets);
+  hct_scratchset_t *scr = tt->scr = calloc((size_t)n, sizeof *scr);
+  hct_graph_t **graphs = tt->graphs = calloc((size_t)n, sizeof *graphs);
+  hct_timing_res_t *res = calloc((size_t)n, sizeof *res);
+  int have_res = 0;
+  timer_t_ tm = {W, graphs, NULL, NULL, (int)batch};
+  if (!sets || !scr || !graphs || !res) {
+    rc = hct__error(HCT_ENOMEM, "out of memory");
+    goto done;
+  }
+  for (int s = 0; s < nsets; s++)
+    if ((rc = hct__devset_alloc(W->gpu, hsp, &sets[s])) != 0 ||
+        (rc = upload_rotated(W->gpu, hsp, &sets[s], s)) != 0)
+      goto done;
+  for (int k = 0; k < n; k++) {
+    const hct_cand_t *c = &cs[k]->c;
+    json_object_set_new(reply, "cand", json_integer(cs[k]->id));
+    if ((rc = hct__scratch_alloc(W->gpu, c, (int)T, &scr[k])) != 0) goto done;
+    if ((rc = hct__gpu_capture_begin(W->gpu)) != 0) goto done;
+    for (int b = 0; b < batch && rc == 0; b++)
+      rc = hct__run_enqueue(W->gpu, c, hsp, &sets[b % nsets], &scr[k]);
+    hct_graph_t *gr = NULL;
+    int rc2 = hct__gpu_capture_end(W->gpu, &gr);
+    if (rc == 0) rc = rc2;
+    if (rc != 0) goto done;
+    graphs[k] = gr;
+  }
+  json_object_del(reply, "cand");
+  if ((rc = hct__gpu_event_create(W->gpu, &tm.start)) != 0 ||
+      (rc = hct__gpu_event_create(W->gpu, &tm.stop)) != 0)
+    goto done;
+  /* "no_prune": ids of candidates that stay timed however slow (the
+   * incumbent the others are compared with). */
+  uint8_t no_prune[MAX_CANDS] = {0};
+  json_t *np = json_object_get(req, "no_prune");
+  for (size_t j = 0; j < json_array_size(np); j++)
+    for (int k = 0; k < n; k++)
+      if (json_integer_value(json_array_get(np, j)) == cs[k]->id) no_prune[k] = 1;
+  to.no_prune = no_prune;
+  /* "ranks": one per id of "cands", in order (tuner/stats.h: who may
+   * prune whom). */
+  uint8_t ranks[MAX_CANDS] = {0};
+  json_t *rk = json_object_get(req, "ranks");
+  if (rk != NULL) {
+    if (!json_is_array(rk) || json_array_size(rk) != (size_t)n) {
+      rc = hct__error(HCT_EINVAL, "request 'time': 'ranks' must be an array of %d integers", n);
+      goto done;
+    }
+    for (int k = 0; k < n; k++) {
+      json_t *v = json_array_get(rk, (size_t)k);
+      if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 255) {
+        rc = hct__error(HCT_EINVAL, "request 'time': ranks[%d] must be an integer in 0..255", k);
+        goto done;
+      }
+      ranks[k] = (uint8_t)json_integer_value(v);
+    }
+    to.rank = ranks;
+  }
+  to.sample = sample_cb;
+  to.arg = &tm;
+  to.max_clock_mhz = W->dev.clock_khz / 1000;
+  int mhz;
+  if (to.max_clock_mhz > 0 && hct__gpu_sm_clock(W->gpu, &mhz) == 0) to.sm_clock = clock_cb;
+  rc = hct__timing_run(n, &to, res);
+  if (rc < 0) goto done;
+  have_res = 1;
+  rc = 0;
+  json_t *arr = json_array();
+  for (int k = 0; k < n; k++) {
+    json_array_append_new(arr, timing_json(cs[k]->id, &res[k]));
+    if (rc == 0 && is_sticky(res[k].err)) {
+      json_object_set_new(reply, "cand", json_integer(cs[k]->id));
+      rc = hct__error(res[k].err, "%s: timing at T=%lld: %s", cs[k]->c.label, (long long)T,
+                      res[k].errmsg);
+    }
+  }
+  json_object_set_new(reply, "results", arr);
+  json_object_set_new(reply, "sets", json_integer(nsets));
+  json_object_set_new(reply, "set_bytes", json_integer((json_int_t)set_bytes));
+  json_object_set_new(reply, "batch", json_integer(batch));
+done:
+  /* After a sticky error the context is gone: free nothing on the GPU. */
+  if (!is_sticky(rc)) {
+    if (tm.start) hct__gpu_event_destroy(W->gpu, tm.start);
+    if (tm.stop) hct__gpu_event_destroy(W->gpu, tm.stop);
+  }
+  if (have_res) hct__timing_res_free(res, n);
+  free(res);
+  /* Kept for 'verify' when the timing went through. */
+  if (rc == 0) W->timed = tt;
+  else timed_free(W, tt, is_sticky(rc));
+  return rc;
+}
+
+/* What the outputs hold before a replay: poison for the reference (so an
+ * element it leaves unwritten shows), and for a candidate a finite value,
+ * 1.0, as an engine's buffers hold finite values from the last call: a
+ * variant that skips work when its outputs do not hold the poison keeps
+ * the 1.0s and differs from the reference. */
+static int prefill(worker_t *W, timed_t *t, int s, int i, int stale) {
+  const hct_hbuf_t *b = &t->hs.bufs[i];
+  hct_dptr_t p = t->sets[s].ptr[i];
+  if (hct__dtype_size(b->spec->dtype) == 2)
+    return hct__gpu_fill16(W->gpu, p, !stale ? HCT_POISON_16 : b->spec->dtype == HCT_DT_BF16 ? 0x3f80 : 0x3c00,
+                           b->elems);
+  return hct__gpu_fill32(W->gpu, p, stale ? 0x3f800000u : HCT_POISON_F32, b->elems);
+}
+
+/* The outputs of candidate k's timed launches: its graph replayed once
+ * more (the same launches on the same sets and scratch), outputs prefilled
+ * first (poison, or with `stale` 1.0), every used set's outputs downloaded
+ * into out[set][buffer]. */
+static int replay(worker_t *W, timed_t *t, int k, int stale, void **out) {
+  int rc = 0;
+  for (int s = 0; rc == 0 && s < t->used_sets; s++)
+    for (int i = 0; rc == 0 && i < t->hs.n; i++)
+      if (t->sets[s].ptr[i] && t->hs.bufs[i].spec->role == HCT_BUF_OUTPUT)
+        rc = prefill(W, t, s, i, stale);
+  if (rc == 0) rc = hct__gpu_graph_launch(W->gpu, t->graphs[k]);
+  if (rc == 0) rc = hct__gpu_sync(W->gpu);
+  for (int s = 0; rc == 0 && s < t->used_sets; s++) {
+    void **o = out + (size_t)s * HCT_MAX_BUFFERS;
+    if ((rc = outs_alloc(&t->hs, o)) != 0) break;
+    for (int i = 0; rc == 0 && i < t->hs.n; i++)
+      if (o[i] != NULL && t->sets[s].ptr[i])
+        rc = hct__gpu_download(W->gpu, o[i], t->sets[s].ptr[i], t->sets[s].bytes[i]);
+  }
+  return rc;
+}
+
+/* Elements that are NaN or Inf but not the poison (which counts as
+ * unwritten): the one figure of the float64 comparison verify needs on
+ * every set, without the comparison (the host has set 0's reference only). */
+static size_t nonfinite(const hct_hbuf_t *b, const void *out) {
+  size_t n = 0;
+  if (b->spec->dtype == HCT_DT_F32) {
+    const uint32_t *x = out;
+    for (size_t e = 0; e < b->elems; e++)
+      n += (x[e] & 0x7f800000u) == 0x7f800000u && x[e] != (uint32_t)HCT_POISON_F32;
+  } else if (b->spec->dtype == HCT_DT_BF16 || b->spec->dtype == HCT_DT_F16) {
+    const uint16_t *x = out, mask = b->spec->dtype == HCT_DT_BF16 ? 0x7f80 : 0x7c00;
+    for (size_t e = 0; e < b->elems; e++) n += (x[e] & mask) == mask && x[e] != HCT_POISON_16;
+  }
+  return n;
+}
+
+/* max |a - b| / max |b| over an f32 buffer (0 for other dtypes: their
+ * images are checked exactly instead). */
+static double distance(const hct_hbuf_t *b, const void *a, const void *base) {
+  if (b->spec->dtype != HCT_DT_F32) return 0;
+  const float *x = a, *y = base;
+  double num = 0, den = 0;
+  for (size_t e = 0; e < b->elems; e++) {
+    double d = fabs((double)x[e] - (double)y[e]);
+    if (isnan(d)) return INFINITY; /* poison, or a NaN: as far as can be */
+    num = fmax(num, d);
+    den = fmax(den, fabs((double)y[e]));
+  }
+  return den > 0 ? num / den : num;
+}
+
+/*
+ * verify: the outputs of the launches each candidate made while being
+ * timed (the last 'time' request), against the reference candidate's
+ * timed outputs on the same sets: bits, poison (unwritten), non-finite
+ * values, exact 16-bit images and the normwise distance, worst over the
+ * used sets; and on set 0 (whose data the host has) the figures against
+ * the float64 reference, candidate's and reference's, for the kl rules.
+ */
+static int req_verify(worker_t *W, json_t *req, json_t *reply) {
+  timed_t *t = W->timed;
+  int64_t ref_id;
+  int rc;
+  if ((rc = get_int(req, "ref", 1, 0, &ref_id)) != 0) return rc;
+  json_t *ids = json_object_get(req, "cands");
+  if (t == NULL) return hct__error(HCT_ENOENT, "request 'verify': no 'time' request just before it");
+  if (!json_is_array(ids)) return hct__error(HCT_EINVAL, "request 'verify': 'cands' must be an array of ids");
+  int kref = -1;
+  for (int k = 0; k < t->n; k++)
+    if (t->ids[k] == ref_id) kref = k;
+  if (kref < 0) return hct__error(HCT_ENOENT, "request 'verify': reference %lld was not timed", (long long)ref_id);
+  if (!t->ref_done) {
+    const hct_op_impl_t *impl = hct__op_impl(t->hs.op->name);
+    if ((rc = impl->reference(&t->hs)) != 0 || (rc = hct__parity_prepare(&t->hs)) != 0) return rc;
+    t->ref_done = 1;
+  }
+  if (t->base_id != ref_id) {
+    if (t->base_out == NULL && (t->base_out = calloc((size_t)t->used_sets * HCT_MAX_BUFFERS, sizeof *t->base_out)) == NULL)
+      return hct__error(HCT_ENOMEM, "out of memory");
+    for (int s = 0; s < t->used_sets; s++) outs_free(t->base_out + (size_t)s * HCT_MAX_BUFFERS);
+    json_object_set_new(reply, "cand", json_integer(ref_id));
+    if ((rc = replay(W, t, kref, 0, t->base_out)) != 0) return rc;
+    t->base_id = (int)ref_id;
+  }
+  void **out = calloc((size_t)t->used_sets * HCT_MAX_BUFFERS, sizeof *out);
+  if (out == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  json_t *results = json_array();
+  for (size_t j = 0; rc == 0 && j < json_array_size(ids); j++) {
+    int id = (int)json_integer_value(json_array_get(ids, j)), k = -1;
+    for (int q = 0; q < t->n; q++)
+      if (t->ids[q] == id) k = q;
+    if (k < 0) {
+      rc = hct__error(HCT_ENOENT, "request 'verify': candidate %d was not timed", id);
+      break;
+    }
+    json_object_set_new(reply, "cand", json_integer(id));
+    if ((rc = replay(W, t, k, 1, out)) != 0) break;
+    size_t mism = 0, unwr = 0, nonfin = 0, img = 0;
+    double dist = 0;
+    int worst = -1, worst_bad = 0;
+    const char *worst_buf = "";
+    for (int s = 0; s < t->used_sets; s++) {
+      void **o = out + (size_t)s * HCT_MAX_BUFFERS, **b = t->base_out + (size_t)s * HCT_MAX_BUFFERS;
+      hct_parity_figs_t f[HCT_MAX_BUFFERS];
+      memset(f, 0, sizeof f);
+      for (int i = 0; i < t->hs.n; i++) {
+        if (o[i] == NULL) continue;
+        hct__parity_bitwise(&t->hs.bufs[i], o[i], b[i], &f[i]);
+        f[i].nonfinite = nonfinite(&t->hs.bufs[i], o[i]);
+      }
+      hct__parity_images(&t->hs, o, f);
+      for (int i = 0; i < t->hs.n; i++) {
+        if (o[i] == NULL) continue;
+        double di = distance(&t->hs.bufs[i], o[i], b[i]);
+        size_t bad = f[i].mismatches + f[i].unwritten + f[i].nonfinite + f[i].image_mismatches;
+        /* The first set with a wrong element, else the farthest one. */
+        if ((bad > 0 && (worst < 0 || !worst_bad)) || (!worst_bad && di > dist)) {
+          worst = s;
+          worst_buf = t->hs.bufs[i].spec->name;
+          worst_bad = bad > 0;
+        }
+        mism += f[i].mismatches;
+        unwr += f[i].unwritten;
+        nonfin += f[i].nonfinite;
+        img += f[i].image_mismatches;
+        dist = fmax(dist, di);
+      }
+    }
+    json_t *o = json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:o, s:i, s:s}", "cand", id, "sets",
+                          t->used_sets, "mismatches", (json_int_t)mism, "unwritten", (json_int_t)unwr,
+                          "nonfinite", (json_int_t)nonfin, "image_mismatches", (json_int_t)img,
+                          "max_dist", hct__json_double(dist), "worst_set", worst, "worst_buffer",
+                          worst_buf);
+    json_object_set_new(o, "first", figures(&t->hs, out, NULL, NULL));
+    json_object_set_new(o, "ref_first", figures(&t->hs, t->base_out, NULL, NULL));
+    json_array_append_new(results, o);
+    for (int s = 0; s < t->used_sets; s++) outs_free(out + (size_t)s * HCT_MAX_BUFFERS);
+  }
+  free(out);
+  if (rc == 0) json_object_del(reply, "cand");
+  json_object_set_new(reply, "results", results);
+  return rc;
+}
+
+static int req_quit(worker_t *W, json_t *req, json_t *reply) {
+  W->quit = 1;
+  return 0;
+}
+
+/* ---- the loop --------------------------------------------------------------- */
+
+enum { NEED_GPU = 1 };
+
+static const struct {
+  const char *cmd;
+  int (*fn)(worker_t *W, json_t *req, json_t *reply);
+  int flags;
+} requests[] = {
+    {"hello", req_hello, 0},          {"open", req_open, 0},
+    {"load", req_load, NEED_GPU},     {"unload", req_unload, NEED_GPU},
+    {"check", req_check, NEED_GPU},   {"time", req_time, NEED_GPU},
+    {"verify", req_verify, NEED_GPU},
+    {"quit", req_quit, 0},
+};
+
+/* Answers one request line; returns 1 when the worker must exit after a
+ * fatal error, 0 otherwise. */
+static int serve_line(worker_t *W, const char *line) {
+  json_error_t jerr;
+  json_t *req = json_loads(line, 0, &jerr);
+  json_t *reply = json_object();
+  json_t *id = req ? json_object_get(req, "id") : NULL;
+  json_object_set(reply, "id", id ? id : json_null());
+  int rc;
+  const char *cmd = req ? json_string_value(json_object_get(req, "cmd")) : NULL;
+  if (req == NULL || !json_is_object(req)) {
+    rc = hct__error(HCT_EPROTO, "request is not a JSON object: %s", req ? "other type" : jerr.text);
+  } else if (cmd == NULL) {
+    rc = hct__error(HCT_EINVAL, "request has no 'cmd'");
+  } else {
+    rc = hct__error(HCT_EINVAL, "'%s' is not a worker command", cmd);
+    for (size_t i = 0; i < HCT_ARRAY_SIZE(requests); i++) {
+      if (strcmp(requests[i].cmd, cmd) != 0) continue;
+      hct__error_clear();
+      /* 'verify' refers to the 'time' just before it; anything else
+       * gives that allocation back. */
+      if (requests[i].fn != req_verify && W->timed != NULL) {
+        timed_free(W, W->timed, 0);
+        W->timed = NULL;
+      }
+      if ((requests[i].flags & NEED_GPU) && W->gpu == NULL)
+        rc = hct__error(HCT_EINVAL, "'%s' needs 'open' first", cmd);
+      else
+        rc = requests[i].fn(W, req, reply);
+      break;
+    }
+  }
+  int fatal = is_sticky(rc);
+  json_object_set_new(reply, "ok", json_boolean(rc == 0));
+  if (rc != 0) {
+    json_object_set_new(reply, "error", json_string(hct_err_name(rc)));
+    const char *msg = hct_last_error();
+    json_object_set_new(reply, "message", json_string(msg && msg[0] ? msg : hct_strerror(rc)));
+    if (fatal) json_object_set_new(reply, "fatal", json_true());
+    hct__log(HCT_LOG_WARN, "worker: %s: %s", cmd ? cmd : "?", msg);
+  }
+  char *s = json_dumps(reply, JSON_COMPACT);
+  if (s == NULL) {
+    /* A reply jansson cannot write (bad UTF-8 in a message, say). */
+    s = hct__asprintf("{\"id\":%lld,\"ok\":false,\"error\":\"EPROTO\",\"message\":\"reply not encodable\"}",
+                      (long long)json_integer_value(id));
+  }
+  if (s != NULL) {
+    fputs(s, stdout);
+    fputc('\n', stdout);
+  }
+  fflush(stdout);
+  free(s);
+  json_decref(reply);
+  json_decref(req);
+  return fatal;
+}
+
+/*
+ * Serves requests from stdin until EOF, `quit` or a sticky GPU error.
+ * Returns 0, or HCT_EFAULT when a sticky error poisoned the context: then
+ * nothing was released and the caller must leave at once (_exit), running
+ * no exit handler that could touch the context.
+ */
+int hct__worker_serve(void) {
+  worker_t W;
+  memset(&W, 0, sizeof W);
+  W.in.ref_id = -1;
+  W.cands = calloc(MAX_CANDS, sizeof *W.cands);
+  if (W.cands == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  char *line = NULL;
+  size_t cap = 0;
+  int fatal = 0;
+  while (!W.quit && !fatal && getline(&line, &cap, stdin) > 0) fatal = serve_line(&W, line);
+  free(line);
+  if (fatal) {
+    fflush(stdout);
+    fflush(stderr);
+    return HCT_EFAULT;
+  }
+  timed_free(&W, W.timed, 0);
+  inset_clear(&W);
+  if (W.producer_loaded) hct__producer_unload(W.gpu, &W.producer);
+  for (int i = 0; i < MAX_CANDS; i++)
+    if (W.cands[i].used) hct__run_unload(W.gpu, &W.cands[i].c);
+  free(W.cands);
+  if (W.gpu) hct__gpu_close(W.gpu);
+  if (W.db) hct__db_close(W.db);
+  for (int i = 0; i < W.n_ops; i++) hct__manifest_free(W.ops[i].op);
+  return 0;
+}
