@@ -43,6 +43,14 @@ endif
 ifeq ($(BUILD),static)
   LDLIBS_DEPS := -Wl,-Bstatic -luv_a -lsqlite3 -ljansson -lxxhash -Wl,-Bdynamic
 endif
+# jansson of the shared library: Debian's libjansson.a is not
+# position-independent, so a STATIC=1 build copies libjansson.so.4 beside
+# lib/libhctune.so.0, which finds it there ($ORIGIN): an engine on a GPU
+# machine without packages (python3 there) loads lib/ as it is carried.
+SO_EXTRA :=
+ifeq ($(BUILD),static)
+  SO_EXTRA = $(LIB)/libjansson.so.4
+endif
 # libsystemd gives hctuned socket activation and readiness (sd_listen_fds,
 # sd_notify).  Debian ships no static libsystemd, so STATIC=1 builds without
 # it (hctuned then binds its own socket and a Type=notify unit would wait).
@@ -86,11 +94,27 @@ TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
 
 # Per-file flags: vendor headers only where a backend needs them.
 $(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(O)/daemon/client_cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
+
+# The client library compiles the baseline itself when no daemon answers
+# (daemon/client_kernel.c), so it carries these files of jit/ and common/,
+# built a second time under $(O)/so/ with libuv's three functions and the
+# backend table renamed to the library's own (daemon/client_jit.c says
+# why); $(CLIENT_ONE) below leaves nothing of libuv, SQLite or xxHash.
+SO_JIT_SRC := common/util.c common/log.c jit/expr.c jit/manifest.c jit/cache.c jit/cuda.c jit/nvml.c \
+              jit/vendor_lib.c
+SO_JIT_OBJ := $(SO_JIT_SRC:%.c=$(O)/so/%.o)
+SO_RENAMES := -Duv_once=hct__client_once -Duv_exepath=hct__client_exepath \
+              -Duv_strerror=hct__client_strerror -Dhct__backend=hct__client_backend
+$(O)/so/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(O)/so/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(SO_RENAMES) $(CFLAGS) -ffunction-sections -fdata-sections -MMD -MP -c $< -o $@
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/jit/hip_%.o: CPPFLAGS += -D__HIP_PLATFORM_AMD__
 
 .PHONY: all install clean check check-deps check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
-all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so tests
+all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so $(BIN)/hc_engine tests
 
 $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -100,15 +124,35 @@ $(INTERNAL): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIB)/libhctune.a: $(CLIENT_OBJ)
+# The client library as one relocatable object, the same in both
+# archives below: the client's objects and the library's copy of jit/,
+# partially linked with --gc-sections from the client's own symbols (so
+# the copy's unused code, and with it every libuv and xxHash reference,
+# is gone), the copy's symbols then made local (so that they never meet
+# the internal archive's jit/ in hctune, hctuned and the tests).
+CLIENT_ONE := $(O)/libhctune_client.o
+$(CLIENT_ONE): $(CLIENT_OBJ) $(SO_JIT_OBJ)
+	@mkdir -p $(dir $@)
+	roots=$$(nm -g --defined-only $(CLIENT_OBJ) | awk 'NF == 3 {print "-Wl,-u," $$3}' | sort -u); \
+	$(CC) -r -nostdlib -Wl,--gc-sections $$roots -o $@.tmp $^ && \
+	nm -g --defined-only $(SO_JIT_OBJ) | awk 'NF == 3 {print $$3}' | sort -u > $@.local && \
+	objcopy --localize-symbols=$@.local $@.tmp $@ && rm -f $@.tmp $@.local
+
+$(LIB)/libhctune.a: $(CLIENT_ONE)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
 # The shared library is the client too: an engine that loads it pulls in
-# neither SQLite nor libuv.
-$(LIB)/libhctune.so.0: $(CLIENT_OBJ)
+# neither SQLite nor libuv (--no-undefined checks that nothing is missing).
+$(LIB)/libhctune.so.0: $(CLIENT_ONE) daemon/libhctune.map $(SO_EXTRA)
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(LDFLAGS) -Wl,-soname,libhctune.so.0 -o $@ $^ -ljansson $(LDLIBS_SYS)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libhctune.so.0 -Wl,--gc-sections -Wl,--no-undefined \
+	  -Wl,--version-script=daemon/libhctune.map -Wl,-rpath,'$$ORIGIN' \
+	  -o $@ $(CLIENT_ONE) -ljansson $(LDLIBS_SYS)
+
+$(LIB)/libjansson.so.4:
+	@mkdir -p $(dir $@)
+	cp -L "$$($(CC) -print-file-name=libjansson.so.4)" $@
 
 # The link-time name points at the versioned file that programs load.
 $(LIB)/libhctune.so: $(LIB)/libhctune.so.0
@@ -120,6 +164,13 @@ $(BIN)/hctune: $(O)/cli/main.o $(INTERNAL) $(LIB)/libhctune.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
 $(BIN)/hctuned: $(O)/daemon/main.o $(INTERNAL) $(LIB)/libhctune.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
+
+# The example engine (examples/hc_engine.c): libhctune, plus tuner/parity.c's
+# metrics from the internal archive; its CUDA driver is loaded with dlopen.
+$(O)/examples/hc_engine.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(BIN)/hc_engine: $(O)/examples/hc_engine.o $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
@@ -182,7 +233,7 @@ check-asan:
 # it is used as it is.
 gpu-check:
 	@[ -x $(BIN)/hctune ] || $(MAKE) all
-	tests/gpu-check.sh $(BIN)
+	tests/gpu-check.sh $(BIN); s=$$?; tests/gpu-engine.sh $(BIN) && exit $$s
 
 probe: deps
 	$(MAKE) all

@@ -6,7 +6,8 @@
  * now (jit/softkey.c); a stale one is answered with the baseline, "stale":
  * true and the reason.  The verbs choose and module both resolve through it.  Loop thread only; it reads
  * the snapshot (daemon/index.c) and the manifests, never SQLite, except
- * module's read of the recorded binary.
+ * module's read of the recorded binary (or its compile from the cache, for
+ * a pin or the baseline), which runs on the thread pool.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #include <xxhash.h>
 
+#include "client_kernel.h"
 #include "daemon.h"
 
 typedef struct choice_s {
@@ -110,26 +112,15 @@ static int dec_stale(hct_daemon_t *d, const hct_db_decision_t *dec, const char *
   return stale;
 }
 
-/* The first parameter point of v whose constraints hold at T, by the one
- * rule (hct__constraints_hold, partial: a constraint that needs the card's
- * figures, SMEM_OPTIN ..., cannot be told here and is left undecided; an
- * evaluation error fails). */
+/* The first parameter point of v whose constraints hold at T
+ * (hct__point_default, the rule the library's own fallback uses too: the
+ * one constraint rule, partial, so a constraint that needs the card's
+ * figures, SMEM_OPTIN ..., is left undecided here). */
 static void default_params(const hct_op_t *op, const hct_variant_t *v, int tokens, char *buf,
                            size_t len) {
-  hct_point_t pts[64];
-  int n = hct__param_points(v, pts, (int)HCT_ARRAY_SIZE(pts));
+  hct_point_t pt;
   hct__strlcpy(buf, "{}", len);
-  for (int i = 0; i < n; i++) {
-    hct_symtab_t syms;
-    char why[256];
-    hct__point_symtab(op, v, &pts[i], &syms);
-    hct__symtab_set(&syms, "T", tokens);
-    int ok = hct__constraints_hold(v, &syms, 1, why, sizeof why);
-    if (ok) {
-      hct__point_json(v, &pts[i], buf, len);
-      break;
-    }
-  }
+  if (hct__point_default(op, v, NULL, tokens, &pt) == 0) hct__point_json(v, &pt, buf, len);
   hct__error_clear();
 }
 
@@ -333,18 +324,66 @@ static json_t *expr_value(const char *e, const hct_symtab_t *syms) {
   return json_integer(val);
 }
 
-/* Entry points and launch geometry of v at the decision's point: values
- * where they follow from T and the parameters, null where they need the
- * card's figures; the expressions are always there.  NULL with the error
- * set when the params are not a point of v (the snapshot skips such rows,
- * so this is a manifest changed under a running daemon). */
-static json_t *launches_json(const hct_op_t *op, const hct_variant_t *v, const char *params,
-                             int tokens) {
-  hct_point_t pt;
+/* The card's figures the launch expressions name (SM_COUNT, SMEM_OPTIN,
+ * ARCH, WARP, HIP), from the fingerprint its probe recorded; 0 when the
+ * card was never probed here. */
+static int card_symbols(const hct_db_device_t *dev, hct_symtab_t *syms) {
+  if (dev == NULL || dev->fingerprint_json == NULL) return 0;
+  json_t *f = json_loads(dev->fingerprint_json, 0, NULL);
+  if (f == NULL) return 0;
+  int arch = 0, hip = strncmp(dev->arch, "sm_", 3) != 0;
+  if (!hip) arch = atoi(dev->arch + 3);
+  hct__card_symbols(syms, arch, (int)json_integer_value(json_object_get(f, "sm_count")),
+                    json_integer_value(json_object_get(f, "smem_optin")),
+                    (int)json_integer_value(json_object_get(f, "warp_size")), hip);
+  json_decref(f);
+  return 1;
+}
+
+static const char *const zero_names[] = {[HCT_ZERO_NEVER] = "never",
+                                         [HCT_ZERO_EACH_RUN] = "each_run",
+                                         [HCT_ZERO_ONCE] = "once"};
+static const char *const role_names[] = {[HCT_BUF_INPUT] = "input",   [HCT_BUF_WEIGHT] = "weight",
+                                         [HCT_BUF_OUTPUT] = "output", [HCT_BUF_INOUT] = "inout",
+                                         [HCT_BUF_OPTIONAL] = "optional"};
+static const char *const dtype_names[] = {[HCT_DT_F32] = "f32", [HCT_DT_BF16] = "bf16",
+                                          [HCT_DT_F16] = "f16", [HCT_DT_U32] = "u32",
+                                          [HCT_DT_I32] = "i32"};
+
+/*
+ * The launch plan of v at pt for T (docs/protocol.md, verb module): the
+ * symbols the expressions use (the op's constants, the point and, when the
+ * card was probed here, its figures), the op's buffers, v's scratch with
+ * its zeroing, and each launch's entry, grid, block, dynamic shared
+ * memory, PDL flag and arguments, as expressions and evaluated (null where
+ * a value needs figures of a card not known here).  A client evaluates the
+ * expressions itself for each T it serves.
+ */
+static json_t *plan_json(const hct_op_t *op, const hct_variant_t *v, const hct_point_t *pt,
+                         const hct_db_device_t *dev, int tokens) {
   hct_symtab_t syms;
-  if (hct__point_parse(v, params, &pt) < 0) return NULL;
-  hct__point_symtab(op, v, &pt, &syms);
+  hct__point_symtab(op, v, pt, &syms);
+  json_t *sj = json_object();
+  for (int i = 0; i < syms.n; i++)
+    json_object_set_new(sj, syms.syms[i].name, json_integer(syms.syms[i].value));
+  card_symbols(dev, &syms);
   hct__symtab_set(&syms, "T", tokens);
+  json_t *bufs = json_array();
+  for (int i = 0; i < op->n_buffers; i++) {
+    const hct_buffer_t *b = &op->buffers[i];
+    json_array_append_new(bufs, json_pack("{s:s, s:s, s:s, s:s, s:o}", "name", b->name, "dtype",
+                                          dtype_names[b->dtype], "role", role_names[b->role],
+                                          "elems", b->elems, "elems_value",
+                                          expr_value(b->elems, &syms)));
+  }
+  json_t *scratch = json_array();
+  for (int i = 0; i < v->n_scratch; i++) {
+    const hct_scratch_t *x = &v->scratch[i];
+    json_array_append_new(scratch, json_pack("{s:s, s:s, s:o, s:s}", "name", x->name,
+                                             "bytes_expr", x->bytes, "bytes",
+                                             expr_value(x->bytes, &syms), "zero",
+                                             zero_names[x->zero]));
+  }
   json_t *arr = json_array();
   for (int i = 0; i < v->n_launches; i++) {
     const hct_launch_t *l = &v->launches[i];
@@ -355,74 +394,124 @@ static json_t *launches_json(const hct_op_t *op, const hct_variant_t *v, const c
       json_array_append_new(ge, json_string(l->grid[k]));
       json_array_append_new(be, json_string(l->block[k]));
     }
-    json_t *args = json_array();
-    for (int k = 0; k < l->n_args; k++) json_array_append_new(args, json_string(l->args[k].text));
-    json_array_append_new(arr, json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:s, s:o}", "entry",
-                                         l->entry, "grid", g, "block", b, "smem",
+    json_t *args = json_array(), *values = json_array();
+    for (int k = 0; k < l->n_args; k++) {
+      json_array_append_new(args, json_string(l->args[k].text));
+      json_array_append_new(values, l->args[k].is_pointer ? json_string(l->args[k].text + 1)
+                                                          : expr_value(l->args[k].text, &syms));
+    }
+    const char *pdl = l->pdl[0] ? l->pdl : "0";
+    json_array_append_new(arr, json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:s, s:o, s:s, s:o, s:o}",
+                                         "entry", l->entry, "grid", g, "block", b, "smem",
                                          expr_value(l->smem, &syms), "grid_expr", ge,
-                                         "block_expr", be, "smem_expr", l->smem, "args", args));
+                                         "block_expr", be, "smem_expr", l->smem, "pdl",
+                                         expr_value(pdl, &syms), "pdl_expr", pdl, "args", args,
+                                         "arg_values", values));
   }
-  return arr;
+  return json_pack("{s:o, s:o, s:o, s:o}", "symbols", sj, "buffers", bufs, "scratch", scratch,
+                   "launches", arr);
 }
 
-/* A module reply in the making: the binary is read, encoded and the reply
- * rendered on the thread pool (an image is up to megabytes of base64),
- * then written by the loop thread. */
+/* A module reply in the making: the binary is read (or, for a pin or the
+ * baseline, taken from the compile cache and compiled when absent),
+ * encoded and the reply rendered on the thread pool (an image is up to
+ * megabytes of base64), then written by the loop thread. */
 typedef struct module_job_s {
   uv_work_t work;
   hct_daemon_t *d;
   uint64_t conn_serial;
   char id[HCT_ID_TEXT];
-  hct_db_decision_t dec; /* a copy: the snapshot may change meanwhile */
-  int fleet, tokens;
-  json_t *launches;      /* the worker's once queued */
+  char what[256];        /* "module of 'hc_read' for T=3 on '...': probe v2" */
+  char binary_key[40];   /* the decision's recorded binary, or "" */
+  /* Without one: what to compile, copied (a reload may free the manifests
+   * meanwhile). */
+  hct_op_t *op;
+  hct_variant_t variant;
+  hct_point_t point;
+  char arch[64];
+  json_t *head;          /* the reply without its image */
   int rc;
   char err[1024];
-  char *reply;           /* the rendered line, newline included */
+  char *reply;           /* the rendered body */
   size_t reply_len;
 } module_job_t;
 
+/* The compile cache's binary of the job's variant for its arch (the key
+ * hashed here, looked up in the DB's cache), compiled on this pool thread
+ * when absent.  The daemon's database handle is read-only, so a new binary
+ * is not stored: a probe of the card puts every candidate's, the
+ * baseline's included. */
+static int cached_binary(module_job_t *m, void **image, size_t *size, int *is_ptx, char *key,
+                         size_t key_len) {
+  hct_compile_job_t job;
+  memset(&job, 0, sizeof job);
+  job.backend = strncmp(m->arch, "sm_", 3) == 0 ? HCT_BACKEND_CUDA : HCT_BACKEND_HIP;
+  hct__strlcpy(job.arch, m->arch, sizeof job.arch);
+  job.op = m->op;
+  job.variant = &m->variant;
+  job.point = m->point;
+  int rc = hct__compile_key(&job);
+  if (rc == 0) {
+    hct__strlcpy(key, job.key, key_len);
+    rc = hct__snapshot_binary(m->d, job.key, image, size, is_ptx);
+    if (rc == 0) return 0;
+    if (rc != HCT_ENOENT) return rc;
+    rc = hct__compile_one(&job);
+  }
+  if (rc == 0) {
+    *image = job.image, *size = job.image_size, *is_ptx = job.is_ptx;
+    job.image = NULL;
+  }
+  hct__compile_job_clear(&job);
+  return rc;
+}
+
 static void module_work(uv_work_t *w) {
   module_job_t *m = w->data;
-  const hct_db_decision_t *dec = &m->dec;
   void *image = NULL;
   size_t size = 0;
   int is_ptx = 0;
+  char key[40];
   hct__error_clear();
-  int rc = hct__snapshot_binary(m->d, dec->binary_key, &image, &size, &is_ptx);
+  hct__strlcpy(key, m->binary_key, sizeof key);
+  int rc = key[0] != '\0' ? hct__snapshot_binary(m->d, key, &image, &size, &is_ptx)
+           : m->arch[0] != '\0'
+               ? cached_binary(m, &image, &size, &is_ptx, key, sizeof key)
+               : hct__error(HCT_ENOENT, "no arch known for the card (probe it first); an "
+                                        "engine's library compiles it itself");
+  size_t b64len = 0;
   char *b64 = NULL;
-  if (rc == 0 && (b64 = hct__base64_encode(image, size, NULL)) == NULL)
-    rc = hct__error(HCT_ENOMEM, "module of '%s': out of memory", dec->op);
+  if (rc == 0 && (b64 = hct__base64_encode(image, size, &b64len)) == NULL)
+    rc = hct__error(HCT_ENOMEM, "out of memory");
   free(image);
+  char *head = NULL;
+  if (rc == 0) {
+    json_object_set_new(m->head, "binary_key", json_string(key));
+    json_object_set_new(m->head, "format", json_string(is_ptx ? "ptx" : "binary"));
+    json_object_set_new(m->head, "size", json_integer((json_int_t)size));
+    /* The image is spliced in as text, last: jansson takes 1-6 ms to dump
+     * a 150 KB string, base64 0.1, and a reader finds it without parsing
+     * (tests/test_module_transport.c, docs/protocol.md). */
+    head = json_dumps(m->head, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (head == NULL) rc = hct__error(HCT_ENOMEM, "out of memory");
+  }
+  size_t hlen = head != NULL ? strlen(head) : 0;
+  char *body = rc == 0 && hlen > 1 ? malloc(hlen + b64len + 16) : NULL;
+  if (rc == 0 && body == NULL) rc = hct__error(HCT_ENOMEM, "out of memory");
   if (rc < 0) {
-    char what[200];
-    snprintf(what, sizeof what, "module of '%s' %s: binary '%s'", dec->op, dec->variant,
-             dec->binary_key);
-    m->rc = hct__error_prefixed(rc, what);
+    m->rc = hct__error_prefixed(rc, m->what);
     hct__strlcpy(m->err, hct_last_error(), sizeof m->err);
-    json_decref(m->launches);
-    m->launches = NULL;
-    return;
+  } else {
+    size_t n = hlen - 1; /* without the closing brace */
+    memcpy(body, head, n);
+    memcpy(body + n, ",\"image\":\"", 10);
+    memcpy(body + n + 10, b64, b64len);
+    memcpy(body + n + 10 + b64len, "\"}", 3);
+    m->reply = body;
+    m->reply_len = n + 10 + b64len + 2;
   }
-  json_t *obj = json_pack(
-      "{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:{s:s, s:o, s:i, s:o}}", "ok", 1,
-      "variant", dec->variant, "params", hct__params_json(dec->params), "class",
-      dec->variant_class, "source", hct_source_name(m->fleet ? HCT_SOURCE_FLEET : HCT_SOURCE_PROBE),
-      "device", dec->keys.uuid, "model", dec->keys.model_key, "binary_key", dec->binary_key,
-      "format", is_ptx ? "ptx" : "binary", "size", (json_int_t)size, "image", b64, "entries",
-      "variant", dec->variant, "params", hct__params_json(dec->params), "tokens", m->tokens,
-      "launches", m->launches);
-  m->launches = NULL;
+  free(head);
   free(b64);
-  char *text = obj != NULL ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-  json_decref(obj);
-  if (text == NULL) {
-    m->rc = hct__error(HCT_ENOMEM, "module of '%s': out of memory", dec->op);
-    hct__strlcpy(m->err, hct_last_error(), sizeof m->err);
-    return;
-  }
-  m->reply = text;
-  m->reply_len = strlen(text);
 }
 
 static void module_done(uv_work_t *w, int status) {
@@ -433,44 +522,79 @@ static void module_done(uv_work_t *w, int status) {
     else hct__reply_error(c, m->id, m->rc < 0 ? m->rc : HCT_EIO, m->err[0] ? m->err : "module failed");
     hct__conn_resume(c);
   }
-  json_decref(m->launches);
+  json_decref(m->head);
+  free(m->op);
   free(m->reply);
   free(m);
 }
 
+/* The module of the answer for the request: resolved and planned here, on
+ * the loop thread (the snapshot and the manifests live here); the binary
+ * read or compiled and the reply rendered on the pool. */
 int hct__req_module(hct_conn_t *c, hct_req_t *r) {
   hct_daemon_t *d = c->d;
   choice_t ch;
   int rc = resolve(d, r, &ch);
   if (rc < 0) return rc;
-  if (ch.dec == NULL || ch.dec->binary_key[0] == '\0')
-    return hct__error(HCT_ENOENT,
-                      "module of '%s' for T=%d on '%s': the answer, %s %s, has no recorded "
-                      "binary (probe the card first)",
-                      r->op, r->tokens, ch.device != NULL ? ch.device : "(no card)",
-                      ch.dec != NULL ? "decided" : ch.pin != NULL ? "pinned" : "baseline",
-                      ch.dec != NULL ? ch.dec->variant : ch.pin != NULL ? ch.pin->variant : ch.base);
-  const hct_op_t *op = hct__op_get(d, r->op);
-  const hct_variant_t *v = op != NULL ? hct__variant_find(op, ch.dec->variant) : NULL;
-  hct__error_clear();
-  json_t *launches = json_null();
-  if (v != NULL && (launches = launches_json(op, v, ch.dec->params, r->tokens)) == NULL)
-    return hct__error_prefixed(HCT_EINVAL, "module");
+  const char *variant = ch.dec != NULL ? ch.dec->variant : ch.pin != NULL ? ch.pin->variant : ch.base;
+  const char *params = ch.dec != NULL ? ch.dec->params : ch.pin != NULL ? ch.pin->params : ch.base_params;
+  const char *source = hct_source_name(ch.dec != NULL ? (ch.fleet ? HCT_SOURCE_FLEET : HCT_SOURCE_PROBE)
+                                       : ch.pin != NULL ? HCT_SOURCE_PIN : HCT_SOURCE_DEFAULT);
   module_job_t *m = calloc(1, sizeof *m);
-  if (m == NULL) {
-    json_decref(launches);
+  if (m == NULL) return hct__error(HCT_ENOMEM, "module of '%s': out of memory", r->op);
+  snprintf(m->what, sizeof m->what, "module of '%s' for T=%d on '%s': %s %s", r->op, r->tokens,
+           ch.device != NULL ? ch.device : "(no card)", source, variant);
+  const hct_op_t *op = hct__op_get(d, r->op);
+  const hct_variant_t *v = op != NULL ? hct__variant_find(op, variant) : NULL;
+  if (v == NULL) {
+    rc = hct__error(HCT_ENOENT, "%s: no manifest here has that variant", m->what);
+    free(m);
+    return rc;
+  }
+  hct__error_clear();
+  if (hct__point_parse(v, params, &m->point) < 0) {
+    rc = hct__error_prefixed(HCT_EINVAL, m->what);
+    free(m);
+    return rc;
+  }
+  const hct_db_device_t *dev = ch.device != NULL ? hct__index_device(d->ix, ch.device) : NULL;
+  json_t *plan = plan_json(op, v, &m->point, dev, r->tokens);
+  const char *cls = ch.dec != NULL ? ch.dec->variant_class : hct__parity_name(v->parity);
+  if (plan != NULL) {
+    /* "entries": what a client loads with: the answer and its plan. */
+    json_object_set_new(plan, "variant", json_string(variant));
+    json_object_set_new(plan, "params", hct__params_json(params));
+    json_object_set_new(plan, "tokens", json_integer(r->tokens));
+    json_object_set_new(plan, "class", json_string(cls));
+    json_object_set_new(plan, "source", json_string(source));
+  }
+  m->head = json_pack("{s:b, s:s, s:o, s:s, s:s, s:o, s:o}", "ok", 1, "variant", variant,
+                      "params", hct__params_json(params), "class", cls, "source", source,
+                      "device", ch.device != NULL ? json_string(ch.device) : json_null(),
+                      "entries", plan != NULL ? plan : json_null());
+  if (m->head != NULL && ch.dec != NULL)
+    json_object_set_new(m->head, "model", json_string(ch.dec->keys.model_key));
+  if (ch.dec != NULL && ch.dec->binary_key[0] != '\0') {
+    hct__strlcpy(m->binary_key, ch.dec->binary_key, sizeof m->binary_key);
+  } else if (dev != NULL && dev->arch[0] != '\0') {
+    m->op = malloc(sizeof *m->op);
+    if (m->op != NULL) *m->op = *op;
+    m->variant = *v;
+    hct__strlcpy(m->arch, dev->arch, sizeof m->arch);
+  }
+  if (m->head == NULL || (m->arch[0] != '\0' && m->op == NULL)) {
+    json_decref(m->head);
+    free(m->op);
+    free(m);
     return hct__error(HCT_ENOMEM, "module of '%s': out of memory", r->op);
   }
   m->d = d;
   m->conn_serial = c->serial;
   memcpy(m->id, r->id, sizeof m->id);
-  m->dec = *ch.dec;
-  m->fleet = ch.fleet;
-  m->tokens = r->tokens;
-  m->launches = launches;
   m->work.data = m;
   if ((rc = uv_queue_work(&d->loop, &m->work, module_work, module_done)) < 0) {
-    json_decref(launches);
+    json_decref(m->head);
+    free(m->op);
     free(m);
     return hct__error(HCT_EIO, "module of '%s': cannot queue the read: %s", r->op, uv_strerror(rc));
   }

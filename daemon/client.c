@@ -30,6 +30,7 @@
 
 #include <jansson.h>
 
+#include "client_kernel.h"
 #include "daemon.h"
 
 /* After the daemon failed to answer, calls fall back at once for this long
@@ -370,36 +371,6 @@ static char *put_json_string(char *o, const char *s) {
   *o++ = '"';
   return o;
 }
-
-/*
- * HCTUNE_FORCE="op=variant[,op=variant]": the override engines ship today.
- * Returns 1 with the variant for op, 0 when op is not listed, or
- * HCT_EINVAL when the variable is malformed: an operator's typo must be
- * seen, not silently ignored.
- */
-static int force_lookup(const char *op, char *variant, size_t len) {
-  const char *env = getenv("HCTUNE_FORCE");
-  if (env == NULL || env[0] == '\0') return 0;
-  int found = 0;
-  const char *p = env;
-  while (*p) {
-    const char *end = strchr(p, ',');
-    if (end == NULL) end = p + strlen(p);
-    const char *eq = memchr(p, '=', (size_t)(end - p));
-    size_t n = (size_t)(end - p);
-    if (eq == NULL || eq == p || eq + 1 == end || (size_t)(end - eq - 1) >= len)
-      return hct__error(HCT_EINVAL, "HCTUNE_FORCE '%s': entry '%.*s' is not op=variant", env,
-                        (int)n, p);
-    if (!found && (size_t)(eq - p) == strlen(op) && memcmp(p, op, (size_t)(eq - p)) == 0) {
-      memcpy(variant, eq + 1, (size_t)(end - eq - 1));
-      variant[end - eq - 1] = '\0';
-      found = 1;
-    }
-    p = *end ? end + 1 : end;
-  }
-  return found;
-}
-
 
 static void fill_baseline(hct_choice_t *out, const char *variant, hct_source_t src,
                           const char *cls, int tokens) {
@@ -788,11 +759,15 @@ static int choose(hct_client_t *c, const char *op, int tokens, const char *devic
                   const char *parity, hct_choice_t *out) {
   int rc = check_args(op, tokens, device, parity);
   if (rc < 0) return rc;
-  char forced[64];
-  rc = force_lookup(op, forced, sizeof forced);
+  char forced[64], fparams[256];
+  rc = hct__force_lookup(op, forced, sizeof forced, fparams, sizeof fparams);
   if (rc < 0) return rc;
   if (rc == 1) {
+    /* A variant or point the manifest does not have is refused (one line
+     * on stderr), never passed on (daemon/client_force.c). */
+    if (hct__force_check(op, forced, fparams) == HCT_EINVAL) return HCT_EINVAL;
     fill_baseline(out, forced, HCT_SOURCE_ENV, "", tokens);
+    if (fparams[0] != '\0') copy(out->params, fparams, sizeof out->params);
     out->tmin = 1;
     out->tmax = HCT_MAX_TOKENS;
     return 0;
@@ -872,7 +847,7 @@ static int b64_value(int ch) {
   return -1;
 }
 
-static int b64_decode(const char *s, size_t n, unsigned char **out, size_t *out_len) {
+int hct__base64_decode(const char *s, size_t n, unsigned char **out, size_t *out_len) {
   if (n % 4 != 0) return hct__error(HCT_EPROTO, "module image: base64 length %zu is not a multiple of 4", n);
   unsigned char *b = malloc(n / 4 * 3 + 1);
   if (b == NULL) return hct__error(HCT_ENOMEM, "module image: out of memory");
@@ -953,7 +928,7 @@ int hct_module(hct_client_t *c, const char *op, int tokens, const char *device,
   json_t *img = json_object_get(r, "image");
   unsigned char *bin = NULL;
   size_t len = 0;
-  rc = json_is_string(img) ? b64_decode(json_string_value(img), json_string_length(img), &bin, &len)
+  rc = json_is_string(img) ? hct__base64_decode(json_string_value(img), json_string_length(img), &bin, &len)
                            : hct__error(HCT_EPROTO, "module reply has no image");
   if (rc == 0 && entries != NULL) {
     *entries = json_dumps(json_object_get(r, "entries"), JSON_COMPACT | JSON_PRESERVE_ORDER |

@@ -190,6 +190,9 @@ extern int hct__req_fast;
 
 /* Base64 (RFC 4648, with padding): malloc'd NUL-terminated text. */
 char *hct__base64_encode(const void *data, size_t len, size_t *out_len);
+/* Its inverse (daemon/client.c): a malloc'd image; HCT_EPROTO naming the
+ * bad byte. */
+int hct__base64_decode(const char *s, size_t n, unsigned char **out, size_t *out_len);
 
 /* ---- decisions in memory (daemon/index.c) -------------------------------- */
 

@@ -178,8 +178,10 @@ int(hct_choose)(hct_client_t *c, const char *op, int tokens, const char *device,
  * (free it with free()), and *entries a malloc'd JSON text describing the
  * entry points and launch geometry (docs/protocol.md, verb `module`).
  * Waits ten times the client's timeout, at least a second.  HCT_ENODAEMON
- * without a daemon, HCT_ENOENT when the answer has no recorded binary (a
- * pin or the baseline: the card was not probed).
+ * without a daemon; HCT_ENOENT when the daemon has no binary to give (a
+ * pin or the baseline of a card it never probed: it compiles those from
+ * its compile cache only for a card whose arch it knows).
+ * hct_kernel_load() below does all of this and loads the result.
  */
 int hct_module(hct_client_t *c, const char *op, int tokens, const char *device,
                const char *parity, void **image, size_t *image_size,
@@ -188,6 +190,108 @@ int hct_module(hct_client_t *c, const char *op, int tokens, const char *device,
 void hct_close(hct_client_t *c);
 
 const char *hct_source_name(hct_source_t s);
+
+/* ---- loading and launching (daemon/client_kernel.c) ----------------------
+ *
+ * An engine gets a loaded kernel for (op, token range, card, parity) and
+ * enqueues it on its own stream; it ships no kernels of its own.
+ *
+ *   hct_kernel_t *k;
+ *   hct_kernel_load(client, "hc_read", 1, 8, NULL, "bitwise", &k);
+ *   uint64_t bufs[8] = {resid, pending, w_norm, w_down, w_up,
+ *                       mixed, mixed_bf16, mixed_f16};  // manifest order
+ *   hct_kernel_launch(k, stream, T, bufs, 8);
+ *   ...
+ *   hct_kernel_free(k);
+ *
+ * Where the binary comes from, for each T of the range, first that works:
+ *   1. HCTUNE_FORCE names the op (op=variant or op=variant{"P":v,...}):
+ *      that variant at that point (else its first point that fits the
+ *      card), compiled here.  A variant or point the op's manifest does not
+ *      have is refused: one line on stderr, HCT_EINVAL.
+ *   2. The daemon's answer (hct_choose for the card of the caller's
+ *      context) and its binary and launch plan (hct_module).
+ *   3. The daemon absent, slow, or without a binary for the answer: the
+ *      answer's variant compiled here with NVRTC (libnvrtc is loaded with
+ *      dlopen) from the templates ($HCTUNE_KERNELS, else kernels-src beside
+ *      the library's lib/ folder, else <prefix>/share/hctune/kernels-src).
+ *   4. That failing too: the op's baseline compiled here.
+ * hct_kernel_choice() says, per T, what runs and why.
+ *
+ * Context: the kernel is loaded into the CUDA context current on the
+ * calling thread (the CUDA runtime's primary context under PyTorch or
+ * CuPy); with none current, into card 0's primary context, which is
+ * retained and released again by hct_kernel_free(), and never made current
+ * behind the caller's back.  Launches push that context when another one is
+ * current and pop it after.
+ *
+ * Ownership: the kernel owns its modules and its scratch memory (allocated
+ * at load for the largest T of the range, "zero once" scratch zeroed then,
+ * "zero each run" scratch zeroed by a memset enqueued before each launch).
+ * The caller owns the buffers and the stream.
+ *
+ * Threads: load and free on any thread, one call at a time per kernel.
+ * hct_kernel_launch() changes nothing in the kernel and may be called from
+ * any thread, but a kernel's scratch is one: its launches must be ordered
+ * on one stream (or by events), never run concurrently; load one kernel per
+ * concurrent stream.  A client (hct_client_t) passed to load is used during
+ * the call only.
+ *
+ * Launches enqueue only (memsets and cuLaunchKernelEx, with programmatic
+ * stream serialisation where the plan says PDL): no allocation, no
+ * synchronisation, so they can be captured into a CUDA graph.
+ */
+
+/* Token counts one kernel may cover. */
+#define HCT_MAX_TOKENS_PER_KERNEL 64
+
+typedef struct hct_kernel_s hct_kernel_t;
+
+/*
+ * Loads op for tokens tmin..tmax.  `c` may be NULL (no daemon: steps 1, 3,
+ * 4 above); `device` NULL asks the daemon about the card of the caller's
+ * context (its UUID), which is what an engine wants; `parity` as for
+ * hct_choose.  Returns 0 when every T runs what the daemon served,
+ * HCT_FALLBACK when some T runs a binary compiled here (hct_kernel_choice
+ * says which and why), negative on failure (HCT_ENODRIVER, HCT_ENODEV
+ * without a GPU; HCT_EINVAL for bad arguments or a refused HCTUNE_FORCE;
+ * HCT_ENOCOMPILER without NVRTC when a compile is needed), *out NULL then.
+ */
+int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const char *device,
+                    const char *parity, hct_kernel_t **out);
+
+/*
+ * Enqueues the op for `tokens` on `stream` (a CUstream; NULL is the legacy
+ * default stream) with the op's buffers as device pointers in the order of
+ * the op's manifest (hct_kernel_buffer); 0 for an absent optional buffer
+ * (hc_read's pending).  HCT_EINVAL for a wrong count or a null required
+ * buffer, HCT_ERANGE for tokens outside the range, a driver error code when
+ * the launch fails.
+ */
+int hct_kernel_launch(hct_kernel_t *k, void *stream, int tokens, const uint64_t *buffers,
+                      int n_buffers);
+
+/* What runs at `tokens`: the choice (source HCT_SOURCE_ENV when forced)
+ * and, in *why (may be NULL; owned by the kernel), why it was compiled here
+ * ("" when the daemon served it).  Returns 0 (served by the daemon),
+ * HCT_FALLBACK (compiled here) or a negative code. */
+int hct_kernel_choice(const hct_kernel_t *k, int tokens, hct_choice_t *out, const char **why);
+
+typedef struct hct_buffer_info_s {
+  char name[32];   /* "resid" */
+  char dtype[8];   /* "f32", "bf16", "f16", "u32", "i32" */
+  int optional;    /* may be 0 at launch */
+  int written;     /* an output (or read and written) */
+  size_t bytes;    /* its size at the T asked */
+} hct_buffer_info_t;
+
+int hct_kernel_buffer_count(const hct_kernel_t *k);
+/* Buffer i of the op (0 <= i < count) at `tokens`. */
+int hct_kernel_buffer(const hct_kernel_t *k, int i, int tokens, hct_buffer_info_t *out);
+
+/* Waits for the kernel's context (cuCtxSynchronize), then frees its scratch
+ * and unloads its modules.  NULL is fine. */
+void hct_kernel_free(hct_kernel_t *k);
 
 #ifdef __cplusplus
 }

@@ -266,8 +266,10 @@ static void test_errors(void **state) {
        "ERANGE", "in the past"},
       {"{\"cmd\":\"unpin\",\"op\":\"hc_read\"}", "EPROTO", "missing field 'device'"},
       {"{\"cmd\":\"probe\"}", "EPROTO", "missing field 'device'"},
-      {"{\"cmd\":\"module\",\"op\":\"hc_read\",\"tokens\":6,\"device\":\"" DT_CARD "\"}", "ENOENT",
-       "no recorded binary"},
+      /* The baseline's binary comes from the compile cache, compiled when
+       * absent: here its template is missing, said so. */
+      {"{\"cmd\":\"module\",\"op\":\"hc_read\",\"tokens\":6,\"device\":\"" DT_CARD "\"}", "ETEMPLATE",
+       "module of 'hc_read' for T=6"},
   };
   int fd = dt_connect(env.sock);
   static dt_reader_t r;
@@ -435,12 +437,27 @@ static void test_module(void **state) {
   assert_int_equal(json_integer_value(json_array_get(json_object_get(l0, "grid"), 0)), 6);
   assert_int_equal(json_integer_value(json_array_get(json_object_get(l0, "block"), 0)), 256);
   assert_int_equal(json_integer_value(json_object_get(l0, "smem")), 2048);
+  /* The plan: the expressions' symbols (constants and the point), the op's
+   * buffers, the scratch, PDL, and the answer it belongs to. */
+  json_t *syms = json_object_get(e, "symbols");
+  assert_int_equal(json_integer_value(json_object_get(syms, "N")), 1024);
+  assert_int_equal(json_integer_value(json_object_get(syms, "R")), 2);
+  assert_int_equal(json_array_size(json_object_get(e, "buffers")), 2);
+  assert_string_equal(dt_str(json_array_get(json_object_get(e, "buffers"), 1), "role"), "output");
+  assert_true(json_is_array(json_object_get(e, "scratch")));
+  assert_string_equal(dt_str(l0, "pdl_expr"), "0");
+  assert_int_equal(json_integer_value(json_object_get(l0, "pdl")), 0);
+  assert_string_equal(dt_str(l0, "smem_expr"), "R*1024");
+  assert_string_equal(dt_str(e, "source"), "probe");
+  assert_string_equal(dt_str(e, "variant"), "v2");
   json_decref(e);
   free(image);
   free(entries);
-  /* The baseline for T=6 has no binary recorded. */
+  /* The baseline for T=6 has no binary recorded: the compile cache's,
+   * compiled when absent (here its template is missing). */
   assert_int_equal(hct_module(c, "hc_read", 6, DT_CARD, NULL, &image, &size, &entries),
-                   HCT_ENOENT);
+                   HCT_ETEMPLATE);
+  assert_non_null(strstr(hct_last_error(), "v1.cu"));
   hct_close(c);
   /* No daemon: no module. */
   assert_int_equal(hct_connect("/nonexistent/hctune.sock", 20, &c), HCT_FALLBACK);

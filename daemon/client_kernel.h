@@ -1,0 +1,115 @@
+/*
+ * client_kernel.h: the private header of libhctune's loader: the engine's
+ * side of the CUDA driver (daemon/client_cuda.c), HCTUNE_FORCE with
+ * parameters (daemon/client_force.c), and the loaded kernel
+ * (daemon/client_kernel.c).  Engines see only include/hctune.h.
+ */
+#ifndef HCT_CLIENT_KERNEL_H
+#define HCT_CLIENT_KERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "jit.h"
+
+/* ---- the caller's CUDA context (daemon/client_cuda.c) -------------------- */
+
+/* The card behind the caller's current context, as the manifests' launch
+ * expressions name its figures. */
+typedef struct hct_ecard_s {
+  void *ctx;            /* CUcontext the kernel lives in */
+  int ordinal;          /* CUdevice */
+  int arch_num;         /* 90 for sm_90 */
+  int sm_count;
+  int64_t smem_optin;
+  char uuid[64];        /* "GPU-8d1c...", the daemon's name of the card */
+  int retained;         /* 1: ctx is a primary context this library retained */
+} hct_ecard_t;
+
+/* Loads libcuda.so.1 (once) and finds the caller's current context; when
+ * the thread has none, retains card 0's primary context (what the CUDA
+ * runtime, PyTorch and CuPy use) without making it current. */
+int hct__ecuda_card(hct_ecard_t *card);
+void hct__ecuda_card_release(hct_ecard_t *card);
+
+/* Module, function, memory in card->ctx; each pushes the context when it is
+ * not the current one and pops it again. */
+int hct__ecuda_module_load(const hct_ecard_t *card, const void *image, size_t size, void **module);
+void hct__ecuda_module_unload(const hct_ecard_t *card, void *module);
+int hct__ecuda_function(void *module, const char *entry, int smem, void **fn);
+int hct__ecuda_alloc(const hct_ecard_t *card, size_t bytes, uint64_t *ptr);
+void hct__ecuda_free(const hct_ecard_t *card, uint64_t ptr);
+/* Synchronous zero fill of `words` 32-bit words (at load time). */
+int hct__ecuda_zero(const hct_ecard_t *card, uint64_t ptr, size_t words);
+/* Waits for everything in the context (before freeing a kernel). */
+int hct__ecuda_ctx_sync(const hct_ecard_t *card);
+
+#define HCT_ARG_INT INT32_MIN
+
+/* One launch of a plan, evaluated for one T. */
+typedef struct hct_elaunch_s {
+  void *fn;               /* CUfunction */
+  unsigned grid[3], block[3], smem;
+  int pdl;                /* programmatic stream serialisation */
+  int n_args;
+  /* per argument: >= 0 a buffer index, -1 - i scratch i, HCT_ARG_INT an
+   * int (ival) */
+  int kind[HCT_MAX_ARGS];
+  int ival[HCT_MAX_ARGS];
+} hct_elaunch_t;
+
+/* Enqueues memsets (each-run scratch) and launches on `stream` in ctx. */
+typedef struct hct_ezero_s {
+  uint64_t ptr;
+  size_t words;
+} hct_ezero_t;
+int hct__ecuda_enqueue(const hct_ecard_t *card, void *stream, const hct_ezero_t *zeros, int n_zeros,
+                       const hct_elaunch_t *launches, int n_launches, const uint64_t *buffers,
+                       const uint64_t *scratch);
+
+/* ---- HCTUNE_FORCE (daemon/client_force.c) -------------------------------- */
+
+/*
+ * HCTUNE_FORCE="op=variant[{json params}][,op=variant...]", e.g.
+ * hc_read=relay{"PDL":1,"GB":0,"G":1,"NG":4,"LT":1}.  Returns 1 with the
+ * variant and params text ("" when none were given) for op, 0 when op is not
+ * listed, HCT_EINVAL when the variable is malformed.
+ */
+int hct__force_lookup(const char *op, char *variant, size_t vlen, char *params, size_t plen);
+/* Checks a forced variant and point against the op's manifest (kernels
+ * folder of the library); prints the one line to stderr when refused and
+ * returns HCT_EINVAL; 0 when they are the manifest's; HCT_ENOENT (nothing
+ * printed) when no manifest can be read here. */
+int hct__force_check(const char *op, const char *variant, const char *params);
+
+/* ---- the library's own compile (daemon/client_kernel.c) ------------------ */
+
+/* Compiles ch's variant at ch's point ("{}": its first point that fits the
+ * card at T, written back into ch->params) for card's arch, from the
+ * library's kernels folder, with NVRTC: what hct_kernel_load does without
+ * a daemon.  *image is malloc'd. */
+int hct__kernel_compile_here(const char *op, const hct_ecard_t *card, hct_choice_t *ch, int T,
+                             void **image, size_t *size);
+
+/* The module verb's reply for T (daemon/client_kernel.c): the image
+ * (malloc'd) and the reply's "entries" (the answer and its launch plan),
+ * the image scanned out of the line rather than parsed by jansson. */
+struct json_t;
+int hct__module_fetch(hct_client_t *c, const char *op, int T, const char *device,
+                      const char *parity, void **image, size_t *size, struct json_t **entries);
+
+/* ---- shared with the daemon ---------------------------------------------- */
+
+/* The first point of v whose constraints all hold at T (syms: constants,
+ * T and the card's figures, as hct__point_symtab and the launch symbols
+ * give them); HCT_ENOENT when none does.  The daemon's baseline answer and
+ * the library's own fallback use this one rule. */
+int hct__point_default(const hct_op_t *op, const hct_variant_t *v, const hct_symtab_t *card,
+                       int tokens, hct_point_t *pt);
+/* Adds the card's figures to syms under the names launch expressions use
+ * (SMEM_OPTIN, SM_COUNT, WARP, ARCH, HIP), as tuner/run.c does. */
+void hct__card_symbols(hct_symtab_t *syms, int arch_num, int sm_count, int64_t smem_optin,
+                       int warp, int hip);
+
+#endif /* HCT_CLIENT_KERNEL_H */

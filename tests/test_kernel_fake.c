@@ -1,0 +1,349 @@
+/*
+ * test_kernel_fake.c: hct_kernel_load and hct_kernel_launch end to end
+ * against a fake CUDA driver (tests/fake/fake_cuda.c, built here at run time
+ * and put first on LD_LIBRARY_PATH by re-running this program): the
+ * baseline compiled by the library with NVRTC, loaded in card 0's primary
+ * context (retained, pushed and popped around each call, never left
+ * current), its scratch, and every launch's grid, block, shared memory,
+ * PDL flag and arguments as the manifest says for T; a forced relay point
+ * with PDL and its "zero once" scratch; argument errors; the frees.  What
+ * the fake cannot tell (the kernels' results, graphs) is gpu-engine.sh's.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <jansson.h>
+
+#include "client_kernel.h"
+#include "daemon_test.h"
+
+static char logpath[256];
+
+/* The log written since the last call, as one string (malloc'd). */
+static char *take_log(void) {
+  static long seen;
+  FILE *f = fopen(logpath, "r");
+  if (f == NULL) return strdup("");
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  char *s = calloc(1, (size_t)(n - seen) + 1);
+  fseek(f, seen, SEEK_SET);
+  if (fread(s, 1, (size_t)(n - seen), f) != (size_t)(n - seen)) s[0] = '\0';
+  fclose(f);
+  seen = n;
+  return s;
+}
+
+/* The address a line "alloc <bytes> 0x..." of the log gave, the k-th one of that size. */
+static unsigned long long alloc_of(const char *log, size_t bytes, int k) {
+  char key[64];
+  snprintf(key, sizeof key, "alloc %zu 0x", bytes);
+  for (const char *p = log; (p = strstr(p, key)) != NULL; p += strlen(key))
+    if (k-- == 0) return strtoull(p + strlen(key) - 2, NULL, 16);
+  return 0;
+}
+
+static int have_nvrtc(void) {
+  char v[64];
+  if (hct__compiler_version(HCT_BACKEND_CUDA, v, sizeof v) == 0) return 1;
+  printf("skipped: no NVRTC here (%s)\n", hct_last_error());
+  return 0;
+}
+
+enum { T = 4 };
+
+static void test_baseline_end_to_end(void **state) {
+  if (!have_nvrtc()) skip();
+  unsetenv("HCTUNE_FORCE");
+  free(take_log());
+  hct_kernel_t *k = NULL;
+  assert_int_equal(hct_kernel_load(NULL, "hc_read", 1, 8, NULL, "bitwise", &k), HCT_FALLBACK);
+  char *log = take_log();
+  printf("load:\n%s", log);
+  /* No context was current: card 0's primary one, retained, pushed and
+   * popped, not left current. */
+  assert_non_null(strstr(log, "retain"));
+  assert_non_null(strstr(log, "module_load "));
+  /* v1's scratch at T=8, whole words plus one: xn T*D*4, lo T*K*4, gate T*D*4. */
+  unsigned long long xn = alloc_of(log, 8 * 10240 * 4 + 4, 0), lo = alloc_of(log, 8 * 320 * 4 + 4, 0),
+                     gate = alloc_of(log, 8 * 10240 * 4 + 4, 1);
+  assert_true(xn && lo && gate);
+  assert_null(strstr(log, "memset"));  /* v1 zeroes nothing */
+  free(log);
+
+  hct_choice_t ch;
+  const char *why = NULL;
+  assert_int_equal(hct_kernel_choice(k, T, &ch, &why), HCT_FALLBACK);
+  assert_string_equal(ch.variant, "v1");
+  assert_string_equal(ch.params, "{\"DOWN_WARPS\":4,\"UP_WARPS\":4}");
+  assert_int_equal(ch.source, HCT_SOURCE_DEFAULT);
+  assert_non_null(strstr(why, "no daemon"));
+  assert_int_equal(hct_kernel_buffer_count(k), 8);
+  hct_buffer_info_t bi;
+  assert_int_equal(hct_kernel_buffer(k, 1, T, &bi), 0);
+  assert_string_equal(bi.name, "pending");
+  assert_true(bi.optional);
+  assert_int_equal(bi.bytes, (size_t)T * 4 * 2560 * 4);
+  assert_int_equal(hct_kernel_buffer(k, 6, T, &bi), 0);
+  assert_string_equal(bi.dtype, "bf16");
+  assert_true(bi.written);
+  assert_int_equal(hct_kernel_buffer(k, 8, T, &bi), HCT_ERANGE);
+
+  uint64_t bufs[8] = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 0x8000};
+  assert_int_equal(hct_kernel_launch(k, (void *)0x77, T, bufs, 8), 0);
+  log = take_log();
+  printf("launch T=%d:\n%s", T, log);
+  char want[4][400];
+  snprintf(want[0], sizeof want[0],
+           "launch hc_v1_norm grid 4 1 1 block 256 1 1 smem 0 stream 0x77 args 0x1000 0x2000 0x3000 0x%llx 4", xn);
+  snprintf(want[1], sizeof want[1],
+           "launch hc_v1_down grid 80 4 1 block 128 1 1 smem 0 stream 0x77 args 0x4000 0x%llx 0x%llx 4", xn, lo);
+  snprintf(want[2], sizeof want[2],
+           "launch hc_v1_up grid 2560 4 1 block 128 1 1 smem 0 stream 0x77 args 0x5000 0x%llx 0x%llx 4", lo, gate);
+  snprintf(want[3], sizeof want[3],
+           "launch hc_v1_mix grid 40 1 1 block 256 1 1 smem 0 stream 0x77 args 0x1000 0x%llx 0x6000 0x7000 0x8000 4", gate);
+  const char *at = log;
+  for (int i = 0; i < 4; i++) {
+    const char *hit = strstr(at, want[i]);
+    if (hit == NULL) fail_msg("launch %d: want '%s'", i, want[i]);
+    at = hit + strlen(want[i]);
+  }
+  assert_non_null(strstr(log, "push"));
+  free(log);
+  /* pending may be absent; nothing else may. */
+  bufs[1] = 0;
+  assert_int_equal(hct_kernel_launch(k, NULL, 1, bufs, 8), 0);
+  free(take_log());
+  bufs[2] = 0;
+  assert_int_equal(hct_kernel_launch(k, NULL, 1, bufs, 8), HCT_EINVAL);
+  assert_non_null(strstr(hct_last_error(), "w_norm"));
+  bufs[2] = 0x3000;
+  assert_int_equal(hct_kernel_launch(k, NULL, 1, bufs, 7), HCT_EINVAL);
+  assert_int_equal(hct_kernel_launch(k, NULL, 9, bufs, 8), HCT_ERANGE);
+  hct_kernel_free(k);
+  log = take_log();
+  assert_non_null(strstr(log, "ctx_sync current=1"));
+  assert_non_null(strstr(log, "module_unload"));
+  char fr[64];
+  snprintf(fr, sizeof fr, "free 0x%llx", xn);
+  assert_non_null(strstr(log, fr));
+  assert_non_null(strstr(log, "release"));
+  free(log);
+}
+
+static void test_forced_relay_pdl(void **state) {
+  if (!have_nvrtc()) skip();
+  setenv("HCTUNE_FORCE", "hc_read=relay{\"PDL\":1,\"GB\":0,\"G\":1,\"NG\":4,\"LT\":1}", 1);
+  free(take_log());
+  hct_kernel_t *k = NULL;
+  assert_int_equal(hct_kernel_load(NULL, "hc_read", 1, 8, NULL, NULL, &k), HCT_FALLBACK);
+  char *log = take_log();
+  /* Shared memory for the largest T: 28672 + max(8*2560*4, 80*320*2). */
+  assert_non_null(strstr(log, "func_attr hc_rl_read 8 110592"));
+  /* ws (64 bytes, zero once) zeroed at load: 17 words. */
+  unsigned long long ws = alloc_of(log, 68, 0), lo = alloc_of(log, 8 * 320 * 4 + 4, 0);
+  assert_true(ws && lo);
+  char z[64];
+  snprintf(z, sizeof z, "memset 0x%llx 17", ws);
+  assert_non_null(strstr(log, z));
+  free(log);
+  hct_choice_t ch;
+  assert_int_equal(hct_kernel_choice(k, 2, &ch, NULL), HCT_FALLBACK);
+  assert_string_equal(ch.variant, "relay");
+  assert_int_equal(ch.source, HCT_SOURCE_ENV);
+  uint64_t bufs[8] = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 0x8000};
+  assert_int_equal(hct_kernel_launch(k, (void *)0x99, 2, bufs, 8), 0);
+  log = take_log();
+  char want[400];
+  snprintf(want, sizeof want,
+           "launch_pdl hc_rl_read grid 128 1 1 block 320 1 1 smem %d stream 0x99 args 0x1000 0x2000 "
+           "0x3000 0x4000 0x5000 0x%llx 0x%llx 0x6000 0x7000 0x8000 2",
+           28672 + 51200, lo, ws);
+  if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
+  assert_null(strstr(log, "memset_async"));
+  free(log);
+  hct_kernel_free(k);
+  unsetenv("HCTUNE_FORCE");
+}
+
+/* With a daemon: its answer and binary, and the plan from its reply (the
+ * test daemon's own manifest, not the library's: x, y and kernel k2). */
+static void test_daemon_plan(void **state) {
+  setenv("FAKE_CUDA_ANY_IMAGE", "1", 1);
+  dt_env_t e;
+  dt_env_init(&e);
+  dt_seed(&e);
+  dt_start(&e, NULL);
+  hct_client_t *c;
+  assert_int_equal(hct_connect(e.sock, 2000, &c), 0);
+  free(take_log());
+  hct_kernel_t *k = NULL;
+  int rc = hct_kernel_load(c, "hc_read", 1, 4, DT_CARD, NULL, &k);
+  if (rc != 0) fail_msg("load: %d %s", rc, hct_last_error());
+  hct_choice_t ch;
+  const char *why;
+  assert_int_equal(hct_kernel_choice(k, 3, &ch, &why), 0);
+  assert_string_equal(ch.variant, "v2");
+  assert_int_equal(ch.source, HCT_SOURCE_PROBE);
+  assert_string_equal(why, "");
+  assert_int_equal(hct_kernel_buffer_count(k), 2);
+  hct_buffer_info_t bi;
+  assert_int_equal(hct_kernel_buffer(k, 1, 3, &bi), 0);
+  assert_string_equal(bi.name, "y");
+  assert_int_equal(bi.bytes, 3 * 1024 * 4);
+  uint64_t bufs[2] = {0xa000, 0xb000};
+  assert_int_equal(hct_kernel_launch(k, (void *)0x55, 3, bufs, 2), 0);
+  char *log = take_log();
+  /* grid cdiv(T*N,256*R) = 6 at T=3, N=1024, R=2; smem R*1024. */
+  if (strstr(log, "launch k2 grid 6 1 1 block 256 1 1 smem 2048 stream 0x55 args 0xa000 0xb000 3") == NULL)
+    fail_msg("launch not as planned:\n%s", log);
+  free(log);
+  hct_kernel_free(k);
+  hct_close(c);
+  assert_int_equal(dt_stop(&e), 0);
+  dt_env_remove(&e);
+  unsetenv("FAKE_CUDA_ANY_IMAGE");
+}
+
+/* The Python package over the same library: load, buffers, choice, a
+ * launch with int pointers by name, and its argument checks. */
+static void test_python_kernel(void **state) {
+  if (!have_nvrtc()) skip();
+  if (system("python3 -c 'import ctypes' 2>/dev/null") != 0) {
+    printf("skipped: no python3\n");
+    skip();
+  }
+  const char *bin = getenv("HCT_BIN");
+  char cwd[1024], cmd[6000];
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  free(take_log());
+  /* A sanitizer build of the library needs its runtimes loaded first. */
+  char lib[1200], pre[1400] = "";
+  snprintf(lib, sizeof lib, "%s/../lib/libhctune.so.0", bin ? bin : "bin");
+  snprintf(cmd, sizeof cmd, "readelf -d '%s' | grep -q libasan", lib);
+  if (system(cmd) == 0)
+    snprintf(pre, sizeof pre,
+             "LD_PRELOAD=\"$(${CC:-gcc} -print-file-name=libasan.so) "
+             "$(${CC:-gcc} -print-file-name=libubsan.so)\" ASAN_OPTIONS=detect_leaks=0 ");
+  snprintf(cmd, sizeof cmd,
+           "%sHCTUNE_LIB='%s' PYTHONPATH='%s/python' python3 -c '\n"
+           "import hctune\n"
+           "k = hctune.load(\"hc_read\", 1, 8)\n"
+           "assert k.fallback and k.buffer_names[0] == \"resid\", k.buffer_names\n"
+           "ch, why = k.choice(4)\n"
+           "assert ch.variant == \"v1\" and ch.source == \"default\" and \"no daemon\" in why, (ch, why)\n"
+           "assert k.buffer(5, 4).bytes == 4 * 2560 * 4\n"
+           "b = dict(resid=0x1000, pending=None, w_norm=0x3000, w_down=0x4000, w_up=0x5000,\n"
+           "         mixed=0x6000, mixed_bf16=0x7000, mixed_f16=0x8000)\n"
+           "k(4, stream=0x66, **b)\n"
+           "try:\n"
+           "    k(4, **dict(b, w_up=None))\n"
+           "    raise SystemExit(\"no error for a missing w_up\")\n"
+           "except ValueError:\n"
+           "    pass\n"
+           "k.close()\n"
+           "print(\"python ok\")\n"
+           "'",
+           pre, lib, cwd);
+  assert_int_equal(system(cmd), 0);
+  char *log = take_log();
+  if (strstr(log, "launch hc_v1_norm grid 4 1 1 block 256 1 1 smem 0 stream 0x66 args 0x1000 0x0 0x3000") == NULL)
+    fail_msg("python launch not seen:\n%s", log);
+  free(log);
+}
+
+/* bin/hc_engine's control paths on the fake card (no numbers: the fake
+ * runs no kernel): arguments, three loads without a daemon, captures,
+ * checks, --json. */
+static void test_hc_engine_runs(void **state) {
+  if (!have_nvrtc()) skip();
+  const char *bin = getenv("HCT_BIN");
+  char cmd[3000], out[400];
+  snprintf(out, sizeof out, "%s.engine", logpath);
+  snprintf(cmd, sizeof cmd,
+           "'%s/hc_engine' --socket /nonexistent/hctune.sock --layers 2 --windows 3 --stream-mb 1 "
+           "--tokens 2 --json > '%s' 2> '%s.err'",
+           bin ? bin : "bin", out, out);
+  assert_int_equal(system(cmd), 0);
+  json_error_t err;
+  json_t *j = json_load_file(out, 0, &err);
+  if (j == NULL) fail_msg("hc_engine --json: %s", err.text);
+  assert_true(json_is_true(json_object_get(j, "ok")));
+  assert_true(json_is_false(json_object_get(j, "daemon")));
+  json_t *rows = json_object_get(j, "rows");
+  assert_int_equal(json_array_size(rows), 3);
+  for (size_t i = 0; i < 3; i++) {
+    json_t *r = json_array_get(rows, i);
+    assert_string_equal(json_string_value(json_object_get(r, "variant")), "v1");
+    assert_true(json_is_true(json_object_get(r, "ok")));
+  }
+  json_decref(j);
+  char errf[500], *text = NULL;
+  snprintf(errf, sizeof errf, "%s.err", out);
+  assert_int_equal(hct__read_file(errf, &text, NULL), 0);
+  assert_non_null(strstr(text, "no daemon"));
+  free(text);
+  /* Bad arguments: one line, status 2, before any GPU work. */
+  snprintf(cmd, sizeof cmd, "'%s/hc_engine' --tokens 0-3 2> '%s.err'", bin ? bin : "bin", out);
+  int st = system(cmd);
+  assert_int_equal(WEXITSTATUS(st), 2);
+}
+
+int main(int argc, char **argv) {
+  /* The fake driver must be found by dlopen("libcuda.so.1"): build it and
+   * run this program again with its folder first on LD_LIBRARY_PATH. */
+  if (getenv("FAKE_CUDA_LOG") == NULL) {
+    const char *kernels = getenv("HCTUNE_KERNELS");
+    char dir[] = "/tmp/hct-fake-cuda-XXXXXX";
+    if (mkdtemp(dir) == NULL) return 1;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cc -shared -fPIC -w -I/usr/local/cuda/include -o '%s/libcuda.so.1' "
+             "'%s/../tests/fake/fake_cuda.c' 2>&1",
+             dir, kernels ? kernels : "kernels-src");
+    if (access("/usr/local/cuda/include/cuda.h", R_OK) != 0 || system(cmd) != 0) {
+      printf("skipped: cannot build the fake CUDA driver (no cuda.h in /usr/local/cuda)\n");
+      rmdir(dir);
+      return 0;
+    }
+    snprintf(logpath, sizeof logpath, "%s/calls.log", dir);
+    setenv("FAKE_CUDA_LOG", logpath, 1);
+    const char *old = getenv("LD_LIBRARY_PATH");
+    char lp[4096];
+    snprintf(lp, sizeof lp, "%s%s%s", dir, old && old[0] ? ":" : "", old ? old : "");
+    setenv("LD_LIBRARY_PATH", lp, 1);
+    char self[1024];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return 1;
+    self[n] = '\0';
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+      execv(self, argv);
+      _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+  }
+  hct__strlcpy(logpath, getenv("FAKE_CUDA_LOG"), sizeof logpath);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_baseline_end_to_end),
+      cmocka_unit_test(test_forced_relay_pdl),
+      cmocka_unit_test(test_hc_engine_runs),
+      cmocka_unit_test(test_daemon_plan),
+      cmocka_unit_test(test_python_kernel),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
