@@ -4,6 +4,7 @@
 #                     client library), tests
 #   make STATIC=1     the same with libuv, SQLite, jansson, xxHash linked
 #                     statically, for machines without their packages
+#                     (without libpq: no live fleet there)
 #   make check        CPU tests, then again under AddressSanitizer + UBSan
 #   make gpu-check    GPU tests (skip with a reason when there is no GPU)
 #   make probe        install missing packages (as root), build, probe card 0
@@ -63,6 +64,17 @@ ifeq ($(SYSTEMD),1)
   LDLIBS_DEPS += -lsystemd
 endif
 
+# libpq, for the live fleet (db/fleet_pg.c, daemon/fleet_pull.c).  Debian's
+# libpq.a needs static libpgcommon, libpgport, Kerberos (GSSAPI) and LDAP
+# libraries that Debian does not ship: STATIC=1 builds without it
+# (HCT_NO_PG), and `hctune fleet` and `hctuned --fleet-url` say so there.
+PG_INCLUDE ?= /usr/include/postgresql
+ifeq ($(BUILD),static)
+  CPPFLAGS += -DHCT_NO_PG
+else
+  LDLIBS_DEPS += -lpq
+endif
+
 # Output folders: the default build writes bin/ and lib/ at the top; the
 # others keep theirs under build/.
 ifeq ($(BUILD),release)
@@ -112,6 +124,9 @@ $(O)/so/%.o: %.c
 	$(CC) $(CPPFLAGS) $(SO_RENAMES) $(CFLAGS) -ffunction-sections -fdata-sections -MMD -MP -c $< -o $@
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/jit/hip_%.o: CPPFLAGS += -D__HIP_PLATFORM_AMD__
+$(O)/db/fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
+$(O)/tests/test_fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
+$(O)/daemon/fleet_pull.o: CPPFLAGS += -I$(PG_INCLUDE)
 
 .PHONY: all install clean check check-deps check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
 all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so $(BIN)/hc_engine tests

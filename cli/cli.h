@@ -65,6 +65,7 @@ int cmd_worker(int argc, char **argv);
 int cmd_daemon(int argc, char **argv);
 int cmd_query(int argc, char **argv);
 int cmd_db(int argc, char **argv);
+int cmd_fleet(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_pin(int argc, char **argv);
 int cmd_unpin(int argc, char **argv);

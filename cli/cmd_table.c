@@ -30,6 +30,7 @@ static const hct_cmd_t commands[] = {
    "re-time recorded decisions and report their ratios"},
   {"db", cmd_db, 0, "share results across a fleet: export, merge, import fleet files"},
   {"query", cmd_query, 0, "ask the daemon which variant to run (through libhctune)"},
+  {"fleet", cmd_fleet, 0, "the live fleet on PostgreSQL: init, push trials, status"},
   {"pin", cmd_pin, 0, "tell the daemon to answer a variant ahead of the decisions (admin)"},
   {"unpin", cmd_unpin, 0, "remove pins (admin)"},
   {"status", cmd_status, 0, "the daemon's status: database, clients, limits, probes"},

@@ -180,14 +180,20 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
      * compile now: stale, not unknown. */
     if (ch->dec != NULL && dec_stale(d, ch->dec, ch->device, ch->stale, sizeof ch->stale))
       ch->dec = NULL;
-    /* The fleet file answers only where the DB has nothing: local
-     * decisions win.  Its decisions are judged stale by the same rule. */
-    if (ch->dec == NULL && ch->stale[0] == '\0' && d->fleet_ix != NULL) {
+    /* The fleet file (--fleet-db) answers only where the DB has nothing it
+     * may serve: local decisions win.  Its decisions pass the same
+     * software-key check. */
+    if (ch->dec == NULL && d->fleet_ix != NULL) {
       x = hct__index_fleet(d->fleet_ix, model, r->op, bitwise, r->tokens);
       y = kl ? hct__index_fleet(d->fleet_ix, model, r->op, kl_name, r->tokens) : NULL;
-      ch->dec = faster(x, y);
-      if (ch->dec != NULL && dec_stale(d, ch->dec, ch->device, ch->stale, sizeof ch->stale))
-        ch->dec = NULL;
+      const hct_db_decision_t *f = faster(x, y);
+      char why[sizeof ch->stale];
+      if (f != NULL && !dec_stale(d, f, ch->device, why, sizeof why)) {
+        ch->dec = f;
+        ch->stale[0] = '\0';
+      } else if (f != NULL && ch->stale[0] == '\0') {
+        hct__strlcpy(ch->stale, why, sizeof ch->stale);
+      }
     }
     if (ch->dec != NULL) {
       ch->fleet = 1;

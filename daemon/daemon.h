@@ -18,6 +18,8 @@
  *   daemon/snapshot.c  the DB snapshot and the manifests: load, poll, reload
  *   daemon/server.c    start-up and shut-down: socket, signals, the loop
  *   daemon/options.c   hctuned's command line (hct__daemon_main)
+ *   daemon/fleet_pull.c  --fleet-url: the live fleet's decisions pulled on a
+ *                      thread of their own into the local DB
  *   daemon/main.c      the hctuned executable
  *   daemon/index.c     decisions, pins and devices of the DB in memory: a hash
  *                      of (card UUID, op, parity) to sorted token ranges, and
@@ -255,6 +257,9 @@ json_t *hct__decision_json(const hct_db_decision_t *d, const char *source);
 
 #include "jit.h"
 
+/* Card models a daemon pulls from a live fleet, at most. */
+#define HCT_MAX_FLEET_MODELS 16
+
 typedef struct hct_daemon_opts_s {
   const char *socket_path;   /* NULL: hct__socket_path's order */
   const char *db_path;       /* NULL: hct__default_db_path */
@@ -267,6 +272,10 @@ typedef struct hct_daemon_opts_s {
   int idle_timeout_s;        /* close a connection silent this long; 0: 300, < 0: never */
   const char *fleet_db;      /* NULL: none; a fleet file (docs/fleet.md) whose
                                 decisions answer under the DB's own */
+  const char *fleet_url;     /* NULL: none; a live fleet server (docs/fleet-live.md) */
+  const char *fleet_models[HCT_MAX_FLEET_MODELS]; /* pulled besides the host's cards' */
+  int n_fleet_models;
+  int fleet_poll_ms;         /* the pull's fallback period; <= 0: 30000 */
 } hct_daemon_opts_t;
 
 /* Runs the daemon until SIGTERM, SIGINT or SIGQUIT; returns 0, or a
@@ -278,6 +287,7 @@ int hct__daemon_run(const hct_daemon_opts_t *opts);
 int hct__daemon_main(int argc, char **argv);
 
 typedef struct hct_daemon_s hct_daemon_t;
+typedef struct hct_fleet_pull_s hct_fleet_pull_t;
 typedef struct hct_conn_s hct_conn_t;
 typedef struct hct_probe_s hct_probe_t;
 typedef struct hct_lane_s hct_lane_t;
@@ -362,6 +372,8 @@ struct hct_daemon_s {
     char uuid[64], model[256];
   } host_cards[16];
   int n_host_cards;
+  int host_cards_listed;
+  struct hct_fleet_pull_s *fleet_pull; /* --fleet-url: daemon/fleet_pull.c */
   hct_opset_t *ops;
   int stale;                /* the DB could not be re-read: answers come from the last good one */
   int64_t data_version;
@@ -481,6 +493,14 @@ int hct__snapshot_start(hct_daemon_t *d);
 void hct__snapshot_submit(hct_daemon_t *d, hct_dbjob_t *j);
 /* Watches the DB every poll_ms. */
 void hct__snapshot_watch(hct_daemon_t *d, int poll_ms);
+/* Lists this host's cards (UUID and model key) once, for fleet answers to
+ * cards the DB has never seen; a host without a GPU driver has none. */
+void hct__snapshot_host_cards(hct_daemon_t *d);
+
+/* fleet_pull.c: starts pulling from o->fleet_url (a no-op without one) on a
+ * thread of its own, into the DB that the snapshot reads; end stops it. */
+int hct__fleet_pull_begin(hct_daemon_t *d, const hct_daemon_opts_t *o);
+void hct__fleet_pull_end(hct_daemon_t *d);
 /* SIGHUP: re-reads the manifests and the DB. */
 void hct__snapshot_reread(hct_daemon_t *d);
 /* Module's binary read, on any thread: its own read-only connection. */

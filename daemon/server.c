@@ -245,6 +245,7 @@ static int start(hct_daemon_t *d, const hct_daemon_opts_t *o) {
   d->loop_open = 1;
   if (o->fleet_db != NULL) hct__strlcpy(d->fleet_db, o->fleet_db, sizeof d->fleet_db);
   if ((rc = hct__snapshot_start(d)) < 0) return rc;
+  if ((rc = hct__fleet_pull_begin(d, o)) < 0) return rc;
   uv_pipe_init(&d->loop, &d->server, 0);
   d->server.data = d;
   d->server_open = 1;
@@ -317,6 +318,7 @@ int hct__daemon_run(const hct_daemon_opts_t *opts) {
     uv_walk(&d->loop, close_walk, d);
     uv_run(&d->loop, UV_RUN_DEFAULT);
   }
+  hct__fleet_pull_end(d);
   if (d->loop_open) uv_loop_close(&d->loop);
   hct__snapshot_free(d);
   free(d);

@@ -186,8 +186,10 @@ static void fleet_refresh(hct_lane_t *L, int reopen) {
 }
 
 /* The host's cards, listed once: the one use of the GPU driver in the
- * daemon, at start and only with --fleet-db. */
-static void list_host_cards(hct_daemon_t *d) {
+ * daemon, at start and only with --fleet-db or --fleet-url. */
+void hct__snapshot_host_cards(hct_daemon_t *d) {
+  if (d->host_cards_listed) return;
+  d->host_cards_listed = 1;
   hct_device_t cards[16];
   int nc = hct__devices(cards, 16);
   if (nc < 0) {
@@ -485,7 +487,7 @@ int hct__snapshot_start(hct_daemon_t *d) {
     if ((rc = fleet_load(d->fleet_db, d->ops, &L->fleet_new, &fst)) < 0) return rc;
     L->fleet_mtime_ns = mtime_ns(&fst);
     L->fleet_size = (int64_t)fst.st_size;
-    list_host_cards(d);
+    hct__snapshot_host_cards(d);
   }
   lane_apply(L, 1);
   return 0;

@@ -625,4 +625,7 @@ void hct__fleet_decision_to_db(const hct_fleet_decision_t *fd, hct_db_decision_t
   d->decided_at = fd->decided_at;
   hct__strlcpy(d->run_id, fd->run_id, sizeof d->run_id);
   hct__strlcpy(d->evidence_json, fd->evidence_json, sizeof d->evidence_json);
+  hct__strlcpy(d->software_key, fd->software_key, sizeof d->software_key);
+  hct__strlcpy(d->software_json, fd->software_json ? fd->software_json : "",
+               sizeof d->software_json);
 }

@@ -17,6 +17,7 @@
  * Columns are those the local tables have: a local DB that predates the
  * software key takes the rest of each row.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +97,28 @@ static int local_card(hct_db_t *db, const char *uuid) {
   return rc == SQLITE_DONE ? 0 : hct__db_fail(db, rc, "cannot read devices");
 }
 
+/* Inserts n rows of one table (each `stride` bytes, its card's UUID at
+ * `uuid_at`), leaving out those of this database's own cards; counts the
+ * rows added, those already there and those left out. */
+static int insert_rows(hct_db_t *db, inserter_t *ins, const char *rows, size_t stride, int n,
+                       size_t uuid_at, int *added, int *known, int *local_rows) {
+  for (int i = 0; i < n; i++) {
+    const char *row = rows + (size_t)i * stride;
+    int local = local_card(db, row + uuid_at);
+    if (local < 0) return local;
+    if (local) {
+      (*local_rows)++;
+      continue;
+    }
+    int r = inserter_run(db, ins, row, NULL);
+    if (r < 0) return r;
+    if (r) (*added)++;
+    else (*known)++;
+  }
+  return 0;
+}
+
+
 static int delete_group(hct_db_t *db, const hct_fleet_decision_t *d) {
   sqlite3_stmt *st;
   int rc = sqlite3_prepare_v2(hct__db_sqlite(db),
@@ -118,30 +141,14 @@ static int import_rows(hct_db_t *db, const hct_fleet_t *f, hct_fleet_import_stat
   int err = inserter_init(db, "trials", "INSERT OR IGNORE", &trials);
   if (err == 0) err = inserter_init(db, "faults", "INSERT OR IGNORE", &faults);
   if (err == 0) err = inserter_init(db, "decisions", "INSERT", &decisions);
-  for (int i = 0; err == 0 && i < f->n_trials; i++) {
-    int local = local_card(db, f->trials[i].uuid);
-    if (local != 0) {
-      if (local < 0) err = local;
-      else s->trials_local++;
-      continue;
-    }
-    int r = inserter_run(db, &trials, (const char *)&f->trials[i], NULL);
-    if (r < 0) err = r;
-    else if (r) s->trials++;
-    else s->trials_known++;
-  }
-  for (int i = 0; err == 0 && i < f->n_faults; i++) {
-    int local = local_card(db, f->faults[i].uuid);
-    if (local != 0) {
-      if (local < 0) err = local;
-      else s->faults_local++;
-      continue;
-    }
-    int r = inserter_run(db, &faults, (const char *)&f->faults[i], NULL);
-    if (r < 0) err = r;
-    else if (r) s->faults++;
-    else s->faults_known++;
-  }
+  if (err == 0)
+    err = insert_rows(db, &trials, (const char *)f->trials, sizeof f->trials[0], f->n_trials,
+                      offsetof(hct_fleet_trial_t, uuid), &s->trials, &s->trials_known,
+                      &s->trials_local);
+  if (err == 0)
+    err = insert_rows(db, &faults, (const char *)f->faults, sizeof f->faults[0], f->n_faults,
+                      offsetof(hct_fleet_fault_t, uuid), &s->faults, &s->faults_known,
+                      &s->faults_local);
   /* Decisions come sorted by (uuid, op, parity, tmin): a group's rows are
    * adjacent. */
   int skip = 0;

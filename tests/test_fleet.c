@@ -54,6 +54,19 @@ static const cand_spec_t cands[] = {
 
 static void path_in(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
 
+/* A software key per variant (what jit/softkey.c would give its binary
+ * here: the same on every card of one environment). */
+static void softkey_of(const char *variant, char key[33], char *json, size_t len) {
+  unsigned h = 2166136261u;
+  for (const char *p = variant; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+  snprintf(key, 33, "%08x%08x%08x%08x", h, h ^ 0x5a5a5a5au, h * 3u, h + 7u);
+  snprintf(json, len, "{\"template\":\"%s\",\"driver\":\"12.8\"}", variant);
+}
+
+/* Set by a test: the software key every trial gets instead of its
+ * variant's (a host whose compiler or templates differ). */
+static const char *forced_softkey;
+
 static void add_trial(hct_db_t *db, const hct_db_keys_t *k, const cand_spec_t *c, const char *kind,
                       const char *status, int T, double us) {
   hct_db_trial_t t;
@@ -66,6 +79,8 @@ static void add_trial(hct_db_t *db, const hct_db_keys_t *k, const cand_spec_t *c
   hct__strlcpy(t.kind, kind, sizeof t.kind);
   hct__strlcpy(t.status, status, sizeof t.status);
   t.tokens = T;
+  softkey_of(c->variant, t.software_key, t.software_json, sizeof t.software_json);
+  if (forced_softkey != NULL) hct__strlcpy(t.software_key, forced_softkey, sizeof t.software_key);
   if (strcmp(kind, "timing") == 0) {
     t.samples = 20;
     t.median_us = us;
@@ -270,6 +285,11 @@ static void test_merged_decisions(void **state) {
   assert_int_equal(b->tmin, 1);
   assert_int_equal(b->tmax, 4);
   assert_non_null(strstr(b->evidence_json, "\"cards\":5,\"outliers\":1"));
+  /* The winner's software key travels with its decision. */
+  char key[33], json[320];
+  softkey_of("relay", key, json, sizeof json);
+  assert_string_equal(b->software_key, key);
+  assert_string_equal(b->software_json, json);
   /* The conflicts (v3 by a parity trial, v2 by a fault) and the outlier,
    * reported. */
   assert_int_equal(count_flags(&m, "conflict"), 2);
@@ -411,7 +431,13 @@ static void test_cli_merge_import(void **state) {
   int n;
   assert_int_equal(hct__db_decisions_list(db, &d, &n), 0);
   assert_int_equal(n, 4);
-  for (int i = 0; i < n; i++) assert_string_equal(d[i].source, "fleet");
+  for (int i = 0; i < n; i++) {
+    assert_string_equal(d[i].source, "fleet");
+    char key[33], json[320];
+    softkey_of(d[i].variant, key, json, sizeof json);
+    assert_string_equal(d[i].software_key, key);
+    assert_string_equal(d[i].software_json, json);
+  }
   free(d);
   hct__db_close(db);
 
@@ -831,7 +857,7 @@ typedef struct fake_s {
   const char *fail;       /* a variant whose parity check fails */
   int check_runs, full_runs;
   char variants[256];
-  uint8_t tokens[65]; /* tokens[T]: T was in the probe's token set */
+  hct_tokens_t tokens;
 } fake_t;
 
 static int fake_find(void *arg, const char *spec, hct_device_t *dev) {
@@ -857,9 +883,7 @@ static int fake_probe(void *arg, const hct_probe_opts_t *o) {
   }
   f->check_runs++;
   hct__strlcpy(f->variants, o->only_variants ? o->only_variants : "", sizeof f->variants);
-  memset(f->tokens, 0, sizeof f->tokens);
-  for (int i = 0; i < o->tokens.n; i++)
-    if (o->tokens.t[i] <= 64) f->tokens[o->tokens.t[i]] = 1;
+  f->tokens = o->tokens;
   hct_db_t *db;
   assert_int_equal(hct__db_open(o->db_path, 0, &db), 0);
   hct_db_keys_t k;
@@ -873,8 +897,10 @@ static int fake_probe(void *arg, const hct_probe_opts_t *o) {
     snprintf(have, sizeof have, ",%s,", f->variants);
     if (strstr(have, pat) == NULL && strcmp(cands[c].variant, "v1") != 0) continue;
     int fails = f->fail && strcmp(f->fail, cands[c].variant) == 0;
-    for (int T = 1; T <= 64; T++)
-      if (hct__tokens_index(&o->tokens, T) >= 0) add_trial(db, &k, &cands[c], "parity", fails && T == 3 ? "parity" : "pass", T, 0);
+    for (int i = 0; i < o->tokens.n; i++) {
+      int T = o->tokens.t[i];
+      add_trial(db, &k, &cands[c], "parity", fails && T == 3 ? "parity" : "pass", T, 0);
+    }
   }
   hct__db_close(db);
   return 0;
@@ -924,13 +950,14 @@ static void verify_with(const char *name, fake_t *f, int use_file, int import_fi
 /* The fleet's winners checked here and adopted: no timing, no full probe. */
 static void test_verify_adopts(void **state) {
   (void)state;
-  fake_t f = {"NVIDIA H200", NULL, 0, 0, "", {0}};
+  fake_t f = {"NVIDIA H200", NULL, 0, 0, "", {0, {0}}};
   verify_with("verify1.db", &f, 0, 1);
   assert_int_equal(f.check_runs, 1);
   assert_int_equal(f.full_runs, 0);
   assert_non_null(strstr(f.variants, "relay"));
   assert_non_null(strstr(f.variants, "persist"));
-  assert_true(f.tokens[1] && f.tokens[4] && !f.tokens[5]);
+  assert_true(hct__tokens_index(&f.tokens, 1) >= 0 && hct__tokens_index(&f.tokens, 4) >= 0 &&
+              hct__tokens_index(&f.tokens, 5) < 0);
   char local[160];
   path_in(local, sizeof local, "verify1.db");
   hct_db_decision_t d;
@@ -943,15 +970,25 @@ static void test_verify_adopts(void **state) {
 /* A winner that fails here: nothing adopted, a full probe instead. */
 static void test_verify_falls_back(void **state) {
   (void)state;
-  fake_t f = {"NVIDIA H200", "persist", 0, 0, "", {0}};
+  fake_t f = {"NVIDIA H200", "persist", 0, 0, "", {0, {0}}};
   verify_with("verify2.db", &f, 1, 0);
   assert_int_equal(f.check_runs, 1);
   assert_int_equal(f.full_runs, 1);
   char local[160];
   path_in(local, sizeof local, "verify2.db");
   assert_int_equal(count_own(local, "GPU-new-0", NULL), 0);
+  /* Every check passes here, but this host builds other binaries (its
+   * software key differs): nothing adopted, a full probe. */
+  fake_t h = {"NVIDIA H200", NULL, 0, 0, "", {0, {0}}};
+  forced_softkey = "0123456789abcdef0123456789abcdef";
+  verify_with("verify4.db", &h, 1, 0);
+  forced_softkey = NULL;
+  assert_int_equal(h.check_runs, 1);
+  assert_int_equal(h.full_runs, 1);
+  path_in(local, sizeof local, "verify4.db");
+  assert_int_equal(count_own(local, "GPU-new-0", NULL), 0);
   /* A card model the fleet has not measured: a full probe at once. */
-  fake_t g = {"NVIDIA B200", NULL, 0, 0, "", {0}};
+  fake_t g = {"NVIDIA B200", NULL, 0, 0, "", {0, {0}}};
   verify_with("verify3.db", &g, 1, 0);
   assert_int_equal(g.check_runs, 0);
   assert_int_equal(g.full_runs, 1);

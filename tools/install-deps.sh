@@ -3,10 +3,13 @@
 # other user, prints the apt-get line and stops.  `install-deps.sh check`
 # adds what only the tests need, which machines running make probe do not:
 # clang (with its recommended libclang-rt, libFuzzer's runtime) for the
-# fuzzer, and chromium for tests/test_report.c's headless browser.
+# fuzzer, chromium for tests/test_report.c's headless browser, and
+# postgresql for the throwaway server of tests/test_fleet_pg.c.
 set -e
 pkgs="build-essential libuv1-dev libsqlite3-dev libjansson-dev libxxhash-dev libcmocka-dev libamdhip64-dev libsystemd-dev"
-[ "$1" = check ] && pkgs="$pkgs clang chromium"
+# libpq-dev: the live fleet's client (hctune fleet, hctuned --fleet-url).
+pkgs="$pkgs libpq-dev"
+[ "$1" = check ] && pkgs="$pkgs clang chromium postgresql"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

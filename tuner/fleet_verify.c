@@ -119,11 +119,15 @@ static int checked_trials(hct_db_t *db, const char *uuid, const char *op, int64_
 }
 
 /* Why decision d cannot be adopted ("" when it can): every T of its range
- * checked for its candidate, every check passed, on its template. */
-static void verdict(const hct_db_decision_t *d, json_t *trials, char *why, size_t len) {
+ * that was asked for checked for its candidate, every check passed, on its
+ * template and under its software key. */
+static void verdict(const hct_db_decision_t *d, const hct_tokens_t *asked, json_t *trials,
+                    char *why, size_t len) {
   why[0] = '\0';
   json_t *want = json_loads(d->params, 0, NULL);
-  for (int T = d->tmin; T <= d->tmax && T <= 64 && why[0] == '\0'; T++) {
+  for (int k = 0; k < asked->n && why[0] == '\0'; k++) {
+    int T = asked->t[k];
+    if (T < d->tmin || T > d->tmax) continue;
     int seen = 0;
     size_t i;
     json_t *t;
@@ -135,11 +139,15 @@ static void verdict(const hct_db_decision_t *d, json_t *trials, char *why, size_
       seen++;
       const char *st = json_string_value(json_object_get(t, "status"));
       const char *th = json_string_value(json_object_get(t, "template_hash"));
+      const char *sk = json_string_value(json_object_get(t, "software_key"));
       if (st == NULL || strcmp(st, "pass") != 0)
         snprintf(why, len, "parity check at T=%d: %s", T, st ? st : "no status");
       else if (d->template_hash[0] && th && strcmp(th, d->template_hash) != 0)
         snprintf(why, len, "the local template differs from the fleet's (%.8s, fleet %.8s)", th,
                  d->template_hash);
+      else if (d->software_key[0] && sk && sk[0] && strcmp(sk, d->software_key) != 0)
+        snprintf(why, len, "this host's software key %.8s is not the fleet's %.8s (what shaped "
+                 "the binary differs)", sk, d->software_key);
       if (why[0]) break;
     }
     if (why[0] == '\0' && seen == 0) snprintf(why, len, "not checked at T=%d", T);
@@ -244,8 +252,11 @@ int hct__fleet_verify(const hct_fleet_verify_opts_t *o) {
       if (strstr(have, pat) == NULL && strlen(variants) + strlen(d[i].variant) + 2 < sizeof variants)
         snprintf(variants + strlen(variants), sizeof variants - strlen(variants), "%s%s",
                  variants[0] ? "," : "", d[i].variant);
-      /* A token set (main's hct_tokens_t) holds HCT_MAX_TOKEN_LIST counts. */
-      for (int T = d[i].tmin; T <= d[i].tmax && po.tokens.n < HCT_MAX_TOKEN_LIST; T++)
+      /* Every T of the range while the token set has room (a prefill
+       * range may span thousands; its ends are taken first). */
+      hct__tokens_add(&po.tokens, d[i].tmin);
+      hct__tokens_add(&po.tokens, d[i].tmax);
+      for (int T = d[i].tmin + 1; T < d[i].tmax && po.tokens.n < HCT_MAX_TOKEN_LIST; T++)
         hct__tokens_add(&po.tokens, T);
     }
     po.only_variants = variants;
@@ -262,7 +273,7 @@ int hct__fleet_verify(const hct_fleet_verify_opts_t *o) {
       int failed = 0;
       for (int i = 0; rc == 0 && i < n; i++) {
         char why[256];
-        verdict(&d[i], trials, why, sizeof why);
+        verdict(&d[i], &po.tokens, trials, why, sizeof why);
         report(o, &d[i], why);
         if (why[0] && !failed) {
           failed = 1;

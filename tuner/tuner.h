@@ -331,7 +331,6 @@ typedef struct hct_fleet_verify_opts_s {
  */
 int hct__fleet_verify(const hct_fleet_verify_opts_t *o);
 
-
 /* ---- what probe --stale re-probes (tuner/stale.c) -------------------------- */
 
 struct hct_db_s;

@@ -42,7 +42,24 @@ def _check_parity(parity):
         raise ValueError("parity %r: want 'bitwise' or 'kl'" % (parity,))
 
 
-class Client:
+class _Closing:
+    """close() on leaving a with block and when collected (errors ignored
+    then: the interpreter may be shutting down)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Client(_Closing):
     """A connection to the hctune daemon (hct_connect).  Without a daemon
     the client still works: every answer is then the op's baseline, with
     fallback=True, and `connected` is False with the reason in `why`."""
@@ -75,17 +92,6 @@ class Client:
             lib.hct_close(self._c)
             self._c = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 # ---- buffers ---------------------------------------------------------------
@@ -179,7 +185,7 @@ def _stream_handle(stream, buffers):
                     % type(stream).__name__)
 
 
-class Kernel:
+class Kernel(_Closing):
     """A loaded op for a token range in the caller's CUDA context
     (hct_kernel_load); call it to enqueue on the caller's stream."""
 
@@ -252,17 +258,6 @@ class Kernel:
             lib.hct_kernel_free(self._k)
             self._k = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def load(op, tmin, tmax=None, client=None, device=None, parity=None):
