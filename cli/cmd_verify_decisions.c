@@ -67,6 +67,30 @@ static const rejection_t *rejection_of(const rejections_t *x, const char *varian
   return NULL;
 }
 
+/* Why the chosen variant has no usable timing at T, as one line: pruned
+ * (its median against the fastest one it was timed with, and whether a
+ * check has put that one out since), or not timed at all. */
+static void not_timed_why(const hct_timed_rows_t *rows, const rejections_t *rej, int T,
+                          const char *variant, const char *params, char *why, size_t len) {
+  const hct_timed_row_t *mine = NULL, *fastest = NULL;
+  for (int k = 0; k < rows->n; k++) {
+    const hct_timed_row_t *r = &rows->r[k];
+    if (r->T != T) continue;
+    if (strcmp(r->variant, variant) == 0 && strcmp(r->params, params) == 0) mine = r;
+    if (fastest == NULL || r->s.median < fastest->s.median) fastest = r;
+  }
+  if (mine == NULL) {
+    snprintf(why, len, "not timed at T=%d (it passed no check there, or its timing failed: "
+             "hctune show has its trials)", T);
+    return;
+  }
+  const rejection_t *out = fastest ? rejection_of(rej, fastest->variant, fastest->params) : NULL;
+  snprintf(why, len, "pruned while timed at T=%d: %.2f us against the fastest timed with it, %s %s "
+           "at %.2f us%s%s%s", T, mine->s.median, fastest->variant, fastest->params,
+           fastest->s.median, out ? " (since put out by the " : "", out ? out->check : "",
+           out ? " check)" : "");
+}
+
 int cmd_verify_decisions(int argc, char **argv) {
   const char *device = NULL, *only_op = NULL;
   double limit = 1.03;
@@ -179,8 +203,10 @@ int cmd_verify_decisions(int argc, char **argv) {
         }
         checked++;
         if (chosen == NULL || best == NULL) {
-          printf("%-14.14s %-10s %-8s %5d  %-28.28s %10s  chosen variant not timed now (rejected or pruned)\n",
-                 d[j].keys.uuid, d[j].op, d[j].parity, T, d[j].variant, "-");
+          char why[1024];
+          not_timed_why(&rows, &rej, T, d[j].variant, d[j].params, why, sizeof why);
+          printf("%-14.14s %-10s %-8s %5d  %-28.28s %10s  FAILED: %s\n", d[j].keys.uuid, d[j].op,
+                 d[j].parity, T, d[j].variant, "-", why);
           worst_fail = 1;
           continue;
         }

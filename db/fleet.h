@@ -269,6 +269,11 @@ typedef struct hct_fleet_merge_opts_s {
 int hct__fleet_merge(const hct_fleet_t *in, int n, const hct_fleet_merge_opts_t *opts,
                      hct_fleet_t *out);
 
+/* The decisions of a set, sorted by (uuid, op, parity, tmin): each range
+ * in order, and a group's ranges never overlapping.  `source` names where
+ * the set came from in the message; `code` is returned on a failure. */
+int hct__fleet_check_ranges(const hct_fleet_t *f, const char *source, int code);
+
 /* ---- importing (db/import.c) ---------------------------------------------- */
 
 typedef struct hct_fleet_import_stats_s {

@@ -640,20 +640,12 @@ static int read_table(hct_pg_t *f, const char *table, const char *where, int nva
 }
 
 /* The decisions' token ranges of one (card, op, parity) follow each other
- * and never overlap (rows sorted as the table's order says). */
+ * and never overlap (rows sorted as the table's order says): the fleet
+ * file reader's rule. */
 static int check_ranges(hct_pg_t *f, const hct_fleet_t *set) {
-  for (int i = 0; i < set->n_decisions; i++) {
-    const hct_fleet_decision_t *d = &set->decisions[i], *p = i ? d - 1 : NULL;
-    if (d->tmax < d->tmin)
-      return hct__error(HCT_EPROTO, "fleet '%s': decision of '%s' on '%s': range %lld-%lld "
-                        "ends before it starts (refused)", f->shown, d->op, d->uuid,
-                        (long long)d->tmin, (long long)d->tmax);
-    if (p && strcmp(p->uuid, d->uuid) == 0 && strcmp(p->op, d->op) == 0 &&
-        strcmp(p->parity, d->parity) == 0 && d->tmin <= p->tmax)
-      return hct__error(HCT_EPROTO, "fleet '%s': decisions of '%s' on '%s' overlap at T=%lld "
-                        "(refused)", f->shown, d->op, d->uuid, (long long)d->tmin);
-  }
-  return 0;
+  char source[600];
+  snprintf(source, sizeof source, "fleet '%s' (refused)", f->shown);
+  return hct__fleet_check_ranges(set, source, HCT_EPROTO);
 }
 
 /* ---- the pull --------------------------------------------------------------- */

@@ -503,24 +503,29 @@ static int read_meta(sqlite3 *h, const char *file, hct_fleet_meta_t *m) {
 
 /* ---- rows that must agree with each other --------------------------------- */
 
-static int check_decisions(const hct_fleet_t *f, const char *file) {
+int hct__fleet_check_ranges(const hct_fleet_t *f, const char *source, int code) {
   for (int i = 0; i < f->n_decisions; i++) {
     const hct_fleet_decision_t *d = &f->decisions[i];
     if (d->tmax < d->tmin)
-      return hct__error(HCT_EINVAL, "fleet file '%s': decision of '%s' on '%s': range %lld-%lld "
-                        "ends before it starts", file, d->op, d->uuid, (long long)d->tmin,
-                        (long long)d->tmax);
+      return hct__error(code, "%s: decision of '%s' on '%s': range %lld-%lld ends before it "
+                        "starts", source, d->op, d->uuid, (long long)d->tmin, (long long)d->tmax);
     /* Sorted by (uuid, op, parity, tmin): a group's ranges follow each
      * other and must not overlap. */
     if (i > 0) {
       const hct_fleet_decision_t *p = &f->decisions[i - 1];
       if (strcmp(p->uuid, d->uuid) == 0 && strcmp(p->op, d->op) == 0 &&
           strcmp(p->parity, d->parity) == 0 && d->tmin <= p->tmax)
-        return hct__error(HCT_EINVAL, "fleet file '%s': decisions of '%s' on '%s' overlap at "
-                          "T=%lld", file, d->op, d->uuid, (long long)d->tmin);
+        return hct__error(code, "%s: decisions of '%s' on '%s' overlap at T=%lld", source, d->op,
+                          d->uuid, (long long)d->tmin);
     }
   }
   return 0;
+}
+
+static int check_decisions(const hct_fleet_t *f, const char *file) {
+  char source[600];
+  snprintf(source, sizeof source, "fleet file '%s'", file);
+  return hct__fleet_check_ranges(f, source, HCT_EINVAL);
 }
 
 int hct__fleet_read(const char *path, hct_fleet_t *out) {

@@ -66,8 +66,12 @@ for f in by.get("onebit", []):
 for f in by.get("barrier", []):
     if f["reason"] == "timeout" and f["tokens"] != 3:
         print("barrier: timeout recorded at T =", f["tokens"], "want 3"); ok = False
+# A fault's "tokens" is its reach, as hctune list --faults shows it (0:
+# every T; a timeout: its T and up), not where it happened: the log says
+# that ("at T=N: ..."), as the failing trial does (hctune show).
 for f in faults:
-    print(f"  {f['variant']:10} {f['reason']:10} T={f['tokens']}  {(f.get('log') or '')[:100]}")
+    reach = "all" if f["tokens"] == 0 else f"{f['tokens']}+" if f["reason"] == "timeout" else str(f["tokens"])
+    print(f"  {f['variant']:11} {f['reason']:14} holds for T={reach:4} {(f.get('log') or '')[:100]}")
 sys.exit(0 if ok else 1)
 PY
 
@@ -182,7 +186,9 @@ PY
 if "$bin/hctune" verify-decisions --op selftest --limit 1.5 > "$tmp/vd2.out" 2> "$tmp/vd2.err"; then
   grep -q "every chosen variant passes every check" "$tmp/vd2.out" || bad "verify-decisions of good: no 'passes every check' line"
 else
-  bad "verify-decisions of good exited $?: $(tail -3 "$tmp/vd2.out") $(tail -3 "$tmp/vd2.err")"
+  st=$?
+  cat "$tmp/vd2.out"
+  bad "verify-decisions of good exited $st (its output above): $(tail -3 "$tmp/vd2.err")"
 fi
 [ $fail -eq 0 ] && echo "selftest: every broken variant caught by its check, none chosen"
 exit $fail

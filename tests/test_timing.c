@@ -325,6 +325,63 @@ static void test_interleave_drift(void **state) {
   hct__timing_res_free(r, 2);
 }
 
+/* ---- after the verification of the timed launches ------------------------------- */
+
+/* The selftest op on the H200 (issue 20): at T=1 firstruns16, which
+ * returns at once in its timed launches, timed fastest of all (1.5 us)
+ * and pruned good (2.7 us, more than 1.5x slower); the verification then
+ * put firstruns16 out, and the baseline (22.5 us, never pruned) was
+ * decided for, good being neither timed nor verified.  The pass does not
+ * stand: timed again without firstruns16, good is timed and wins. */
+static void test_pruned_by_one_put_out(void **state) {
+  (void)state;
+  fake_t f;
+  /* 0 the baseline, 1 good, 2 firstruns16, 3 a kl variant (rank 1) */
+  fake_init(&f, 4, (double[]){22.5, 2.7, 1.5, 2.8}, (double[]){0.01, 0.01, 0.01, 0.01});
+  hct_timing_opts_t o = opts_for(&f);
+  o.no_prune = (const uint8_t[]){1, 0, 0, 0};
+  const uint8_t rank[] = {0, 0, 0, 1};
+  o.rank = rank;
+  hct_timing_res_t r[4];
+  assert_int_equal(hct__timing_run(4, &o, r), 0);
+  assert_int_equal(r[1].pruned, 1);
+  assert_int_equal(r[2].pruned, 0);
+  assert_int_equal(r[0].pruned, 0);
+  /* Nothing put out: the figures stand. */
+  assert_int_equal(hct__timing_stands(r, 4, rank, (const uint8_t[]){0, 0, 0, 0}), 1);
+  /* firstruns16 put out: good may have been pruned by it. */
+  assert_int_equal(hct__timing_stands(r, 4, rank, (const uint8_t[]){0, 0, 1, 0}), 0);
+  assert_int_equal(hct__timing_stands(r, 4, NULL, (const uint8_t[]){0, 0, 1, 0}), 0);
+  /* The kl one (2.8 us) was pruned too, by what ranks at most its own:
+   * good put out may have done it. */
+  assert_int_equal(r[3].pruned, 1);
+  assert_int_equal(hct__timing_stands(r, 4, rank, (const uint8_t[]){0, 1, 0, 0}), 0);
+  /* The kl one put out: it ranks above good, so it pruned no one still in
+   * play (the pruned good and kl one aside). */
+  assert_int_equal(hct__timing_stands(r, 4, rank, (const uint8_t[]){0, 0, 0, 1}), 1);
+  hct__timing_res_free(r, 4);
+
+  /* A put-out kl candidate (rank 1) cannot have pruned a bitwise one. */
+  fake_init(&f, 3, (double[]){22.5, 2.7, 1.5}, (double[]){0.01, 0.01, 0.01});
+  const uint8_t rank3[] = {0, 0, 1};
+  o.rank = (const uint8_t[]){0, 0, 0};
+  hct_timing_res_t q[3];
+  assert_int_equal(hct__timing_run(3, &o, q), 0);
+  assert_int_equal(q[1].pruned, 1);
+  assert_int_equal(hct__timing_stands(q, 3, rank3, (const uint8_t[]){0, 0, 1}), 1);
+  hct__timing_res_free(q, 3);
+
+  /* Timed again without firstruns16: good is not pruned and beats the
+   * baseline. */
+  fake_init(&f, 3, (double[]){22.5, 2.7, 2.8}, (double[]){0.01, 0.01, 0.01});
+  o.rank = rank3;
+  assert_int_equal(hct__timing_run(3, &o, q), 0);
+  assert_int_equal(q[1].pruned, 0);
+  assert_int_equal(hct__timing_stands(q, 3, rank3, (const uint8_t[]){0, 0, 0}), 1);
+  assert_int_equal(hct__pick_winner(q, 2, 0, HCT_MIN_MARGIN_DEFAULT), 1);
+  hct__timing_res_free(q, 3);
+}
+
 /* ---- errors ------------------------------------------------------------------------ */
 
 static void test_error_stops_one(void **state) {
@@ -420,6 +477,7 @@ int main(void) {
       cmocka_unit_test(test_prune),                   cmocka_unit_test(test_throttle),
       cmocka_unit_test(test_interleave_drift),        cmocka_unit_test(test_error_stops_one),
       cmocka_unit_test(test_bad_input),               cmocka_unit_test(test_progress),
+      cmocka_unit_test(test_pruned_by_one_put_out),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -648,7 +648,7 @@ static int check_T(probe_t *P, int k, int pending) {
 
 /* ---- timing -------------------------------------------------------------- */
 
-static int verify_T(probe_t *P, int k);
+static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete);
 
 /* Times every candidate that passed at T, in the worker: each one's batch
  * of launches captured into a graph over rotating buffer sets (cold: their
@@ -659,7 +659,11 @@ static int verify_T(probe_t *P, int k);
  * window see them) or hot (one set, cache-warm).  Only the pass of the
  * manifest's mode (`decides`) sets the figures decisions are made from;
  * the other is recorded beside it.  A fault that ends the worker in the
- * deciding pass quarantines that candidate and times the others again.
+ * deciding pass quarantines that candidate and times the others again; so
+ * does a candidate that the verification of the timed launches puts out
+ * when it may have pruned another (hct__timing_stands) or its replay left
+ * the others unverified.  Only the figures of the pass that stands reach
+ * on_timed.
  */
 static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *only) {
   const int T = P->tokens.t[kT];
@@ -683,8 +687,11 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
     /* A bitwise candidate competes with bitwise ones only: a much faster
      * kl variant must not prune it out of its own class's decision. */
     json_t *ranks = json_array();
-    for (int k = 0; k < n; k++)
-      json_array_append_new(ranks, json_integer(P->cands[ids[k]].c.v->parity == HCT_PARITY_KL));
+    uint8_t rank[MAX_CANDS];
+    for (int k = 0; k < n; k++) {
+      rank[k] = P->cands[ids[k]].c.v->parity == HCT_PARITY_KL;
+      json_array_append_new(ranks, json_integer(rank[k]));
+    }
     json_object_set_new(opts, "ranks", ranks);
     hct_timing_res_t *res = calloc((size_t)n, sizeof *res);
     if (opts == NULL || res == NULL) {
@@ -723,8 +730,6 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
       if (decides) {
         c->timing[kT] = r->s;
         c->timed[kT] = !r->pruned;
-        if (P->o->on_timed)
-          P->o->on_timed(P->o->on_timed_arg, T, c->c.v->name, c->c.params, &r->s, r->pruned);
       }
       hct__strlcpy(t.status, r->pruned ? "pruned" : "pass", sizeof t.status);
       t.samples = r->s.n;
@@ -744,11 +749,31 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
       t.figures_json = figs;
       if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
     }
-    free(res);
     progress_end(P);
     /* Before anything is decided from these figures: the outputs of the
      * launches the winners made while being timed. */
-    if (rc == 0 && decides) rc = verify_T(P, kT);
+    uint8_t out[MAX_CANDS] = {0}, out_k[MAX_CANDS] = {0};
+    int incomplete = 0;
+    if (rc == 0 && decides) rc = verify_T(P, kT, out, &incomplete);
+    for (int k = 0; k < n; k++) out_k[k] = out[ids[k]];
+    if (rc == 0 && decides && (incomplete || !hct__timing_stands(res, n, rank, out_k))) {
+      /* A candidate put out may have pruned an honest one (or left it
+       * unverified): time again the ones still in play, and verify them
+       * again on the launches of that timing. */
+      for (int k = 0; k < n; k++) {
+        P->cands[ids[k]].timed[kT] = 0;
+        P->cands[ids[k]].verified[kT] = 0;
+      }
+      free(res);
+      progress(P, "time", 0, 0, "T=%d: timed again without the candidates the verification put out", T);
+      continue;
+    }
+    for (int k = 0; rc == 0 && decides && P->o->on_timed && k < n; k++) {
+      const cand_t *c = &P->cands[ids[k]];
+      if (res[k].err == 0)
+        P->o->on_timed(P->o->on_timed_arg, T, c->c.v->name, c->c.params, &res[k].s, res[k].pruned);
+    }
+    free(res);
     return rc;
   }
 }
@@ -800,11 +825,13 @@ static int timed_ok(probe_t *P, const cand_t *c, const hct_worker_verify_t *v, c
  * winners of both classes (every timed candidate with verify_all), whose
  * timed launches' outputs must pass timed_ok.  One that fails is recorded
  * ("timed"), quarantined and out everywhere, and the winners are chosen
- * again, until every winner is verified.  The worker keeps the timing's
- * allocation only until its next request of another kind, so candidates
- * are unloaded after the loop.
+ * again, until every winner is verified.  Each one put out is flagged in
+ * out[] (indexed like P->cands), and *incomplete set when a replay failed
+ * and left the others unverified: time_pass then times again.  The worker
+ * keeps the timing's allocation only until its next request of another
+ * kind, so candidates are unloaded after the loop.
  */
-static int verify_T(probe_t *P, int k) {
+static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
   const int T = P->tokens.t[k];
   int dead[MAX_CANDS], ndead = 0, rc = 0;
   for (;;) {
@@ -825,9 +852,13 @@ static int verify_T(probe_t *P, int k) {
     if (rc != 0) {
       /* One candidate's replay failed: it is out (and a dead worker
        * restarted, the timing's allocation with it: the others stay
-       * unverified at this T, so they are not decided for here). */
+       * unverified, and time_pass times them again). */
       free(vr);
-      if (failed >= 0 && failed != P->baseline) rc = candidate_failed(P, failed, "timed", rc, T, 0, 0);
+      if (failed >= 0 && failed != P->baseline) {
+        rc = candidate_failed(P, failed, "timed", rc, T, 0, 0);
+        out[failed] = 1;
+        *incomplete = 1;
+      }
       break;
     }
     int any_failed = 0;
@@ -856,6 +887,7 @@ static int verify_T(probe_t *P, int k) {
       snprintf(line, sizeof line, "T=%d: %s", T, log);
       rc = record_failure(P, c, "timed", "timed", T, 0, 0, figs, line);
       c->dead = 1;
+      out[ids[q]] = 1;
       dead[ndead++] = ids[q];
       progress(P, "reject", 0, 0, "%s: timed check: %s", c->c.label, line);
       rejected(P, c, T, "timed", line);

@@ -142,6 +142,15 @@ int hct__pick_winner(const hct_timing_res_t *res, int n, int incumbent, double m
   return best;
 }
 
+int hct__timing_stands(const hct_timing_res_t *res, int n, const uint8_t *rank, const uint8_t *out) {
+  for (int j = 0; j < n; j++) {
+    if (!out[j]) continue;
+    for (int i = 0; i < n; i++)
+      if (!out[i] && res[i].pruned && (rank == NULL || rank[j] <= rank[i])) return 0;
+  }
+  return 1;
+}
+
 int hct__merge_ranges(const char *const *winners, int tmin, int tmax, hct_range_t *out,
                       int max_out) {
   if (tmax < tmin)

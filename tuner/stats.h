@@ -205,6 +205,17 @@ int hct__significantly_faster(const hct_summary_t *challenger, const hct_summary
  */
 int hct__pick_winner(const hct_timing_res_t *res, int n, int incumbent, double min_margin);
 
+/*
+ * Whether a timing pass's figures stand after the verification of its
+ * timed launches put out the candidates flagged in `out` (n flags, like
+ * res): 0 when one of them may have pruned a candidate still in play (a
+ * pruned one of rank at least the put-out one's; rank NULL: all equal),
+ * which must then be timed again without it: a variant that skips its work
+ * times fastest of all, and an honest one pruned for being slower than it
+ * would otherwise never be decided for.  1 otherwise.
+ */
+int hct__timing_stands(const hct_timing_res_t *res, int n, const uint8_t *rank, const uint8_t *out);
+
 /* One run of adjacent token counts with the same winner. */
 typedef struct hct_range_s {
   int tmin, tmax;
