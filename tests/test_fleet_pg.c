@@ -32,11 +32,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli_test.h"
-#include "daemon_test.h"
 #include "fleet_pg.h"
 
 #ifndef HCT_NO_PG
+#include "cli_test.h"
+#include "daemon_test.h"
 #include <libpq-fe.h>
 
 #define MODEL_A "nvidia|Fleet Card A|sm_90|132|141"
