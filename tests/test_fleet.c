@@ -857,6 +857,7 @@ typedef struct fake_s {
   const char *fail;       /* a variant whose parity check fails */
   int check_runs, full_runs;
   char variants[256];
+  char points[512];
   hct_tokens_t tokens;
 } fake_t;
 
@@ -883,6 +884,7 @@ static int fake_probe(void *arg, const hct_probe_opts_t *o) {
   }
   f->check_runs++;
   hct__strlcpy(f->variants, o->only_variants ? o->only_variants : "", sizeof f->variants);
+  hct__strlcpy(f->points, o->only_points ? o->only_points : "", sizeof f->points);
   f->tokens = o->tokens;
   hct_db_t *db;
   assert_int_equal(hct__db_open(o->db_path, 0, &db), 0);
@@ -950,12 +952,17 @@ static void verify_with(const char *name, fake_t *f, int use_file, int import_fi
 /* The fleet's winners checked here and adopted: no timing, no full probe. */
 static void test_verify_adopts(void **state) {
   (void)state;
-  fake_t f = {"NVIDIA H200", NULL, 0, 0, "", {0, {0}}};
+  fake_t f = {"NVIDIA H200", NULL, 0, 0, "", "", {0, {0}}};
   verify_with("verify1.db", &f, 0, 1);
   assert_int_equal(f.check_runs, 1);
   assert_int_equal(f.full_runs, 0);
   assert_non_null(strstr(f.variants, "relay"));
   assert_non_null(strstr(f.variants, "persist"));
+  /* Only the winning points are checked (each one more compile on a cold
+   * cache), as "variant {params}" lines. */
+  assert_non_null(strstr(f.points, "relay {\"G\":1,\"GB\":1,\"LT\":0,\"NG\":1,\"PDL\":1}"));
+  assert_non_null(strstr(f.points, "persist {\"GB\":1,\"PDL\":1,\"RG\":2}"));
+  assert_null(strstr(f.points, "v2 "));
   assert_true(hct__tokens_index(&f.tokens, 1) >= 0 && hct__tokens_index(&f.tokens, 4) >= 0 &&
               hct__tokens_index(&f.tokens, 5) < 0);
   char local[160];
@@ -970,7 +977,7 @@ static void test_verify_adopts(void **state) {
 /* A winner that fails here: nothing adopted, a full probe instead. */
 static void test_verify_falls_back(void **state) {
   (void)state;
-  fake_t f = {"NVIDIA H200", "persist", 0, 0, "", {0, {0}}};
+  fake_t f = {"NVIDIA H200", "persist", 0, 0, "", "", {0, {0}}};
   verify_with("verify2.db", &f, 1, 0);
   assert_int_equal(f.check_runs, 1);
   assert_int_equal(f.full_runs, 1);
@@ -979,7 +986,7 @@ static void test_verify_falls_back(void **state) {
   assert_int_equal(count_own(local, "GPU-new-0", NULL), 0);
   /* Every check passes here, but this host builds other binaries (its
    * software key differs): nothing adopted, a full probe. */
-  fake_t h = {"NVIDIA H200", NULL, 0, 0, "", {0, {0}}};
+  fake_t h = {"NVIDIA H200", NULL, 0, 0, "", "", {0, {0}}};
   forced_softkey = "0123456789abcdef0123456789abcdef";
   verify_with("verify4.db", &h, 1, 0);
   forced_softkey = NULL;
@@ -988,7 +995,7 @@ static void test_verify_falls_back(void **state) {
   path_in(local, sizeof local, "verify4.db");
   assert_int_equal(count_own(local, "GPU-new-0", NULL), 0);
   /* A card model the fleet has not measured: a full probe at once. */
-  fake_t g = {"NVIDIA B200", NULL, 0, 0, "", {0, {0}}};
+  fake_t g = {"NVIDIA B200", NULL, 0, 0, "", "", {0, {0}}};
   verify_with("verify3.db", &g, 1, 0);
   assert_int_equal(g.check_runs, 0);
   assert_int_equal(g.full_runs, 1);

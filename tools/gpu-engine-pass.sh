@@ -4,7 +4,9 @@
 # A probe into a fresh database, a daemon on a temporary socket, then
 # bin/hc_engine at T = 1, 4, 8 (100 windows) and examples/torch_engine.py at
 # T = 1, 4, 8, and hc_engine once without the daemon.  Logs in OUTDIR, a
-# short table last.  About 3 minutes on an H200.
+# short table last.  About 3 minutes on an H200.  HCT_COMPILE_MODE names
+# torch.compile's mode (default max-autotune-no-cudagraphs: the window is
+# captured in one CUDA graph of its own).
 out=${1:?usage: tools/gpu-engine-pass.sh OUTDIR}
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
@@ -40,6 +42,7 @@ echo "hc_engine without a daemon: exit $rc_alone, $(($(date +%s) - t2)) s"
 t3=$(date +%s)
 PYTHONPATH="$root/python" HCTUNE_LIB="$root/lib/libhctune.so.0" timeout 200 \
   python3 examples/torch_engine.py --socket "$sock" --tokens 1,4,8 --windows 20 --json \
+  --compile-mode "${HCT_COMPILE_MODE:-max-autotune-no-cudagraphs}" \
   > "$out/torch_engine.json" 2> "$out/torch_engine.err"; rc_torch=$?
 echo "torch_engine.py: exit $rc_torch, $(($(date +%s) - t3)) s"
 {

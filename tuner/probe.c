@@ -179,6 +179,18 @@ static int variant_selected(const hct_probe_opts_t *o, const char *name) {
   return 0;
 }
 
+static int point_selected(const hct_probe_opts_t *o, const char *label) {
+  if (o->only_points == NULL) return 1;
+  size_t n = strlen(label);
+  for (const char *p = o->only_points; *p;) {
+    const char *e = strchr(p, '\n');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n && strncmp(p, label, n) == 0) return 1;
+    p += len + (e != NULL);
+  }
+  return 0;
+}
+
 /* Builds the candidate list: every point of every variant that fits the
  * card and supports at least one of the token counts asked for. */
 static int build_candidates(probe_t *P) {
@@ -207,6 +219,7 @@ static int build_candidates(probe_t *P) {
       c->c.point = pts[p];
       hct__point_json(v, &pts[p], c->c.params, sizeof c->c.params);
       snprintf(c->c.label, sizeof c->c.label, "%s %s", v->name, c->c.params);
+      if (!is_base && !point_selected(P->o, c->c.label)) continue;
       int any = 0;
       for (int k = 0; k < P->tokens.n; k++)
         if (hct__run_supports(&c->c, &P->dev, P->tokens.t[k], why, sizeof why)) any = 1;

@@ -269,6 +269,10 @@ typedef struct hct_probe_opts_s {
   const char *kernels_dir;   /* NULL: hct__kernels_dir() */
   hct_tokens_t tokens;       /* the token counts to probe; empty: the op's range */
   const char *only_variants; /* comma list, NULL: all */
+  const char *only_points;   /* of those, only these points: lines "variant
+                                {params}" as hctune list prints them; NULL:
+                                every point (--verify-fleet checks just the
+                                fleet's winners) */
   int json;                  /* JSON lines on stdout instead of text */
   int quiet;                 /* no progress */
   int retry_quarantined;
