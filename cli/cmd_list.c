@@ -77,7 +77,8 @@ static const char usage[] =
     "\n"
     "Shows the recorded decisions: for each card, op, parity class and token\n"
     "range, the variant chosen, its time per call against the baseline's, and\n"
-    "where the decision came from.\n"
+    "where the decision came from; after 'probe --device all', a model's pooled\n"
+    "rows (CARD \"pooled (MODEL)\") beside each card's own.\n"
     "\n"
     "  --db PATH   the database (default: $HCTUNE_DB, else\n"
     "              $XDG_STATE_HOME/hctune/hctune.db, else\n"
@@ -261,6 +262,9 @@ static int list_decisions(hct_db_t *db, int json, const hct_db_device_t *devs, i
   for (int i = 0; i < n && err == 0; i++) {
     char card[160], tokens[32], med[32], base[32], speed[32], when[32];
     card_label(d[i].keys.uuid, devs, ndev, card, sizeof card);
+    /* A model's pooled row (probe --device all): named by its model. */
+    if (strncmp(d[i].keys.uuid, "pooled-", 7) == 0)
+      snprintf(card, sizeof card, "pooled (%.140s)", d[i].keys.model_key);
     range_text(d[i].tmin, d[i].tmax, tokens, sizeof tokens);
     snprintf(med, sizeof med, "%.2f", d[i].median_us);
     snprintf(base, sizeof base, "%.2f", d[i].baseline_us);

@@ -10,10 +10,10 @@
 #include "tuner.h"
 
 static const char usage[] =
-    "usage: hctune probe [--device N|UUID] [--op NAME] [--tokens LIST] [--db PATH] [--json]\n"
+    "usage: hctune probe [--device N|UUID|all|LIST] [--op NAME] [--tokens LIST] [--db PATH] [--json]\n"
     "                    [--variants A,B,...] [--retry-quarantined] [--check-sets N]\n"
     "                    [--margin PCT] [--no-decide] [--stale] [--verify-all] [--quiet]\n"
-    "                    [--verify-fleet [--fleet-db PATH]]\n"
+    "                    [--verify-fleet [--fleet-db PATH]] [--outlier-pct PCT]\n"
     "\n"
     "Compiles every variant of the op (default hc_read) for the card, checks each\n"
     "one's outputs against the baseline at every token count with and without the\n"
@@ -21,6 +21,12 @@ static const char usage[] =
     "winner per token count in the database.\n"
     "\n"
     "  --device N|UUID      card index or UUID (prefix) (default 0; see 'hctune devices')\n"
+    "  --device all|LIST    every card, or a list (0,2,5 or UUIDs), probed at once, one\n"
+    "                       process per card after one compile per arch; then the\n"
+    "                       cards of one model compared: pooled decisions, slow cards\n"
+    "                       flagged, variants failing on one card quarantined for all\n"
+    "  --outlier-pct PCT    with several cards: a card this much slower than its peers\n"
+    "                       is an outlier (default 10)\n"
     "  --op NAME            op to probe (default hc_read)\n"
     "  --tokens LIST        token counts, e.g. 1-4,8 (default: the op's range)\n"
     "  --db PATH            database (default $HCTUNE_DB, else\n"
@@ -48,6 +54,7 @@ int cmd_probe(int argc, char **argv) {
   const char *tokens = NULL;
   double margin_pct = -1;
   int verify_fleet = 0;
+  double outlier_pct = 0;
   const char *fleet_db = NULL;
   const hct_option_t opts[] = {
       HCT_OPT_STRING("device", &o.device),
@@ -65,6 +72,9 @@ int cmd_probe(int argc, char **argv) {
       HCT_OPT_FLAG("quiet", &o.quiet),
       HCT_OPT_FLAG("verify-fleet", &verify_fleet),
       HCT_OPT_STRING("fleet-db", &fleet_db),
+      HCT_OPT_NUMBER("outlier-pct", &outlier_pct, 0.01, 1000),
+      /* Set by --device all on each card's probe (tuner/multiprobe.c). */
+      HCT_OPT_STRING("parent-run", &o.parent_run),
       HCT_OPT_END,
   };
   int parsed = hct__cli_options(argc, argv, opts, usage, NULL);
@@ -74,7 +84,14 @@ int cmd_probe(int argc, char **argv) {
   if (margin_pct >= 0) o.min_margin = margin_pct / 100.0;
   if (fleet_db && !verify_fleet) return hct__usage_error("probe", "--fleet-db needs --verify-fleet");
   int rc;
-  if (verify_fleet) {
+  int multi = hct__multi_spec(o.device);
+  if (multi && (verify_fleet || o.parent_run))
+    return hct__usage_error("probe", "--device '%s' names several cards: not with %s", o.device,
+                            verify_fleet ? "--verify-fleet" : "--parent-run");
+  if (outlier_pct > 0 && !multi) return hct__usage_error("probe", "--outlier-pct needs --device all or a list");
+  if (multi) {
+    rc = hct__multiprobe_cli(&o, outlier_pct);
+  } else if (verify_fleet) {
     hct_fleet_verify_opts_t vo;
     memset(&vo, 0, sizeof vo);
     vo.probe = o;

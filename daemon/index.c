@@ -340,12 +340,19 @@ const hct_db_decision_t *hct__index_fleet(const hct_index_t *ix, const char *mod
                                           const char *op, const char *parity, int tokens) {
   const bucket_t *b = table_find(&ix->by_model, model_key, op, parity);
   if (b == NULL) return NULL;
-  /* Ranges of different cards overlap: the newest measurement wins. */
+  /* Ranges of different cards overlap: the model's pooled decision (the
+   * cards of a host compared, tuner/agree.c) first, then the newest
+   * measurement. */
   const hct_db_decision_t *best = NULL;
   for (int i = b->first; i < b->first + b->n; i++) {
     const hct_db_decision_t *d = ix->by_model.ent[i].d;
     if (d->tmin > tokens) break;
-    if (d->tmax >= tokens && (best == NULL || d->decided_at > best->decided_at)) best = d;
+    if (d->tmax < tokens) continue;
+    int pooled = strncmp(d->keys.uuid, "pooled-", 7) == 0;
+    int best_pooled = best != NULL && strncmp(best->keys.uuid, "pooled-", 7) == 0;
+    if (best == NULL || pooled > best_pooled ||
+        (pooled == best_pooled && d->decided_at > best->decided_at))
+      best = d;
   }
   return best;
 }

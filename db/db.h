@@ -88,6 +88,22 @@ int hct__db_run_begin(hct_db_t *db, const hct_db_keys_t *k, const char *op,
                       const char *args, char run_id[33]);
 /* status: "done", "failed", "interrupted". */
 int hct__db_run_end(hct_db_t *db, const char *run_id, const char *status);
+/* Ties run_id to the run of a probe of several cards: "parent_run" in the
+ * run's args (a JSON object), so the schema stays as it is and a DB of an
+ * older hctune reads the same. */
+int hct__db_run_set_parent(hct_db_t *db, const char *run_id, const char *parent_run);
+
+/* A run as `hctune probe --device all` reads back its cards' runs. */
+typedef struct hct_db_run_s {
+  char id[33];
+  char uuid[64];
+  char model_key[256];
+  char status[16];
+  int64_t started_at, ended_at;
+} hct_db_run_t;
+/* The runs whose args name `parent` as their parent_run, by uuid; *out is
+ * malloc'd. */
+int hct__db_run_children(hct_db_t *db, const char *parent, hct_db_run_t **out, int *n);
 
 /* ---- trials ------------------------------------------------------------- */
 

@@ -401,7 +401,9 @@ static int collect(ctx_t *X, const hct_fleet_t *all) {
       snprintf(c->label, sizeof c->label, "%s %s %s %s", t->variant, t->params, t->template_hash,
                t->software_key);
     }
-    if (!deciding(t)) continue;
+    /* A timing at T = 0 decides nothing (a probe times at T >= 1; a file
+     * may say otherwise, and T indexes the ranges below). */
+    if (!deciding(t) || t->tokens < 1) continue;
     int card = find_card(X, t);
     timing_t *p = X->ntm ? &X->tm[X->ntm - 1] : NULL;
     /* Sorted newest first within (candidate, card, T): keep the first. */

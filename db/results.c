@@ -205,6 +205,70 @@ int hct__db_run_end(hct_db_t *db, const char *run_id, const char *status) {
   return err;
 }
 
+int hct__db_run_set_parent(hct_db_t *db, const char *run_id, const char *parent_run) {
+  sqlite3_stmt *st;
+  /* args is the probe's own JSON object; anything else is kept under
+   * "args" rather than lost. */
+  int err = prepare(db,
+                    "UPDATE runs SET args = json_set(CASE WHEN json_valid(args) AND"
+                    " json_type(args) = 'object' THEN args WHEN args IS NULL THEN '{}'"
+                    " ELSE json_object('args', args) END, '$.parent_run', ?) WHERE id = ?",
+                    &st);
+  if (err) return err;
+  bind_text(st, 1, parent_run);
+  bind_text(st, 2, run_id);
+  err = step_done(db, st, "cannot tie a run to its parent");
+  if (err == 0 && sqlite3_changes(hct__db_sqlite(db)) == 0)
+    return hct__error(HCT_ENOENT, "database '%s': run '%s': no such run", hct__db_path(db),
+                      run_id);
+  return err;
+}
+
+int hct__db_run_children(hct_db_t *db, const char *parent, hct_db_run_t **out, int *n) {
+  *out = NULL;
+  *n = 0;
+  sqlite3_stmt *st;
+  int err = prepare(db,
+                    "SELECT id, uuid, model_key, status, started_at, coalesce(ended_at, 0)"
+                    " FROM runs WHERE CASE WHEN json_valid(args) AND json_type(args) = 'object'"
+                    " THEN json_extract(args, '$.parent_run') END = ?1 AND ?1 != ''"
+                    " ORDER BY uuid, started_at",
+                    &st);
+  if (err) return err;
+  bind_text(st, 1, parent);
+  int cap = 0, rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (*n == cap) {
+      cap = cap ? cap * 2 : 8;
+      hct_db_run_t *nr = realloc(*out, (size_t)cap * sizeof *nr);
+      if (nr == NULL) {
+        sqlite3_finalize(st);
+        free(*out);
+        *out = NULL;
+        *n = 0;
+        return hct__error(HCT_ENOMEM, "out of memory reading runs");
+      }
+      *out = nr;
+    }
+    hct_db_run_t *r = &(*out)[(*n)++];
+    memset(r, 0, sizeof *r);
+    col_copy(st, 0, r->id, sizeof r->id);
+    col_copy(st, 1, r->uuid, sizeof r->uuid);
+    col_copy(st, 2, r->model_key, sizeof r->model_key);
+    col_copy(st, 3, r->status, sizeof r->status);
+    r->started_at = sqlite3_column_int64(st, 4);
+    r->ended_at = sqlite3_column_int64(st, 5);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) {
+    free(*out);
+    *out = NULL;
+    *n = 0;
+    return hct__db_fail(db, rc, "cannot read runs");
+  }
+  return 0;
+}
+
 /* ---- trials ------------------------------------------------------------- */
 
 int hct__db_trial_add(hct_db_t *db, const hct_db_trial_t *t, int64_t *id) {

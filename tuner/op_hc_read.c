@@ -38,6 +38,9 @@ static void *par_main(void *arg) {
  * 16); a thread that cannot be started runs its range on this one. */
 static void par_for(int n, range_fn fn, void *ctx) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  /* A probe of several cards at once gives each its share (multiprobe.c). */
+  const char *share = getenv("HCTUNE_THREADS");
+  if (share != NULL && atol(share) > 0) cores = atol(share);
   int nt = cores < 1 ? 1 : cores > 16 ? 16 : (int)cores;
   if (nt > n) nt = n < 1 ? 1 : n;
   pthread_t th[16];

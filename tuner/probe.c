@@ -1157,6 +1157,7 @@ int hct__probe(const hct_probe_opts_t *o) {
   char args[128];
   snprintf(args, sizeof args, "{\"candidates\":%d}", P.n);
   if ((rc = hct__db_run_begin(P.db, &P.keys, P.op->name, args, P.run_id)) != 0) goto out;
+  if (o->parent_run && (rc = hct__db_run_set_parent(P.db, P.run_id, o->parent_run)) != 0) goto fail;
 
   /* Quarantined candidates are not tried again unless asked to; the
    * check needs the template hash only, so it comes before compiling (a

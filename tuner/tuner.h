@@ -262,6 +262,8 @@ int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_
 
 typedef struct hct_probe_opts_s {
   const char *device;        /* index or UUID; NULL: "0" */
+  const char *parent_run;    /* NULL, or the run of a probe of several
+                                cards this one is part of (multiprobe.c) */
   const char *op;            /* NULL: "hc_read" */
   const char *db_path;       /* NULL: the default path */
   const char *kernels_dir;   /* NULL: hct__kernels_dir() */
@@ -351,5 +353,8 @@ int hct__stale_tokens(struct hct_db_s *db, const hct_op_t *op, const hct_device_
 /* Worker processes, watchdog and quarantine (worker.c, worker_serve.c,
  * quarantine.c). */
 #include "worker.h"
+/* Every card of a host at once, and the cards compared (tuner/multiprobe.c,
+ * tuner/agree.c). */
+#include "multiprobe.h"
 
 #endif /* HCT_TUNER_H */
