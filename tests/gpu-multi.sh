@@ -62,7 +62,7 @@ n = int(sys.argv[2])
 comp = [e for e in ev if e.get("event") == "compiled"]
 res = [e for e in ev if e.get("event") == "multi_result"]
 if len(comp) != n or any(c["cache_hits"] != c["binaries"] for c in comp): print("compiled:", comp); sys.exit(1)
-if len(res) != 1 or len(res[0]["cards"]) != n or any("error" in c for c in res[0]["cards"]): print(res); sys.exit(1)
+if len(res) != 1 or len(res[0]["cards"]) != n or any(c.get("error") for c in res[0]["cards"]): print(res); sys.exit(1)
 if {e.get("card") for e in ev if e.get("event") == "result"} != set(range(n)): print("results per card missing"); sys.exit(1)
 cards = res[0]["cards"]
 print("cards' intervals (s):", [(c["card"], round(c["start_s"], 1), round(c["end_s"], 1)) for c in cards])
