@@ -224,15 +224,22 @@ static void mark_title(FILE *f, const hct_rp_section_t *s, const hct_rp_timing_t
           m->pruned ? ", pruned" : "");
 }
 
-static void time_plot(FILE *f, const hct_rp_section_t *s) {
+/* The frame of a plot against T (the time and speedup plots): the page's
+ * width, room on the right for the lines' labels, T fitted to the inside. */
+static hct_svg_plot_t t_frame(const hct_rp_section_t *s, double h, double top, double bottom_gap) {
   hct_svg_plot_t p = {0};
   p.w = 1040;
-  p.h = 548;
+  p.h = h;
   p.left = 78;
   p.right = p.w - 190;
-  p.top = 78;
-  p.bottom = p.h - 80;
+  p.top = top;
+  p.bottom = h - bottom_gap;
   fit_T(&p.x, s, p.left + 10, p.right - 10);
+  return p;
+}
+
+static void time_plot(FILE *f, const hct_rp_section_t *s) {
+  hct_svg_plot_t p = t_frame(s, 548, 78, 80);
   double lo = INFINITY, hi = 0;
   for (int i = 0; i < s->ntm; i++)
     if (s->tm[i].plotted) {
@@ -434,14 +441,7 @@ static void speedup_plot(FILE *f, const hct_rp_section_t *s) {
       }
     }
   if (!any) return;
-  hct_svg_plot_t p = {0};
-  p.w = 1040;
-  p.h = 300;
-  p.left = 78;
-  p.right = p.w - 190;
-  p.top = 24;
-  p.bottom = p.h - 52;
-  fit_T(&p.x, s, p.left + 10, p.right - 10);
+  hct_svg_plot_t p = t_frame(s, 300, 24, 52);
   hct__svg_axis_fit(&p.y, 0, hi * 1.12, 0, p.bottom, p.top);
   char title[160];
   snprintf(title, sizeof title, "%s: speedup of each class's winner over the baseline", s->op);
