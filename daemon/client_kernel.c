@@ -5,8 +5,13 @@
  * variant to run (hct_choose) and, once per distinct variant and point, for
  * its binary and launch plan (hct_module); it loads each binary into the
  * caller's CUDA context, allocates the scratch the plan names and zeroes
- * what must start zeroed, and evaluates each T's launches once, so that
- * hct_kernel_launch() only enqueues.  Whatever the daemon cannot give (no
+ * what must start zeroed.  An answer holds for a range of T (the
+ * decision's), so a prefill kernel over T = 16..32768 asks once per
+ * decision, not once per T; the kernel keeps the answers as spans of T.
+ * Over a range of at most HCT_MAX_TOKENS_PER_KERNEL counts it evaluates
+ * each T's launches once, so that hct_kernel_launch() only enqueues; over a
+ * larger one a launch evaluates its T's plan on the stack (expressions, no
+ * allocation), which costs microseconds against kernels of tens of them.  Whatever the daemon cannot give (no
  * daemon, a timeout, an answer without a binary, HCTUNE_FORCE) is compiled
  * here from the templates with NVRTC: the baseline by default, or the
  * forced or pinned variant.
@@ -49,6 +54,14 @@ typedef struct impl_s {
   size_t scratch_bytes[MAX_SCRATCH];
 } impl_t;
 
+/* Distinct runs of T with one answer each that one kernel holds. */
+#define MAX_SPANS 256
+
+/* T in [tlo, thi] runs impl. */
+typedef struct span_s {
+  int tlo, thi, impl;
+} span_t;
+
 /* What one T runs: its impl and the launches evaluated for T. */
 typedef struct at_s {
   int impl;
@@ -66,8 +79,38 @@ struct hct_kernel_s {
   int n_buffers;
   impl_t impls[MAX_IMPLS];
   int n_impls;
-  at_t at[HCT_MAX_TOKENS_PER_KERNEL];
+  span_t spans[MAX_SPANS];          /* ascending, covering tmin..tmax */
+  int n_spans;
+  at_t *at;                         /* per T when the range is at most
+                                       HCT_MAX_TOKENS_PER_KERNEL counts; else
+                                       NULL: evaluated at each launch */
 };
+
+/* The impl that runs T (tmin <= T <= tmax). */
+static int impl_of(const hct_kernel_t *k, int T) {
+  int lo = 0, hi = k->n_spans - 1;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (k->spans[mid].thi < T) lo = mid + 1;
+    else hi = mid;
+  }
+  return k->spans[lo].impl;
+}
+
+/* Records that T runs impl, extending the last span when it is the same
+ * impl and T follows it. */
+static int span_add(hct_kernel_t *k, int tlo, int thi, int impl) {
+  span_t *last = k->n_spans > 0 ? &k->spans[k->n_spans - 1] : NULL;
+  if (last != NULL && last->impl == impl && last->thi + 1 == tlo) {
+    last->thi = thi;
+    return 0;
+  }
+  if (k->n_spans == MAX_SPANS)
+    return hct__error(HCT_ERANGE, "%s: answers change more than %d times over T=%d-%d: load smaller ranges",
+                      k->op, MAX_SPANS, k->tmin, k->tmax);
+  k->spans[k->n_spans++] = (span_t){tlo, thi, impl};
+  return 0;
+}
 
 void hct__card_symbols(hct_symtab_t *syms, int arch_num, int sm_count, int64_t smem_optin,
                        int warp, int hip) {
@@ -109,9 +152,8 @@ static int check_load_args(const char *op, int tmin, int tmax, const char *parit
     return hct__error(HCT_EINVAL, "op '%s': want a name of 1 to 31 characters", op ? op : "(null)");
   if (tmin < 1 || tmax < tmin)
     return hct__error(HCT_EINVAL, "tokens %d-%d: want 1 <= tmin <= tmax", tmin, tmax);
-  if (tmax - tmin + 1 > HCT_MAX_TOKENS_PER_KERNEL)
-    return hct__error(HCT_ERANGE, "tokens %d-%d: at most %d token counts per kernel", tmin, tmax,
-                      HCT_MAX_TOKENS_PER_KERNEL);
+  if (tmax > HCT_MAX_TOKENS)
+    return hct__error(HCT_ERANGE, "tokens %d-%d: at most %d", tmin, tmax, HCT_MAX_TOKENS);
   if (parity != NULL && strcmp(parity, "bitwise") != 0 && strcmp(parity, "kl") != 0)
     return hct__error(HCT_EINVAL, "parity '%s': want 'bitwise' or 'kl'", parity);
   return 0;
@@ -496,9 +538,10 @@ static int scratch_bytes(const impl_t *im, int i, const hct_symtab_t *s, size_t 
   return rc;
 }
 
-static int eval_at(hct_kernel_t *k, int T) {
-  at_t *at = &k->at[T - k->tmin];
-  impl_t *im = &k->impls[at->impl];
+/* Evaluates T's plan into *at: pure, no allocation (a launch may call it). */
+static int eval_at(const hct_kernel_t *k, int T, at_t *at) {
+  at->impl = impl_of(k, T);
+  const impl_t *im = &k->impls[at->impl];
   hct_symtab_t s = im->syms;
   hct__symtab_set(&s, "T", T);
   int rc = 0;
@@ -553,7 +596,7 @@ static int impl_finish(hct_kernel_t *k, int i) {
   int smax[HCT_MAX_LAUNCHES] = {0};
   int rc = 0;
   for (int T = k->tmin; rc == 0 && T <= k->tmax; T++) {
-    if (k->at[T - k->tmin].impl != i) continue;
+    if (impl_of(k, T) != i) continue;
     hct_symtab_t s = im->syms;
     hct__symtab_set(&s, "T", T);
     for (int l = 0; rc == 0 && l < im->n_launches; l++) {
@@ -641,10 +684,14 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
   const char *dev = device != NULL ? device : k->card.uuid;
   hct_op_t *m = NULL;
   int fell_back = 0;
-  for (int T = tmin; rc == 0 && T <= tmax; T++) {
+  for (int T = tmin, next; rc == 0 && T <= tmax; T = next) {
     hct_choice_t ch;
     char why[256] = "";
     if ((rc = answer_for(k, c, &m, T, dev, parity, &ch, why, sizeof why)) < 0) break;
+    /* The answer holds up to ch.tmax (a decision's range, or every T for
+     * HCTUNE_FORCE and the baseline without a daemon). */
+    const int thi = ch.tmin <= T && ch.tmax >= T ? HCT_MIN(ch.tmax, tmax) : T;
+    next = thi + 1;
     int found = -1;
     for (int i = 0; i < k->n_impls && found < 0; i++)
       if (same_answer(&k->impls[i].asked, &ch)) found = i;
@@ -690,10 +737,14 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
       }
       found = k->n_impls++;
     }
-    k->at[T - tmin].impl = found;
+    rc = span_add(k, T, thi, found);
   }
   for (int i = 0; rc == 0 && i < k->n_impls; i++) rc = impl_finish(k, i);
-  for (int T = tmin; rc == 0 && T <= tmax; T++) rc = eval_at(k, T);
+  if (rc == 0 && tmax - tmin + 1 <= HCT_MAX_TOKENS_PER_KERNEL) {
+    if ((k->at = calloc((size_t)(tmax - tmin + 1), sizeof *k->at)) == NULL)
+      rc = hct__error(HCT_ENOMEM, "hct_kernel_load: out of memory");
+    for (int T = tmin; rc == 0 && T <= tmax; T++) rc = eval_at(k, T, &k->at[T - tmin]);
+  }
   hct__manifest_free(m);
   if (rc < 0) {
     char msg[1024];
@@ -718,7 +769,13 @@ int hct_kernel_launch(hct_kernel_t *k, void *stream, int tokens, const uint64_t 
     if (buffers[i] == 0 && k->buffers[i].role != HCT_BUF_OPTIONAL)
       return hct__error(HCT_EINVAL, "%s: buffer %d '%s' is null and not optional", k->op, i,
                         k->buffers[i].name);
-  const at_t *at = &k->at[tokens - k->tmin];
+  at_t here;
+  const at_t *at = &here;
+  if (k->at != NULL) at = &k->at[tokens - k->tmin];
+  else {
+    int rc = eval_at(k, tokens, &here);
+    if (rc < 0) return rc;
+  }
   const impl_t *im = &k->impls[at->impl];
   return hct__ecuda_enqueue(&k->card, stream, at->zeros, at->n_zeros, at->launches, at->n_launches,
                             buffers, im->scratch_ptr);
@@ -729,7 +786,7 @@ int hct_kernel_choice(const hct_kernel_t *k, int tokens, hct_choice_t *out, cons
   if (tokens < k->tmin || tokens > k->tmax)
     return hct__error(HCT_ERANGE, "%s: tokens %d outside the kernel's %d-%d", k->op, tokens, k->tmin,
                       k->tmax);
-  const impl_t *im = &k->impls[k->at[tokens - k->tmin].impl];
+  const impl_t *im = &k->impls[impl_of(k, tokens)];
   *out = im->choice;
   if (why != NULL) *why = im->why;
   return im->local ? HCT_FALLBACK : 0;
@@ -752,7 +809,7 @@ int hct_kernel_buffer(const hct_kernel_t *k, int i, int tokens, hct_buffer_info_
   hct__strlcpy(out->dtype, hct__dtype_name(b->dtype), sizeof out->dtype);
   out->optional = b->role == HCT_BUF_OPTIONAL;
   out->written = b->role == HCT_BUF_OUTPUT || b->role == HCT_BUF_INOUT;
-  hct_symtab_t s = k->impls[k->at[tokens - k->tmin].impl].syms;
+  hct_symtab_t s = k->impls[impl_of(k, tokens)].syms;
   hct__symtab_set(&s, "T", tokens);
   int64_t n;
   int rc = hct__expr_eval(b->elems, &s, &n);
@@ -771,5 +828,6 @@ void hct_kernel_free(hct_kernel_t *k) {
     hct__ecuda_module_unload(&k->card, im->module);
   }
   hct__ecuda_card_release(&k->card);
+  free(k->at);
   free(k);
 }

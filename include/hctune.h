@@ -242,7 +242,9 @@ const char *hct_source_name(hct_source_t s);
  * synchronisation, so they can be captured into a CUDA graph.
  */
 
-/* Token counts one kernel may cover. */
+/* A kernel over at most this many token counts evaluates every T's launches
+ * when it is loaded; over more (a prefill kernel over T = 16..32768, up to
+ * HCT_MAX_TOKENS) each launch evaluates its own, on the stack. */
 #define HCT_MAX_TOKENS_PER_KERNEL 64
 
 typedef struct hct_kernel_s hct_kernel_t;
