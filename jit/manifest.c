@@ -421,7 +421,9 @@ static int load_inputs(ctx_t *c, json_t *root, hct_op_t *op) {
       return bad(c, field, "sd must be a finite number above 0");
     b->rule.mean = json_number_value(mean);
     b->rule.sd = json_number_value(sd);
-    const char *fan = get_str(c, ji, "fan_in", field, 0);
+    char ff[96];
+    snprintf(ff, sizeof ff, "%s fan_in", field);
+    const char *fan = get_str(c, ji, "fan_in", ff, 0);
     if (c->err) return c->err;
     if (fan != NULL) {
       int64_t v;
