@@ -54,7 +54,7 @@ typedef struct hct_hostset_s {
   const hct_op_t *op;
   int T;
   int pending;               /* optional inputs present */
-  int inputs_only;           /* fill_inputs leaves the weights as they are
+  int inputs_only;           /* hct__inputs_fill leaves the weights as they are
                                 (fresh inputs for the same weights) */
   uint64_t seed;
   hct_hbuf_t bufs[HCT_MAX_BUFFERS];  /* same order as op->buffers */
