@@ -417,7 +417,7 @@ static void test_gpu_reference_matches_cpu(void **state) {
       assert_int_equal(hct__devset_alloc(g, &s, &d), 0);
       assert_int_equal(hct__devset_upload(g, &s, &d), 0);
       uint64_t t0 = hct__now_ns();
-      if (hct__reference_run(g, &ref, &s, &d) != 0) fail_msg("T=%d: %s", T, hct_last_error());
+      if (hct__reference_run(g, &ref, &s, &d, 1) != 0) fail_msg("T=%d: %s", T, hct_last_error());
       const double gpu_ms = (double)(hct__now_ns() - t0) / 1e6;
       double *gpu[HCT_MAX_BUFFERS] = {0};
       for (int i = 0; i < s.n; i++) {

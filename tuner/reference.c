@@ -83,12 +83,14 @@ int hct__reference_shape(hct_hostset_t *hs) {
   return 0;
 }
 
-int hct__reference_run(hct_gpu_t *g, const hct_cand_t *ref, hct_hostset_t *hs, hct_devset_t *d) {
+int hct__reference_run(hct_gpu_t *g, const hct_cand_t *ref, hct_hostset_t *hs, hct_devset_t *d,
+                       int uploaded) {
   const hct_op_t *op = hs->op;
   int rc = hct__reference_shape(hs);
   if (rc != 0) return rc;
-  /* The inputs as drawn: a candidate's run may have left R' in resid. */
-  if ((rc = hct__devset_upload_inputs(g, hs, d)) != 0) return rc;
+  /* The inputs as drawn: a candidate's run may have left R' in resid
+   * (at T = 32768, R and P are 2.7 GB: not sent twice when just sent). */
+  if (!uploaded && (rc = hct__devset_upload_inputs(g, hs, d)) != 0) return rc;
 
   hct_argptr_t extra[HCT_MAX_BUFFERS + 1];
   char names[HCT_MAX_BUFFERS][40];

@@ -257,11 +257,13 @@ int hct__reference_load(hct_gpu_t *g, const hct_op_t *op, const void *image, siz
 int hct__reference_shape(hct_hostset_t *hs);
 /*
  * Computes the float64 reference of hs on the GPU: uploads hs's inputs
- * into d (device buffers of hs's shapes: the weights there are hs's),
- * allocates @rows, the @ref arrays and the scratch, runs the reference's
- * launches, and downloads into each output's and inout's ref.  Thread of g.
+ * into d (device buffers of hs's shapes: the weights there are hs's)
+ * unless `uploaded` says d holds them as drawn, allocates @rows, the @ref
+ * arrays and the scratch, runs the reference's launches, and downloads
+ * into each output's and inout's ref.  Thread of g.
  */
-int hct__reference_run(hct_gpu_t *g, const hct_cand_t *ref, hct_hostset_t *hs, hct_devset_t *d);
+int hct__reference_run(hct_gpu_t *g, const hct_cand_t *ref, hct_hostset_t *hs, hct_devset_t *d,
+                       int uploaded);
 
 /* ---- the producer of the producer check (tuner/producer.c) ---------------- */
 

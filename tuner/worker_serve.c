@@ -365,9 +365,10 @@ static int inset_get(worker_t *W, const hct_op_t *op, int T, int pending, uint64
   runset_t *a = &in->set[0];
   if ((rc = hct__hostset_init(&a->hs, op, T, pending)) != 0) return rc;
   a->valid = 1;
-  /* The reference runs on the device copy every candidate runs on. */
+  /* The reference runs on the device copy every candidate runs on, just
+   * uploaded (inset_clear dropped the last one). */
   if ((rc = hct__inputs_fill(&a->hs, seed)) != 0 || (rc = inset_device(W)) != 0 ||
-      (rc = hct__reference_run(W->gpu, ref, &a->hs, &in->dev)) != 0 ||
+      (rc = hct__reference_run(W->gpu, ref, &a->hs, &in->dev, 1)) != 0 ||
       (rc = hct__parity_prepare(&a->hs)) != 0) {
     if (!is_sticky(rc)) inset_clear(W);
     return rc;
@@ -400,7 +401,7 @@ static int inset_fresh(worker_t *W) {
   /* Set 1's inputs go into the device copy for its reference; every run
    * uploads its own inputs again, and the weights there are the same. */
   if ((rc = hct__inputs_fill(&b->hs, seed)) != 0 || (rc = inset_device(W)) != 0 ||
-      (rc = hct__reference_run(W->gpu, ref, &b->hs, &in->dev)) != 0 ||
+      (rc = hct__reference_run(W->gpu, ref, &b->hs, &in->dev, 0)) != 0 ||
       (rc = hct__parity_prepare(&b->hs)) != 0) {
     if (!is_sticky(rc)) runset_clear(b);
     return rc;
@@ -1003,7 +1004,7 @@ static int req_verify(worker_t *W, json_t *req, json_t *reply) {
     /* On set 0 (its data is the host's), before any replay below. */
     const hct_cand_t *refc = NULL;
     if ((rc = op_reference(W, t->hs.op, &refc)) != 0 ||
-        (rc = hct__reference_run(W->gpu, refc, &t->hs, &t->sets[0])) != 0 ||
+        (rc = hct__reference_run(W->gpu, refc, &t->hs, &t->sets[0], 0)) != 0 ||
         (rc = hct__parity_prepare(&t->hs)) != 0)
       return rc;
     t->ref_done = 1;
