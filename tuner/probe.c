@@ -311,8 +311,8 @@ static int compile_candidates(probe_t *P) {
            "\"wall_ms\":%.1f,\"compile_ms\":%.1f}\n", nj + 1, hits, failed, wall, cpu_ms);
     fflush(stdout);
   } else if (!P->o->quiet) {
-    fprintf(stderr, "hctune: compiled %d binaries in %.2f s (the reference and %d candidates; %d from the cache, %d failed)\n",
-            nj + 1, wall / 1e3, nj, hits, failed);
+    fprintf(stderr, "hctune: compiled %d binaries in %.2f s (%d from the cache, %d failed; the op's reference among them)\n",
+            nj + 1, wall / 1e3, hits, failed);
   }
   return 0;
 }
