@@ -340,6 +340,10 @@ static hct_qcand_t qcand(probe_t *P, const cand_t *c) {
 static void dropped_cb(void *arg, const char *key, int code, const char *msg) {
   probe_t *P = arg;
   int id;
+  /* Without its reference nothing more can be checked: the next check
+   * says so and ends the probe. */
+  if (strncmp(key, "reference:", 10) == 0)
+    hct__log(HCT_LOG_WARN, "the op's reference could not be loaded again after a worker restart: %s", msg);
   if (sscanf(key, "cand%d", &id) != 1 || id < 0 || id >= P->n) return;
   cand_t *c = &P->cands[id];
   c->dead = 1;
