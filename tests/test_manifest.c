@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "jit.h"
+#include "tuner.h"
 
 static int64_t eval(const char *e, int *rc) {
   hct_symtab_t t = {0};
@@ -262,7 +262,27 @@ static void test_manifest_inputs_reference(void **state) {
   if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
   assert_false(op->has_inputs);
   assert_false(op->reference.present);
+  assert_int_equal(hct__reference_ready(op), HCT_EMANIFEST);
+  assert_non_null(strstr(hct_last_error(), "op 't': its manifest has no \"inputs\""));
+  hct_compile_job_t job;
+  assert_int_equal(hct__reference_job(op, HCT_BACKEND_CUDA, "sm_90", &job), HCT_EMANIFEST);
   hct__manifest_free(op);
+  /* The probe refuses it before it looks for a card: no GPU needed here. */
+  hct_probe_opts_t po;
+  memset(&po, 0, sizeof po);
+  po.op = "t";
+  po.kernels_dir = tmpdir;
+  po.quiet = 1;
+  assert_int_equal(hct__probe(&po), HCT_EMANIFEST);
+  assert_non_null(strstr(hct_last_error(), "no \"inputs\": the tuner cannot draw its inputs"));
+  /* Inputs without a reference: the same, naming "reference". */
+  write_manifest("t", "{\"op\":\"t\",\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\","
+                      "\"elems\":\"T\"},{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T\"}],"
+                      "\"inputs\":[" RULE_X "],\"variants\":[{\"name\":\"a\",\"template\":\"a.cu\","
+                      "\"class\":\"baseline\",\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],"
+                      "\"args\":[\"@x\",\"@y\"]}]}]}");
+  assert_int_equal(hct__probe(&po), HCT_EMANIFEST);
+  assert_non_null(strstr(hct_last_error(), "op 't': its manifest has no \"reference\": the tuner cannot check it"));
 }
 
 /* Hostile inputs and references: each refused, the message naming the
