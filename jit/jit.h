@@ -78,12 +78,24 @@ typedef enum {
   HCT_BUF_OPTIONAL /* an input that may be absent: passed as a null pointer */
 } hct_buf_role_t;
 
+/* How the tuner draws an input, weight, inout or optional buffer (the
+ * op's "inputs"): value = mean + sd * N(0,1) / sqrt(fan_in), drawn again
+ * when the stored value (after rounding to the dtype) is zero. */
+typedef struct hct_input_rule_s {
+  int set;          /* the manifest gives one */
+  double mean, sd;  /* sd > 0 */
+  char fan_in[32];  /* an op constant, "" for 1 */
+} hct_input_rule_t;
+
 /* A tensor of the op, shared by every variant: "resid" f32 [T][S][C]. */
 typedef struct hct_buffer_s {
   char name[32];
   hct_dtype_t dtype;
   hct_buf_role_t role;
   char elems[128];  /* expression: element count, may use T */
+  char row[128];    /* expression: elements per KL row ("row"); "" for the
+                       whole per-token slice, elems / T */
+  hct_input_rule_t rule;
 } hct_buffer_t;
 
 /* When a scratch buffer is zeroed: never (its contents are poisoned for
@@ -147,6 +159,19 @@ typedef struct hct_variant_s {
   int n_launches;
 } hct_variant_t;
 
+/*
+ * The op's float64 reference (its "reference"): a template compiled like a
+ * variant (same defines, no parameters) whose launches write "@ref.<out>"
+ * arrays [NROWS][elems/T] for the token rows "@rows" (docs/manifest.md).
+ * v holds the template, scratch and launches, under the name "reference".
+ */
+typedef struct hct_reference_s {
+  int present;              /* the manifest has "reference" */
+  int sample;               /* rows.sample; 0: every row */
+  char why[256];            /* rows.why */
+  hct_variant_t v;
+} hct_reference_t;
+
 typedef struct hct_op_s {
   char name[32];
   char dir[512];            /* folder of the manifest and templates */
@@ -162,6 +187,9 @@ typedef struct hct_op_s {
   int batch;                /* launches per timed graph (96) */
   hct_variant_t variants[HCT_MAX_VARIANTS];
   int n_variants;
+  int has_inputs;           /* the manifest has "inputs" (every rule is then
+                               in buffers[].rule) */
+  hct_reference_t reference;
 } hct_op_t;
 
 /* Loads <kernels_dir>/<op>/manifest.json.  Every error names the file and

@@ -9,6 +9,7 @@
  */
 #include <dirent.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,6 +147,159 @@ static void check_expr(ctx_t *c, const hct_symtab_t *names, const char *expr, co
   }
 }
 
+/* The "scratch" array of a variant or of the reference into v. */
+static void load_scratch(ctx_t *c, json_t *scr, hct_variant_t *v, const char *field,
+                         const hct_symtab_t *names) {
+  size_t i;
+  json_t *js;
+  if (scr != NULL && !json_is_array(scr)) {
+    bad(c, field, "scratch must be an array");
+    return;
+  }
+  json_array_foreach(scr, i, js) {
+    if (c->err) return;
+    if (v->n_scratch == (int)HCT_ARRAY_SIZE(v->scratch)) {
+      bad(c, field, "too many scratch buffers");
+      return;
+    }
+    hct_scratch_t *s = &v->scratch[v->n_scratch++];
+    copy_str(c, s->name, sizeof s->name, get_str(c, js, "name", field, 1), field, "name");
+    json_t *b = json_object_get(js, "bytes");
+    if (b == NULL) {
+      bad(c, field, "scratch needs bytes");
+      return;
+    }
+    get_expr(c, b, s->bytes, sizeof s->bytes, field);
+    check_expr(c, names, s->bytes, field);
+    json_t *z = json_object_get(js, "zero");
+    if (z == NULL || json_is_false(z))
+      s->zero = HCT_ZERO_NEVER;
+    else if (json_is_true(z))
+      s->zero = HCT_ZERO_EACH_RUN;
+    else if (json_is_string(z) && strcmp(json_string_value(z), "once") == 0)
+      s->zero = HCT_ZERO_ONCE;
+    else {
+      bad(c, field, "scratch zero must be true, false or \"once\"");
+      return;
+    }
+  }
+}
+
+static const hct_buffer_t *find_buffer(const hct_op_t *op, const char *name) {
+  for (int b = 0; b < op->n_buffers; b++)
+    if (strcmp(op->buffers[b].name, name) == 0) return &op->buffers[b];
+  return NULL;
+}
+
+/* Whether a pointer argument ("@x", without the @) may be passed: a buffer
+ * or scratch of a variant; for the reference (`reference`), its scratch,
+ * "rows", "ref.<output or inout>", and the op's buffers that are not
+ * outputs (the device copies of the check's inputs).  0, or the cause. */
+static int pointer_ok(const hct_op_t *op, const hct_variant_t *v, const char *name, int reference,
+                      char *cause, size_t len) {
+  for (int s = 0; s < v->n_scratch; s++)
+    if (strcmp(v->scratch[s].name, name) == 0) return 0;
+  if (reference && strcmp(name, "rows") == 0) return 0;
+  if (reference && strncmp(name, "ref.", 4) == 0) {
+    const hct_buffer_t *b = find_buffer(op, name + 4);
+    if (b == NULL) {
+      snprintf(cause, len, "argument '@%s' names no buffer", name);
+      return -1;
+    }
+    if (b->role != HCT_BUF_OUTPUT && b->role != HCT_BUF_INOUT) {
+      snprintf(cause, len, "argument '@%s': '%s' is not an output or inout buffer", name, b->name);
+      return -1;
+    }
+    return 0;
+  }
+  const hct_buffer_t *b = find_buffer(op, name);
+  if (b == NULL) {
+    snprintf(cause, len, "argument '@%s' names no buffer or scratch", name);
+    return -1;
+  }
+  if (reference && b->role == HCT_BUF_OUTPUT) {
+    snprintf(cause, len, "argument '@%s' is an output: the reference writes '@ref.%s'", name, name);
+    return -1;
+  }
+  return 0;
+}
+
+/* The "launches" array of a variant or (reference) of the op's reference
+ * into v: non-empty, every expression valid over names, every pointer
+ * argument one pointer_ok allows. */
+static void load_launches(ctx_t *c, const hct_op_t *op, json_t *launches, hct_variant_t *v,
+                          const char *field, const hct_symtab_t *names, int reference) {
+  size_t i;
+  if (!json_is_array(launches) || json_array_size(launches) == 0) {
+    bad(c, field, "launches must be a non-empty array");
+    return;
+  }
+  json_t *jl;
+  json_array_foreach(launches, i, jl) {
+    if (c->err) return;
+    if (v->n_launches == HCT_MAX_LAUNCHES) {
+      bad(c, field, "too many launches");
+      return;
+    }
+    hct_launch_t *l = &v->launches[v->n_launches++];
+    char lf[200];
+    snprintf(lf, sizeof lf, "%s launches[%zu]", field, i);
+    if (!json_is_object(jl)) {
+      bad(c, lf, "not an object");
+      return;
+    }
+    copy_str(c, l->entry, sizeof l->entry, get_str(c, jl, "entry", lf, 1), lf, "entry");
+    static const char *const dims[] = {"grid", "block"};
+    for (int d = 0; d < 2; d++) {
+      json_t *arr = json_object_get(jl, dims[d]);
+      char(*dst)[96] = d == 0 ? l->grid : l->block;
+      if (!json_is_array(arr) || json_array_size(arr) < 1 || json_array_size(arr) > 3) {
+        bad(c, lf, d == 0 ? "grid must be an array of 1 to 3 items" : "block must be an array of 1 to 3 items");
+        return;
+      }
+      for (size_t k = 0; k < 3; k++) {
+        if (k < json_array_size(arr)) get_expr(c, json_array_get(arr, k), dst[k], 96, lf);
+        else hct__strlcpy(dst[k], "1", 96);
+        check_expr(c, names, dst[k], lf);
+      }
+    }
+    json_t *sm = json_object_get(jl, "smem");
+    if (sm != NULL) get_expr(c, sm, l->smem, sizeof l->smem, lf);
+    else hct__strlcpy(l->smem, "0", sizeof l->smem);
+    check_expr(c, names, l->smem, lf);
+    json_t *pdl = json_object_get(jl, "pdl");
+    if (pdl != NULL) get_expr(c, pdl, l->pdl, sizeof l->pdl, lf);
+    else hct__strlcpy(l->pdl, "0", sizeof l->pdl);
+    check_expr(c, names, l->pdl, lf);
+    json_t *args = json_object_get(jl, "args");
+    if (!json_is_array(args)) {
+      bad(c, lf, "args must be an array");
+      return;
+    }
+    size_t k;
+    json_t *ja;
+    json_array_foreach(args, k, ja) {
+      if (l->n_args == HCT_MAX_ARGS) {
+        bad(c, lf, "too many args");
+        return;
+      }
+      hct_arg_t *a = &l->args[l->n_args++];
+      get_expr(c, ja, a->text, sizeof a->text, lf);
+      if (c->err) return;
+      if (a->text[0] == '@') {
+        a->is_pointer = 1;
+        char cause[160];
+        if (pointer_ok(op, v, a->text + 1, reference, cause, sizeof cause) != 0) {
+          bad(c, lf, cause);
+          return;
+        }
+      } else {
+        check_expr(c, names, a->text, lf);
+      }
+    }
+  }
+}
+
 static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, int idx) {
   char field[160];
   snprintf(field, sizeof field, "variants[%d]", idx);
@@ -229,106 +383,129 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
     v->n_constraints++;
   }
 
-  json_t *scr = json_object_get(jv, "scratch");
-  json_t *js;
-  json_array_foreach(scr, i, js) {
-    if (c->err) return;
-    if (v->n_scratch == (int)HCT_ARRAY_SIZE(v->scratch)) {
-      bad(c, field, "too many scratch buffers");
-      return;
-    }
-    hct_scratch_t *s = &v->scratch[v->n_scratch++];
-    copy_str(c, s->name, sizeof s->name, get_str(c, js, "name", field, 1), field, "name");
-    json_t *b = json_object_get(js, "bytes");
-    if (b == NULL) {
-      bad(c, field, "scratch needs bytes");
-      return;
-    }
-    get_expr(c, b, s->bytes, sizeof s->bytes, field);
-    check_expr(c, &names, s->bytes, field);
-    json_t *z = json_object_get(js, "zero");
-    if (z == NULL || json_is_false(z))
-      s->zero = HCT_ZERO_NEVER;
-    else if (json_is_true(z))
-      s->zero = HCT_ZERO_EACH_RUN;
-    else if (json_is_string(z) && strcmp(json_string_value(z), "once") == 0)
-      s->zero = HCT_ZERO_ONCE;
-    else {
-      bad(c, field, "scratch zero must be true, false or \"once\"");
-      return;
-    }
-  }
+  load_scratch(c, json_object_get(jv, "scratch"), v, field, &names);
+  if (c->err) return;
+  load_launches(c, op, json_object_get(jv, "launches"), v, field, &names, 0);
+}
 
-  json_t *launches = json_object_get(jv, "launches");
-  if (!json_is_array(launches) || json_array_size(launches) == 0) {
-    bad(c, field, "launches must be a non-empty array");
-    return;
+/* "inputs": one rule per input, weight, inout and optional buffer, none
+ * for an output.  Absent, the op loads (it compiles and is served) but
+ * cannot be probed: the tuner says so. */
+static int load_inputs(ctx_t *c, json_t *root, hct_op_t *op) {
+  json_t *inputs = json_object_get(root, "inputs");
+  if (inputs == NULL) return 0;
+  if (!json_is_array(inputs)) return bad(c, "inputs", "must be an array of rules");
+  op->has_inputs = 1;
+  size_t i;
+  json_t *ji;
+  json_array_foreach(inputs, i, ji) {
+    char field[80], cause[160];
+    snprintf(field, sizeof field, "inputs[%zu]", i);
+    if (!json_is_object(ji)) return bad(c, field, "not an object");
+    const char *name = get_str(c, ji, "buffer", field, 1);
+    if (c->err) return c->err;
+    hct_buffer_t *b = (hct_buffer_t *)find_buffer(op, name);
+    if (b == NULL) {
+      snprintf(cause, sizeof cause, "'%s' is not a buffer of the op", name);
+      return bad(c, field, cause);
+    }
+    snprintf(field, sizeof field, "inputs[%zu] ('%s')", i, b->name);
+    if (b->role == HCT_BUF_OUTPUT) return bad(c, field, "an output is written by the op, not drawn");
+    if (b->rule.set) return bad(c, field, "a second rule for the buffer");
+    if (b->dtype != HCT_DT_F32 && b->dtype != HCT_DT_BF16 && b->dtype != HCT_DT_F16)
+      return bad(c, field, "hctune draws f32, bf16 and f16 buffers only");
+    json_t *mean = json_object_get(ji, "mean"), *sd = json_object_get(ji, "sd");
+    if (!json_is_number(mean) || !isfinite(json_number_value(mean)))
+      return bad(c, field, "mean must be a finite number");
+    if (!json_is_number(sd) || !(json_number_value(sd) > 0) || !isfinite(json_number_value(sd)))
+      return bad(c, field, "sd must be a finite number above 0");
+    b->rule.mean = json_number_value(mean);
+    b->rule.sd = json_number_value(sd);
+    char ff[96];
+    snprintf(ff, sizeof ff, "%s fan_in", field);
+    const char *fan = get_str(c, ji, "fan_in", ff, 0);
+    if (c->err) return c->err;
+    if (fan != NULL) {
+      int64_t v;
+      if (hct__symtab_get(&op->constants, fan, &v) != 0) {
+        snprintf(cause, sizeof cause, "fan_in '%s' is not a constant of the op", fan);
+        return bad(c, field, cause);
+      }
+      if (v <= 0) {
+        snprintf(cause, sizeof cause, "fan_in '%s' is %lld: must be positive", fan, (long long)v);
+        return bad(c, field, cause);
+      }
+      copy_str(c, b->rule.fan_in, sizeof b->rule.fan_in, fan, field, "fan_in");
+    }
+    b->rule.set = 1;
   }
-  json_t *jl;
-  json_array_foreach(launches, i, jl) {
-    if (c->err) return;
-    if (v->n_launches == HCT_MAX_LAUNCHES) {
-      bad(c, field, "too many launches");
-      return;
-    }
-    hct_launch_t *l = &v->launches[v->n_launches++];
-    char lf[200];
-    snprintf(lf, sizeof lf, "%s launches[%zu]", field, i);
-    copy_str(c, l->entry, sizeof l->entry, get_str(c, jl, "entry", lf, 1), lf, "entry");
-    static const char *const dims[] = {"grid", "block"};
-    for (int d = 0; d < 2; d++) {
-      json_t *arr = json_object_get(jl, dims[d]);
-      char(*dst)[96] = d == 0 ? l->grid : l->block;
-      if (!json_is_array(arr) || json_array_size(arr) < 1 || json_array_size(arr) > 3) {
-        bad(c, lf, d == 0 ? "grid must be an array of 1 to 3 items" : "block must be an array of 1 to 3 items");
-        return;
-      }
-      for (size_t k = 0; k < 3; k++) {
-        if (k < json_array_size(arr)) get_expr(c, json_array_get(arr, k), dst[k], 96, lf);
-        else hct__strlcpy(dst[k], "1", 96);
-        check_expr(c, &names, dst[k], lf);
-      }
-    }
-    json_t *sm = json_object_get(jl, "smem");
-    if (sm != NULL) get_expr(c, sm, l->smem, sizeof l->smem, lf);
-    else hct__strlcpy(l->smem, "0", sizeof l->smem);
-    check_expr(c, &names, l->smem, lf);
-    json_t *pdl = json_object_get(jl, "pdl");
-    if (pdl != NULL) get_expr(c, pdl, l->pdl, sizeof l->pdl, lf);
-    else hct__strlcpy(l->pdl, "0", sizeof l->pdl);
-    check_expr(c, &names, l->pdl, lf);
-    json_t *args = json_object_get(jl, "args");
-    if (!json_is_array(args)) {
-      bad(c, lf, "args must be an array");
-      return;
-    }
-    size_t k;
-    json_t *ja;
-    json_array_foreach(args, k, ja) {
-      if (l->n_args == HCT_MAX_ARGS) {
-        bad(c, lf, "too many args");
-        return;
-      }
-      hct_arg_t *a = &l->args[l->n_args++];
-      get_expr(c, ja, a->text, sizeof a->text, lf);
-      if (c->err) return;
-      if (a->text[0] == '@') {
-        a->is_pointer = 1;
-        const char *ref = a->text + 1;
-        int found = 0;
-        for (int b = 0; b < op->n_buffers; b++) found |= strcmp(op->buffers[b].name, ref) == 0;
-        for (int s = 0; s < v->n_scratch; s++) found |= strcmp(v->scratch[s].name, ref) == 0;
-        if (!found) {
-          char cause[128];
-          snprintf(cause, sizeof cause, "argument '%s' names no buffer or scratch", a->text);
-          bad(c, lf, cause);
-          return;
-        }
-      } else {
-        check_expr(c, &names, a->text, lf);
-      }
+  for (int k = 0; k < op->n_buffers; k++) {
+    const hct_buffer_t *b = &op->buffers[k];
+    if (b->role == HCT_BUF_OUTPUT || b->rule.set) continue;
+    char cause[160];
+    snprintf(cause, sizeof cause, "buffer '%s' (%s) has no rule: every buffer the op reads needs one",
+             b->name, roles[b->role].name);
+    return bad(c, "inputs", cause);
+  }
+  return 0;
+}
+
+/* "reference": the float64 reference template, the rows it computes, its
+ * scratch and launches (the same format as a variant's, with NROWS among
+ * the names and @rows, @ref.<out> among the pointers).  Every output and
+ * inout must be written by some launch. */
+static int load_reference(ctx_t *c, json_t *root, hct_op_t *op) {
+  json_t *jr = json_object_get(root, "reference");
+  if (jr == NULL) return 0;
+  if (!json_is_object(jr)) return bad(c, "reference", "not an object");
+  hct_reference_t *r = &op->reference;
+  r->present = 1;
+  hct_variant_t *v = &r->v;
+  hct__strlcpy(v->name, "reference", sizeof v->name);
+  copy_str(c, v->template_file, sizeof v->template_file,
+           get_str(c, jr, "template", "reference.template", 1), "reference.template", "template");
+  if (c->err) return c->err;
+  if (v->template_file[0] == '\0') return bad(c, "reference.template", "empty");
+  /* It runs wherever a candidate of the op does. */
+  v->parity = HCT_PARITY_KL;
+  v->hip = 1;
+  v->wave64 = 1;
+  v->tmin = op->tmin;
+  v->tmax = op->tmax;
+  json_t *rows = json_object_get(jr, "rows");
+  if (rows != NULL) {
+    if (!json_is_object(rows)) return bad(c, "reference.rows", "not an object");
+    json_t *n = json_object_get(rows, "sample");
+    if (!json_is_integer(n) || json_integer_value(n) < 2 || json_integer_value(n) > HCT_MAX_TOKENS)
+      return bad(c, "reference.rows.sample", "must be an integer of at least 2 (the first and the last row)");
+    r->sample = (int)json_integer_value(n);
+    const char *why = get_str(c, rows, "why", "reference.rows.why", 1);
+    if (c->err) return c->err;
+    if (why[0] == '\0') return bad(c, "reference.rows.why", "empty: say which rows are checked and why");
+    copy_str(c, r->why, sizeof r->why, why, "reference.rows.why", "why");
+  }
+  hct_symtab_t names = op->constants;
+  static const char *const ref_names[] = {"T", "NROWS", "SMEM_OPTIN", "SM_COUNT", "WARP", "ARCH", "HIP"};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(ref_names); i++) hct__symtab_set(&names, ref_names[i], 1);
+  load_scratch(c, json_object_get(jr, "scratch"), v, "reference", &names);
+  if (c->err) return c->err;
+  load_launches(c, op, json_object_get(jr, "launches"), v, "reference", &names, 1);
+  if (c->err) return c->err;
+  for (int k = 0; k < op->n_buffers; k++) {
+    const hct_buffer_t *b = &op->buffers[k];
+    if (b->role != HCT_BUF_OUTPUT && b->role != HCT_BUF_INOUT) continue;
+    char want[48];
+    snprintf(want, sizeof want, "@ref.%s", b->name);
+    int found = 0;
+    for (int l = 0; l < v->n_launches; l++)
+      for (int a = 0; a < v->launches[l].n_args; a++) found |= strcmp(v->launches[l].args[a].text, want) == 0;
+    if (!found) {
+      char cause[160];
+      snprintf(cause, sizeof cause, "no launch writes '%s': the reference must give every output", want);
+      return bad(c, "reference.launches", cause);
     }
   }
+  return 0;
 }
 
 static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
@@ -379,7 +556,16 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
     if (el == NULL) return bad(c, field, "elems missing");
     get_expr(c, el, b->elems, sizeof b->elems, field);
     check_expr(c, &names, b->elems, field);
+    json_t *row = json_object_get(jb, "row");
+    if (row != NULL) {
+      char rf[80];
+      snprintf(rf, sizeof rf, "%s row", field);
+      get_expr(c, row, b->row, sizeof b->row, rf);
+      check_expr(c, &names, b->row, rf);
+    }
+    if (c->err) return c->err;
   }
+  if (load_inputs(c, root, op) != 0 || load_reference(c, root, op) != 0) return c->err;
 
   json_t *kl = json_object_get(root, "kl");
   op->kl_mean_factor = 1.25;

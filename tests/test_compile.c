@@ -21,7 +21,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "jit.h"
+#include "tuner.h"
 #include "cli_test.h"
 
 static char bin[1024], kernels[1024], tmp[128];
@@ -218,6 +218,43 @@ static void test_matrix_hip(void **state) {
   for (int i = 0; i < n_ops; i++) hct__manifest_free(ops[i]);
 }
 
+/* Every op's float64 reference template (its manifest's "reference")
+ * compiles through the product's path for sm_90 and, where hiprtc loads,
+ * for gfx90a (wave 64) and gfx1030 (wave 32): the reference runs wherever
+ * a candidate of the op does.  Selftest ops included. */
+static void test_references_compile(void **state) {
+  (void)state;
+  SKIP_IF_SANITIZED();
+  if (!need_nvrtc()) skip();
+  char names[64][32], v[64];
+  int n = hct__manifest_list(kernels, names, 64), done = 0;
+  const int hip = hct__compiler_version(HCT_BACKEND_HIP, v, sizeof v) == 0;
+  hct__error_clear();
+  static const struct {
+    hct_backend_kind_t backend;
+    const char *arch;
+  } targets[] = {{HCT_BACKEND_CUDA, "sm_90"}, {HCT_BACKEND_HIP, "gfx90a"}, {HCT_BACKEND_HIP, "gfx1030"}};
+  for (int i = 0; i < n; i++) {
+    hct_op_t *op = NULL;
+    if (hct__manifest_load(kernels, names[i], &op) != 0) fail_msg("%s: %s", names[i], hct_last_error());
+    if (!op->reference.present) fail_msg("%s: no reference in its manifest", op->name);
+    for (size_t t = 0; t < HCT_ARRAY_SIZE(targets); t++) {
+      if (targets[t].backend == HCT_BACKEND_HIP && !hip) continue;
+      int arch_num, warp;
+      if (!arch_known(targets[t].backend, targets[t].arch, &arch_num, &warp)) continue;
+      hct_compile_job_t job;
+      assert_int_equal(hct__reference_job(op, targets[t].backend, targets[t].arch, &job), 0);
+      hct__compile_one(&job);
+      if (job.status != 0) fail_msg("%s reference for %s: %s", op->name, targets[t].arch, job.error);
+      printf("%s reference for %s: %.0f ms\n", op->name, targets[t].arch, job.compile_ms);
+      hct__compile_job_clear(&job);
+      done++;
+    }
+    hct__manifest_free(op);
+  }
+  assert_true(done >= 3);
+}
+
 /* Every point of every product op for the card we tune on (sm_90, the
  * H200): a point's defines change the code, and a probe compiles them all.
  * The matrix's sm_90 binaries come from the shared cache. */
@@ -390,6 +427,7 @@ int main(void) {
       cmocka_unit_test(test_matrix_cuda),
       cmocka_unit_test(test_matrix_hip),
       cmocka_unit_test(test_space_sm90),
+      cmocka_unit_test(test_references_compile),
       cmocka_unit_test(test_json),
       cmocka_unit_test(test_broken_template),
       cmocka_unit_test(test_bad_usage),

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "jit.h"
+#include "tuner.h"
 
 static int64_t eval(const char *e, int *rc) {
   hct_symtab_t t = {0};
@@ -204,6 +204,156 @@ static void test_manifest_errors(void **state) {
   assert_int_equal(hct__manifest_load(tmpdir, "../etc", &(hct_op_t *){0}), HCT_EINVAL);
 }
 
+/* ---- inputs and reference (ops as data) ---------------------------------- */
+
+#define DATA_HEAD(inputs, ref)                                                                  \
+  "{\"op\":\"t\",\"tokens\":[1,4],\"constants\":{\"N\":1024,\"F\":64},"                         \
+  "\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\",\"elems\":\"T*N\"},"        \
+  "{\"name\":\"w\",\"dtype\":\"bf16\",\"role\":\"weight\",\"elems\":\"N\"},"                     \
+  "{\"name\":\"r\",\"dtype\":\"f32\",\"role\":\"inout\",\"elems\":\"T*N\",\"row\":\"N/2\"},"     \
+  "{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T*N\"}],"                   \
+  "\"inputs\":" inputs ",\"reference\":" ref ","                                                 \
+  "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}"
+#define RULE_X "{\"buffer\":\"x\",\"mean\":0,\"sd\":1}"
+#define RULE_W "{\"buffer\":\"w\",\"mean\":1.0,\"sd\":0.1,\"fan_in\":\"F\"}"
+#define RULE_R "{\"buffer\":\"r\",\"mean\":0.5,\"sd\":2}"
+#define GOOD_INPUTS "[" RULE_X "," RULE_W "," RULE_R "]"
+#define REF_WITH(rows, launches)                                                                \
+  "{\"template\":\"ref.cu\"," rows "\"scratch\":[{\"name\":\"tmp\",\"bytes\":\"NROWS*N*8\"}],"   \
+  "\"launches\":" launches "}"
+#define GOOD_ROWS "\"rows\":{\"sample\":8,\"why\":\"the edges and six from the seed\"},"
+#define REF_LAUNCH(args)                                                                        \
+  "[{\"entry\":\"rk\",\"grid\":[\"NROWS\",\"cdiv(N,64)\"],\"block\":[64],\"args\":[" args "]}]"
+#define GOOD_ARGS "\"@rows\",\"@x\",\"@w\",\"@r\",\"@ref.r\",\"@ref.y\",\"@tmp\",\"NROWS\""
+#define GOOD_REF REF_WITH(GOOD_ROWS, REF_LAUNCH(GOOD_ARGS))
+
+static void test_manifest_inputs_reference(void **state) {
+  (void)state;
+  write_manifest("t", DATA_HEAD(GOOD_INPUTS, GOOD_REF));
+  hct_op_t *op;
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  assert_true(op->has_inputs);
+  const hct_buffer_t *x = &op->buffers[0], *w = &op->buffers[1], *r = &op->buffers[2], *y = &op->buffers[3];
+  assert_true(x->rule.set && w->rule.set && r->rule.set && !y->rule.set);
+  assert_true(w->rule.mean == 1.0 && w->rule.sd == 0.1);
+  assert_string_equal(w->rule.fan_in, "F");
+  assert_string_equal(x->rule.fan_in, "");
+  assert_true(r->rule.mean == 0.5 && r->rule.sd == 2.0);
+  assert_string_equal(r->row, "N/2");
+  assert_string_equal(y->row, "");
+  const hct_reference_t *ref = &op->reference;
+  assert_true(ref->present);
+  assert_int_equal(ref->sample, 8);
+  assert_string_equal(ref->why, "the edges and six from the seed");
+  assert_string_equal(ref->v.template_file, "ref.cu");
+  assert_string_equal(ref->v.name, "reference");
+  assert_int_equal(ref->v.n_scratch, 1);
+  assert_int_equal(ref->v.n_launches, 1);
+  assert_int_equal(ref->v.launches[0].n_args, 8);
+  assert_int_equal(ref->v.launches[0].args[4].is_pointer, 1);
+  assert_string_equal(ref->v.launches[0].args[4].text, "@ref.r");
+  assert_int_equal(ref->v.launches[0].args[7].is_pointer, 0);
+  assert_true(ref->v.hip && ref->v.wave64 && ref->v.min_arch == 0);
+  hct__manifest_free(op);
+
+  /* Neither field: the op loads (it compiles and is served), but is not
+   * one the tuner can check. */
+  write_manifest("t", GOOD_HEAD "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}");
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  assert_false(op->has_inputs);
+  assert_false(op->reference.present);
+  assert_int_equal(hct__reference_ready(op), HCT_EMANIFEST);
+  assert_non_null(strstr(hct_last_error(), "op 't': its manifest has no \"inputs\""));
+  hct_compile_job_t job;
+  assert_int_equal(hct__reference_job(op, HCT_BACKEND_CUDA, "sm_90", &job), HCT_EMANIFEST);
+  hct__manifest_free(op);
+  /* The probe refuses it before it looks for a card: no GPU needed here. */
+  hct_probe_opts_t po;
+  memset(&po, 0, sizeof po);
+  po.op = "t";
+  po.kernels_dir = tmpdir;
+  po.quiet = 1;
+  assert_int_equal(hct__probe(&po), HCT_EMANIFEST);
+  assert_non_null(strstr(hct_last_error(), "no \"inputs\": the tuner cannot draw its inputs"));
+  /* Inputs without a reference: the same, naming "reference". */
+  write_manifest("t", "{\"op\":\"t\",\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\","
+                      "\"elems\":\"T\"},{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T\"}],"
+                      "\"inputs\":[" RULE_X "],\"variants\":[{\"name\":\"a\",\"template\":\"a.cu\","
+                      "\"class\":\"baseline\",\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],"
+                      "\"args\":[\"@x\",\"@y\"]}]}]}");
+  assert_int_equal(hct__probe(&po), HCT_EMANIFEST);
+  assert_non_null(strstr(hct_last_error(), "op 't': its manifest has no \"reference\": the tuner cannot check it"));
+}
+
+/* Hostile inputs and references: each refused, the message naming the
+ * file, the field and the cause. */
+static void test_manifest_inputs_reference_errors(void **state) {
+  (void)state;
+  static const struct {
+    const char *text;
+    const char *needle;
+  } cases[] = {
+      {DATA_HEAD("[" RULE_X "," RULE_R "]", GOOD_REF), "inputs: buffer 'w' (weight) has no rule"},
+      {DATA_HEAD("[" RULE_X "," RULE_W "]", GOOD_REF), "buffer 'r' (inout) has no rule"},
+      {DATA_HEAD("[" RULE_X "," RULE_W "," RULE_R "," RULE_X "]", GOOD_REF), "inputs[3] ('x'): a second rule"},
+      {DATA_HEAD("[" RULE_X "," RULE_W "," RULE_R ",{\"buffer\":\"y\",\"mean\":0,\"sd\":1}]", GOOD_REF),
+       "inputs[3] ('y'): an output is written by the op"},
+      {DATA_HEAD("[{\"buffer\":\"x\",\"mean\":0,\"sd\":0}," RULE_W "," RULE_R "]", GOOD_REF),
+       "inputs[0] ('x'): sd must be a finite number above 0"},
+      {DATA_HEAD("[{\"buffer\":\"x\",\"mean\":0,\"sd\":-1}," RULE_W "," RULE_R "]", GOOD_REF), "sd must be"},
+      {DATA_HEAD("[{\"buffer\":\"x\",\"mean\":0}," RULE_W "," RULE_R "]", GOOD_REF), "sd must be"},
+      {DATA_HEAD("[{\"buffer\":\"x\",\"mean\":\"big\",\"sd\":1}," RULE_W "," RULE_R "]", GOOD_REF), "mean must be"},
+      {DATA_HEAD("[" RULE_X ",{\"buffer\":\"w\",\"mean\":0,\"sd\":1,\"fan_in\":\"Q\"}," RULE_R "]", GOOD_REF),
+       "inputs[1] ('w'): fan_in 'Q' is not a constant of the op"},
+      {DATA_HEAD("[" RULE_X ",{\"buffer\":\"w\",\"mean\":0,\"sd\":1,\"fan_in\":3}," RULE_R "]", GOOD_REF),
+       "inputs[1] ('w') fan_in: not a string"},
+      {DATA_HEAD("[" RULE_X "," RULE_W "," RULE_R ",{\"buffer\":\"zz\",\"mean\":0,\"sd\":1}]", GOOD_REF),
+       "inputs[3]: 'zz' is not a buffer of the op"},
+      {DATA_HEAD("{}", GOOD_REF), "inputs: must be an array"},
+      {DATA_HEAD("[" RULE_X "," RULE_W "," RULE_R ",7]", GOOD_REF), "inputs[3]: not an object"},
+      {DATA_HEAD(GOOD_INPUTS, "{\"launches\":" REF_LAUNCH(GOOD_ARGS) "}"), "reference.template: missing"},
+      {DATA_HEAD(GOOD_INPUTS, "[]"), "reference: not an object"},
+      {DATA_HEAD(GOOD_INPUTS, REF_WITH(GOOD_ROWS, REF_LAUNCH("\"@rows\",\"@ref.x\",\"@ref.y\",\"@ref.r\""))),
+       "argument '@ref.x': 'x' is not an output or inout buffer"},
+      {DATA_HEAD(GOOD_INPUTS, REF_WITH(GOOD_ROWS, REF_LAUNCH("\"@ref.nope\",\"@ref.y\",\"@ref.r\""))),
+       "argument '@ref.nope' names no buffer"},
+      {DATA_HEAD(GOOD_INPUTS, REF_WITH(GOOD_ROWS, REF_LAUNCH("\"@y\",\"@ref.y\",\"@ref.r\""))),
+       "argument '@y' is an output: the reference writes '@ref.y'"},
+      {DATA_HEAD(GOOD_INPUTS, REF_WITH(GOOD_ROWS, REF_LAUNCH("\"@rows\",\"@ref.y\""))),
+       "reference.launches: no launch writes '@ref.r'"},
+      {DATA_HEAD(GOOD_INPUTS, REF_WITH(GOOD_ROWS, REF_LAUNCH("\"@ref.y\",\"@ref.r\",\"@nothing\""))),
+       "reference launches[0]: argument '@nothing' names no buffer or scratch"},
+      {DATA_HEAD(GOOD_INPUTS, REF_WITH(GOOD_ROWS, REF_LAUNCH(GOOD_ARGS ",\"ROWS+1\""))), "unknown name 'ROWS'"},
+      {DATA_HEAD(GOOD_INPUTS, REF_WITH(GOOD_ROWS, "[]")), "reference: launches must be a non-empty array"},
+      {DATA_HEAD(GOOD_INPUTS, REF_WITH("\"rows\":{\"sample\":1,\"why\":\"x\"},", REF_LAUNCH(GOOD_ARGS))),
+       "reference.rows.sample"},
+      {DATA_HEAD(GOOD_INPUTS, REF_WITH("\"rows\":{\"sample\":8},", REF_LAUNCH(GOOD_ARGS))),
+       "reference.rows.why: missing"},
+      {DATA_HEAD(GOOD_INPUTS, REF_WITH("\"rows\":{\"sample\":8,\"why\":\"\"},", REF_LAUNCH(GOOD_ARGS))),
+       "reference.rows.why: empty"},
+      {DATA_HEAD(GOOD_INPUTS, "{\"template\":\"ref.cu\",\"scratch\":[{\"name\":\"tmp\",\"bytes\":\"Z*8\"}],"
+                              "\"launches\":" REF_LAUNCH(GOOD_ARGS) "}"), "unknown name 'Z'"},
+      /* The reference's names and pointers are its own: not a variant's. */
+      {GOOD_HEAD "\"variants\":[{\"name\":\"a\",\"template\":\"a.cu\",\"class\":\"baseline\","
+                 "\"launches\":[{\"entry\":\"k\",\"grid\":[\"NROWS\"],\"block\":[1],\"args\":[]}]}]}",
+       "unknown name 'NROWS'"},
+      {GOOD_HEAD "\"variants\":[{\"name\":\"a\",\"template\":\"a.cu\",\"class\":\"baseline\","
+                 "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"args\":[\"@ref.y\"]}]}]}",
+       "argument '@ref.y' names no buffer or scratch"},
+      {"{\"op\":\"t\",\"constants\":{\"N\":4},\"buffers\":[{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\","
+       "\"elems\":\"T*N\",\"row\":\"Q\"}],\"variants\":[]}", "buffers[0] row: "},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
+    write_manifest("t", cases[i].text);
+    hct_op_t *op = NULL;
+    int rc = hct__manifest_load(tmpdir, "t", &op);
+    if (rc == 0) fail_msg("case %zu was accepted", i);
+    assert_int_equal(rc, HCT_EMANIFEST);
+    if (strstr(hct_last_error(), cases[i].needle) == NULL || strstr(hct_last_error(), "manifest.json") == NULL)
+      fail_msg("case %zu: message '%s' lacks '%s'", i, hct_last_error(), cases[i].needle);
+  }
+}
+
 static void test_manifest_list(void **state) {
   (void)state;
   write_manifest("t", "{}");
@@ -247,7 +397,8 @@ int main(void) {
       cmocka_unit_test(test_expr_values),     cmocka_unit_test(test_expr_errors),
       cmocka_unit_test(test_manifest_good),   cmocka_unit_test(test_manifest_errors),
       cmocka_unit_test(test_manifest_list),   cmocka_unit_test(test_shipped_manifests_load),
-      cmocka_unit_test(test_fits_and_constraints),
+      cmocka_unit_test(test_fits_and_constraints), cmocka_unit_test(test_manifest_inputs_reference),
+      cmocka_unit_test(test_manifest_inputs_reference_errors),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[300];

@@ -32,8 +32,8 @@ static float bitsf(uint32_t u) {
 }
 
 /* A buffer description of n elements of dtype dt with a float64 ref. */
-static hct_buffer_t spec_f32 = {"out", HCT_DT_F32, HCT_BUF_OUTPUT, "N"};
-static hct_buffer_t spec_bf16 = {"out16", HCT_DT_BF16, HCT_BUF_OUTPUT, "N"};
+static hct_buffer_t spec_f32 = {.name = "out", .dtype = HCT_DT_F32, .role = HCT_BUF_OUTPUT, .elems = "N"};
+static hct_buffer_t spec_bf16 = {.name = "out16", .dtype = HCT_DT_BF16, .role = HCT_BUF_OUTPUT, .elems = "N"};
 
 /* ---- bitwise ---------------------------------------------------------------*/
 
@@ -146,6 +146,81 @@ static void test_metrics_identical_perturbed_poisoned(void **state) {
   assert_true(isinf(f.max_err_ratio));
 }
 
+/* Sampled token rows: the float64 figures cover the rows the reference
+ * holds (tokens 0, 3 and 5 of 6, two KL rows each), whatever the others
+ * hold; unwritten and non-finite elements count in every row. */
+static void test_metrics_sampled_rows(void **state) {
+  (void)state;
+  enum { T = 6, TOK = 64, LEN = 32, NR = 3 };
+  static const int32_t rows[NR] = {0, 3, 5};
+  float out[T * TOK];
+  double ref[NR * TOK];
+  for (int i = 0; i < T * TOK; i++) out[i] = 1000.0f + (float)i; /* far from any reference */
+  for (int n = 0; n < NR; n++)
+    for (int j = 0; j < TOK; j++) {
+      ref[n * TOK + j] = sin(0.37 * (n * TOK + j)) * 3.0;
+      out[rows[n] * TOK + j] = (float)ref[n * TOK + j];
+    }
+  hct_hbuf_t b = {.spec = &spec_f32, .elems = T * TOK, .ref = ref, .row_len = LEN,
+                  .rows = rows, .nrows = NR, .token_elems = TOK};
+  hct_parity_figs_t f;
+  hct__parity_metrics(&b, out, &f);
+  assert_int_equal(f.elems, T * TOK);
+  /* Each output equals float(ref) on the sampled rows: the figures are
+   * float32 rounding alone, though tokens 1, 2, 4 are off by 1000. */
+  if (!(f.rel_err < 1e-7 && f.max_err_ratio < 1e-7 && f.kl_max < 1e-12))
+    fail_msg("sampled rows: rel_err %g max_err_ratio %g kl_max %g", f.rel_err, f.max_err_ratio, f.kl_max);
+  assert_true(f.argmax_agree == 1.0);
+
+  /* Without rows the same reference read as tokens 0..2 is far off: the
+   * figures do come from where the rows say. */
+  hct_hbuf_t whole = b;
+  whole.rows = NULL;
+  whole.elems = NR * TOK;
+  hct__parity_metrics(&whole, out, &f);
+  assert_true(f.rel_err > 1.0);
+
+  /* Token 3's second KL row moved: KL of that row alone over 6 rows. */
+  float row_out[LEN];
+  for (int j = 0; j < LEN; j++) {
+    float v = (float)(ref[1 * TOK + LEN + j] + 0.01 * cos(j));
+    out[3 * TOK + LEN + j] = v;
+    row_out[j] = v;
+  }
+  hct__parity_metrics(&b, out, &f);
+  hct_hbuf_t one = {.spec = &spec_f32, .elems = LEN, .ref = ref + 1 * TOK + LEN, .row_len = LEN};
+  hct_parity_figs_t g;
+  hct__parity_metrics(&one, row_out, &g);
+  assert_true(g.kl_max > 1e-9);
+  if (fabs(f.kl_max - g.kl_max) > 1e-12 * g.kl_max || fabs(f.kl_mean - g.kl_max / (NR * TOK / LEN)) > 1e-6 * g.kl_max)
+    fail_msg("kl over rows %g/%g, want %g/%g", f.kl_max, f.kl_mean, g.kl_max, g.kl_max / (NR * TOK / LEN));
+  assert_true(f.rel_err > 1e-4);
+
+  /* The softmax kept by hct__parity_prepare gives the same figures. */
+  hct_hostset_t hs;
+  memset(&hs, 0, sizeof hs);
+  hs.n = 1;
+  hs.bufs[0] = b;
+  assert_int_equal(hct__parity_prepare(&hs), 0);
+  assert_non_null(hs.bufs[0].ref_p);
+  hct__parity_metrics(&hs.bufs[0], out, &g);
+  if (fabs(g.kl_max - f.kl_max) > 1e-9 * f.kl_max) fail_msg("prepared kl %g, want %g", g.kl_max, f.kl_max);
+  free(hs.bufs[0].ref_p);
+
+  /* Poison in a row the reference does not hold: unwritten all the same. */
+  uint32_t poison = HCT_POISON_F32;
+  memcpy(&out[1 * TOK + 7], &poison, 4);
+  hct__parity_metrics(&b, out, &f);
+  assert_int_equal(f.unwritten, 1);
+  assert_true(isinf(f.rel_err) && isinf(f.max_err_ratio));
+  out[1 * TOK + 7] = 0.0f;
+  out[4 * TOK + 2] = NAN;
+  hct__parity_metrics(&b, out, &f);
+  assert_int_equal(f.unwritten, 0);
+  assert_int_equal(f.nonfinite, 1);
+  assert_true(isinf(f.rel_err));
+}
+
 /* KL of softmax([0,0]) against softmax([ln 2, 0]): p = (1/2, 1/2),
  * q = (2/3, 1/3), KL = ln(9/8) / 2. */
 static void test_kl_known_value(void **state) {
@@ -182,10 +257,10 @@ static void test_json(void **state) {
 static void test_images(void **state) {
   (void)state;
   enum { N = 500 };
-  static hct_buffer_t specs[] = {{"mixed", HCT_DT_F32, HCT_BUF_OUTPUT, "N"},
-                                 {"mixed_bf16", HCT_DT_BF16, HCT_BUF_OUTPUT, "N"},
-                                 {"mixed_f16", HCT_DT_F16, HCT_BUF_OUTPUT, "N"},
-                                 {"other_bf16", HCT_DT_BF16, HCT_BUF_OUTPUT, "N"}};
+  static hct_buffer_t specs[] = {{.name = "mixed", .dtype = HCT_DT_F32, .role = HCT_BUF_OUTPUT, .elems = "N"},
+                                 {.name = "mixed_bf16", .dtype = HCT_DT_BF16, .role = HCT_BUF_OUTPUT, .elems = "N"},
+                                 {.name = "mixed_f16", .dtype = HCT_DT_F16, .role = HCT_BUF_OUTPUT, .elems = "N"},
+                                 {.name = "other_bf16", .dtype = HCT_DT_BF16, .role = HCT_BUF_OUTPUT, .elems = "N"}};
   hct_hostset_t hs;
   memset(&hs, 0, sizeof hs);
   hs.n = 4;
@@ -345,6 +420,7 @@ int main(void) {
       cmocka_unit_test(test_bitwise_finds_one_ulp_and_poison),
       cmocka_unit_test(test_bitwise_16bit),
       cmocka_unit_test(test_metrics_identical_perturbed_poisoned),
+      cmocka_unit_test(test_metrics_sampled_rows),
       cmocka_unit_test(test_kl_known_value),
       cmocka_unit_test(test_json),
       cmocka_unit_test(test_images),

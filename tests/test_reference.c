@@ -1,8 +1,14 @@
 /*
- * test_reference.c: the hc_read inputs and float64 reference of
- * tuner/op_hc_read.c, against the shipped manifest:
+ * test_reference.c: the hc_read inputs (tuner/inputs.c, by the rules of
+ * kernels-src/hc_read/manifest.json) and float64 reference, against the
+ * shipped manifest:
  *  - the inputs are a function of the seed, never zero, at the scales the
- *    spec asks (weights by 1/sqrt(fan-in));
+ *    spec asks (weights by 1/sqrt(fan-in)); the token rows checked against
+ *    float64 follow the manifest's rows rule;
+ *  - the GPU reference (kernels-src/hc_read/reference.cu) agrees with the
+ *    CPU cross-check of tests/ref_hc_read.c to 1e-12 per element at T = 1,
+ *    8, 64 and 100 (sampled rows), with and without pending (skipped
+ *    without a GPU; test_gpu_reference_matches_cpu says how "relative");
  *  - one output element recomputed by the direct formula from the inputs
  *    (an implementation that shares no code with the reference);
  *  - a float32 emulation of the canonical v1 order (fmaf, the butterflies,
@@ -21,10 +27,10 @@
 
 #include <cmocka.h>
 
+#include "ref_hc_read.h"
 #include "tuner.h"
 
 static hct_op_t *op;
-static const hct_op_impl_t *impl;
 enum { S = 4, C = 2560, D = 10240, K = 320 };
 
 static int setup(void **state) {
@@ -35,8 +41,7 @@ static int setup(void **state) {
     fprintf(stderr, "cannot load the hc_read manifest: %s\n", hct_last_error());
     return -1;
   }
-  impl = hct__op_impl("hc_read");
-  return impl == NULL ? -1 : 0;
+  return 0;
 }
 
 static int teardown(void **state) {
@@ -48,7 +53,7 @@ static int teardown(void **state) {
 static void make_set(hct_hostset_t *s, int T, int pending, uint64_t seed) {
   int rc = hct__hostset_init(s, op, T, pending);
   if (rc != 0) fail_msg("hostset: %s", hct_last_error());
-  rc = impl->fill_inputs(s, seed);
+  rc = hct__inputs_fill(s, seed);
   if (rc != 0) fail_msg("fill: %s", hct_last_error());
 }
 
@@ -80,7 +85,15 @@ static void test_inputs_shapes(void **state) {
   assert_null(buf(&s, "pending")->data);
   assert_int_equal(buf(&s, "w_down")->elems, K * D);
   assert_int_equal(buf(&s, "mixed_f16")->elems, 3 * C);
+  /* The reference is shaped when computed: T rows of C for mixed. */
+  assert_null(buf(&s, "mixed")->ref);
+  assert_int_equal(ref_hc_read_cpu(&s), 0);
   assert_non_null(buf(&s, "mixed")->ref);
+  assert_int_equal(buf(&s, "mixed")->nrows, 3);
+  assert_int_equal(buf(&s, "mixed")->token_elems, C);
+  assert_int_equal(buf(&s, "mixed")->row_len, C);
+  assert_int_equal(buf(&s, "resid")->token_elems, D);
+  assert_int_equal(buf(&s, "resid")->row_len, C);
   hct__hostset_free(&s);
   assert_int_equal(hct__hostset_init(&s, op, 0, 0), HCT_EINVAL);
 }
@@ -180,7 +193,7 @@ static double direct_mixed(hct_hostset_t *s, int t, int c) {
 static void check_reference(int pending) {
   hct_hostset_t s;
   make_set(&s, 3, pending, 99 + (uint64_t)pending);
-  assert_int_equal(impl->reference(&s), 0);
+  assert_int_equal(ref_hc_read_cpu(&s), 0);
   static const int probes[][2] = {{0, 0}, {1, 1234}, {2, C - 1}};
   for (size_t i = 0; i < HCT_ARRAY_SIZE(probes); i++) {
     const int t = probes[i][0], c = probes[i][1];
@@ -294,7 +307,7 @@ static void emulate_v1(hct_hostset_t *s, float *mixed) {
 static void check_emulation(int T, int pending) {
   hct_hostset_t s;
   make_set(&s, T, pending, 2024 + (uint64_t)T);
-  assert_int_equal(impl->reference(&s), 0);
+  assert_int_equal(ref_hc_read_cpu(&s), 0);
   float *mixed = malloc((size_t)T * C * sizeof *mixed);
   uint16_t *m16 = malloc((size_t)T * C * sizeof *m16);
   assert_true(mixed && m16);
@@ -333,11 +346,130 @@ static void test_v1_float32_accuracy(void **state) {
   check_emulation(2, 1);
 }
 
+/* The rows rule of the manifest (sample 64): every row up to T = 64;
+ * above, the first, the last and 62 others from the seed, distinct and
+ * ascending, the same for the same seed. */
+static void test_rows_rule(void **state) {
+  (void)state;
+  assert_int_equal(op->reference.sample, 64);
+  assert_true(strlen(op->reference.why) > 10);
+  static int32_t a[40000], b[40000], c[40000];
+  for (int T = 1; T <= 64; T += 21) {
+    assert_int_equal(hct__inputs_rows(op, T, 5, a), T);
+    for (int t = 0; t < T; t++) assert_int_equal(a[t], t);
+  }
+  const int Ts[] = {65, 66, 200, 32768};
+  for (size_t k = 0; k < HCT_ARRAY_SIZE(Ts); k++) {
+    const int T = Ts[k];
+    assert_int_equal(hct__inputs_rows(op, T, 77, a), 64);
+    assert_int_equal(hct__inputs_rows(op, T, 77, b), 64);
+    assert_int_equal(hct__inputs_rows(op, T, 78, c), 64);
+    assert_memory_equal(a, b, 64 * sizeof *a);
+    assert_int_equal(a[0], 0);
+    assert_int_equal(a[63], T - 1);
+    for (int n = 1; n < 64; n++)
+      if (a[n] <= a[n - 1]) fail_msg("T=%d: rows[%d] = %d after %d: not distinct ascending", T, n, a[n], a[n - 1]);
+    if (T > 70 && memcmp(a, c, 64 * sizeof *a) == 0) fail_msg("T=%d: another seed drew the same rows", T);
+  }
+  /* hct__inputs_fill draws them with the inputs. */
+  hct_hostset_t s;
+  assert_int_equal(hct__hostset_init(&s, op, 100, 0), 0);
+  assert_int_equal(hct__inputs_fill(&s, 9), 0);
+  assert_int_equal(s.nrows, 64);
+  assert_int_equal(hct__inputs_rows(op, 100, 9, a), 64);
+  assert_memory_equal(s.rows, a, 64 * sizeof *a);
+  hct__hostset_free(&s);
+}
+
+/*
+ * The GPU reference against the CPU one: inputs drawn by tuner/inputs.c at
+ * T = 1, 8, 64 (every row) and 100 (64 sampled rows), with and without
+ * pending; the template compiled by the product's path
+ * (hct__reference_job, hct__compile_one) and run by hct__reference_run.
+ * Both compute in float64 in the same order with products and sums apart,
+ * so they differ only where the GPU's exp differs from the CPU's in the
+ * last ulp: every element must be within 1e-12 of the CPU's, relative to
+ * its magnitude, or, for an element that cancels to below 1/100 of its
+ * KL row's largest, relative to that hundredth (a gate's last ulp moves
+ * such an element by ~1e-15 of the row's scale, which is no error of the
+ * reference).  resid's reference (a float32 sum) must be exact.  Skipped
+ * without a GPU.
+ */
+static void test_gpu_reference_matches_cpu(void **state) {
+  (void)state;
+  hct_device_t dev;
+  if (hct__device_find("0", &dev) != 0) {
+    printf("skipped: no GPU: %s (this test shows the GPU reference of hc_read within 1e-12 of the CPU's)\n",
+           hct_last_error());
+    skip();
+  }
+  hct_compile_job_t job;
+  assert_int_equal(hct__reference_job(op, dev.backend, dev.arch, &job), 0);
+  if (hct__compile_one(&job) != 0 || job.status != 0) fail_msg("reference compile: %s", job.error);
+  hct_gpu_t *g;
+  assert_int_equal(hct__gpu_open(&dev, &g), 0);
+  hct_cand_t ref;
+  if (hct__reference_load(g, op, job.image, job.image_size, &ref) != 0) fail_msg("load: %s", hct_last_error());
+  static const int Ts[] = {1, 8, 64, 100};
+  for (size_t k = 0; k < HCT_ARRAY_SIZE(Ts); k++)
+    for (int pending = 0; pending <= 1; pending++) {
+      const int T = Ts[k];
+      hct_hostset_t s;
+      make_set(&s, T, pending, 31337 + (uint64_t)T * 2 + (uint64_t)pending);
+      hct_devset_t d;
+      assert_int_equal(hct__devset_alloc(g, &s, &d), 0);
+      assert_int_equal(hct__devset_upload(g, &s, &d), 0);
+      uint64_t t0 = hct__now_ns();
+      if (hct__reference_run(g, &ref, &s, &d, 1) != 0) fail_msg("T=%d: %s", T, hct_last_error());
+      const double gpu_ms = (double)(hct__now_ns() - t0) / 1e6;
+      double *gpu[HCT_MAX_BUFFERS] = {0};
+      for (int i = 0; i < s.n; i++) {
+        gpu[i] = s.bufs[i].ref;
+        s.bufs[i].ref = NULL;
+      }
+      assert_int_equal(ref_hc_read_cpu(&s), 0);
+      size_t same = 0, total = 0;
+      double worst = 0;
+      for (int i = 0; i < s.n; i++) {
+        const hct_hbuf_t *b = &s.bufs[i];
+        if (b->ref == NULL) continue;
+        assert_non_null(gpu[i]);
+        const int exact = strcmp(b->spec->name, "resid") == 0;
+        const size_t len = (size_t)b->row_len;
+        double rowmax = 0;
+        for (size_t e = 0; e < (size_t)b->nrows * b->token_elems; e++) {
+          if (e % len == 0) {
+            rowmax = 0;
+            for (size_t j = e; j < e + len; j++) rowmax = fmax(rowmax, fabs(b->ref[j]));
+          }
+          const double cpu = b->ref[e], x = gpu[i][e], diff = fabs(x - cpu);
+          total++;
+          same += memcmp(&x, &cpu, sizeof x) == 0;
+          const double rel = diff / fmax(fabs(cpu), 1e-2 * rowmax);
+          worst = fmax(worst, rel);
+          if (exact ? diff != 0 : !(rel <= 1e-12))
+            fail_msg("T=%d%s: %s ref row %zu elem %zu: GPU %.17g, CPU %.17g (relative %.3g)", T,
+                     pending ? " with pending" : "", b->spec->name, e / b->token_elems, e % b->token_elems,
+                     x, cpu, rel);
+        }
+        free(gpu[i]);
+      }
+      printf("T=%d%s: %d rows, GPU reference %.1f ms; %zu of %zu elements bitwise equal to the CPU's, worst relative %.3g\n",
+             T, pending ? " with pending" : "", s.nrows, gpu_ms, same, total, worst);
+      hct__devset_free(g, &d);
+      hct__hostset_free(&s);
+    }
+  hct__run_unload(g, &ref);
+  hct__gpu_close(g);
+  hct__compile_job_clear(&job);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_inputs_shapes),     cmocka_unit_test(test_inputs_deterministic),
       cmocka_unit_test(test_inputs_scale),      cmocka_unit_test(test_reference_direct),
-      cmocka_unit_test(test_v1_float32_accuracy),
+      cmocka_unit_test(test_v1_float32_accuracy), cmocka_unit_test(test_rows_rule),
+      cmocka_unit_test(test_gpu_reference_matches_cpu),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

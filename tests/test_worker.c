@@ -552,24 +552,27 @@ static void test_selftest_op(void **state) {
   assert_string_equal(hct__variant_find(op, "early")->launches[0].pdl, "1");
   assert_int_equal(hct__variant_find(op, "early")->min_arch, 90);
   assert_int_equal(op->timing_cold, 1); /* wrongset needs rotating sets */
-  /* Inputs from a seed, never zero; the reference is 2x + 1. */
-  const hct_op_impl_t *impl = hct__op_impl("selftest");
-  assert_non_null(impl);
+  /* Inputs from a seed by the manifest's rule, never zero; the reference
+   * (2x + 1: reference.cu on a GPU, here on the CPU) has rows of ROW. */
+  assert_true(op->has_inputs && op->reference.present);
+  assert_string_equal(op->reference.v.template_file, "reference.cu");
   hct_hostset_t a, b;
   assert_rc(hct__hostset_init(&a, op, 3, 0), 0);
   assert_rc(hct__hostset_init(&b, op, 3, 0), 0);
-  assert_rc(impl->fill_inputs(&a, 42), 0);
-  assert_rc(impl->fill_inputs(&b, 42), 0);
-  assert_rc(impl->reference(&a), 0);
+  assert_rc(hct__inputs_fill(&a, 42), 0);
+  assert_rc(hct__inputs_fill(&b, 42), 0);
+  assert_rc(hct__reference_shape(&a), 0);
   hct_hbuf_t *x = hct__hostset_buf(&a, "x"), *y = hct__hostset_buf(&a, "y");
   assert_int_equal(x->elems, 3 * 1024);
+  assert_int_equal(a.nrows, 3);
   assert_memory_equal(x->data, hct__hostset_buf(&b, "x")->data, x->elems * 4);
   const float *xd = x->data;
   for (size_t i = 0; i < x->elems; i++) {
     assert_true(xd[i] != 0.0f);
-    assert_true(y->ref[i] == 2.0 * xd[i] + 1.0);
+    y->ref[i] = 2.0 * xd[i] + 1.0;
   }
   assert_int_equal(y->row_len, 1024);
+  assert_int_equal(y->token_elems, 1024);
   /* Parity figures survive the trip through JSON, NaN included. */
   float *out = malloc(y->elems * 4);
   memcpy(out, xd, y->elems * 4);
@@ -675,6 +678,11 @@ static void test_hctune_worker(void **state) {
   assert_true(rc < 0);
   assert_true(rc != HCT_EFAULT && rc != HCT_EHANG && rc != HCT_EPROTO);
   assert_true(hct__worker_alive(w));
+  /* So is a reference before open. */
+  r = json_pack("{s:s, s:s, s:s, s:s}", "cmd", "reference", "op", "selftest", "binary_key", "k", "db", "/x.db");
+  assert_rc(hct__worker_call(w, r, 0, NULL), HCT_EINVAL);
+  assert_msg_has("'reference' needs 'open' first");
+  json_decref(r);
   /* A request without cmd is an error answer too. */
   r = json_pack("{s:i}", "x", 1);
   assert_rc(hct__worker_call(w, r, 0, NULL), HCT_EINVAL);
@@ -753,7 +761,7 @@ typedef struct gpu_fixture_s {
   hct_db_t *db;
   char dbpath[512];
   char kdir[1024];
-  hct_compile_job_t jobs[HCT_MAX_VARIANTS];
+  hct_compile_job_t jobs[HCT_MAX_VARIANTS + 1]; /* the last: the op's reference */
   hct_worker_t *w;
   hct_db_keys_t keys;
 } gpu_fixture_t;
@@ -804,9 +812,11 @@ static void test_gpu_selftest_through_worker(void **state) {
     G->jobs[i].op = op;
     G->jobs[i].variant = &op->variants[i];
   }
+  assert_rc(hct__reference_job(op, G->dev.backend, G->dev.arch, &G->jobs[op->n_variants]), 0);
   hct_binary_store_t store;
   hct__db_binary_store(G->db, &store);
-  assert_rc(hct__compile_all(G->jobs, op->n_variants, &store, NULL, NULL), 0);
+  assert_rc(hct__compile_all(G->jobs, op->n_variants + 1, &store, NULL, NULL), 0);
+  if (G->jobs[op->n_variants].status != 0) fail_msg("reference: %s", G->jobs[op->n_variants].error);
   const int base = var_id(op, "base"), good = var_id(op, "good"), onebit = var_id(op, "onebit"),
             unwritten = var_id(op, "unwritten"), barrier = var_id(op, "barrier"),
             oob = var_id(op, "oob"), hang = var_id(op, "hang"), nocompile = var_id(op, "nocompile");
@@ -824,6 +834,7 @@ static void test_gpu_selftest_through_worker(void **state) {
   assert_rc(hct__worker_start(exe, &G->w), 0);
   hct_worker_t *w = G->w;
   assert_rc(hct__worker_open(w, G->dev.uuid), 0);
+  assert_rc(hct__worker_reference(w, G->kdir, "selftest", G->jobs[op->n_variants].key, G->dbpath), 0);
   for (int i = 0; i < op->n_variants; i++) {
     if (i == nocompile) continue;
     assert_rc(hct__worker_load(w, i, G->kdir, "selftest", op->variants[i].name, "{}",
@@ -957,7 +968,7 @@ static void test_gpu_selftest_through_worker(void **state) {
   assert_true(vr[2].mismatches > 0);
   assert_true(vr[3].mismatches > 0); /* skipwritten: kept the prefill's 1.0s */
   hct__worker_stop(w);
-  for (int i = 0; i < op->n_variants; i++) hct__compile_job_clear(&G->jobs[i]);
+  for (int i = 0; i <= op->n_variants; i++) hct__compile_job_clear(&G->jobs[i]);
   assert_rc(hct__db_integrity_check(G->db), 0);
   hct__db_close(G->db);
   hct__manifest_free(op);

@@ -41,10 +41,7 @@ int hct__hostset_init(hct_hostset_t *s, const hct_op_t *op, int T, int pending) 
     b->elems = (size_t)elems;
     if (spec->role == HCT_BUF_OPTIONAL && !pending) continue;
     b->data = calloc(b->elems, hct__dtype_size(spec->dtype));
-    if (spec->role == HCT_BUF_OUTPUT || spec->role == HCT_BUF_INOUT)
-      b->ref = calloc(b->elems, sizeof(double));
-    if (b->data == NULL ||
-        ((spec->role == HCT_BUF_OUTPUT || spec->role == HCT_BUF_INOUT) && b->ref == NULL)) {
+    if (b->data == NULL) {
       hct__hostset_free(s);
       return hct__error(HCT_ENOMEM, "buffer '%s': cannot allocate %zu elements", spec->name,
                         (size_t)elems);
@@ -62,6 +59,9 @@ void hct__hostset_free(hct_hostset_t *s) {
     s->bufs[i].data = NULL;
     s->bufs[i].ref = NULL;
   }
+  free(s->rows);
+  s->rows = NULL;
+  s->nrows = 0;
   s->n = 0;
 }
 

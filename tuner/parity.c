@@ -85,16 +85,42 @@ static void row_softmax(const double *r, size_t n, double *p) {
   for (size_t i = 0; i < n; i++) p[i] /= z;
 }
 
+/* Where a buffer's reference lies: `slices` runs of `slice` elements, run n
+ * holding the elements from out_start(n) on (token rows[n] of the buffer;
+ * one run of every element without rows). */
+typedef struct layout_s {
+  size_t slices, slice;
+  size_t len;  /* elements per KL row */
+} layout_t;
+
+static layout_t layout_of(const hct_hbuf_t *b) {
+  layout_t L;
+  if (b->rows != NULL && b->token_elems > 0) {
+    L.slices = (size_t)b->nrows;
+    L.slice = b->token_elems;
+  } else {
+    L.slices = 1;
+    L.slice = b->elems;
+  }
+  L.len = b->row_len > 0 ? (size_t)b->row_len : L.slice;
+  return L;
+}
+
+static size_t out_start(const hct_hbuf_t *b, const layout_t *L, size_t n) {
+  return b->rows != NULL && b->token_elems > 0 ? (size_t)b->rows[n] * L->slice : 0;
+}
+
 int hct__parity_prepare(hct_hostset_t *hs) {
   for (int k = 0; k < hs->n; k++) {
     hct_hbuf_t *b = &hs->bufs[k];
     free(b->ref_p);
     b->ref_p = NULL;
-    const size_t len = b->row_len > 0 ? (size_t)b->row_len : b->elems;
-    if (b->ref == NULL || len == 0 || b->elems / len == 0) continue;
-    b->ref_p = malloc(b->elems / len * len * sizeof *b->ref_p);
+    const layout_t L = layout_of(b);
+    const size_t refn = L.slices * L.slice;
+    if (b->ref == NULL || L.len == 0 || L.len > L.slice || refn / L.len == 0) continue;
+    b->ref_p = malloc(refn / L.len * L.len * sizeof *b->ref_p);
     if (b->ref_p == NULL) return hct__error(HCT_ENOMEM, "out of memory for the softmax of '%s'", b->spec->name);
-    for (size_t r = 0; r < b->elems / len; r++) row_softmax(b->ref + r * len, len, b->ref_p + r * len);
+    for (size_t r = 0; r < refn / L.len; r++) row_softmax(b->ref + r * L.len, L.len, b->ref_p + r * L.len);
   }
   return 0;
 }
@@ -106,6 +132,11 @@ static size_t argmax(const double *v, size_t n) {
   return k;
 }
 
+/*
+ * Unwritten and non-finite elements are counted over every element; the
+ * float64 figures (normwise, worst, KL, argmax) over the rows the
+ * reference holds (all of them, or the sampled token rows).
+ */
 void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t *f) {
   const hct_dtype_t dt = b->spec->dtype;
   const uint32_t poison = poison_of(dt);
@@ -113,22 +144,25 @@ void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t
   f->elems = n;
   f->unwritten = 0;
   f->nonfinite = 0;
-  double se = 0.0, sr = 0.0, maxe = 0.0, maxr = 0.0;
   for (size_t i = 0; i < n; i++) {
-    if (raw_bits(dt, out, i) == poison) {
-      f->unwritten++;
-      continue;
+    if (raw_bits(dt, out, i) == poison) f->unwritten++;
+    else if (is_float(dt) && !isfinite(value(dt, out, i))) f->nonfinite++;
+  }
+  const layout_t L = layout_of(b);
+  double se = 0.0, sr = 0.0, maxe = 0.0, maxr = 0.0;
+  for (size_t sl = 0; b->ref != NULL && sl < L.slices; sl++) {
+    const size_t o0 = out_start(b, &L, sl);
+    for (size_t j = 0; j < L.slice; j++) {
+      const size_t i = o0 + j;
+      if (raw_bits(dt, out, i) == poison) continue;
+      const double o = value(dt, out, i);
+      if (is_float(dt) && !isfinite(o)) continue;
+      const double r = b->ref[sl * L.slice + j];
+      se += (o - r) * (o - r);
+      sr += r * r;
+      maxe = fmax(maxe, fabs(o - r));
+      maxr = fmax(maxr, fabs(r));
     }
-    const double o = value(dt, out, i);
-    if (is_float(dt) && !isfinite(o)) {
-      f->nonfinite++;
-      continue;
-    }
-    const double r = b->ref ? b->ref[i] : 0.0;
-    se += (o - r) * (o - r);
-    sr += r * r;
-    maxe = fmax(maxe, fabs(o - r));
-    maxr = fmax(maxr, fabs(r));
   }
   const int bad = f->unwritten > 0 || f->nonfinite > 0;
   f->rel_err = bad ? INFINITY : sr > 0.0 ? sqrt(se / sr) : se > 0.0 ? INFINITY : 0.0;
@@ -136,8 +170,9 @@ void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t
 
   /* Rows: KL and argmax need the row in float64; a bad row counts as
    * infinite KL and as an argmax disagreement. */
-  const size_t len = b->row_len > 0 ? (size_t)b->row_len : n;
-  const size_t rows = len > 0 ? n / len : 0;
+  const size_t len = L.len;
+  const size_t per_slice = len > 0 && len <= L.slice ? L.slice / len : 0;
+  const size_t rows = per_slice * L.slices;
   f->kl_mean = 0.0;
   f->kl_max = 0.0;
   f->argmax_agree = rows ? 0.0 : 1.0;
@@ -150,10 +185,12 @@ void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t
   size_t agree = 0;
   double sum = 0.0;
   for (size_t r = 0; r < rows; r++) {
+    const size_t sl = r / per_slice, within = (r % per_slice) * len;
     const double *rv = b->ref + r * len;
+    const size_t o0 = out_start(b, &L, sl) + within;
     int row_bad = 0;
     for (size_t i = 0; i < len; i++) {
-      const size_t e = r * len + i;
+      const size_t e = o0 + i;
       ov[i] = value(dt, out, e);
       if (raw_bits(dt, out, e) == poison || !isfinite(ov[i])) row_bad = 1;
     }

@@ -6,7 +6,8 @@
  *
  * The path of one probe:
  *   manifest -> candidates -> compile (cache first, thread pool)
- *   -> per T: draw inputs (seeded), float64 reference, baseline checked
+ *   -> per T: draw inputs (seeded, by the manifest's rules), the float64
+ *      reference (its template, run in the worker), baseline checked
  *      against it, every candidate checked against the baseline's bits
  *      (bitwise) or the reference's error (kl) -> trials
  *   -> per T: the passing candidates timed cold, interleaved -> trials
@@ -44,7 +45,8 @@ typedef struct cand_s {
 typedef struct probe_s {
   const hct_probe_opts_t *o;
   hct_op_t *op;
-  const hct_op_impl_t *impl;
+  hct_compile_job_t ref_job; /* the op's float64 reference, compiled with
+                                the candidates, run in the worker */
   hct_device_t dev;
   hct_db_t *db;
   hct_db_keys_t keys;
@@ -248,7 +250,8 @@ static void compile_progress(void *arg, const hct_compile_job_t *job, int done, 
 }
 
 static int compile_candidates(probe_t *P) {
-  hct_compile_job_t *jobs = calloc(MAX_CANDS, sizeof *jobs);
+  /* One more job: the reference, compiled with them on the thread pool. */
+  hct_compile_job_t *jobs = calloc(MAX_CANDS + 1, sizeof *jobs);
   int *which = calloc(MAX_CANDS, sizeof *which);
   int nj = 0;
   if (jobs == NULL || which == NULL) {
@@ -261,13 +264,15 @@ static int compile_candidates(probe_t *P) {
       which[nj] = i;
       jobs[nj++] = P->cands[i].job;
     }
+  jobs[nj] = P->ref_job;
   hct_binary_store_t store;
   hct__db_binary_store(P->db, &store);
   uint64_t t0 = hct__now_ns();
-  int rc = hct__compile_all(jobs, nj, &store, compile_progress, P);
+  int rc = hct__compile_all(jobs, nj + 1, &store, compile_progress, P);
   double wall = (double)(hct__now_ns() - t0) / 1e6;
-  int hits = 0, failed = 0;
-  double cpu_ms = 0;
+  int hits = jobs[nj].cache_hit, failed = 0;
+  double cpu_ms = jobs[nj].cache_hit ? 0 : jobs[nj].compile_ms;
+  P->ref_job = jobs[nj];
   for (int k = 0; k < nj; k++) {
     P->cands[which[k]].job = jobs[k];
     hits += jobs[k].cache_hit;
@@ -277,6 +282,10 @@ static int compile_candidates(probe_t *P) {
   free(which);
   if (rc != 0) return rc;
   progress_end(P);
+  /* Nothing can be checked without the reference. */
+  if (P->ref_job.status != 0)
+    return hct__error(P->ref_job.status, "op '%s': reference '%s': %s", P->op->name,
+                      P->op->reference.v.template_file, P->ref_job.error);
   /* The software key of each binary, before any trial is recorded. */
   for (int i = 0; i < P->n; i++) {
     cand_t *c = &P->cands[i];
@@ -299,11 +308,11 @@ static int compile_candidates(probe_t *P) {
   }
   if (P->o->json) {
     printf("{\"event\":\"compiled\",\"binaries\":%d,\"cache_hits\":%d,\"failed\":%d,"
-           "\"wall_ms\":%.1f,\"compile_ms\":%.1f}\n", nj, hits, failed, wall, cpu_ms);
+           "\"wall_ms\":%.1f,\"compile_ms\":%.1f}\n", nj + 1, hits, failed, wall, cpu_ms);
     fflush(stdout);
   } else if (!P->o->quiet) {
-    fprintf(stderr, "hctune: compiled %d binaries in %.2f s (%d from the cache, %d failed)\n", nj,
-            wall / 1e3, hits, failed);
+    fprintf(stderr, "hctune: compiled %d binaries in %.2f s (%d from the cache, %d failed; the op's reference among them)\n",
+            nj + 1, wall / 1e3, hits, failed);
   }
   return 0;
 }
@@ -331,6 +340,10 @@ static hct_qcand_t qcand(probe_t *P, const cand_t *c) {
 static void dropped_cb(void *arg, const char *key, int code, const char *msg) {
   probe_t *P = arg;
   int id;
+  /* Without its reference nothing more can be checked: the next check
+   * says so and ends the probe. */
+  if (strncmp(key, "reference:", 10) == 0)
+    hct__log(HCT_LOG_WARN, "the op's reference could not be loaded again after a worker restart: %s", msg);
   if (sscanf(key, "cand%d", &id) != 1 || id < 0 || id >= P->n) return;
   cand_t *c = &P->cands[id];
   c->dead = 1;
@@ -1088,10 +1101,8 @@ int hct__probe(const hct_probe_opts_t *o) {
   if (o->kernels_dir) hct__strlcpy(kdir, o->kernels_dir, pathlen);
   else if ((rc = hct__kernels_dir(kdir, pathlen)) != 0) goto out;
   if ((rc = hct__manifest_load(kdir, opname, &P.op)) != 0) goto out;
-  if ((P.impl = hct__op_impl(P.op->name)) == NULL) {
-    rc = hct__error(HCT_ENOENT, "op '%s': hctune has no host implementation for it", P.op->name);
-    goto out;
-  }
+  /* An op is checked by its manifest's inputs and reference. */
+  if ((rc = hct__reference_ready(P.op)) != 0) goto out;
   /* No token list: the op's range, when it fits in one list. */
   P.tokens = o->tokens;
   if (P.tokens.n == 0) {
@@ -1117,6 +1128,7 @@ int hct__probe(const hct_probe_opts_t *o) {
     goto out;
   }
   if ((rc = hct__device_find(o->device ? o->device : "0", &P.dev)) != 0) goto out;
+  if ((rc = hct__reference_job(P.op, P.dev.backend, P.dev.arch, &P.ref_job)) != 0) goto out;
 
   if (o->db_path) hct__strlcpy(dbpath, o->db_path, pathlen);
   else if ((rc = hct__default_db_path(dbpath, pathlen, 1)) != 0) goto out;
@@ -1180,6 +1192,10 @@ int hct__probe(const hct_probe_opts_t *o) {
    * faults, hangs or poisons its context costs a worker, not the probe. */
   if ((rc = hct__worker_start(NULL, &P.w)) != 0) goto fail;
   if ((rc = hct__worker_open(P.w, P.dev.uuid)) != 0) goto fail;
+  if ((rc = hct__worker_reference(P.w, kdir, P.op->name, P.ref_job.key, dbpath)) != 0) {
+    rc = hct__error(rc, "op '%s': reference: %s", P.op->name, hct_last_error());
+    goto fail;
+  }
   for (int i = 0; i < P.n; i++) {
     cand_t *c = &P.cands[i];
     if (c->dead) continue;
@@ -1249,6 +1265,7 @@ fail:
   }
 out:
   for (int i = 0; i < P.n; i++) hct__compile_job_clear(&P.cands[i].job);
+  hct__compile_job_clear(&P.ref_job);
   free(P.cands);
   free(P.pick);
   free(P.pick_of);

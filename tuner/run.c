@@ -97,11 +97,16 @@ int hct__devset_upload(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d) {
 
 int hct__scratch_alloc(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_t *s) {
   hct_symtab_t syms;
-  memset(s, 0, sizeof *s);
   hct__run_symtab(c, hct__gpu_device(g), T, &syms);
+  return hct__scratch_alloc_with(g, c, &syms, s);
+}
+
+int hct__scratch_alloc_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t *syms,
+                            hct_scratchset_t *s) {
+  memset(s, 0, sizeof *s);
   for (int i = 0; i < c->v->n_scratch; i++) {
     int64_t bytes;
-    int rc = hct__expr_eval(c->v->scratch[i].bytes, &syms, &bytes);
+    int rc = hct__expr_eval(c->v->scratch[i].bytes, syms, &bytes);
     if (rc == 0 && (bytes < 0 || bytes > ((int64_t)1 << 34)))
       rc = hct__error(HCT_ERANGE, "%s: scratch '%s' of %lld bytes", c->label, c->v->scratch[i].name,
                       (long long)bytes);
@@ -133,7 +138,10 @@ void hct__scratch_free(hct_gpu_t *g, hct_scratchset_t *s) {
 
 /* The device pointer an "@name" argument stands for. */
 static hct_dptr_t resolve_pointer(const hct_cand_t *c, const hct_devset_t *d,
-                                  const hct_scratchset_t *s, const char *name) {
+                                  const hct_scratchset_t *s, const hct_argptr_t *extra, int n_extra,
+                                  const char *name) {
+  for (int i = 0; i < n_extra; i++)
+    if (strcmp(extra[i].name, name) == 0) return extra[i].ptr;
   for (int i = 0; i < c->op->n_buffers; i++)
     if (strcmp(c->op->buffers[i].name, name) == 0) return d->ptr[i];
   for (int i = 0; i < c->v->n_scratch; i++)
@@ -170,10 +178,17 @@ int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
 
 int hct__run_launches(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
                       const hct_devset_t *d, const hct_scratchset_t *s) {
-  const hct_variant_t *v = c->v;
   hct_symtab_t syms;
-  int rc;
   hct__run_symtab(c, hct__gpu_device(g), hs->T, &syms);
+  return hct__run_launches_with(g, c, &syms, d, s, NULL, 0);
+}
+
+int hct__run_launches_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t *symtab,
+                           const hct_devset_t *d, const hct_scratchset_t *s,
+                           const hct_argptr_t *extra, int n_extra) {
+  const hct_variant_t *v = c->v;
+  const hct_symtab_t syms = *symtab;
+  int rc;
   for (int l = 0; l < v->n_launches; l++) {
     const hct_launch_t *L = &v->launches[l];
     unsigned grid[3], block[3];
@@ -202,7 +217,7 @@ int hct__run_launches(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs
     void *args[HCT_MAX_ARGS];
     for (int a = 0; a < L->n_args; a++) {
       if (L->args[a].is_pointer) {
-        ptrs[a] = resolve_pointer(c, d, s, L->args[a].text + 1);
+        ptrs[a] = resolve_pointer(c, d, s, extra, n_extra, L->args[a].text + 1);
         args[a] = &ptrs[a];
       } else {
         if ((rc = hct__expr_eval(L->args[a].text, &syms, &val)) != 0) return rc;

@@ -4,11 +4,12 @@
  * together.
  *
  * Files:
- *   tuner/hostset.c   host-side buffer sets of an op (allocation, random
- *                     normal inputs from a recorded seed)
- *   tuner/op_hc_read.c the hc_read op: inputs and float64 reference
- *   tuner/op_selftest.c the selftest op (never offered to engines)
- *   tuner/ops.c       the table of op implementations
+ *   tuner/hostset.c   host-side buffer sets of an op (allocation, the
+ *                     seedable generator, bf16/f16 conversions)
+ *   tuner/inputs.c    an op's inputs drawn from its manifest's rules, and
+ *                     the token rows a check compares with float64
+ *   tuner/reference.c an op's float64 reference: its template compiled
+ *                     like a variant and run on the GPU for those rows
  *   tuner/parity.c    bitwise comparison, normwise error, KL metrics
  *   tuner/stats.c     medians, confidence intervals, stopping and
  *                     significance rules, range merging
@@ -27,31 +28,45 @@
 
 /* ---- host buffer sets (tuner/hostset.c) --------------------------------- */
 
-/* One tensor of an op on the host, with its float64 reference when it is an
- * output. */
+/*
+ * One tensor of an op on the host, with its float64 reference when it is an
+ * output or inout.  The reference holds the sampled token rows only: with
+ * `rows`, ref is [nrows][token_elems] and its row n is token rows[n] of the
+ * buffer (element rows[n] * token_elems + j); without, ref covers every
+ * element.  KL rows (row_len elements) are cut from each token's slice.
+ */
 typedef struct hct_hbuf_s {
   const hct_buffer_t *spec;  /* from the manifest */
   size_t elems;              /* evaluated for this T */
   void *data;                /* host data, dtype of spec; NULL when absent */
-  double *ref;               /* float64 reference (outputs, inouts) */
+  double *ref;               /* float64 reference (outputs, inouts); NULL
+                                until the reference is computed */
   double *ref_p;             /* softmax of each row of ref, for KL; NULL
                                 until hct__parity_prepare */
-  int row_len;               /* elements per row for KL metrics (0: whole) */
+  int row_len;               /* elements per row for KL metrics (0: the
+                                whole slice) */
+  const int32_t *rows;       /* token rows ref holds, ascending; NULL: all */
+  int nrows;
+  size_t token_elems;        /* elements per token row (elems / T) */
 } hct_hbuf_t;
 
 typedef struct hct_hostset_s {
   const hct_op_t *op;
   int T;
   int pending;               /* optional inputs present */
-  int inputs_only;           /* fill_inputs leaves the weights as they are
+  int inputs_only;           /* hct__inputs_fill leaves the weights as they are
                                 (fresh inputs for the same weights) */
   uint64_t seed;
   hct_hbuf_t bufs[HCT_MAX_BUFFERS];  /* same order as op->buffers */
   int n;
+  int32_t *rows;             /* the token rows checked against float64
+                                (hct__inputs_fill draws them), ascending */
+  int nrows;
 } hct_hostset_t;
 
 /* Allocates every buffer of `op` for T tokens (optional ones only when
- * `pending`).  Data is zero until an op fills it. */
+ * `pending`).  Data is zero until hct__inputs_fill draws it; references
+ * are allocated when computed (hct__reference_shape). */
 int hct__hostset_init(hct_hostset_t *s, const hct_op_t *op, int T, int pending);
 void hct__hostset_free(hct_hostset_t *s);
 hct_hbuf_t *hct__hostset_buf(hct_hostset_t *s, const char *name);
@@ -71,24 +86,26 @@ float hct__bf16_to_f32(uint16_t h);
 uint16_t hct__f32_to_f16(float f);
 float hct__f16_to_f32(uint16_t h);
 
-/* ---- op implementations (tuner/ops.c) ----------------------------------- */
+/* ---- inputs (tuner/inputs.c) --------------------------------------------- */
 
 /*
- * What the tuner needs to know about an op beyond its manifest: how to draw
- * inputs and how to compute the float64 reference.
+ * Draws every input, weight, inout and present optional buffer of s from
+ * `seed` by the rules of the op's "inputs" (value = mean + sd * N(0,1) /
+ * sqrt(fan_in), never a stored zero), on every core, in fixed chunks each
+ * from its own stream: the values depend on the seed alone, and each
+ * buffer on its name, so resid is the same with or without pending.  With
+ * s->inputs_only the weights are left as they are.  Also draws s->rows
+ * (hct__inputs_rows) from the same seed.
  */
-typedef struct hct_op_impl_s {
-  const char *name;
-  /* Fills every input, weight and present optional buffer from `seed`:
-   * normal values, weights scaled by 1/sqrt(fan-in), never zeros.  With
-   * s->inputs_only, weights are left as they are. */
-  int (*fill_inputs)(hct_hostset_t *s, uint64_t seed);
-  /* Fills ->ref (and ->row_len) of every output and inout buffer from the
-   * inputs, in float64.  May use several threads. */
-  int (*reference)(hct_hostset_t *s);
-} hct_op_impl_t;
-
-const hct_op_impl_t *hct__op_impl(const char *name);
+int hct__inputs_fill(hct_hostset_t *s, uint64_t seed);
+/*
+ * The token rows whose outputs a check compares with the float64
+ * reference, into rows (room for min(T, sample) entries): every row when T
+ * <= the reference's rows.sample (or no sample), else the first, the last
+ * and sample - 2 others drawn from `seed`, distinct, ascending.  Returns
+ * the count.
+ */
+int hct__inputs_rows(const hct_op_t *op, int T, uint64_t seed, int32_t *rows);
 
 /* ---- parity (tuner/parity.c) --------------------------------------------- */
 
@@ -167,6 +184,12 @@ typedef struct hct_scratchset_s {
 /* The names every launch expression may use: op constants, the point, T,
  * and the device's SMEM_OPTIN, SM_COUNT, WARP, ARCH, HIP (1 on HIP). */
 void hct__run_symtab(const hct_cand_t *c, const hct_device_t *dev, int T, hct_symtab_t *syms);
+/* A pointer argument beyond the op's buffers and the candidate's scratch
+ * (the reference's "@rows", "@ref.mixed"): its name without the @. */
+typedef struct hct_argptr_s {
+  const char *name;
+  hct_dptr_t ptr;
+} hct_argptr_t;
 /* 1 when the candidate supports T on dev (token range, constraints);
  * else 0 with the reason in why. */
 int hct__run_supports(const hct_cand_t *c, const hct_device_t *dev, int T, char *why, size_t len);
@@ -196,12 +219,51 @@ int hct__run_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
 int hct__run_zero_each(hct_gpu_t *g, const hct_cand_t *c, const hct_scratchset_t *s);
 int hct__run_launches(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
                       const hct_devset_t *d, const hct_scratchset_t *s);
+/* The same over the names in syms, with the pointers `extra` besides the
+ * buffers and scratch (the reference's launches). */
+int hct__run_launches_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t *syms,
+                           const hct_devset_t *d, const hct_scratchset_t *s,
+                           const hct_argptr_t *extra, int n_extra);
+/* hct__scratch_alloc over the names in syms (the reference's NROWS). */
+int hct__scratch_alloc_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t *syms,
+                            hct_scratchset_t *s);
 /* 1 when the candidate's first launch at T is programmatic (PDL): it may
  * start before the kernel ahead of it on the stream ends. */
 int hct__run_first_pdl(const hct_cand_t *c, const hct_device_t *dev, int T);
 /* Uploads the inputs (input, inout, optional: what the kernel before a
  * read writes in an engine) of hs into d; weights and outputs untouched. */
 int hct__devset_upload_inputs(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d);
+
+/* ---- the float64 reference (tuner/reference.c) ----------------------------- */
+
+/* 0 when the op can be checked (its manifest has "inputs" and
+ * "reference"), else HCT_EMANIFEST naming the op and the missing field. */
+int hct__reference_ready(const hct_op_t *op);
+/* The compile job of the op's reference template for a card (backend,
+ * arch): a job like a variant's, so the cache and the DB's binaries keep it. */
+int hct__reference_job(const hct_op_t *op, hct_backend_kind_t backend, const char *arch,
+                       hct_compile_job_t *job);
+/* Loads a compiled reference as a candidate (label "reference {}"). */
+int hct__reference_load(hct_gpu_t *g, const hct_op_t *op, const void *image, size_t size,
+                        hct_cand_t *out);
+/*
+ * Shapes the reference of every output and inout of hs for hs->rows:
+ * allocates ref ([nrows][elems / T] doubles), sets rows, nrows,
+ * token_elems and row_len (the buffer's "row", by default elems / T).
+ * HCT_EMANIFEST when a buffer's elems is not a multiple of T or its row
+ * does not divide a token's slice.  The CPU cross-check of the tests fills
+ * what this allocates.
+ */
+int hct__reference_shape(hct_hostset_t *hs);
+/*
+ * Computes the float64 reference of hs on the GPU: uploads hs's inputs
+ * into d (device buffers of hs's shapes: the weights there are hs's)
+ * unless `uploaded` says d holds them as drawn, allocates @rows, the @ref
+ * arrays and the scratch, runs the reference's launches, and downloads
+ * into each output's and inout's ref.  Thread of g.
+ */
+int hct__reference_run(hct_gpu_t *g, const hct_cand_t *ref, hct_hostset_t *hs, hct_devset_t *d,
+                       int uploaded);
 
 /* ---- the producer of the producer check (tuner/producer.c) ---------------- */
 

@@ -702,6 +702,20 @@ int hct__worker_load(hct_worker_t *w, int cand, const char *kernels_dir, const c
   return rc;
 }
 
+int hct__worker_reference(hct_worker_t *w, const char *kernels_dir, const char *op,
+                          const char *binary_key, const char *db_path) {
+  json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "cmd", "reference", "op", op, "binary_key",
+                          binary_key, "db", db_path);
+  if (req != NULL && kernels_dir != NULL)
+    json_object_set_new(req, "kernels_dir", json_string(kernels_dir));
+  if (req == NULL) return hct__error(HCT_ENOMEM, "out of memory building a worker request");
+  char key[64];
+  snprintf(key, sizeof key, "reference:%s", op);
+  int rc = hct__worker_setup(w, key, req, HCT_WORKER_OPEN_DEADLINE_MS, NULL);
+  json_decref(req);
+  return rc;
+}
+
 int hct__worker_unload(hct_worker_t *w, int cand) {
   char key[32];
   snprintf(key, sizeof key, "cand%d", cand);

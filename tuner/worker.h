@@ -34,6 +34,12 @@
  *                                    the DB and loads it as candidate
  *                                    number `cand`
  *   unload {cand}                 -> {}
+ *   reference {kernels_dir, op, binary_key, db}
+ *                                 -> {}; loads the op's float64 reference
+ *                                    (tuner/reference.c), compiled by the
+ *                                    parent, by key as load does; every
+ *                                    check and verify of the op runs it
+ *                                    on the device copy of its inputs
  *   check  {cand, ref, tokens, pending, seed}
  *                                 -> buffers: {name: parity figures},
  *                                    timed_out (grid barriers), and
@@ -59,6 +65,7 @@
  *
  * How the probe uses it (one worker per probe):
  *   hct__worker_start(exe) ; hct__worker_open(w, device)
+ *   the op:        hct__worker_reference(w, ...) (its reference, by key)
  *   per candidate: hct__worker_load(w, id, ...) (the binary by DB key)
  *   per T, set:    hct__worker_check(w, id, baseline_id, T, pending, seed)
  *                  -> figures; judge them as before
@@ -190,15 +197,19 @@ int hct__figs_from_json(json_t *j, hct_parity_figs_t *f);
 
 /*
  * The commands above as C calls, for the probe.  Each returns what
- * hct__worker_call returns.  open and load are recorded as setup requests
- * ("open", and "cand<N>"), so hct__worker_restart replays them; unload
- * forgets the load.
+ * hct__worker_call returns.  open, reference and load are recorded as
+ * setup requests ("open", "reference:<op>" and "cand<N>"), so
+ * hct__worker_restart replays them; unload forgets the load.
  */
 int hct__worker_open(hct_worker_t *w, const char *device);
 int hct__worker_load(hct_worker_t *w, int cand, const char *kernels_dir, const char *op,
                      const char *variant, const char *params_json, const char *binary_key,
                      const char *db_path);
 int hct__worker_unload(hct_worker_t *w, int cand);
+/* Loads the op's reference (the binary of hct__reference_job, by key),
+ * recorded as the setup request "reference:<op>". */
+int hct__worker_reference(hct_worker_t *w, const char *kernels_dir, const char *op,
+                          const char *binary_key, const char *db_path);
 
 /* One later run of a check's session: "repeat" (run 1 on fresh inputs,
  * run 2 on the first inputs again) or "producer" (run 3, right after the

@@ -67,6 +67,8 @@ typedef struct worker_s {
   struct {
     char dir[1024];
     hct_op_t *op;
+    hct_cand_t ref;         /* its float64 reference, once 'reference' loaded it */
+    int ref_loaded;
   } ops[MAX_OPS];
   int n_ops;
   wcand_t *cands;
@@ -160,6 +162,61 @@ static int get_op(worker_t *W, const char *kdir, const char *name, hct_op_t **ou
   return 0;
 }
 
+/* The op's reference, loaded by a 'reference' request. */
+static int op_reference(worker_t *W, const hct_op_t *op, const hct_cand_t **out) {
+  for (int i = 0; i < W->n_ops; i++)
+    if (W->ops[i].op == op && W->ops[i].ref_loaded) {
+      *out = &W->ops[i].ref;
+      return 0;
+    }
+  return hct__error(HCT_ENOENT, "op '%s': its reference is not loaded in this worker ('reference' first)",
+                    op->name);
+}
+
+/* The binary `key` from the DB at dbpath, read-only: the probe (the only
+ * writer) holds the database open too.  One connection for every load:
+ * each open runs a quick check of the whole file. */
+static int read_binary(worker_t *W, const char *dbpath, const char *key, void **image, size_t *size) {
+  int rc;
+  if (W->db == NULL || strcmp(W->dbpath, dbpath) != 0) {
+    hct__db_close(W->db);
+    W->db = NULL;
+    if ((rc = hct__db_open(dbpath, HCT_DB_READONLY | HCT_DB_NOCREATE, &W->db)) != 0) return rc;
+    hct__strlcpy(W->dbpath, dbpath, sizeof W->dbpath);
+  }
+  int is_ptx = 0;
+  char *log = NULL;
+  rc = hct__db_binary_get(W->db, key, image, size, &is_ptx, &log);
+  free(log);
+  if (rc == HCT_ENOENT) rc = hct__error(HCT_ENOENT, "binary '%s' is not in '%s'", key, dbpath);
+  return rc;
+}
+
+/* reference {kernels_dir, op, binary_key, db}: loads the op's float64
+ * reference (compiled by the parent, like a candidate), which every check
+ * and verify of the op runs on its inputs. */
+static int req_reference(worker_t *W, json_t *req, json_t *reply) {
+  const char *kdir, *opname, *key, *dbpath;
+  int rc;
+  if ((rc = get_str(req, "kernels_dir", 0, &kdir)) != 0 || (rc = get_str(req, "op", 1, &opname)) != 0 ||
+      (rc = get_str(req, "binary_key", 1, &key)) != 0 || (rc = get_str(req, "db", 1, &dbpath)) != 0)
+    return rc;
+  hct_op_t *op;
+  if ((rc = get_op(W, kdir, opname, &op)) != 0) return rc;
+  int slot = 0;
+  while (W->ops[slot].op != op) slot++;
+  if (W->ops[slot].ref_loaded) return hct__error(HCT_EEXIST, "op '%s': its reference is already loaded", opname);
+  void *image = NULL;
+  size_t size = 0;
+  if ((rc = read_binary(W, dbpath, key, &image, &size)) != 0) return rc;
+  rc = hct__reference_load(W->gpu, op, image, size, &W->ops[slot].ref);
+  free(image);
+  if (rc != 0) return rc;
+  W->ops[slot].ref_loaded = 1;
+  json_object_set_new(reply, "label", json_string(W->ops[slot].ref.label));
+  return 0;
+}
+
 static int req_load(worker_t *W, json_t *req, json_t *reply) {
   int64_t id;
   const char *kdir, *opname, *vname, *key, *dbpath;
@@ -180,23 +237,9 @@ static int req_load(worker_t *W, json_t *req, json_t *reply) {
   hct_point_t pt;
   if ((rc = hct__point_from_json(v, json_object_get(req, "params"), &pt)) != 0) return rc;
 
-  /* The binary, by key, read-only: the probe (the only writer) holds the
-   * database open too.  One connection for every load: each open runs a
-   * quick check of the whole file. */
-  if (W->db == NULL || strcmp(W->dbpath, dbpath) != 0) {
-    hct__db_close(W->db);
-    W->db = NULL;
-    if ((rc = hct__db_open(dbpath, HCT_DB_READONLY | HCT_DB_NOCREATE, &W->db)) != 0) return rc;
-    hct__strlcpy(W->dbpath, dbpath, sizeof W->dbpath);
-  }
   void *image = NULL;
   size_t size = 0;
-  int is_ptx = 0;
-  char *log = NULL;
-  rc = hct__db_binary_get(W->db, key, &image, &size, &is_ptx, &log);
-  free(log);
-  if (rc == HCT_ENOENT) rc = hct__error(HCT_ENOENT, "binary '%s' is not in '%s'", key, dbpath);
-  if (rc != 0) return rc;
+  if ((rc = read_binary(W, dbpath, key, &image, &size)) != 0) return rc;
   rc = hct__run_load(W->gpu, op, v, &pt, image, size, &slot->c);
   free(image);
   if (rc != 0) return rc;
@@ -316,18 +359,20 @@ static int inset_get(worker_t *W, const hct_op_t *op, int T, int pending, uint64
   if (in->valid && in->op == op && in->T == T && in->pending == pending && in->seed == seed)
     return 0;
   inset_clear(W);
-  const hct_op_impl_t *impl = hct__op_impl(op->name);
-  if (impl == NULL) return hct__error(HCT_ENOENT, "op '%s': hctune has no host implementation for it", op->name);
-  runset_t *a = &in->set[0];
-  int rc = hct__hostset_init(&a->hs, op, T, pending);
+  const hct_cand_t *ref = NULL;
+  int rc = op_reference(W, op, &ref);
   if (rc != 0) return rc;
+  runset_t *a = &in->set[0];
+  if ((rc = hct__hostset_init(&a->hs, op, T, pending)) != 0) return rc;
   a->valid = 1;
-  if ((rc = impl->fill_inputs(&a->hs, seed)) != 0 || (rc = impl->reference(&a->hs)) != 0 ||
+  /* The reference runs on the device copy every candidate runs on, just
+   * uploaded (inset_clear dropped the last one). */
+  if ((rc = hct__inputs_fill(&a->hs, seed)) != 0 || (rc = inset_device(W)) != 0 ||
+      (rc = hct__reference_run(W->gpu, ref, &a->hs, &in->dev, 1)) != 0 ||
       (rc = hct__parity_prepare(&a->hs)) != 0) {
-    inset_clear(W);
+    if (!is_sticky(rc)) inset_clear(W);
     return rc;
   }
-  a->hs.seed = seed;
   in->valid = 1;
   in->op = op;
   in->T = T;
@@ -343,9 +388,9 @@ static int inset_fresh(worker_t *W) {
   inset_t *in = &W->in;
   runset_t *a = &in->set[0], *b = &in->set[1];
   if (b->valid) return 0;
-  const hct_op_impl_t *impl = hct__op_impl(in->op->name);
-  int rc = hct__hostset_init(&b->hs, in->op, in->T, in->pending);
-  if (rc != 0) return rc;
+  const hct_cand_t *ref = NULL;
+  int rc = op_reference(W, in->op, &ref);
+  if (rc != 0 || (rc = hct__hostset_init(&b->hs, in->op, in->T, in->pending)) != 0) return rc;
   b->valid = 1;
   for (int i = 0; i < a->hs.n; i++)
     if (a->hs.bufs[i].spec->role == HCT_BUF_WEIGHT && a->hs.bufs[i].data)
@@ -353,12 +398,14 @@ static int inset_fresh(worker_t *W) {
              a->hs.bufs[i].elems * hct__dtype_size(a->hs.bufs[i].spec->dtype));
   b->hs.inputs_only = 1;
   uint64_t seed = in->seed ^ 0x5bd1e9955bd1e995ull;
-  if ((rc = impl->fill_inputs(&b->hs, seed)) != 0 || (rc = impl->reference(&b->hs)) != 0 ||
+  /* Set 1's inputs go into the device copy for its reference; every run
+   * uploads its own inputs again, and the weights there are the same. */
+  if ((rc = hct__inputs_fill(&b->hs, seed)) != 0 || (rc = inset_device(W)) != 0 ||
+      (rc = hct__reference_run(W->gpu, ref, &b->hs, &in->dev, 0)) != 0 ||
       (rc = hct__parity_prepare(&b->hs)) != 0) {
-    runset_clear(b);
+    if (!is_sticky(rc)) runset_clear(b);
     return rc;
   }
-  b->hs.seed = seed;
   return 0;
 }
 
@@ -759,12 +806,7 @@ static int req_time(worker_t *W, json_t *req, json_t *reply) {
     free(tt);
     return rc;
   }
-  const hct_op_impl_t *impl = hct__op_impl(op->name);
-  if (impl == NULL) {
-    timed_free(W, tt, 0);
-    return hct__error(HCT_ENOENT, "op '%s': hctune has no host implementation for it", op->name);
-  }
-  if ((rc = impl->fill_inputs(hsp, (uint64_t)seed)) != 0) {
+  if ((rc = hct__inputs_fill(hsp, (uint64_t)seed)) != 0) {
     timed_free(W, tt, 0);
     return rc;
   }
@@ -959,8 +1001,12 @@ static int req_verify(worker_t *W, json_t *req, json_t *reply) {
     if (t->ids[k] == ref_id) kref = k;
   if (kref < 0) return hct__error(HCT_ENOENT, "request 'verify': reference %lld was not timed", (long long)ref_id);
   if (!t->ref_done) {
-    const hct_op_impl_t *impl = hct__op_impl(t->hs.op->name);
-    if ((rc = impl->reference(&t->hs)) != 0 || (rc = hct__parity_prepare(&t->hs)) != 0) return rc;
+    /* On set 0 (its data is the host's), before any replay below. */
+    const hct_cand_t *refc = NULL;
+    if ((rc = op_reference(W, t->hs.op, &refc)) != 0 ||
+        (rc = hct__reference_run(W->gpu, refc, &t->hs, &t->sets[0], 0)) != 0 ||
+        (rc = hct__parity_prepare(&t->hs)) != 0)
+      return rc;
     t->ref_done = 1;
   }
   if (t->base_id != ref_id) {
@@ -1047,6 +1093,7 @@ static const struct {
 } requests[] = {
     {"hello", req_hello, 0},          {"open", req_open, 0},
     {"load", req_load, NEED_GPU},     {"unload", req_unload, NEED_GPU},
+    {"reference", req_reference, NEED_GPU},
     {"check", req_check, NEED_GPU},   {"time", req_time, NEED_GPU},
     {"verify", req_verify, NEED_GPU},
     {"quit", req_quit, 0},
@@ -1140,6 +1187,9 @@ int hct__worker_serve(void) {
   free(W.cands);
   if (W.gpu) hct__gpu_close(W.gpu);
   if (W.db) hct__db_close(W.db);
-  for (int i = 0; i < W.n_ops; i++) hct__manifest_free(W.ops[i].op);
+  for (int i = 0; i < W.n_ops; i++) {
+    if (W.ops[i].ref_loaded) hct__run_unload(W.gpu, &W.ops[i].ref);
+    hct__manifest_free(W.ops[i].op);
+  }
   return 0;
 }

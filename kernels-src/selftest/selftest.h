@@ -1,7 +1,7 @@
 /*
  * selftest.h: what the selftest op's templates share.  The op is
- * y = 2 * x + 1 over T rows of ROW floats (tuner/op_selftest.c holds the
- * float64 reference); each variant breaks it in one way the tuner must
+ * y = 2 * x + 1 over T rows of ROW floats (reference.cu holds the float64
+ * reference); each variant breaks it in one way the tuner must
  * catch (see manifest.json).  Never offered to engines.
  *
  * Every entry takes (const float *x, float *y, hct_u32 *ws, int T); grid

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs the hc_read templates on the CPU (tests/emu/emu.h) at reduced sizes
-# and checks their bits against the canonical order.  No GPU needed; takes
+# and checks their bits against the canonical order, and the op's float64
+# reference template against the math (tests/emu/ref_emu.cc).  No GPU needed; takes
 # a few minutes (every GPU thread is a fiber).
 #   tests/emu/run.sh [build folder]
 # Sizes: C = 1024 (so a v3 tile holds 2 steps of 32 chunks per lane, and
@@ -19,6 +20,11 @@ for p in "4 8 1 1,3" "8 4 2 3" "4 4 4 3,8" "8 8 8 8"; do
     -DDOWN_WARPS=$1 -DUP_WARPS=$2 -DTPL=$3 "-DEMU_TS=$4" -o "$bin" tests/emu/hc_read_emu.cc
   "$bin" || fail=1
 done
+# The float64 reference template for a list of rows, against the math.
+g++ -std=c++17 -O1 -g -Wall -Wno-unused-function -Wno-unknown-pragmas -ffp-contract=off -Itests/emu \
+  -Ikernels-src/common -Ikernels-src/hc_read -DS=4 -DC=1024 -DD=4096 -DK=320 \
+  -o "$out/ref_emu" tests/emu/ref_emu.cc
+"$out/ref_emu" || fail=1
 if [ $fail -eq 0 ]; then
   echo "emu: every variant and point is bitwise equal to the canonical order"
 else
