@@ -510,7 +510,10 @@ static int load_reference(ctx_t *c, json_t *root, hct_op_t *op) {
 
 static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
   if (!json_is_object(root)) return bad(c, "top level", "not an object");
-  copy_str(c, op->name, sizeof op->name, get_str(c, root, "op", "op", 1), "op", "op");
+  /* The folder names the op (hct__manifest_load), so that a copy of an op's
+   * folder under another name is another op with nothing else changed; an
+   * "op" field, where a manifest still has one, must agree with it. */
+  copy_str(c, op->name, sizeof op->name, get_str(c, root, "op", "op", 0), "op", "op");
   copy_str(c, op->description, sizeof op->description,
            get_str(c, root, "description", "description", 0), "description", "description");
   op->selftest = json_is_true(json_object_get(root, "selftest"));
@@ -641,8 +644,11 @@ int hct__manifest_load(const char *kernels_dir, const char *opname, hct_op_t **o
   ctx_t c = {path, 0};
   snprintf(st->op.dir, sizeof st->op.dir, "%s/%s", kernels_dir, opname);
   int rc = load_json(&c, root, &st->op);
-  if (rc == 0 && strcmp(st->op.name, opname) != 0)
-    rc = bad(&c, "op", "does not match the folder name");
+  if (rc == 0 && st->op.name[0] != '\0' && strcmp(st->op.name, opname) != 0)
+    rc = bad(&c, "op", "differs from the folder name, which names the op: drop the field");
+  if (rc == 0 && strlen(opname) >= sizeof st->op.name)
+    rc = bad(&c, "op", "the folder name is longer than 31 characters");
+  if (rc == 0) hct__strlcpy(st->op.name, opname, sizeof st->op.name);
   /* Re-point constant names into our own storage. */
   for (int i = 0; rc == 0 && i < st->op.constants.n; i++) {
     hct__strlcpy(st->names[i], st->op.constants.syms[i].name, sizeof st->names[i]);

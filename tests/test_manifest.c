@@ -390,6 +390,34 @@ static void test_shipped_manifests_load(void **state) {
   }
 }
 
+/* The folder names the op: every shipped op's folder copied under another
+ * name, with nothing else changed, loads as that op (issue 23: an op is
+ * data), and its templates are found in the copy. */
+static void test_shipped_folder_copied(void **state) {
+  (void)state;
+  char dir[1024];
+  if (hct__kernels_dir(dir, sizeof dir) != 0) skip();
+  char names[32][32];
+  int n = hct__manifest_list(dir, names, 32);
+  assert_true(n > 0);
+  for (int i = 0; i < n; i++) {
+    char copy[64], cmd[4096];
+    snprintf(copy, sizeof copy, "%.20s_copy", names[i]);
+    /* ../common is shared by the ops: link it beside the copies. */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/%s' && cp -r '%s/%s' '%s/%s' && ln -sfn '%s/common' '%s/common'",
+             tmpdir, copy, dir, names[i], tmpdir, copy, dir, tmpdir);
+    assert_int_equal(system(cmd), 0);
+    hct_op_t *orig, *op;
+    if (hct__manifest_load(dir, names[i], &orig) != 0) fail_msg("%s", hct_last_error());
+    if (hct__manifest_load(tmpdir, copy, &op) != 0) fail_msg("%s: %s", copy, hct_last_error());
+    assert_string_equal(op->name, copy);
+    assert_int_equal(op->n_variants, orig->n_variants);
+    assert_string_equal(op->variants[0].name, orig->variants[0].name);
+    hct__manifest_free(orig);
+    hct__manifest_free(op);
+  }
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/hct-test-manifest-XXXXXX");
   if (mkdtemp(tmpdir) == NULL) return 1;
@@ -399,6 +427,7 @@ int main(void) {
       cmocka_unit_test(test_manifest_list),   cmocka_unit_test(test_shipped_manifests_load),
       cmocka_unit_test(test_fits_and_constraints), cmocka_unit_test(test_manifest_inputs_reference),
       cmocka_unit_test(test_manifest_inputs_reference_errors),
+      cmocka_unit_test(test_shipped_folder_copied),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[300];
