@@ -179,7 +179,6 @@ int cmd_verify_decisions(int argc, char **argv) {
       done[j] = 1;
       hct_parity_t cls = HCT_PARITY_BITWISE;
       hct__parity_from_name(d[j].parity, &cls);
-      int allow_kl = cls == HCT_PARITY_KL;
       const rejection_t *out = rejection_of(&rej, d[j].variant, d[j].params);
       if (out != NULL) {
         printf("%-14.14s %-10s %-8s %2d-%-2d  %-28.28s REJECTED by the %s check at T=%d: %s\n",
@@ -195,7 +194,7 @@ int cmd_verify_decisions(int argc, char **argv) {
           const hct_timed_row_t *r = &rows.r[k];
           if (r->T != T || r->pruned) continue;
           const hct_variant_t *v = hct__variant_find(op, r->variant);
-          if (v == NULL || (v->parity == HCT_PARITY_KL && !allow_kl)) continue;
+          if (v == NULL || !hct__variant_in_decision(op, v, cls)) continue;
           /* A candidate a check put out is no one's best. */
           if (rejection_of(&rej, r->variant, r->params) != NULL) continue;
           if (strcmp(r->variant, d[j].variant) == 0 && strcmp(r->params, d[j].params) == 0) chosen = r;

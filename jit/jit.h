@@ -172,6 +172,24 @@ void hct__manifest_free(hct_op_t *op);
  * sorted; returns the count or a negative code. */
 int hct__manifest_list(const char *kernels_dir, char names[][32], int max);
 const hct_variant_t *hct__variant_find(const hct_op_t *op, const char *name);
+/* The variant whose bits v must equal (its "reference"), when v is bitwise;
+ * NULL for the baseline and kl variants. */
+const hct_variant_t *hct__variant_reference(const hct_op_t *op, const hct_variant_t *v);
+/*
+ * The class a variant competes in, the one rule for every decision: a
+ * decision of class bitwise promises bits identical to the baseline's, so a
+ * bitwise variant takes part in it only when its chain of references ends
+ * at the baseline; a bitwise variant whose chain ends at a kl variant (the
+ * prefill op's upmix, bit-identical to pair_mma) has that variant's error
+ * and competes in kl.  The baseline and kl variants compete in their own
+ * class (the baseline in both decisions, kl in kl only).  It is also the
+ * class a decision records for its variant (variant_class).  How a variant
+ * is *checked* is still its declared class: upmix is checked bit for bit.
+ */
+hct_parity_t hct__variant_competes(const hct_op_t *op, const hct_variant_t *v);
+/* 1 when v takes part in the decision of class `decision` (bitwise or kl):
+ * what competes in kl is in the kl decision only, the rest in both. */
+int hct__variant_in_decision(const hct_op_t *op, const hct_variant_t *v, hct_parity_t decision);
 size_t hct__dtype_size(hct_dtype_t t);
 
 /*
@@ -183,6 +201,13 @@ typedef struct hct_point_s {
   int64_t v[HCT_MAX_PARAMS];
 } hct_point_t;
 int hct__param_points(const hct_variant_t *v, hct_point_t *out, int max);
+/* The point of v made of the first value of every parameter (its default
+ * point as a reference: a bitwise variant whose reference is not the
+ * baseline is checked against the reference at this point, whose
+ * parameters must not change its bits: its template says so).  Not
+ * hct__point_default (daemon/client_kernel.h), the first point whose
+ * constraints hold at T. */
+void hct__point_first(const hct_variant_t *v, hct_point_t *pt);
 /* The point of v that {"ROWS":4,"TPL":2} names, strictly: every parameter
  * present, an integer, one of the values the manifest lists, and nothing
  * else.  The one reader of a point for every caller (worker, daemon,

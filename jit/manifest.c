@@ -423,8 +423,29 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
       if (strcmp(v->name, op->variants[b].name) == 0) return bad(c, v->name, "variant name used twice");
     if (v->reference[0] != '\0' && hct__variant_find(op, v->reference) == NULL)
       return bad(c, v->name, "reference names no variant of this op");
+    char field[64];
+    snprintf(field, sizeof field, "variant '%s'", v->name);
+    /* Only bits have a reference: a kl variant is judged against the
+     * float64 reference with the baseline's error as its yardstick. */
+    if (v->reference[0] != '\0' && v->parity != HCT_PARITY_BITWISE)
+      return bad(c, field, "only a bitwise variant names a reference");
+    if (strcmp(v->reference, v->name) == 0) return bad(c, field, "reference names the variant itself");
   }
   if (baselines != 1) return bad(c, "variants", "need exactly one variant of class baseline");
+  /* A chain of references must end at a variant that is not bitwise (the
+   * baseline, or a kl one): a cycle would leave bits with no origin.  A
+   * chain longer than the variants there are has come back on itself. */
+  for (int a = 0; a < op->n_variants; a++) {
+    const hct_variant_t *v = &op->variants[a];
+    for (int steps = 0; v != NULL && v->parity == HCT_PARITY_BITWISE; steps++) {
+      if (steps == op->n_variants) {
+        char field[64];
+        snprintf(field, sizeof field, "variant '%s'", op->variants[a].name);
+        return bad(c, field, "its references go round in a cycle");
+      }
+      v = hct__variant_find(op, v->reference);
+    }
+  }
   return c->err;
 }
 
@@ -498,6 +519,34 @@ const hct_variant_t *hct__variant_find(const hct_op_t *op, const char *name) {
   for (int i = 0; i < op->n_variants; i++)
     if (strcmp(op->variants[i].name, name) == 0) return &op->variants[i];
   return NULL;
+}
+
+const hct_variant_t *hct__variant_reference(const hct_op_t *op, const hct_variant_t *v) {
+  return v->parity == HCT_PARITY_BITWISE ? hct__variant_find(op, v->reference) : NULL;
+}
+
+hct_parity_t hct__variant_competes(const hct_op_t *op, const hct_variant_t *v) {
+  if (v->parity != HCT_PARITY_BITWISE) return v->parity;
+  /* Bits equal to bits equal to ... the baseline's are the baseline's;
+   * anywhere a kl variant sits in the chain, the error is that one's. */
+  const hct_variant_t *r = v;
+  for (int steps = 0; r != NULL && steps <= op->n_variants; steps++) {
+    r = hct__variant_reference(op, r);
+    if (r == NULL) break;
+    if (r->parity == HCT_PARITY_BASELINE) return HCT_PARITY_BITWISE;
+    if (r->parity == HCT_PARITY_KL) return HCT_PARITY_KL;
+  }
+  return HCT_PARITY_KL; /* no chain (the manifest loader refuses one): no bitwise promise */
+}
+
+int hct__variant_in_decision(const hct_op_t *op, const hct_variant_t *v, hct_parity_t decision) {
+  hct_parity_t cls = hct__variant_competes(op, v);
+  return cls != HCT_PARITY_KL || decision == HCT_PARITY_KL;
+}
+
+void hct__point_first(const hct_variant_t *v, hct_point_t *pt) {
+  memset(pt, 0, sizeof *pt);
+  for (int p = 0; p < v->n_params; p++) pt->v[p] = v->params[p].values[0];
 }
 
 int hct__param_points(const hct_variant_t *v, hct_point_t *out, int max) {

@@ -167,6 +167,16 @@ static void test_manifest_errors(void **state) {
       {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("a", "bitwise", "\"zz\"") "]}", "reference"},
       {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("a", "bitwise", "null") "]}", "needs a reference"},
       {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("a", "fast", "null") "]}", "class"},
+      /* References: never the variant itself, only on a bitwise variant,
+       * and a chain that ends off the bitwise class (no cycle). */
+      {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("b", "baseline", "null") ","
+                 GOOD_VARIANT("a", "bitwise", "\"a\"") "]}", "'a': reference names the variant itself"},
+      {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("b", "baseline", "null") ","
+                 GOOD_VARIANT("k", "kl", "\"b\"") "]}", "'k': only a bitwise variant names a reference"},
+      {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("b", "baseline", "\"b\"") "]}", "only a bitwise variant"},
+      {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("b", "baseline", "null") ","
+                 GOOD_VARIANT("x", "bitwise", "\"y\"") "," GOOD_VARIANT("y", "bitwise", "\"z\"") ","
+                 GOOD_VARIANT("z", "bitwise", "\"x\"") "]}", "'x': its references go round in a cycle"},
       {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("a", "baseline", "null") ","
                  GOOD_VARIANT("a", "baseline", "null") "]}", "twice"},
       {GOOD_HEAD "\"variants\":[]}", "variants"},
@@ -202,6 +212,52 @@ static void test_manifest_errors(void **state) {
   }
   assert_int_equal(hct__manifest_load(tmpdir, "absent", &(hct_op_t *){0}), HCT_ENOENT);
   assert_int_equal(hct__manifest_load(tmpdir, "../etc", &(hct_op_t *){0}), HCT_EINVAL);
+}
+
+/* The class each variant competes in, the one rule of which decisions a
+ * variant takes part in: bits equal to the baseline's (directly or through
+ * another bitwise variant) are bitwise; bits equal to a kl variant's (the
+ * prefill op's upmix against pair_mma) carry that variant's error, so kl;
+ * and a chain that reaches a kl variant anywhere is kl. */
+static void test_competing_class(void **state) {
+  (void)state;
+  write_manifest("t", GOOD_HEAD "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") ","
+                 GOOD_VARIANT("bw", "bitwise", "\"base\"") "," GOOD_VARIANT("bw2", "bitwise", "\"bw\"") ","
+                 GOOD_VARIANT("mma", "kl", "null") "," GOOD_VARIANT("upmix", "bitwise", "\"mma\"") ","
+                 GOOD_VARIANT("up2", "bitwise", "\"upmix\"") "]}");
+  hct_op_t *op;
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  static const struct {
+    const char *name;
+    hct_parity_t competes;
+    int in_bitwise, in_kl;
+    const char *reference;
+  } cases[] = {
+      {"base", HCT_PARITY_BASELINE, 1, 1, NULL}, {"bw", HCT_PARITY_BITWISE, 1, 1, "base"},
+      {"bw2", HCT_PARITY_BITWISE, 1, 1, "bw"},   {"mma", HCT_PARITY_KL, 0, 1, NULL},
+      {"upmix", HCT_PARITY_KL, 0, 1, "mma"},     {"up2", HCT_PARITY_KL, 0, 1, "upmix"},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
+    const hct_variant_t *v = hct__variant_find(op, cases[i].name);
+    assert_non_null(v);
+    const hct_variant_t *r = hct__variant_reference(op, v);
+    if (hct__variant_competes(op, v) != cases[i].competes ||
+        hct__variant_in_decision(op, v, HCT_PARITY_BITWISE) != cases[i].in_bitwise ||
+        hct__variant_in_decision(op, v, HCT_PARITY_KL) != cases[i].in_kl ||
+        (r == NULL) != (cases[i].reference == NULL) ||
+        (r != NULL && strcmp(r->name, cases[i].reference) != 0))
+      fail_msg("%s: competes in %s, in bitwise %d, in kl %d, reference %s", cases[i].name,
+               hct__parity_name(hct__variant_competes(op, v)),
+               hct__variant_in_decision(op, v, HCT_PARITY_BITWISE),
+               hct__variant_in_decision(op, v, HCT_PARITY_KL), r ? r->name : "none");
+  }
+  /* Its default point as a reference: the first value of every parameter. */
+  hct_point_t pt;
+  hct__point_first(hct__variant_find(op, "mma"), &pt);
+  char js[64];
+  hct__point_json(hct__variant_find(op, "mma"), &pt, js, sizeof js);
+  assert_string_equal(js, "{\"B\":128,\"U\":1}");
+  hct__manifest_free(op);
 }
 
 static void test_manifest_list(void **state) {
@@ -247,7 +303,7 @@ int main(void) {
       cmocka_unit_test(test_expr_values),     cmocka_unit_test(test_expr_errors),
       cmocka_unit_test(test_manifest_good),   cmocka_unit_test(test_manifest_errors),
       cmocka_unit_test(test_manifest_list),   cmocka_unit_test(test_shipped_manifests_load),
-      cmocka_unit_test(test_fits_and_constraints),
+      cmocka_unit_test(test_fits_and_constraints), cmocka_unit_test(test_competing_class),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[300];

@@ -38,7 +38,19 @@ typedef struct cand_s {
   hct_summary_t timing[HCT_MAX_TOKEN_LIST];
   uint8_t timed[HCT_MAX_TOKEN_LIST];
   uint8_t verified[HCT_MAX_TOKEN_LIST]; /* its timed launches' outputs checked */
+  uint8_t in_timing[HCT_MAX_TOKEN_LIST]; /* in the deciding timing just made */
   hct_softkey_t sk;      /* what shaped its binary and figures */
+  int ref;               /* the candidate whose outputs it is checked
+                            against: the reference variant's default point
+                            for a bitwise one, the baseline for kl (whose
+                            error is the yardstick); -1 for the baseline */
+  int depth;             /* steps from the baseline along ref: checked in
+                            this order, so a reference is judged first */
+  int is_ref;            /* another candidate's bits must equal its own */
+  int ref_only;          /* here only as that reference (--variants or
+                            --points left it out): checked and timed, never
+                            decided for */
+  hct_parity_t competes; /* hct__variant_competes: the decisions it is in */
 } cand_t;
 
 typedef struct probe_s {
@@ -191,8 +203,81 @@ static int point_selected(const hct_probe_opts_t *o, const char *label) {
   return 0;
 }
 
+/* The candidate of variant v at point pt, or -1. */
+static int cand_of(const probe_t *P, const hct_variant_t *v, const hct_point_t *pt) {
+  for (int i = 0; i < P->n; i++) {
+    const cand_t *c = &P->cands[i];
+    int same = c->c.v == v;
+    for (int p = 0; same && p < v->n_params; p++) same = c->c.point.v[p] == pt->v[p];
+    if (same) return i;
+  }
+  return -1;
+}
+
+/* Fills the next candidate slot with variant v at point pt (P->n is not
+ * advanced: the caller decides whether it stays). */
+static cand_t *cand_fill(probe_t *P, const hct_variant_t *v, const hct_point_t *pt) {
+  cand_t *c = &P->cands[P->n];
+  memset(c, 0, sizeof *c);
+  c->c.op = P->op;
+  c->c.v = v;
+  c->c.point = *pt;
+  hct__point_json(v, pt, c->c.params, sizeof c->c.params);
+  snprintf(c->c.label, sizeof c->c.label, "%s %s", v->name, c->c.params);
+  c->job.backend = P->dev.backend;
+  hct__strlcpy(c->job.arch, P->dev.arch, sizeof c->job.arch);
+  c->job.op = P->op;
+  c->job.variant = v;
+  c->job.point = *pt;
+  return c;
+}
+
+/*
+ * What each candidate is checked against (cand_t.ref) and how deep it sits
+ * in the chain from the baseline.  A bitwise variant whose reference is
+ * not the baseline is checked against the reference variant's default
+ * point (hct__point_first), which joins the candidates (ref_only) when
+ * --variants or --points left it out; a variant whose reference cannot run
+ * on this card cannot be checked at all, and is skipped saying so.
+ */
+static int resolve_references(probe_t *P) {
+  for (int i = 0; i < P->n; i++) {
+    cand_t *c = &P->cands[i];
+    c->competes = hct__variant_competes(P->op, c->c.v);
+    c->ref = i == P->baseline ? -1 : P->baseline;
+    const hct_variant_t *rv = hct__variant_reference(P->op, c->c.v);
+    if (i == P->baseline || rv == NULL || rv->parity == HCT_PARITY_BASELINE) continue;
+    hct_point_t pt;
+    hct__point_first(rv, &pt);
+    int r = cand_of(P, rv, &pt);
+    char why[256];
+    if (r < 0 && !hct__variant_fits(rv, P->dev.backend, P->dev.arch_num, P->dev.warp_size, why, sizeof why)) {
+      progress(P, "skip", 0, 0, "%s: its reference %s cannot run here: %s", c->c.label, rv->name, why);
+      c->dead = 1;
+      continue;
+    }
+    if (r < 0) {
+      if (P->n == MAX_CANDS) return hct__error(HCT_ERANGE, "op '%s': more than %d candidates", P->op->name, MAX_CANDS);
+      cand_t *x = cand_fill(P, rv, &pt);
+      x->ref_only = 1;
+      r = P->n++;
+      c = &P->cands[i];
+    }
+    c->ref = r;
+    P->cands[r].is_ref = 1;
+  }
+  /* Depths: the manifest loader refuses a cycle, so n rounds settle them. */
+  for (int round = 0; round < P->n; round++)
+    for (int i = 0; i < P->n; i++) {
+      cand_t *c = &P->cands[i];
+      c->depth = c->ref < 0 ? 0 : P->cands[c->ref].depth + 1;
+    }
+  return 0;
+}
+
 /* Builds the candidate list: every point of every variant that fits the
- * card and supports at least one of the token counts asked for. */
+ * card and supports at least one of the token counts asked for, and the
+ * references they are checked against (resolve_references). */
 static int build_candidates(probe_t *P) {
   P->cands = calloc(MAX_CANDS, sizeof *P->cands);
   if (P->cands == NULL) return hct__error(HCT_ENOMEM, "out of memory");
@@ -213,12 +298,7 @@ static int build_candidates(probe_t *P) {
     int np = hct__param_points(v, pts, 64);
     for (int p = 0; p < np; p++) {
       if (P->n == MAX_CANDS) return hct__error(HCT_ERANGE, "op '%s': more than %d candidates", P->op->name, MAX_CANDS);
-      cand_t *c = &P->cands[P->n];
-      c->c.op = P->op;
-      c->c.v = v;
-      c->c.point = pts[p];
-      hct__point_json(v, &pts[p], c->c.params, sizeof c->c.params);
-      snprintf(c->c.label, sizeof c->c.label, "%s %s", v->name, c->c.params);
+      cand_t *c = cand_fill(P, v, &pts[p]);
       if (!is_base && !point_selected(P->o, c->c.label)) continue;
       int any = 0;
       for (int k = 0; k < P->tokens.n; k++)
@@ -227,18 +307,13 @@ static int build_candidates(probe_t *P) {
       /* The baseline is one candidate: its first point that fits. */
       if (is_base && P->baseline >= 0) continue;
       if (is_base) P->baseline = P->n;
-      c->job.backend = P->dev.backend;
-      hct__strlcpy(c->job.arch, P->dev.arch, sizeof c->job.arch);
-      c->job.op = P->op;
-      c->job.variant = v;
-      c->job.point = pts[p];
       P->n++;
     }
   }
   if (P->baseline < 0)
     return hct__error(HCT_EUNSUPPORTED, "op '%s': its baseline supports none of the token counts asked for",
                       P->op->name);
-  return 0;
+  return resolve_references(P);
 }
 
 static void compile_progress(void *arg, const hct_compile_job_t *job, int done, int total) {
@@ -500,7 +575,7 @@ static void judge_all(probe_t *P, const cand_t *c, const hct_worker_check_t *ck,
   figview_t v0 = view_first(ck);
   judge(P, c, &v0, vd);
   log[0] = '\0';
-  if (ck->deterministic == 0 && c->c.v->parity != HCT_PARITY_KL) {
+  if (ck->deterministic == 0 && (c->c.v->parity != HCT_PARITY_KL || c->is_ref)) {
     vd->status = "nondeterminism";
     vd->check = "determinism";
     snprintf(log, len, "T=%d%s seed %llu: two allocations on identical inputs gave different bits: "
@@ -575,10 +650,36 @@ static int judge_baseline(probe_t *P, const hct_worker_check_t *ck, int T, int p
 
 /* What a check call runs for candidate c (worker.h): every candidate the
  * runs of one allocation and the producer run; bitwise classes (the
- * baseline too) the second allocation that must give the same bits. */
+ * baseline too) and every reference of one the second allocation that must
+ * give the same bits (bits cannot equal bits that change run to run). */
 static int check_flags(const cand_t *c) {
   return HCT_CHECK_REPEAT | HCT_CHECK_PRODUCER |
-         (c->c.v->parity != HCT_PARITY_KL ? HCT_CHECK_TWIN : 0);
+         (c->c.v->parity != HCT_PARITY_KL || c->is_ref ? HCT_CHECK_TWIN : 0);
+}
+
+/*
+ * Candidate i cannot be checked at the k-th count: its reference (a
+ * variant it must equal bit for bit) did not pass its own class there.  A
+ * trial says why ("unsupported": no failure of its own, nothing
+ * quarantined), and it is out at that count only.
+ */
+static int reference_missing(probe_t *P, int i, int k, int pending, uint64_t seed) {
+  cand_t *c = &P->cands[i];
+  const cand_t *r = &P->cands[c->ref];
+  const int T = P->tokens.t[k];
+  char log[512];
+  snprintf(log, sizeof log, "T=%d%s: its reference %s did not pass its class here, so its bits "
+           "cannot be checked", T, pending ? " pending" : "", r->c.label);
+  hct_db_trial_t t;
+  trial_init(P, c, &t, "parity", T, pending);
+  hct__strlcpy(t.status, "unsupported", sizeof t.status);
+  t.seed = seed;
+  t.log = log;
+  int rc = hct__db_trial_add(P->db, &t, NULL);
+  c->failed[k] = 1;
+  progress(P, "reject", 0, 0, "%s: %s", c->c.label, log);
+  rejected(P, c, T, "parity", log);
+  return rc;
 }
 
 static int check_T(probe_t *P, int k, int pending) {
@@ -606,15 +707,21 @@ static int check_T(probe_t *P, int k, int pending) {
   t.figures_json = vd.figures;
   if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
 
+  /* Candidates by depth (resolve_references): a reference is judged on
+   * these inputs before any candidate whose bits must equal its own.
+   * passed_here: passed this check; holds: whose outputs the worker keeps
+   * as the reference of the next check. */
+  uint8_t passed_here[MAX_CANDS] = {0};
+  passed_here[P->baseline] = 1;
+  int holds = P->baseline, max_depth = 0;
+  for (int i = 0; i < P->n; i++) max_depth = HCT_MAX(max_depth, P->cands[i].depth);
+  for (int d = 1; d <= max_depth; d++)
   for (int i = 0; i < P->n; i++) {
     cand_t *c = &P->cands[i];
     char why[256];
-    if (i == P->baseline || c->dead || c->failed[k] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
+    if (c->depth != d || c->dead || c->failed[k] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
       continue;
     if ((rc = check_interrupt(P)) != 0) return rc;
-    if (c->c.v->parity == HCT_PARITY_BITWISE && strcmp(c->c.v->reference, base->c.v->name) != 0)
-      return hct__error(HCT_EUNSUPPORTED, "%s: reference '%s' is not the baseline '%s'", c->c.label,
-                        c->c.v->reference, base->c.v->name);
     /* A fresh worker draws the inputs and the float64 reference again
      * before it runs anything: let it do so on the baseline, with time for
      * that, so that the candidate's own run keeps the launch deadline. */
@@ -627,12 +734,34 @@ static int check_T(probe_t *P, int k, int pending) {
         return r != 0 ? r : rc;
       }
       P->fresh_worker = 0;
+      holds = P->baseline;
     }
-    rc = hct__worker_check(P->w, i, P->baseline, T, pending, seed, check_flags(c), deadline, &ck);
-    if (rc != 0) {
-      if ((rc = candidate_failed(P, i, "parity", rc, T, pending, seed)) != 0) return rc;
+    if (passed_here[c->ref] && c->ref != holds) {
+      /* The reference's own outputs become the worker's reference: a run
+       * of it without one (worker.h), so that a fault there is its own. */
+      hct_worker_check_t own;
+      rc = hct__worker_check(P->w, c->ref, -1, T, pending, seed, HCT_CHECK_REPEAT, deadline, &own);
+      if (rc != 0) {
+        if ((rc = candidate_failed(P, c->ref, "parity", rc, T, pending, seed)) != 0) return rc;
+        passed_here[c->ref] = 0;
+        holds = -1;
+      } else {
+        holds = c->ref;
+      }
+    }
+    if (!passed_here[c->ref]) {
+      /* Not this candidate's fault, and nothing to compare its bits with:
+       * out at this T only, unchecked ("unsupported": no failure). */
+      if ((rc = reference_missing(P, i, k, pending, seed)) != 0) return rc;
       continue;
     }
+    rc = hct__worker_check(P->w, i, c->ref, T, pending, seed, check_flags(c), deadline, &ck);
+    if (rc != 0) {
+      if ((rc = candidate_failed(P, i, "parity", rc, T, pending, seed)) != 0) return rc;
+      if (holds == i) holds = -1;
+      continue;
+    }
+    holds = c->ref; /* a check with a reference leaves the worker holding it */
     if (!P->producer_warned && strncmp(ck.producer_skipped, "the producer kernel", 19) == 0) {
       /* The producer check cannot run on this card: say so once, loudly. */
       P->producer_warned = 1;
@@ -654,6 +783,8 @@ static int check_T(probe_t *P, int k, int pending) {
       hct__worker_unload(P->w, i);
       progress(P, "reject", 0, 0, "%s: %s check: %s: %s", c->c.label, vd.check, vd.status, log);
       rejected(P, c, T, vd.check, log);
+    } else {
+      passed_here[i] = 1;
     }
   }
   return 0;
@@ -687,6 +818,10 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
       if (!c->dead && c->passed[kT] && !c->failed[kT] && (only == NULL || only[i])) ids[n++] = i;
     }
     if (n == 0) return 0;
+    if (decides) {
+      for (int i = 0; i < P->n; i++) P->cands[i].in_timing[kT] = 0;
+      for (int q = 0; q < n; q++) P->cands[ids[q]].in_timing[kT] = 1;
+    }
     json_t *opts = json_pack("{s:i, s:i, s:[i], s:f, s:i}", "batch", P->op->batch, "cold", cold,
                              "no_prune", P->baseline, "max_seconds",
                              0.5 * HCT_MAX(1, P->o->sample_factor), "max_rounds",
@@ -702,7 +837,7 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
     json_t *ranks = json_array();
     uint8_t rank[MAX_CANDS];
     for (int k = 0; k < n; k++) {
-      rank[k] = P->cands[ids[k]].c.v->parity == HCT_PARITY_KL;
+      rank[k] = P->cands[ids[k]].competes == HCT_PARITY_KL;
       json_array_append_new(ranks, json_integer(rank[k]));
     }
     json_object_set_new(opts, "ranks", ranks);
@@ -815,7 +950,7 @@ static int timed_ok(probe_t *P, const cand_t *c, const hct_worker_verify_t *v, c
   if (v->unwritten > 0) what = "elements left unwritten";
   else if (v->nonfinite > 0) what = "elements not finite";
   else if (v->image_mismatches > 0) what = "16-bit images not the rounding of their f32 output";
-  else if (!kl && v->mismatches > 0) what = "bits differ from the baseline's";
+  else if (!kl && v->mismatches > 0) what = "bits differ from its reference's";
   else if (kl && !(v->max_dist <= dist_limit)) what = "far from the baseline's outputs";
   for (int j = 0; kl && what == NULL && j < v->n; j++) {
     const hct_parity_figs_t *f = &v->first[j], *bf = &v->ref_first[j];
@@ -834,11 +969,38 @@ static int timed_ok(probe_t *P, const cand_t *c, const hct_worker_verify_t *v, c
 }
 
 /*
+ * For a wanted candidate i of verify_T whose reference is not the
+ * baseline: the reference, unless verified already, is wanted too (and its
+ * own reference, up the chain).  A reference that is out, or was not in
+ * the timing just made (the worker replays only those), leaves nothing to
+ * verify i's bits against: i is not timed at k then (it cannot be decided
+ * for) and *changed is set.
+ */
+static int verify_ref(probe_t *P, int k, int i, uint8_t *want, int *changed) {
+  for (cand_t *c = &P->cands[i]; c->ref >= 0 && c->ref != P->baseline; c = &P->cands[c->ref]) {
+    cand_t *r = &P->cands[c->ref];
+    if (r->verified[k]) return 0;
+    if (r->dead || !r->in_timing[k]) {
+      cand_t *x = &P->cands[i];
+      x->timed[k] = 0;
+      *changed = 1;
+      progress(P, "verify", 0, 0, "T=%d: %s cannot be verified: its reference %s is out or was not timed",
+               P->tokens.t[k], x->c.label, r->c.label);
+      return 0;
+    }
+    want[c->ref] = 1;
+  }
+  return 0;
+}
+
+/*
  * Verifies after timing at the k-th count, before any decision: the
  * winners of both classes (every timed candidate with verify_all), whose
  * timed launches' outputs must pass timed_ok.  One that fails is recorded
  * ("timed"), quarantined and out everywhere, and the winners are chosen
- * again, until every winner is verified.  Each one put out is flagged in
+ * again, until every winner is verified.  A bitwise candidate is verified
+ * against its reference's timed outputs once the reference's own are
+ * (verify_ref), one reference per worker call.  Each one put out is flagged in
  * out[] (indexed like P->cands), and *incomplete set when a replay failed
  * and left the others unverified: time_pass then times again.  The worker
  * keeps the timing's allocation only until its next request of another
@@ -848,33 +1010,49 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
   const int T = P->tokens.t[k];
   int dead[MAX_CANDS], ndead = 0, rc = 0;
   for (;;) {
-    int ids[MAX_CANDS], n = 0;
+    int ids[MAX_CANDS], n = 0, vref = -1;
+    uint8_t want[MAX_CANDS] = {0};
     for (int i = 0; i < P->n; i++) {
       cand_t *c = &P->cands[i];
       if (i == P->baseline || c->dead || !c->timed[k] || c->verified[k]) continue;
-      int want = P->o->verify_all;
-      for (int kl = 0; kl <= 1 && !want; kl++) want = winner_at(P, k, kl, 0) == i;
-      if (want) ids[n++] = i;
+      want[i] = P->o->verify_all;
+      for (int kl = 0; kl <= 1 && !want[i]; kl++) want[i] = winner_at(P, k, kl, 0) == i;
+    }
+    /* Bits equal to a reference's are verified only once the reference's
+     * own timed outputs are: its reference is wanted first (verify_ref). */
+    int changed = 0;
+    for (int i = 0; i < P->n; i++)
+      if (want[i] && (rc = verify_ref(P, k, i, want, &changed)) != 0) return rc;
+    if (changed) continue; /* a winner could not be verified: choose again */
+    /* One reference per call: the first wanted candidate whose reference
+     * is verified (or the baseline) names it, the others of that
+     * reference join it. */
+    for (int i = 0; i < P->n; i++) {
+      const cand_t *c = &P->cands[i];
+      if (!want[i] || (c->ref != P->baseline && !P->cands[c->ref].verified[k])) continue;
+      if (vref < 0) vref = c->ref;
+      if (c->ref == vref) ids[n++] = i;
     }
     if (n == 0) break;
     hct_worker_verify_t *vr = calloc((size_t)n, sizeof *vr);
     if (vr == NULL) return hct__error(HCT_ENOMEM, "out of memory");
-    progress(P, "verify", 0, n, "T=%d: the timed launches' outputs of %d candidates", T, n);
+    progress(P, "verify", 0, n, "T=%d: the timed launches' outputs of %d candidates against %s", T, n,
+             P->cands[vref].c.label);
     int failed = -1;
-    rc = hct__worker_verify(P->w, ids, n, P->baseline, 60000 + 2000 * n, vr, &failed);
+    rc = hct__worker_verify(P->w, ids, n, vref, 60000 + 2000 * n, vr, &failed);
     if (rc != 0) {
       /* One candidate's replay failed: it is out (and a dead worker
        * restarted, the timing's allocation with it: the others stay
        * unverified, and time_pass times them again). */
       free(vr);
       if (failed >= 0 && failed != P->baseline) {
+        /* A reference's replay failing is that reference's fault. */
         rc = candidate_failed(P, failed, "timed", rc, T, 0, 0);
         out[failed] = 1;
         *incomplete = 1;
       }
       break;
     }
-    int any_failed = 0;
     for (int q = 0; q < n && rc == 0; q++) {
       cand_t *c = &P->cands[ids[q]];
       char log[768];
@@ -895,7 +1073,6 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
         c->verified[k] = 1;
         continue;
       }
-      any_failed = 1;
       char line[800];
       snprintf(line, sizeof line, "T=%d: %s", T, log);
       rc = record_failure(P, c, "timed", "timed", T, 0, 0, figs, line);
@@ -906,7 +1083,7 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
       rejected(P, c, T, "timed", line);
     }
     free(vr);
-    if (!any_failed || rc != 0) break;
+    if (rc != 0) break; /* else the winners may have changed: choose again */
   }
   progress_end(P);
   for (int q = 0; q < ndead; q++) hct__worker_unload(P->w, dead[q]);
@@ -945,7 +1122,8 @@ static int winner_at(probe_t *P, int k, int allow_kl, int verified_only) {
     const cand_t *c = &P->cands[i];
     if (c->dead || !c->timed[k]) continue;
     if (verified_only && !c->verified[k] && i != P->baseline) continue;
-    if (c->c.v->parity == HCT_PARITY_KL && !allow_kl) continue;
+    if (c->ref_only || !hct__variant_in_decision(P->op, c->c.v, allow_kl ? HCT_PARITY_KL : HCT_PARITY_BITWISE))
+      continue;
     if (i == P->baseline) incumbent = m;
     memset(&P->pick[m], 0, sizeof P->pick[m]);
     P->pick[m].s = c->timing[k];
@@ -1001,7 +1179,8 @@ static int decide(probe_t *P, json_t *result) {
       x->tmax = end;
       hct__strlcpy(x->variant, c->c.v->name, sizeof x->variant);
       hct__strlcpy(x->params, c->c.params, sizeof x->params);
-      hct__strlcpy(x->variant_class, hct__parity_name(c->c.v->parity), sizeof x->variant_class);
+      /* The class it competes in: what its bits promise an engine. */
+      hct__strlcpy(x->variant_class, hct__parity_name(c->competes), sizeof x->variant_class);
       hct__strlcpy(x->template_hash, c->job.template_hash, sizeof x->template_hash);
       hct__strlcpy(x->binary_key, c->job.key, sizeof x->binary_key);
       hct__strlcpy(x->source, "probe", sizeof x->source);
