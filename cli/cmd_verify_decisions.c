@@ -91,6 +91,31 @@ static void not_timed_why(const hct_timed_rows_t *rows, const rejections_t *rej,
            out ? " check)" : "");
 }
 
+/*
+ * The token counts a decision was made from: its evidence's per-T counts
+ * (a range of the prefill op covers counts up to the midpoints to the
+ * probed ones, which were not measured and are not re-timed), else every
+ * count of its range when that fits in a token list, else its two ends.
+ */
+static void decision_tokens(const hct_db_decision_t *d, hct_tokens_t *out) {
+  memset(out, 0, sizeof *out);
+  json_t *ev = json_loads(d->evidence_json, 0, NULL);
+  json_t *per = json_object_get(ev, "per_T"), *x;
+  size_t i;
+  json_array_foreach(per, i, x) {
+    json_int_t T = json_integer_value(json_object_get(x, "T"));
+    if (T >= d->tmin && T <= d->tmax) hct__tokens_add(out, (int)T);
+  }
+  json_decref(ev);
+  if (out->n > 0) return;
+  if (d->tmax - d->tmin < HCT_MAX_TOKEN_LIST) {
+    for (int T = d->tmin; T <= d->tmax; T++) hct__tokens_add(out, T);
+    return;
+  }
+  hct__tokens_add(out, d->tmin);
+  hct__tokens_add(out, d->tmax);
+}
+
 int cmd_verify_decisions(int argc, char **argv) {
   const char *device = NULL, *only_op = NULL;
   double limit = 1.03;
@@ -165,9 +190,11 @@ int cmd_verify_decisions(int argc, char **argv) {
     rows.n = 0;
     rej.n = 0;
     for (int j = i; j < nd; j++)
-      if (strcmp(d[j].keys.uuid, d[i].keys.uuid) == 0 && strcmp(d[j].op, d[i].op) == 0)
-        for (int T = d[j].tmin; T <= d[j].tmax && o.tokens.n < HCT_MAX_TOKEN_LIST; T++)
-          hct__tokens_add(&o.tokens, T);
+      if (strcmp(d[j].keys.uuid, d[i].keys.uuid) == 0 && strcmp(d[j].op, d[i].op) == 0) {
+        hct_tokens_t tj;
+        decision_tokens(&d[j], &tj);
+        for (int q = 0; q < tj.n && o.tokens.n < HCT_MAX_TOKEN_LIST; q++) hct__tokens_add(&o.tokens, tj.t[q]);
+      }
     if ((rc = hct__probe(&o)) == 0 && (rows.oom || rej.oom))
       rc = hct__error(HCT_ENOMEM, "out of memory for the timed rows");
     if (rc != 0) {
@@ -184,11 +211,16 @@ int cmd_verify_decisions(int argc, char **argv) {
         printf("%-14.14s %-10s %-8s %2d-%-2d  %-28.28s REJECTED by the %s check at T=%d: %s\n",
                d[j].keys.uuid, d[j].op, d[j].parity, d[j].tmin, d[j].tmax, d[j].variant,
                out->check, out->T, out->why);
-        checked += d[j].tmax - d[j].tmin + 1;
+        hct_tokens_t tj;
+        decision_tokens(&d[j], &tj);
+        checked += tj.n;
         worst_fail = 1;
         continue;
       }
-      for (int T = d[j].tmin; T <= d[j].tmax; T++) {
+      hct_tokens_t tj;
+      decision_tokens(&d[j], &tj);
+      for (int q = 0; q < tj.n; q++) {
+        const int T = tj.t[q];
         const hct_timed_row_t *chosen = NULL, *best = NULL;
         for (int k = 0; k < rows.n; k++) {
           const hct_timed_row_t *r = &rows.r[k];

@@ -159,10 +159,27 @@ typedef struct hct_op_s {
   /* kl parity factors, relative to the baseline's own error */
   double kl_mean_factor, kl_abs_floor, maxerr_factor;
   int timing_cold;          /* 1: cold (rotating weights) decides */
-  int batch;                /* launches per timed graph (96) */
+  char batch_expr[96];      /* launches per timed graph: an integer, or an
+                               expression of T and the constants ("96") */
+  int batch;                /* its value at tmin (for display; the probe and
+                               the worker use hct__op_batch at each T) */
+  int probe_tokens[HCT_MAX_TOKEN_LIST]; /* representative counts probed by
+                               default (manifest "probe_tokens"), ascending */
+  int n_probe_tokens;       /* 0: every count of the range */
   hct_variant_t variants[HCT_MAX_VARIANTS];
   int n_variants;
 } hct_op_t;
+
+/* The largest batch of launches a timed graph may hold (the worker's). */
+#define HCT_MAX_BATCH 4096
+
+/* Launches per timed graph at T: timing.batch evaluated over T and the
+ * constants; HCT_ERANGE (with a message) outside 1..HCT_MAX_BATCH. */
+int hct__op_batch(const hct_op_t *op, int T);
+/* The counts a probe takes when none are named: probe_tokens, else every
+ * count of the range when it fits in one token list, else HCT_ERANGE
+ * asking for --tokens. */
+int hct__op_probe_tokens(const hct_op_t *op, hct_tokens_t *out);
 
 /* Loads <kernels_dir>/<op>/manifest.json.  Every error names the file and
  * the field. */

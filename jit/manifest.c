@@ -146,6 +146,59 @@ static void check_expr(ctx_t *c, const hct_symtab_t *names, const char *expr, co
   }
 }
 
+/* "probe_tokens": the representative counts probed by default, ascending,
+ * distinct, inside the op's range, at most one token list. */
+static int load_probe_tokens(ctx_t *c, json_t *root, hct_op_t *op) {
+  json_t *pt = json_object_get(root, "probe_tokens");
+  if (pt == NULL) return 0;
+  if (!json_is_array(pt) || json_array_size(pt) == 0 || json_array_size(pt) > HCT_MAX_TOKEN_LIST) {
+    char cause[128];
+    snprintf(cause, sizeof cause, "must be an array of 1 to %d token counts", HCT_MAX_TOKEN_LIST);
+    return bad(c, "probe_tokens", cause);
+  }
+  size_t i;
+  json_t *x;
+  json_array_foreach(pt, i, x) {
+    long long T = json_is_integer(x) ? json_integer_value(x) : -1;
+    char cause[160];
+    snprintf(cause, sizeof cause, "item %zu (%lld) must be a count in the op's tokens %d..%d, above the one before it",
+             i, T, op->tmin, op->tmax);
+    if (T < op->tmin || T > op->tmax || (i > 0 && T <= op->probe_tokens[i - 1])) return bad(c, "probe_tokens", cause);
+    op->probe_tokens[op->n_probe_tokens++] = (int)T;
+  }
+  return 0;
+}
+
+int hct__op_batch(const hct_op_t *op, int T) {
+  hct_symtab_t syms = op->constants;
+  hct__symtab_set(&syms, "T", T);
+  int64_t b = 0;
+  int rc = hct__expr_eval(op->batch_expr, &syms, &b);
+  if (rc != 0) {
+    char cause[512];
+    snprintf(cause, sizeof cause, "%s", hct_last_error());
+    return hct__error(rc, "op '%s': timing.batch '%s' at T=%d: %s", op->name, op->batch_expr, T, cause);
+  }
+  if (b < 1 || b > HCT_MAX_BATCH)
+    return hct__error(HCT_ERANGE, "op '%s': timing.batch '%s' is %lld at T=%d, outside 1..%d", op->name,
+                      op->batch_expr, (long long)b, T, HCT_MAX_BATCH);
+  return (int)b;
+}
+
+int hct__op_probe_tokens(const hct_op_t *op, hct_tokens_t *out) {
+  memset(out, 0, sizeof *out);
+  if (op->n_probe_tokens > 0) {
+    for (int k = 0; k < op->n_probe_tokens; k++) hct__tokens_add(out, op->probe_tokens[k]);
+    return 0;
+  }
+  if (op->tmax - op->tmin >= HCT_MAX_TOKEN_LIST)
+    return hct__error(HCT_ERANGE, "op '%s': its range %d..%d is more than %d token counts and its manifest "
+                      "names no probe_tokens: name some with --tokens", op->name, op->tmin, op->tmax,
+                      HCT_MAX_TOKEN_LIST);
+  for (int T = op->tmin; T <= op->tmax; T++) hct__tokens_add(out, T);
+  return 0;
+}
+
 static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, int idx) {
   char field[160];
   snprintf(field, sizeof field, "variants[%d]", idx);
@@ -391,20 +444,34 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
     if ((x = json_object_get(kl, "abs_floor"))) op->kl_abs_floor = json_number_value(x);
     if ((x = json_object_get(kl, "maxerr_factor"))) op->maxerr_factor = json_number_value(x);
   }
+  if (load_probe_tokens(c, root, op) != 0) return c->err;
   json_t *timing = json_object_get(root, "timing");
   op->timing_cold = 1;
-  op->batch = 96;
+  hct__strlcpy(op->batch_expr, "96", sizeof op->batch_expr);
   if (timing != NULL) {
     const char *mode = get_str(c, timing, "mode", "timing.mode", 0);
     if (mode != NULL && strcmp(mode, "cold") != 0 && strcmp(mode, "hot") != 0)
       return bad(c, "timing.mode", "must be cold or hot");
     if (mode != NULL) op->timing_cold = strcmp(mode, "cold") == 0;
     json_t *x = json_object_get(timing, "batch");
-    if (x != NULL) {
-      if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > 10000)
-        return bad(c, "timing.batch", "must be an integer in 1..10000");
-      op->batch = (int)json_integer_value(x);
+    if (x != NULL) get_expr(c, x, op->batch_expr, sizeof op->batch_expr, "timing.batch");
+    check_expr(c, &names, op->batch_expr, "timing.batch");
+    if (c->err) return c->err;
+  }
+  /* The batch must be a launch count the worker takes at every count the
+   * op is probed at by default, and at both ends of its range. */
+  int at[HCT_MAX_TOKEN_LIST + 2], n_at = 0;
+  at[n_at++] = op->tmin;
+  at[n_at++] = op->tmax;
+  for (int k = 0; k < op->n_probe_tokens; k++) at[n_at++] = op->probe_tokens[k];
+  for (int k = 0; k < n_at; k++) {
+    int b = hct__op_batch(op, at[k]);
+    if (b < 0) {
+      char cause[600];
+      snprintf(cause, sizeof cause, "at T=%d: %s", at[k], hct_last_error());
+      return bad(c, "timing.batch", cause);
     }
+    if (k == 0) op->batch = b;
   }
 
   json_t *vars = json_object_get(root, "variants");

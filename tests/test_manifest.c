@@ -260,6 +260,61 @@ static void test_competing_class(void **state) {
   hct__manifest_free(op);
 }
 
+/* "probe_tokens" and a "timing.batch" that is an expression of T. */
+static void test_probe_tokens_and_batch(void **state) {
+  (void)state;
+  write_manifest("t", "{\"op\":\"t\",\"tokens\":[16,32768],\"probe_tokens\":[16,512,32768],"
+                 "\"constants\":{\"N\":1024},\"timing\":{\"batch\":\"max(2, min(96, 65536 / T))\"},"
+                 "\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\",\"elems\":\"T*N\"},"
+                 "{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T*N\"}],"
+                 "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}");
+  hct_op_t *op;
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  hct_tokens_t t;
+  assert_int_equal(hct__op_probe_tokens(op, &t), 0);
+  assert_int_equal(t.n, 3);
+  assert_true(t.t[0] == 16 && t.t[1] == 512 && t.t[2] == 32768);
+  assert_int_equal(hct__op_batch(op, 16), 96);
+  assert_int_equal(hct__op_batch(op, 2048), 32);
+  assert_int_equal(hct__op_batch(op, 32768), 2);
+  assert_int_equal(op->batch, 96); /* at tmin, for display */
+  /* Without probe_tokens a range too large for a list asks for --tokens. */
+  op->n_probe_tokens = 0;
+  assert_int_equal(hct__op_probe_tokens(op, &t), HCT_ERANGE);
+  assert_non_null(strstr(hct_last_error(), "names no probe_tokens: name some with --tokens"));
+  hct__manifest_free(op);
+
+  /* An integer batch, and a small range probed densely by default. */
+  write_manifest("t", GOOD_HEAD "\"timing\":{\"batch\":32},\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}");
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  assert_int_equal(hct__op_batch(op, 3), 32);
+  assert_int_equal(hct__op_probe_tokens(op, &t), 0);
+  assert_true(t.n == 4 && t.t[0] == 1 && t.t[3] == 4);
+  hct__manifest_free(op);
+
+  static const struct {
+    const char *head, *needle;
+  } bad[] = {
+      {"\"probe_tokens\":[1,8],", "probe_tokens: item 1 (8) must be a count in the op's tokens 1..4"},
+      {"\"probe_tokens\":[2,2],", "item 1 (2)"},
+      {"\"probe_tokens\":[],", "probe_tokens: must be an array of 1 to 64"},
+      {"\"probe_tokens\":[\"x\"],", "item 0 (-1)"},
+      {"\"timing\":{\"batch\":\"4-T\"},", "timing.batch: at T=4: op 't': timing.batch '4-T' is 0 at T=4, outside 1..4096"},
+      {"\"timing\":{\"batch\":\"Q*2\"},", "unknown name 'Q'"},
+      {"\"timing\":{\"batch\":5000},", "is 5000 at T=1"},
+      {"\"timing\":{\"batch\":[1]},", "timing.batch: must be a number or an expression"},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(bad); i++) {
+    char text[4096];
+    snprintf(text, sizeof text, GOOD_HEAD "%s\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}", bad[i].head);
+    write_manifest("t", text);
+    op = NULL;
+    int rc = hct__manifest_load(tmpdir, "t", &op);
+    if (rc != HCT_EMANIFEST || strstr(hct_last_error(), bad[i].needle) == NULL)
+      fail_msg("case %zu: rc %d, message '%s' lacks '%s'", i, rc, hct_last_error(), bad[i].needle);
+  }
+}
+
 static void test_manifest_list(void **state) {
   (void)state;
   write_manifest("t", "{}");
@@ -304,6 +359,7 @@ int main(void) {
       cmocka_unit_test(test_manifest_good),   cmocka_unit_test(test_manifest_errors),
       cmocka_unit_test(test_manifest_list),   cmocka_unit_test(test_shipped_manifests_load),
       cmocka_unit_test(test_fits_and_constraints), cmocka_unit_test(test_competing_class),
+      cmocka_unit_test(test_probe_tokens_and_batch),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[300];

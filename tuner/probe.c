@@ -822,7 +822,9 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
       for (int i = 0; i < P->n; i++) P->cands[i].in_timing[kT] = 0;
       for (int q = 0; q < n; q++) P->cands[ids[q]].in_timing[kT] = 1;
     }
-    json_t *opts = json_pack("{s:i, s:i, s:[i], s:f, s:i}", "batch", P->op->batch, "cold", cold,
+    const int batch = hct__op_batch(P->op, T);
+    if (batch < 0) return batch;
+    json_t *opts = json_pack("{s:i, s:i, s:[i], s:f, s:i}", "batch", batch, "cold", cold,
                              "no_prune", P->baseline, "max_seconds",
                              0.5 * HCT_MAX(1, P->o->sample_factor), "max_rounds",
                              60 * HCT_MAX(1, P->o->sample_factor));
@@ -848,7 +850,7 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
       return hct__error(HCT_ENOMEM, "out of memory");
     }
     progress(P, "time", 0, n, "T=%d: %d candidates, %s, %d launches per graph", T, n,
-             cold ? "cold" : "hot", P->op->batch);
+             cold ? "cold" : "hot", batch);
     int failed = -1;
     int deadline = 60000 + (int)(n * 2000 * HCT_MAX(1, P->o->sample_factor));
     rc = hct__worker_time(P->w, ids, n, T, hct__rng_next(&P->rng), opts, deadline, res, &failed);
@@ -891,7 +893,7 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
       t.throttled = r->throttled;
       char figs[320];
       snprintf(figs, sizeof figs, "{\"batch\":%d,\"rounds\":%d,\"clock_checked\":%d,\"rel_ci\":%.4g,"
-               "\"seconds\":%.3f,\"max\":%.3f,\"decides\":%d}", P->op->batch, r->rounds,
+               "\"seconds\":%.3f,\"max\":%.3f,\"decides\":%d}", batch, r->rounds,
                r->clock_checked, isfinite(r->s.rel_ci) ? r->s.rel_ci : -1.0, r->seconds, r->s.max,
                decides);
       t.figures_json = figs;
@@ -1134,6 +1136,21 @@ static int winner_at(probe_t *P, int k, int allow_kl, int verified_only) {
   return w >= 0 ? P->pick_of[w] : -1;
 }
 
+/*
+ * A range covers counts that were not probed: it ends, on either side,
+ * before the first count its winner does not support there (its variant's
+ * tokens, a constraint over T), counted from the probed counts it was made
+ * of outward.  Those counts are left to the baseline.
+ */
+static void trim_to_support(probe_t *P, const cand_t *c, int first, int last, int *lo, int *hi) {
+  char why[256];
+  int a = P->tokens.t[first], b = P->tokens.t[last];
+  while (a > *lo && hct__run_supports(&c->c, &P->dev, a - 1, why, sizeof why)) a--;
+  while (b < *hi && hct__run_supports(&c->c, &P->dev, b + 1, why, sizeof why)) b++;
+  *lo = a;
+  *hi = b;
+}
+
 static int decide(probe_t *P, json_t *result) {
   /* The classes a decision is made for, the second also taking the
    * first's variants. */
@@ -1141,35 +1158,36 @@ static int decide(probe_t *P, json_t *result) {
   int rc = 0;
   json_t *jdec = json_array();
   for (int k = 0; k < 2; k++) {
-    /* The winner per T, as its label, merged into ranges of adjacent T
-     * with the same winner (tuner/stats.c). */
-    /* label[T - t0] for every T from the first count probed to the last,
-     * NULL where none was probed or won, so that only adjacent counts
-     * merge. */
-    const int t0 = P->tokens.t[0], t1 = P->tokens.t[P->tokens.n - 1];
+    /* The winner per probed T, as its label; each count covers the
+     * counts up to the geometric midpoints to its neighbours among the
+     * op's representative counts, and equal neighbours merge
+     * (hct__cover_ranges, tuner/stats.c). */
     int win[HCT_MAX_TOKEN_LIST];
-    const char **label = calloc((size_t)(t1 - t0 + 1), sizeof *label);
-    hct_range_t ranges[HCT_MAX_TOKEN_LIST];
-    hct_db_decision_t *d = calloc(HCT_MAX_TOKEN_LIST, sizeof *d);
-    int nr = HCT_ENOMEM;
-    if (label != NULL) {
-      for (int kT = 0; kT < P->tokens.n; kT++) {
-        win[kT] = winner_at(P, kT, classes[k] == HCT_PARITY_KL, 1);
-        label[P->tokens.t[kT] - t0] = win[kT] >= 0 ? P->cands[win[kT]].c.label : NULL;
-      }
-      nr = hct__merge_ranges(label, t0, t1, ranges, HCT_MAX_TOKEN_LIST);
+    const char *label[HCT_MAX_TOKEN_LIST];
+    hct_cover_t ranges[HCT_MAX_TOKEN_LIST];
+    hct_tokens_t rep;
+    /* An op without probe_tokens whose range is too large for a list: the
+     * counts probed are its representatives. */
+    if (hct__op_probe_tokens(P->op, &rep) != 0) rep = P->tokens;
+    hct__error_clear();
+    for (int kT = 0; kT < P->tokens.n; kT++) {
+      win[kT] = winner_at(P, kT, classes[k] == HCT_PARITY_KL, 1);
+      label[kT] = win[kT] >= 0 ? P->cands[win[kT]].c.label : NULL;
     }
-    free(label);
+    int nr = hct__cover_ranges(P->tokens.t, label, P->tokens.n, rep.t, rep.n, P->op->tmin,
+                               P->op->tmax, ranges, HCT_MAX_TOKEN_LIST);
+    hct_db_decision_t *d = calloc(HCT_MAX_TOKEN_LIST, sizeof *d);
     if (d == NULL || nr < 0) {
       free(d);
       json_decref(jdec);
-      return nr < 0 && nr != HCT_ENOMEM ? nr : hct__error(HCT_ENOMEM, "out of memory");
+      return nr < 0 ? nr : hct__error(HCT_ENOMEM, "out of memory");
     }
     int nd = 0;
-    for (int r = 0; r < nr; r++) {
-      const int T = ranges[r].tmin, end = ranges[r].tmax;
-      const int kT = hct__tokens_index(&P->tokens, T), kend = hct__tokens_index(&P->tokens, end);
+    for (int r = 0; r < nr && r < HCT_MAX_TOKEN_LIST; r++) {
+      const int kT = ranges[r].first, kend = ranges[r].last;
       const cand_t *c = &P->cands[win[kT]];
+      int T = ranges[r].tmin, end = ranges[r].tmax;
+      trim_to_support(P, c, kT, kend, &T, &end);
       const cand_t *b = &P->cands[P->baseline];
       hct_db_decision_t *x = &d[nd++];
       x->keys = P->keys;
@@ -1218,8 +1236,8 @@ static int decide(probe_t *P, json_t *result) {
 
 static void print_table(probe_t *P) {
   const cand_t *b = &P->cands[P->baseline];
-  printf("%s on %s (%s, %s), %s, %d launches per graph\n", P->op->name, P->dev.name,
-         P->dev.uuid, P->dev.arch, P->op->timing_cold ? "cold" : "hot", P->op->batch);
+  printf("%s on %s (%s, %s), %s, %s launches per graph\n", P->op->name, P->dev.name,
+         P->dev.uuid, P->dev.arch, P->op->timing_cold ? "cold" : "hot", P->op->batch_expr);
   printf("%4s  %-34s %10s %10s %8s  %-34s %10s %8s\n", "T", "bitwise winner", "us", "baseline",
          "speedup", "kl winner", "us", "speedup");
   for (int k = 0; k < P->tokens.n; k++) {
@@ -1271,16 +1289,10 @@ int hct__probe(const hct_probe_opts_t *o) {
     rc = hct__error(HCT_ENOENT, "op '%s': hctune has no host implementation for it", P.op->name);
     goto out;
   }
-  /* No token list: the op's range, when it fits in one list. */
+  /* No token list: the op's representative counts (probe_tokens), else
+   * its range when it fits in one list. */
   P.tokens = o->tokens;
-  if (P.tokens.n == 0) {
-    if (P.op->tmax - P.op->tmin >= HCT_MAX_TOKEN_LIST) {
-      rc = hct__error(HCT_ERANGE, "op '%s': its range %d..%d is more than %d token counts: name some with --tokens",
-                      P.op->name, P.op->tmin, P.op->tmax, HCT_MAX_TOKEN_LIST);
-      goto out;
-    }
-    for (int T = P.op->tmin; T <= P.op->tmax; T++) hct__tokens_add(&P.tokens, T);
-  }
+  if (P.tokens.n == 0 && (rc = hct__op_probe_tokens(P.op, &P.tokens)) != 0) goto out;
   for (int k = 0; k < P.tokens.n; k++) {
     const int T = P.tokens.t[k];
     if (T < P.op->tmin || T > P.op->tmax) {

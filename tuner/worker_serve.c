@@ -736,11 +736,15 @@ static int req_time(worker_t *W, json_t *req, json_t *reply) {
   for (int k = 0; k < n; k++)
     if ((rc = need_cand(W, json_integer_value(json_array_get(ids, (size_t)k)), &cs[k])) != 0) return rc;
   const hct_op_t *op = cs[0]->c.op;
-  if ((rc = get_int(req, "tokens", 1, 0, &T)) != 0 || (rc = get_int(req, "seed", 1, 0, &seed)) != 0 ||
-      (rc = get_int(req, "batch", 0, op->batch, &batch)) != 0 ||
+  if ((rc = get_int(req, "tokens", 1, 0, &T)) != 0 || (rc = get_int(req, "seed", 1, 0, &seed)) != 0)
+    return rc;
+  /* No "batch": the manifest's, at this T. */
+  int dflt_batch = hct__op_batch(op, (int)T);
+  if (dflt_batch < 0 && json_object_get(req, "batch") == NULL) return dflt_batch;
+  if ((rc = get_int(req, "batch", 0, dflt_batch, &batch)) != 0 ||
       (rc = get_int(req, "cold", 0, op->timing_cold, &cold)) != 0)
     return rc;
-  if (batch < 1 || batch > 4096) return hct__error(HCT_ERANGE, "request 'time': batch %lld", (long long)batch);
+  if (batch < 1 || batch > HCT_MAX_BATCH) return hct__error(HCT_ERANGE, "request 'time': batch %lld", (long long)batch);
   hct_timing_opts_t to;
   memset(&to, 0, sizeof to);
   if ((rc = timing_opts(req, &to)) != 0) return rc;
