@@ -9,52 +9,12 @@
  * the weights are bf16 values.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include "tuner.h"
-
-/* ---- a small parallel for ---------------------------------------------------*/
-
-typedef void (*range_fn)(void *ctx, int begin, int end);
-
-typedef struct par_job_s {
-  range_fn fn;
-  void *ctx;
-  int begin, end;
-} par_job_t;
-
-static void *par_main(void *arg) {
-  par_job_t *j = arg;
-  j->fn(j->ctx, j->begin, j->end);
-  return NULL;
-}
-
-/* Runs fn over [0, n) split into contiguous ranges, one per core (at most
- * 16); a thread that cannot be started runs its range on this one. */
-static void par_for(int n, range_fn fn, void *ctx) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  /* A probe of several cards at once gives each its share (multiprobe.c). */
-  const char *share = getenv("HCTUNE_THREADS");
-  if (share != NULL && atol(share) > 0) cores = atol(share);
-  int nt = cores < 1 ? 1 : cores > 16 ? 16 : (int)cores;
-  if (nt > n) nt = n < 1 ? 1 : n;
-  pthread_t th[16];
-  par_job_t jobs[16];
-  int started[16] = {0};
-  for (int i = 0; i < nt; i++) {
-    jobs[i] = (par_job_t){fn, ctx, (int)((int64_t)n * i / nt), (int)((int64_t)n * (i + 1) / nt)};
-    if (i > 0) started[i] = pthread_create(&th[i], NULL, par_main, &jobs[i]) == 0;
-  }
-  for (int i = 0; i < nt; i++)
-    if (i == 0 || !started[i]) par_main(&jobs[i]);
-  for (int i = 1; i < nt; i++)
-    if (started[i]) pthread_join(th[i], NULL);
-}
 
 /* ---- inputs ------------------------------------------------------------------*/
 
@@ -155,7 +115,7 @@ static int hc_read_fill(hct_hostset_t *s, uint64_t seed) {
     /* Drawn in fixed chunks, each from its own stream, on every core: the
      * values depend on the seed alone, not on the number of threads. */
     fill_ctx_t fc = {spec, b->data, b->elems, rule->mean, sd, seed ^ name_hash(spec->name), 0};
-    par_for((int)((b->elems + FILL_CHUNK - 1) / FILL_CHUNK), fill_chunks, &fc);
+    hct__par_for((int)((b->elems + FILL_CHUNK - 1) / FILL_CHUNK), fill_chunks, &fc);
     if (atomic_load(&fc.bad))
       return hct__error(HCT_EMANIFEST, "buffer '%s': dtype cannot hold random normal values",
                         spec->name);
@@ -202,7 +162,7 @@ static void proj_rows(void *arg, int begin, int end) {
 static int project(int T, const uint16_t *w, int rows, int n, const double *in, double *out, int gate) {
   proj_t x = {.T = T, .n = n, .rows = rows, .w = w, .in = in, .out = out, .gate = gate};
   atomic_init(&x.oom, 0);
-  par_for(rows, proj_rows, &x);
+  hct__par_for(rows, proj_rows, &x);
   return atomic_load(&x.oom) ? HCT_ENOMEM : 0;
 }
 

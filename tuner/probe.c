@@ -691,7 +691,13 @@ static int check_T(probe_t *P, int k, int pending) {
   int rc;
   /* The first call on an input set draws it and computes the float64
    * reference in the worker: give it time. */
+  const uint64_t t_base = hct__now_ns();
   rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, check_flags(base), 120000, &ck);
+  /* A check that takes seconds (large T: gigabytes drawn, copied and
+   * compared) gets a progress line per candidate, not one per T. */
+  const int long_step = P->tty || hct__now_ns() - t_base > 1000000000ull;
+  int n_check = 0, done_check = 0;
+  for (int i = 0; i < P->n; i++) n_check += i != P->baseline && !P->cands[i].dead && !P->cands[i].failed[k];
   if (rc != 0) {
     int r = candidate_failed(P, P->baseline, "parity", rc, T, pending, seed);
     return r != 0 ? r : rc;
@@ -722,6 +728,8 @@ static int check_T(probe_t *P, int k, int pending) {
     if (c->depth != d || c->dead || c->failed[k] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
       continue;
     if ((rc = check_interrupt(P)) != 0) return rc;
+    if (long_step)
+      progress(P, "check", ++done_check, n_check, "T=%d%s: %s", T, pending ? " pending" : "", c->c.label);
     /* A fresh worker draws the inputs and the float64 reference again
      * before it runs anything: let it do so on the baseline, with time for
      * that, so that the candidate's own run keeps the launch deadline. */

@@ -106,6 +106,16 @@ typedef struct hct_parity_figs_s {
   size_t image_mismatches;/* elements that are not the exact image */
 } hct_parity_figs_t;
 
+/* ---- a parallel for (tuner/par.c) ---------------------------------------- */
+
+typedef void (*hct_range_fn)(void *ctx, int begin, int end);
+/* Runs fn over [0, n) split into contiguous ranges, one per thread (the
+ * host's cores, or HCTUNE_THREADS, at most 64), and returns when all are
+ * done.  Results must not depend on the split (use fixed chunks). */
+void hct__par_for(int n, hct_range_fn fn, void *ctx);
+/* The threads hct__par_for uses. */
+int hct__par_threads(void);
+
 /* The poison pattern written into outputs before each run. */
 #define HCT_POISON_F32 0x7fc0dead
 #define HCT_POISON_16 0x7fd3   /* bf16 and f16: a NaN in both */
