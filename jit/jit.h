@@ -126,6 +126,24 @@ typedef struct hct_param_s {
 
 /* hct_parity_t and hct__parity_name: common/common.h (common/names.c). */
 
+/* How the points of a family are chosen for the deciding timing at a T
+ * (manifest "search", op or variant level; tuner/search.c). */
+typedef enum { HCT_SEARCH_EXHAUSTIVE, HCT_SEARCH_HALVING } hct_search_strategy_t;
+typedef struct hct_search_s {
+  hct_search_strategy_t strategy;
+  double keep;              /* fraction kept per round (0.5) */
+  int ci_rule;              /* 1: drop only points whose interval lies above
+                               the cut's ("ci", default); 0: by median */
+  int first_samples;        /* samples per point in round 0 (3) */
+  int growth;               /* samples multiply by this per round (2) */
+  int max_samples;          /* the last round's samples (24) */
+  int final_points;         /* survivors wanted (2) */
+  int carry;                /* best points of the previous T kept through
+                               round 0 (2) */
+  int min_points;           /* a family with at most this many points at a
+                               T is timed exhaustively (8) */
+} hct_search_t;
+
 typedef struct hct_variant_s {
   char name[32];
   char template_file[64];   /* relative to the op folder */
@@ -145,6 +163,7 @@ typedef struct hct_variant_s {
   int n_scratch;
   hct_launch_t launches[HCT_MAX_LAUNCHES];
   int n_launches;
+  hct_search_t search;      /* the op's, with the variant's own fields */
 } hct_variant_t;
 
 typedef struct hct_op_s {
@@ -166,6 +185,7 @@ typedef struct hct_op_s {
   int probe_tokens[HCT_MAX_TOKEN_LIST]; /* representative counts probed by
                                default (manifest "probe_tokens"), ascending */
   int n_probe_tokens;       /* 0: every count of the range */
+  hct_search_t search;      /* "search" at op level: every variant's default */
   hct_variant_t variants[HCT_MAX_VARIANTS];
   int n_variants;
 } hct_op_t;

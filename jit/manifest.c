@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <jansson.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "jit.h"
@@ -146,6 +147,70 @@ static void check_expr(ctx_t *c, const hct_symtab_t *names, const char *expr, co
   }
 }
 
+/* The defaults of "search": exhaustive, and for halving a quarter kept per
+ * round (and whatever is not clearly slower than the cut) from 3 samples
+ * up to 24, two survivors, two carried from the previous T, families of
+ * more than 8 points. */
+static const hct_search_t search_defaults = {HCT_SEARCH_EXHAUSTIVE, 0.25, 1, 3, 2, 24, 2, 2, 8};
+
+/* Reads a "search" object (op or variant level: `field` names it) over
+ * *out, which holds the defaults it inherits. */
+static int load_search(ctx_t *c, json_t *js, const char *field, hct_search_t *out) {
+  if (js == NULL) return 0;
+  if (!json_is_object(js)) return bad(c, field, "must be an object");
+  static const char *const known[] = {"strategy", "keep", "rule", "first_samples", "growth",
+                                      "max_samples", "final_points", "carry", "min_points", "why"};
+  const char *key;
+  json_t *x;
+  json_object_foreach(js, key, x) {
+    size_t k;
+    for (k = 0; k < HCT_ARRAY_SIZE(known) && strcmp(known[k], key) != 0; k++) {}
+    if (k == HCT_ARRAY_SIZE(known)) {
+      char cause[128];
+      snprintf(cause, sizeof cause, "unknown field '%s'", key);
+      return bad(c, field, cause);
+    }
+  }
+  const char *st = json_string_value(json_object_get(js, "strategy"));
+  if (json_object_get(js, "strategy") != NULL) {
+    if (st != NULL && strcmp(st, "exhaustive") == 0) out->strategy = HCT_SEARCH_EXHAUSTIVE;
+    else if (st != NULL && strcmp(st, "halving") == 0) out->strategy = HCT_SEARCH_HALVING;
+    else return bad(c, field, "strategy must be exhaustive or halving");
+  }
+  const char *rule = json_string_value(json_object_get(js, "rule"));
+  if (json_object_get(js, "rule") != NULL) {
+    if (rule != NULL && strcmp(rule, "ci") == 0) out->ci_rule = 1;
+    else if (rule != NULL && strcmp(rule, "median") == 0) out->ci_rule = 0;
+    else return bad(c, field, "rule must be ci or median");
+  }
+  if ((x = json_object_get(js, "keep")) != NULL) {
+    if (!json_is_number(x) || !(json_number_value(x) > 0 && json_number_value(x) < 1))
+      return bad(c, field, "keep must be a number between 0 and 1, both excluded");
+    out->keep = json_number_value(x);
+  }
+  static const struct {
+    const char *name;
+    size_t off;
+    int lo, hi;
+  } ints[] = {{"first_samples", offsetof(hct_search_t, first_samples), 1, 1000},
+              {"growth", offsetof(hct_search_t, growth), 2, 16},
+              {"max_samples", offsetof(hct_search_t, max_samples), 1, 10000},
+              {"final_points", offsetof(hct_search_t, final_points), 1, 64},
+              {"carry", offsetof(hct_search_t, carry), 0, 64},
+              {"min_points", offsetof(hct_search_t, min_points), 1, 100000}};
+  for (size_t k = 0; k < HCT_ARRAY_SIZE(ints); k++) {
+    if ((x = json_object_get(js, ints[k].name)) == NULL) continue;
+    if (!json_is_integer(x) || json_integer_value(x) < ints[k].lo || json_integer_value(x) > ints[k].hi) {
+      char cause[128];
+      snprintf(cause, sizeof cause, "%s must be an integer in %d..%d", ints[k].name, ints[k].lo, ints[k].hi);
+      return bad(c, field, cause);
+    }
+    *(int *)((char *)out + ints[k].off) = (int)json_integer_value(x);
+  }
+  if (out->max_samples < out->first_samples) return bad(c, field, "max_samples is below first_samples");
+  return 0;
+}
+
 /* "probe_tokens": the representative counts probed by default, ascending,
  * distinct, inside the op's range, at most one token list. */
 static int load_probe_tokens(ctx_t *c, json_t *root, hct_op_t *op) {
@@ -235,6 +300,12 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
   v->tmin = op->tmin;
   v->tmax = op->tmax;
   get_range(c, jv, field, &v->tmin, &v->tmax);
+  v->search = op->search;
+  {
+    char sfield[200];
+    snprintf(sfield, sizeof sfield, "%s: search", field);
+    if (load_search(c, json_object_get(jv, "search"), sfield, &v->search) != 0) return;
+  }
 
   /* Names an expression of this variant may use. */
   hct_symtab_t names = op->constants;
@@ -445,6 +516,8 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
     if ((x = json_object_get(kl, "maxerr_factor"))) op->maxerr_factor = json_number_value(x);
   }
   if (load_probe_tokens(c, root, op) != 0) return c->err;
+  op->search = search_defaults;
+  if (load_search(c, json_object_get(root, "search"), "search", &op->search) != 0) return c->err;
   json_t *timing = json_object_get(root, "timing");
   op->timing_cold = 1;
   hct__strlcpy(op->batch_expr, "96", sizeof op->batch_expr);

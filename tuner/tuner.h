@@ -116,6 +116,30 @@ void hct__par_for(int n, hct_range_fn fn, void *ctx);
 /* The threads hct__par_for uses. */
 int hct__par_threads(void);
 
+/* ---- the search of a family's points (tuner/search.c) -------------------- */
+
+/*
+ * Times points ids[0..n) in round `round` with `samples` samples each
+ * (exactly: no pruning, no early stop); out[k] gets ids[k]'s summary (a
+ * median of INFINITY or NAN: the point failed, and is dropped).  Returns 0,
+ * or an error that ends the search.
+ */
+typedef int (*hct_search_time_fn)(void *arg, int round, const int *ids, int n, int samples,
+                                  hct_summary_t *out);
+/* The samples of round r: first_samples * growth^r, at most max_samples. */
+int hct__search_samples(const hct_search_t *cfg, int round);
+/*
+ * Successive halving over points ids[0..n) (tuner/search.c has the rule):
+ * rounds of time_fn until at most cfg->final_points are left or a round at
+ * max_samples has cut to the best ones; carry[0..n_carry) (ids) survive
+ * round 0.  survivors (room for n) gets the ones left, fastest first, and
+ * *n_survivors their count; *timings (may be NULL) the samples spent.
+ * Returns 0 or time_fn's error.
+ */
+int hct__search_halving(const hct_search_t *cfg, const int *ids, int n, const int *carry,
+                        int n_carry, hct_search_time_fn time_fn, void *arg, int *survivors,
+                        int *n_survivors, int *timings);
+
 /* The poison pattern written into outputs before each run. */
 #define HCT_POISON_F32 0x7fc0dead
 #define HCT_POISON_16 0x7fd3   /* bf16 and f16: a NaN in both */
