@@ -315,6 +315,52 @@ static void test_probe_tokens_and_batch(void **state) {
   }
 }
 
+/* "search": op level, inherited and overridden by a variant. */
+static void test_search_field(void **state) {
+  (void)state;
+  write_manifest("t", GOOD_HEAD "\"search\":{\"strategy\":\"halving\",\"keep\":0.5,\"min_points\":3},"
+                 "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") ","
+                 "{\"name\":\"x\",\"template\":\"a.cu\",\"class\":\"kl\",\"search\":{\"rule\":\"median\",\"carry\":0},"
+                 "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"args\":[]}]},"
+                 "{\"name\":\"y\",\"template\":\"a.cu\",\"class\":\"kl\",\"search\":{\"strategy\":\"exhaustive\"},"
+                 "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"args\":[]}]}]}");
+  hct_op_t *op;
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  const hct_search_t *b = &hct__variant_find(op, "base")->search, *x = &hct__variant_find(op, "x")->search,
+                     *y = &hct__variant_find(op, "y")->search;
+  assert_true(b->strategy == HCT_SEARCH_HALVING && b->keep == 0.5 && b->ci_rule == 1 && b->min_points == 3);
+  assert_true(b->first_samples == 3 && b->growth == 2 && b->max_samples == 24 && b->final_points == 2);
+  assert_true(x->strategy == HCT_SEARCH_HALVING && x->ci_rule == 0 && x->carry == 0 && x->keep == 0.5);
+  assert_true(y->strategy == HCT_SEARCH_EXHAUSTIVE);
+  hct__manifest_free(op);
+  write_manifest("t", GOOD_HEAD "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}");
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  assert_true(op->search.strategy == HCT_SEARCH_EXHAUSTIVE && op->variants[0].search.keep == 0.25);
+  hct__manifest_free(op);
+
+  static const struct {
+    const char *search, *needle;
+  } bad[] = {
+      {"{\"strategy\":\"random\"}", "search: strategy must be exhaustive or halving"},
+      {"{\"keep\":1}", "keep must be a number between 0 and 1"},
+      {"{\"rule\":\"mean\"}", "rule must be ci or median"},
+      {"{\"growth\":1}", "growth must be an integer in 2..16"},
+      {"{\"first_samples\":30}", "max_samples is below first_samples"},
+      {"{\"budget\":3}", "unknown field 'budget'"},
+      {"[]", "search: must be an object"},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(bad); i++) {
+    char text[4096];
+    snprintf(text, sizeof text, GOOD_HEAD "\"search\":%s,\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}",
+             bad[i].search);
+    write_manifest("t", text);
+    op = NULL;
+    int rc = hct__manifest_load(tmpdir, "t", &op);
+    if (rc != HCT_EMANIFEST || strstr(hct_last_error(), bad[i].needle) == NULL)
+      fail_msg("case %zu: rc %d, message '%s' lacks '%s'", i, rc, hct_last_error(), bad[i].needle);
+  }
+}
+
 static void test_manifest_list(void **state) {
   (void)state;
   write_manifest("t", "{}");
@@ -359,7 +405,7 @@ int main(void) {
       cmocka_unit_test(test_manifest_good),   cmocka_unit_test(test_manifest_errors),
       cmocka_unit_test(test_manifest_list),   cmocka_unit_test(test_shipped_manifests_load),
       cmocka_unit_test(test_fits_and_constraints), cmocka_unit_test(test_competing_class),
-      cmocka_unit_test(test_probe_tokens_and_batch),
+      cmocka_unit_test(test_probe_tokens_and_batch), cmocka_unit_test(test_search_field),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[300];

@@ -39,6 +39,8 @@ typedef struct cand_s {
   uint8_t timed[HCT_MAX_TOKEN_LIST];
   uint8_t verified[HCT_MAX_TOKEN_LIST]; /* its timed launches' outputs checked */
   uint8_t in_timing[HCT_MAX_TOKEN_LIST]; /* in the deciding timing just made */
+  uint8_t searched_out[HCT_MAX_TOKEN_LIST]; /* its family's search left it
+                                              out of the deciding timing */
   hct_softkey_t sk;      /* what shaped its binary and figures */
   int ref;               /* the candidate whose outputs it is checked
                             against: the reference variant's default point
@@ -823,7 +825,8 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
     int ids[MAX_CANDS], n = 0, rc;
     for (int i = 0; i < P->n; i++) {
       const cand_t *c = &P->cands[i];
-      if (!c->dead && c->passed[kT] && !c->failed[kT] && (only == NULL || only[i])) ids[n++] = i;
+      if (!c->dead && c->passed[kT] && !c->failed[kT] && !c->searched_out[kT] && (only == NULL || only[i]))
+        ids[n++] = i;
     }
     if (n == 0) return 0;
     if (decides) {
@@ -1100,13 +1103,162 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
   return rc;
 }
 
+/* ---- the search ------------------------------------------------------------ */
+
+typedef struct search_ctx_s {
+  probe_t *P;
+  int k;
+  const hct_variant_t *v;
+} search_ctx_t;
+
+/*
+ * One round of a family's search (hct_search_time_fn): the points timed in
+ * the manifest's mode with exactly `samples` samples each, nothing pruned,
+ * each recorded as a timing trial that does not decide ("decides":0) and
+ * says its round and samples, so the trials show which points were timed
+ * how much.  A point whose timing faults is recorded and quarantined like
+ * any other (candidate_failed), gets an infinite median, and the others
+ * are timed again without it.
+ */
+static int search_time(void *arg, int round, const int *ids, int n, int samples, hct_summary_t *out) {
+  search_ctx_t *S = arg;
+  probe_t *P = S->P;
+  const int T = P->tokens.t[S->k];
+  const int batch = hct__op_batch(P->op, T);
+  if (batch < 0) return batch;
+  int live[MAX_CANDS], where[MAX_CANDS], nl = 0;
+  for (int q = 0; q < n; q++) {
+    memset(&out[q], 0, sizeof out[q]);
+    out[q].median = INFINITY;
+    if (!P->cands[ids[q]].dead) {
+      where[nl] = q;
+      live[nl++] = ids[q];
+    }
+  }
+  progress(P, "search", round, 0, "T=%d: %s: %d points, %d samples each", T, S->v->name, nl, samples);
+  while (nl > 0) {
+    json_t *opts = json_pack("{s:i, s:i, s:i, s:i, s:f, s:f, s:i}", "batch", batch, "cold",
+                             P->op->timing_cold, "min_samples", samples, "max_rounds", samples,
+                             "max_seconds", 600.0, "prune_factor", -1.0, "warmup", 1);
+    hct_timing_res_t *res = calloc((size_t)nl, sizeof *res);
+    if (opts == NULL || res == NULL) {
+      json_decref(opts);
+      free(res);
+      return hct__error(HCT_ENOMEM, "out of memory");
+    }
+    int failed = -1;
+    int deadline = 60000 + (int)(nl * samples * 200);
+    int rc = hct__worker_time(P->w, live, nl, T, hct__rng_next(&P->rng), opts, deadline, res, &failed);
+    json_decref(opts);
+    if (rc != 0) {
+      free(res);
+      if (failed < 0) return rc;
+      if ((rc = candidate_failed(P, failed, "timing", rc, T, 0, 0)) != 0) return rc;
+      int m = 0;
+      for (int q = 0; q < nl; q++)
+        if (live[q] != failed) {
+          where[m] = where[q];
+          live[m++] = live[q];
+        }
+      nl = m;
+      continue;
+    }
+    for (int q = 0; rc == 0 && q < nl; q++) {
+      cand_t *c = &P->cands[live[q]];
+      const hct_timing_res_t *r = &res[q];
+      hct_db_trial_t t;
+      trial_init(P, c, &t, "timing", T, 0);
+      t.cold = P->op->timing_cold;
+      char figs[320];
+      if (r->err != 0) {
+        snprintf(figs, sizeof figs, "{\"error_code\":\"%s\",\"search\":{\"round\":%d,\"samples\":%d},\"decides\":0}",
+                 hct_err_name(r->err), round, samples);
+        hct__strlcpy(t.status, hct__fault_reason(r->err) ? hct__fault_reason(r->err) : "error", sizeof t.status);
+        t.figures_json = figs;
+        t.log = r->errmsg;
+        rc = hct__db_trial_add(P->db, &t, NULL);
+        continue;
+      }
+      out[where[q]] = r->s;
+      hct__strlcpy(t.status, "pass", sizeof t.status);
+      t.samples = r->s.n;
+      t.median_us = r->s.median;
+      t.min_us = r->s.min;
+      t.p10_us = r->s.p10;
+      t.p90_us = r->s.p90;
+      t.ci_lo_us = r->s.ci_lo;
+      t.ci_hi_us = r->s.ci_hi;
+      t.converged = r->converged;
+      t.throttled = r->throttled;
+      snprintf(figs, sizeof figs, "{\"batch\":%d,\"search\":{\"strategy\":\"halving\",\"round\":%d,"
+               "\"samples\":%d},\"seconds\":%.3f,\"decides\":0}", batch, round, samples, r->seconds);
+      t.figures_json = figs;
+      rc = hct__db_trial_add(P->db, &t, NULL);
+    }
+    free(res);
+    return rc;
+  }
+  return 0;
+}
+
+/*
+ * Before the deciding timing at the k-th count: every family whose
+ * manifest asks for a search ("search": {"strategy": "halving"}) and has
+ * more than min_points candidates in play there is searched
+ * (hct__search_halving), and the points it leaves out are not timed to
+ * decide (searched_out).  The best points of the family at the count
+ * before (its deciding timing) are carried through the first round.  The
+ * baseline, and a reference some bitwise candidate is verified against,
+ * are never searched out.  --exhaustive (verify-decisions) skips it all.
+ */
+static int search_T(probe_t *P, int k) {
+  if (P->o->exhaustive) return 0;
+  for (int vi = 0; vi < P->op->n_variants; vi++) {
+    const hct_variant_t *v = &P->op->variants[vi];
+    if (v->search.strategy != HCT_SEARCH_HALVING) continue;
+    int ids[MAX_CANDS], n = 0, carry[MAX_CANDS], nc = 0;
+    for (int i = 0; i < P->n; i++) {
+      const cand_t *c = &P->cands[i];
+      if (c->c.v == v && i != P->baseline && !c->is_ref && !c->ref_only && !c->dead && c->passed[k] &&
+          !c->failed[k])
+        ids[n++] = i;
+    }
+    if (n <= v->search.min_points) continue;
+    /* Carried: the fastest of the family at the count before, in order. */
+    for (int round = 0; k > 0 && round < v->search.carry; round++) {
+      int best = -1;
+      for (int q = 0; q < n; q++) {
+        const cand_t *c = &P->cands[ids[q]];
+        int taken = 0;
+        for (int j = 0; j < nc; j++) taken |= carry[j] == ids[q];
+        if (!taken && c->timed[k - 1] && (best < 0 || c->timing[k - 1].median < P->cands[best].timing[k - 1].median))
+          best = ids[q];
+      }
+      if (best >= 0) carry[nc++] = best;
+    }
+    search_ctx_t S = {P, k, v};
+    int surv[MAX_CANDS], ns = 0, timings = 0;
+    int rc = hct__search_halving(&v->search, ids, n, carry, nc, search_time, &S, surv, &ns, &timings);
+    if (rc != 0) return rc;
+    for (int q = 0; q < n; q++) {
+      int kept = 0;
+      for (int j = 0; j < ns; j++) kept |= surv[j] == ids[q];
+      P->cands[ids[q]].searched_out[k] = !kept;
+    }
+    progress(P, "search", 0, 0, "T=%d: %s: %d of %d points go on to the deciding timing (%d samples spent, "
+             "%d carried from T=%d)", P->tokens.t[k], v->name, ns, n, timings, nc, k > 0 ? P->tokens.t[k - 1] : 0);
+  }
+  return 0;
+}
+
 /* Times every candidate that passed at T in the mode the manifest decides
  * by; then the baseline and the winners of both classes in the other mode,
  * recorded beside them, so a winner that only wins with cold (or warm)
  * caches shows.  The second pass times at most three candidates. */
 static int time_T(probe_t *P, int k) {
   int cold = P->op->timing_cold;
-  int rc = time_pass(P, k, cold, 1, NULL);
+  int rc = search_T(P, k);
+  if (rc == 0) rc = time_pass(P, k, cold, 1, NULL);
   if (rc != 0 || P->o->one_mode) return rc;
   uint8_t only[MAX_CANDS] = {0};
   only[P->baseline] = 1;

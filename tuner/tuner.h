@@ -335,6 +335,9 @@ typedef struct hct_probe_opts_s {
   void *on_rejected_arg;
   int verify_all;            /* verify the timed launches' outputs of every
                                 timed candidate, not only the winners' */
+  int exhaustive;            /* time every point of every family, whatever
+                                the manifest's "search" says (hctune
+                                verify-decisions --exhaustive) */
 } hct_probe_opts_t;
 
 /*
