@@ -311,3 +311,77 @@ void hct__parity_images(const hct_hostset_t *hs, void *const outs[], hct_parity_
     figs[i].image_mismatches = bad;
   }
 }
+
+/* ---- what the verification of timed outputs needs on every set ---------- */
+
+typedef struct dist_ctx_s {
+  const hct_hbuf_t *b;
+  const void *a, *base;
+  size_t *nonfinite;       /* per chunk */
+  double *num, *den;       /* per chunk: max |a - base|, max |base| */
+} dist_ctx_t;
+
+static void nonfinite_chunks(void *arg, int begin, int end) {
+  dist_ctx_t *c = arg;
+  const hct_dtype_t dt = c->b->spec->dtype;
+  for (int ch = begin; ch < end; ch++) {
+    size_t e0 = (size_t)ch * CMP_CHUNK, e1 = HCT_MIN(c->b->elems, e0 + CMP_CHUNK), n = 0;
+    if (dt == HCT_DT_F32) {
+      const uint32_t *x = c->a;
+      for (size_t e = e0; e < e1; e++) n += (x[e] & 0x7f800000u) == 0x7f800000u && x[e] != (uint32_t)HCT_POISON_F32;
+    } else if (dt == HCT_DT_BF16 || dt == HCT_DT_F16) {
+      const uint16_t *x = c->a, mask = dt == HCT_DT_BF16 ? 0x7f80 : 0x7c00;
+      for (size_t e = e0; e < e1; e++) n += (x[e] & mask) == mask && x[e] != HCT_POISON_16;
+    }
+    c->nonfinite[ch] = n;
+  }
+}
+
+size_t hct__parity_nonfinite(const hct_hbuf_t *b, const void *out) {
+  const int n = (int)((b->elems + CMP_CHUNK - 1) / CMP_CHUNK);
+  size_t *per = calloc(n > 0 ? (size_t)n : 1, sizeof *per);
+  if (per == NULL) return b->elems; /* no memory: nothing may pass on it */
+  dist_ctx_t c = {b, out, NULL, per, NULL, NULL};
+  if (n <= 1) nonfinite_chunks(&c, 0, n);
+  else hct__par_for(n, nonfinite_chunks, &c);
+  size_t total = 0;
+  for (int k = 0; k < n; k++) total += per[k];
+  free(per);
+  return total;
+}
+
+static void distance_chunks(void *arg, int begin, int end) {
+  dist_ctx_t *c = arg;
+  const float *x = c->a, *y = c->base;
+  for (int ch = begin; ch < end; ch++) {
+    size_t e0 = (size_t)ch * CMP_CHUNK, e1 = HCT_MIN(c->b->elems, e0 + CMP_CHUNK);
+    /* A NaN (poison, or a NaN output) makes the distance infinite. */
+    double num = 0, den = 0;
+    int nan = 0;
+    for (size_t e = e0; e < e1; e++) {
+      double d = fabs((double)x[e] - (double)y[e]), r = fabs((double)y[e]);
+      nan |= d != d;
+      num = d > num ? d : num;
+      den = r > den ? r : den;
+    }
+    c->num[ch] = nan ? INFINITY : num;
+    c->den[ch] = den;
+  }
+}
+
+double hct__parity_distance(const hct_hbuf_t *b, const void *a, const void *base) {
+  if (b->spec->dtype != HCT_DT_F32) return 0;
+  const int n = (int)((b->elems + CMP_CHUNK - 1) / CMP_CHUNK);
+  double *num = calloc(2 * (n > 0 ? (size_t)n : 1), sizeof *num);
+  if (num == NULL) return INFINITY;
+  dist_ctx_t c = {b, a, base, NULL, num, num + n};
+  if (n <= 1) distance_chunks(&c, 0, n);
+  else hct__par_for(n, distance_chunks, &c);
+  double mx = 0, den = 0;
+  for (int k = 0; k < n; k++) {
+    mx = fmax(mx, num[k]);
+    den = fmax(den, c.den[k]);
+  }
+  free(num);
+  return den > 0 ? mx / den : mx;
+}

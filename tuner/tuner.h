@@ -161,6 +161,13 @@ void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t
  * (figs and outs indexed like hs->bufs; outs[i] NULL: not run).
  */
 void hct__parity_images(const hct_hostset_t *hs, void *const outs[], hct_parity_figs_t figs[]);
+/* Elements of out that are NaN or Inf but not the poison (which counts as
+ * unwritten), on every core. */
+size_t hct__parity_nonfinite(const hct_hbuf_t *b, const void *out);
+/* max |a - base| / max |base| over an f32 buffer (0 for other dtypes:
+ * their images are checked exactly instead; INFINITY when a NaN is met),
+ * on every core. */
+double hct__parity_distance(const hct_hbuf_t *b, const void *a, const void *base);
 /* Keeps the softmax of every reference row of hs (ref_p), so the KL of
  * each run checked against it costs one expm1 an element, not four
  * transcendentals.  Call again after the reference changes. */

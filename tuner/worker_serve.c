@@ -911,37 +911,6 @@ static int replay(worker_t *W, timed_t *t, int k, int stale, void **out) {
   return rc;
 }
 
-/* Elements that are NaN or Inf but not the poison (which counts as
- * unwritten): the one figure of the float64 comparison verify needs on
- * every set, without the comparison (the host has set 0's reference only). */
-static size_t nonfinite(const hct_hbuf_t *b, const void *out) {
-  size_t n = 0;
-  if (b->spec->dtype == HCT_DT_F32) {
-    const uint32_t *x = out;
-    for (size_t e = 0; e < b->elems; e++)
-      n += (x[e] & 0x7f800000u) == 0x7f800000u && x[e] != (uint32_t)HCT_POISON_F32;
-  } else if (b->spec->dtype == HCT_DT_BF16 || b->spec->dtype == HCT_DT_F16) {
-    const uint16_t *x = out, mask = b->spec->dtype == HCT_DT_BF16 ? 0x7f80 : 0x7c00;
-    for (size_t e = 0; e < b->elems; e++) n += (x[e] & mask) == mask && x[e] != HCT_POISON_16;
-  }
-  return n;
-}
-
-/* max |a - b| / max |b| over an f32 buffer (0 for other dtypes: their
- * images are checked exactly instead). */
-static double distance(const hct_hbuf_t *b, const void *a, const void *base) {
-  if (b->spec->dtype != HCT_DT_F32) return 0;
-  const float *x = a, *y = base;
-  double num = 0, den = 0;
-  for (size_t e = 0; e < b->elems; e++) {
-    double d = fabs((double)x[e] - (double)y[e]);
-    if (isnan(d)) return INFINITY; /* poison, or a NaN: as far as can be */
-    num = fmax(num, d);
-    den = fmax(den, fabs((double)y[e]));
-  }
-  return den > 0 ? num / den : num;
-}
-
 /*
  * verify: the outputs of the launches each candidate made while being
  * timed (the last 'time' request), against the reference candidate's
@@ -999,12 +968,14 @@ static int req_verify(worker_t *W, json_t *req, json_t *reply) {
       for (int i = 0; i < t->hs.n; i++) {
         if (o[i] == NULL) continue;
         hct__parity_bitwise(&t->hs.bufs[i], o[i], b[i], &f[i]);
-        f[i].nonfinite = nonfinite(&t->hs.bufs[i], o[i]);
+        /* Not the float64 comparison (the host has set 0's reference
+         * only): the one figure of it verify needs on every set. */
+        f[i].nonfinite = hct__parity_nonfinite(&t->hs.bufs[i], o[i]);
       }
       hct__parity_images(&t->hs, o, f);
       for (int i = 0; i < t->hs.n; i++) {
         if (o[i] == NULL) continue;
-        double di = distance(&t->hs.bufs[i], o[i], b[i]);
+        double di = hct__parity_distance(&t->hs.bufs[i], o[i], b[i]);
         size_t bad = f[i].mismatches + f[i].unwritten + f[i].nonfinite + f[i].image_mismatches;
         /* The first set with a wrong element, else the farthest one. */
         if ((bad > 0 && (worst < 0 || !worst_bad)) || (!worst_bad && di > dist)) {
