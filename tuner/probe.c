@@ -1398,18 +1398,18 @@ static void print_table(probe_t *P) {
   const cand_t *b = &P->cands[P->baseline];
   printf("%s on %s (%s, %s), %s, %s launches per graph\n", P->op->name, P->dev.name,
          P->dev.uuid, P->dev.arch, P->op->timing_cold ? "cold" : "hot", P->op->batch_expr);
-  printf("%4s  %-34s %10s %10s %8s  %-34s %10s %8s\n", "T", "bitwise winner", "us", "baseline",
+  printf("%6s  %-34s %10s %10s %8s  %-34s %10s %8s\n", "T", "bitwise winner", "us", "baseline",
          "speedup", "kl winner", "us", "speedup");
   for (int k = 0; k < P->tokens.n; k++) {
     const int T = P->tokens.t[k];
     int wb = winner_at(P, k, 0, 1), wk = winner_at(P, k, 1, 1);
     if (wb < 0) {
-      printf("%4d  %-34s\n", T, "(baseline not timed)");
+      printf("%6d  %-34s\n", T, "(baseline not timed)");
       continue;
     }
     const cand_t *cb = &P->cands[wb], *ck = &P->cands[wk];
     double base = b->timing[k].median;
-    printf("%4d  %-34.34s %10.2f %10.2f %7.2fx  %-34.34s %10.2f %7.2fx\n", T, cb->c.label,
+    printf("%6d  %-34.34s %10.2f %10.2f %7.2fx  %-34.34s %10.2f %7.2fx\n", T, cb->c.label,
            cb->timing[k].median, base, base / cb->timing[k].median, ck->c.label,
            ck->timing[k].median, base / ck->timing[k].median);
   }
