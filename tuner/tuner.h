@@ -116,6 +116,17 @@ void hct__par_for(int n, hct_range_fn fn, void *ctx);
 /* The threads hct__par_for uses. */
 int hct__par_threads(void);
 
+/* ---- large host buffers, kept for reuse (tuner/hostbuf.c) ----------------- */
+
+/* A buffer of `bytes` (malloc'd below 64 MB; above, one given back before
+ * of the same size when there is one, filled with 0xff bytes), or NULL. */
+void *hct__hostbuf_get(size_t bytes);
+/* Gives a buffer of hct__hostbuf_get back (NULL allowed); kept while the
+ * idle ones stay under a quarter of the host's memory. */
+void hct__hostbuf_put(void *p);
+/* Frees every buffer not in use (a worker about to exit, a test). */
+void hct__hostbuf_release(void);
+
 /* ---- the search of a family's points (tuner/search.c) -------------------- */
 
 /*

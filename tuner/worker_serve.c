@@ -225,7 +225,8 @@ static int outs_alloc(const hct_hostset_t *hs, void *outs[]) {
   for (int i = 0; i < hs->n; i++) {
     hct_buf_role_t r = hs->bufs[i].spec->role;
     if (r != HCT_BUF_OUTPUT && r != HCT_BUF_INOUT) continue;
-    outs[i] = malloc(hs->bufs[i].elems * hct__dtype_size(hs->bufs[i].spec->dtype));
+    /* Kept for the next run (tuner/hostbuf.c): gigabytes at large T. */
+    outs[i] = hct__hostbuf_get(hs->bufs[i].elems * hct__dtype_size(hs->bufs[i].spec->dtype));
     if (outs[i] == NULL) return hct__error(HCT_ENOMEM, "out of memory for outputs");
   }
   return 0;
@@ -233,7 +234,7 @@ static int outs_alloc(const hct_hostset_t *hs, void *outs[]) {
 
 static void outs_free(void *outs[]) {
   for (int i = 0; i < HCT_MAX_BUFFERS; i++) {
-    free(outs[i]);
+    hct__hostbuf_put(outs[i]);
     outs[i] = NULL;
   }
 }
@@ -1109,6 +1110,7 @@ int hct__worker_serve(void) {
   }
   timed_free(&W, W.timed, 0);
   inset_clear(&W);
+  hct__hostbuf_release();
   if (W.producer_loaded) hct__producer_unload(W.gpu, &W.producer);
   for (int i = 0; i < MAX_CANDS; i++)
     if (W.cands[i].used) hct__run_unload(W.gpu, &W.cands[i].c);
