@@ -53,7 +53,14 @@ static const char manifest[] =
     "{\"op\":\"selftest\",\"selftest\":true,\"tokens\":[1,4096],\"probe_tokens\":[1,16,256,4096],"
     "\"constants\":{\"ROW\":1024},"
     "\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\",\"elems\":\"T*ROW\"},"
-    "{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T*ROW\"}],"
+    "{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T*ROW\",\"row\":\"ROW\"}],"
+    /* Ops as data (issue 23's opdata work): how inputs are drawn and the
+     * float64 reference template, as kernels-src/selftest has them there;
+     * a tree without them ignores these fields. */
+    "\"inputs\":[{\"buffer\":\"x\",\"mean\":0.0,\"sd\":1.0}],"
+    "\"reference\":{\"template\":\"reference.cu\",\"rows\":{\"sample\":64,\"why\":\"a test op\"},"
+    "\"launches\":[{\"entry\":\"st_reference\",\"grid\":[\"cdiv(ROW,256)\",\"NROWS\",1],\"block\":[256,1,1],"
+    "\"args\":[\"@rows\",\"@x\",\"@ref.y\"]}]},"
     "\"timing\":{\"mode\":\"cold\",\"batch\":\"max(2, min(32, 512 / T))\"},"
     "\"variants\":["
     VARIANT("base", "baseline", "null", "base.cu", "st_base", "", "") ","
@@ -90,8 +97,9 @@ static int setup(void **state) {
   snprintf(cmd, sizeof cmd,
            "mkdir -p '%s/k/selftest' && ln -s \"$(cd '%s/common' && pwd)\" '%s/k/common' && "
            "cp '%s/selftest/selftest.h' '%s/selftest/base.cu' '%s/selftest/good.cu' '%s/k/selftest/' && "
+           "{ cp '%s/selftest/reference.cu' '%s/k/selftest/' 2>/dev/null || true; } && "
            "cc -shared -fPIC -w -I/usr/local/cuda/include -o '%s/libcuda.so.1' '%s/../tests/fake/fake_cuda.c'",
-           dir, kernels, dir, kernels, kernels, kernels, dir, dir, kernels);
+           dir, kernels, dir, kernels, kernels, kernels, dir, kernels, dir, dir, kernels);
   if (system(cmd) != 0) return -1;
   snprintf(cmd, sizeof cmd, "%s/k/selftest/manifest.json", dir);
   FILE *f = fopen(cmd, "w");
