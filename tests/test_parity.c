@@ -107,7 +107,7 @@ static void test_chunked_large(void **state) {
   memcpy(&out[(1u << 20) + 3], &poison, 4);     /* second: unwritten */
   memcpy(&out[(3u << 20) + 7], &inf, 4);        /* last: not finite */
   for (int threads = 1; threads <= 3; threads += 2) {
-    char t[8];
+    char t[16];
     snprintf(t, sizeof t, "%d", threads);
     setenv("HCTUNE_THREADS", t, 1);
     hct_parity_figs_t f;
