@@ -102,7 +102,7 @@ int cmd_bench(int argc, char **argv) {
 
   json_t *out = json_array();
   if (!json) {
-    printf("%4s", "T");
+    printf("%6s", "T");
     for (int k = 0; k < nn; k++) printf("  %-44s", names[k]);
     printf("\n");
   }
@@ -112,7 +112,7 @@ int cmd_bench(int argc, char **argv) {
   for (int k0 = 0; k0 < timed.n; k0++) {
     const int T = timed.t[k0];
     const hct_timed_row_t *first = best_of(&rows, T, names[0]);
-    if (!json) printf("%4d", T);
+    if (!json) printf("%6d", T);
     for (int k = 0; k < nn; k++) {
       const hct_timed_row_t *r = best_of(&rows, T, names[k]);
       char cell[128];

@@ -19,6 +19,7 @@
 
 static const char usage[] =
     "usage: hctune verify-decisions [--db PATH] [--device N|UUID] [--op NAME] [--limit RATIO]\n"
+    "                               [--exhaustive]\n"
     "\n"
     "Checks again every candidate of each recorded decision for the cards of\n"
     "this host with all of a probe's checks (parity over several runs in one\n"
@@ -26,7 +27,13 @@ static const char usage[] =
     "launches it is timed on), re-times them with twice the samples, and prints\n"
     "per decision and token count the ratio of the chosen variant's median to\n"
     "the best median of its class.  Exits 1 when a chosen variant fails a check\n"
-    "or a ratio exceeds --limit (default 1.03).\n";
+    "or a ratio exceeds --limit (default 1.03).\n"
+    "\n"
+    "--exhaustive times every point of every family at the decided counts, to the\n"
+    "end (no search, no pruning), and adds per row the best point of the chosen\n"
+    "variant's own family and the gap of the decision to it: what a search (the\n"
+    "manifest's \"search\") cost, against timing everything.  A gap above\n"
+    "--limit fails too.\n";
 
 /* The candidates a check put out, with the check and why (on_rejected). */
 typedef struct rejection_s {
@@ -91,10 +98,37 @@ static void not_timed_why(const hct_timed_rows_t *rows, const rejections_t *rej,
            out ? " check)" : "");
 }
 
+/*
+ * The token counts a decision was made from: its evidence's per-T counts
+ * (a range of the prefill op covers counts up to the midpoints to the
+ * probed ones, which were not measured and are not re-timed), else every
+ * count of its range when that fits in a token list, else its two ends.
+ */
+static void decision_tokens(const hct_db_decision_t *d, hct_tokens_t *out) {
+  memset(out, 0, sizeof *out);
+  json_t *ev = json_loads(d->evidence_json, 0, NULL);
+  json_t *per = json_object_get(ev, "per_T"), *x;
+  size_t i;
+  json_array_foreach(per, i, x) {
+    json_int_t T = json_integer_value(json_object_get(x, "T"));
+    if (T >= d->tmin && T <= d->tmax) hct__tokens_add(out, (int)T);
+  }
+  json_decref(ev);
+  if (out->n > 0) return;
+  if (d->tmax - d->tmin < HCT_MAX_TOKEN_LIST) {
+    for (int T = d->tmin; T <= d->tmax; T++) hct__tokens_add(out, T);
+    return;
+  }
+  hct__tokens_add(out, d->tmin);
+  hct__tokens_add(out, d->tmax);
+}
+
 int cmd_verify_decisions(int argc, char **argv) {
   const char *device = NULL, *only_op = NULL;
   double limit = 1.03;
+  int exhaustive = 0;
   const hct_option_t opts[] = {
+      HCT_OPT_FLAG("exhaustive", &exhaustive),
       HCT_OPT_STRING("device", &device),
       HCT_OPT_STRING("op", &only_op),
       HCT_OPT_NUMBER("limit", &limit, 1.0, 1e9),
@@ -129,8 +163,8 @@ int cmd_verify_decisions(int argc, char **argv) {
     free(d);
     return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory"));
   }
-  printf("%-14s %-10s %-8s %5s  %-28s %10s  %-28s %10s %7s\n", "card", "op", "class", "T",
-         "chosen", "us", "best", "us", "ratio");
+  printf("%-14s %-10s %-8s %5s  %-28s %10s  %-28s %10s %7s%s\n", "card", "op", "class", "T",
+         "chosen", "us", "best", "us", "ratio", exhaustive ? "  family best (exhaustive)        us     gap" : "");
   /* One re-timing per (card, op): every decision of both classes shares it. */
   for (int i = 0; i < nd; i++) {
     if (done[i] || (only_op && strcmp(d[i].op, only_op) != 0)) continue;
@@ -162,12 +196,17 @@ int cmd_verify_decisions(int argc, char **argv) {
     o.retry_quarantined = 1;
     o.on_rejected = on_rejected;
     o.on_rejected_arg = &rej;
+    /* Every point timed to the end: the exhaustive best of each family. */
+    o.exhaustive = exhaustive;
+    o.no_prune = exhaustive;
     rows.n = 0;
     rej.n = 0;
     for (int j = i; j < nd; j++)
-      if (strcmp(d[j].keys.uuid, d[i].keys.uuid) == 0 && strcmp(d[j].op, d[i].op) == 0)
-        for (int T = d[j].tmin; T <= d[j].tmax && o.tokens.n < HCT_MAX_TOKEN_LIST; T++)
-          hct__tokens_add(&o.tokens, T);
+      if (strcmp(d[j].keys.uuid, d[i].keys.uuid) == 0 && strcmp(d[j].op, d[i].op) == 0) {
+        hct_tokens_t tj;
+        decision_tokens(&d[j], &tj);
+        for (int q = 0; q < tj.n && o.tokens.n < HCT_MAX_TOKEN_LIST; q++) hct__tokens_add(&o.tokens, tj.t[q]);
+      }
     if ((rc = hct__probe(&o)) == 0 && (rows.oom || rej.oom))
       rc = hct__error(HCT_ENOMEM, "out of memory for the timed rows");
     if (rc != 0) {
@@ -179,27 +218,33 @@ int cmd_verify_decisions(int argc, char **argv) {
       done[j] = 1;
       hct_parity_t cls = HCT_PARITY_BITWISE;
       hct__parity_from_name(d[j].parity, &cls);
-      int allow_kl = cls == HCT_PARITY_KL;
       const rejection_t *out = rejection_of(&rej, d[j].variant, d[j].params);
       if (out != NULL) {
         printf("%-14.14s %-10s %-8s %2d-%-2d  %-28.28s REJECTED by the %s check at T=%d: %s\n",
                d[j].keys.uuid, d[j].op, d[j].parity, d[j].tmin, d[j].tmax, d[j].variant,
                out->check, out->T, out->why);
-        checked += d[j].tmax - d[j].tmin + 1;
+        hct_tokens_t tj;
+        decision_tokens(&d[j], &tj);
+        checked += tj.n;
         worst_fail = 1;
         continue;
       }
-      for (int T = d[j].tmin; T <= d[j].tmax; T++) {
-        const hct_timed_row_t *chosen = NULL, *best = NULL;
+      hct_tokens_t tj;
+      decision_tokens(&d[j], &tj);
+      for (int q = 0; q < tj.n; q++) {
+        const int T = tj.t[q];
+        const hct_timed_row_t *chosen = NULL, *best = NULL, *family = NULL;
         for (int k = 0; k < rows.n; k++) {
           const hct_timed_row_t *r = &rows.r[k];
           if (r->T != T || r->pruned) continue;
           const hct_variant_t *v = hct__variant_find(op, r->variant);
-          if (v == NULL || (v->parity == HCT_PARITY_KL && !allow_kl)) continue;
+          if (v == NULL || !hct__variant_in_decision(op, v, cls)) continue;
           /* A candidate a check put out is no one's best. */
           if (rejection_of(&rej, r->variant, r->params) != NULL) continue;
           if (strcmp(r->variant, d[j].variant) == 0 && strcmp(r->params, d[j].params) == 0) chosen = r;
           if (best == NULL || r->s.median < best->s.median) best = r;
+          if (strcmp(r->variant, d[j].variant) == 0 && (family == NULL || r->s.median < family->s.median))
+            family = r;
         }
         checked++;
         if (chosen == NULL || best == NULL) {
@@ -214,10 +259,14 @@ int cmd_verify_decisions(int argc, char **argv) {
         char cl[300], bl[300];
         snprintf(cl, sizeof cl, "%s %s", chosen->variant, chosen->params);
         snprintf(bl, sizeof bl, "%s %s", best->variant, best->params);
-        printf("%-14.14s %-10s %-8s %5d  %-28.28s %10.2f  %-28.28s %10.2f %7.3f%s\n", d[j].keys.uuid,
-               d[j].op, d[j].parity, T, cl, chosen->s.median, bl, best->s.median, ratio,
-               ratio > limit ? "  OVER LIMIT" : "");
-        if (ratio > limit) worst_fail = 1;
+        printf("%-14.14s %-10s %-8s %5d  %-28.28s %10.2f  %-28.28s %10.2f %7.3f", d[j].keys.uuid,
+               d[j].op, d[j].parity, T, cl, chosen->s.median, bl, best->s.median, ratio);
+        /* The decision against the best point of its own family, every
+         * point timed: the gap a search left. */
+        double gap = exhaustive && family ? chosen->s.median / family->s.median - 1 : 0;
+        if (exhaustive && family) printf("  %-28.28s %8.2f %6.2f%%", family->params, family->s.median, 100 * gap);
+        printf("%s\n", ratio > limit || 1 + gap > limit ? "  OVER LIMIT" : "");
+        if (ratio > limit || 1 + gap > limit) worst_fail = 1;
       }
     }
     hct__manifest_free(op);

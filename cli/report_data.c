@@ -229,6 +229,25 @@ static int add_T(hct_rp_section_t *s, caps_t *c, int T) {
   return 0;
 }
 
+/* The counts a decision shows at: those it was measured at (its evidence's
+ * per-T counts: a range over sparse counts covers many more that were not
+ * probed), else the ends of its range. */
+static int add_decision_Ts(hct_rp_section_t *s, caps_t *c, const hct_db_decision_t *d) {
+  json_t *ev = json_loads(d->evidence_json, 0, NULL), *x;
+  size_t i;
+  int err = 0, any = 0;
+  json_array_foreach(json_object_get(ev, "per_T"), i, x) {
+    json_int_t T = json_integer_value(json_object_get(x, "T"));
+    if (err != 0 || T < d->tmin || T > d->tmax) continue;
+    err = add_T(s, c, (int)T);
+    any = 1;
+  }
+  json_decref(ev);
+  if (err == 0 && !any) err = add_T(s, c, d->tmin);
+  if (err == 0 && !any) err = add_T(s, c, d->tmax);
+  return err;
+}
+
 static int int_cmp(const void *a, const void *b) {
   int x = *(const int *)a, y = *(const int *)b;
   return (x > y) - (x < y);
@@ -498,8 +517,7 @@ static int build_section(hct_report_t *r, hct_rp_section_t *s, json_t *arr) {
     char params[256];
     canon_text(s->dec[i].params, params, sizeof params);
     err = series_for(s, &c, man, s->dec[i].variant, params, &sr);
-    if (err == 0) err = add_T(s, &c, s->dec[i].tmin);
-    if (err == 0) err = add_T(s, &c, s->dec[i].tmax);
+    if (err == 0) err = add_decision_Ts(s, &c, &s->dec[i]);
   }
   if (err == 0 && s->nT > 1) qsort(s->Ts, (size_t)s->nT, sizeof *s->Ts, int_cmp);
 

@@ -221,7 +221,9 @@ static const char *variant_class(hct_daemon_t *d, const char *op_name, const cha
   const hct_op_t *op = hct__op_get(d, op_name);
   const hct_variant_t *v = op != NULL ? hct__variant_find(op, variant) : NULL;
   hct__error_clear();
-  return v != NULL ? hct__parity_name(v->parity) : "";
+  /* The class it competes in (hct__variant_competes): what its bits
+   * promise, not the class it is checked by (upmix: bitwise vs a kl one). */
+  return v != NULL ? hct__parity_name(hct__variant_competes(op, v)) : "";
 }
 
 /* The model key of a card the DB knows, else null. */
@@ -565,7 +567,7 @@ int hct__req_module(hct_conn_t *c, hct_req_t *r) {
   }
   const hct_db_device_t *dev = ch.device != NULL ? hct__index_device(d->ix, ch.device) : NULL;
   json_t *plan = plan_json(op, v, &m->point, dev, r->tokens);
-  const char *cls = ch.dec != NULL ? ch.dec->variant_class : hct__parity_name(v->parity);
+  const char *cls = ch.dec != NULL ? ch.dec->variant_class : hct__parity_name(hct__variant_competes(op, v));
   if (plan != NULL) {
     /* "entries": what a client loads with: the answer and its plan. */
     json_object_set_new(plan, "variant", json_string(variant));

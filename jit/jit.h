@@ -138,6 +138,24 @@ typedef struct hct_param_s {
 
 /* hct_parity_t and hct__parity_name: common/common.h (common/names.c). */
 
+/* How the points of a family are chosen for the deciding timing at a T
+ * (manifest "search", op or variant level; tuner/search.c). */
+typedef enum { HCT_SEARCH_EXHAUSTIVE, HCT_SEARCH_HALVING } hct_search_strategy_t;
+typedef struct hct_search_s {
+  hct_search_strategy_t strategy;
+  double keep;              /* fraction kept per round (0.5) */
+  int ci_rule;              /* 1: drop only points whose interval lies above
+                               the cut's ("ci", default); 0: by median */
+  int first_samples;        /* samples per point in round 0 (3) */
+  int growth;               /* samples multiply by this per round (2) */
+  int max_samples;          /* the last round's samples (24) */
+  int final_points;         /* survivors wanted (2) */
+  int carry;                /* best points of the previous T kept through
+                               round 0 (2) */
+  int min_points;           /* a family with at most this many points at a
+                               T is timed exhaustively (8) */
+} hct_search_t;
+
 typedef struct hct_variant_s {
   char name[32];
   char template_file[64];   /* relative to the op folder */
@@ -157,6 +175,7 @@ typedef struct hct_variant_s {
   int n_scratch;
   hct_launch_t launches[HCT_MAX_LAUNCHES];
   int n_launches;
+  hct_search_t search;      /* the op's, with the variant's own fields */
 } hct_variant_t;
 
 /*
@@ -184,13 +203,31 @@ typedef struct hct_op_s {
   /* kl parity factors, relative to the baseline's own error */
   double kl_mean_factor, kl_abs_floor, maxerr_factor;
   int timing_cold;          /* 1: cold (rotating weights) decides */
-  int batch;                /* launches per timed graph (96) */
+  char batch_expr[96];      /* launches per timed graph: an integer, or an
+                               expression of T and the constants ("96") */
+  int batch;                /* its value at tmin (for display; the probe and
+                               the worker use hct__op_batch at each T) */
+  int probe_tokens[HCT_MAX_TOKEN_LIST]; /* representative counts probed by
+                               default (manifest "probe_tokens"), ascending */
+  int n_probe_tokens;       /* 0: every count of the range */
+  hct_search_t search;      /* "search" at op level: every variant's default */
   hct_variant_t variants[HCT_MAX_VARIANTS];
   int n_variants;
   int has_inputs;           /* the manifest has "inputs" (every rule is then
                                in buffers[].rule) */
   hct_reference_t reference;
 } hct_op_t;
+
+/* The largest batch of launches a timed graph may hold (the worker's). */
+#define HCT_MAX_BATCH 4096
+
+/* Launches per timed graph at T: timing.batch evaluated over T and the
+ * constants; HCT_ERANGE (with a message) outside 1..HCT_MAX_BATCH. */
+int hct__op_batch(const hct_op_t *op, int T);
+/* The counts a probe takes when none are named: probe_tokens, else every
+ * count of the range when it fits in one token list, else HCT_ERANGE
+ * asking for --tokens. */
+int hct__op_probe_tokens(const hct_op_t *op, hct_tokens_t *out);
 
 /* Loads <kernels_dir>/<op>/manifest.json.  Every error names the file and
  * the field. */
@@ -200,6 +237,24 @@ void hct__manifest_free(hct_op_t *op);
  * sorted; returns the count or a negative code. */
 int hct__manifest_list(const char *kernels_dir, char names[][32], int max);
 const hct_variant_t *hct__variant_find(const hct_op_t *op, const char *name);
+/* The variant whose bits v must equal (its "reference"), when v is bitwise;
+ * NULL for the baseline and kl variants. */
+const hct_variant_t *hct__variant_reference(const hct_op_t *op, const hct_variant_t *v);
+/*
+ * The class a variant competes in, the one rule for every decision: a
+ * decision of class bitwise promises bits identical to the baseline's, so a
+ * bitwise variant takes part in it only when its chain of references ends
+ * at the baseline; a bitwise variant whose chain ends at a kl variant (the
+ * prefill op's upmix, bit-identical to pair_mma) has that variant's error
+ * and competes in kl.  The baseline and kl variants compete in their own
+ * class (the baseline in both decisions, kl in kl only).  It is also the
+ * class a decision records for its variant (variant_class).  How a variant
+ * is *checked* is still its declared class: upmix is checked bit for bit.
+ */
+hct_parity_t hct__variant_competes(const hct_op_t *op, const hct_variant_t *v);
+/* 1 when v takes part in the decision of class `decision` (bitwise or kl):
+ * what competes in kl is in the kl decision only, the rest in both. */
+int hct__variant_in_decision(const hct_op_t *op, const hct_variant_t *v, hct_parity_t decision);
 size_t hct__dtype_size(hct_dtype_t t);
 
 /*
@@ -211,6 +266,13 @@ typedef struct hct_point_s {
   int64_t v[HCT_MAX_PARAMS];
 } hct_point_t;
 int hct__param_points(const hct_variant_t *v, hct_point_t *out, int max);
+/* The point of v made of the first value of every parameter (its default
+ * point as a reference: a bitwise variant whose reference is not the
+ * baseline is checked against the reference at this point, whose
+ * parameters must not change its bits: its template says so).  Not
+ * hct__point_default (daemon/client_kernel.h), the first point whose
+ * constraints hold at T. */
+void hct__point_first(const hct_variant_t *v, hct_point_t *pt);
 /* The point of v that {"ROWS":4,"TPL":2} names, strictly: every parameter
  * present, an integer, one of the values the manifest lists, and nothing
  * else.  The one reader of a point for every caller (worker, daemon,

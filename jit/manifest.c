@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "jit.h"
@@ -224,6 +225,93 @@ static int pointer_ok(const hct_op_t *op, const hct_variant_t *v, const char *na
   return 0;
 }
 
+/* The defaults of "search": exhaustive, and for halving a quarter kept per
+ * round (and whatever is not clearly slower than the cut) from 3 samples
+ * up to 24, two survivors, two carried from the previous T, families of
+ * more than 8 points. */
+static const hct_search_t search_defaults = {HCT_SEARCH_EXHAUSTIVE, 0.25, 1, 3, 2, 24, 2, 2, 8};
+
+/* Reads a "search" object (op or variant level: `field` names it) over
+ * *out, which holds the defaults it inherits. */
+static int load_search(ctx_t *c, json_t *js, const char *field, hct_search_t *out) {
+  if (js == NULL) return 0;
+  if (!json_is_object(js)) return bad(c, field, "must be an object");
+  static const char *const known[] = {"strategy", "keep", "rule", "first_samples", "growth",
+                                      "max_samples", "final_points", "carry", "min_points", "why"};
+  const char *key;
+  json_t *x;
+  json_object_foreach(js, key, x) {
+    size_t k;
+    for (k = 0; k < HCT_ARRAY_SIZE(known) && strcmp(known[k], key) != 0; k++) {}
+    if (k == HCT_ARRAY_SIZE(known)) {
+      char cause[128];
+      snprintf(cause, sizeof cause, "unknown field '%s'", key);
+      return bad(c, field, cause);
+    }
+  }
+  const char *st = json_string_value(json_object_get(js, "strategy"));
+  if (json_object_get(js, "strategy") != NULL) {
+    if (st != NULL && strcmp(st, "exhaustive") == 0) out->strategy = HCT_SEARCH_EXHAUSTIVE;
+    else if (st != NULL && strcmp(st, "halving") == 0) out->strategy = HCT_SEARCH_HALVING;
+    else return bad(c, field, "strategy must be exhaustive or halving");
+  }
+  const char *rule = json_string_value(json_object_get(js, "rule"));
+  if (json_object_get(js, "rule") != NULL) {
+    if (rule != NULL && strcmp(rule, "ci") == 0) out->ci_rule = 1;
+    else if (rule != NULL && strcmp(rule, "median") == 0) out->ci_rule = 0;
+    else return bad(c, field, "rule must be ci or median");
+  }
+  if ((x = json_object_get(js, "keep")) != NULL) {
+    if (!json_is_number(x) || !(json_number_value(x) > 0 && json_number_value(x) < 1))
+      return bad(c, field, "keep must be a number between 0 and 1, both excluded");
+    out->keep = json_number_value(x);
+  }
+  static const struct {
+    const char *name;
+    size_t off;
+    int lo, hi;
+  } ints[] = {{"first_samples", offsetof(hct_search_t, first_samples), 1, 1000},
+              {"growth", offsetof(hct_search_t, growth), 2, 16},
+              {"max_samples", offsetof(hct_search_t, max_samples), 1, 10000},
+              {"final_points", offsetof(hct_search_t, final_points), 1, 64},
+              {"carry", offsetof(hct_search_t, carry), 0, 64},
+              {"min_points", offsetof(hct_search_t, min_points), 1, 100000}};
+  for (size_t k = 0; k < HCT_ARRAY_SIZE(ints); k++) {
+    if ((x = json_object_get(js, ints[k].name)) == NULL) continue;
+    if (!json_is_integer(x) || json_integer_value(x) < ints[k].lo || json_integer_value(x) > ints[k].hi) {
+      char cause[128];
+      snprintf(cause, sizeof cause, "%s must be an integer in %d..%d", ints[k].name, ints[k].lo, ints[k].hi);
+      return bad(c, field, cause);
+    }
+    *(int *)((char *)out + ints[k].off) = (int)json_integer_value(x);
+  }
+  if (out->max_samples < out->first_samples) return bad(c, field, "max_samples is below first_samples");
+  return 0;
+}
+
+/* "probe_tokens": the representative counts probed by default, ascending,
+ * distinct, inside the op's range, at most one token list. */
+static int load_probe_tokens(ctx_t *c, json_t *root, hct_op_t *op) {
+  json_t *pt = json_object_get(root, "probe_tokens");
+  if (pt == NULL) return 0;
+  if (!json_is_array(pt) || json_array_size(pt) == 0 || json_array_size(pt) > HCT_MAX_TOKEN_LIST) {
+    char cause[128];
+    snprintf(cause, sizeof cause, "must be an array of 1 to %d token counts", HCT_MAX_TOKEN_LIST);
+    return bad(c, "probe_tokens", cause);
+  }
+  size_t i;
+  json_t *x;
+  json_array_foreach(pt, i, x) {
+    long long T = json_is_integer(x) ? json_integer_value(x) : -1;
+    char cause[160];
+    snprintf(cause, sizeof cause, "item %zu (%lld) must be a count in the op's tokens %d..%d, above the one before it",
+             i, T, op->tmin, op->tmax);
+    if (T < op->tmin || T > op->tmax || (i > 0 && T <= op->probe_tokens[i - 1])) return bad(c, "probe_tokens", cause);
+    op->probe_tokens[op->n_probe_tokens++] = (int)T;
+  }
+  return 0;
+}
+
 /* The "launches" array of a variant or (reference) of the op's reference
  * into v: non-empty, every expression valid over names, every pointer
  * argument one pointer_ok allows. */
@@ -300,6 +388,36 @@ static void load_launches(ctx_t *c, const hct_op_t *op, json_t *launches, hct_va
   }
 }
 
+int hct__op_batch(const hct_op_t *op, int T) {
+  hct_symtab_t syms = op->constants;
+  hct__symtab_set(&syms, "T", T);
+  int64_t b = 0;
+  int rc = hct__expr_eval(op->batch_expr, &syms, &b);
+  if (rc != 0) {
+    char cause[512];
+    snprintf(cause, sizeof cause, "%s", hct_last_error());
+    return hct__error(rc, "op '%s': timing.batch '%s' at T=%d: %s", op->name, op->batch_expr, T, cause);
+  }
+  if (b < 1 || b > HCT_MAX_BATCH)
+    return hct__error(HCT_ERANGE, "op '%s': timing.batch '%s' is %lld at T=%d, outside 1..%d", op->name,
+                      op->batch_expr, (long long)b, T, HCT_MAX_BATCH);
+  return (int)b;
+}
+
+int hct__op_probe_tokens(const hct_op_t *op, hct_tokens_t *out) {
+  memset(out, 0, sizeof *out);
+  if (op->n_probe_tokens > 0) {
+    for (int k = 0; k < op->n_probe_tokens; k++) hct__tokens_add(out, op->probe_tokens[k]);
+    return 0;
+  }
+  if (op->tmax - op->tmin >= HCT_MAX_TOKEN_LIST)
+    return hct__error(HCT_ERANGE, "op '%s': its range %d..%d is more than %d token counts and its manifest "
+                      "names no probe_tokens: name some with --tokens", op->name, op->tmin, op->tmax,
+                      HCT_MAX_TOKEN_LIST);
+  for (int T = op->tmin; T <= op->tmax; T++) hct__tokens_add(out, T);
+  return 0;
+}
+
 static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, int idx) {
   char field[160];
   snprintf(field, sizeof field, "variants[%d]", idx);
@@ -336,6 +454,12 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
   v->tmin = op->tmin;
   v->tmax = op->tmax;
   get_range(c, jv, field, &v->tmin, &v->tmax);
+  v->search = op->search;
+  {
+    char sfield[200];
+    snprintf(sfield, sizeof sfield, "%s: search", field);
+    if (load_search(c, json_object_get(jv, "search"), sfield, &v->search) != 0) return;
+  }
 
   /* Names an expression of this variant may use. */
   hct_symtab_t names = op->constants;
@@ -580,20 +704,36 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
     if ((x = json_object_get(kl, "abs_floor"))) op->kl_abs_floor = json_number_value(x);
     if ((x = json_object_get(kl, "maxerr_factor"))) op->maxerr_factor = json_number_value(x);
   }
+  if (load_probe_tokens(c, root, op) != 0) return c->err;
+  op->search = search_defaults;
+  if (load_search(c, json_object_get(root, "search"), "search", &op->search) != 0) return c->err;
   json_t *timing = json_object_get(root, "timing");
   op->timing_cold = 1;
-  op->batch = 96;
+  hct__strlcpy(op->batch_expr, "96", sizeof op->batch_expr);
   if (timing != NULL) {
     const char *mode = get_str(c, timing, "mode", "timing.mode", 0);
     if (mode != NULL && strcmp(mode, "cold") != 0 && strcmp(mode, "hot") != 0)
       return bad(c, "timing.mode", "must be cold or hot");
     if (mode != NULL) op->timing_cold = strcmp(mode, "cold") == 0;
     json_t *x = json_object_get(timing, "batch");
-    if (x != NULL) {
-      if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > 10000)
-        return bad(c, "timing.batch", "must be an integer in 1..10000");
-      op->batch = (int)json_integer_value(x);
+    if (x != NULL) get_expr(c, x, op->batch_expr, sizeof op->batch_expr, "timing.batch");
+    check_expr(c, &names, op->batch_expr, "timing.batch");
+    if (c->err) return c->err;
+  }
+  /* The batch must be a launch count the worker takes at every count the
+   * op is probed at by default, and at both ends of its range. */
+  int at[HCT_MAX_TOKEN_LIST + 2], n_at = 0;
+  at[n_at++] = op->tmin;
+  at[n_at++] = op->tmax;
+  for (int k = 0; k < op->n_probe_tokens; k++) at[n_at++] = op->probe_tokens[k];
+  for (int k = 0; k < n_at; k++) {
+    int b = hct__op_batch(op, at[k]);
+    if (b < 0) {
+      char cause[600];
+      snprintf(cause, sizeof cause, "at T=%d: %s", at[k], hct_last_error());
+      return bad(c, "timing.batch", cause);
     }
+    if (k == 0) op->batch = b;
   }
 
   json_t *vars = json_object_get(root, "variants");
@@ -612,8 +752,29 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
       if (strcmp(v->name, op->variants[b].name) == 0) return bad(c, v->name, "variant name used twice");
     if (v->reference[0] != '\0' && hct__variant_find(op, v->reference) == NULL)
       return bad(c, v->name, "reference names no variant of this op");
+    char field[64];
+    snprintf(field, sizeof field, "variant '%s'", v->name);
+    /* Only bits have a reference: a kl variant is judged against the
+     * float64 reference with the baseline's error as its yardstick. */
+    if (v->reference[0] != '\0' && v->parity != HCT_PARITY_BITWISE)
+      return bad(c, field, "only a bitwise variant names a reference");
+    if (strcmp(v->reference, v->name) == 0) return bad(c, field, "reference names the variant itself");
   }
   if (baselines != 1) return bad(c, "variants", "need exactly one variant of class baseline");
+  /* A chain of references must end at a variant that is not bitwise (the
+   * baseline, or a kl one): a cycle would leave bits with no origin.  A
+   * chain longer than the variants there are has come back on itself. */
+  for (int a = 0; a < op->n_variants; a++) {
+    const hct_variant_t *v = &op->variants[a];
+    for (int steps = 0; v != NULL && v->parity == HCT_PARITY_BITWISE; steps++) {
+      if (steps == op->n_variants) {
+        char field[64];
+        snprintf(field, sizeof field, "variant '%s'", op->variants[a].name);
+        return bad(c, field, "its references go round in a cycle");
+      }
+      v = hct__variant_find(op, v->reference);
+    }
+  }
   return c->err;
 }
 
@@ -690,6 +851,34 @@ const hct_variant_t *hct__variant_find(const hct_op_t *op, const char *name) {
   for (int i = 0; i < op->n_variants; i++)
     if (strcmp(op->variants[i].name, name) == 0) return &op->variants[i];
   return NULL;
+}
+
+const hct_variant_t *hct__variant_reference(const hct_op_t *op, const hct_variant_t *v) {
+  return v->parity == HCT_PARITY_BITWISE ? hct__variant_find(op, v->reference) : NULL;
+}
+
+hct_parity_t hct__variant_competes(const hct_op_t *op, const hct_variant_t *v) {
+  if (v->parity != HCT_PARITY_BITWISE) return v->parity;
+  /* Bits equal to bits equal to ... the baseline's are the baseline's;
+   * anywhere a kl variant sits in the chain, the error is that one's. */
+  const hct_variant_t *r = v;
+  for (int steps = 0; r != NULL && steps <= op->n_variants; steps++) {
+    r = hct__variant_reference(op, r);
+    if (r == NULL) break;
+    if (r->parity == HCT_PARITY_BASELINE) return HCT_PARITY_BITWISE;
+    if (r->parity == HCT_PARITY_KL) return HCT_PARITY_KL;
+  }
+  return HCT_PARITY_KL; /* no chain (the manifest loader refuses one): no bitwise promise */
+}
+
+int hct__variant_in_decision(const hct_op_t *op, const hct_variant_t *v, hct_parity_t decision) {
+  hct_parity_t cls = hct__variant_competes(op, v);
+  return cls != HCT_PARITY_KL || decision == HCT_PARITY_KL;
+}
+
+void hct__point_first(const hct_variant_t *v, hct_point_t *pt) {
+  memset(pt, 0, sizeof *pt);
+  for (int p = 0; p < v->n_params; p++) pt->v[p] = v->params[p].values[0];
 }
 
 int hct__param_points(const hct_variant_t *v, hct_point_t *out, int max) {

@@ -167,6 +167,16 @@ static void test_manifest_errors(void **state) {
       {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("a", "bitwise", "\"zz\"") "]}", "reference"},
       {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("a", "bitwise", "null") "]}", "needs a reference"},
       {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("a", "fast", "null") "]}", "class"},
+      /* References: never the variant itself, only on a bitwise variant,
+       * and a chain that ends off the bitwise class (no cycle). */
+      {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("b", "baseline", "null") ","
+                 GOOD_VARIANT("a", "bitwise", "\"a\"") "]}", "'a': reference names the variant itself"},
+      {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("b", "baseline", "null") ","
+                 GOOD_VARIANT("k", "kl", "\"b\"") "]}", "'k': only a bitwise variant names a reference"},
+      {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("b", "baseline", "\"b\"") "]}", "only a bitwise variant"},
+      {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("b", "baseline", "null") ","
+                 GOOD_VARIANT("x", "bitwise", "\"y\"") "," GOOD_VARIANT("y", "bitwise", "\"z\"") ","
+                 GOOD_VARIANT("z", "bitwise", "\"x\"") "]}", "'x': its references go round in a cycle"},
       {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("a", "baseline", "null") ","
                  GOOD_VARIANT("a", "baseline", "null") "]}", "twice"},
       {GOOD_HEAD "\"variants\":[]}", "variants"},
@@ -354,6 +364,153 @@ static void test_manifest_inputs_reference_errors(void **state) {
   }
 }
 
+/* The class each variant competes in, the one rule of which decisions a
+ * variant takes part in: bits equal to the baseline's (directly or through
+ * another bitwise variant) are bitwise; bits equal to a kl variant's (the
+ * prefill op's upmix against pair_mma) carry that variant's error, so kl;
+ * and a chain that reaches a kl variant anywhere is kl. */
+static void test_competing_class(void **state) {
+  (void)state;
+  write_manifest("t", GOOD_HEAD "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") ","
+                 GOOD_VARIANT("bw", "bitwise", "\"base\"") "," GOOD_VARIANT("bw2", "bitwise", "\"bw\"") ","
+                 GOOD_VARIANT("mma", "kl", "null") "," GOOD_VARIANT("upmix", "bitwise", "\"mma\"") ","
+                 GOOD_VARIANT("up2", "bitwise", "\"upmix\"") "]}");
+  hct_op_t *op;
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  static const struct {
+    const char *name;
+    hct_parity_t competes;
+    int in_bitwise, in_kl;
+    const char *reference;
+  } cases[] = {
+      {"base", HCT_PARITY_BASELINE, 1, 1, NULL}, {"bw", HCT_PARITY_BITWISE, 1, 1, "base"},
+      {"bw2", HCT_PARITY_BITWISE, 1, 1, "bw"},   {"mma", HCT_PARITY_KL, 0, 1, NULL},
+      {"upmix", HCT_PARITY_KL, 0, 1, "mma"},     {"up2", HCT_PARITY_KL, 0, 1, "upmix"},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
+    const hct_variant_t *v = hct__variant_find(op, cases[i].name);
+    assert_non_null(v);
+    const hct_variant_t *r = hct__variant_reference(op, v);
+    if (hct__variant_competes(op, v) != cases[i].competes ||
+        hct__variant_in_decision(op, v, HCT_PARITY_BITWISE) != cases[i].in_bitwise ||
+        hct__variant_in_decision(op, v, HCT_PARITY_KL) != cases[i].in_kl ||
+        (r == NULL) != (cases[i].reference == NULL) ||
+        (r != NULL && strcmp(r->name, cases[i].reference) != 0))
+      fail_msg("%s: competes in %s, in bitwise %d, in kl %d, reference %s", cases[i].name,
+               hct__parity_name(hct__variant_competes(op, v)),
+               hct__variant_in_decision(op, v, HCT_PARITY_BITWISE),
+               hct__variant_in_decision(op, v, HCT_PARITY_KL), r ? r->name : "none");
+  }
+  /* Its default point as a reference: the first value of every parameter. */
+  hct_point_t pt;
+  hct__point_first(hct__variant_find(op, "mma"), &pt);
+  char js[64];
+  hct__point_json(hct__variant_find(op, "mma"), &pt, js, sizeof js);
+  assert_string_equal(js, "{\"B\":128,\"U\":1}");
+  hct__manifest_free(op);
+}
+
+/* "probe_tokens" and a "timing.batch" that is an expression of T. */
+static void test_probe_tokens_and_batch(void **state) {
+  (void)state;
+  write_manifest("t", "{\"op\":\"t\",\"tokens\":[16,32768],\"probe_tokens\":[16,512,32768],"
+                 "\"constants\":{\"N\":1024},\"timing\":{\"batch\":\"max(2, min(96, 65536 / T))\"},"
+                 "\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\",\"elems\":\"T*N\"},"
+                 "{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T*N\"}],"
+                 "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}");
+  hct_op_t *op;
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  hct_tokens_t t;
+  assert_int_equal(hct__op_probe_tokens(op, &t), 0);
+  assert_int_equal(t.n, 3);
+  assert_true(t.t[0] == 16 && t.t[1] == 512 && t.t[2] == 32768);
+  assert_int_equal(hct__op_batch(op, 16), 96);
+  assert_int_equal(hct__op_batch(op, 2048), 32);
+  assert_int_equal(hct__op_batch(op, 32768), 2);
+  assert_int_equal(op->batch, 96); /* at tmin, for display */
+  /* Without probe_tokens a range too large for a list asks for --tokens. */
+  op->n_probe_tokens = 0;
+  assert_int_equal(hct__op_probe_tokens(op, &t), HCT_ERANGE);
+  assert_non_null(strstr(hct_last_error(), "names no probe_tokens: name some with --tokens"));
+  hct__manifest_free(op);
+
+  /* An integer batch, and a small range probed densely by default. */
+  write_manifest("t", GOOD_HEAD "\"timing\":{\"batch\":32},\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}");
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  assert_int_equal(hct__op_batch(op, 3), 32);
+  assert_int_equal(hct__op_probe_tokens(op, &t), 0);
+  assert_true(t.n == 4 && t.t[0] == 1 && t.t[3] == 4);
+  hct__manifest_free(op);
+
+  static const struct {
+    const char *head, *needle;
+  } bad[] = {
+      {"\"probe_tokens\":[1,8],", "probe_tokens: item 1 (8) must be a count in the op's tokens 1..4"},
+      {"\"probe_tokens\":[2,2],", "item 1 (2)"},
+      {"\"probe_tokens\":[],", "probe_tokens: must be an array of 1 to 64"},
+      {"\"probe_tokens\":[\"x\"],", "item 0 (-1)"},
+      {"\"timing\":{\"batch\":\"4-T\"},", "timing.batch: at T=4: op 't': timing.batch '4-T' is 0 at T=4, outside 1..4096"},
+      {"\"timing\":{\"batch\":\"Q*2\"},", "unknown name 'Q'"},
+      {"\"timing\":{\"batch\":5000},", "is 5000 at T=1"},
+      {"\"timing\":{\"batch\":[1]},", "timing.batch: must be a number or an expression"},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(bad); i++) {
+    char text[4096];
+    snprintf(text, sizeof text, GOOD_HEAD "%s\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}", bad[i].head);
+    write_manifest("t", text);
+    op = NULL;
+    int rc = hct__manifest_load(tmpdir, "t", &op);
+    if (rc != HCT_EMANIFEST || strstr(hct_last_error(), bad[i].needle) == NULL)
+      fail_msg("case %zu: rc %d, message '%s' lacks '%s'", i, rc, hct_last_error(), bad[i].needle);
+  }
+}
+
+/* "search": op level, inherited and overridden by a variant. */
+static void test_search_field(void **state) {
+  (void)state;
+  write_manifest("t", GOOD_HEAD "\"search\":{\"strategy\":\"halving\",\"keep\":0.5,\"min_points\":3},"
+                 "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") ","
+                 "{\"name\":\"x\",\"template\":\"a.cu\",\"class\":\"kl\",\"search\":{\"rule\":\"median\",\"carry\":0},"
+                 "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"args\":[]}]},"
+                 "{\"name\":\"y\",\"template\":\"a.cu\",\"class\":\"kl\",\"search\":{\"strategy\":\"exhaustive\"},"
+                 "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"args\":[]}]}]}");
+  hct_op_t *op;
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  const hct_search_t *b = &hct__variant_find(op, "base")->search, *x = &hct__variant_find(op, "x")->search,
+                     *y = &hct__variant_find(op, "y")->search;
+  assert_true(b->strategy == HCT_SEARCH_HALVING && b->keep == 0.5 && b->ci_rule == 1 && b->min_points == 3);
+  assert_true(b->first_samples == 3 && b->growth == 2 && b->max_samples == 24 && b->final_points == 2);
+  assert_true(x->strategy == HCT_SEARCH_HALVING && x->ci_rule == 0 && x->carry == 0 && x->keep == 0.5);
+  assert_true(y->strategy == HCT_SEARCH_EXHAUSTIVE);
+  hct__manifest_free(op);
+  write_manifest("t", GOOD_HEAD "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}");
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  assert_true(op->search.strategy == HCT_SEARCH_EXHAUSTIVE && op->variants[0].search.keep == 0.25);
+  hct__manifest_free(op);
+
+  static const struct {
+    const char *search, *needle;
+  } bad[] = {
+      {"{\"strategy\":\"random\"}", "search: strategy must be exhaustive or halving"},
+      {"{\"keep\":1}", "keep must be a number between 0 and 1"},
+      {"{\"rule\":\"mean\"}", "rule must be ci or median"},
+      {"{\"growth\":1}", "growth must be an integer in 2..16"},
+      {"{\"first_samples\":30}", "max_samples is below first_samples"},
+      {"{\"budget\":3}", "unknown field 'budget'"},
+      {"[]", "search: must be an object"},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(bad); i++) {
+    char text[4096];
+    snprintf(text, sizeof text, GOOD_HEAD "\"search\":%s,\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}",
+             bad[i].search);
+    write_manifest("t", text);
+    op = NULL;
+    int rc = hct__manifest_load(tmpdir, "t", &op);
+    if (rc != HCT_EMANIFEST || strstr(hct_last_error(), bad[i].needle) == NULL)
+      fail_msg("case %zu: rc %d, message '%s' lacks '%s'", i, rc, hct_last_error(), bad[i].needle);
+  }
+}
+
 static void test_manifest_list(void **state) {
   (void)state;
   write_manifest("t", "{}");
@@ -428,6 +585,8 @@ int main(void) {
       cmocka_unit_test(test_fits_and_constraints), cmocka_unit_test(test_manifest_inputs_reference),
       cmocka_unit_test(test_manifest_inputs_reference_errors),
       cmocka_unit_test(test_shipped_folder_copied),
+      cmocka_unit_test(test_fits_and_constraints), cmocka_unit_test(test_competing_class),
+      cmocka_unit_test(test_probe_tokens_and_batch), cmocka_unit_test(test_search_field),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[300];

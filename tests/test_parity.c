@@ -90,6 +90,46 @@ static void test_bitwise_16bit(void **state) {
   assert_int_equal(f.unwritten, 1);
 }
 
+/* Large buffers are compared in 1M-element chunks on every core: the
+ * figures are the ones a single pass gives, whichever chunk holds what,
+ * and do not depend on the number of threads. */
+static void test_chunked_large(void **state) {
+  (void)state;
+  const size_t N = (3u << 20) + 12345; /* four chunks, the last short */
+  float *ref = malloc(N * sizeof *ref), *out = malloc(N * sizeof *out);
+  assert_non_null(ref);
+  assert_non_null(out);
+  for (size_t i = 0; i < N; i++) ref[i] = out[i] = (float)(i % 977) * 0.25f - 7.0f;
+  hct_hbuf_t b = {.spec = &spec_f32, .elems = N};
+  const uint32_t poison = HCT_POISON_F32, inf = 0x7f800000u;
+  out[N - 1] = bitsf(fbits(out[N - 1]) + 1);    /* last chunk */
+  out[(2u << 20) + 5] = bitsf(fbits(out[(2u << 20) + 5]) ^ 1); /* third */
+  memcpy(&out[(1u << 20) + 3], &poison, 4);     /* second: unwritten */
+  memcpy(&out[(3u << 20) + 7], &inf, 4);        /* last: not finite */
+  for (int threads = 1; threads <= 3; threads += 2) {
+    char t[16];
+    snprintf(t, sizeof t, "%d", threads);
+    setenv("HCTUNE_THREADS", t, 1);
+    hct_parity_figs_t f;
+    hct__parity_bitwise(&b, out, ref, &f);
+    assert_int_equal(f.mismatches, 4);
+    assert_int_equal(f.first_mismatch, (1u << 20) + 3);
+    assert_int_equal(f.unwritten, 1);
+    assert_int_equal(hct__parity_nonfinite(&b, out), 1);
+    /* The distance is infinite with a NaN (the poison), else the largest
+     * difference over the largest reference value. */
+    assert_true(isinf(hct__parity_distance(&b, out, ref)));
+  }
+  unsetenv("HCTUNE_THREADS");
+  memcpy(out, ref, N * sizeof *out);
+  out[(2u << 20) + 9] += 0.5f;
+  double want = 0.5 / (976 * 0.25 - 7.0); /* the largest |ref| is 976 * 0.25 - 7 */
+  assert_true(fabs(hct__parity_distance(&b, out, ref) - want) < 1e-12);
+  assert_int_equal(hct__parity_nonfinite(&b, out), 0);
+  free(ref);
+  free(out);
+}
+
 /* ---- float figures -----------------------------------------------------------*/
 
 static void test_metrics_identical_perturbed_poisoned(void **state) {
@@ -419,6 +459,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bitwise_finds_one_ulp_and_poison),
       cmocka_unit_test(test_bitwise_16bit),
+      cmocka_unit_test(test_chunked_large),
       cmocka_unit_test(test_metrics_identical_perturbed_poisoned),
       cmocka_unit_test(test_metrics_sampled_rows),
       cmocka_unit_test(test_kl_known_value),

@@ -234,12 +234,111 @@ static void test_merge_ranges(void **state) {
   assert_non_null(strstr(hct_last_error(), "5..4"));
 }
 
+/* Sparse counts: each covers up to the geometric midpoints to its
+ * neighbours, the ends reach the op's range, equal winners merge. */
+static void test_cover_ranges(void **state) {
+  (void)state;
+  const int rep[] = {16, 128, 512, 2048, 8192, 32768};
+  const char *w[] = {"A", "A", "B", "B", "C", "A"};
+  hct_cover_t r[8];
+  assert_int_equal(hct__cover_ranges(rep, w, 6, rep, 6, 16, 32768, r, 8), 4);
+  /* 16*128 = 2048: 45*45 = 2025 <= 2048 < 46*46; 128*512 = 256^2 exactly. */
+  assert_true(r[0].tmin == 16 && r[0].tmax == 256 && r[0].first == 0 && r[0].last == 1);
+  assert_true(r[1].tmin == 257 && r[1].tmax == 4096 && strcmp(r[1].winner, "B") == 0);
+  assert_true(r[2].tmin == 4097 && r[2].tmax == 16384 && r[2].first == 4 && r[2].last == 4);
+  assert_true(r[3].tmin == 16385 && r[3].tmax == 32768 && strcmp(r[3].winner, "A") == 0);
+
+  /* Without merging: every boundary, and the first reaching tmin below it. */
+  const char *all[] = {"A", "B", "A", "B", "A", "B"};
+  assert_int_equal(hct__cover_ranges(rep, all, 6, rep, 6, 1, 40000, r, 8), 6);
+  assert_true(r[0].tmin == 1 && r[0].tmax == 45);
+  assert_true(r[1].tmin == 46 && r[1].tmax == 256);
+  assert_true(r[5].tmin == 16385 && r[5].tmax == 40000);
+  for (int k = 1; k < 6; k++) assert_int_equal(r[k].tmin, r[k - 1].tmax + 1);
+
+  /* A re-probe of one count (probe --stale) claims only its own cover:
+   * its neighbours are the representative counts it did not probe. */
+  const int one[] = {2048};
+  const char *wone[] = {"Z"};
+  assert_int_equal(hct__cover_ranges(one, wone, 1, rep, 6, 16, 32768, r, 8), 1);
+  assert_true(r[0].tmin == 1025 && r[0].tmax == 4096);
+  /* Two of them, not adjacent among the representatives: no merge. */
+  const int two[] = {128, 2048};
+  const char *wtwo[] = {"Z", "Z"};
+  assert_int_equal(hct__cover_ranges(two, wtwo, 2, rep, 6, 16, 32768, r, 8), 2);
+  assert_true(r[0].tmin == 46 && r[0].tmax == 256 && r[1].tmin == 1025);
+
+  /* A count that is not representative sits between them. */
+  const int odd[] = {1000};
+  assert_int_equal(hct__cover_ranges(odd, wone, 1, rep, 6, 16, 32768, r, 8), 1);
+  assert_true(r[0].tmin == 716 && r[0].tmax == 1431); /* 715^2 < 512000 < 716^2 */
+
+  /* Dense (every count representative): a range per run, as merge_ranges. */
+  const int dense[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const char *dw[] = {"A", "A", "B", "B", "B", "A", "A", "A"};
+  assert_int_equal(hct__cover_ranges(dense, dw, 8, dense, 8, 1, 8, r, 8), 3);
+  assert_true(r[0].tmin == 1 && r[0].tmax == 2 && r[1].tmin == 3 && r[1].tmax == 5);
+  assert_true(r[2].tmin == 6 && r[2].tmax == 8);
+
+  /* No winner covers nothing and ends a range; its neighbours stop at
+   * their midpoints to it. */
+  const char *gap[] = {"A", NULL, "A", "A", "A", "A"};
+  assert_int_equal(hct__cover_ranges(rep, gap, 6, rep, 6, 16, 32768, r, 8), 2);
+  assert_true(r[0].tmin == 16 && r[0].tmax == 45 && r[1].tmin == 257 && r[1].tmax == 32768);
+
+  /* Little room: the count is still right. */
+  assert_int_equal(hct__cover_ranges(rep, all, 6, rep, 6, 16, 32768, r, 2), 6);
+  assert_true(r[1].tmin == 46 && r[1].tmax == 256);
+  assert_int_equal(hct__cover_ranges(rep, all, 6, rep, 6, 16, 32768, NULL, 0), 6);
+
+  /* Bad input: one line naming it. */
+  const int back[] = {128, 16};
+  assert_int_equal(hct__cover_ranges(back, w, 2, rep, 6, 16, 32768, r, 8), HCT_EINVAL);
+  assert_non_null(strstr(hct_last_error(), "probed count 16"));
+  assert_int_equal(hct__cover_ranges(rep, w, 6, rep, 6, 16, 8192, r, 8), HCT_EINVAL);
+  assert_non_null(strstr(hct_last_error(), "32768"));
+}
+
+/* Every T of a range in exactly one cover, across random sparse lists: no
+ * gap, no overlap, and each cover holds the probed counts it names. */
+static void test_cover_ranges_partition(void **state) {
+  (void)state;
+  uint64_t x = 88172645463325252ull;
+  for (int trial = 0; trial < 200; trial++) {
+    int rep[64], probed[64], nrep = 0, n = 0;
+    const char *w[64];
+    for (int T = 1; T <= 32768 && nrep < 64; T += 1 + (int)((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 52)) {
+      rep[nrep++] = T;
+      if ((x >> 33) % 3 != 0) {
+        probed[n] = T;
+        w[n++] = (x >> 40) % 2 ? "A" : "B";
+      }
+    }
+    hct_cover_t r[64];
+    int nr = hct__cover_ranges(probed, w, n, rep, nrep, 1, 32768, r, 64);
+    assert_true(nr >= 0 && nr <= n);
+    for (int k = 0; k < nr; k++) {
+      assert_true(r[k].tmin <= probed[r[k].first] && probed[r[k].last] <= r[k].tmax);
+      if (k > 0) assert_true(r[k].tmin > r[k - 1].tmax);
+      /* Neighbours among all the counts (no representative between
+       * them) touch; others leave that representative's cover free. */
+      int between = 0;
+      for (int q = 0; k > 0 && q < nrep; q++)
+        between |= rep[q] > probed[r[k - 1].last] && rep[q] < probed[r[k].first];
+      if (k > 0 && r[k].first == r[k - 1].last + 1)
+        assert_int_equal(r[k].tmin == r[k - 1].tmax + 1, !between);
+    }
+    if (n == nrep && nr > 0) assert_true(r[0].tmin == 1 && r[nr - 1].tmax == 32768);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ranks_exact),   cmocka_unit_test(test_ranks_approx_continuous),
       cmocka_unit_test(test_summary_values), cmocka_unit_test(test_ci_coverage),
       cmocka_unit_test(test_significance),  cmocka_unit_test(test_pick_winner),
-      cmocka_unit_test(test_merge_ranges),
+      cmocka_unit_test(test_merge_ranges),  cmocka_unit_test(test_cover_ranges),
+      cmocka_unit_test(test_cover_ranges_partition),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

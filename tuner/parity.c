@@ -42,22 +42,87 @@ static uint32_t poison_of(hct_dtype_t dt) {
 
 static int is_float(hct_dtype_t dt) { return dt == HCT_DT_F32 || dt == HCT_DT_BF16 || dt == HCT_DT_F16; }
 
+/* Elements per chunk of the bit compare and the image check: results are
+ * summed chunk by chunk, so they do not depend on how many threads ran. */
+#define CMP_CHUNK (1u << 20)
+
+typedef struct cmp_chunk_s {
+  size_t mismatches, first, unwritten, bad_images;
+} cmp_chunk_t;
+
+typedef struct cmp_ctx_s {
+  const void *out, *ref;
+  const float *src;        /* images: the f32 output they are images of */
+  size_t elems;
+  int wide;                /* 4-byte elements, else 2 */
+  int bf16;                /* images: bf16, else f16 */
+  cmp_chunk_t *res;
+} cmp_ctx_t;
+
+/* Typed loops without a branch per element, so the compiler vectorises
+ * them; the first mismatch is looked for only in a chunk that has one. */
+static void cmp_chunks(void *arg, int begin, int end) {
+  cmp_ctx_t *c = arg;
+  for (int ch = begin; ch < end; ch++) {
+    size_t e0 = (size_t)ch * CMP_CHUNK, e1 = HCT_MIN(c->elems, e0 + CMP_CHUNK), mis = 0, unw = 0;
+    if (c->wide) {
+      const uint32_t *o = c->out, *r = c->ref;
+      for (size_t e = e0; e < e1; e++) {
+        unw += o[e] == (uint32_t)HCT_POISON_F32;
+        mis += o[e] != r[e];
+      }
+    } else {
+      const uint16_t *o = c->out, *r = c->ref;
+      for (size_t e = e0; e < e1; e++) {
+        unw += o[e] == HCT_POISON_16;
+        mis += o[e] != r[e];
+      }
+    }
+    size_t first = 0;
+    if (mis > 0) {
+      const size_t w = c->wide ? 4 : 2;
+      const char *o = c->out, *r = c->ref;
+      for (first = e0; first < e1 && memcmp(o + first * w, r + first * w, w) == 0; first++) {
+      }
+    }
+    c->res[ch] = (cmp_chunk_t){mis, first, unw, 0};
+  }
+}
+
+/* Runs fn over the chunks of elems elements, on every core when there is
+ * more than one chunk; returns the per-chunk results (malloc'd, NULL when
+ * out of memory) and their count. */
+static cmp_chunk_t *cmp_run(cmp_ctx_t *c, hct_range_fn fn, int *nchunks) {
+  *nchunks = (int)((c->elems + CMP_CHUNK - 1) / CMP_CHUNK);
+  c->res = calloc(*nchunks > 0 ? (size_t)*nchunks : 1, sizeof *c->res);
+  if (c->res == NULL) return NULL;
+  if (*nchunks <= 1) fn(c, 0, *nchunks);
+  else hct__par_for(*nchunks, fn, c);
+  return c->res;
+}
+
 void hct__parity_bitwise(const hct_hbuf_t *b, const void *out, const void *ref,
                          hct_parity_figs_t *f) {
   const hct_dtype_t dt = b->spec->dtype;
-  const uint32_t poison = poison_of(dt);
   f->elems = b->elems;
   f->mismatches = 0;
   f->first_mismatch = 0;
   f->unwritten = 0;
-  for (size_t i = 0; i < b->elems; i++) {
-    const uint32_t o = raw_bits(dt, out, i);
-    if (o == poison) f->unwritten++;
-    if (o != raw_bits(dt, ref, i)) {
-      if (f->mismatches == 0) f->first_mismatch = i;
-      f->mismatches++;
-    }
+  cmp_ctx_t c = {out, ref, NULL, b->elems, hct__dtype_size(dt) == 4, 0, NULL};
+  int n;
+  cmp_chunk_t *res = cmp_run(&c, cmp_chunks, &n);
+  if (res == NULL) {
+    /* No memory for the tally: every element counts as different, so no
+     * bound can pass on figures that were not computed. */
+    f->mismatches = b->elems;
+    return;
   }
+  for (int k = 0; k < n; k++) {
+    if (res[k].mismatches > 0 && f->mismatches == 0) f->first_mismatch = res[k].first;
+    f->mismatches += res[k].mismatches;
+    f->unwritten += res[k].unwritten;
+  }
+  free(res);
 }
 
 /*
@@ -252,21 +317,108 @@ static int image_source(const hct_hostset_t *hs, int i) {
   return -1;
 }
 
+static void image_chunks(void *arg, int begin, int end) {
+  cmp_ctx_t *c = arg;
+  const uint16_t *img = c->out;
+  const float *x = c->src;
+  for (int ch = begin; ch < end; ch++) {
+    size_t e0 = (size_t)ch * CMP_CHUNK, e1 = HCT_MIN(c->elems, e0 + CMP_CHUNK), bad = 0;
+    for (size_t e = e0; e < e1; e++) {
+      if (img[e] == HCT_POISON_16) continue; /* counted as unwritten */
+      uint16_t want = c->bf16 ? hct__f32_to_bf16(x[e]) : hct__f32_to_f16(x[e]);
+      /* NaN images of NaN sources may differ in payload. */
+      if (img[e] != want && !(x[e] != x[e])) bad++;
+    }
+    c->res[ch].bad_images = bad;
+  }
+}
+
 void hct__parity_images(const hct_hostset_t *hs, void *const outs[], hct_parity_figs_t figs[]) {
   for (int i = 0; i < hs->n; i++) {
     int src = image_source(hs, i);
     if (src < 0 || outs[i] == NULL || outs[src] == NULL) continue;
-    const uint16_t *img = outs[i];
-    const float *x = outs[src];
-    const int bf = hs->bufs[i].spec->dtype == HCT_DT_BF16;
-    size_t bad = 0;
-    for (size_t e = 0; e < hs->bufs[i].elems; e++) {
-      if (img[e] == HCT_POISON_16) continue; /* counted as unwritten */
-      uint16_t want = bf ? hct__f32_to_bf16(x[e]) : hct__f32_to_f16(x[e]);
-      /* NaN images of NaN sources may differ in payload. */
-      if (img[e] != want && !(x[e] != x[e])) bad++;
-    }
+    cmp_ctx_t c = {outs[i], NULL, outs[src], hs->bufs[i].elems, 0,
+                   hs->bufs[i].spec->dtype == HCT_DT_BF16, NULL};
+    int n;
+    cmp_chunk_t *res = cmp_run(&c, image_chunks, &n);
+    size_t bad = res == NULL ? hs->bufs[i].elems : 0; /* no memory: not exact */
+    for (int k = 0; res != NULL && k < n; k++) bad += res[k].bad_images;
+    free(res);
     figs[i].is_image = 1;
     figs[i].image_mismatches = bad;
   }
+}
+
+/* ---- what the verification of timed outputs needs on every set ---------- */
+
+typedef struct dist_ctx_s {
+  const hct_hbuf_t *b;
+  const void *a, *base;
+  size_t *nonfinite;       /* per chunk */
+  double *num, *den;       /* per chunk: max |a - base|, max |base| */
+} dist_ctx_t;
+
+static void nonfinite_chunks(void *arg, int begin, int end) {
+  dist_ctx_t *c = arg;
+  const hct_dtype_t dt = c->b->spec->dtype;
+  for (int ch = begin; ch < end; ch++) {
+    size_t e0 = (size_t)ch * CMP_CHUNK, e1 = HCT_MIN(c->b->elems, e0 + CMP_CHUNK), n = 0;
+    if (dt == HCT_DT_F32) {
+      const uint32_t *x = c->a;
+      for (size_t e = e0; e < e1; e++) n += (x[e] & 0x7f800000u) == 0x7f800000u && x[e] != (uint32_t)HCT_POISON_F32;
+    } else if (dt == HCT_DT_BF16 || dt == HCT_DT_F16) {
+      const uint16_t *x = c->a, mask = dt == HCT_DT_BF16 ? 0x7f80 : 0x7c00;
+      for (size_t e = e0; e < e1; e++) n += (x[e] & mask) == mask && x[e] != HCT_POISON_16;
+    }
+    c->nonfinite[ch] = n;
+  }
+}
+
+size_t hct__parity_nonfinite(const hct_hbuf_t *b, const void *out) {
+  const int n = (int)((b->elems + CMP_CHUNK - 1) / CMP_CHUNK);
+  size_t *per = calloc(n > 0 ? (size_t)n : 1, sizeof *per);
+  if (per == NULL) return b->elems; /* no memory: nothing may pass on it */
+  dist_ctx_t c = {b, out, NULL, per, NULL, NULL};
+  if (n <= 1) nonfinite_chunks(&c, 0, n);
+  else hct__par_for(n, nonfinite_chunks, &c);
+  size_t total = 0;
+  for (int k = 0; k < n; k++) total += per[k];
+  free(per);
+  return total;
+}
+
+static void distance_chunks(void *arg, int begin, int end) {
+  dist_ctx_t *c = arg;
+  const float *x = c->a, *y = c->base;
+  for (int ch = begin; ch < end; ch++) {
+    size_t e0 = (size_t)ch * CMP_CHUNK, e1 = HCT_MIN(c->b->elems, e0 + CMP_CHUNK);
+    /* A NaN (poison, or a NaN output) makes the distance infinite. */
+    double num = 0, den = 0;
+    int nan = 0;
+    for (size_t e = e0; e < e1; e++) {
+      double d = fabs((double)x[e] - (double)y[e]), r = fabs((double)y[e]);
+      nan |= d != d;
+      num = d > num ? d : num;
+      den = r > den ? r : den;
+    }
+    c->num[ch] = nan ? INFINITY : num;
+    c->den[ch] = den;
+  }
+}
+
+double hct__parity_distance(const hct_hbuf_t *b, const void *a, const void *base) {
+  if (b->spec->dtype != HCT_DT_F32) return 0;
+  const int n = (int)((b->elems + CMP_CHUNK - 1) / CMP_CHUNK);
+  double *num = calloc(2 * (n > 0 ? (size_t)n : 1), sizeof *num);
+  if (num == NULL) return INFINITY;
+  dist_ctx_t c = {b, a, base, NULL, num, num + n};
+  if (n <= 1) distance_chunks(&c, 0, n);
+  else hct__par_for(n, distance_chunks, &c);
+  double mx = 0, den = 0;
+  for (int k = 0; k < n; k++) {
+    mx = fmax(mx, num[k]);
+    den = fmax(den, c.den[k]);
+  }
+  free(num);
+  return den > 0 ? mx / den : mx;
 }

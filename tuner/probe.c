@@ -39,7 +39,21 @@ typedef struct cand_s {
   hct_summary_t timing[HCT_MAX_TOKEN_LIST];
   uint8_t timed[HCT_MAX_TOKEN_LIST];
   uint8_t verified[HCT_MAX_TOKEN_LIST]; /* its timed launches' outputs checked */
+  uint8_t in_timing[HCT_MAX_TOKEN_LIST]; /* in the deciding timing just made */
+  uint8_t searched_out[HCT_MAX_TOKEN_LIST]; /* its family's search left it
+                                              out of the deciding timing */
   hct_softkey_t sk;      /* what shaped its binary and figures */
+  int ref;               /* the candidate whose outputs it is checked
+                            against: the reference variant's default point
+                            for a bitwise one, the baseline for kl (whose
+                            error is the yardstick); -1 for the baseline */
+  int depth;             /* steps from the baseline along ref: checked in
+                            this order, so a reference is judged first */
+  int is_ref;            /* another candidate's bits must equal its own */
+  int ref_only;          /* here only as that reference (--variants or
+                            --points left it out): checked and timed, never
+                            decided for */
+  hct_parity_t competes; /* hct__variant_competes: the decisions it is in */
 } cand_t;
 
 typedef struct probe_s {
@@ -193,8 +207,81 @@ static int point_selected(const hct_probe_opts_t *o, const char *label) {
   return 0;
 }
 
+/* The candidate of variant v at point pt, or -1. */
+static int cand_of(const probe_t *P, const hct_variant_t *v, const hct_point_t *pt) {
+  for (int i = 0; i < P->n; i++) {
+    const cand_t *c = &P->cands[i];
+    int same = c->c.v == v;
+    for (int p = 0; same && p < v->n_params; p++) same = c->c.point.v[p] == pt->v[p];
+    if (same) return i;
+  }
+  return -1;
+}
+
+/* Fills the next candidate slot with variant v at point pt (P->n is not
+ * advanced: the caller decides whether it stays). */
+static cand_t *cand_fill(probe_t *P, const hct_variant_t *v, const hct_point_t *pt) {
+  cand_t *c = &P->cands[P->n];
+  memset(c, 0, sizeof *c);
+  c->c.op = P->op;
+  c->c.v = v;
+  c->c.point = *pt;
+  hct__point_json(v, pt, c->c.params, sizeof c->c.params);
+  snprintf(c->c.label, sizeof c->c.label, "%s %s", v->name, c->c.params);
+  c->job.backend = P->dev.backend;
+  hct__strlcpy(c->job.arch, P->dev.arch, sizeof c->job.arch);
+  c->job.op = P->op;
+  c->job.variant = v;
+  c->job.point = *pt;
+  return c;
+}
+
+/*
+ * What each candidate is checked against (cand_t.ref) and how deep it sits
+ * in the chain from the baseline.  A bitwise variant whose reference is
+ * not the baseline is checked against the reference variant's default
+ * point (hct__point_first), which joins the candidates (ref_only) when
+ * --variants or --points left it out; a variant whose reference cannot run
+ * on this card cannot be checked at all, and is skipped saying so.
+ */
+static int resolve_references(probe_t *P) {
+  for (int i = 0; i < P->n; i++) {
+    cand_t *c = &P->cands[i];
+    c->competes = hct__variant_competes(P->op, c->c.v);
+    c->ref = i == P->baseline ? -1 : P->baseline;
+    const hct_variant_t *rv = hct__variant_reference(P->op, c->c.v);
+    if (i == P->baseline || rv == NULL || rv->parity == HCT_PARITY_BASELINE) continue;
+    hct_point_t pt;
+    hct__point_first(rv, &pt);
+    int r = cand_of(P, rv, &pt);
+    char why[256];
+    if (r < 0 && !hct__variant_fits(rv, P->dev.backend, P->dev.arch_num, P->dev.warp_size, why, sizeof why)) {
+      progress(P, "skip", 0, 0, "%s: its reference %s cannot run here: %s", c->c.label, rv->name, why);
+      c->dead = 1;
+      continue;
+    }
+    if (r < 0) {
+      if (P->n == MAX_CANDS) return hct__error(HCT_ERANGE, "op '%s': more than %d candidates", P->op->name, MAX_CANDS);
+      cand_t *x = cand_fill(P, rv, &pt);
+      x->ref_only = 1;
+      r = P->n++;
+      c = &P->cands[i];
+    }
+    c->ref = r;
+    P->cands[r].is_ref = 1;
+  }
+  /* Depths: the manifest loader refuses a cycle, so n rounds settle them. */
+  for (int round = 0; round < P->n; round++)
+    for (int i = 0; i < P->n; i++) {
+      cand_t *c = &P->cands[i];
+      c->depth = c->ref < 0 ? 0 : P->cands[c->ref].depth + 1;
+    }
+  return 0;
+}
+
 /* Builds the candidate list: every point of every variant that fits the
- * card and supports at least one of the token counts asked for. */
+ * card and supports at least one of the token counts asked for, and the
+ * references they are checked against (resolve_references). */
 static int build_candidates(probe_t *P) {
   P->cands = calloc(MAX_CANDS, sizeof *P->cands);
   if (P->cands == NULL) return hct__error(HCT_ENOMEM, "out of memory");
@@ -215,12 +302,7 @@ static int build_candidates(probe_t *P) {
     int np = hct__param_points(v, pts, 64);
     for (int p = 0; p < np; p++) {
       if (P->n == MAX_CANDS) return hct__error(HCT_ERANGE, "op '%s': more than %d candidates", P->op->name, MAX_CANDS);
-      cand_t *c = &P->cands[P->n];
-      c->c.op = P->op;
-      c->c.v = v;
-      c->c.point = pts[p];
-      hct__point_json(v, &pts[p], c->c.params, sizeof c->c.params);
-      snprintf(c->c.label, sizeof c->c.label, "%s %s", v->name, c->c.params);
+      cand_t *c = cand_fill(P, v, &pts[p]);
       if (!is_base && !point_selected(P->o, c->c.label)) continue;
       int any = 0;
       for (int k = 0; k < P->tokens.n; k++)
@@ -229,18 +311,13 @@ static int build_candidates(probe_t *P) {
       /* The baseline is one candidate: its first point that fits. */
       if (is_base && P->baseline >= 0) continue;
       if (is_base) P->baseline = P->n;
-      c->job.backend = P->dev.backend;
-      hct__strlcpy(c->job.arch, P->dev.arch, sizeof c->job.arch);
-      c->job.op = P->op;
-      c->job.variant = v;
-      c->job.point = pts[p];
       P->n++;
     }
   }
   if (P->baseline < 0)
     return hct__error(HCT_EUNSUPPORTED, "op '%s': its baseline supports none of the token counts asked for",
                       P->op->name);
-  return 0;
+  return resolve_references(P);
 }
 
 static void compile_progress(void *arg, const hct_compile_job_t *job, int done, int total) {
@@ -513,7 +590,7 @@ static void judge_all(probe_t *P, const cand_t *c, const hct_worker_check_t *ck,
   figview_t v0 = view_first(ck);
   judge(P, c, &v0, vd);
   log[0] = '\0';
-  if (ck->deterministic == 0 && c->c.v->parity != HCT_PARITY_KL) {
+  if (ck->deterministic == 0 && (c->c.v->parity != HCT_PARITY_KL || c->is_ref)) {
     vd->status = "nondeterminism";
     vd->check = "determinism";
     snprintf(log, len, "T=%d%s seed %llu: two allocations on identical inputs gave different bits: "
@@ -588,10 +665,36 @@ static int judge_baseline(probe_t *P, const hct_worker_check_t *ck, int T, int p
 
 /* What a check call runs for candidate c (worker.h): every candidate the
  * runs of one allocation and the producer run; bitwise classes (the
- * baseline too) the second allocation that must give the same bits. */
+ * baseline too) and every reference of one the second allocation that must
+ * give the same bits (bits cannot equal bits that change run to run). */
 static int check_flags(const cand_t *c) {
   return HCT_CHECK_REPEAT | HCT_CHECK_PRODUCER |
-         (c->c.v->parity != HCT_PARITY_KL ? HCT_CHECK_TWIN : 0);
+         (c->c.v->parity != HCT_PARITY_KL || c->is_ref ? HCT_CHECK_TWIN : 0);
+}
+
+/*
+ * Candidate i cannot be checked at the k-th count: its reference (a
+ * variant it must equal bit for bit) did not pass its own class there.  A
+ * trial says why ("unsupported": no failure of its own, nothing
+ * quarantined), and it is out at that count only.
+ */
+static int reference_missing(probe_t *P, int i, int k, int pending, uint64_t seed) {
+  cand_t *c = &P->cands[i];
+  const cand_t *r = &P->cands[c->ref];
+  const int T = P->tokens.t[k];
+  char log[512];
+  snprintf(log, sizeof log, "T=%d%s: its reference %s did not pass its class here, so its bits "
+           "cannot be checked", T, pending ? " pending" : "", r->c.label);
+  hct_db_trial_t t;
+  trial_init(P, c, &t, "parity", T, pending);
+  hct__strlcpy(t.status, "unsupported", sizeof t.status);
+  t.seed = seed;
+  t.log = log;
+  int rc = hct__db_trial_add(P->db, &t, NULL);
+  c->failed[k] = 1;
+  progress(P, "reject", 0, 0, "%s: %s", c->c.label, log);
+  rejected(P, c, T, "parity", log);
+  return rc;
 }
 
 static int check_T(probe_t *P, int k, int pending) {
@@ -603,7 +706,13 @@ static int check_T(probe_t *P, int k, int pending) {
   int rc;
   /* The first call on an input set draws it and computes the float64
    * reference in the worker: give it time. */
+  const uint64_t t_base = hct__now_ns();
   rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, check_flags(base), 120000, &ck);
+  /* A check that takes seconds (large T: gigabytes drawn, copied and
+   * compared) gets a progress line per candidate, not one per T. */
+  const int long_step = P->tty || hct__now_ns() - t_base > 1000000000ull;
+  int n_check = 0, done_check = 0;
+  for (int i = 0; i < P->n; i++) n_check += i != P->baseline && !P->cands[i].dead && !P->cands[i].failed[k];
   if (rc != 0) {
     int r = candidate_failed(P, P->baseline, "parity", rc, T, pending, seed);
     return r != 0 ? r : rc;
@@ -619,15 +728,23 @@ static int check_T(probe_t *P, int k, int pending) {
   t.figures_json = vd.figures;
   if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
 
+  /* Candidates by depth (resolve_references): a reference is judged on
+   * these inputs before any candidate whose bits must equal its own.
+   * passed_here: passed this check; holds: whose outputs the worker keeps
+   * as the reference of the next check. */
+  uint8_t passed_here[MAX_CANDS] = {0};
+  passed_here[P->baseline] = 1;
+  int holds = P->baseline, max_depth = 0;
+  for (int i = 0; i < P->n; i++) max_depth = HCT_MAX(max_depth, P->cands[i].depth);
+  for (int d = 1; d <= max_depth; d++)
   for (int i = 0; i < P->n; i++) {
     cand_t *c = &P->cands[i];
     char why[256];
-    if (i == P->baseline || c->dead || c->failed[k] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
+    if (c->depth != d || c->dead || c->failed[k] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
       continue;
     if ((rc = check_interrupt(P)) != 0) return rc;
-    if (c->c.v->parity == HCT_PARITY_BITWISE && strcmp(c->c.v->reference, base->c.v->name) != 0)
-      return hct__error(HCT_EUNSUPPORTED, "%s: reference '%s' is not the baseline '%s'", c->c.label,
-                        c->c.v->reference, base->c.v->name);
+    if (long_step)
+      progress(P, "check", ++done_check, n_check, "T=%d%s: %s", T, pending ? " pending" : "", c->c.label);
     /* A fresh worker draws the inputs and the float64 reference again
      * before it runs anything: let it do so on the baseline, with time for
      * that, so that the candidate's own run keeps the launch deadline. */
@@ -640,12 +757,34 @@ static int check_T(probe_t *P, int k, int pending) {
         return r != 0 ? r : rc;
       }
       P->fresh_worker = 0;
+      holds = P->baseline;
     }
-    rc = hct__worker_check(P->w, i, P->baseline, T, pending, seed, check_flags(c), deadline, &ck);
-    if (rc != 0) {
-      if ((rc = candidate_failed(P, i, "parity", rc, T, pending, seed)) != 0) return rc;
+    if (passed_here[c->ref] && c->ref != holds) {
+      /* The reference's own outputs become the worker's reference: a run
+       * of it without one (worker.h), so that a fault there is its own. */
+      hct_worker_check_t own;
+      rc = hct__worker_check(P->w, c->ref, -1, T, pending, seed, HCT_CHECK_REPEAT, deadline, &own);
+      if (rc != 0) {
+        if ((rc = candidate_failed(P, c->ref, "parity", rc, T, pending, seed)) != 0) return rc;
+        passed_here[c->ref] = 0;
+        holds = -1;
+      } else {
+        holds = c->ref;
+      }
+    }
+    if (!passed_here[c->ref]) {
+      /* Not this candidate's fault, and nothing to compare its bits with:
+       * out at this T only, unchecked ("unsupported": no failure). */
+      if ((rc = reference_missing(P, i, k, pending, seed)) != 0) return rc;
       continue;
     }
+    rc = hct__worker_check(P->w, i, c->ref, T, pending, seed, check_flags(c), deadline, &ck);
+    if (rc != 0) {
+      if ((rc = candidate_failed(P, i, "parity", rc, T, pending, seed)) != 0) return rc;
+      if (holds == i) holds = -1;
+      continue;
+    }
+    holds = c->ref; /* a check with a reference leaves the worker holding it */
     if (!P->producer_warned && strncmp(ck.producer_skipped, "the producer kernel", 19) == 0) {
       /* The producer check cannot run on this card: say so once, loudly. */
       P->producer_warned = 1;
@@ -667,6 +806,8 @@ static int check_T(probe_t *P, int k, int pending) {
       hct__worker_unload(P->w, i);
       progress(P, "reject", 0, 0, "%s: %s check: %s: %s", c->c.label, vd.check, vd.status, log);
       rejected(P, c, T, vd.check, log);
+    } else {
+      passed_here[i] = 1;
     }
   }
   return 0;
@@ -697,10 +838,17 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
     int ids[MAX_CANDS], n = 0, rc;
     for (int i = 0; i < P->n; i++) {
       const cand_t *c = &P->cands[i];
-      if (!c->dead && c->passed[kT] && !c->failed[kT] && (only == NULL || only[i])) ids[n++] = i;
+      if (!c->dead && c->passed[kT] && !c->failed[kT] && !c->searched_out[kT] && (only == NULL || only[i]))
+        ids[n++] = i;
     }
     if (n == 0) return 0;
-    json_t *opts = json_pack("{s:i, s:i, s:[i], s:f, s:i}", "batch", P->op->batch, "cold", cold,
+    if (decides) {
+      for (int i = 0; i < P->n; i++) P->cands[i].in_timing[kT] = 0;
+      for (int q = 0; q < n; q++) P->cands[ids[q]].in_timing[kT] = 1;
+    }
+    const int batch = hct__op_batch(P->op, T);
+    if (batch < 0) return batch;
+    json_t *opts = json_pack("{s:i, s:i, s:[i], s:f, s:i}", "batch", batch, "cold", cold,
                              "no_prune", P->baseline, "max_seconds",
                              0.5 * HCT_MAX(1, P->o->sample_factor), "max_rounds",
                              60 * HCT_MAX(1, P->o->sample_factor));
@@ -715,7 +863,7 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
     json_t *ranks = json_array();
     uint8_t rank[MAX_CANDS];
     for (int k = 0; k < n; k++) {
-      rank[k] = P->cands[ids[k]].c.v->parity == HCT_PARITY_KL;
+      rank[k] = P->cands[ids[k]].competes == HCT_PARITY_KL;
       json_array_append_new(ranks, json_integer(rank[k]));
     }
     json_object_set_new(opts, "ranks", ranks);
@@ -726,7 +874,7 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
       return hct__error(HCT_ENOMEM, "out of memory");
     }
     progress(P, "time", 0, n, "T=%d: %d candidates, %s, %d launches per graph", T, n,
-             cold ? "cold" : "hot", P->op->batch);
+             cold ? "cold" : "hot", batch);
     int failed = -1;
     int deadline = 60000 + (int)(n * 2000 * HCT_MAX(1, P->o->sample_factor));
     rc = hct__worker_time(P->w, ids, n, T, hct__rng_next(&P->rng), opts, deadline, res, &failed);
@@ -769,7 +917,7 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
       t.throttled = r->throttled;
       char figs[320];
       snprintf(figs, sizeof figs, "{\"batch\":%d,\"rounds\":%d,\"clock_checked\":%d,\"rel_ci\":%.4g,"
-               "\"seconds\":%.3f,\"max\":%.3f,\"decides\":%d}", P->op->batch, r->rounds,
+               "\"seconds\":%.3f,\"max\":%.3f,\"decides\":%d}", batch, r->rounds,
                r->clock_checked, isfinite(r->s.rel_ci) ? r->s.rel_ci : -1.0, r->seconds, r->s.max,
                decides);
       t.figures_json = figs;
@@ -828,7 +976,7 @@ static int timed_ok(probe_t *P, const cand_t *c, const hct_worker_verify_t *v, c
   if (v->unwritten > 0) what = "elements left unwritten";
   else if (v->nonfinite > 0) what = "elements not finite";
   else if (v->image_mismatches > 0) what = "16-bit images not the rounding of their f32 output";
-  else if (!kl && v->mismatches > 0) what = "bits differ from the baseline's";
+  else if (!kl && v->mismatches > 0) what = "bits differ from its reference's";
   else if (kl && !(v->max_dist <= dist_limit)) what = "far from the baseline's outputs";
   for (int j = 0; kl && what == NULL && j < v->n; j++) {
     const hct_parity_figs_t *f = &v->first[j], *bf = &v->ref_first[j];
@@ -847,11 +995,38 @@ static int timed_ok(probe_t *P, const cand_t *c, const hct_worker_verify_t *v, c
 }
 
 /*
+ * For a wanted candidate i of verify_T whose reference is not the
+ * baseline: the reference, unless verified already, is wanted too (and its
+ * own reference, up the chain).  A reference that is out, or was not in
+ * the timing just made (the worker replays only those), leaves nothing to
+ * verify i's bits against: i is not timed at k then (it cannot be decided
+ * for) and *changed is set.
+ */
+static int verify_ref(probe_t *P, int k, int i, uint8_t *want, int *changed) {
+  for (cand_t *c = &P->cands[i]; c->ref >= 0 && c->ref != P->baseline; c = &P->cands[c->ref]) {
+    cand_t *r = &P->cands[c->ref];
+    if (r->verified[k]) return 0;
+    if (r->dead || !r->in_timing[k]) {
+      cand_t *x = &P->cands[i];
+      x->timed[k] = 0;
+      *changed = 1;
+      progress(P, "verify", 0, 0, "T=%d: %s cannot be verified: its reference %s is out or was not timed",
+               P->tokens.t[k], x->c.label, r->c.label);
+      return 0;
+    }
+    want[c->ref] = 1;
+  }
+  return 0;
+}
+
+/*
  * Verifies after timing at the k-th count, before any decision: the
  * winners of both classes (every timed candidate with verify_all), whose
  * timed launches' outputs must pass timed_ok.  One that fails is recorded
  * ("timed"), quarantined and out everywhere, and the winners are chosen
- * again, until every winner is verified.  Each one put out is flagged in
+ * again, until every winner is verified.  A bitwise candidate is verified
+ * against its reference's timed outputs once the reference's own are
+ * (verify_ref), one reference per worker call.  Each one put out is flagged in
  * out[] (indexed like P->cands), and *incomplete set when a replay failed
  * and left the others unverified: time_pass then times again.  The worker
  * keeps the timing's allocation only until its next request of another
@@ -861,33 +1036,49 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
   const int T = P->tokens.t[k];
   int dead[MAX_CANDS], ndead = 0, rc = 0;
   for (;;) {
-    int ids[MAX_CANDS], n = 0;
+    int ids[MAX_CANDS], n = 0, vref = -1;
+    uint8_t want[MAX_CANDS] = {0};
     for (int i = 0; i < P->n; i++) {
       cand_t *c = &P->cands[i];
       if (i == P->baseline || c->dead || !c->timed[k] || c->verified[k]) continue;
-      int want = P->o->verify_all;
-      for (int kl = 0; kl <= 1 && !want; kl++) want = winner_at(P, k, kl, 0) == i;
-      if (want) ids[n++] = i;
+      want[i] = P->o->verify_all;
+      for (int kl = 0; kl <= 1 && !want[i]; kl++) want[i] = winner_at(P, k, kl, 0) == i;
+    }
+    /* Bits equal to a reference's are verified only once the reference's
+     * own timed outputs are: its reference is wanted first (verify_ref). */
+    int changed = 0;
+    for (int i = 0; i < P->n; i++)
+      if (want[i] && (rc = verify_ref(P, k, i, want, &changed)) != 0) return rc;
+    if (changed) continue; /* a winner could not be verified: choose again */
+    /* One reference per call: the first wanted candidate whose reference
+     * is verified (or the baseline) names it, the others of that
+     * reference join it. */
+    for (int i = 0; i < P->n; i++) {
+      const cand_t *c = &P->cands[i];
+      if (!want[i] || (c->ref != P->baseline && !P->cands[c->ref].verified[k])) continue;
+      if (vref < 0) vref = c->ref;
+      if (c->ref == vref) ids[n++] = i;
     }
     if (n == 0) break;
     hct_worker_verify_t *vr = calloc((size_t)n, sizeof *vr);
     if (vr == NULL) return hct__error(HCT_ENOMEM, "out of memory");
-    progress(P, "verify", 0, n, "T=%d: the timed launches' outputs of %d candidates", T, n);
+    progress(P, "verify", 0, n, "T=%d: the timed launches' outputs of %d candidates against %s", T, n,
+             P->cands[vref].c.label);
     int failed = -1;
-    rc = hct__worker_verify(P->w, ids, n, P->baseline, 60000 + 2000 * n, vr, &failed);
+    rc = hct__worker_verify(P->w, ids, n, vref, 60000 + 2000 * n, vr, &failed);
     if (rc != 0) {
       /* One candidate's replay failed: it is out (and a dead worker
        * restarted, the timing's allocation with it: the others stay
        * unverified, and time_pass times them again). */
       free(vr);
       if (failed >= 0 && failed != P->baseline) {
+        /* A reference's replay failing is that reference's fault. */
         rc = candidate_failed(P, failed, "timed", rc, T, 0, 0);
         out[failed] = 1;
         *incomplete = 1;
       }
       break;
     }
-    int any_failed = 0;
     for (int q = 0; q < n && rc == 0; q++) {
       cand_t *c = &P->cands[ids[q]];
       char log[768];
@@ -908,7 +1099,6 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
         c->verified[k] = 1;
         continue;
       }
-      any_failed = 1;
       char line[800];
       snprintf(line, sizeof line, "T=%d: %s", T, log);
       rc = record_failure(P, c, "timed", "timed", T, 0, 0, figs, line);
@@ -919,11 +1109,159 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
       rejected(P, c, T, "timed", line);
     }
     free(vr);
-    if (!any_failed || rc != 0) break;
+    if (rc != 0) break; /* else the winners may have changed: choose again */
   }
   progress_end(P);
   for (int q = 0; q < ndead; q++) hct__worker_unload(P->w, dead[q]);
   return rc;
+}
+
+/* ---- the search ------------------------------------------------------------ */
+
+typedef struct search_ctx_s {
+  probe_t *P;
+  int k;
+  const hct_variant_t *v;
+} search_ctx_t;
+
+/*
+ * One round of a family's search (hct_search_time_fn): the points timed in
+ * the manifest's mode with exactly `samples` samples each, nothing pruned,
+ * each recorded as a timing trial that does not decide ("decides":0) and
+ * says its round and samples, so the trials show which points were timed
+ * how much.  A point whose timing faults is recorded and quarantined like
+ * any other (candidate_failed), gets an infinite median, and the others
+ * are timed again without it.
+ */
+static int search_time(void *arg, int round, const int *ids, int n, int samples, hct_summary_t *out) {
+  search_ctx_t *S = arg;
+  probe_t *P = S->P;
+  const int T = P->tokens.t[S->k];
+  const int batch = hct__op_batch(P->op, T);
+  if (batch < 0) return batch;
+  int live[MAX_CANDS], where[MAX_CANDS], nl = 0;
+  for (int q = 0; q < n; q++) {
+    memset(&out[q], 0, sizeof out[q]);
+    out[q].median = INFINITY;
+    if (!P->cands[ids[q]].dead) {
+      where[nl] = q;
+      live[nl++] = ids[q];
+    }
+  }
+  progress(P, "search", round, 0, "T=%d: %s: %d points, %d samples each", T, S->v->name, nl, samples);
+  while (nl > 0) {
+    json_t *opts = json_pack("{s:i, s:i, s:i, s:i, s:f, s:f, s:i}", "batch", batch, "cold",
+                             P->op->timing_cold, "min_samples", samples, "max_rounds", samples,
+                             "max_seconds", 600.0, "prune_factor", -1.0, "warmup", 1);
+    hct_timing_res_t *res = calloc((size_t)nl, sizeof *res);
+    if (opts == NULL || res == NULL) {
+      json_decref(opts);
+      free(res);
+      return hct__error(HCT_ENOMEM, "out of memory");
+    }
+    int failed = -1;
+    int deadline = 60000 + (int)(nl * samples * 200);
+    int rc = hct__worker_time(P->w, live, nl, T, hct__rng_next(&P->rng), opts, deadline, res, &failed);
+    json_decref(opts);
+    if (rc != 0) {
+      free(res);
+      if (failed < 0) return rc;
+      if ((rc = candidate_failed(P, failed, "timing", rc, T, 0, 0)) != 0) return rc;
+      int m = 0;
+      for (int q = 0; q < nl; q++)
+        if (live[q] != failed) {
+          where[m] = where[q];
+          live[m++] = live[q];
+        }
+      nl = m;
+      continue;
+    }
+    for (int q = 0; rc == 0 && q < nl; q++) {
+      cand_t *c = &P->cands[live[q]];
+      const hct_timing_res_t *r = &res[q];
+      hct_db_trial_t t;
+      trial_init(P, c, &t, "timing", T, 0);
+      t.cold = P->op->timing_cold;
+      char figs[320];
+      if (r->err != 0) {
+        snprintf(figs, sizeof figs, "{\"error_code\":\"%s\",\"search\":{\"round\":%d,\"samples\":%d},\"decides\":0}",
+                 hct_err_name(r->err), round, samples);
+        hct__strlcpy(t.status, hct__fault_reason(r->err) ? hct__fault_reason(r->err) : "error", sizeof t.status);
+        t.figures_json = figs;
+        t.log = r->errmsg;
+        rc = hct__db_trial_add(P->db, &t, NULL);
+        continue;
+      }
+      out[where[q]] = r->s;
+      hct__strlcpy(t.status, "pass", sizeof t.status);
+      t.samples = r->s.n;
+      t.median_us = r->s.median;
+      t.min_us = r->s.min;
+      t.p10_us = r->s.p10;
+      t.p90_us = r->s.p90;
+      t.ci_lo_us = r->s.ci_lo;
+      t.ci_hi_us = r->s.ci_hi;
+      t.converged = r->converged;
+      t.throttled = r->throttled;
+      snprintf(figs, sizeof figs, "{\"batch\":%d,\"search\":{\"strategy\":\"halving\",\"round\":%d,"
+               "\"samples\":%d},\"seconds\":%.3f,\"decides\":0}", batch, round, samples, r->seconds);
+      t.figures_json = figs;
+      rc = hct__db_trial_add(P->db, &t, NULL);
+    }
+    free(res);
+    return rc;
+  }
+  return 0;
+}
+
+/*
+ * Before the deciding timing at the k-th count: every family whose
+ * manifest asks for a search ("search": {"strategy": "halving"}) and has
+ * more than min_points candidates in play there is searched
+ * (hct__search_halving), and the points it leaves out are not timed to
+ * decide (searched_out).  The best points of the family at the count
+ * before (its deciding timing) are carried through the first round.  The
+ * baseline, and a reference some bitwise candidate is verified against,
+ * are never searched out.  --exhaustive (verify-decisions) skips it all.
+ */
+static int search_T(probe_t *P, int k) {
+  if (P->o->exhaustive) return 0;
+  for (int vi = 0; vi < P->op->n_variants; vi++) {
+    const hct_variant_t *v = &P->op->variants[vi];
+    if (v->search.strategy != HCT_SEARCH_HALVING) continue;
+    int ids[MAX_CANDS], n = 0, carry[MAX_CANDS], nc = 0;
+    for (int i = 0; i < P->n; i++) {
+      const cand_t *c = &P->cands[i];
+      if (c->c.v == v && i != P->baseline && !c->is_ref && !c->ref_only && !c->dead && c->passed[k] &&
+          !c->failed[k])
+        ids[n++] = i;
+    }
+    if (n <= v->search.min_points) continue;
+    /* Carried: the fastest of the family at the count before, in order. */
+    for (int round = 0; k > 0 && round < v->search.carry; round++) {
+      int best = -1;
+      for (int q = 0; q < n; q++) {
+        const cand_t *c = &P->cands[ids[q]];
+        int taken = 0;
+        for (int j = 0; j < nc; j++) taken |= carry[j] == ids[q];
+        if (!taken && c->timed[k - 1] && (best < 0 || c->timing[k - 1].median < P->cands[best].timing[k - 1].median))
+          best = ids[q];
+      }
+      if (best >= 0) carry[nc++] = best;
+    }
+    search_ctx_t S = {P, k, v};
+    int surv[MAX_CANDS], ns = 0, timings = 0;
+    int rc = hct__search_halving(&v->search, ids, n, carry, nc, search_time, &S, surv, &ns, &timings);
+    if (rc != 0) return rc;
+    for (int q = 0; q < n; q++) {
+      int kept = 0;
+      for (int j = 0; j < ns; j++) kept |= surv[j] == ids[q];
+      P->cands[ids[q]].searched_out[k] = !kept;
+    }
+    progress(P, "search", 0, 0, "T=%d: %s: %d of %d points go on to the deciding timing (%d samples spent, "
+             "%d carried from T=%d)", P->tokens.t[k], v->name, ns, n, timings, nc, k > 0 ? P->tokens.t[k - 1] : 0);
+  }
+  return 0;
 }
 
 /* Times every candidate that passed at T in the mode the manifest decides
@@ -932,7 +1270,8 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
  * caches shows.  The second pass times at most three candidates. */
 static int time_T(probe_t *P, int k) {
   int cold = P->op->timing_cold;
-  int rc = time_pass(P, k, cold, 1, NULL);
+  int rc = search_T(P, k);
+  if (rc == 0) rc = time_pass(P, k, cold, 1, NULL);
   if (rc != 0 || P->o->one_mode) return rc;
   uint8_t only[MAX_CANDS] = {0};
   only[P->baseline] = 1;
@@ -958,7 +1297,8 @@ static int winner_at(probe_t *P, int k, int allow_kl, int verified_only) {
     const cand_t *c = &P->cands[i];
     if (c->dead || !c->timed[k]) continue;
     if (verified_only && !c->verified[k] && i != P->baseline) continue;
-    if (c->c.v->parity == HCT_PARITY_KL && !allow_kl) continue;
+    if (c->ref_only || !hct__variant_in_decision(P->op, c->c.v, allow_kl ? HCT_PARITY_KL : HCT_PARITY_BITWISE))
+      continue;
     if (i == P->baseline) incumbent = m;
     memset(&P->pick[m], 0, sizeof P->pick[m]);
     P->pick[m].s = c->timing[k];
@@ -969,6 +1309,21 @@ static int winner_at(probe_t *P, int k, int allow_kl, int verified_only) {
   return w >= 0 ? P->pick_of[w] : -1;
 }
 
+/*
+ * A range covers counts that were not probed: it ends, on either side,
+ * before the first count its winner does not support there (its variant's
+ * tokens, a constraint over T), counted from the probed counts it was made
+ * of outward.  Those counts are left to the baseline.
+ */
+static void trim_to_support(probe_t *P, const cand_t *c, int first, int last, int *lo, int *hi) {
+  char why[256];
+  int a = P->tokens.t[first], b = P->tokens.t[last];
+  while (a > *lo && hct__run_supports(&c->c, &P->dev, a - 1, why, sizeof why)) a--;
+  while (b < *hi && hct__run_supports(&c->c, &P->dev, b + 1, why, sizeof why)) b++;
+  *lo = a;
+  *hi = b;
+}
+
 static int decide(probe_t *P, json_t *result) {
   /* The classes a decision is made for, the second also taking the
    * first's variants. */
@@ -976,35 +1331,36 @@ static int decide(probe_t *P, json_t *result) {
   int rc = 0;
   json_t *jdec = json_array();
   for (int k = 0; k < 2; k++) {
-    /* The winner per T, as its label, merged into ranges of adjacent T
-     * with the same winner (tuner/stats.c). */
-    /* label[T - t0] for every T from the first count probed to the last,
-     * NULL where none was probed or won, so that only adjacent counts
-     * merge. */
-    const int t0 = P->tokens.t[0], t1 = P->tokens.t[P->tokens.n - 1];
+    /* The winner per probed T, as its label; each count covers the
+     * counts up to the geometric midpoints to its neighbours among the
+     * op's representative counts, and equal neighbours merge
+     * (hct__cover_ranges, tuner/stats.c). */
     int win[HCT_MAX_TOKEN_LIST];
-    const char **label = calloc((size_t)(t1 - t0 + 1), sizeof *label);
-    hct_range_t ranges[HCT_MAX_TOKEN_LIST];
-    hct_db_decision_t *d = calloc(HCT_MAX_TOKEN_LIST, sizeof *d);
-    int nr = HCT_ENOMEM;
-    if (label != NULL) {
-      for (int kT = 0; kT < P->tokens.n; kT++) {
-        win[kT] = winner_at(P, kT, classes[k] == HCT_PARITY_KL, 1);
-        label[P->tokens.t[kT] - t0] = win[kT] >= 0 ? P->cands[win[kT]].c.label : NULL;
-      }
-      nr = hct__merge_ranges(label, t0, t1, ranges, HCT_MAX_TOKEN_LIST);
+    const char *label[HCT_MAX_TOKEN_LIST];
+    hct_cover_t ranges[HCT_MAX_TOKEN_LIST];
+    hct_tokens_t rep;
+    /* An op without probe_tokens whose range is too large for a list: the
+     * counts probed are its representatives. */
+    if (hct__op_probe_tokens(P->op, &rep) != 0) rep = P->tokens;
+    hct__error_clear();
+    for (int kT = 0; kT < P->tokens.n; kT++) {
+      win[kT] = winner_at(P, kT, classes[k] == HCT_PARITY_KL, 1);
+      label[kT] = win[kT] >= 0 ? P->cands[win[kT]].c.label : NULL;
     }
-    free(label);
+    int nr = hct__cover_ranges(P->tokens.t, label, P->tokens.n, rep.t, rep.n, P->op->tmin,
+                               P->op->tmax, ranges, HCT_MAX_TOKEN_LIST);
+    hct_db_decision_t *d = calloc(HCT_MAX_TOKEN_LIST, sizeof *d);
     if (d == NULL || nr < 0) {
       free(d);
       json_decref(jdec);
-      return nr < 0 && nr != HCT_ENOMEM ? nr : hct__error(HCT_ENOMEM, "out of memory");
+      return nr < 0 ? nr : hct__error(HCT_ENOMEM, "out of memory");
     }
     int nd = 0;
-    for (int r = 0; r < nr; r++) {
-      const int T = ranges[r].tmin, end = ranges[r].tmax;
-      const int kT = hct__tokens_index(&P->tokens, T), kend = hct__tokens_index(&P->tokens, end);
+    for (int r = 0; r < nr && r < HCT_MAX_TOKEN_LIST; r++) {
+      const int kT = ranges[r].first, kend = ranges[r].last;
       const cand_t *c = &P->cands[win[kT]];
+      int T = ranges[r].tmin, end = ranges[r].tmax;
+      trim_to_support(P, c, kT, kend, &T, &end);
       const cand_t *b = &P->cands[P->baseline];
       hct_db_decision_t *x = &d[nd++];
       x->keys = P->keys;
@@ -1014,7 +1370,8 @@ static int decide(probe_t *P, json_t *result) {
       x->tmax = end;
       hct__strlcpy(x->variant, c->c.v->name, sizeof x->variant);
       hct__strlcpy(x->params, c->c.params, sizeof x->params);
-      hct__strlcpy(x->variant_class, hct__parity_name(c->c.v->parity), sizeof x->variant_class);
+      /* The class it competes in: what its bits promise an engine. */
+      hct__strlcpy(x->variant_class, hct__parity_name(c->competes), sizeof x->variant_class);
       hct__strlcpy(x->template_hash, c->job.template_hash, sizeof x->template_hash);
       hct__strlcpy(x->binary_key, c->job.key, sizeof x->binary_key);
       hct__strlcpy(x->source, "probe", sizeof x->source);
@@ -1052,20 +1409,20 @@ static int decide(probe_t *P, json_t *result) {
 
 static void print_table(probe_t *P) {
   const cand_t *b = &P->cands[P->baseline];
-  printf("%s on %s (%s, %s), %s, %d launches per graph\n", P->op->name, P->dev.name,
-         P->dev.uuid, P->dev.arch, P->op->timing_cold ? "cold" : "hot", P->op->batch);
-  printf("%4s  %-34s %10s %10s %8s  %-34s %10s %8s\n", "T", "bitwise winner", "us", "baseline",
+  printf("%s on %s (%s, %s), %s, %s launches per graph\n", P->op->name, P->dev.name,
+         P->dev.uuid, P->dev.arch, P->op->timing_cold ? "cold" : "hot", P->op->batch_expr);
+  printf("%6s  %-34s %10s %10s %8s  %-34s %10s %8s\n", "T", "bitwise winner", "us", "baseline",
          "speedup", "kl winner", "us", "speedup");
   for (int k = 0; k < P->tokens.n; k++) {
     const int T = P->tokens.t[k];
     int wb = winner_at(P, k, 0, 1), wk = winner_at(P, k, 1, 1);
     if (wb < 0) {
-      printf("%4d  %-34s\n", T, "(baseline not timed)");
+      printf("%6d  %-34s\n", T, "(baseline not timed)");
       continue;
     }
     const cand_t *cb = &P->cands[wb], *ck = &P->cands[wk];
     double base = b->timing[k].median;
-    printf("%4d  %-34.34s %10.2f %10.2f %7.2fx  %-34.34s %10.2f %7.2fx\n", T, cb->c.label,
+    printf("%6d  %-34.34s %10.2f %10.2f %7.2fx  %-34.34s %10.2f %7.2fx\n", T, cb->c.label,
            cb->timing[k].median, base, base / cb->timing[k].median, ck->c.label,
            ck->timing[k].median, base / ck->timing[k].median);
   }
@@ -1103,16 +1460,10 @@ int hct__probe(const hct_probe_opts_t *o) {
   if ((rc = hct__manifest_load(kdir, opname, &P.op)) != 0) goto out;
   /* An op is checked by its manifest's inputs and reference. */
   if ((rc = hct__reference_ready(P.op)) != 0) goto out;
-  /* No token list: the op's range, when it fits in one list. */
+  /* No token list: the op's representative counts (probe_tokens), else
+   * its range when it fits in one list. */
   P.tokens = o->tokens;
-  if (P.tokens.n == 0) {
-    if (P.op->tmax - P.op->tmin >= HCT_MAX_TOKEN_LIST) {
-      rc = hct__error(HCT_ERANGE, "op '%s': its range %d..%d is more than %d token counts: name some with --tokens",
-                      P.op->name, P.op->tmin, P.op->tmax, HCT_MAX_TOKEN_LIST);
-      goto out;
-    }
-    for (int T = P.op->tmin; T <= P.op->tmax; T++) hct__tokens_add(&P.tokens, T);
-  }
+  if (P.tokens.n == 0 && (rc = hct__op_probe_tokens(P.op, &P.tokens)) != 0) goto out;
   for (int k = 0; k < P.tokens.n; k++) {
     const int T = P.tokens.t[k];
     if (T < P.op->tmin || T > P.op->tmax) {

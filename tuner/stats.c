@@ -169,3 +169,55 @@ int hct__merge_ranges(const char *const *winners, int tmin, int tmax, hct_range_
   }
   return count;
 }
+
+/* The largest T with T*T <= a*b: where a's cover ends, between a and b. */
+static int geo_mid(int a, int b) {
+  int64_t p = (int64_t)a * b;
+  int64_t t = (int64_t)sqrt((double)p);
+  while (t * t > p) t--;
+  while ((t + 1) * (t + 1) <= p) t++;
+  return (int)t;
+}
+
+static int ascending_within(const int *t, int n, int tmin, int tmax, const char *what) {
+  for (int k = 0; k < n; k++)
+    if (t[k] < tmin || t[k] > tmax || (k > 0 && t[k] <= t[k - 1]))
+      return hct__error(HCT_EINVAL, "%s count %d (index %d): not ascending within %d..%d", what,
+                        t[k], k, tmin, tmax);
+  return 0;
+}
+
+int hct__cover_ranges(const int *probed, const char *const *winners, int n, const int *rep,
+                      int nrep, int tmin, int tmax, hct_cover_t *out, int max_out) {
+  if (tmax < tmin)
+    return hct__error(HCT_EINVAL, "token range %d..%d: the end is below the start", tmin, tmax);
+  int rc = ascending_within(probed, n, tmin, tmax, "probed");
+  if (rc == 0) rc = ascending_within(rep, nrep, tmin, tmax, "representative");
+  if (rc != 0) return rc;
+  int count = 0, r = 0, have = 0;
+  hct_cover_t cur = {0, 0, 0, 0, NULL};
+  /* Walk probed and rep together: for probed[k], the largest count of
+   * either list below it and the smallest above it. */
+  for (int k = 0; k < n; k++) {
+    const int T = probed[k];
+    while (r < nrep && rep[r] < T) r++;
+    int below = r > 0 ? rep[r - 1] : 0;
+    if (k > 0 && probed[k - 1] > below) below = probed[k - 1];
+    int r_above = r < nrep && rep[r] == T ? r + 1 : r;
+    int above = r_above < nrep ? rep[r_above] : 0;
+    if (k + 1 < n && (above == 0 || probed[k + 1] < above)) above = probed[k + 1];
+    if (winners[k] == NULL) continue;
+    const int lo = below > 0 ? geo_mid(below, T) + 1 : tmin;
+    const int hi = above > 0 ? geo_mid(T, above) : tmax;
+    if (have && cur.last == k - 1 && cur.tmax + 1 == lo && strcmp(cur.winner, winners[k]) == 0) {
+      cur.tmax = hi;
+      cur.last = k;
+      continue;
+    }
+    if (have && count++ < max_out) out[count - 1] = cur;
+    cur = (hct_cover_t){lo, hi, k, k, winners[k]};
+    have = 1;
+  }
+  if (have && count++ < max_out) out[count - 1] = cur;
+  return count;
+}

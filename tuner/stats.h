@@ -233,4 +233,35 @@ typedef struct hct_range_s {
 int hct__merge_ranges(const char *const *winners, int tmin, int tmax, hct_range_t *out,
                       int max_out);
 
+/* One decision range over sparse token counts: [tmin, tmax] with its
+ * winner, made of the probed counts probed[first..last]. */
+typedef struct hct_cover_s {
+  int tmin, tmax;
+  int first, last;       /* indices into the caller's probed[] */
+  const char *winner;    /* points into the caller's winners[] */
+} hct_cover_t;
+
+/*
+ * The ranges of T that decisions made at sparse token counts cover.
+ * probed[0..n) ascending, winners[k] the identity of the winner at
+ * probed[k] (compared with strcmp; NULL: none, which covers nothing).
+ * rep[0..nrep) are the op's representative counts (its probe_tokens, or
+ * every count of a range probed densely), tmin..tmax the op's range.
+ *
+ * Each probed count covers the counts up to the geometric midpoint to its
+ * neighbours among rep and probed together: T goes to the lower neighbour
+ * a of a pair (a, b) when T*T <= a*b, else to b (T = 16..45 to 16, 46.. to
+ * 128).  The lowest of them reaches tmin, the highest tmax.  The
+ * neighbours are the representative counts even when they were not probed
+ * this time (probe --stale re-probes a few), so a count never claims what
+ * another one's decision covers.  Adjacent probed counts with the same
+ * winner whose covers touch merge into one range.  Dense probes
+ * (rep = every count) give a range per run of equal winners, as
+ * hct__merge_ranges does.  Writes at most max_out ranges into out; returns
+ * how many there are, or HCT_EINVAL naming the first count out of order or
+ * out of tmin..tmax.  O(n + nrep).
+ */
+int hct__cover_ranges(const int *probed, const char *const *winners, int n, const int *rep,
+                      int nrep, int tmin, int tmax, hct_cover_t *out, int max_out);
+
 #endif /* HCT_STATS_H */

@@ -123,6 +123,51 @@ typedef struct hct_parity_figs_s {
   size_t image_mismatches;/* elements that are not the exact image */
 } hct_parity_figs_t;
 
+/* ---- a parallel for (tuner/par.c) ---------------------------------------- */
+
+typedef void (*hct_range_fn)(void *ctx, int begin, int end);
+/* Runs fn over [0, n) split into contiguous ranges, one per thread (the
+ * host's cores, or HCTUNE_THREADS, at most 64), and returns when all are
+ * done.  Results must not depend on the split (use fixed chunks). */
+void hct__par_for(int n, hct_range_fn fn, void *ctx);
+/* The threads hct__par_for uses. */
+int hct__par_threads(void);
+
+/* ---- large host buffers, kept for reuse (tuner/hostbuf.c) ----------------- */
+
+/* A buffer of `bytes` (malloc'd below 64 MB; above, one given back before
+ * of the same size when there is one, filled with 0xff bytes), or NULL. */
+void *hct__hostbuf_get(size_t bytes);
+/* Gives a buffer of hct__hostbuf_get back (NULL allowed); kept while the
+ * idle ones stay under a quarter of the host's memory. */
+void hct__hostbuf_put(void *p);
+/* Frees every buffer not in use (a worker about to exit, a test). */
+void hct__hostbuf_release(void);
+
+/* ---- the search of a family's points (tuner/search.c) -------------------- */
+
+/*
+ * Times points ids[0..n) in round `round` with `samples` samples each
+ * (exactly: no pruning, no early stop); out[k] gets ids[k]'s summary (a
+ * median of INFINITY or NAN: the point failed, and is dropped).  Returns 0,
+ * or an error that ends the search.
+ */
+typedef int (*hct_search_time_fn)(void *arg, int round, const int *ids, int n, int samples,
+                                  hct_summary_t *out);
+/* The samples of round r: first_samples * growth^r, at most max_samples. */
+int hct__search_samples(const hct_search_t *cfg, int round);
+/*
+ * Successive halving over points ids[0..n) (tuner/search.c has the rule):
+ * rounds of time_fn until at most cfg->final_points are left or a round at
+ * max_samples has cut to the best ones; carry[0..n_carry) (ids) survive
+ * round 0.  survivors (room for n) gets the ones left, fastest first, and
+ * *n_survivors their count; *timings (may be NULL) the samples spent.
+ * Returns 0 or time_fn's error.
+ */
+int hct__search_halving(const hct_search_t *cfg, const int *ids, int n, const int *carry,
+                        int n_carry, hct_search_time_fn time_fn, void *arg, int *survivors,
+                        int *n_survivors, int *timings);
+
 /* The poison pattern written into outputs before each run. */
 #define HCT_POISON_F32 0x7fc0dead
 #define HCT_POISON_16 0x7fd3   /* bf16 and f16: a NaN in both */
@@ -144,6 +189,13 @@ void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t
  * (figs and outs indexed like hs->bufs; outs[i] NULL: not run).
  */
 void hct__parity_images(const hct_hostset_t *hs, void *const outs[], hct_parity_figs_t figs[]);
+/* Elements of out that are NaN or Inf but not the poison (which counts as
+ * unwritten), on every core. */
+size_t hct__parity_nonfinite(const hct_hbuf_t *b, const void *out);
+/* max |a - base| / max |base| over an f32 buffer (0 for other dtypes:
+ * their images are checked exactly instead; INFINITY when a NaN is met),
+ * on every core. */
+double hct__parity_distance(const hct_hbuf_t *b, const void *a, const void *base);
 /* Keeps the softmax of every reference row of hs (ref_p), so the KL of
  * each run checked against it costs one expm1 an element, not four
  * transcendentals.  Call again after the reference changes. */
@@ -363,6 +415,9 @@ typedef struct hct_probe_opts_s {
   void *on_rejected_arg;
   int verify_all;            /* verify the timed launches' outputs of every
                                 timed candidate, not only the winners' */
+  int exhaustive;            /* time every point of every family, whatever
+                                the manifest's "search" says (hctune
+                                verify-decisions --exhaustive) */
 } hct_probe_opts_t;
 
 /*

@@ -268,7 +268,8 @@ static int outs_alloc(const hct_hostset_t *hs, void *outs[]) {
   for (int i = 0; i < hs->n; i++) {
     hct_buf_role_t r = hs->bufs[i].spec->role;
     if (r != HCT_BUF_OUTPUT && r != HCT_BUF_INOUT) continue;
-    outs[i] = malloc(hs->bufs[i].elems * hct__dtype_size(hs->bufs[i].spec->dtype));
+    /* Kept for the next run (tuner/hostbuf.c): gigabytes at large T. */
+    outs[i] = hct__hostbuf_get(hs->bufs[i].elems * hct__dtype_size(hs->bufs[i].spec->dtype));
     if (outs[i] == NULL) return hct__error(HCT_ENOMEM, "out of memory for outputs");
   }
   return 0;
@@ -276,7 +277,7 @@ static int outs_alloc(const hct_hostset_t *hs, void *outs[]) {
 
 static void outs_free(void *outs[]) {
   for (int i = 0; i < HCT_MAX_BUFFERS; i++) {
-    free(outs[i]);
+    hct__hostbuf_put(outs[i]);
     outs[i] = NULL;
   }
 }
@@ -783,11 +784,15 @@ static int req_time(worker_t *W, json_t *req, json_t *reply) {
   for (int k = 0; k < n; k++)
     if ((rc = need_cand(W, json_integer_value(json_array_get(ids, (size_t)k)), &cs[k])) != 0) return rc;
   const hct_op_t *op = cs[0]->c.op;
-  if ((rc = get_int(req, "tokens", 1, 0, &T)) != 0 || (rc = get_int(req, "seed", 1, 0, &seed)) != 0 ||
-      (rc = get_int(req, "batch", 0, op->batch, &batch)) != 0 ||
+  if ((rc = get_int(req, "tokens", 1, 0, &T)) != 0 || (rc = get_int(req, "seed", 1, 0, &seed)) != 0)
+    return rc;
+  /* No "batch": the manifest's, at this T. */
+  int dflt_batch = hct__op_batch(op, (int)T);
+  if (dflt_batch < 0 && json_object_get(req, "batch") == NULL) return dflt_batch;
+  if ((rc = get_int(req, "batch", 0, dflt_batch, &batch)) != 0 ||
       (rc = get_int(req, "cold", 0, op->timing_cold, &cold)) != 0)
     return rc;
-  if (batch < 1 || batch > 4096) return hct__error(HCT_ERANGE, "request 'time': batch %lld", (long long)batch);
+  if (batch < 1 || batch > HCT_MAX_BATCH) return hct__error(HCT_ERANGE, "request 'time': batch %lld", (long long)batch);
   hct_timing_opts_t to;
   memset(&to, 0, sizeof to);
   if ((rc = timing_opts(req, &to)) != 0) return rc;
@@ -949,37 +954,6 @@ static int replay(worker_t *W, timed_t *t, int k, int stale, void **out) {
   return rc;
 }
 
-/* Elements that are NaN or Inf but not the poison (which counts as
- * unwritten): the one figure of the float64 comparison verify needs on
- * every set, without the comparison (the host has set 0's reference only). */
-static size_t nonfinite(const hct_hbuf_t *b, const void *out) {
-  size_t n = 0;
-  if (b->spec->dtype == HCT_DT_F32) {
-    const uint32_t *x = out;
-    for (size_t e = 0; e < b->elems; e++)
-      n += (x[e] & 0x7f800000u) == 0x7f800000u && x[e] != (uint32_t)HCT_POISON_F32;
-  } else if (b->spec->dtype == HCT_DT_BF16 || b->spec->dtype == HCT_DT_F16) {
-    const uint16_t *x = out, mask = b->spec->dtype == HCT_DT_BF16 ? 0x7f80 : 0x7c00;
-    for (size_t e = 0; e < b->elems; e++) n += (x[e] & mask) == mask && x[e] != HCT_POISON_16;
-  }
-  return n;
-}
-
-/* max |a - b| / max |b| over an f32 buffer (0 for other dtypes: their
- * images are checked exactly instead). */
-static double distance(const hct_hbuf_t *b, const void *a, const void *base) {
-  if (b->spec->dtype != HCT_DT_F32) return 0;
-  const float *x = a, *y = base;
-  double num = 0, den = 0;
-  for (size_t e = 0; e < b->elems; e++) {
-    double d = fabs((double)x[e] - (double)y[e]);
-    if (isnan(d)) return INFINITY; /* poison, or a NaN: as far as can be */
-    num = fmax(num, d);
-    den = fmax(den, fabs((double)y[e]));
-  }
-  return den > 0 ? num / den : num;
-}
-
 /*
  * verify: the outputs of the launches each candidate made while being
  * timed (the last 'time' request), against the reference candidate's
@@ -1041,12 +1015,14 @@ static int req_verify(worker_t *W, json_t *req, json_t *reply) {
       for (int i = 0; i < t->hs.n; i++) {
         if (o[i] == NULL) continue;
         hct__parity_bitwise(&t->hs.bufs[i], o[i], b[i], &f[i]);
-        f[i].nonfinite = nonfinite(&t->hs.bufs[i], o[i]);
+        /* Not the float64 comparison (the host has set 0's reference
+         * only): the one figure of it verify needs on every set. */
+        f[i].nonfinite = hct__parity_nonfinite(&t->hs.bufs[i], o[i]);
       }
       hct__parity_images(&t->hs, o, f);
       for (int i = 0; i < t->hs.n; i++) {
         if (o[i] == NULL) continue;
-        double di = distance(&t->hs.bufs[i], o[i], b[i]);
+        double di = hct__parity_distance(&t->hs.bufs[i], o[i], b[i]);
         size_t bad = f[i].mismatches + f[i].unwritten + f[i].nonfinite + f[i].image_mismatches;
         /* The first set with a wrong element, else the farthest one. */
         if ((bad > 0 && (worst < 0 || !worst_bad)) || (!worst_bad && di > dist)) {
@@ -1181,6 +1157,7 @@ int hct__worker_serve(void) {
   }
   timed_free(&W, W.timed, 0);
   inset_clear(&W);
+  hct__hostbuf_release();
   if (W.producer_loaded) hct__producer_unload(W.gpu, &W.producer);
   for (int i = 0; i < MAX_CANDS; i++)
     if (W.cands[i].used) hct__run_unload(W.gpu, &W.cands[i].c);

@@ -60,6 +60,10 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
   case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
   case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;
+  /* For hctune's own discovery (jit/cuda.c: tests/test_probe_fake.c). */
+  case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
+  case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *v = 60 << 20; break;
+  case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: *v = 1980000; break;
   default: return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
@@ -255,3 +259,20 @@ CUresult cuEventRecord(CUevent e, CUstream s) { return CUDA_SUCCESS; }
 CUresult cuEventDestroy_v2(CUevent e) { return CUDA_SUCCESS; }
 CUresult cuEventSynchronize(CUevent e) { return CUDA_SUCCESS; }
 CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) { *ms = 1.0f; return CUDA_SUCCESS; }
+
+/* What hctune's discovery and its worker's loader need beyond the client's
+ * (jit/cuda.c loads every required symbol): one card of 141 GiB. */
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
+CUresult cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
+CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d) { *b = (size_t)141 << 30; return CUDA_SUCCESS; }
+CUresult cuDeviceGetPCIBusId(char *s, int len, CUdevice d) {
+  snprintf(s, (size_t)len, "0000:19:00.0");
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamDestroy_v2(CUstream s) { return CUDA_SUCCESS; }
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *h, size_t n, CUstream s) { memcpy((void *)d, h, n); return CUDA_SUCCESS; }
+CUresult cuMemcpyDtoHAsync_v2(void *h, CUdeviceptr d, size_t n, CUstream s) { memcpy(h, (void *)d, n); return CUDA_SUCCESS; }
+CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) {
+  for (size_t i = 0; i < n; i++) ((unsigned short *)d)[i] = v;
+  return CUDA_SUCCESS;
+}

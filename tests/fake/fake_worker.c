@@ -31,6 +31,20 @@
  *              naming it, then exits 1
  * A request with "poison_file" crashes when that file exists: a test makes
  * a setup request that succeeds once and crashes when replayed.
+ *
+ * With $FAKE_WORKER_PROBE naming a file, it stands in for a GPU under a
+ * whole probe (tests/test_probe_fake.c) instead, and logs every load,
+ * check, time and verify there, one line each:
+ *   load       remembers the candidate's variant and params
+ *   check      passes, bit-equal to its reference, unless the variant's
+ *              name starts with "wrong" (3 mismatches, and a kl error)
+ *   time       times of a cost function: the variant named "base" 100 us,
+ *              every other 40 + sum over its parameters p_i of
+ *              3 * |p_i - (i + 2)| us (its best point has p_i = i + 2),
+ *              plus 1 us for a variant whose name starts with "slow"; a
+ *              variant whose name starts with "big" 60 us below T = 256
+ *              and 30 us from there up (a winner that changes with T)
+ *   verify     passes
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -59,6 +73,134 @@ static void sleep_ms(long ms) {
   }
 }
 
+/* ---- the probe mode ------------------------------------------------------ */
+
+static FILE *plog;
+static json_t *labels; /* cand id (as text) -> {"variant", "params"} */
+
+static json_t *cand_info(json_int_t c) {
+  char key[32];
+  snprintf(key, sizeof key, "%lld", (long long)c);
+  return json_object_get(labels, key);
+}
+
+static const char *cand_variant(json_int_t c) {
+  const char *v = json_string_value(json_object_get(cand_info(c), "variant"));
+  return v ? v : "?";
+}
+
+static double cost_of(json_int_t c, json_int_t T) {
+  const char *v = cand_variant(c);
+  if (strcmp(v, "base") == 0) return 100.0;
+  if (strncmp(v, "big", 3) == 0) return T < 256 ? 60.0 : 30.0;
+  json_t *p = json_loads(json_string_value(json_object_get(cand_info(c), "params")), 0, NULL);
+  double us = 40.0 + (strncmp(v, "slow", 4) == 0);
+  const char *key;
+  json_t *x;
+  int i = 0;
+  json_object_foreach(p, key, x) {
+    double d = (double)json_integer_value(x) - (i + 2);
+    us += 3.0 * (d < 0 ? -d : d);
+    i++;
+  }
+  json_decref(p);
+  return us;
+}
+
+static json_t *figs(json_int_t elems, int wrong) {
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "elems", elems,
+                   "mismatches", (json_int_t)(wrong ? 3 : 0), "first_mismatch", (json_int_t)0,
+                   "unwritten", (json_int_t)0, "nonfinite", (json_int_t)0, "rel_err", 1e-7,
+                   "max_err_ratio", wrong ? 0.5 : 2e-7, "kl_mean", wrong ? 1.0 : 0.0, "kl_max",
+                   wrong ? 1.0 : 0.0, "argmax_agree", 1.0);
+}
+
+/* Answers one request in the probe mode; 0 when it is not one of its own. */
+static int probe_mode(json_t *req, json_t *id, const char *cmd) {
+  if (strcmp(cmd, "load") == 0) {
+    json_int_t c = json_integer_value(json_object_get(req, "cand"));
+    char key[32];
+    snprintf(key, sizeof key, "%lld", (long long)c);
+    /* params as the request has them: an object, or its text. */
+    json_t *pj = json_object_get(req, "params");
+    char *ptext = json_is_string(pj) ? strdup(json_string_value(pj))
+                                     : json_dumps(pj ? pj : json_object(), JSON_COMPACT | JSON_SORT_KEYS);
+    json_object_set_new(labels, key, json_pack("{s:O, s:s}", "variant", json_object_get(req, "variant"),
+                                               "params", ptext ? ptext : "{}"));
+    fprintf(plog, "load %lld %s %s\n", (long long)c, cand_variant(c), ptext ? ptext : "{}");
+    free(ptext);
+    put(ok(id));
+  } else if (strcmp(cmd, "check") == 0) {
+    json_int_t c = json_integer_value(json_object_get(req, "cand"));
+    json_int_t ref = json_integer_value(json_object_get(req, "ref"));
+    json_int_t T = json_integer_value(json_object_get(req, "tokens"));
+    int wrong = strncmp(cand_variant(c), "wrong", 5) == 0;
+    fprintf(plog, "check %lld ref %lld T %lld pending %lld\n", (long long)c, (long long)ref, (long long)T,
+            (long long)json_integer_value(json_object_get(req, "pending")));
+    json_t *r = ok(id), *f = figs(1024 * T, wrong);
+    json_object_set_new(r, "buffers", json_pack("{s:O}", "y", f));
+    if (ref >= 0) json_object_set_new(r, "ref_buffers", json_pack("{s:o}", "y", figs(1024 * T, 0)));
+    json_object_set_new(r, "run_ms", json_real(0.5));
+    json_t *more = json_array();
+    if (json_integer_value(json_object_get(req, "repeat")) != 0)
+      for (int run = 1; run <= 2; run++) {
+        json_t *o = json_pack("{s:s, s:i, s:{s:O}}", "check", "repeat", "run", run, "buffers", "y", f);
+        if (ref >= 0) json_object_set_new(o, "ref_buffers", json_pack("{s:o}", "y", figs(1024 * T, 0)));
+        json_array_append_new(more, o);
+      }
+    json_object_set_new(r, "more", more);
+    if (json_integer_value(json_object_get(req, "producer")) != 0)
+      json_object_set_new(r, "producer_skipped", json_string("its first launch waits for the kernel before it"));
+    if (json_integer_value(json_object_get(req, "twin")) != 0)
+      json_object_set_new(r, "deterministic", json_true());
+    json_decref(f);
+    put(r);
+  } else if (strcmp(cmd, "time") == 0) {
+    json_t *cands = json_object_get(req, "cands"), *res = json_array();
+    json_int_t samples = json_integer_value(json_object_get(req, "min_samples"));
+    if (samples < 1) samples = 10;
+    fprintf(plog, "time T %lld samples %lld batch %lld cands", (long long)json_integer_value(json_object_get(req, "tokens")),
+            (long long)samples, (long long)json_integer_value(json_object_get(req, "batch")));
+    for (size_t i = 0; i < json_array_size(cands); i++) {
+      json_int_t c = json_integer_value(json_array_get(cands, i));
+      double us = cost_of(c, json_integer_value(json_object_get(req, "tokens")));
+      fprintf(plog, " %lld", (long long)c);
+      json_array_append_new(res, json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:I}",
+                                           "cand", c, "samples", samples, "median_us", us, "min_us",
+                                           us * 0.998, "max_us", us * 1.002, "p10_us", us * 0.999,
+                                           "p90_us", us * 1.001, "ci_lo_us", us * 0.999, "ci_hi_us",
+                                           us * 1.001, "rel_ci", 0.001, "converged", 1, "rounds", samples));
+    }
+    fprintf(plog, "\n");
+    json_t *r = ok(id);
+    json_object_set_new(r, "results", res);
+    put(r);
+  } else if (strcmp(cmd, "verify") == 0) {
+    json_t *cands = json_object_get(req, "cands"), *res = json_array();
+    fprintf(plog, "verify ref %lld cands", (long long)json_integer_value(json_object_get(req, "ref")));
+    for (size_t i = 0; i < json_array_size(cands); i++) {
+      json_int_t c = json_integer_value(json_array_get(cands, i));
+      fprintf(plog, " %lld", (long long)c);
+      json_t *f = figs(1024, 0);
+      json_array_append_new(res, json_pack("{s:I, s:i, s:I, s:I, s:I, s:I, s:f, s:i, s:s, s:{s:O}, s:{s:O}}",
+                                           "cand", c, "sets", 2, "mismatches", (json_int_t)0,
+                                           "unwritten", (json_int_t)0, "nonfinite", (json_int_t)0,
+                                           "image_mismatches", (json_int_t)0, "max_dist", 0.0,
+                                           "worst_set", -1, "worst_buffer", "", "first", "y", f,
+                                           "ref_first", "y", f));
+      json_decref(f);
+    }
+    fprintf(plog, "\n");
+    json_t *r = ok(id);
+    json_object_set_new(r, "results", res);
+    put(r);
+  } else {
+    return 0;
+  }
+  fflush(plog);
+  return 1;
+}
+
 int main(void) {
   char *line = NULL;
   size_t cap = 0;
@@ -76,6 +218,14 @@ int main(void) {
     const char *poison = json_string_value(json_object_get(req, "poison_file"));
     struct stat st;
     if (poison && stat(poison, &st) == 0) b = "crash";
+    if (getenv("FAKE_WORKER_PROBE") != NULL) {
+      if (plog == NULL && (plog = fopen(getenv("FAKE_WORKER_PROBE"), "a")) == NULL) return 2;
+      if (labels == NULL) labels = json_object();
+      if (probe_mode(req, id, b)) {
+        json_decref(req);
+        continue;
+      }
+    }
 
     if (strcmp(b, "hello") == 0) {
       json_t *r = ok(id);

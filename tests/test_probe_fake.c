@@ -1,0 +1,259 @@
+/*
+ * test_probe_fake.c: a whole `hctune probe` on the CPU: hctune's own
+ * discovery against the fake CUDA driver (tests/fake/fake_cuda.c, built
+ * here), real NVRTC compiles of a small op, and tests/fake/fake_worker.c
+ * in its probe mode standing in for the GPU (every check passes unless a
+ * variant is named wrong*, times come from a cost function of the
+ * parameters).  What it pins down, from the worker's log and the decisions
+ * recorded:
+ *   - a bitwise variant whose reference is a kl variant (upmix against
+ *     mma) is checked and verified against the reference's first-values
+ *     point, competes in kl only, and its decision says kl;
+ *   - a variant whose reference fails its class is never checked, and says
+ *     why in an "unsupported" trial;
+ *   - with no --tokens, the op's probe_tokens are probed; decisions cover
+ *     the counts between them up to the geometric midpoints;
+ *   - timing.batch is evaluated per T;
+ *   - a family with "search": halving is searched (rounds of 3, 6, ...
+ *     samples) and only its survivors reach the deciding timing, whose
+ *     winner is the family's best point;
+ *   - verify-decisions --exhaustive times every point and finds no gap.
+ * Skips without NVRTC or cuda.h.  Needs HCT_BIN (tests/run.sh).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cli.h"
+#include "common.h"
+#include "cli_test.h"
+#include "db.h"
+#include "tuner.h"
+
+static char dir[64], env[2048], fake[1100];
+
+/* A variant of the test op on good.cu or base.cu (selftest's templates). */
+#define VARIANT(name, cls, ref, tpl, entry, params, extra)                                          \
+  "{\"name\":\"" name "\",\"template\":\"" tpl "\",\"class\":\"" cls "\",\"reference\":" ref        \
+  ",\"min_arch\":70,\"params\":[" params "]," extra                                                 \
+  "\"scratch\":[{\"name\":\"ws\",\"bytes\":\"64\",\"zero\":true}],"                                \
+  "\"launches\":[{\"entry\":\"" entry "\",\"grid\":[\"cdiv(T*ROW,256)\",1,1],\"block\":[256,1,1],"  \
+  "\"args\":[\"@x\",\"@y\",\"@ws\",\"T\"]}]}"
+
+static const char manifest[] =
+    "{\"op\":\"selftest\",\"selftest\":true,\"tokens\":[1,4096],\"probe_tokens\":[1,16,256,4096],"
+    "\"constants\":{\"ROW\":1024},"
+    "\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\",\"elems\":\"T*ROW\"},"
+    "{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T*ROW\",\"row\":\"ROW\"}],"
+    /* Ops as data (issue 23's opdata work): how inputs are drawn and the
+     * float64 reference template, as kernels-src/selftest has them there;
+     * a tree without them ignores these fields. */
+    "\"inputs\":[{\"buffer\":\"x\",\"mean\":0.0,\"sd\":1.0}],"
+    "\"reference\":{\"template\":\"reference.cu\",\"rows\":{\"sample\":64,\"why\":\"a test op\"},"
+    "\"launches\":[{\"entry\":\"st_reference\",\"grid\":[\"cdiv(ROW,256)\",\"NROWS\",1],\"block\":[256,1,1],"
+    "\"args\":[\"@rows\",\"@x\",\"@ref.y\"]}]},"
+    "\"timing\":{\"mode\":\"cold\",\"batch\":\"max(2, min(32, 512 / T))\"},"
+    "\"variants\":["
+    VARIANT("base", "baseline", "null", "base.cu", "st_base", "", "") ","
+    VARIANT("fam", "bitwise", "\"base\"", "good.cu", "st_good",
+            "{\"name\":\"P0\",\"values\":[0,1,2,3,4]},{\"name\":\"P1\",\"values\":[0,1,2]}",
+            "\"search\":{\"strategy\":\"halving\"},") ","
+    VARIANT("mma", "kl", "null", "good.cu", "st_good", "{\"name\":\"Q0\",\"values\":[4,3]}", "") ","
+    VARIANT("upmix", "bitwise", "\"mma\"", "good.cu", "st_good", "{\"name\":\"U0\",\"values\":[2]}", "") ","
+    VARIANT("wrongk", "kl", "null", "good.cu", "st_good", "", "") ","
+    VARIANT("wdep", "bitwise", "\"wrongk\"", "good.cu", "st_good", "{\"name\":\"W0\",\"values\":[2]}", "") ","
+    VARIANT("bigk", "kl", "null", "good.cu", "st_good", "", "")
+    "]}";
+
+static int have_tools(void) {
+  char v[64];
+  if (hct__compiler_version(HCT_BACKEND_CUDA, v, sizeof v) != 0) {
+    printf("skipped: no NVRTC here (%s)\n", hct_last_error());
+    return 0;
+  }
+  if (access("/usr/local/cuda/include/cuda.h", R_OK) != 0) {
+    printf("skipped: no cuda.h in /usr/local/cuda to build the fake driver\n");
+    return 0;
+  }
+  return 1;
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/hct-probe-fake-XXXXXX");
+  if (mkdtemp(dir) == NULL) return -1;
+  const char *kernels = getenv("HCTUNE_KERNELS");
+  if (kernels == NULL) kernels = "kernels-src";
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p '%s/k/selftest' && ln -s \"$(cd '%s/common' && pwd)\" '%s/k/common' && "
+           "cp '%s/selftest/selftest.h' '%s/selftest/base.cu' '%s/selftest/good.cu' '%s/k/selftest/' && "
+           "{ cp '%s/selftest/reference.cu' '%s/k/selftest/' 2>/dev/null || true; } && "
+           "cc -shared -fPIC -w -I/usr/local/cuda/include -o '%s/libcuda.so.1' '%s/../tests/fake/fake_cuda.c'",
+           dir, kernels, dir, kernels, kernels, kernels, dir, kernels, dir, dir, kernels);
+  if (system(cmd) != 0) return -1;
+  snprintf(cmd, sizeof cmd, "%s/k/selftest/manifest.json", dir);
+  FILE *f = fopen(cmd, "w");
+  if (f == NULL) return -1;
+  fputs(manifest, f);
+  fclose(f);
+  /* The fake worker is built beside this test program. */
+  char self[1024];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return -1;
+  self[n] = '\0';
+  *strrchr(self, '/') = '\0';
+  snprintf(fake, sizeof fake, "%s/fake_worker", self);
+  snprintf(env, sizeof env,
+           "LD_LIBRARY_PATH='%s' FAKE_CUDA_LOG=/dev/null HCTUNE_WORKER='%s' FAKE_WORKER_PROBE='%s/worker.log' "
+           "HCTUNE_KERNELS='%s/k' ASAN_OPTIONS=detect_leaks=0 ",
+           dir, fake, dir, dir);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static int hctune(const char *args, char **out, char **err) {
+  char bin[1100];
+  snprintf(bin, sizeof bin, "%s/hctune", getenv("HCT_BIN"));
+  return cli_run(env, bin, dir, args, out, err);
+}
+
+/* The candidate id the worker was loaded with for "variant params". */
+static int cand_id(const char *log, const char *variant, const char *params) {
+  char key[300];
+  snprintf(key, sizeof key, " %s %s\n", variant, params);
+  for (const char *p = log; (p = strstr(p, "load ")) != NULL; p += 5) {
+    int id;
+    const char *e = strchr(p, '\n');
+    if (sscanf(p, "load %d", &id) == 1 && e && strncmp(strchr(p + 5, ' '), key, strlen(key)) == 0) return id;
+  }
+  return -1;
+}
+
+static int count(const char *log, const char *needle) {
+  int n = 0;
+  for (const char *p = log; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+  return n;
+}
+
+static const hct_db_decision_t *decision(const hct_db_decision_t *d, int nd, const char *parity, int T) {
+  for (int i = 0; i < nd; i++)
+    if (strcmp(d[i].parity, parity) == 0 && d[i].tmin <= T && T <= d[i].tmax) return &d[i];
+  return NULL;
+}
+
+static void test_probe_flow(void **state) {
+  (void)state;
+  if (!have_tools()) skip();
+  char *out = NULL, *err = NULL, *log = NULL, args[512];
+  snprintf(args, sizeof args, "probe --op selftest --db '%s/p.db'", dir);
+  int st = hctune(args, &out, &err);
+  if (st != 0) fail_msg("hctune probe: status %d: %s", st, err);
+  char path[256];
+  snprintf(path, sizeof path, "%s/worker.log", dir);
+  assert_int_equal(hct__read_file(path, &log, NULL), 0);
+
+  /* The counts probed: probe_tokens, and no other. */
+  assert_true(count(log, " T 1 pending") > 0 && count(log, " T 16 pending") > 0);
+  assert_true(count(log, " T 256 pending") > 0 && count(log, " T 4096 pending") > 0);
+  assert_int_equal(count(log, " T 2 pending"), 0);
+  /* timing.batch per T: 32 at T = 16, 2 at T = 256 and 4096. */
+  assert_true(count(log, "time T 16 samples 6 batch 32") > 0);
+  assert_true(count(log, "time T 4096 samples 6 batch 2") > 0);
+
+  /* upmix against mma's first-values point ({"Q0":4}), checked and verified. */
+  const int up = cand_id(log, "upmix", "{\"U0\":2}"), mma4 = cand_id(log, "mma", "{\"Q0\":4}");
+  const int wdep = cand_id(log, "wdep", "{\"W0\":2}"), wrongk = cand_id(log, "wrongk", "{}");
+  assert_true(up >= 0 && mma4 >= 0 && wdep >= 0 && wrongk >= 0);
+  char want[128];
+  snprintf(want, sizeof want, "check %d ref %d T 16 pending 0", up, mma4);
+  if (count(log, want) != 1) fail_msg("no '%s' in the worker's log:\n%s", want, log);
+  snprintf(want, sizeof want, "check %d ref -1 T 16 pending 0", mma4);
+  assert_int_equal(count(log, want), 1); /* the reference's own run made the worker's reference */
+  snprintf(want, sizeof want, "verify ref %d cands %d\n", mma4, up);
+  if (count(log, want) < 1) fail_msg("no '%s' in the worker's log", want);
+  /* wdep's reference failed: wdep was never checked. */
+  snprintf(want, sizeof want, "check %d ", wdep);
+  assert_int_equal(count(log, want), 0);
+
+  /* The family's search: rounds of 3 samples over its 15 points, and the
+   * deciding timing held at most its survivors. */
+  assert_true(count(log, "time T 1 samples 3 ") == 1);
+  assert_true(count(log, "time T 4096 samples 3 ") == 1);
+
+  hct_db_t *db;
+  snprintf(path, sizeof path, "%s/p.db", dir);
+  assert_int_equal(hct__db_open(path, HCT_DB_READONLY, &db), 0);
+  hct_db_decision_t *d = NULL;
+  int nd = 0;
+  assert_int_equal(hct__db_decisions_list(db, &d, &nd), 0);
+  /* bitwise: the family's best point everywhere, one range over the op. */
+  const hct_db_decision_t *b = decision(d, nd, "bitwise", 3000);
+  assert_non_null(b);
+  assert_string_equal(b->variant, "fam");
+  assert_string_equal(b->params, "{\"P0\":2,\"P1\":2}");
+  assert_true(b->tmin == 1 && b->tmax == 4096);
+  assert_string_equal(b->variant_class, "bitwise");
+  /* kl: upmix below T = 256, bigk from there: the boundary is the
+   * geometric midpoint of 16 and 256. */
+  const hct_db_decision_t *k1 = decision(d, nd, "kl", 1), *k2 = decision(d, nd, "kl", 65);
+  assert_non_null(k1);
+  assert_non_null(k2);
+  assert_string_equal(k1->variant, "upmix");
+  assert_string_equal(k1->variant_class, "kl");
+  assert_true(k1->tmin == 1 && k1->tmax == 64);
+  assert_string_equal(k2->variant, "bigk");
+  assert_true(k2->tmin == 65 && k2->tmax == 4096);
+  for (int i = 0; i < nd; i++)
+    if (strcmp(d[i].parity, "bitwise") == 0) assert_string_not_equal(d[i].variant, "upmix");
+  free(d);
+
+  /* wdep's trials say why it was not checked. */
+  char *tj = NULL;
+  assert_int_equal(hct__db_trials_json(db, NULL, "selftest", "wdep", 0, &tj), 0);
+  hct__db_close(db);
+  if (strstr(tj, "\"unsupported\"") == NULL || strstr(tj, "its reference wrongk {} did not pass its class here") == NULL)
+    fail_msg("wdep's trials do not say why it was not checked: %s", tj);
+  free(tj);
+  free(out);
+  free(err);
+  free(log);
+
+  /* verify-decisions --exhaustive: every point of the family timed, and
+   * the decision is its family's best (the fake times without noise). */
+  snprintf(path, sizeof path, "%s/worker.log", dir);
+  unlink(path);
+  snprintf(args, sizeof args, "verify-decisions --exhaustive --db '%s/p.db'", dir);
+  st = hctune(args, &out, &err);
+  if (st != 0) fail_msg("verify-decisions --exhaustive: status %d:\n%s%s", st, out, err);
+  assert_non_null(strstr(out, "0.00%"));
+  assert_null(strstr(out, "OVER LIMIT"));
+  assert_true(cli_lines(out) >= 4); /* the header, rows, the summary */
+  assert_int_equal(hct__read_file(path, &log, NULL), 0);
+  assert_int_equal(count(log, "samples 3 "), 0); /* no search */
+  free(out);
+  free(err);
+  free(log);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_probe_flow),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
