@@ -286,6 +286,23 @@ static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
 
 /* ---- loading an impl ---------------------------------------------------- */
 
+/*
+ * libhctune does not build tensor maps (TMA descriptors) yet: a plan with
+ * a "@tmap(...)" argument is refused here, with the launch and argument
+ * named, and hct_kernel_load falls back (the baseline, compiled here), so
+ * an engine still runs.  The tuner's runs (tuner/run.c) build them.
+ */
+static int refuse_tmaps(const hct_launch_t *launches, int n, const char *variant) {
+  for (int l = 0; l < n; l++)
+    for (int a = 0; a < launches[l].n_args; a++)
+      if (strncmp(launches[l].args[a].text, "@tmap(", 6) == 0)
+        return hct__error(HCT_EUNSUPPORTED,
+                          "variant '%s': kernel '%s' takes a tensor map ('%s'), which libhctune "
+                          "does not build",
+                          variant, launches[l].entry, launches[l].args[a].text);
+  return 0;
+}
+
 /* Compiles v at pt here with NVRTC, for the card's arch. */
 static int compile_here(const hct_ecard_t *card, const hct_op_t *m, const hct_variant_t *v,
                         const hct_point_t *pt, void **image, size_t *size) {
@@ -355,6 +372,7 @@ static int impl_load_local(hct_kernel_t *k, impl_t *im, hct_op_t **m, int T) {
   const hct_variant_t *v;
   hct_point_t pt;
   if ((rc = local_point(*m, &k->card, &im->choice, T, &v, &pt)) < 0) return rc;
+  if ((rc = refuse_tmaps(v->launches, v->n_launches, v->name)) < 0) return rc;
   hct__point_json(v, &pt, im->choice.params, sizeof im->choice.params);
   if (im->choice.parity_class[0] == '\0')
     hct__strlcpy(im->choice.parity_class, hct__parity_name(v->parity), sizeof im->choice.parity_class);
@@ -458,6 +476,7 @@ static int impl_load_daemon(hct_kernel_t *k, impl_t *im, hct_client_t *c, hct_op
       plan_from_manifest(im, *m, v, &pt, &k->card);
     }
   }
+  if (rc == 0) rc = refuse_tmaps(im->launches, im->n_launches, im->choice.variant);
   if (rc == 0) rc = hct__ecuda_module_load(&k->card, image, size, &im->module);
   free(image);
   return rc;
@@ -587,6 +606,16 @@ static int same_answer(const hct_choice_t *a, const hct_choice_t *b) {
          (a->source == HCT_SOURCE_ENV) == (b->source == HCT_SOURCE_ENV);
 }
 
+/* The op's baseline: built in, else the local manifest's. */
+static const char *baseline_here(const char *op, hct_op_t **m) {
+  const char *base = hct__builtin_baseline(op);
+  if (base == NULL && local_manifest(op, m) == 0)
+    for (int i = 0; i < (*m)->n_variants && base == NULL; i++)
+      if ((*m)->variants[i].parity == HCT_PARITY_BASELINE) base = (*m)->variants[i].name;
+  hct__error_clear();
+  return base;
+}
+
 /* The answer for T: HCTUNE_FORCE, else the daemon's, else the baseline. */
 static int answer_for(hct_kernel_t *k, hct_client_t *c, hct_op_t **m, int T, const char *device,
                       const char *parity, hct_choice_t *ch, char *why, size_t why_len) {
@@ -610,10 +639,7 @@ static int answer_for(hct_kernel_t *k, hct_client_t *c, hct_op_t **m, int T, con
     return 0;
   }
   memset(ch, 0, sizeof *ch);
-  const char *base = hct__builtin_baseline(k->op);
-  if (base == NULL && local_manifest(k->op, m) == 0)
-    for (int i = 0; i < (*m)->n_variants && base == NULL; i++)
-      if ((*m)->variants[i].parity == HCT_PARITY_BASELINE) base = (*m)->variants[i].name;
+  const char *base = baseline_here(k->op, m);
   if (base == NULL) return hct__error(HCT_ENOENT, "op '%s': no baseline known here", k->op);
   hct__strlcpy(ch->variant, base, sizeof ch->variant);
   hct__strlcpy(ch->params, "{}", sizeof ch->params);
@@ -674,8 +700,11 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
             rc = hct__error(rc, "%s", first);
             break;
           }
-          const char *base = hct__builtin_baseline(op);
-          if (base == NULL) break;
+          const char *base = baseline_here(op, &m);
+          if (base == NULL) {
+            rc = hct__error(rc, "%s", first);
+            break;
+          }
           memset(&im->choice, 0, sizeof im->choice);
           hct__strlcpy(im->choice.variant, base, sizeof im->choice.variant);
           hct__strlcpy(im->choice.params, "{}", sizeof im->choice.params);
