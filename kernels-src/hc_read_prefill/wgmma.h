@@ -1,0 +1,66 @@
+/*
+ * wgmma.h: the warpgroup MMA of sm_90a (wgmma.mma_async) as hc_read_prefill's
+ * Hopper variant uses it: shared memory descriptors of 128B-swizzled,
+ * K-major tiles, the fence / commit / wait sequence, and the register
+ * reconfiguration of producer and consumer warpgroups.
+ *
+ * Tiles.  An operand tile is ROWS rows of 64 bf16 (128 bytes, one swizzle
+ * span) along K, written by a TMA box [64, ROWS] with SWIZZLE_128B: in
+ * each 1024-byte group of 8 rows, the 16-byte chunk q of row r sits at
+ * chunk q ^ (r % 8).  That is the layout wgmma reads for a K-major operand
+ * with swizzle mode 1 (128B): the stride between 8-row groups (SBO) is
+ * 1024 bytes, the leading offset (LBO) is unused (1 by convention), and
+ * the k16 slice k of the tile starts 32*k bytes after the tile's start
+ * (the hardware applies the XOR to the address it forms, so the tile
+ * must start 1024-byte aligned and the base offset field stays 0).
+ *
+ * Descriptor bits: [0,14) start address >> 4; [16,30) LBO >> 4; [32,46)
+ * SBO >> 4; [49,52) base offset; [62,64) swizzle (1 = 128B).
+ *
+ * Accumulators.  For m64nNk16 with f32 D, thread t of the warpgroup (warp
+ * w = t/32, lane l) holds N/2 floats: d[4j + 2i + e] is row 16w + l/4 +
+ * 8i, column 8j + 2(l%4) + e (i, e in {0, 1}, j < N/8).
+ */
+#ifndef HCP_WGMMA_H
+#define HCP_WGMMA_H
+
+#include "hct_tma.h"
+
+#if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
+#error "wgmma.h: wgmma needs sm_90a"
+#endif
+
+#define HCP_WG_THREADS 128
+#define HCP_TILE_ROW_BYTES 128 /* 64 bf16 along K */
+
+HCT_DEV hct_u64 hcp_desc_sw128(hct_u32 smem_addr) {
+  return (hct_u64)((smem_addr & 0x3ffffu) >> 4) | ((hct_u64)1 << 16) | ((hct_u64)(1024 >> 4) << 32) |
+         ((hct_u64)1 << 62);
+}
+
+/* Before the first wgmma of a batch: orders the registers and shared
+ * memory the warpgroup wrote before it. */
+HCT_DEV void hcp_wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+HCT_DEV void hcp_wgmma_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+/* Until at most N committed groups of this warpgroup are still running. */
+template <int N>
+HCT_DEV void hcp_wgmma_wait(void) {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/* wgmma reads shared memory through the async proxy: a generic write to
+ * a tile (none here: every tile is TMA-written) would need this first. */
+HCT_DEV void hcp_fence_async_smem(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+/* Register budgets of a warpgroup (every warp of it executes the same). */
+template <int N>
+HCT_DEV void hcp_regs_dec(void) {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N>
+HCT_DEV void hcp_regs_inc(void) {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+#include "wgmma_mma.h"
+
+#endif /* HCP_WGMMA_H */
