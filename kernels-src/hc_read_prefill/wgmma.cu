@@ -206,6 +206,7 @@ HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
     const hct_u32 b = r.tiles + st * HCP_DOWN_STAGE + HCP_DOWN_A_BYTES;
     const hct_u64 da = hcp_desc_sw128(a), db0 = hcp_desc_sw128(b),
                   db1 = hcp_desc_sw128(b + 160 * HCP_TILE_ROW_BYTES);
+    hcp_fence_acc<K / 2>(acc);
     hcp_wgmma_fence();
 #pragma unroll
     for (int k16 = 0; k16 < 4; ++k16) {
@@ -214,11 +215,13 @@ HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
       hcp_wgmma<160>(acc + 80, da + 2 * k16, db1 + 2 * k16);
     }
     hcp_wgmma_commit();
+    hcp_fence_acc<K / 2>(acc);
     /* The previous block's wgmmas are done: its stage may be refilled. */
     hcp_wgmma_wait<1>();
     if (kb > 0 && lane == 0) hct_mbar_arrive(&r.empty[(kb - 1) % DSTAGES]);
   }
   hcp_wgmma_wait<0>();
+  hcp_fence_acc<K / 2>(acc);
 
   /* Epilogue: row 16*warp + lane/4 + 8i of this warpgroup's 64, column
    * h*160 + 8j + 2(lane%4) + e. */
@@ -310,14 +313,17 @@ HCT_ENTRY void __launch_bounds__(HCP_UP_THREADS, 1)
     const hct_u32 a = r.tiles + st * HCP_UP_STAGE + cw * 64 * HCP_TILE_ROW_BYTES;
     const hct_u32 b = r.tiles + st * HCP_UP_STAGE + HCP_UP_A_BYTES;
     const hct_u64 da = hcp_desc_sw128(a), db = hcp_desc_sw128(b);
+    hcp_fence_acc<HCP_UP_N / 2>(acc);
     hcp_wgmma_fence();
 #pragma unroll
     for (int k16 = 0; k16 < 4; ++k16) hcp_wgmma<HCP_UP_N>(acc, da + 2 * k16, db + 2 * k16);
     hcp_wgmma_commit();
+    hcp_fence_acc<HCP_UP_N / 2>(acc);
     hcp_wgmma_wait<1>();
     if (kb > 0 && lane == 0) hct_mbar_arrive(&r.empty[(kb - 1) % USTAGES]);
   }
   hcp_wgmma_wait<0>();
+  hcp_fence_acc<HCP_UP_N / 2>(acc);
 
   /* Epilogue.  Column n of the tile is stream n / UBC, channel c0 + n % UBC:
    * register 4j + 2i + e with j = s*(UBC/8) + jj is stream s, channel

@@ -47,6 +47,14 @@ template <int N>
 HCT_DEV void hcp_wgmma_wait(void) {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
+/* A compiler-only fence on the accumulators: no access to them moves
+ * across it, so none lands between a wgmma's issue and its wait. */
+template <int N>
+HCT_DEV void hcp_fence_acc(float *acc) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+}
+
 /* wgmma reads shared memory through the async proxy: a generic write to
  * a tile (none here: every tile is TMA-written) would need this first. */
 HCT_DEV void hcp_fence_async_smem(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
