@@ -175,6 +175,32 @@ static void test_forced_relay_pdl(void **state) {
   unsetenv("HCTUNE_FORCE");
 }
 
+/* A variant whose launches take tensor maps (hc_read_prefill's wgmma):
+ * libhctune does not build them, so a load that must run it (forced) fails
+ * with the kernel and the argument named, before any compile; unforced,
+ * the same refusal makes the loader fall back to the baseline. */
+static void test_tmap_plan_refused(void **state) {
+  setenv("HCTUNE_FORCE",
+         "hc_read_prefill=wgmma{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":3,\"UBM\":64,\"UBC\":32,"
+         "\"USTAGES\":2}",
+         1);
+  hct_kernel_t *k = NULL;
+  int rc = hct_kernel_load(NULL, "hc_read_prefill", 16, 16, NULL, NULL, &k);
+  unsetenv("HCTUNE_FORCE");
+  if (rc == HCT_ENOENT && strstr(hct_last_error(), "wgmma") != NULL) {
+    printf("skipped: hc_read_prefill has no wgmma here (%s)\n", hct_last_error());
+    skip();
+  }
+  assert_int_equal(rc, HCT_EUNSUPPORTED);
+  assert_null(k);
+  if (strstr(hct_last_error(), "kernel 'hcp_wg_down' takes a tensor map ('@tmap(xn_a)'), which "
+                               "libhctune does not build") == NULL)
+    fail_msg("message: %s", hct_last_error());
+  char *log = take_log();
+  assert_null(strstr(log, "module_load")); /* refused before anything was loaded */
+  free(log);
+}
+
 /* With a daemon: its answer and binary, and the plan from its reply (the
  * test daemon's own manifest, not the library's: x, y and kernel k2). */
 static void test_daemon_plan(void **state) {
@@ -359,6 +385,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_baseline_end_to_end),
       cmocka_unit_test(test_forced_relay_pdl),
+      cmocka_unit_test(test_tmap_plan_refused),
       cmocka_unit_test(test_hc_engine_runs),
       cmocka_unit_test(test_daemon_plan),
       cmocka_unit_test(test_python_kernel),
