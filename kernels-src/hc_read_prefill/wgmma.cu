@@ -39,6 +39,7 @@
  */
 #include "hct_kernel.h"
 #include "wgmma.h"
+#include "wgmma_up.h"
 
 #if !defined(S) || !defined(C) || !defined(D) || !defined(K)
 #error "wgmma: the op constants S, C, D, K must be defined"
@@ -48,11 +49,8 @@
 #error "wgmma: DBM, KSPLIT, DSTAGES, UBM, UBC, USTAGES must be defined"
 #endif
 static_assert(D == S * C, "D must be S*C");
-static_assert(S == 4, "the up epilogue mixes 4 streams");
 static_assert(K == 320, "the down tile is two wgmma of N = 160");
 static_assert(DBM % 64 == 0 && DBM <= 128, "DBM: 64 or 128");
-static_assert(UBM % 64 == 0 && UBM <= 128, "UBM: 64 or 128");
-static_assert(UBC % 8 == 0 && 4 * UBC <= 256 && C % UBC == 0, "UBC: 4*UBC is one wgmma N");
 static_assert(D % (64 * KSPLIT) == 0, "KSPLIT must split D into whole 64-wide k blocks");
 static_assert(K % 64 == 0, "K: whole 64-wide k blocks");
 
@@ -105,50 +103,6 @@ HCT_ENTRY void __launch_bounds__(HCP_NORM_THREADS)
       xo[c] = hct_f32_to_bf16(y * rs);
     }
   }
-}
-
-/* ---- the pipeline shared by both GEMMs ------------------------------------ */
-
-/* Shared memory of a CTA: STAGES stages of [A tile | B tile], each tile
- * rows x 128 bytes, from a 1024-byte aligned start; then the barriers.
- * The manifest's smem adds 1024 bytes of alignment slack and 256 for the
- * barriers. */
-struct hcp_ring {
-  hct_u32 tiles;  /* shared address of stage 0 */
-  hct_u64 *full;  /* [STAGES]: the stage's bytes have landed */
-  hct_u64 *empty; /* [STAGES]: every consumer warp is done reading it */
-};
-
-template <int STAGES, int STAGE_BYTES>
-HCT_DEV hcp_ring hcp_ring_setup(unsigned char *smem, int consumer_warps) {
-  hcp_ring r;
-  const hct_u32 raw = hct_smem_addr(smem);
-  const hct_u32 pad = ((raw + 1023u) & ~1023u) - raw;
-  r.tiles = raw + pad;
-  r.full = (hct_u64 *)(smem + pad + STAGES * STAGE_BYTES);
-  r.empty = r.full + STAGES;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      hct_mbar_init(&r.full[s], 1);
-      hct_mbar_init(&r.empty[s], consumer_warps);
-    }
-    hct_mbar_init_fence();
-  }
-  __syncthreads();
-  return r;
-}
-
-/* The producer's wait before refilling stage kb % STAGES (not on the first
- * round: every stage starts empty). */
-template <int STAGES>
-HCT_DEV void hcp_ring_acquire(const hcp_ring &r, int kb) {
-  if (kb >= STAGES) hct_bulk_wait(&r.empty[kb % STAGES], (hct_u32)((kb / STAGES) + 1) & 1u);
-}
-
-/* The consumers' wait for k block kb. */
-template <int STAGES>
-HCT_DEV void hcp_ring_wait_full(const hcp_ring &r, int kb) {
-  hct_bulk_wait(&r.full[kb % STAGES], (hct_u32)(kb / STAGES) & 1u);
 }
 
 /* ---- step 2: down, lo = xn . w_down^T ------------------------------------- */
@@ -259,109 +213,9 @@ HCT_ENTRY void __launch_bounds__(256) hcp_wg_reduce(const float *part, hct_u16 *
   lo[idx] = hct_f32_to_bf16(v);
 }
 
-/* ---- steps 3 and 4: up, the gate and the mix -------------------------------- */
-
-/* Two floats as one 8-byte access (c is even: the pair is aligned). */
-struct alignas(8) hcp_f2 {
-  float x, y;
-};
-
-#define HCP_UP_NC (UBM / 64)
-#define HCP_UP_THREADS (HCP_WG_THREADS * (HCP_UP_NC + 1))
-#define HCP_UP_N (4 * UBC)
-#define HCP_UP_A_BYTES (UBM * HCP_TILE_ROW_BYTES)
-#define HCP_UP_B_BYTES (HCP_UP_N * HCP_TILE_ROW_BYTES)
-#define HCP_UP_STAGE (HCP_UP_A_BYTES + HCP_UP_B_BYTES)
-#define HCP_UP_KB (K / 64)
-static_assert((UBC * HCP_TILE_ROW_BYTES) % 1024 == 0, "a stream's B rows keep 1024-byte alignment");
-
-/* Grid (C / UBC, cdiv(T, UBM)).  tm_lo: lo, dims [K, T], box [64, UBM];
- * tm_wu: w_up, dims [K, D], box [64, UBC]. */
+/* Steps 3 and 4 (wgmma_up.h): resid holds R' already (the norm stored it). */
 HCT_ENTRY void __launch_bounds__(HCP_UP_THREADS, 1)
     hcp_wg_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
-              const float *resid, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
-  HCT_DYN_SHARED(unsigned char, smem);
-  const int wg = (int)threadIdx.x / HCP_WG_THREADS;
-  const int c0 = (int)blockIdx.x * UBC, m0 = (int)blockIdx.y * UBM;
-  const hcp_ring r = hcp_ring_setup<USTAGES, HCP_UP_STAGE>(smem, 4 * HCP_UP_NC);
-
-  if (wg == 0) {
-    if (threadIdx.x == 0) {
-      hct_tma_prefetch(&tm_lo);
-      hct_tma_prefetch(&tm_wu);
-      for (int kb = 0; kb < HCP_UP_KB; ++kb) {
-        const int st = kb % USTAGES, kx = kb * 64;
-        hcp_ring_acquire<USTAGES>(r, kb);
-        hct_bulk_expect(&r.full[st], HCP_UP_STAGE);
-        const hct_u32 a = r.tiles + st * HCP_UP_STAGE, b = a + HCP_UP_A_BYTES;
-        hct_tma_load_2d(a, &tm_lo, kx, m0, &r.full[st]);
-#pragma unroll
-        for (int s = 0; s < S; ++s)
-          hct_tma_load_2d(b + s * UBC * HCP_TILE_ROW_BYTES, &tm_wu, kx, s * C + c0, &r.full[st]);
-      }
-    }
-    return;
-  }
-  const int cw = wg - 1;
-  const int tid = (int)threadIdx.x % HCP_WG_THREADS, warp = tid / 32, lane = tid % 32;
-  float acc[HCP_UP_N / 2];
-#pragma unroll
-  for (int i = 0; i < HCP_UP_N / 2; ++i) acc[i] = 0.0f;
-  for (int kb = 0; kb < HCP_UP_KB; ++kb) {
-    const int st = kb % USTAGES;
-    hcp_ring_wait_full<USTAGES>(r, kb);
-    const hct_u32 a = r.tiles + st * HCP_UP_STAGE + cw * 64 * HCP_TILE_ROW_BYTES;
-    const hct_u32 b = r.tiles + st * HCP_UP_STAGE + HCP_UP_A_BYTES;
-    const hct_u64 da = hcp_desc_sw128(a), db = hcp_desc_sw128(b);
-    hcp_fence_acc<HCP_UP_N / 2>(acc);
-    hcp_wgmma_fence();
-#pragma unroll
-    for (int k16 = 0; k16 < 4; ++k16) hcp_wgmma<HCP_UP_N>(acc, da + 2 * k16, db + 2 * k16);
-    hcp_wgmma_commit();
-    hcp_fence_acc<HCP_UP_N / 2>(acc);
-    hcp_wgmma_wait<1>();
-    if (kb > 0 && lane == 0) hct_mbar_arrive(&r.empty[(kb - 1) % USTAGES]);
-  }
-  hcp_wgmma_wait<0>();
-  hcp_fence_acc<HCP_UP_N / 2>(acc);
-
-  /* Epilogue.  Column n of the tile is stream n / UBC, channel c0 + n % UBC:
-   * register 4j + 2i + e with j = s*(UBC/8) + jj is stream s, channel
-   * c0 + 8jj + 2(lane%4) + e, row 16*warp + lane/4 + 8i. */
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int t = m0 + cw * 64 + 16 * warp + lane / 4 + 8 * i;
-    if (t >= T) continue;
-#pragma unroll
-    for (int jj = 0; jj < UBC / 8; ++jj) {
-      const int c = c0 + 8 * jj + 2 * (lane % 4);
-      float g[S][2], rv[S][2];
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        const hcp_f2 x = *(const hcp_f2 *)(resid + ((long long)t * S + s) * C + c);
-        rv[s][0] = x.x;
-        rv[s][1] = x.y;
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float u = acc[4 * (s * (UBC / 8) + jj) + 2 * i + e];
-          g[s][e] = 1.0f / (1.0f + expf(-u));
-        }
-      }
-      float m[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float v = g[0][e] * rv[0][e];
-        v = fmaf(g[1][e], rv[1][e], v);
-        v = fmaf(g[2][e], rv[2][e], v);
-        v = fmaf(g[3][e], rv[3][e], v);
-        m[e] = v;
-      }
-      const long long o = (long long)t * C + c;
-      *(hcp_f2 *)(mixed + o) = hcp_f2{m[0], m[1]};
-      *(hct_u32 *)(mixed_bf16 + o) =
-          (hct_u32)hct_f32_to_bf16(m[0]) | ((hct_u32)hct_f32_to_bf16(m[1]) << 16);
-      *(hct_u32 *)(mixed_f16 + o) =
-          (hct_u32)hct_f32_to_f16(m[0]) | ((hct_u32)hct_f32_to_f16(m[1]) << 16);
-    }
-  }
+              float *resid, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
+  hcp_up_body<false>(&tm_lo, &tm_wu, resid, 0, mixed, mixed_bf16, mixed_f16, T);
 }

@@ -71,4 +71,50 @@ HCT_DEV void hcp_regs_inc(void) {
 
 #include "wgmma_mma.h"
 
+/* ---- the ring of stages shared by the GEMMs ---------------------------------- */
+
+/* Shared memory of a CTA: STAGES stages of STAGE_BYTES (a multiple of
+ * 1024: the tiles of a stage, each rows x 128 bytes), from a 1024-byte
+ * aligned start; then the barriers.  The manifest's smem adds 1024 bytes
+ * of alignment slack and 256 for the barriers.  full[s]: one arrival (the
+ * producer's, with the stage's bytes) and the bytes landed; empty[s]: one
+ * arrival per consumer warp once its wgmmas reading the stage are done. */
+struct hcp_ring {
+  hct_u32 tiles;  /* shared address of stage 0 */
+  hct_u64 *full;  /* [STAGES]: the stage's bytes have landed */
+  hct_u64 *empty; /* [STAGES]: every consumer warp is done reading it */
+};
+
+template <int STAGES, int STAGE_BYTES>
+HCT_DEV hcp_ring hcp_ring_setup(unsigned char *smem, int consumer_warps) {
+  hcp_ring r;
+  const hct_u32 raw = hct_smem_addr(smem);
+  const hct_u32 pad = ((raw + 1023u) & ~1023u) - raw;
+  r.tiles = raw + pad;
+  r.full = (hct_u64 *)(smem + pad + STAGES * STAGE_BYTES);
+  r.empty = r.full + STAGES;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      hct_mbar_init(&r.full[s], 1);
+      hct_mbar_init(&r.empty[s], consumer_warps);
+    }
+    hct_mbar_init_fence();
+  }
+  __syncthreads();
+  return r;
+}
+
+/* The producer's wait before refilling stage kb % STAGES (not on the first
+ * round: every stage starts empty). */
+template <int STAGES>
+HCT_DEV void hcp_ring_acquire(const hcp_ring &r, int kb) {
+  if (kb >= STAGES) hct_bulk_wait(&r.empty[kb % STAGES], (hct_u32)((kb / STAGES) + 1) & 1u);
+}
+
+/* The consumers' wait for k block kb. */
+template <int STAGES>
+HCT_DEV void hcp_ring_wait_full(const hcp_ring &r, int kb) {
+  hct_bulk_wait(&r.full[kb % STAGES], (hct_u32)(kb / STAGES) & 1u);
+}
+
 #endif /* HCP_WGMMA_H */
