@@ -1,5 +1,6 @@
 #!/bin/sh
-# hc_read_prefill's Hopper variant wgmma on an H200 (sm_90): stage by stage,
+# hc_read_prefill's Hopper variants wgmma and wgmma_fn (the norm fused into
+# the down GEMM) on an H200 (sm_90): stage by stage,
 # then the probe's verdict, then its speed.  Skips, saying why, without an
 # sm_90 card.  Needs python3 to read JSON.
 #   tests/gpu-wgmma.sh [bin [tests folder]]      (defaults: bin, build/release/tests)
@@ -7,16 +8,18 @@
 # 1. Stages (tests/test_wgmma.c): the variant's launches as the tuner makes
 #    them (tensor maps included), then R', xn, lo and mixed each checked
 #    against float64 from the previous stage's device result, at T = 16,
-#    100, 2048, for four points covering every parameter value.  A wrong
+#    100, 2048, for points covering every parameter value of each.  A wrong
 #    stage prints its first wrong elements as "lo[row][col] = got, want
 #    x", and where the first one's value belongs ("holds the value of
 #    [row][col]"): a wrong descriptor, swizzle or fragment map shows as a
-#    pattern there.  HCT_WGMMA_POINT='{"DBM":64,...}' checks one point,
-#    HCT_WGMMA_T="16 100" other counts.  It also times each launch (hot).
-# 2. The probe: hctune probe --variants wgmma at T = 16, 100, 2048; every
-#    parity trial of wgmma (with and without pending) must pass kl against
-#    the baseline; a failing one is printed with its figures and log.
-# 3. hctune bench of wgmma (and pair_mma, upmix when the manifest has them)
+#    pattern there.  HCT_WGMMA_VARIANT=wgmma HCT_WGMMA_POINT='{"DBM":64,...}'
+#    checks one point, HCT_WGMMA_T="16 100" other counts.  It also times
+#    each launch (hot).
+# 2. The probe: hctune probe --variants wgmma,wgmma_fn at T = 16, 100, 2048;
+#    every parity trial of each (with and without pending) must pass kl
+#    against the baseline; a failing one is printed with its figures and
+#    log (one line per variant: wgmma's is the one this test is about).
+# 3. hctune bench of both (and pair_mma, upmix when the manifest has them)
 #    at T = 2048 and 8192, cold.
 bin=$(cd "${1:-bin}" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,7 +65,7 @@ fi
 
 # 2. The probe's verdict at T = 16, 100, 2048.
 t0=$(date +%s)
-if "$bin/hctune" probe --device "$dev" --op hc_read_prefill --variants wgmma --tokens 16,100,2048 \
+if "$bin/hctune" probe --device "$dev" --op hc_read_prefill --variants wgmma,wgmma_fn --tokens 16,100,2048 \
     --no-decide > "$tmp/probe.out" 2> "$tmp/probe.err"; then
   echo "probe finished in $(( $(date +%s) - t0 )) s"
 else
@@ -71,32 +74,35 @@ fi
 cat "$tmp/probe.out"
 "$bin/hctune" show --op hc_read_prefill --json > "$tmp/trials.json" 2>> "$tmp/probe.err"
 "$bin/hctune" list --faults --json > "$tmp/faults.json" 2>> "$tmp/probe.err"
-python3 - "$tmp/trials.json" "$tmp/faults.json" <<'PY' && ok "probe: wgmma passes kl at T=16, 100, 2048 with and without pending" || bad "probe: wgmma not passing kl at every T (above)"
+for v in wgmma wgmma_fn; do
+python3 - "$tmp/trials.json" "$tmp/faults.json" "$v" <<'PY' && ok "probe: $v passes kl at T=16, 100, 2048 with and without pending" || bad "probe: $v not passing kl at every T (above)"
 import json, sys
+v = sys.argv[3]
 trials = json.load(open(sys.argv[1]))
-faults = [f for f in json.load(open(sys.argv[2])) if f.get("op") == "hc_read_prefill" and f.get("variant") == "wgmma"]
+faults = [f for f in json.load(open(sys.argv[2])) if f.get("op") == "hc_read_prefill" and f.get("variant") == v]
 need = {(t, p) for t in (16, 100, 2048) for p in (0, 1)}
 passed, failed = set(), []
 for tr in trials:
-    if tr.get("kind") != "parity" or tr.get("variant") != "wgmma": continue
+    if tr.get("kind") != "parity" or tr.get("variant") != v: continue
     key = (tr["tokens"], tr["pending"])
     if tr["status"] == "pass": passed.add(key)
     else: failed.append(tr)
 for tr in failed[:6]:
-    print(f"  T={tr['tokens']} pending={tr['pending']} {json.dumps(tr.get('params'))}: {tr['status']}")
+    print(f"  {v} T={tr['tokens']} pending={tr['pending']} {json.dumps(tr.get('params'))}: {tr['status']}")
     print("   ", json.dumps({k: tr.get(k) for k in ("figures", "log", "reason") if tr.get(k)})[:1500])
 for f in faults[:6]:
-    print(f"  quarantined {json.dumps(f.get('params'))}: {f.get('reason')}: {(f.get('log') or '')[:400]}")
+    print(f"  {v} quarantined {json.dumps(f.get('params'))}: {f.get('reason')}: {(f.get('log') or '')[:400]}")
 missing = need - passed
-if missing: print("  no passing trial of wgmma at (T, pending):", sorted(missing))
+if missing: print(f"  no passing trial of {v} at (T, pending):", sorted(missing))
 sys.exit(1 if missing or failed else 0)
 PY
+done
 
 # 3. Speed, cold, beside the other tensor-core variants where they exist.
 vars=$(python3 -c '
 import json, sys
 names = [v["name"] for v in json.load(open(sys.argv[1]))["variants"]]
-print(",".join(["wgmma"] + [n for n in ("pair_mma", "upmix") if n in names]))
+print(",".join([n for n in ("wgmma", "wgmma_fn", "pair_mma", "upmix") if n in names]))
 ' "$HCTUNE_KERNELS/hc_read_prefill/manifest.json")
 if "$bin/hctune" bench --device "$dev" --op hc_read_prefill --variants "$vars" --tokens 2048,8192 \
     > "$tmp/bench.out" 2> "$tmp/bench.err"; then

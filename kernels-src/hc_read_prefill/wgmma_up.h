@@ -43,10 +43,10 @@ template <bool ADD_PENDING>
 HCT_DEV void hcp_up_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, float *resid,
                          const float *pending, float *mixed, hct_u16 *mixed_bf16,
                          hct_u16 *mixed_f16, int T) {
-  HCT_DYN_SHARED(unsigned char, smem);
+  HCT_DYN_SHARED(unsigned char, hcp_up_smem);
   const int wg = (int)threadIdx.x / HCP_WG_THREADS;
   const int c0 = (int)blockIdx.x * UBC, m0 = (int)blockIdx.y * UBM;
-  const hcp_ring r = hcp_ring_setup<USTAGES, HCP_UP_STAGE>(smem, 4 * HCP_UP_NC);
+  const hcp_ring r = hcp_ring_setup<USTAGES, HCP_UP_STAGE>(hcp_up_smem, 4 * HCP_UP_NC);
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
