@@ -886,16 +886,20 @@ static const struct {
                      {64, CU_TENSOR_MAP_SWIZZLE_64B},
                      {128, CU_TENSOR_MAP_SWIZZLE_128B}};
 
-/* cuTensorMapEncodeTiled (CUDA 12.0+): host work only, so it is safe
+typedef CUresult (*encode_tiled_t)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                   const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                   const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* cuTensorMapEncodeTiled (CUDA 12.0+) is host work only, so it is safe
  * while a stream captures.  Out-of-bounds elements of a box read as zero. */
-static int cuda_tensor_map(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t base,
-                           hct_tmap_bytes_t *out) {
-  (void)g;
-  if (cu.cuTensorMapEncodeTiled == NULL)
+int hct__cuda_tmap_encode(void *encode, const hct_tmap_dims_t *t, uint64_t base,
+                          uint64_t out[16]) {
+  if (encode == NULL)
     return hct__error(HCT_EUNSUPPORTED,
                       "cuda: this driver has no cuTensorMapEncodeTiled (tensor maps need CUDA 12.0 "
                       "or newer)");
-  _Static_assert(sizeof(CUtensorMap) == sizeof(hct_tmap_bytes_t), "a tensor map is 128 bytes");
+  _Static_assert(sizeof(CUtensorMap) == 16 * sizeof(uint64_t), "a tensor map is 128 bytes");
   CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   CUtensorMapSwizzle sw = CU_TENSOR_MAP_SWIZZLE_NONE;
   for (size_t i = 0; i < HCT_ARRAY_SIZE(tmap_types); i++)
@@ -912,13 +916,19 @@ static int cuda_tensor_map(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t ba
     if (i > 0) strides[i - 1] = t->strides[i];
   }
   CUtensorMap m;
-  CUresult r = cu.cuTensorMapEncodeTiled(&m, type, (cuuint32_t)t->rank, (void *)(uintptr_t)base,
-                                         dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                         sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  CUresult r = ((encode_tiled_t)encode)(&m, type, (cuuint32_t)t->rank, (void *)(uintptr_t)base,
+                                        dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                        sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return cu_fail(r, "cuTensorMapEncodeTiled");
-  memcpy(out, &m, sizeof *out);
+  memcpy(out, &m, sizeof m);
   return 0;
+}
+
+static int cuda_tensor_map(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t base,
+                           hct_tmap_bytes_t *out) {
+  (void)g;
+  return hct__cuda_tmap_encode((void *)cu.cuTensorMapEncodeTiled, t, base, out->words);
 }
 
 static int cuda_sm_clock(hct_gpu_t *g, int *mhz) { return hct__nvml_sm_clock(g->dev.uuid, 0, mhz); }

@@ -243,6 +243,10 @@ void hct__point_json(const hct_variant_t *v, const hct_point_t *p, char *buf, si
  */
 int hct__tmap_eval(const hct_tmap_spec_t *t, const hct_symtab_t *syms, size_t bytes,
                    hct_tmap_dims_t *out);
+/* A launch argument's text "@tmap(name)" among maps[n]: 1 + the index of
+ * the map named, 0 when text is no tensor map argument, -1 when it names
+ * none.  The one reader of the syntax (the manifest, libhctune's plans). */
+int hct__tmap_arg(const hct_tmap_spec_t *maps, int n, const char *text);
 
 /* Fills syms with the op constants, the point's params, and T. */
 void hct__point_symtab(const hct_op_t *op, const hct_variant_t *v, const hct_point_t *p,
@@ -498,6 +502,14 @@ void *hct__vendor_open(const char *const *names, size_t n, size_t *which, char *
 /* Resolves every row; a missing required symbol is HCT_ENOSYM, "'lib' has
  * no symbol 'name'". */
 int hct__vendor_resolve(void *lib, const char *libname, const hct_vendor_sym_t *syms, size_t n);
+
+/* Encodes t over device memory at base with `encode`, the driver's
+ * cuTensorMapEncodeTiled as its caller resolved it (jit/cuda.c's table, or
+ * libhctune's own in daemon/client_cuda.c): the one translation of a
+ * manifest's tensor map into the driver's (element type, swizzle, strides,
+ * no interleave, 256-byte L2 promotion, zeros out of bounds). */
+int hct__cuda_tmap_encode(void *encode, const hct_tmap_dims_t *t, uint64_t base,
+                          uint64_t out[16]);
 
 /* CUresult and nvrtcResult values mapped to HCT codes (jit/cuda.c); a table,
  * usable without the libraries. */

@@ -251,16 +251,14 @@ static void load_tmaps(ctx_t *c, const hct_op_t *op, json_t *jv, hct_variant_t *
   }
 }
 
-/* "@tmap(name)": the index + 1 of the variant's tensor map `name`, 0 when
- * text is no tensor map argument, -1 when it names none. */
-static int tmap_arg(const hct_variant_t *v, const char *text) {
+int hct__tmap_arg(const hct_tmap_spec_t *maps, int n, const char *text) {
   static const char prefix[] = "@tmap(";
-  size_t n = strlen(text);
+  size_t len = strlen(text);
   if (strncmp(text, prefix, sizeof prefix - 1) != 0) return 0;
-  if (n < sizeof prefix || text[n - 1] != ')') return -1;
-  for (int i = 0; i < v->n_tmaps; i++) {
-    size_t len = strlen(v->tmaps[i].name);
-    if (len == n - sizeof prefix && strncmp(text + sizeof prefix - 1, v->tmaps[i].name, len) == 0)
+  if (len < sizeof prefix || text[len - 1] != ')') return -1;
+  for (int i = 0; i < n; i++) {
+    size_t nl = strlen(maps[i].name);
+    if (nl == len - sizeof prefix && strncmp(text + sizeof prefix - 1, maps[i].name, nl) == 0)
       return i + 1;
   }
   return -1;
@@ -453,7 +451,7 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
       hct_arg_t *a = &l->args[l->n_args++];
       get_expr(c, ja, a->text, sizeof a->text, lf);
       if (c->err) return;
-      int tm = tmap_arg(v, a->text);
+      int tm = hct__tmap_arg(v->tmaps, v->n_tmaps, a->text);
       if (tm < 0) {
         char cause[160];
         snprintf(cause, sizeof cause, "argument '%.63s' names no entry of tensor_maps", a->text);
