@@ -183,7 +183,7 @@ static void test_forced_relay_pdl(void **state) {
 static void test_forced_tmaps(void **state) {
   if (!have_nvrtc()) skip();
   setenv("HCTUNE_FORCE",
-         "hc_read_prefill=wgmma{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":3,\"UBM\":64,\"UBC\":32,"
+         "hc_read_prefill=wgmma{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":32,"
          "\"USTAGES\":2}",
          1);
   free(take_log());
@@ -215,7 +215,7 @@ static void test_forced_tmaps(void **state) {
   if (strstr(log, "tmap type 9 base 0x4000 dims 10240 320 strides 20480 box 64 160 swizzle 3") == NULL)
     fail_msg("no map over w_down at the launch:\n%s", log);
   snprintf(want, sizeof want,
-           "launch hcp_wg_down grid 1 1 1 block 256 1 1 smem 148736 stream 0x77 args tmap:0x%llx "
+           "launch hcp_wg_down grid 1 1 1 block 256 1 1 smem 197888 stream 0x77 args tmap:0x%llx "
            "tmap:0x4000 0x%llx", xn, lo);
   if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
   if (strstr(log, "launch hcp_wg_up grid 80 1 1 block 256 1 1") == NULL ||

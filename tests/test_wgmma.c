@@ -45,11 +45,11 @@ static const struct {
   const char *variant, *point;
 } default_points[] = {
     {"wgmma", "{\"DBM\":128,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":64,\"USTAGES\":2}"},
-    {"wgmma", "{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":3,\"UBM\":64,\"UBC\":32,\"USTAGES\":3}"},
-    {"wgmma", "{\"DBM\":128,\"KSPLIT\":1,\"DSTAGES\":3,\"UBM\":64,\"UBC\":64,\"USTAGES\":2}"},
+    {"wgmma", "{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":32,\"USTAGES\":3}"},
+    {"wgmma", "{\"DBM\":128,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":64,\"USTAGES\":2}"},
     {"wgmma", "{\"DBM\":64,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":32,\"USTAGES\":3}"},
     {"wgmma_fn", "{\"FSTAGES\":3,\"UBM\":64,\"UBC\":32,\"USTAGES\":2}"},
-    {"wgmma_fn", "{\"FSTAGES\":2,\"UBM\":128,\"UBC\":64,\"USTAGES\":3}"},
+    {"wgmma_fn", "{\"FSTAGES\":2,\"UBM\":128,\"UBC\":64,\"USTAGES\":2}"},
 };
 
 typedef struct {

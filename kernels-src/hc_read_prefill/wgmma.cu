@@ -30,8 +30,10 @@
  * Expected at T = 8192 on the H200: ~350 us for the read.
  *
  * Parameters: DBM (64, 128: token rows of a down CTA), KSPLIT (1, 2),
- * DSTAGES (3, 4), UBM (64, 128), UBC (32, 64: channels of an up CTA),
- * USTAGES (2, 3).  A warpgroup holds 64 rows of a tile; the down kernel's
+ * DSTAGES (4: the deepest ring that fits both DBM; any value works), UBM
+ * (64, 128), UBC (32, 64: channels of an up CTA), USTAGES (2, 3; the up
+ * GEMM has only 5 k blocks).  UBM 128 runs one up CTA an SM (registers),
+ * UBM 64 with UBC 32 two.  A warpgroup holds 64 rows of a tile; the down kernel's
  * 160 accumulators a thread need setmaxnreg when two consumer warpgroups
  * share the SM's registers with the producer.
  *

@@ -25,7 +25,7 @@
  * Expected at T = 8192 on the H200: ~250 us for the read.
  *
  * Parameters: FSTAGES (2, 3: stages of 64 KB, R 16 KB + A 8 KB + w_down
- * 40 KB), UBM, UBC, USTAGES (the up kernel's, as in wgmma).
+ * 40 KB), UBM, UBC, USTAGES (the up kernel's, as in wgmma; USTAGES 2).
  */
 #include "hct_kernel.h"
 #include "wgmma.h"
