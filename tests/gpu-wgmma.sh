@@ -53,7 +53,9 @@ echo "card $dev"
 # 1. Stages.
 if [ -x "$tests/test_wgmma" ]; then
   t0=$(date +%s)
-  if HCT_TEST_FILTER= "$tests/test_wgmma" > "$tmp/stages.out" 2>&1; then
+  # A wait that never completes ends its kernel after 4 s (wgmma.h), so
+  # the limit is for what nothing else catches.
+  if HCT_TEST_FILTER= timeout 1200 "$tests/test_wgmma" > "$tmp/stages.out" 2>&1; then
     ok "stages: R', xn, lo, mixed right at every point and T ($(( $(date +%s) - t0 )) s)"
   else
     bad "stages (the first wrong elements of each stage are below)"

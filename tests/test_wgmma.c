@@ -164,6 +164,19 @@ static int unwritten16(uint16_t h) {
 
 /* ---- one point at one T ----------------------------------------------------- */
 
+/* Candidate c with only its launch l (the tensor maps and scratch of c). */
+static hct_variant_t one_launch_variant[HCT_MAX_LAUNCHES];
+static hct_cand_t only_launch(const hct_cand_t *c, int l) {
+  hct_cand_t k = *c;
+  hct_variant_t *one = &one_launch_variant[l];
+  *one = *c->v;
+  one->launches[0] = c->v->launches[l];
+  one->n_launches = 1;
+  k.v = one;
+  k.fn[0] = c->fn[l];
+  return k;
+}
+
 /* The index of scratch `name`, -1 when the variant has none. */
 static int scratch_index(const hct_variant_t *v, const char *name) {
   for (int i = 0; i < v->n_scratch; i++)
@@ -184,8 +197,19 @@ static int check_point(const hct_cand_t *c, int T, int pending) {
     fail_msg("%s T=%d: buffers: %s", label, T, hct_last_error());
   for (int i = 0; i < c->v->n_scratch; i++)
     assert_int_equal(hct__gpu_fill32(E.g, s.ptr[i], HCT_POISON_F32, s.bytes[i] / 4), 0);
-  if (hct__run_launches(E.g, c, &hs, &d, &s) != 0 || hct__gpu_sync(E.g) != 0)
-    fail_msg("%s T=%d: the launches failed: %s", label, T, hct_last_error());
+  /* One launch at a time, each synchronised, so a failing one is named
+   * (a wait that times out leaves its outputs unwritten: wgmma.h). */
+  for (int l = 0; l < c->v->n_launches; l++) {
+    hct_cand_t k = only_launch(c, l);
+    uint64_t t0 = hct__now_ns();
+    if (hct__run_launches(E.g, &k, &hs, &d, &s) != 0 || hct__gpu_sync(E.g) != 0)
+      fail_msg("%s T=%d: launch %d (%s) failed: %s", label, T, l, c->v->launches[l].entry,
+               hct_last_error());
+    double ms = (double)(hct__now_ns() - t0) / 1e6;
+    if (ms > 1000)
+      printf("  %s T=%d: launch %d (%s) took %.0f ms: a wait timed out?\n", label, T, l,
+             c->v->launches[l].entry, ms);
+  }
 
   const hct_hbuf_t *bR = hct__hostset_buf(&hs, "resid"), *bP = hct__hostset_buf(&hs, "pending"),
                    *bW = hct__hostset_buf(&hs, "w_norm"), *bWd = hct__hostset_buf(&hs, "w_down"),
@@ -307,16 +331,8 @@ static void bench(const hct_cand_t *c, int T) {
   hct_event_t *e0, *e1;
   assert_int_equal(hct__gpu_event_create(E.g, &e0), 0);
   assert_int_equal(hct__gpu_event_create(E.g, &e1), 0);
-  static hct_variant_t one;
   for (int l = -1; l < c->v->n_launches; l++) {
-    hct_cand_t k = *c;
-    if (l >= 0) {
-      one = *c->v;
-      one.launches[0] = c->v->launches[l];
-      one.n_launches = 1;
-      k.v = &one;
-      k.fn[0] = c->fn[l];
-    }
+    hct_cand_t k = l < 0 ? *c : only_launch(c, l);
     float ms = 0;
     int rc = hct__run_launches(E.g, &k, &hs, &d, &s);
     if (rc == 0) rc = hct__gpu_event_record(E.g, e0);

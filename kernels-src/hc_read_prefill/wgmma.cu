@@ -137,7 +137,7 @@ HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
       hct_tma_prefetch(&tm_wd);
       for (int kb = 0; kb < HCP_DOWN_KB; ++kb) {
         const int st = kb % DSTAGES, kx = (kb0 + kb) * 64;
-        hcp_ring_acquire<DSTAGES>(r, kb);
+        if (!hcp_ring_acquire<DSTAGES>(r, kb)) return;
         hct_bulk_expect(&r.full[st], HCP_DOWN_STAGE);
         const hct_u32 a = r.tiles + st * HCP_DOWN_STAGE, b = a + HCP_DOWN_A_BYTES;
         hct_tma_load_2d(a, &tm_xn, kx, m0, &r.full[st]);
@@ -157,7 +157,7 @@ HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
   for (int i = 0; i < K / 2; ++i) acc[i] = 0.0f;
   for (int kb = 0; kb < HCP_DOWN_KB; ++kb) {
     const int st = kb % DSTAGES;
-    hcp_ring_wait_full<DSTAGES>(r, kb);
+    if (!hcp_ring_wait_full<DSTAGES>(r, kb)) return;
     const hct_u32 a = r.tiles + st * HCP_DOWN_STAGE + cw * 64 * HCP_TILE_ROW_BYTES;
     const hct_u32 b = r.tiles + st * HCP_DOWN_STAGE + HCP_DOWN_A_BYTES;
     const hct_u64 da = hcp_desc_sw128(a), db0 = hcp_desc_sw128(b),

@@ -24,6 +24,7 @@
 #ifndef HCP_WGMMA_H
 #define HCP_WGMMA_H
 
+#include "hct_grid.h"
 #include "hct_tma.h"
 
 #if !(defined(HCT_CUDA) && HCT_ARCH >= 90)
@@ -104,17 +105,51 @@ HCT_DEV hcp_ring hcp_ring_setup(unsigned char *smem, int consumer_warps) {
   return r;
 }
 
-/* The producer's wait before refilling stage kb % STAGES (not on the first
- * round: every stage starts empty). */
-template <int STAGES>
-HCT_DEV void hcp_ring_acquire(const hcp_ring &r, int kb) {
-  if (kb >= STAGES) hct_bulk_wait(&r.empty[kb % STAGES], (hct_u32)((kb / STAGES) + 1) & 1u);
+/*
+ * Waits for phase `parity` of an mbarrier, as hct_bulk_wait, with a
+ * watchdog: 1 when the phase completed, 0 when the wait lasted
+ * HCP_WAIT_TIMEOUT_NS (a load that never lands, an arrival count never
+ * reached: a wrong tensor map, a wrong expect_tx, a protocol bug).  The
+ * caller then leaves the kernel, its outputs unwritten (still the poison
+ * the checks put there: "elements left unwritten"), and every other
+ * waiter times out the same way, so the launch ends in seconds instead of
+ * hanging the card until its process is killed.  (A trap would say so
+ * louder, but makes ptxas spill the accumulators.)  A right kernel waits
+ * microseconds.
+ */
+#ifndef HCP_WAIT_TIMEOUT_NS
+#define HCP_WAIT_TIMEOUT_NS 4000000000ull
+#endif
+HCT_DEV int hcp_wait(hct_u64 *bar, hct_u32 parity) {
+  const hct_u32 a = hct_smem_addr(bar);
+  hct_u64 t0 = 0;
+  for (hct_u32 spins = 0;; ++spins) {
+    hct_u32 done;
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(a), "r"(parity)
+        : "memory");
+    if (done) return 1;
+    if ((spins & 1023u) == 0) {
+      const hct_u64 now = hct_globaltimer();
+      if (t0 == 0) t0 = now;
+      else if (now - t0 > HCP_WAIT_TIMEOUT_NS) return 0;
+    }
+  }
 }
 
-/* The consumers' wait for k block kb. */
+/* The producer's wait before refilling stage kb % STAGES (not on the first
+ * round: every stage starts empty); 0 when it timed out (hcp_wait). */
 template <int STAGES>
-HCT_DEV void hcp_ring_wait_full(const hcp_ring &r, int kb) {
-  hct_bulk_wait(&r.full[kb % STAGES], (hct_u32)(kb / STAGES) & 1u);
+HCT_DEV int hcp_ring_acquire(const hcp_ring &r, int kb) {
+  return kb < STAGES || hcp_wait(&r.empty[kb % STAGES], (hct_u32)((kb / STAGES) + 1) & 1u);
+}
+
+/* The consumers' wait for k block kb; 0 when it timed out. */
+template <int STAGES>
+HCT_DEV int hcp_ring_wait_full(const hcp_ring &r, int kb) {
+  return hcp_wait(&r.full[kb % STAGES], (hct_u32)(kb / STAGES) & 1u);
 }
 
 #endif /* HCP_WGMMA_H */

@@ -53,17 +53,19 @@ static_assert(C % 64 == 0, "a stream is whole 64-wide k blocks");
 static_assert(HCP_FN_STAGE % 1024 == 0, "stages keep 1024-byte alignment");
 
 /* The loads of k block kb into its stage, by one thread: R rows m0.. and
- * all 320 rows of w_down (two boxes of 160). */
-HCT_DEV void hcp_fn_issue(const hcp_ring &r, const hct_tmap *tm_r, const hct_tmap *tm_wd, int kb,
-                          int m0) {
+ * all 320 rows of w_down (two boxes of 160); 0 when the wait for the stage
+ * timed out (hcp_wait). */
+HCT_DEV int hcp_fn_issue(const hcp_ring &r, const hct_tmap *tm_r, const hct_tmap *tm_wd, int kb,
+                         int m0) {
   const int st = kb % FSTAGES;
-  hcp_ring_acquire<FSTAGES>(r, kb);
+  if (!hcp_ring_acquire<FSTAGES>(r, kb)) return 0;
   hct_bulk_expect(&r.full[st], HCP_FN_TX);
   const hct_u32 base = r.tiles + st * HCP_FN_STAGE;
   const hct_u32 b = base + HCP_FN_R_BYTES + HCP_FN_A_BYTES;
   hct_tma_load_2d(base, tm_r, kb * 64, m0, &r.full[st]);
   hct_tma_load_2d(b, tm_wd, kb * 64, 0, &r.full[st]);
   hct_tma_load_2d(b + 160 * HCP_TILE_ROW_BYTES, tm_wd, kb * 64, 160, &r.full[st]);
+  return 1;
 }
 
 /* tm_r: resid, f32, dims [D, T], box [64, 64], no swizzle; tm_wd: w_down,
@@ -119,7 +121,7 @@ HCT_ENTRY void __launch_bounds__(HCP_FN_THREADS, 1)
       const hct_u32 w01 = *(const hct_u32 *)(w_norm + k0), w23 = *(const hct_u32 *)(w_norm + k0 + 2);
       const float w0 = hct_bf16_lo(w01), w1 = hct_bf16_hi(w01), w2 = hct_bf16_lo(w23),
                   w3 = hct_bf16_hi(w23);
-      hct_bulk_wait(&r.full[st], (hct_u32)(kb / FSTAGES) & 1u);
+      if (!hcp_wait(&r.full[st], (hct_u32)(kb / FSTAGES) & 1u)) return;
       const unsigned char *rt = tiles + st * HCP_FN_STAGE;
       unsigned char *at = tiles + st * HCP_FN_STAGE + HCP_FN_R_BYTES;
 #pragma unroll
@@ -164,7 +166,9 @@ HCT_ENTRY void __launch_bounds__(HCP_FN_THREADS, 1)
       }
       /* The loads FSTAGES-1 blocks ahead, into the stage of block kb-1,
        * which the consumers are about done with by now. */
-      if (tid == 0 && kb + FSTAGES - 1 < HCP_FN_KB) hcp_fn_issue(r, &tm_r, &tm_wd, kb + FSTAGES - 1, m0);
+      if (tid == 0 && kb + FSTAGES - 1 < HCP_FN_KB &&
+          !hcp_fn_issue(r, &tm_r, &tm_wd, kb + FSTAGES - 1, m0))
+        return;
     }
     return;
   }
@@ -177,7 +181,7 @@ HCT_ENTRY void __launch_bounds__(HCP_FN_THREADS, 1)
   for (int i = 0; i < 80; ++i) acc[i] = lacc[i] = 0.0f;
   for (int kb = 0; kb < HCP_FN_KB; ++kb) {
     const int st = kb % FSTAGES;
-    hct_bulk_wait(&conv[st], (hct_u32)(kb / FSTAGES) & 1u);
+    if (!hcp_wait(&conv[st], (hct_u32)(kb / FSTAGES) & 1u)) return;
     const hct_u32 a = r.tiles + st * HCP_FN_STAGE + HCP_FN_R_BYTES;
     const hct_u32 b = a + HCP_FN_A_BYTES + h * 160 * HCP_TILE_ROW_BYTES;
     const hct_u64 da = hcp_desc_sw128(a), db = hcp_desc_sw128(b);
@@ -194,7 +198,7 @@ HCT_ENTRY void __launch_bounds__(HCP_FN_THREADS, 1)
       hcp_wgmma_wait<0>();
       hcp_fence_acc<80>(acc);
       const int s = kb / HCP_FN_KB_STREAM;
-      hct_bulk_wait(&rsb[s], 0);
+      if (!hcp_wait(&rsb[s], 0)) return;
       const float rs0 = rs_buf[s * HCP_FN_BM + 16 * warp + lane / 4];
       const float rs1 = rs_buf[s * HCP_FN_BM + 16 * warp + lane / 4 + 8];
 #pragma unroll

@@ -54,7 +54,7 @@ HCT_DEV void hcp_up_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, float *re
       hct_tma_prefetch(tm_wu);
       for (int kb = 0; kb < HCP_UP_KB; ++kb) {
         const int st = kb % USTAGES, kx = kb * 64;
-        hcp_ring_acquire<USTAGES>(r, kb);
+        if (!hcp_ring_acquire<USTAGES>(r, kb)) return;
         hct_bulk_expect(&r.full[st], HCP_UP_STAGE);
         const hct_u32 a = r.tiles + st * HCP_UP_STAGE, b = a + HCP_UP_A_BYTES;
         hct_tma_load_2d(a, tm_lo, kx, m0, &r.full[st]);
@@ -72,7 +72,7 @@ HCT_DEV void hcp_up_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, float *re
   for (int i = 0; i < HCP_UP_N / 2; ++i) acc[i] = 0.0f;
   for (int kb = 0; kb < HCP_UP_KB; ++kb) {
     const int st = kb % USTAGES;
-    hcp_ring_wait_full<USTAGES>(r, kb);
+    if (!hcp_ring_wait_full<USTAGES>(r, kb)) return;
     const hct_u32 a = r.tiles + st * HCP_UP_STAGE + cw * 64 * HCP_TILE_ROW_BYTES;
     const hct_u32 b = r.tiles + st * HCP_UP_STAGE + HCP_UP_A_BYTES;
     const hct_u64 da = hcp_desc_sw128(a), db = hcp_desc_sw128(b);
