@@ -51,6 +51,18 @@ HCT_DEV void hct_tma_load_2d(hct_u32 dst, const hct_tmap *map, int x, int y, hct
       : "memory");
 }
 
+/* The same box into the shared memory of every block of the cluster whose
+ * bit is set in `mask`, at the same offset dst, each completing its bytes
+ * on its own mbarrier at bar's offset. */
+HCT_DEV void hct_tma_load_2d_multicast(hct_u32 dst, const hct_tmap *map, int x, int y, hct_u64 *bar,
+                                       hct_u16 mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::"
+      "cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+      "l"((hct_u64)map), "r"(x), "r"(y), "r"(hct_smem_addr(bar)), "h"(mask)
+      : "memory");
+}
+
 /* Fetches a map's 128 bytes ahead of its first use. */
 HCT_DEV void hct_tma_prefetch(const hct_tmap *map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"((hct_u64)map) : "memory");

@@ -60,6 +60,18 @@ HCT_DEV void hcp_fence_acc(float *acc) {
  * a tile (none here: every tile is TMA-written) would need this first. */
 HCT_DEV void hcp_fence_async_smem(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
+/* The whole cluster's barrier (release, then acquire): every thread of
+ * every block of the cluster, whole warps. */
+HCT_DEV void hcp_cluster_sync(void) {
+  asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+}
+
+/* One arrival on the mbarrier at shared::cluster address `remote` (a peer
+ * block's, from mapa), released at cluster scope. */
+HCT_DEV void hcp_mbar_arrive_remote(hct_u32 remote) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+
 /* Register budgets of a warpgroup (every warp of it executes the same). */
 template <int N>
 HCT_DEV void hcp_regs_dec(void) {

@@ -25,18 +25,24 @@
  * Expected at T = 8192 on the H200: ~250 us for the read.
  *
  * Parameters: FSTAGES (2, 3: stages of 64 KB, R 16 KB + A 8 KB + w_down
- * 40 KB), UBM, UBC, USTAGES (the up kernel's, as in wgmma; USTAGES 2).
+ * 40 KB), MC (1, 2: with 2, the down kernel runs in clusters of two
+ * blocks, each loading one 160-row half of a w_down tile by multicast
+ * into both: half the L2 traffic of w_down, which at 64 token rows a
+ * block is read 128 times at T = 8192), UBM, UBC, USTAGES (the up
+ * kernel's, as in wgmma; USTAGES 2).
  */
 #include "hct_kernel.h"
+#include "hct_cluster.h"
 #include "wgmma.h"
 #include "wgmma_up.h"
 
 #if !defined(S) || !defined(C) || !defined(D) || !defined(K)
 #error "wgmma_fn: the op constants S, C, D, K must be defined"
 #endif
-#ifndef FSTAGES
-#error "wgmma_fn: FSTAGES must be defined"
+#if !defined(FSTAGES) || !defined(MC)
+#error "wgmma_fn: FSTAGES and MC must be defined"
 #endif
+static_assert(MC == 1 || MC == 2, "MC: blocks a cluster sharing w_down's tiles, 1 or 2");
 static_assert(D == S * C, "D must be S*C");
 static_assert(K == 320, "the down tile is two halves of N = 160");
 static_assert(C % 64 == 0, "a stream is whole 64-wide k blocks");
@@ -53,24 +59,39 @@ static_assert(C % 64 == 0, "a stream is whole 64-wide k blocks");
 static_assert(HCP_FN_STAGE % 1024 == 0, "stages keep 1024-byte alignment");
 
 /* The loads of k block kb into its stage, by one thread: R rows m0.. and
- * all 320 rows of w_down (two boxes of 160); 0 when the wait for the stage
- * timed out (hcp_wait). */
+ * all 320 rows of w_down (two boxes of 160; with MC 2, this block's half
+ * into both blocks of the cluster, the peer's half comes from the peer);
+ * 0 when the wait for the stage timed out (hcp_wait).  The stage's empty
+ * barrier counts the consumer warps of every block it is written into. */
 HCT_DEV int hcp_fn_issue(const hcp_ring &r, const hct_tmap *tm_r, const hct_tmap *tm_wd, int kb,
-                         int m0) {
+                         int m0, int rank) {
   const int st = kb % FSTAGES;
   if (!hcp_ring_acquire<FSTAGES>(r, kb)) return 0;
   hct_bulk_expect(&r.full[st], HCP_FN_TX);
   const hct_u32 base = r.tiles + st * HCP_FN_STAGE;
   const hct_u32 b = base + HCP_FN_R_BYTES + HCP_FN_A_BYTES;
   hct_tma_load_2d(base, tm_r, kb * 64, m0, &r.full[st]);
+#if MC > 1
+  hct_tma_load_2d_multicast(b + rank * 160 * HCP_TILE_ROW_BYTES, tm_wd, kb * 64, rank * 160,
+                            &r.full[st], (hct_u16)((1u << MC) - 1u));
+#else
+  (void)rank;
   hct_tma_load_2d(b, tm_wd, kb * 64, 0, &r.full[st]);
   hct_tma_load_2d(b + 160 * HCP_TILE_ROW_BYTES, tm_wd, kb * 64, 160, &r.full[st]);
+#endif
   return 1;
 }
 
-/* tm_r: resid, f32, dims [D, T], box [64, 64], no swizzle; tm_wd: w_down,
- * dims [D, K], box [64, 160], 128B. */
-HCT_ENTRY void __launch_bounds__(HCP_FN_THREADS, 1)
+#if MC > 1
+#define HCP_FN_CLUSTER __cluster_dims__(MC, 1, 1)
+#else
+#define HCP_FN_CLUSTER
+#endif
+
+/* Grid MC * cdiv(T, 64 MC) (clusters of MC consecutive blocks).  tm_r:
+ * resid, f32, dims [D, T], box [64, 64], no swizzle; tm_wd: w_down, dims
+ * [D, K], box [64, 160], 128B. */
+HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
     hcp_fn_down(const __grid_constant__ hct_tmap tm_r, const __grid_constant__ hct_tmap tm_wd,
                 const float *pending, const hct_u16 *w_norm, hct_u16 *lo, int T) {
   HCT_DYN_SHARED(unsigned char, smem);
@@ -81,7 +102,12 @@ HCT_ENTRY void __launch_bounds__(HCP_FN_THREADS, 1)
    * 128 converter threads wrote the stage's A tile), rsb[S] (a stream's rs
    * is in rs_buf), rs_buf[S][64].  Every converter thread arrives itself,
    * after its own proxy fence: no ordering between lanes is assumed. */
-  const hcp_ring r = hcp_ring_setup<FSTAGES, HCP_FN_STAGE>(smem, 8);
+  const hcp_ring r = hcp_ring_setup<FSTAGES, HCP_FN_STAGE>(smem, 8 * MC);
+#if MC > 1
+  const int rank = hct_cluster_rank();
+#else
+  const int rank = 0;
+#endif
   hct_u64 *conv = r.empty + FSTAGES, *rsb = conv + FSTAGES;
   float *rs_buf = (float *)(rsb + S);
   unsigned char *tiles = smem + (r.tiles - hct_smem_addr(smem));
@@ -91,6 +117,10 @@ HCT_ENTRY void __launch_bounds__(HCP_FN_THREADS, 1)
     hct_mbar_init_fence();
   }
   __syncthreads();
+#if MC > 1
+  /* The peer's barriers are ready before anything lands in them. */
+  hcp_cluster_sync();
+#endif
 
   if (wg == 0) {
     /* The converter.  Thread tid takes the 4 columns c16*4.. (16 bytes of
@@ -105,7 +135,8 @@ HCT_ENTRY void __launch_bounds__(HCP_FN_THREADS, 1)
     if (tid == 0) {
       hct_tma_prefetch(&tm_r);
       hct_tma_prefetch(&tm_wd);
-      for (int kb = 0; kb < FSTAGES - 1 && kb < HCP_FN_KB; ++kb) hcp_fn_issue(r, &tm_r, &tm_wd, kb, m0);
+      for (int kb = 0; kb < FSTAGES - 1 && kb < HCP_FN_KB; ++kb)
+        hcp_fn_issue(r, &tm_r, &tm_wd, kb, m0, rank);
     }
     for (int kb = 0; kb < HCP_FN_KB; ++kb) {
       const int st = kb % FSTAGES, k0 = kb * 64 + c16 * 4;
@@ -167,9 +198,13 @@ HCT_ENTRY void __launch_bounds__(HCP_FN_THREADS, 1)
       /* The loads FSTAGES-1 blocks ahead, into the stage of block kb-1,
        * which the consumers are about done with by now. */
       if (tid == 0 && kb + FSTAGES - 1 < HCP_FN_KB &&
-          !hcp_fn_issue(r, &tm_r, &tm_wd, kb + FSTAGES - 1, m0))
+          !hcp_fn_issue(r, &tm_r, &tm_wd, kb + FSTAGES - 1, m0, rank))
         return;
     }
+#if MC > 1
+    /* No block leaves while its peer may still arrive on its barriers. */
+    hcp_cluster_sync();
+#endif
     return;
   }
 
@@ -192,7 +227,13 @@ HCT_ENTRY void __launch_bounds__(HCP_FN_THREADS, 1)
     hcp_wgmma_commit();
     hcp_fence_acc<80>(acc);
     hcp_wgmma_wait<1>();
-    if (kb > 0 && lane == 0) hct_mbar_arrive(&r.empty[(kb - 1) % FSTAGES]);
+    if (kb > 0 && lane == 0) {
+      hct_mbar_arrive(&r.empty[(kb - 1) % FSTAGES]);
+#if MC > 1
+      /* The peer's producer writes its half into this stage too. */
+      hcp_mbar_arrive_remote(hct_mapa(&r.empty[(kb - 1) % FSTAGES], rank ^ 1));
+#endif
+    }
     if (kb % HCP_FN_KB_STREAM == HCP_FN_KB_STREAM - 1) {
       /* The stream is summed: scale it by its rs into lo's accumulators. */
       hcp_wgmma_wait<0>();
@@ -220,6 +261,9 @@ HCT_ENTRY void __launch_bounds__(HCP_FN_THREADS, 1)
       *(hct_u32 *)(lo + (long long)row * K + col) = w;
     }
   }
+#if MC > 1
+  hcp_cluster_sync();
+#endif
 }
 
 /* Steps 3 and 4 (wgmma_up.h), forming R' = fl(R + P) and storing it. */
