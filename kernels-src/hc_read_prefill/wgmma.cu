@@ -15,8 +15,9 @@
  *                  (full / empty mbarriers), DBM/64 consumer warpgroups.
  *                  KSPLIT 1 writes lo bf16 [T][K]; more writes f32
  *                  partials [KSPLIT][T][K] for hcp_wg_reduce.  53.7 GFLOP
- *                  at T = 8192: ~80 us (tensor cores, and w_down streamed
- *                  from L2 by every CTA: DBM 128 with KSPLIT 2 halves that).
+ *                  at T = 8192: ~80 us (tensor cores ~56 us; w_down is
+ *                  streamed from L2 by every CTA row, 420 MB at DBM 128,
+ *                  twice that at 64; KSPLIT 2 gives DBM 128 enough CTAs).
  *   hcp_wg_reduce  lo = bf16(sum of the partials in split order); does
  *                  nothing (one block) when KSPLIT is 1.  ~5 us.
  *   hcp_wg_up      u = lo . w_up^T for a UBM x (4 x UBC) tile whose columns

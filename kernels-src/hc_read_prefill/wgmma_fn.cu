@@ -18,8 +18,10 @@
  *                blocks ahead; warpgroups 1 and 2 each hold one half
  *                (N = 160) of the 64 x 320 tile, with the stream's
  *                accumulators and lo's (80 + 80 registers: setmaxnreg).
- *                R read once (335 MB at T = 8192): ~100 us, memory bound
- *                (the MMA alone ~60 us).
+ *                R read once (335 MB at T = 8192): ~100 us with MC 2
+ *                (w_down's tiles, 6.5 MB a block row, then read 64 times
+ *                from L2, 420 MB); ~170 us with MC 1 if L2 gives ~7 TB/s
+ *                (840 MB of w_down); the MMA alone ~60 us.
  *   hcp_fn_up    wgmma_up.h with ADD_PENDING: R' formed again from R and
  *                P and stored into resid there.  ~140 us.
  * Expected at T = 8192 on the H200: ~250 us for the read.
