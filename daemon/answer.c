@@ -364,7 +364,7 @@ static const char *const dtype_names[] = {[HCT_DT_F32] = "f32", [HCT_DT_BF16] = 
  * card was probed here, its figures), the op's buffers, v's scratch with
  * its zeroing, and each launch's entry, grid, block, dynamic shared
  * memory, PDL flag and arguments, as expressions and evaluated (null where
- * a value needs figures of a card not known here).  A client evaluates the
+ * a value needs figures of a card not known here), and v's tensor maps.  A client evaluates the
  * expressions itself for each T it serves.
  */
 static json_t *plan_json(const hct_op_t *op, const hct_variant_t *v, const hct_point_t *pt,
@@ -416,8 +416,22 @@ static json_t *plan_json(const hct_op_t *op, const hct_variant_t *v, const hct_p
                                          expr_value(pdl, &syms), "pdl_expr", pdl, "args", args,
                                          "arg_values", values));
   }
-  return json_pack("{s:o, s:o, s:o, s:o}", "symbols", sj, "buffers", bufs, "scratch", scratch,
-                   "launches", arr);
+  /* Tensor maps (docs/manifest.md) as their expressions: the client
+   * evaluates them per T and encodes them against the addresses it has. */
+  json_t *tmaps = json_array();
+  for (int i = 0; i < v->n_tmaps; i++) {
+    const hct_tmap_spec_t *t = &v->tmaps[i];
+    json_t *dims = json_array(), *box = json_array();
+    for (int d = 0; d < t->rank; d++) {
+      json_array_append_new(dims, json_string(t->dims[d]));
+      json_array_append_new(box, json_string(t->box[d]));
+    }
+    json_array_append_new(tmaps, json_pack("{s:s, s:s, s:s, s:o, s:o, s:i}", "name", t->name,
+                                           "buffer", t->target, "dtype", dtype_names[t->dtype],
+                                           "dims", dims, "box", box, "swizzle", t->swizzle));
+  }
+  return json_pack("{s:o, s:o, s:o, s:o, s:o}", "symbols", sj, "buffers", bufs, "scratch", scratch,
+                   "launches", arr, "tensor_maps", tmaps);
 }
 
 /* A module reply in the making: the binary is read (or, for a pin or the

@@ -64,6 +64,9 @@ static struct {
   /* CUDA 12+: launches with attributes (PDL).  Absent: plain launches,
    * always correct for kernels whose griddepcontrol then does nothing. */
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
+  /* CUDA 12.0+: tensor maps (TMA).  Absent: a plan that takes one is
+   * refused and the loader falls back. */
+  void *cuTensorMapEncodeTiled;
 } cu;
 #undef HCT_FIELD
 
@@ -100,6 +103,7 @@ static void load_once(void) {
     if (load_status == 0 && cu.cuDeviceGetUuid == NULL)
       load_status = hct__error(HCT_ENOSYM, "'libcuda.so.1' has no symbol 'cuDeviceGetUuid'");
     *(void **)&cu.cuLaunchKernelEx = dlsym(lib, "cuLaunchKernelEx");
+    cu.cuTensorMapEncodeTiled = dlsym(lib, "cuTensorMapEncodeTiled");
     if (load_status == 0) {
       CUresult r = cu.cuInit(0);
       if (r == CUDA_ERROR_NO_DEVICE)
@@ -276,6 +280,19 @@ int hct__ecuda_ctx_sync(const hct_ecard_t *card) {
   return r == CUDA_SUCCESS ? 0 : cu_fail(r, "cuCtxSynchronize");
 }
 
+int hct__ecuda_has_tmaps(void) {
+  if (load() < 0) return 0;
+  if (cu.cuTensorMapEncodeTiled != NULL) return 1;
+  hct__error(HCT_EUNSUPPORTED, "cuda: this driver has no cuTensorMapEncodeTiled (tensor maps need "
+                               "CUDA 12.0 or newer)");
+  return 0;
+}
+
+int hct__ecuda_tensor_map(const hct_tmap_dims_t *t, uint64_t base, uint64_t out[16]) {
+  int rc = load();
+  return rc < 0 ? rc : hct__cuda_tmap_encode(cu.cuTensorMapEncodeTiled, t, base, out);
+}
+
 /*
  * The hot path: no allocation, no synchronisation, nothing but enqueues on
  * the caller's stream, so it is captured into a CUDA graph as it is.  A
@@ -302,12 +319,30 @@ int hct__ecuda_enqueue(const hct_ecard_t *card, void *stream, const hct_ezero_t 
      * copies the values then. */
     uint64_t ptrs[HCT_MAX_ARGS];
     int ints[HCT_MAX_ARGS];
+    hct_tmap_bytes_t maps[HCT_MAX_TMAPS];
     void *args[HCT_MAX_ARGS];
     for (int a = 0; a < L->n_args; a++) {
       int k = L->kind[a];
       if (k == HCT_ARG_INT) {
         ints[a] = L->ival[a];
         args[a] = &ints[a];
+      } else if (k == HCT_ARG_TMAP) {
+        /* A map over a buffer is made from this launch's address (host
+         * work only: a capture records the bytes). */
+        const int i = L->ival[a];
+        const hct_etmap_t *m = &L->tmaps[i];
+        if (m->built) {
+          memcpy(maps[i].words, m->words, sizeof maps[i].words);
+        } else if (buffers[m->target] == 0) {
+          leave(pushed);
+          return hct__error(HCT_EINVAL, "launch %d: a tensor map over buffer %d, which is null", l,
+                            m->target);
+        } else if ((rc = hct__cuda_tmap_encode(cu.cuTensorMapEncodeTiled, &m->dims,
+                                               buffers[m->target], maps[i].words)) < 0) {
+          leave(pushed);
+          return rc;
+        }
+        args[a] = &maps[i];
       } else {
         ptrs[a] = k >= 0 ? buffers[k] : scratch[-1 - k];
         args[a] = &ptrs[a];

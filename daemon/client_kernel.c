@@ -16,10 +16,12 @@
  * here from the templates with NVRTC: the baseline by default, or the
  * forced or pinned variant.
  *
- * The plan is the manifest's own representation (hct_launch_t and
- * hct_scratch_t of jit/jit.h, expressions evaluated by jit/expr.c): from the
- * daemon's module reply when it carries one, else from the op's manifest
- * read here.
+ * The plan is the manifest's own representation (hct_launch_t,
+ * hct_scratch_t and hct_tmap_spec_t of jit/jit.h, expressions evaluated by
+ * jit/expr.c): from the daemon's module reply when it carries one, else
+ * from the op's manifest read here.  Tensor maps over scratch are encoded
+ * once at load, those over the engine's buffers at each launch (from the
+ * addresses it passes; a capture records their bytes).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,8 @@ typedef struct impl_s {
   int n_launches;
   hct_scratch_t scratch[MAX_SCRATCH];
   int n_scratch;
+  hct_tmap_spec_t tmaps[HCT_MAX_TMAPS];
+  int n_tmaps;
   hct_symtab_t syms;                /* constants, point, card; T per use */
   char sym_names[64][32];           /* syms' names: the manifest or reply they
                                        came from is freed after the load */
@@ -192,6 +196,8 @@ static void plan_from_manifest(impl_t *im, const hct_op_t *m, const hct_variant_
   im->n_launches = v->n_launches;
   im->n_scratch = HCT_MIN(v->n_scratch, MAX_SCRATCH);
   memcpy(im->scratch, v->scratch, sizeof(hct_scratch_t) * (size_t)im->n_scratch);
+  im->n_tmaps = v->n_tmaps;
+  memcpy(im->tmaps, v->tmaps, sizeof(hct_tmap_spec_t) * (size_t)v->n_tmaps);
   hct__point_symtab(m, v, pt, &im->syms);
   hct__card_symbols(&im->syms, card->arch_num, card->sm_count, card->smem_optin, 32, 0);
   own_symbols(im);
@@ -296,6 +302,36 @@ static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
       if (strcmp(zero, zero_names[z].name) == 0) ks->zero = zero_names[z].zero, found = 1;
     if (rc == 0 && !found) rc = hct__error(HCT_EPROTO, "module plan: scratch zero '%s'", zero);
   }
+  json_t *tms = json_object_get(e, "tensor_maps");
+  im->n_tmaps = 0;
+  if (rc == 0 && tms != NULL && (!json_is_array(tms) || json_array_size(tms) > HCT_MAX_TMAPS))
+    rc = hct__error(HCT_EPROTO, "module plan: tensor_maps not an array of at most %d",
+                    HCT_MAX_TMAPS);
+  for (size_t i = 0; rc == 0 && tms != NULL && i < json_array_size(tms); i++) {
+    json_t *t = json_array_get(tms, i);
+    hct_tmap_spec_t *kt = &im->tmaps[im->n_tmaps++];
+    memset(kt, 0, sizeof *kt);
+    char dtype[8] = "";
+    json_t *dims = json_object_get(t, "dims"), *box = json_object_get(t, "box"),
+           *sw = json_object_get(t, "swizzle");
+    rc = copy_text(kt->name, sizeof kt->name, json_object_get(t, "name"), "tensor map name");
+    if (rc == 0) rc = copy_text(kt->target, sizeof kt->target, json_object_get(t, "buffer"), "tensor map buffer");
+    if (rc == 0) rc = copy_text(dtype, sizeof dtype, json_object_get(t, "dtype"), "tensor map dtype");
+    int found = 0;
+    for (size_t d = 0; rc == 0 && d < HCT_ARRAY_SIZE(dtype_names); d++)
+      if (strcmp(dtype, dtype_names[d].name) == 0) kt->dtype = dtype_names[d].dtype, found = 1;
+    if (rc == 0 && (!found || !json_is_array(dims) || !json_is_array(box) ||
+                    json_array_size(dims) < 1 || json_array_size(dims) > HCT_TMAP_MAX_RANK ||
+                    json_array_size(box) != json_array_size(dims) || !json_is_integer(sw)))
+      rc = hct__error(HCT_EPROTO, "module plan: tensor map '%s' has dtype '%s' and bad dims, box or "
+                                  "swizzle", kt->name, dtype);
+    kt->rank = rc == 0 ? (int)json_array_size(dims) : 0;
+    kt->swizzle = rc == 0 ? (int)json_integer_value(sw) : 0;
+    for (int d = 0; rc == 0 && d < kt->rank; d++) {
+      rc = copy_text(kt->dims[d], sizeof kt->dims[d], json_array_get(dims, (size_t)d), "tensor map dims");
+      if (rc == 0) rc = copy_text(kt->box[d], sizeof kt->box[d], json_array_get(box, (size_t)d), "tensor map box");
+    }
+  }
   im->n_launches = (int)json_array_size(ls);
   for (int i = 0; rc == 0 && i < im->n_launches; i++) {
     json_t *l = json_array_get(ls, (size_t)i);
@@ -319,7 +355,12 @@ static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
       rc = hct__error(HCT_EPROTO, "module plan: launch '%s' has no argument list", kl->entry);
     for (size_t a = 0; rc == 0 && a < json_array_size(args); a++) {
       rc = copy_text(kl->args[a].text, sizeof kl->args[a].text, json_array_get(args, a), "argument");
-      kl->args[a].is_pointer = kl->args[a].text[0] == '@';
+      int tm = rc == 0 ? hct__tmap_arg(im->tmaps, im->n_tmaps, kl->args[a].text) : 0;
+      if (tm < 0)
+        rc = hct__error(HCT_EPROTO, "module plan: argument '%s' of '%s' names no tensor map",
+                        kl->args[a].text, kl->entry);
+      kl->args[a].tmap = tm > 0 ? tm : 0;
+      kl->args[a].is_pointer = tm == 0 && kl->args[a].text[0] == '@';
     }
     kl->n_args = (int)json_array_size(args);
   }
@@ -327,6 +368,24 @@ static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
 }
 
 /* ---- loading an impl ---------------------------------------------------- */
+
+/*
+ * A plan with tensor maps ("@tmap(...)" arguments) needs a driver that
+ * encodes them (cuTensorMapEncodeTiled, CUDA 12.0+): without one it is
+ * refused here, naming the kernel, and hct_kernel_load falls back (the
+ * baseline, compiled here), so an engine still runs.
+ */
+static int need_tmaps(const hct_launch_t *launches, int n, const char *variant) {
+  for (int l = 0; l < n; l++)
+    for (int a = 0; a < launches[l].n_args; a++)
+      if (launches[l].args[a].tmap > 0 && !hct__ecuda_has_tmaps()) {
+        char why[256];
+        hct__strlcpy(why, hct_last_error(), sizeof why);
+        return hct__error(HCT_EUNSUPPORTED, "variant '%s': kernel '%s' takes a tensor map ('%s'): %s",
+                          variant, launches[l].entry, launches[l].args[a].text, why);
+      }
+  return 0;
+}
 
 /* Compiles v at pt here with NVRTC, for the card's arch. */
 static int compile_here(const hct_ecard_t *card, const hct_op_t *m, const hct_variant_t *v,
@@ -397,6 +456,7 @@ static int impl_load_local(hct_kernel_t *k, impl_t *im, hct_op_t **m, int T) {
   const hct_variant_t *v;
   hct_point_t pt;
   if ((rc = local_point(*m, &k->card, &im->choice, T, &v, &pt)) < 0) return rc;
+  if ((rc = need_tmaps(v->launches, v->n_launches, v->name)) < 0) return rc;
   hct__point_json(v, &pt, im->choice.params, sizeof im->choice.params);
   if (im->choice.parity_class[0] == '\0')
     hct__strlcpy(im->choice.parity_class, hct__parity_name(v->parity), sizeof im->choice.parity_class);
@@ -500,6 +560,7 @@ static int impl_load_daemon(hct_kernel_t *k, impl_t *im, hct_client_t *c, hct_op
       plan_from_manifest(im, *m, v, &pt, &k->card);
     }
   }
+  if (rc == 0) rc = need_tmaps(im->launches, im->n_launches, im->choice.variant);
   if (rc == 0) rc = hct__ecuda_module_load(&k->card, image, size, &im->module);
   free(image);
   return rc;
@@ -538,6 +599,39 @@ static int scratch_bytes(const impl_t *im, int i, const hct_symtab_t *s, size_t 
   return rc;
 }
 
+/* Tensor map t of a launch at T (syms s) into E->tmaps: checked against
+ * the memory it spans (a buffer's bytes at T, a scratch's allocation) and,
+ * over scratch, encoded now. */
+static int eval_tmap(const hct_kernel_t *k, const impl_t *im, const hct_tmap_spec_t *t,
+                     const hct_symtab_t *s, const char *entry, hct_elaunch_t *E) {
+  if (E->n_tmaps == HCT_MAX_TMAPS)
+    return hct__error(HCT_ERANGE, "kernel '%s': more than %d tensor map arguments", entry,
+                      HCT_MAX_TMAPS);
+  hct_etmap_t *m = &E->tmaps[E->n_tmaps];
+  memset(m, 0, sizeof *m);
+  const int b = buffer_index(k, t->target), sc = scratch_index(im, t->target);
+  size_t bytes = 0;
+  int64_t n = 0;
+  int rc = 0;
+  if (b >= 0) {
+    if ((rc = hct__expr_eval(k->buffers[b].elems, s, &n)) < 0) return rc;
+    bytes = (size_t)n * hct__dtype_size(k->buffers[b].dtype);
+  } else if (sc >= 0) {
+    bytes = im->scratch_bytes[sc];
+  } else {
+    return hct__error(HCT_EMANIFEST, "kernel '%s': tensor map '%s' over '%s', no buffer or scratch",
+                      entry, t->name, t->target);
+  }
+  if ((rc = hct__tmap_eval(t, s, bytes, &m->dims)) < 0) return rc;
+  m->target = b >= 0 ? b : -1 - sc;
+  if (b < 0) {
+    if ((rc = hct__ecuda_tensor_map(&m->dims, im->scratch_ptr[sc], m->words)) < 0) return rc;
+    m->built = 1;
+  }
+  E->n_tmaps++;
+  return 0;
+}
+
 /* Evaluates T's plan into *at: pure, no allocation (a launch may call it). */
 static int eval_at(const hct_kernel_t *k, int T, at_t *at) {
   at->impl = impl_of(k, T);
@@ -570,8 +664,13 @@ static int eval_at(const hct_kernel_t *k, int T, at_t *at) {
     E->pdl = v != 0;
     E->fn = im->fn[l];
     E->n_args = L->n_args;
+    E->n_tmaps = 0;
     for (int a = 0; a < L->n_args; a++) {
-      if (L->args[a].is_pointer) {
+      if (L->args[a].tmap > 0) {
+        if ((rc = eval_tmap(k, im, &im->tmaps[L->args[a].tmap - 1], &s, L->entry, E)) < 0) return rc;
+        E->kind[a] = HCT_ARG_TMAP;
+        E->ival[a] = E->n_tmaps - 1;
+      } else if (L->args[a].is_pointer) {
         const char *name = L->args[a].text + 1;
         int b = buffer_index(k, name), sc = scratch_index(im, name);
         if (b < 0 && sc < 0)
@@ -630,6 +729,16 @@ static int same_answer(const hct_choice_t *a, const hct_choice_t *b) {
          (a->source == HCT_SOURCE_ENV) == (b->source == HCT_SOURCE_ENV);
 }
 
+/* The op's baseline: built in, else the local manifest's. */
+static const char *baseline_here(const char *op, hct_op_t **m) {
+  const char *base = hct__builtin_baseline(op);
+  if (base == NULL && local_manifest(op, m) == 0)
+    for (int i = 0; i < (*m)->n_variants && base == NULL; i++)
+      if ((*m)->variants[i].parity == HCT_PARITY_BASELINE) base = (*m)->variants[i].name;
+  hct__error_clear();
+  return base;
+}
+
 /* The answer for T: HCTUNE_FORCE, else the daemon's, else the baseline. */
 static int answer_for(hct_kernel_t *k, hct_client_t *c, hct_op_t **m, int T, const char *device,
                       const char *parity, hct_choice_t *ch, char *why, size_t why_len) {
@@ -653,10 +762,7 @@ static int answer_for(hct_kernel_t *k, hct_client_t *c, hct_op_t **m, int T, con
     return 0;
   }
   memset(ch, 0, sizeof *ch);
-  const char *base = hct__builtin_baseline(k->op);
-  if (base == NULL && local_manifest(k->op, m) == 0)
-    for (int i = 0; i < (*m)->n_variants && base == NULL; i++)
-      if ((*m)->variants[i].parity == HCT_PARITY_BASELINE) base = (*m)->variants[i].name;
+  const char *base = baseline_here(k->op, m);
   if (base == NULL) return hct__error(HCT_ENOENT, "op '%s': no baseline known here", k->op);
   hct__strlcpy(ch->variant, base, sizeof ch->variant);
   hct__strlcpy(ch->params, "{}", sizeof ch->params);
@@ -721,8 +827,11 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
             rc = hct__error(rc, "%s", first);
             break;
           }
-          const char *base = hct__builtin_baseline(op);
-          if (base == NULL) break;
+          const char *base = baseline_here(op, &m);
+          if (base == NULL) {
+            rc = hct__error(rc, "%s", first);
+            break;
+          }
           memset(&im->choice, 0, sizeof im->choice);
           hct__strlcpy(im->choice.variant, base, sizeof im->choice.variant);
           hct__strlcpy(im->choice.params, "{}", sizeof im->choice.params);

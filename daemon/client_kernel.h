@@ -46,6 +46,17 @@ int hct__ecuda_zero(const hct_ecard_t *card, uint64_t ptr, size_t words);
 int hct__ecuda_ctx_sync(const hct_ecard_t *card);
 
 #define HCT_ARG_INT INT32_MIN
+#define HCT_ARG_TMAP (INT32_MIN + 1)
+
+/* A tensor map argument of a launch, evaluated for one T: over scratch it
+ * is encoded once at load (built); over a buffer, whose address comes with
+ * each launch, it is encoded there from dims. */
+typedef struct hct_etmap_s {
+  hct_tmap_dims_t dims;
+  int target;             /* >= 0 a buffer index, -1 - i scratch i */
+  int built;
+  uint64_t words[16];     /* the map when built (unaligned: copied out) */
+} hct_etmap_t;
 
 /* One launch of a plan, evaluated for one T. */
 typedef struct hct_elaunch_s {
@@ -54,10 +65,18 @@ typedef struct hct_elaunch_s {
   int pdl;                /* programmatic stream serialisation */
   int n_args;
   /* per argument: >= 0 a buffer index, -1 - i scratch i, HCT_ARG_INT an
-   * int (ival) */
+   * int (ival), HCT_ARG_TMAP the tensor map tmaps[ival] */
   int kind[HCT_MAX_ARGS];
   int ival[HCT_MAX_ARGS];
+  hct_etmap_t tmaps[HCT_MAX_TMAPS];
+  int n_tmaps;
 } hct_elaunch_t;
+
+/* 1 when the driver can encode tensor maps (cuTensorMapEncodeTiled, CUDA
+ * 12.0+), else 0 with the reason recorded. */
+int hct__ecuda_has_tmaps(void);
+/* A tensor map over base (host work: no context, no stream). */
+int hct__ecuda_tensor_map(const hct_tmap_dims_t *t, uint64_t base, uint64_t out[16]);
 
 /* Enqueues memsets (each-run scratch) and launches on `stream` in ctx. */
 typedef struct hct_ezero_s {

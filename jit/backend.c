@@ -214,6 +214,13 @@ int hct__gpu_launch_pdl(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
 
 int hct__gpu_sync(hct_gpu_t *g) { return DISPATCH(g, sync, g); }
 
+int hct__gpu_tensor_map(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t base,
+                        hct_tmap_bytes_t *out) {
+  if (g->ops->tensor_map == NULL)
+    return hct__error(HCT_EUNSUPPORTED, "%s: no tensor maps (TMA) on this backend", g->ops->name);
+  return g->ops->tensor_map(g, t, base, out);
+}
+
 int hct__gpu_event_create(hct_gpu_t *g, hct_event_t **out) {
   return DISPATCH(g, event_create, g, out);
 }

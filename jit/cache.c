@@ -71,6 +71,13 @@ void hct__common_include_dir(const hct_op_t *op, char *buf, size_t len) {
   }
 }
 
+void hct__compile_arch(const hct_compile_job_t *job, char *buf, size_t len) {
+  size_t n = strlen(job->arch);
+  int suffixed = n > 0 && (job->arch[n - 1] == 'a' || job->arch[n - 1] == 'f');
+  snprintf(buf, len, "%s%s", job->arch,
+           job->backend == HCT_BACKEND_CUDA && job->variant->arch_specific && !suffixed ? "a" : "");
+}
+
 int hct__compile_options(const hct_compile_job_t *job, hct_compile_opts_t *o) {
   const hct_backend_ops_t *ops = hct__backend(job->backend);
   if (ops == NULL) return hct__error(HCT_EINVAL, "backend %d: no such backend", (int)job->backend);
@@ -83,7 +90,9 @@ int hct__compile_options(const hct_compile_job_t *job, hct_compile_opts_t *o) {
   if (rc == 0) rc = hct__compile_opt_add(o, "-I%s", job->op->dir);
   o->n_include = o->n;
   if (rc == 0) rc = hct__compile_opt_add(o, "-std=c++17");
-  if (rc == 0) rc = ops->target_options(job->arch, o);
+  char arch[sizeof job->arch + 2];
+  hct__compile_arch(job, arch, sizeof arch);
+  if (rc == 0) rc = ops->target_options(arch, o);
   const hct_symtab_t *k = &job->op->constants;
   for (int i = 0; rc == 0 && i < k->n; i++)
     rc = hct__compile_opt_add(o, "-D%s=%lld", k->syms[i].name, (long long)k->syms[i].value);
@@ -293,7 +302,9 @@ int hct__compile_key(hct_compile_job_t *job) {
     XXH3_128bits_update(st, KEY_VERSION, sizeof KEY_VERSION);
     XXH3_128bits_update(st, &tmpl, sizeof tmpl);
     XXH3_128bits_update(st, ops->name, strlen(ops->name) + 1);
-    XXH3_128bits_update(st, job->arch, strlen(job->arch) + 1);
+    char arch[sizeof job->arch + 2];
+    hct__compile_arch(job, arch, sizeof arch); /* "sm_90a" for arch_specific */
+    XXH3_128bits_update(st, arch, strlen(arch) + 1);
     XXH3_128bits_update(st, version, strlen(version) + 1);
     /* The -I paths are left out: what they hold is in tmpl. */
     for (int i = o->n_include; i < o->n; i++)

@@ -91,7 +91,12 @@ enum { OPT = 0, REQ = 1 };
      "cuGraphInstantiateWithFlags", REQ)                                                  \
   XX(CUresult, cuGraphLaunch, (CUgraphExec, CUstream), "cuGraphLaunch", REQ)              \
   XX(CUresult, cuGraphExecDestroy, (CUgraphExec), "cuGraphExecDestroy", REQ)              \
-  XX(CUresult, cuGraphDestroy, (CUgraph), "cuGraphDestroy", REQ)
+  XX(CUresult, cuGraphDestroy, (CUgraph), "cuGraphDestroy", REQ)                          \
+  XX(CUresult, cuTensorMapEncodeTiled,                                                    \
+     (CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,          \
+      const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,   \
+      CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill),                \
+     "cuTensorMapEncodeTiled", OPT)
 
 /* The NVRTC symbols, the same way.  nvrtcGetSupportedArchs appeared in
  * 11.2 and nvrtcGetCUBIN in 11.1: without them every arch gets PTX. */
@@ -487,6 +492,12 @@ static int cuda_target_options(const char *arch, hct_compile_opts_t *o) {
   }
   /* Without nvrtcGetSupportedArchs, ask for the arch and trust NVRTC. */
   if (nv_n_archs == 0) target = (int)num;
+  /* sm_90a code runs on sm_90 only: PTX for a lower arch would drop what
+   * the suffix allows (wgmma, setmaxnreg). */
+  if (end[-1] == 'a' && nv_n_archs > 0 && !exact)
+    return hct__error(HCT_EUNSUPPORTED,
+                      "arch '%s': arch-specific, and nvrtc %d.%d does not compile for sm_%ld", arch,
+                      nv_major, nv_minor, num);
   if (target == 0)
     return hct__error(HCT_EUNSUPPORTED, "arch '%s': nvrtc %d.%d compiles for sm_%d and newer only",
                       arch, nv_major, nv_minor, nv_archs[0]);
@@ -858,6 +869,68 @@ static void cuda_graph_destroy(hct_gpu_t *g, hct_graph_t *graph) {
   free(cg);
 }
 
+/* The manifest's element types and swizzles as the driver names them. */
+static const struct {
+  hct_dtype_t dt;
+  CUtensorMapDataType cu;
+} tmap_types[] = {{HCT_DT_F32, CU_TENSOR_MAP_DATA_TYPE_FLOAT32},
+                  {HCT_DT_BF16, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16},
+                  {HCT_DT_F16, CU_TENSOR_MAP_DATA_TYPE_FLOAT16},
+                  {HCT_DT_U32, CU_TENSOR_MAP_DATA_TYPE_UINT32},
+                  {HCT_DT_I32, CU_TENSOR_MAP_DATA_TYPE_INT32}};
+static const struct {
+  int bytes;
+  CUtensorMapSwizzle cu;
+} tmap_swizzles[] = {{0, CU_TENSOR_MAP_SWIZZLE_NONE},
+                     {32, CU_TENSOR_MAP_SWIZZLE_32B},
+                     {64, CU_TENSOR_MAP_SWIZZLE_64B},
+                     {128, CU_TENSOR_MAP_SWIZZLE_128B}};
+
+typedef CUresult (*encode_tiled_t)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                   const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                   const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* cuTensorMapEncodeTiled (CUDA 12.0+) is host work only, so it is safe
+ * while a stream captures.  Out-of-bounds elements of a box read as zero. */
+int hct__cuda_tmap_encode(void *encode, const hct_tmap_dims_t *t, uint64_t base,
+                          uint64_t out[16]) {
+  if (encode == NULL)
+    return hct__error(HCT_EUNSUPPORTED,
+                      "cuda: this driver has no cuTensorMapEncodeTiled (tensor maps need CUDA 12.0 "
+                      "or newer)");
+  _Static_assert(sizeof(CUtensorMap) == 16 * sizeof(uint64_t), "a tensor map is 128 bytes");
+  CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  CUtensorMapSwizzle sw = CU_TENSOR_MAP_SWIZZLE_NONE;
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(tmap_types); i++)
+    if (tmap_types[i].dt == t->dtype) type = tmap_types[i].cu;
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(tmap_swizzles); i++)
+    if (tmap_swizzles[i].bytes == t->swizzle) sw = tmap_swizzles[i].cu;
+  cuuint64_t dims[HCT_TMAP_MAX_RANK], strides[HCT_TMAP_MAX_RANK];
+  cuuint32_t box[HCT_TMAP_MAX_RANK], estr[HCT_TMAP_MAX_RANK];
+  for (int i = 0; i < t->rank; i++) {
+    dims[i] = t->dims[i];
+    box[i] = t->box[i];
+    estr[i] = 1;
+    /* The driver takes the strides of dimensions 1.. only. */
+    if (i > 0) strides[i - 1] = t->strides[i];
+  }
+  CUtensorMap m;
+  CUresult r = ((encode_tiled_t)encode)(&m, type, (cuuint32_t)t->rank, (void *)(uintptr_t)base,
+                                        dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                        sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return cu_fail(r, "cuTensorMapEncodeTiled");
+  memcpy(out, &m, sizeof m);
+  return 0;
+}
+
+static int cuda_tensor_map(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t base,
+                           hct_tmap_bytes_t *out) {
+  (void)g;
+  return hct__cuda_tmap_encode((void *)cu.cuTensorMapEncodeTiled, t, base, out->words);
+}
+
 static int cuda_sm_clock(hct_gpu_t *g, int *mhz) { return hct__nvml_sm_clock(g->dev.uuid, 0, mhz); }
 
 const hct_backend_ops_t hct__cuda_backend = {
@@ -893,4 +966,5 @@ const hct_backend_ops_t hct__cuda_backend = {
     .graph_destroy = cuda_graph_destroy,
     .sm_clock = cuda_sm_clock,
     .target_options = cuda_target_options,
+    .tensor_map = cuda_tensor_map,
 };

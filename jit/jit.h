@@ -111,12 +111,49 @@ typedef struct hct_scratch_s {
   hct_zero_t zero;
 } hct_scratch_t;
 
-/* A launch argument: a buffer or scratch by name (a device pointer), or an
- * integer expression passed as int ("T", "cdiv(T,TPL)"). */
+/* A launch argument: a buffer or scratch by name (a device pointer), a
+ * tensor map of the variant by name ("@tmap(xn_a)": its 128 bytes, by
+ * value), or an integer expression passed as int ("T", "cdiv(T,TPL)"). */
 typedef struct hct_arg_s {
   char text[64];
   int is_pointer;
+  int tmap;         /* 1 + index into the variant's tensor_maps; 0: none */
 } hct_arg_t;
+
+/*
+ * A CUDA tensor map (TMA descriptor) of a variant, made on the host at
+ * launch time over a buffer or scratch: "tensor_maps" in the manifest
+ * (docs/manifest.md).  dims and box are expressions, innermost dimension
+ * first; the rows are dense (the stride of dimension i is the product of
+ * the dims below it times the element size).
+ */
+#define HCT_TMAP_MAX_RANK 5
+#define HCT_MAX_TMAPS 4
+typedef struct hct_tmap_spec_s {
+  char name[32];
+  char target[32];               /* buffer or scratch */
+  hct_dtype_t dtype;
+  int rank;
+  char dims[HCT_TMAP_MAX_RANK][96];
+  char box[HCT_TMAP_MAX_RANK][96];
+  int swizzle;                   /* bytes: 0 (none), 32, 64, 128 */
+} hct_tmap_spec_t;
+
+/* A tensor map's figures for one launch, evaluated and checked
+ * (hct__tmap_eval); what a backend encodes. */
+typedef struct hct_tmap_dims_s {
+  hct_dtype_t dtype;
+  int rank;
+  uint64_t dims[HCT_TMAP_MAX_RANK];
+  uint64_t strides[HCT_TMAP_MAX_RANK]; /* bytes; [0] is the element size */
+  uint32_t box[HCT_TMAP_MAX_RANK];
+  int swizzle;
+} hct_tmap_dims_t;
+
+/* The 128 bytes a kernel receives as `const __grid_constant__ hct_tmap`. */
+typedef struct hct_tmap_bytes_s {
+  _Alignas(64) uint64_t words[16];
+} hct_tmap_bytes_t;
 
 typedef struct hct_launch_s {
   char entry[64];
@@ -166,6 +203,8 @@ typedef struct hct_variant_s {
   int wave64;               /* may run with 64-wide waves */
   int tmin, tmax;           /* supported token counts */
   int grid_barrier;         /* persist: checked once per T with a timeout */
+  int arch_specific;        /* compiled for sm_XXa (wgmma, setmaxnreg): runs
+                               only where the arch equals min_arch */
   char description[160];
   hct_param_t params[HCT_MAX_PARAMS];
   int n_params;
@@ -176,6 +215,8 @@ typedef struct hct_variant_s {
   hct_launch_t launches[HCT_MAX_LAUNCHES];
   int n_launches;
   hct_search_t search;      /* the op's, with the variant's own fields */
+  hct_tmap_spec_t tmaps[HCT_MAX_TMAPS];
+  int n_tmaps;
 } hct_variant_t;
 
 /*
@@ -283,6 +324,20 @@ int hct__point_from_json(const hct_variant_t *v, const struct json_t *params, hc
 int hct__point_parse(const hct_variant_t *v, const char *text, hct_point_t *pt);
 /* {"ROWS":4,"TPL":2} */
 void hct__point_json(const hct_variant_t *v, const hct_point_t *p, char *buf, size_t len);
+/*
+ * Evaluates tensor map t over syms (the launch's names, T included) and
+ * checks it against what the hardware takes (rank, box sizes of 1..256,
+ * the inner box within the swizzle span, 16-byte strides, `bytes` of the
+ * memory it spans): 0, or HCT_EINVAL / HCT_ERANGE naming the map and the
+ * field.
+ */
+int hct__tmap_eval(const hct_tmap_spec_t *t, const hct_symtab_t *syms, size_t bytes,
+                   hct_tmap_dims_t *out);
+/* A launch argument's text "@tmap(name)" among maps[n]: 1 + the index of
+ * the map named, 0 when text is no tensor map argument, -1 when it names
+ * none.  The one reader of the syntax (the manifest, libhctune's plans). */
+int hct__tmap_arg(const hct_tmap_spec_t *maps, int n, const char *text);
+
 /* Fills syms with the op constants, the point's params, and T. */
 void hct__point_symtab(const hct_op_t *op, const hct_variant_t *v, const hct_point_t *p,
                        hct_symtab_t *syms);
@@ -375,6 +430,10 @@ typedef struct hct_compile_job_s {
 } hct_compile_job_t;
 
 void hct__compile_job_clear(hct_compile_job_t *job);
+/* The arch a job compiles for: job->arch, with the "a" suffix of an
+ * arch-specific variant ("sm_90" -> "sm_90a"). */
+void hct__compile_arch(const hct_compile_job_t *job, char *buf, size_t len);
+
 
 /*
  * Where compiled binaries are kept between runs: the db layer provides one.
@@ -534,6 +593,14 @@ void *hct__vendor_open(const char *const *names, size_t n, size_t *which, char *
  * no symbol 'name'". */
 int hct__vendor_resolve(void *lib, const char *libname, const hct_vendor_sym_t *syms, size_t n);
 
+/* Encodes t over device memory at base with `encode`, the driver's
+ * cuTensorMapEncodeTiled as its caller resolved it (jit/cuda.c's table, or
+ * libhctune's own in daemon/client_cuda.c): the one translation of a
+ * manifest's tensor map into the driver's (element type, swizzle, strides,
+ * no interleave, 256-byte L2 promotion, zeros out of bounds). */
+int hct__cuda_tmap_encode(void *encode, const hct_tmap_dims_t *t, uint64_t base,
+                          uint64_t out[16]);
+
 /* CUresult and nvrtcResult values mapped to HCT codes (jit/cuda.c); a table,
  * usable without the libraries. */
 int hct__cuda_result_code(int cu_result);
@@ -581,6 +648,10 @@ int hct__gpu_launch(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
 int hct__gpu_launch_pdl(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
                         const unsigned block[3], unsigned smem, void **args);
 int hct__gpu_sync(hct_gpu_t *g);
+/* A tensor map over base (host work only: no launch, safe while
+ * capturing); HCT_EUNSUPPORTED on a backend or driver without them. */
+int hct__gpu_tensor_map(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t base,
+                        hct_tmap_bytes_t *out);
 
 int hct__gpu_event_create(hct_gpu_t *g, hct_event_t **out);
 void hct__gpu_event_destroy(hct_gpu_t *g, hct_event_t *e);
@@ -642,6 +713,10 @@ typedef struct hct_backend_ops_s {
    * HCT_WARP, HCT_ARCH, HCT_CUDA / HCT_HIP defines) and sets o->is_ptx,
    * o->arch_num, o->warp; HCT_EINVAL naming an unknown arch. */
   int (*target_options)(const char *arch, hct_compile_opts_t *o);
+  /* Encodes a tensor map over device memory at base; NULL: the backend
+   * has none (HIP), and a variant using one cannot run there. */
+  int (*tensor_map)(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t base,
+                    hct_tmap_bytes_t *out);
 } hct_backend_ops_t;
 
 extern const hct_backend_ops_t hct__cuda_backend;

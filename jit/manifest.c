@@ -93,6 +93,13 @@ int hct__variant_fits(const hct_variant_t *v, hct_backend_kind_t backend, int ar
     snprintf(why, len, "needs sm_%d or newer", v->min_arch);
     return 0;
   }
+  /* sm_90a code (wgmma, setmaxnreg) exists on sm_90 only: a newer card
+   * has no such instructions. */
+  if (backend == HCT_BACKEND_CUDA && v->arch_specific && v->min_arch != arch_num) {
+    snprintf(why, len, "arch-specific: compiled for sm_%da, runs on sm_%d only", v->min_arch,
+             v->min_arch);
+    return 0;
+  }
   if (backend == HCT_BACKEND_HIP && !v->hip) {
     snprintf(why, len, "does not support HIP");
     return 0;
@@ -374,7 +381,16 @@ static void load_launches(ctx_t *c, const hct_op_t *op, json_t *launches, hct_va
       hct_arg_t *a = &l->args[l->n_args++];
       get_expr(c, ja, a->text, sizeof a->text, lf);
       if (c->err) return;
-      if (a->text[0] == '@') {
+      int tm = hct__tmap_arg(v->tmaps, v->n_tmaps, a->text);
+      if (tm < 0) {
+        char cause[160];
+        snprintf(cause, sizeof cause, "argument '%.63s' names no entry of tensor_maps", a->text);
+        bad(c, lf, cause);
+        return;
+      }
+      if (tm > 0) {
+        a->tmap = tm;
+      } else if (a->text[0] == '@') {
         a->is_pointer = 1;
         char cause[160];
         if (pointer_ok(op, v, a->text + 1, reference, cause, sizeof cause) != 0) {
@@ -384,6 +400,104 @@ static void load_launches(ctx_t *c, const hct_op_t *op, json_t *launches, hct_va
       } else {
         check_expr(c, names, a->text, lf);
       }
+    }
+  }
+}
+
+/* Whether `name` is a buffer of the op or a scratch of v; its buffer (NULL
+ * for scratch) in *buf. */
+static int names_memory(const hct_op_t *op, const hct_variant_t *v, const char *name,
+                        const hct_buffer_t **buf) {
+  *buf = NULL;
+  for (int b = 0; b < op->n_buffers; b++)
+    if (strcmp(op->buffers[b].name, name) == 0) {
+      *buf = &op->buffers[b];
+      return 1;
+    }
+  for (int s = 0; s < v->n_scratch; s++)
+    if (strcmp(v->scratch[s].name, name) == 0) return 1;
+  return 0;
+}
+
+static const struct {
+  const char *name;
+  int bytes;
+} swizzles[] = {{"none", 0}, {"32B", 32}, {"64B", 64}, {"128B", 128}};
+
+/* "tensor_maps": [{"name", "buffer", "dtype", "dims", "box", "swizzle"}] */
+static void load_tmaps(ctx_t *c, const hct_op_t *op, json_t *jv, hct_variant_t *v,
+                       const hct_symtab_t *names, const char *vfield) {
+  json_t *arr = json_object_get(jv, "tensor_maps");
+  if (arr == NULL) return;
+  char field[200];
+  snprintf(field, sizeof field, "%s tensor_maps", vfield);
+  if (!json_is_array(arr)) {
+    bad(c, field, "must be an array");
+    return;
+  }
+  size_t i;
+  json_t *jt;
+  json_array_foreach(arr, i, jt) {
+    if (c->err) return;
+    snprintf(field, sizeof field, "%s tensor_maps[%zu]", vfield, i);
+    if (v->n_tmaps == HCT_MAX_TMAPS) {
+      bad(c, field, "too many tensor maps (at most 4)");
+      return;
+    }
+    if (!json_is_object(jt)) {
+      bad(c, field, "not an object");
+      return;
+    }
+    hct_tmap_spec_t *t = &v->tmaps[v->n_tmaps++];
+    copy_str(c, t->name, sizeof t->name, get_str(c, jt, "name", field, 1), field, "name");
+    copy_str(c, t->target, sizeof t->target, get_str(c, jt, "buffer", field, 1), field, "buffer");
+    const char *dt = get_str(c, jt, "dtype", field, 1);
+    const char *sw = get_str(c, jt, "swizzle", field, 0);
+    if (c->err) return;
+    for (int k = 0; k + 1 < v->n_tmaps; k++)
+      if (strcmp(v->tmaps[k].name, t->name) == 0) {
+        bad(c, field, "name used twice");
+        return;
+      }
+    const hct_buffer_t *buf;
+    if (!names_memory(op, v, t->target, &buf)) {
+      bad(c, field, "buffer names no buffer or scratch");
+      return;
+    }
+    size_t k;
+    for (k = 0; k < HCT_ARRAY_SIZE(dtypes) && strcmp(dt, dtypes[k].name) != 0; k++) {}
+    if (k == HCT_ARRAY_SIZE(dtypes)) {
+      bad(c, field, "dtype must be f32, bf16, f16, u32 or i32");
+      return;
+    }
+    t->dtype = dtypes[k].dt;
+    if (buf != NULL && buf->dtype != t->dtype) {
+      bad(c, field, "dtype differs from the buffer's");
+      return;
+    }
+    t->swizzle = -1;
+    for (k = 0; k < HCT_ARRAY_SIZE(swizzles); k++)
+      if (strcmp(sw ? sw : "none", swizzles[k].name) == 0) t->swizzle = swizzles[k].bytes;
+    if (t->swizzle < 0) {
+      bad(c, field, "swizzle must be none, 32B, 64B or 128B");
+      return;
+    }
+    json_t *dims = json_object_get(jt, "dims"), *box = json_object_get(jt, "box");
+    if (!json_is_array(dims) || json_array_size(dims) < 1 ||
+        json_array_size(dims) > HCT_TMAP_MAX_RANK) {
+      bad(c, field, "dims must be an array of 1 to 5 expressions, innermost first");
+      return;
+    }
+    if (!json_is_array(box) || json_array_size(box) != json_array_size(dims)) {
+      bad(c, field, "box must be an array of as many expressions as dims");
+      return;
+    }
+    t->rank = (int)json_array_size(dims);
+    for (int d = 0; d < t->rank; d++) {
+      get_expr(c, json_array_get(dims, (size_t)d), t->dims[d], sizeof t->dims[d], field);
+      check_expr(c, names, t->dims[d], field);
+      get_expr(c, json_array_get(box, (size_t)d), t->box[d], sizeof t->box[d], field);
+      check_expr(c, names, t->box[d], field);
     }
   }
 }
@@ -416,6 +530,19 @@ int hct__op_probe_tokens(const hct_op_t *op, hct_tokens_t *out) {
                       HCT_MAX_TOKEN_LIST);
   for (int T = op->tmin; T <= op->tmax; T++) hct__tokens_add(out, T);
   return 0;
+}
+
+int hct__tmap_arg(const hct_tmap_spec_t *maps, int n, const char *text) {
+  static const char prefix[] = "@tmap(";
+  size_t len = strlen(text);
+  if (strncmp(text, prefix, sizeof prefix - 1) != 0) return 0;
+  if (len < sizeof prefix || text[len - 1] != ')') return -1;
+  for (int i = 0; i < n; i++) {
+    size_t nl = strlen(maps[i].name);
+    if (nl == len - sizeof prefix && strncmp(text + sizeof prefix - 1, maps[i].name, nl) == 0)
+      return i + 1;
+  }
+  return -1;
 }
 
 static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, int idx) {
@@ -451,6 +578,20 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
   v->hip = json_is_true(json_object_get(jv, "hip"));
   v->wave64 = json_is_true(json_object_get(jv, "wave64"));
   v->grid_barrier = json_is_true(json_object_get(jv, "grid_barrier"));
+  x = json_object_get(jv, "arch_specific");
+  if (x != NULL && !json_is_boolean(x)) {
+    bad(c, field, "arch_specific must be true or false");
+    return;
+  }
+  v->arch_specific = json_is_true(x);
+  if (v->arch_specific && v->min_arch < 90) {
+    bad(c, field, "arch_specific needs a min_arch of 90 or more (sm_90a is the first such target)");
+    return;
+  }
+  if (v->arch_specific && v->hip) {
+    bad(c, field, "an arch_specific variant is CUDA only: hip must be false");
+    return;
+  }
   v->tmin = op->tmin;
   v->tmax = op->tmax;
   get_range(c, jv, field, &v->tmin, &v->tmax);
@@ -509,6 +650,12 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
 
   load_scratch(c, json_object_get(jv, "scratch"), v, field, &names);
   if (c->err) return;
+  load_tmaps(c, op, jv, v, &names, field);
+  if (c->err) return;
+  if (v->n_tmaps > 0 && v->hip) {
+    bad(c, field, "tensor_maps are CUDA only: hip must be false");
+    return;
+  }
   load_launches(c, op, json_object_get(jv, "launches"), v, field, &names, 0);
 }
 
@@ -936,6 +1083,48 @@ void hct__point_json(const hct_variant_t *v, const hct_point_t *pt, char *buf, s
     off += (size_t)snprintf(buf + off, len - off, "%s\"%s\":%lld", p ? "," : "", v->params[p].name,
                             (long long)pt->v[p]);
   if (off < len) snprintf(buf + off, len - off, "}");
+}
+
+int hct__tmap_eval(const hct_tmap_spec_t *t, const hct_symtab_t *syms, size_t bytes,
+                   hct_tmap_dims_t *out) {
+  memset(out, 0, sizeof *out);
+  out->dtype = t->dtype;
+  out->rank = t->rank;
+  out->swizzle = t->swizzle;
+  const uint64_t esize = hct__dtype_size(t->dtype);
+  uint64_t stride = esize;
+  for (int d = 0; d < t->rank; d++) {
+    int64_t dim, box;
+    int rc = hct__expr_eval(t->dims[d], syms, &dim);
+    if (rc == 0) rc = hct__expr_eval(t->box[d], syms, &box);
+    if (rc != 0)
+      return hct__error(rc, "tensor map '%s': dimension %d: %s", t->name, d, hct_last_error());
+    if (dim < 1 || dim > ((int64_t)1 << 32))
+      return hct__error(HCT_ERANGE, "tensor map '%s': dims[%d] = %lld, want 1..2^32", t->name, d,
+                        (long long)dim);
+    if (box < 1 || box > 256)
+      return hct__error(HCT_ERANGE, "tensor map '%s': box[%d] = %lld, want 1..256", t->name, d,
+                        (long long)box);
+    out->dims[d] = (uint64_t)dim;
+    out->box[d] = (uint32_t)box;
+    out->strides[d] = stride;
+    /* The driver wants every stride above the element a multiple of 16. */
+    if (d > 0 && stride % 16 != 0)
+      return hct__error(HCT_EINVAL, "tensor map '%s': a row of dimension %d is %llu bytes, not a "
+                                    "multiple of 16", t->name, d, (unsigned long long)stride);
+    stride *= (uint64_t)dim;
+  }
+  if (t->swizzle > 0 && out->box[0] * esize > (uint64_t)t->swizzle)
+    return hct__error(HCT_EINVAL, "tensor map '%s': an inner box of %llu bytes exceeds the %d-byte "
+                                  "swizzle span", t->name, (unsigned long long)(out->box[0] * esize),
+                      t->swizzle);
+  if ((out->box[0] * esize) % 16 != 0)
+    return hct__error(HCT_EINVAL, "tensor map '%s': an inner box of %llu bytes, not a multiple of "
+                                  "16", t->name, (unsigned long long)(out->box[0] * esize));
+  if (stride > bytes)
+    return hct__error(HCT_ERANGE, "tensor map '%s': spans %llu bytes of '%s', which has %zu",
+                      t->name, (unsigned long long)stride, t->target, bytes);
+  return 0;
 }
 
 void hct__point_symtab(const hct_op_t *op, const hct_variant_t *v, const hct_point_t *pt,

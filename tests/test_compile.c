@@ -127,7 +127,7 @@ static int arch_known(hct_backend_kind_t backend, const char *arch, int *arch_nu
 
 /* One arch of the matrix: `hctune compile --first-point --json` for each
  * op, then each variant checked against its manifest: one ok binary when
- * the arch can run it (min_arch for CUDA; hip, wave64 for HIP), none
+ * the arch can run it (min_arch and arch_specific for CUDA; hip, wave64 for HIP), none
  * otherwise, and nothing failed. */
 static void check_arch(hct_backend_kind_t backend, const char *arch, int arch_num, int warp,
                        hct_op_t *const *ops, int n_ops) {
@@ -146,8 +146,11 @@ static void check_arch(hct_backend_kind_t backend, const char *arch, int arch_nu
     if (!json_is_array(arr)) fail_msg("%s %s: not a JSON array: %s\n%s", op->name, arch, jerr.text, out);
     for (int v = 0; v < op->n_variants; v++) {
       const hct_variant_t *var = &op->variants[v];
-      const int runs = backend == HCT_BACKEND_CUDA ? var->min_arch <= arch_num
-                                                   : var->hip && (warp != 64 || var->wave64);
+      /* arch_specific (sm_90a): compiled for its own arch and no other. */
+      const int runs = backend == HCT_BACKEND_CUDA
+                           ? var->min_arch <= arch_num &&
+                                 (!var->arch_specific || var->min_arch == arch_num)
+                           : var->hip && (warp != 64 || var->wave64);
       int ok = 0, seen = 0;
       size_t k;
       json_t *o;

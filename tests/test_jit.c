@@ -175,6 +175,26 @@ static void test_key_covers_options(void **state) {
   assert_string_equal(k.tmpl, k0.tmpl);
   hct__strlcpy(f.job.arch, "sm_90", sizeof f.job.arch);
 
+  /* arch_specific: the same card's arch, compiled for sm_90a, is another
+   * binary; the option list says -arch=sm_90a (the suffix is added once,
+   * also to an arch already suffixed). */
+  f.op.variants[0].arch_specific = 1;
+  f.op.variants[0].min_arch = 90;
+  k = key_of(&f);
+  assert_string_not_equal(k.key, k0.key);
+  assert_string_equal(k.tmpl, k0.tmpl);
+  hct_compile_opts_t *o = calloc(1, sizeof *o);
+  assert_non_null(o);
+  assert_int_equal(hct__compile_options(&f.job, o), 0);
+  int found = 0;
+  for (int i = 0; i < o->n; i++) found += strcmp(o->argv[i], "-arch=sm_90a") == 0;
+  assert_int_equal(found, 1);
+  hct__strlcpy(f.job.arch, "sm_90a", sizeof f.job.arch);
+  assert_string_equal(key_of(&f).key, k.key);
+  hct__strlcpy(f.job.arch, "sm_90", sizeof f.job.arch);
+  free(o);
+  f.op.variants[0].arch_specific = 0;
+
   assert_string_equal(key_of(&f).key, k0.key);
 }
 

@@ -6,7 +6,8 @@
  * context (retained, pushed and popped around each call, never left
  * current), its scratch, and every launch's grid, block, shared memory,
  * PDL flag and arguments as the manifest says for T; a forced relay point
- * with PDL and its "zero once" scratch; argument errors; the frees.  What
+ * with PDL and its "zero once" scratch; a forced point with tensor maps;
+ * argument errors; the frees.  What
  * the fake cannot tell (the kernels' results, graphs) is gpu-engine.sh's.
  */
 #include <setjmp.h>
@@ -173,6 +174,63 @@ static void test_forced_relay_pdl(void **state) {
   free(log);
   hct_kernel_free(k);
   unsetenv("HCTUNE_FORCE");
+}
+
+/* A variant whose launches take tensor maps (hc_read_prefill's wgmma,
+ * forced): the map over scratch (xn) is encoded once at load, the one over
+ * the engine's w_down at the launch, from the address it passes; each is
+ * passed by value where the kernel takes it, with the manifest's dims. */
+static void test_forced_tmaps(void **state) {
+  if (!have_nvrtc()) skip();
+  setenv("HCTUNE_FORCE",
+         "hc_read_prefill=wgmma{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":32,"
+         "\"USTAGES\":2}",
+         1);
+  free(take_log());
+  hct_kernel_t *k = NULL;
+  int rc = hct_kernel_load(NULL, "hc_read_prefill", 16, 17, NULL, NULL, &k);
+  unsetenv("HCTUNE_FORCE");
+  if (rc == HCT_ENOENT && strstr(hct_last_error(), "wgmma") != NULL) {
+    printf("skipped: hc_read_prefill has no wgmma here (%s)\n", hct_last_error());
+    skip();
+  }
+  if (rc != HCT_FALLBACK) fail_msg("load: %d %s", rc, hct_last_error());
+  char *log = take_log();
+  /* xn (scratch, T*D*2 at the largest T, 17) and lo: their maps at load,
+   * bf16 (type 9), dims [D, T] and [K, T], 128B swizzle (3), for T = 16
+   * and 17 each. */
+  unsigned long long xn = alloc_of(log, 17 * 10240 * 2 + 4, 0), lo = alloc_of(log, 17 * 320 * 2 + 4, 0);
+  assert_true(xn && lo);
+  char want[300];
+  snprintf(want, sizeof want, "tmap type 9 base 0x%llx dims 10240 16 strides 20480 box 64 64 swizzle 3", xn);
+  if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
+  snprintf(want, sizeof want, "tmap type 9 base 0x%llx dims 320 17 strides 640 box 64 64 swizzle 3", lo);
+  if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
+  assert_null(strstr(log, "base 0x4000")); /* w_down's comes with the launch */
+  free(log);
+  uint64_t bufs[8] = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 0x8000};
+  assert_int_equal(hct_kernel_launch(k, (void *)0x77, 16, bufs, 8), 0);
+  log = take_log();
+  printf("launch T=16:\n%s", log);
+  if (strstr(log, "tmap type 9 base 0x4000 dims 10240 320 strides 20480 box 64 160 swizzle 3") == NULL)
+    fail_msg("no map over w_down at the launch:\n%s", log);
+  snprintf(want, sizeof want,
+           "launch hcp_wg_down grid 1 1 1 block 256 1 1 smem 197888 stream 0x77 args tmap:0x%llx "
+           "tmap:0x4000 0x%llx", xn, lo);
+  if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
+  if (strstr(log, "launch hcp_wg_up grid 80 1 1 block 256 1 1") == NULL ||
+      strstr(log, "tmap:0x5000 0x1000 0x6000 0x7000 0x8000 16") == NULL)
+    fail_msg("up launch not as planned:\n%s", log);
+  free(log);
+  /* A null buffer under a map: refused before any map is made. */
+  bufs[3] = 0;
+  assert_int_equal(hct_kernel_launch(k, (void *)0x77, 16, bufs, 8), HCT_EINVAL);
+  assert_non_null(strstr(hct_last_error(), "w_down"));
+  log = take_log();
+  assert_null(strstr(log, "tmap"));
+  free(log);
+  hct_kernel_free(k);
+  free(take_log());
 }
 
 /* With a daemon: its answer and binary, and the plan from its reply (the
@@ -359,6 +417,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_baseline_end_to_end),
       cmocka_unit_test(test_forced_relay_pdl),
+      cmocka_unit_test(test_forced_tmaps),
       cmocka_unit_test(test_hc_engine_runs),
       cmocka_unit_test(test_daemon_plan),
       cmocka_unit_test(test_python_kernel),

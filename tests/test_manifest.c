@@ -74,6 +74,17 @@ static void test_fits_and_constraints(void **state) {
   v.hip = 1;
   assert_int_equal(hct__variant_fits(&v, HCT_BACKEND_HIP, 0, 64, why, sizeof why), 0);
   assert_non_null(strstr(why, "64-wide"));
+  /* arch_specific: the arch must be min_arch exactly, older and newer fail. */
+  v.hip = 0;
+  v.min_arch = 90;
+  v.arch_specific = 1;
+  assert_int_equal(hct__variant_fits(&v, HCT_BACKEND_CUDA, 90, 32, why, sizeof why), 1);
+  assert_int_equal(hct__variant_fits(&v, HCT_BACKEND_CUDA, 100, 32, why, sizeof why), 0);
+  assert_non_null(strstr(why, "arch-specific: compiled for sm_90a, runs on sm_90 only"));
+  assert_int_equal(hct__variant_fits(&v, HCT_BACKEND_CUDA, 89, 32, why, sizeof why), 0);
+  assert_non_null(strstr(why, "needs sm_90"));
+  v.arch_specific = 0;
+  assert_int_equal(hct__variant_fits(&v, HCT_BACKEND_CUDA, 100, 32, why, sizeof why), 1);
 
   hct_symtab_t syms;
   memset(&syms, 0, sizeof syms);
@@ -153,6 +164,121 @@ static void test_manifest_good(void **state) {
   assert_int_equal(hct__expr_eval(v->launches[0].grid[0], &syms, &val), 0);
   assert_int_equal(val, 16);
   hct__manifest_free(op);
+}
+
+/* A variant with arch_specific, a tensor map `map0` over scratch and one
+ * over a buffer, and `arg` as its first launch argument. */
+#define TMAP_VARIANT(asp, map0, arg)                                                          \
+  "{\"name\":\"w\",\"template\":\"a.cu\",\"class\":\"kl\",\"min_arch\":90,"              \
+  "\"arch_specific\":" asp ",\"params\":[{\"name\":\"BM\",\"values\":[64,128]}],"           \
+  "\"scratch\":[{\"name\":\"xn\",\"bytes\":\"T*N*2\"}],"                                       \
+  "\"tensor_maps\":[" map0 ",{\"name\":\"x_b\",\"buffer\":\"x\",\"dtype\":\"f32\","             \
+  "\"dims\":[\"N\",\"T\"],\"box\":[32,\"BM\"],\"swizzle\":\"128B\"}],"                          \
+  "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[128],"                                \
+  "\"args\":[" arg ",\"@tmap(x_b)\",\"@y\",\"T\"]}]}"
+#define TMAP0 "{\"name\":\"xn_a\",\"buffer\":\"xn\",\"dtype\":\"bf16\",\"dims\":[\"N\",\"T\"]," \
+  "\"box\":[64,\"BM\"],\"swizzle\":\"128B\"}"
+
+static void test_manifest_tmaps(void **state) {
+  (void)state;
+  write_manifest("t", GOOD_HEAD "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") ","
+                 TMAP_VARIANT("true", TMAP0, "\"@tmap(xn_a)\"") "]}");
+  hct_op_t *op;
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  const hct_variant_t *v = hct__variant_find(op, "w");
+  assert_int_equal(v->arch_specific, 1);
+  assert_int_equal(hct__variant_find(op, "base")->arch_specific, 0);
+  assert_int_equal(v->n_tmaps, 2);
+  assert_string_equal(v->tmaps[0].target, "xn");
+  assert_int_equal(v->tmaps[0].dtype, HCT_DT_BF16);
+  assert_int_equal(v->tmaps[0].rank, 2);
+  assert_int_equal(v->tmaps[0].swizzle, 128);
+  assert_string_equal(v->tmaps[0].box[1], "BM");
+  const hct_launch_t *l = &v->launches[0];
+  assert_int_equal(l->args[0].tmap, 1);
+  assert_int_equal(l->args[0].is_pointer, 0);
+  assert_int_equal(l->args[1].tmap, 2);
+  assert_int_equal(l->args[2].is_pointer, 1);
+  assert_int_equal(l->args[2].tmap, 0);
+
+  /* Evaluated at T=100, BM=128: dims innermost first, dense strides. */
+  hct_point_t pt = {{128}};
+  hct_symtab_t syms;
+  hct__point_symtab(op, v, &pt, &syms);
+  hct__symtab_set(&syms, "T", 100);
+  hct_tmap_dims_t d;
+  if (hct__tmap_eval(&v->tmaps[0], &syms, 100 * 1024 * 2, &d) != 0) fail_msg("%s", hct_last_error());
+  assert_int_equal(d.dims[0], 1024);
+  assert_int_equal(d.dims[1], 100);
+  assert_int_equal(d.strides[0], 2);
+  assert_int_equal(d.strides[1], 2048);
+  assert_int_equal(d.box[0], 64);
+  assert_int_equal(d.box[1], 128);
+  /* Memory smaller than the map spans, and an inner box wider than the
+   * swizzle (32 f32 = 128 bytes fits; T*N as the box does not). */
+  assert_int_equal(hct__tmap_eval(&v->tmaps[0], &syms, 1000, &d), HCT_ERANGE);
+  assert_non_null(strstr(hct_last_error(), "tensor map 'xn_a': spans 204800 bytes of 'xn'"));
+  hct_tmap_spec_t wide = v->tmaps[1];
+  hct__strlcpy(wide.box[0], "64", sizeof wide.box[0]);
+  assert_int_equal(hct__tmap_eval(&wide, &syms, 1 << 30, &d), HCT_EINVAL);
+  assert_non_null(strstr(hct_last_error(), "256 bytes exceeds the 128-byte swizzle"));
+  hct__strlcpy(wide.box[0], "300", sizeof wide.box[0]);
+  assert_int_equal(hct__tmap_eval(&wide, &syms, 1 << 30, &d), HCT_ERANGE);
+  assert_non_null(strstr(hct_last_error(), "box[0] = 300"));
+  hct__manifest_free(op);
+
+  /* Each broken field is named. */
+  static const struct {
+    const char *map0, *arg, *asp, *needle;
+  } bad[] = {
+      {TMAP0, "\"@tmap(nope)\"", "true", "argument '@tmap(nope)' names no entry of tensor_maps"},
+      {"{\"name\":\"xn_a\",\"buffer\":\"zz\",\"dtype\":\"bf16\",\"dims\":[1],\"box\":[1]}",
+       "\"T\"", "true", "tensor_maps[0]: buffer names no buffer or scratch"},
+      {"{\"name\":\"xn_a\",\"buffer\":\"x\",\"dtype\":\"bf16\",\"dims\":[1],\"box\":[1]}",
+       "\"T\"", "true", "tensor_maps[0]: dtype differs from the buffer's"},
+      {"{\"name\":\"xn_a\",\"buffer\":\"xn\",\"dtype\":\"bf16\",\"dims\":[1,2],\"box\":[1]}",
+       "\"T\"", "true", "box must be an array of as many expressions as dims"},
+      {"{\"name\":\"xn_a\",\"buffer\":\"xn\",\"dtype\":\"bf16\",\"dims\":[1],\"box\":[1],"
+       "\"swizzle\":\"96B\"}",
+       "\"T\"", "true", "swizzle must be none, 32B, 64B or 128B"},
+      {"{\"name\":\"xn_a\",\"buffer\":\"xn\",\"dtype\":\"bf16\",\"dims\":[\"QQ\"],\"box\":[1]}",
+       "\"T\"", "true", "unknown name 'QQ'"},
+      {"{\"name\":\"x_b\",\"buffer\":\"xn\",\"dtype\":\"bf16\",\"dims\":[1],\"box\":[1]}",
+       "\"T\"", "true", "tensor_maps[1]: name used twice"},
+      {TMAP0, "\"T\"", "1", "arch_specific must be true or false"},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(bad); i++) {
+    /* The variant text with this case's pieces. */
+    char text[4096], var[2048];
+    snprintf(var, sizeof var,
+             "{\"name\":\"w\",\"template\":\"a.cu\",\"class\":\"kl\",\"min_arch\":90,"
+             "\"arch_specific\":%s,\"params\":[{\"name\":\"BM\",\"values\":[64,128]}],"
+             "\"scratch\":[{\"name\":\"xn\",\"bytes\":\"T*N*2\"}],"
+             "\"tensor_maps\":[%s,{\"name\":\"x_b\",\"buffer\":\"x\",\"dtype\":\"f32\","
+             "\"dims\":[\"N\",\"T\"],\"box\":[32,\"BM\"],\"swizzle\":\"128B\"}],"
+             "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[128],"
+             "\"args\":[%s,\"@tmap(x_b)\",\"@y\",\"T\"]}]}",
+             bad[i].asp, bad[i].map0, bad[i].arg);
+    snprintf(text, sizeof text, "%s\"variants\":[%s,%s]}", GOOD_HEAD,
+             GOOD_VARIANT("base", "baseline", "null"), var);
+    write_manifest("t", text);
+    op = NULL;
+    int rc = hct__manifest_load(tmpdir, "t", &op);
+    if (rc == 0) fail_msg("tensor map case %zu was accepted", i);
+    if (strstr(hct_last_error(), bad[i].needle) == NULL)
+      fail_msg("tensor map case %zu: message '%s' lacks '%s'", i, hct_last_error(), bad[i].needle);
+  }
+  /* arch_specific below sm_90, and on HIP. */
+  write_manifest("t", GOOD_HEAD "\"variants\":[{\"name\":\"a\",\"template\":\"a.cu\","
+                 "\"class\":\"baseline\",\"min_arch\":80,\"arch_specific\":true,"
+                 "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"args\":[]}]}]}");
+  assert_int_equal(hct__manifest_load(tmpdir, "t", &op), HCT_EMANIFEST);
+  assert_non_null(strstr(hct_last_error(), "arch_specific needs a min_arch of 90"));
+  write_manifest("t", GOOD_HEAD "\"variants\":[{\"name\":\"a\",\"template\":\"a.cu\","
+                 "\"class\":\"baseline\",\"min_arch\":90,\"arch_specific\":true,\"hip\":true,"
+                 "\"launches\":[{\"entry\":\"k\",\"grid\":[1],\"block\":[1],\"args\":[]}]}]}");
+  assert_int_equal(hct__manifest_load(tmpdir, "t", &op), HCT_EMANIFEST);
+  assert_non_null(strstr(hct_last_error(), "CUDA only: hip must be false"));
 }
 
 #define LONG20 "abcdefghijklmnopqrst"
@@ -584,9 +710,9 @@ int main(void) {
       cmocka_unit_test(test_manifest_list),   cmocka_unit_test(test_shipped_manifests_load),
       cmocka_unit_test(test_fits_and_constraints), cmocka_unit_test(test_manifest_inputs_reference),
       cmocka_unit_test(test_manifest_inputs_reference_errors),
-      cmocka_unit_test(test_shipped_folder_copied),
-      cmocka_unit_test(test_fits_and_constraints), cmocka_unit_test(test_competing_class),
+      cmocka_unit_test(test_shipped_folder_copied),   cmocka_unit_test(test_competing_class),
       cmocka_unit_test(test_probe_tokens_and_batch), cmocka_unit_test(test_search_field),
+      cmocka_unit_test(test_manifest_tmaps),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[300];

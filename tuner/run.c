@@ -136,17 +136,46 @@ void hct__scratch_free(hct_gpu_t *g, hct_scratchset_t *s) {
   memset(s, 0, sizeof *s);
 }
 
-/* The device pointer an "@name" argument stands for. */
+/* The device pointer an "@name" argument stands for, and its size. */
+static hct_dptr_t resolve_memory(const hct_cand_t *c, const hct_devset_t *d,
+                                 const hct_scratchset_t *s, const char *name, size_t *bytes) {
+  for (int i = 0; i < c->op->n_buffers; i++)
+    if (strcmp(c->op->buffers[i].name, name) == 0) return *bytes = d->bytes[i], d->ptr[i];
+  for (int i = 0; i < c->v->n_scratch; i++)
+    if (strcmp(c->v->scratch[i].name, name) == 0) return *bytes = s->bytes[i], s->ptr[i];
+  *bytes = 0;
+  return 0; /* the manifest loader has checked every name */
+}
+
 static hct_dptr_t resolve_pointer(const hct_cand_t *c, const hct_devset_t *d,
                                   const hct_scratchset_t *s, const hct_argptr_t *extra, int n_extra,
                                   const char *name) {
   for (int i = 0; i < n_extra; i++)
     if (strcmp(extra[i].name, name) == 0) return extra[i].ptr;
-  for (int i = 0; i < c->op->n_buffers; i++)
-    if (strcmp(c->op->buffers[i].name, name) == 0) return d->ptr[i];
-  for (int i = 0; i < c->v->n_scratch; i++)
-    if (strcmp(c->v->scratch[i].name, name) == 0) return s->ptr[i];
-  return 0; /* the manifest loader has checked every name */
+  size_t bytes;
+  return resolve_memory(c, d, s, name, &bytes);
+}
+
+/* Tensor map `t` over the memory it names in this set: encoded for every
+ * launch, from the addresses of the set being run, so that rotating
+ * weight sets (cold timing) each get maps of their own. */
+static int build_tmap(hct_gpu_t *g, const hct_cand_t *c, const hct_devset_t *d,
+                      const hct_scratchset_t *s, const hct_symtab_t *syms,
+                      const hct_tmap_spec_t *t, hct_tmap_bytes_t *out) {
+  size_t bytes;
+  hct_dptr_t base = resolve_memory(c, d, s, t->target, &bytes);
+  if (base == 0)
+    return hct__error(HCT_EINVAL, "%s: tensor map '%s' over '%s', which is absent", c->label,
+                      t->name, t->target);
+  hct_tmap_dims_t dims;
+  int rc = hct__tmap_eval(t, syms, bytes, &dims);
+  if (rc == 0) rc = hct__gpu_tensor_map(g, &dims, base, out);
+  if (rc != 0) {
+    char why[512];
+    hct__strlcpy(why, hct_last_error(), sizeof why);
+    return hct__error(rc, "%s: %s", c->label, why);
+  }
+  return 0;
 }
 
 int hct__run_zero_each(hct_gpu_t *g, const hct_cand_t *c, const hct_scratchset_t *s) {
@@ -214,9 +243,14 @@ int hct__run_launches_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t
      * launch call returns (the driver copies them then). */
     hct_dptr_t ptrs[HCT_MAX_ARGS];
     int ints[HCT_MAX_ARGS];
+    hct_tmap_bytes_t maps[HCT_MAX_ARGS];
     void *args[HCT_MAX_ARGS];
     for (int a = 0; a < L->n_args; a++) {
-      if (L->args[a].is_pointer) {
+      if (L->args[a].tmap > 0) {
+        rc = build_tmap(g, c, d, s, &syms, &v->tmaps[L->args[a].tmap - 1], &maps[a]);
+        if (rc != 0) return rc;
+        args[a] = &maps[a];
+      } else if (L->args[a].is_pointer) {
         ptrs[a] = resolve_pointer(c, d, s, extra, n_extra, L->args[a].text + 1);
         args[a] = &ptrs[a];
       } else {

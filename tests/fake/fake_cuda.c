@@ -9,7 +9,8 @@
  * apart (for bin/hc_engine's control paths).  Every call that matters is written, one
  * line each, to $FAKE_CUDA_LOG, with each launch's arguments read by the
  * signature of its entry (the table below), so the test can compare them
- * with the manifest.
+ * with the manifest; tensor maps are encoded as a marked copy of their
+ * base address.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -180,11 +181,37 @@ CUresult cuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, CUstream s) {
   return CUDA_SUCCESS;
 }
 
-/* Argument kinds of the entries the test launches: p a pointer, i an int. */
+/* A tensor map: the fake's 128 bytes hold the base address first, then a
+ * mark, so a launch's argument shows which memory its map covers. */
+CUresult cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType type, cuuint32_t rank,
+                                void *base, const cuuint64_t *dims, const cuuint64_t *strides,
+                                const cuuint32_t *box, const cuuint32_t *estr,
+                                CUtensorMapInterleave il, CUtensorMapSwizzle sw,
+                                CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  char line[512];
+  int o = snprintf(line, sizeof line, "tmap type %d base 0x%llx dims", (int)type,
+                   (unsigned long long)(size_t)base);
+  for (cuuint32_t i = 0; i < rank; i++) o += snprintf(line + o, sizeof line - o, " %llu", (unsigned long long)dims[i]);
+  o += snprintf(line + o, sizeof line - o, " strides");
+  for (cuuint32_t i = 0; i + 1 < rank; i++) o += snprintf(line + o, sizeof line - o, " %llu", (unsigned long long)strides[i]);
+  o += snprintf(line + o, sizeof line - o, " box");
+  for (cuuint32_t i = 0; i < rank; i++) o += snprintf(line + o, sizeof line - o, " %u", box[i]);
+  snprintf(line + o, sizeof line - o, " swizzle %d", (int)sw);
+  say("%s", line);
+  memset(m, 0, sizeof *m);
+  unsigned long long w[2] = {(unsigned long long)(size_t)base, 0x7a7a7a7a7a7a7a7aull};
+  memcpy(m, w, sizeof w);
+  return CUDA_SUCCESS;
+}
+
+/* Argument kinds of the entries the test launches: p a pointer, i an int,
+ * t a tensor map (printed as tmap:<its base>). */
 static const struct {
   const char *entry, *sig;
 } sigs[] = {{"hc_v1_norm", "ppppi"},  {"hc_v1_down", "pppi"}, {"hc_v1_up", "pppi"},
             {"hc_v1_mix", "pppppi"},  {"hc_rl_read", "ppppppppppi"},
+            {"hcp_wg_norm", "ppppi"}, {"hcp_wg_down", "ttppi"}, {"hcp_wg_reduce", "ppi"},
+            {"hcp_wg_up", "ttppppi"},
             {"k2", "ppi"} /* the test daemon's manifest */};
 
 static void log_launch(const char *how, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
@@ -197,6 +224,7 @@ static void log_launch(const char *how, CUfunction f, unsigned gx, unsigned gy, 
                    how, name, gx, gy, gz, bx, by, bz, smem, (unsigned long long)(size_t)s);
   for (int a = 0; sig[a]; a++) {
     if (sig[a] == 'p') o += snprintf(line + o, sizeof line - o, " 0x%llx", *(unsigned long long *)args[a]);
+    else if (sig[a] == 't') o += snprintf(line + o, sizeof line - o, " tmap:0x%llx", *(unsigned long long *)args[a]);
     else o += snprintf(line + o, sizeof line - o, " %d", *(int *)args[a]);
   }
   say("%s", line);

@@ -1,0 +1,224 @@
+/*
+ * wgmma: hc_read_prefill on Hopper (sm_90a): the two GEMMs on wgmma with
+ * operands brought by TMA, the up GEMM with the gate and the mix as its
+ * epilogue.  Class kl (wgmma's summation order inside a k16 step is the
+ * hardware's, not mma.sync's).  Four launches:
+ *
+ *   hcp_wg_norm    grid (S, T), 256 threads: the spec's canonical norm per
+ *                  (token, stream), writes xn bf16 [T][D] (and R' into
+ *                  resid with pending).  Memory bound: R read once (335 MB
+ *                  at T = 8192) and xn written (168 MB): ~125 us there.
+ *   hcp_wg_down    lo = xn . w_down^T (the TN GEMM, both K-major), one CTA
+ *                  a DBM x 320 tile (two m64n160k16 per warpgroup and k16
+ *                  step), over D / KSPLIT of K; a producer warp issues TMA
+ *                  loads into a DSTAGES-deep ring of 128B-swizzled tiles
+ *                  (full / empty mbarriers), DBM/64 consumer warpgroups.
+ *                  KSPLIT 1 writes lo bf16 [T][K]; more writes f32
+ *                  partials [KSPLIT][T][K] for hcp_wg_reduce.  53.7 GFLOP
+ *                  at T = 8192: ~80 us (tensor cores ~56 us; w_down is
+ *                  streamed from L2 by every CTA row, 420 MB at DBM 128,
+ *                  twice that at 64; KSPLIT 2 gives DBM 128 enough CTAs).
+ *   hcp_wg_reduce  lo = bf16(sum of the partials in split order); does
+ *                  nothing (one block) when KSPLIT is 1.  ~5 us.
+ *   hcp_wg_up      u = lo . w_up^T for a UBM x (4 x UBC) tile whose columns
+ *                  are the same UBC channels of the 4 streams (rows
+ *                  s*C + c0 .. of w_up, one TMA box a stream), so each
+ *                  thread holds all 4 streams of its (token, channel) and
+ *                  mixes in registers: g = 1 / (1 + expf(-u)), m = g0*r0,
+ *                  then fmaf for s = 1..3; writes mixed, mixed_bf16,
+ *                  mixed_f16.  53.7 GFLOP plus R read again (335 MB) and
+ *                  168 MB written: ~140 us, bound by the epilogue's memory.
+ * Expected at T = 8192 on the H200: ~350 us for the read.
+ *
+ * Parameters: DBM (64, 128: token rows of a down CTA), KSPLIT (1, 2),
+ * DSTAGES (4: the deepest ring that fits both DBM; any value works), UBM
+ * (64, 128), UBC (32, 64: channels of an up CTA), USTAGES (2, 3; the up
+ * GEMM has only 5 k blocks).  UBM 128 runs one up CTA an SM (registers),
+ * UBM 64 with UBC 32 two.  A warpgroup holds 64 rows of a tile; the down kernel's
+ * 160 accumulators a thread need setmaxnreg when two consumer warpgroups
+ * share the SM's registers with the producer.
+ *
+ * Tails: TMA fills rows past T with zeros; the epilogues store rows < T.
+ */
+#include "hct_kernel.h"
+#include "wgmma.h"
+#include "wgmma_up.h"
+
+#if !defined(S) || !defined(C) || !defined(D) || !defined(K)
+#error "wgmma: the op constants S, C, D, K must be defined"
+#endif
+#if !defined(DBM) || !defined(KSPLIT) || !defined(DSTAGES) || !defined(UBM) || !defined(UBC) || \
+    !defined(USTAGES)
+#error "wgmma: DBM, KSPLIT, DSTAGES, UBM, UBC, USTAGES must be defined"
+#endif
+static_assert(D == S * C, "D must be S*C");
+static_assert(K == 320, "the down tile is two wgmma of N = 160");
+static_assert(DBM % 64 == 0 && DBM <= 128, "DBM: 64 or 128");
+static_assert(D % (64 * KSPLIT) == 0, "KSPLIT must split D into whole 64-wide k blocks");
+static_assert(K % 64 == 0, "K: whole 64-wide k blocks");
+
+/* ---- step 1: the norm (the spec's canonical order), xn as bf16 ----------- */
+
+#define HCP_NORM_THREADS 256
+#define HCP_NORM_PER_THREAD ((C + HCP_NORM_THREADS - 1) / HCP_NORM_THREADS)
+
+HCT_ENTRY void __launch_bounds__(HCP_NORM_THREADS)
+    hcp_wg_norm(float *resid, const float *pending, const hct_u16 *w_norm, hct_u16 *xn, int T) {
+  __shared__ float red[9];
+  const int s = (int)blockIdx.x, t = (int)blockIdx.y, tid = (int)threadIdx.x;
+  if (t >= T) return;
+  const long long base = ((long long)t * S + s) * C;
+  float x[HCP_NORM_PER_THREAD];
+  float a = 0.0f;
+#pragma unroll
+  for (int k = 0; k < HCP_NORM_PER_THREAD; ++k) {
+    const int c = tid + k * HCP_NORM_THREADS;
+    x[k] = 0.0f;
+    if (c < C) {
+      float v = resid[base + c];
+      if (pending != 0) {
+        v = v + pending[base + c];
+        resid[base + c] = v;
+      }
+      x[k] = v;
+      a = fmaf(v, v, a);
+    }
+  }
+  a = hct_warp_sum(a);
+  if ((tid & (HCT_LW - 1)) == 0) red[tid / HCT_LW] = a;
+  __syncthreads();
+  if (tid < HCT_LW) {
+    float b = tid < HCP_NORM_THREADS / HCT_LW ? red[tid] : 0.0f;
+    b += hct_shfl_xor(b, 4);
+    b += hct_shfl_xor(b, 2);
+    b += hct_shfl_xor(b, 1);
+    if (tid == 0) red[8] = b;
+  }
+  __syncthreads();
+  const float rs = rsqrtf(red[8] / (float)C + HCT_EPS);
+  const hct_u16 *wn = w_norm + (long long)s * C;
+  hct_u16 *xo = xn + (long long)t * D + (long long)s * C;
+#pragma unroll
+  for (int k = 0; k < HCP_NORM_PER_THREAD; ++k) {
+    const int c = tid + k * HCP_NORM_THREADS;
+    if (c < C) {
+      const float y = x[k] * hct_bf16_to_f32(wn[c]);
+      xo[c] = hct_f32_to_bf16(y * rs);
+    }
+  }
+}
+
+/* ---- step 2: down, lo = xn . w_down^T ------------------------------------- */
+
+#define HCP_DOWN_NC (DBM / 64)                           /* consumer warpgroups */
+#define HCP_DOWN_THREADS (HCP_WG_THREADS * (HCP_DOWN_NC + 1))
+#define HCP_DOWN_A_BYTES (DBM * HCP_TILE_ROW_BYTES)
+#define HCP_DOWN_B_BYTES (K * HCP_TILE_ROW_BYTES)
+#define HCP_DOWN_STAGE (HCP_DOWN_A_BYTES + HCP_DOWN_B_BYTES)
+#define HCP_DOWN_KB (D / 64 / KSPLIT)                    /* k blocks of a CTA */
+
+/* Grid (cdiv(T, DBM), KSPLIT).  tm_xn: xn, dims [D, T], box [64, DBM];
+ * tm_wd: w_down, dims [D, K], box [64, 160]. */
+HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
+    hcp_wg_down(const __grid_constant__ hct_tmap tm_xn, const __grid_constant__ hct_tmap tm_wd,
+                hct_u16 *lo, float *part, int T) {
+  HCT_DYN_SHARED(unsigned char, smem);
+  const int wg = (int)threadIdx.x / HCP_WG_THREADS;
+  const int m0 = (int)blockIdx.x * DBM;
+  const int kb0 = (int)blockIdx.y * HCP_DOWN_KB;
+  const hcp_ring r = hcp_ring_setup<DSTAGES, HCP_DOWN_STAGE>(smem, 4 * HCP_DOWN_NC);
+
+  if (wg == 0) {
+    /* The producer: one thread issues every load. */
+#if HCP_DOWN_NC > 1
+    hcp_regs_dec<40>();
+#endif
+    if (threadIdx.x == 0) {
+      hct_tma_prefetch(&tm_xn);
+      hct_tma_prefetch(&tm_wd);
+      for (int kb = 0; kb < HCP_DOWN_KB; ++kb) {
+        const int st = kb % DSTAGES, kx = (kb0 + kb) * 64;
+        if (!hcp_ring_acquire<DSTAGES>(r, kb)) return;
+        hct_bulk_expect(&r.full[st], HCP_DOWN_STAGE);
+        const hct_u32 a = r.tiles + st * HCP_DOWN_STAGE, b = a + HCP_DOWN_A_BYTES;
+        hct_tma_load_2d(a, &tm_xn, kx, m0, &r.full[st]);
+        hct_tma_load_2d(b, &tm_wd, kx, 0, &r.full[st]);
+        hct_tma_load_2d(b + 160 * HCP_TILE_ROW_BYTES, &tm_wd, kx, 160, &r.full[st]);
+      }
+    }
+    return;
+  }
+#if HCP_DOWN_NC > 1
+  hcp_regs_inc<232>();
+#endif
+  const int cw = wg - 1; /* this consumer's 64 rows of the tile */
+  const int tid = (int)threadIdx.x % HCP_WG_THREADS, warp = tid / 32, lane = tid % 32;
+  float acc[K / 2];
+#pragma unroll
+  for (int i = 0; i < K / 2; ++i) acc[i] = 0.0f;
+  for (int kb = 0; kb < HCP_DOWN_KB; ++kb) {
+    const int st = kb % DSTAGES;
+    if (!hcp_ring_wait_full<DSTAGES>(r, kb)) return;
+    const hct_u32 a = r.tiles + st * HCP_DOWN_STAGE + cw * 64 * HCP_TILE_ROW_BYTES;
+    const hct_u32 b = r.tiles + st * HCP_DOWN_STAGE + HCP_DOWN_A_BYTES;
+    const hct_u64 da = hcp_desc_sw128(a), db0 = hcp_desc_sw128(b),
+                  db1 = hcp_desc_sw128(b + 160 * HCP_TILE_ROW_BYTES);
+    hcp_fence_acc<K / 2>(acc);
+    hcp_wgmma_fence();
+#pragma unroll
+    for (int k16 = 0; k16 < 4; ++k16) {
+      /* +32 bytes a k16 step: 2 in the descriptor's address field. */
+      hcp_wgmma<160>(acc, da + 2 * k16, db0 + 2 * k16);
+      hcp_wgmma<160>(acc + 80, da + 2 * k16, db1 + 2 * k16);
+    }
+    hcp_wgmma_commit();
+    hcp_fence_acc<K / 2>(acc);
+    /* The previous block's wgmmas are done: its stage may be refilled. */
+    hcp_wgmma_wait<1>();
+    if (kb > 0 && lane == 0) hct_mbar_arrive(&r.empty[(kb - 1) % DSTAGES]);
+  }
+  hcp_wgmma_wait<0>();
+  hcp_fence_acc<K / 2>(acc);
+
+  /* Epilogue: row 16*warp + lane/4 + 8i of this warpgroup's 64, column
+   * h*160 + 8j + 2(lane%4) + e. */
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = m0 + cw * 64 + 16 * warp + lane / 4 + 8 * i;
+    if (row >= T) continue;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int j = 0; j < 20; ++j) {
+        const int col = h * 160 + 8 * j + 2 * (lane % 4);
+        const float v0 = acc[h * 80 + 4 * j + 2 * i], v1 = acc[h * 80 + 4 * j + 2 * i + 1];
+        if (KSPLIT == 1) {
+          const hct_u32 w = (hct_u32)hct_f32_to_bf16(v0) | ((hct_u32)hct_f32_to_bf16(v1) << 16);
+          *(hct_u32 *)(lo + (long long)row * K + col) = w;
+        } else {
+          float *p = part + ((long long)blockIdx.y * T + row) * K + col;
+          p[0] = v0;
+          p[1] = v1;
+        }
+      }
+    }
+  }
+}
+
+/* Grid (max(1, (KSPLIT > 1) * cdiv(T*K, 256))), 256 threads. */
+HCT_ENTRY void __launch_bounds__(256) hcp_wg_reduce(const float *part, hct_u16 *lo, int T) {
+  if (KSPLIT == 1) return;
+  const long long n = (long long)T * K, idx = (long long)blockIdx.x * 256 + threadIdx.x;
+  if (idx >= n) return;
+  float v = part[idx];
+#pragma unroll
+  for (int k = 1; k < KSPLIT; ++k) v += part[k * n + idx];
+  lo[idx] = hct_f32_to_bf16(v);
+}
+
+/* Steps 3 and 4 (wgmma_up.h): resid holds R' already (the norm stored it). */
+HCT_ENTRY void __launch_bounds__(HCP_UP_THREADS, 1)
+    hcp_wg_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
+              float *resid, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
+  hcp_up_body<false>(&tm_lo, &tm_wu, resid, 0, mixed, mixed_bf16, mixed_f16, T);
+}
