@@ -400,7 +400,15 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
       return bad(c, "timing.mode", "must be cold or hot");
     if (mode != NULL) op->timing_cold = strcmp(mode, "cold") == 0;
     json_t *x = json_object_get(timing, "batch");
-    if (x != NULL) {
+    if (json_is_string(x)) {
+      /* Bridge (issue 23, prefill branch only): a batch expression of T is
+       * checked for syntax and timed at the default batch until the
+       * large-T loader evaluates it. */
+      char expr[128];
+      get_expr(c, x, expr, sizeof expr, "timing.batch");
+      check_expr(c, &names, expr, "timing.batch");
+      if (c->err) return c->err;
+    } else if (x != NULL) {
       if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > 10000)
         return bad(c, "timing.batch", "must be an integer in 1..10000");
       op->batch = (int)json_integer_value(x);

@@ -22,6 +22,10 @@ static const struct {
     /* The selftest op of the GPU tests: hc_read's tensors and math, with a
      * variant that must fail parity. */
     {"hc_read_wrongtest", &hct__op_hc_read},
+    /* Bridge (issue 23, prefill branch only, reverted at merge): the prefill
+     * op's tensors are hc_read's, so hc_read's CPU inputs and reference
+     * (xn and lo unrounded) check it until the op's own reference.cu runs. */
+    {"hc_read_prefill", &hct__op_hc_read},
     /* The selftest op: y = 2x + 1, each variant failing one way. */
     {"selftest", &hct__op_selftest},
 };
