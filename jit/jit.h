@@ -158,6 +158,10 @@ typedef struct hct_op_s {
   int n_buffers;
   /* kl parity factors, relative to the baseline's own error */
   double kl_mean_factor, kl_abs_floor, maxerr_factor;
+  /* the baseline's own bound: normwise relative error of each f32 output
+   * against the float64 reference (1e-5 unless the op's contract rounds
+   * more, as the prefill op's bf16 GEMM operands do) */
+  double baseline_max_rel_err;
   int timing_cold;          /* 1: cold (rotating weights) decides */
   int batch;                /* launches per timed graph (96) */
   hct_variant_t variants[HCT_MAX_VARIANTS];
