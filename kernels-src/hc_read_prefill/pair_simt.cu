@@ -48,8 +48,8 @@ template <int BM, int BN, int KD, int N, int EPI>
 HCT_DEV void ps_gemm(const hct_u16 *A, const hct_u16 *B, void *out, int M) {
   constexpr int THREADS = (BM / PS_TM) * (BN / PS_TN);
   constexpr int CPR = PS_BK / 8; /* 16-byte chunks of a tile row */
-  __shared__ __align__(16) float As[PS_BK][BM + 4];
-  __shared__ __align__(16) float Bs[PS_BK][BN + 4];
+  alignas(16) __shared__ float As[PS_BK][BM + 4];
+  alignas(16) __shared__ float Bs[PS_BK][BN + 4];
   const int tid = (int)threadIdx.x;
   const int tx = tid % (BN / PS_TN), ty = tid / (BN / PS_TN);
   const int n0 = (int)blockIdx.x * BN, m0 = (int)blockIdx.y * BM;

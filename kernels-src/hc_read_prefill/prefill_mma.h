@@ -33,6 +33,9 @@
 
 #include "prefill.h"
 
+/* HCT_EMU_PTX: the CPU emulator's test (tests/emu/hc_read_prefill_emu.cc)
+ * supplies the four PTX wrappers below as warp-collective emulations. */
+#if !defined(HCT_EMU_PTX)
 #if !(defined(HCT_CUDA) && HCT_ARCH >= 80)
 #error "prefill_mma.h: bf16 mma.sync, ldmatrix and cp.async need sm_80 or later"
 #endif
@@ -62,6 +65,7 @@ HCT_DEV void pm_mma(float (&d)[4], const hct_u32 (&a)[4], hct_u32 b0, hct_u32 b1
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#endif /* !HCT_EMU_PTX */
 
 template <int BM_, int BN_, int BK_, int WARPS_M, int WARPS_N_, int STAGES_, int G>
 struct pm_cfg {
