@@ -10,9 +10,10 @@
  * gate and mix are hc_read's expressions.  upmix is checked bitwise against
  * this variant at its default point.
  *
- * Parameters: DBM, DBN, DBK, DST: the down GEMM's tile (M = T, N = K =
- * 320, k = D = 10240), k tile and stages; UBM, UBN, UBK, UST: the up GEMM's
- * (N = D, k = K = 320; UBN/S channels of each stream a block).
+ * Parameters: DBM x DBN, DWR, DST: the down GEMM's tile (M = T, N = K =
+ * 320, k = D = 10240), a warp's rows and the stages; UBM x UBN, UWR, UST:
+ * the up GEMM's (N = D, k = K = 320; UBN/S channels of each stream a
+ * block).  Both k tiles are 32 (PM_BK).
  *
  * Expected on the H200 at T = 8192 (bytes: R f32 335 MB, xn bf16 168 MB,
  * gated f32 335 MB; 53.7 GFLOP per GEMM): norm 503 MB moved, about 130 us

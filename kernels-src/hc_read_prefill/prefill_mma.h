@@ -65,7 +65,20 @@ HCT_DEV void pm_mma(float (&d)[4], const hct_u32 (&a)[4], hct_u32 b0, hct_u32 b1
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+/* The launch's dynamic shared memory must hold the tiles: the manifest
+ * computes it from the parameters, the code from pm_cfg, so a launch that
+ * got less (the two out of step) traps rather than writes past it. */
+HCT_DEV void pm_check_smem(hct_u32 need) {
+  hct_u32 have;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(have));
+  if (have < need) __trap();
+}
 #endif /* !HCT_EMU_PTX */
+
+/* The k tile of both GEMMs: 32, two mma k-steps (the manifest's shared
+ * memory sizes count (PM_BK + 8) * 2 = 80 bytes a tile row). */
+#define PM_BK 32
 
 template <int BM_, int BN_, int BK_, int WARPS_M, int WARPS_N_, int STAGES_, int G>
 struct pm_cfg {
@@ -108,6 +121,7 @@ HCT_DEV void pm_gemm(const hct_u16 *A, int M, int m0, const hct_u16 *B, int nbas
   const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp / CF::WARPS_N, wn = warp % CF::WARPS_N;
   const hct_u32 sbase = pm_smem_addr(smem);
+  pm_check_smem(CF::SMEM);
 
 #pragma unroll
   for (int mt = 0; mt < CF::MT; ++mt)
@@ -184,12 +198,13 @@ HCT_DEV void pm_gemm(const hct_u16 *A, int M, int m0, const hct_u16 *B, int nbas
 
 /*
  * The down GEMM of pair_mma and upmix: lo[t][j] = bf16(xn[t] . w_down[j]).
- * Parameters DBM, DBN, DBK, DST; warps (DBM/32) x 2, each 32 rows x DBN/2
- * columns.  Grid (K/DBN, cdiv(T, DBM)): the blocks of one row tile of xn
- * run together and share it through L2.
+ * Parameters DBM x DBN (the block's tile), DWR (a warp's rows: 32 or 64),
+ * DST (stages); warps (DBM/DWR) x 2, each DWR rows x DBN/2 columns.  Grid
+ * (K/DBN, cdiv(T, DBM)): the blocks of one row tile of xn run together and
+ * share it through L2.
  */
-#if defined(DBM) && defined(DBN) && defined(DBK) && defined(DST)
-typedef pm_cfg<DBM, DBN, DBK, DBM / 32, 2, DST, 1> pm_down_cfg;
+#if defined(DBM) && defined(DBN) && defined(DWR) && defined(DST)
+typedef pm_cfg<DBM, DBN, PM_BK, DBM / DWR, 2, DST, 1> pm_down_cfg;
 
 HCT_ENTRY void __launch_bounds__(pm_down_cfg::THREADS)
     hc_pm_down(const hct_u16 *w_down, const hct_u16 *xn, hct_u16 *lo, int T) {
@@ -199,7 +214,7 @@ HCT_ENTRY void __launch_bounds__(pm_down_cfg::THREADS)
   float acc[CF::MT][CF::NT][4];
   pm_gemm<CF, D, 0>(xn, T, m0, w_down, n0, smem, acc);
   const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
-  const int wm = warp / 2, wn = warp % 2;
+  const int wm = warp / CF::WARPS_N, wn = warp % CF::WARPS_N;
 #pragma unroll
   for (int mt = 0; mt < CF::MT; ++mt)
 #pragma unroll
@@ -220,11 +235,12 @@ HCT_ENTRY void __launch_bounds__(pm_down_cfg::THREADS)
 /*
  * The up GEMM's tile, for pair_mma and upmix: u = lo . w_up^T for rows m0 +
  * [0, UBM) and, in each stream s, the channels c0 + [0, UBN/S) (w_up rows
- * s*C + c).  Warps (UBM/32) x (UBN/64): each 32 rows x 16 channels of every
- * stream, n8 tile j = s*2 + (channel half).  Parameters UBM, UBN, UBK, UST.
+ * s*C + c).  Warps (UBM/UWR) x (UBN/64): each UWR rows (32 or 64) x 16
+ * channels of every stream, n8 tile j = s*2 + (channel half).  Parameters
+ * UBM, UBN, UWR, UST (stages).
  */
-#if defined(UBM) && defined(UBN) && defined(UBK) && defined(UST)
-typedef pm_cfg<UBM, UBN, UBK, UBM / 32, UBN / 64, UST, S> pm_up_cfg;
+#if defined(UBM) && defined(UBN) && defined(UWR) && defined(UST)
+typedef pm_cfg<UBM, UBN, PM_BK, UBM / UWR, UBN / 64, UST, S> pm_up_cfg;
 
 HCT_DEV void pm_up_tile(const hct_u16 *w_up, const hct_u16 *lo, int T, int m0, int c0, hct_u16 *smem,
                         float (&acc)[pm_up_cfg::MT][pm_up_cfg::NT][4]) {

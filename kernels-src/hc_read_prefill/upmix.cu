@@ -12,7 +12,7 @@
  * gate goes through no memory here, where pair_mma stores it as f32 and
  * reads it back (exact).  The point never changes the bits.
  *
- * Parameters: as pair_mma's: DBM, DBN, DBK, DST (down), UBM, UBN, UBK, UST
+ * Parameters: as pair_mma's: DBM, DBN, DWR, DST (down), UBM, UBN, UWR, UST
  * (up and mix).
  *
  * Expected on the H200 at T = 8192: norm about 130 us (R read, xn
@@ -29,8 +29,9 @@ struct alignas(8) pm_f2 {
 
 /* Grid (D/UBN, cdiv(T, UBM)), block pm_up_cfg::THREADS. */
 HCT_ENTRY void __launch_bounds__(pm_up_cfg::THREADS)
-    hc_um_upmix(const float *resid, const hct_u16 *w_up, const hct_u16 *lo, float *mixed, hct_u16 *mixed_bf16,
-                hct_u16 *mixed_f16, int T) {
+    hc_um_upmix(const float *HCT_RESTRICT resid, const hct_u16 *HCT_RESTRICT w_up, const hct_u16 *HCT_RESTRICT lo,
+                float *HCT_RESTRICT mixed, hct_u16 *HCT_RESTRICT mixed_bf16, hct_u16 *HCT_RESTRICT mixed_f16,
+                int T) {
   typedef pm_up_cfg CF;
   static_assert(CF::NT == S * CF::NTG, "a warp holds every stream of its channels");
   HCT_DYN_SHARED(hct_u16, smem);

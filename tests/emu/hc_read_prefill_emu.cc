@@ -50,6 +50,15 @@ inline float half_of(hct_u32 w, int h) { return __uint_as_float(h ? (w & 0xffff0
 
 inline hct_u32 pm_smem_addr(const void *p) { return (hct_u32)((const char *)p - emu::dyn_smem.data()); }
 
+/* The launch's dynamic shared memory (the manifest's formula, as run()
+ * passes it) against what the tiles need. */
+inline void pm_check_smem(hct_u32 need) {
+  if (emu::dyn_smem.size() < need) {
+    fprintf(stderr, "emu: %zu bytes of dynamic shared memory, the tiles need %u\n", emu::dyn_smem.size(), need);
+    exit(3);
+  }
+}
+
 /* cp.async with src-size 16 or 0: done at once here. */
 inline void pm_cp16(hct_u32 dst, const void *src, bool valid) {
   char *d = pfemu::smem_at(dst, 16);
@@ -222,10 +231,10 @@ static Outs run(int T, std::vector<float> R, const float *P, const std::vector<u
   emu::launch(d3(cdiv(T * C, 256)), d3(256), 0, hc_pf_mix, (const float *)r, (const float *)gated.data(),
               o.mixed.data(), o.mb.data(), o.mh.data(), T);
 #else
-  emu::launch(d3(K / DBN, cdiv(T, DBM)), d3((DBM / 32) * 2 * 32), (size_t)DST * (DBM + DBN) * (DBK + 8) * 2,
-              hc_pm_down, pd, (const hct_u16 *)xn.data(), lo.data(), T);
-  const size_t up_smem = (size_t)UST * (UBM + UBN) * (UBK + 8) * 2;
-  const unsigned up_threads = (UBM / 32) * (UBN / 64) * 32;
+  emu::launch(d3(K / DBN, cdiv(T, DBM)), d3((DBM / DWR) * 2 * 32), (size_t)DST * (DBM + DBN) * 80, hc_pm_down, pd,
+              (const hct_u16 *)xn.data(), lo.data(), T);
+  const size_t up_smem = (size_t)UST * (UBM + UBN) * 80;
+  const unsigned up_threads = (UBM / UWR) * (UBN / 64) * 32;
 #if EMU_VARIANT == 2
   std::vector<float> gated((size_t)T * D, __uint_as_float(0x7fc0dead));
   emu::launch(d3(D / UBN, cdiv(T, UBM)), d3(up_threads), up_smem, hc_pm_up, pu, (const hct_u16 *)lo.data(),
@@ -270,8 +279,8 @@ int main() {
       const Outs got = run(T, R, P, wn, wd, wu);
       int f = compare("resid", got.resid, want.resid) + compare("mixed", got.mixed, want.mixed) +
               compare("mixed_bf16", got.mb, want.mb) + compare("mixed_f16", got.mh, want.mh);
-      printf("%s T=%d%s DBM=%d DBN=%d UBM=%d UBN=%d: %s\n", variant, T, pending ? " pending" : "", DBM, DBN, UBM,
-             UBN, f ? "DIFFERS from the canonical order" : "bitwise equal");
+      printf("%s T=%d%s DBM=%d DBN=%d DWR=%d UBM=%d UBN=%d UWR=%d: %s\n", variant, T, pending ? " pending" : "", DBM,
+             DBN, DWR, UBM, UBN, UWR, f ? "DIFFERS from the canonical order" : "bitwise equal");
       failures += f != 0;
     }
   return failures ? 1 : 0;

@@ -6,21 +6,22 @@
 #   tests/emu/run-prefill.sh [build folder]
 # Sizes: C = 1024, D = 4096 (128 k tiles of 32 for the down GEMM, so the
 # pipeline wraps its stages many times), K = 320 as shipped.  T = 16 and 40
-# (one partial M tile, rows past T guarded) by default; points below:
-# variant DBM DBN UBM UBN, then the token counts.
+# (one partial M tile, rows past T guarded), 130 (two M tiles); points
+# below: variant DBM DBN DWR UBM UBN UWR (pair_simt ignores DWR, UWR),
+# then the token counts.
 set -e
 out=${1:-build/emu}
 mkdir -p "$out"
 fail=0
-for p in "1 128 64 128 64 16,40" "1 128 32 128 128 40" \
-         "2 128 160 128 128 16,40" "2 64 64 64 256 40,130" \
-         "3 128 160 128 128 16,40" "3 64 64 64 256 40,130"; do
+for p in "1 128 64 32 128 64 32 16,40" "1 128 32 32 128 128 32 40" \
+         "2 128 160 32 128 128 32 16,40" "2 64 64 32 256 128 64 40,130" \
+         "3 128 160 64 256 128 32 16,40" "3 128 64 64 128 128 64 40,130"; do
   set -- $p
-  bin="$out/hc_read_prefill_emu_$1_$2_$3_$4_$5"
+  bin="$out/hc_read_prefill_emu_$1_$2_$3_$4_$5_$6_$7"
   g++ -std=c++17 -O1 -g -Wall -Wno-unused-function -Wno-unknown-pragmas -Itests/emu \
     -Ikernels-src/common -Ikernels-src/hc_read_prefill -DS=4 -DC=1024 -DD=4096 -DK=320 \
-    -DEMU_VARIANT=$1 -DDBM=$2 -DDBN=$3 -DUBM=$4 -DUBN=$5 -DDBK=32 -DDST=4 -DUBK=32 -DUST=3 \
-    "-DEMU_TS=$6" -o "$bin" tests/emu/hc_read_prefill_emu.cc
+    -DEMU_VARIANT=$1 -DDBM=$2 -DDBN=$3 -DDWR=$4 -DUBM=$5 -DUBN=$6 -DUWR=$7 -DDST=4 -DUST=3 \
+    "-DEMU_TS=$8" -o "$bin" tests/emu/hc_read_prefill_emu.cc
   "$bin" || fail=1
 done
 if [ $fail -eq 0 ]; then
