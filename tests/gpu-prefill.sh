@@ -2,8 +2,8 @@
 # GPU test of the prefill op hc_read_prefill: a probe at T = 16, 100 (not a
 # multiple of any tile: rows past T guarded) and 2048 with every variant,
 # which must pass its class at every T, with and without pending (pair_simt
-# against the float64 reference, pair_mma kl, upmix bitwise against
-# pair_mma); then `hctune bench` of every variant at T = 2048 and 8192, and
+# against the float64 reference, pair_mma and fused kl, upmix bitwise
+# against pair_mma); then `hctune bench` of every variant at T = 2048 and 8192, and
 # 32768 where this binary gets through it, the table printed.  Skips, saying
 # why, where there is no GPU.  Needs python3 to read JSON.
 #   tests/gpu-prefill.sh [bin]
@@ -14,7 +14,7 @@ tmp=$(mktemp -d /tmp/hctune-gpu-prefill.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 export HCTUNE_DB="$tmp/gpu.db"
 op=hc_read_prefill
-variants=pair_simt,pair_mma,upmix
+variants=pair_simt,pair_mma,upmix,fused
 tokens=16,100,2048
 pass=0 fail=0
 
@@ -38,9 +38,9 @@ if timeout 1800 "$bin/hctune" probe --op $op --tokens $tokens --variants $varian
 elif grep -q "is not the baseline" "$tmp/probe.err"; then
   # A binary from before bitwise references other than the baseline
   # (issue 23's large-T search): check what it can, and fail for upmix.
-  bad "probe: this hctune refuses upmix's reference pair_mma ($(grep -m1 "is not the baseline" "$tmp/probe.err")); checking pair_simt and pair_mma alone"
-  timeout 1800 "$bin/hctune" probe --op $op --tokens $tokens --variants pair_mma --no-decide \
-    > "$tmp/probe.out" 2> "$tmp/probe.err" || bad "probe of pair_mma: $(tail -3 "$tmp/probe.err")"
+  bad "probe: this hctune refuses upmix's reference pair_mma ($(grep -m1 "is not the baseline" "$tmp/probe.err")); checking the others alone"
+  timeout 1800 "$bin/hctune" probe --op $op --tokens $tokens --variants pair_mma,fused --no-decide \
+    > "$tmp/probe.out" 2> "$tmp/probe.err" || bad "probe of pair_mma, fused: $(tail -3 "$tmp/probe.err")"
   cat "$tmp/probe.out"
 else
   bad "probe: $(tail -5 "$tmp/probe.err")"

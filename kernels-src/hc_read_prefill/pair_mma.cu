@@ -16,19 +16,22 @@
  * block).  Both k tiles are 32 (PM_BK).
  *
  * Expected on the H200 at T = 8192 (bytes: R f32 335 MB, xn bf16 168 MB,
- * gated f32 335 MB; 53.7 GFLOP per GEMM): norm 503 MB moved, about 130 us
- * (bandwidth); down about 110-150 us (mma.sync issue rate, one or two
- * blocks an SM: 128 to 256 blocks over 132 SMs at the 128 x 160 and 64 x
- * 160 tiles; xn is read once from DRAM, w_down stays in L2); up about
- * 100-130 us (mma.sync, plus writing gated, 335 MB: about 80 us of
- * bandwidth, overlapped across blocks); mix 335 + 335 MB read, 168 MB
- * written, about 210 us (bandwidth).  About 550-620 us a read.
+ * gated f32 335 MB; 53.7 GFLOP per GEMM, about 90 us each at the 600
+ * TFLOPS mma.sync reaches at best):
+ *   norm  503 MB of DRAM traffic: about 130 us, bound by bandwidth;
+ *   down  128 blocks of 128 x 160 (one an SM, 97% of 132): xn comes from
+ *         DRAM once, but L2 hands the SMs 756 MB (each xn tile twice,
+ *         w_down once per row tile): about 110-140 us, bound by L2
+ *         bandwidth and the mma issue rate together (a 64-row warp tile,
+ *         DWR = 64, halves the shared-memory reads per mma);
+ *   up    630-840 MB out of L2 (lo once per column tile, w_up once per
+ *         row tile: the 256-row tile halves the latter) and gated written
+ *         (335 MB): about 120-150 us;
+ *   mix   670 MB read, 168 MB written: about 210 us, bound by bandwidth.
+ * About 570-630 us a read; smaller tiles (DBM = 64, DBN = 64) serve the
+ * small counts, where 128 x 160 leaves most SMs idle.
  */
 #include "prefill_mma.h"
-
-struct alignas(8) pm_f2 {
-  float x, y;
-};
 
 /* Grid (D/UBN, cdiv(T, UBM)), block pm_up_cfg::THREADS: gated = sigmoid(u)
  * for the tile's rows and, in every stream, its UBN/S channels. */

@@ -76,6 +76,11 @@ HCT_DEV void pm_check_smem(hct_u32 need) {
 }
 #endif /* !HCT_EMU_PTX */
 
+/* Two floats as one 8-byte access (an accumulator pair's columns). */
+struct alignas(8) pm_f2 {
+  float x, y;
+};
+
 /* The k tile of both GEMMs: 32, two mma k-steps (the manifest's shared
  * memory sizes count (PM_BK + 8) * 2 = 80 bytes a tile row). */
 #define PM_BK 32
@@ -104,6 +109,63 @@ HCT_DEV int pm_ncol(int wn, int j) {
   return (j / CF::NTG) * CF::BNG + wn * CF::WNG + (j % CF::NTG) * 8;
 }
 
+/* Zeroes a thread's accumulators. */
+template <class CF>
+HCT_DEV void pm_zero(float (&acc)[CF::MT][CF::NT][4]) {
+#pragma unroll
+  for (int mt = 0; mt < CF::MT; ++mt)
+#pragma unroll
+    for (int j = 0; j < CF::NT; ++j) acc[mt][j][0] = acc[mt][j][1] = acc[mt][j][2] = acc[mt][j][3] = 0.0f;
+}
+
+/* Copies (cp.async) the block's BN rows of B, k0 + [0, BK), into the tile
+ * at shared address sB: local row r is row (r / BNG)*GSTRIDE + nbase +
+ * r % BNG of B [.][KD]. */
+template <class CF, int KD, long long GSTRIDE>
+HCT_DEV void pm_load_b(hct_u32 sB, const hct_u16 *B, int nbase, int k0) {
+  constexpr int CPR = CF::BK / 8; /* 16-byte chunks per tile row */
+#pragma unroll
+  for (int c = (int)threadIdx.x; c < CF::BN * CPR; c += CF::THREADS) {
+    const int r = c / CPR, kc = (c % CPR) * 8;
+    const long long row = (long long)(r / CF::BNG) * GSTRIDE + nbase + r % CF::BNG;
+    pm_cp16(sB + (hct_u32)(r * CF::LDS + kc) * 2u, B + row * KD + k0 + kc, true);
+  }
+}
+
+/*
+ * One k tile (BK, in k-steps of 16 ascending) of the warp (wm, wn): the A
+ * tile at sA (BM rows of LDS bf16), the B tile at sB (BN rows), into acc.
+ */
+template <class CF>
+HCT_DEV void pm_mma_tile(hct_u32 sA, hct_u32 sB, int wm, int wn, float (&acc)[CF::MT][CF::NT][4]) {
+  const int lane = (int)threadIdx.x & 31;
+  /* ldmatrix lane offsets: A (x4: rows 0..15 at k 0, then at k 8) and B
+   * (x4: n 0..7 at k 0, n 0..7 at k 8, n 8..15 at k 0, n 8..15 at k 8). */
+  const int a_row = lane & 15, a_k = (lane >> 4) * 8;
+  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
+#pragma unroll
+  for (int kk = 0; kk < CF::BK; kk += 16) {
+    hct_u32 af[CF::MT][4];
+    hct_u32 bf[CF::NT][2];
+#pragma unroll
+    for (int mt = 0; mt < CF::MT; ++mt)
+      pm_ldsm4(af[mt], sA + (hct_u32)((wm * CF::WTM + mt * 16 + a_row) * CF::LDS + kk + a_k) * 2u);
+#pragma unroll
+    for (int j = 0; j < CF::NT; j += 2) {
+      hct_u32 r[4];
+      pm_ldsm4(r, sB + (hct_u32)((pm_ncol<CF>(wn, j) + b_row) * CF::LDS + kk + b_k) * 2u);
+      bf[j][0] = r[0];
+      bf[j][1] = r[1];
+      bf[j + 1][0] = r[2];
+      bf[j + 1][1] = r[3];
+    }
+#pragma unroll
+    for (int mt = 0; mt < CF::MT; ++mt)
+#pragma unroll
+      for (int j = 0; j < CF::NT; ++j) pm_mma(acc[mt][j], af[mt], bf[j][0], bf[j][1]);
+  }
+}
+
 /*
  * The accumulators of the calling thread for the block's tile: rows m0 +
  * [0, BM) of A (m < M valid), B's rows by groups (above); KD a multiple of
@@ -113,25 +175,19 @@ HCT_DEV int pm_ncol(int wn, int j) {
 template <class CF, int KD, long long GSTRIDE>
 HCT_DEV void pm_gemm(const hct_u16 *A, int M, int m0, const hct_u16 *B, int nbase, hct_u16 *smem,
                      float (&acc)[CF::MT][CF::NT][4]) {
-  constexpr int BM = CF::BM, BN = CF::BN, BK = CF::BK, STAGES = CF::STAGES;
+  constexpr int BM = CF::BM, BK = CF::BK, STAGES = CF::STAGES;
   constexpr int KT = KD / BK;
   constexpr int CPR = BK / 8; /* 16-byte chunks per tile row */
   static_assert(KD % BK == 0, "KD must be whole tiles");
   static_assert(STAGES >= 2, "the pipeline needs 2 stages or more");
-  const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = (int)threadIdx.x, warp = tid >> 5;
   const int wm = warp / CF::WARPS_N, wn = warp % CF::WARPS_N;
   const hct_u32 sbase = pm_smem_addr(smem);
   pm_check_smem(CF::SMEM);
+  pm_zero<CF>(acc);
 
-#pragma unroll
-  for (int mt = 0; mt < CF::MT; ++mt)
-#pragma unroll
-    for (int j = 0; j < CF::NT; ++j) acc[mt][j][0] = acc[mt][j][1] = acc[mt][j][2] = acc[mt][j][3] = 0.0f;
-
-  /* Where this thread's copies come from, fixed but for k. */
   auto load_stage = [&](int stage, int kt) {
     const hct_u32 sA = sbase + (hct_u32)(stage * CF::STAGE) * 2u;
-    const hct_u32 sB = sA + (hct_u32)(BM * CF::LDS) * 2u;
     const int k0 = kt * BK;
 #pragma unroll
     for (int c = tid; c < BM * CPR; c += CF::THREADS) {
@@ -140,12 +196,7 @@ HCT_DEV void pm_gemm(const hct_u16 *A, int M, int m0, const hct_u16 *B, int nbas
       const hct_u16 *src = A + (long long)(valid ? m0 + r : 0) * KD + k0 + kc;
       pm_cp16(sA + (hct_u32)(r * CF::LDS + kc) * 2u, src, valid);
     }
-#pragma unroll
-    for (int c = tid; c < BN * CPR; c += CF::THREADS) {
-      const int r = c / CPR, kc = (c % CPR) * 8;
-      const long long row = (long long)(r / CF::BNG) * GSTRIDE + nbase + r % CF::BNG;
-      pm_cp16(sB + (hct_u32)(r * CF::LDS + kc) * 2u, B + row * KD + k0 + kc, true);
-    }
+    pm_load_b<CF, KD, GSTRIDE>(sA + (hct_u32)(BM * CF::LDS) * 2u, B, nbase, k0);
   };
 
 #pragma unroll
@@ -153,11 +204,6 @@ HCT_DEV void pm_gemm(const hct_u16 *A, int M, int m0, const hct_u16 *B, int nbas
     if (s < KT) load_stage(s, s);
     hct_cp_async_commit();
   }
-
-  /* ldmatrix lane offsets: A (x4: rows 0..15 at k 0, then at k 8) and B
-   * (x4: n 0..7 at k 0, n 0..7 at k 8, n 8..15 at k 0, n 8..15 at k 8). */
-  const int a_row = lane & 15, a_k = (lane >> 4) * 8;
-  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
 
 #pragma unroll 1
   for (int kt = 0; kt < KT; ++kt) {
@@ -167,31 +213,8 @@ HCT_DEV void pm_gemm(const hct_u16 *A, int M, int m0, const hct_u16 *B, int nbas
      * has left (the barrier above). */
     if (kt + STAGES - 1 < KT) load_stage((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
     hct_cp_async_commit();
-
-    const int stage = kt % STAGES;
-    const hct_u32 sA = sbase + (hct_u32)(stage * CF::STAGE) * 2u;
-    const hct_u32 sB = sA + (hct_u32)(BM * CF::LDS) * 2u;
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      hct_u32 af[CF::MT][4];
-      hct_u32 bf[CF::NT][2];
-#pragma unroll
-      for (int mt = 0; mt < CF::MT; ++mt)
-        pm_ldsm4(af[mt], sA + (hct_u32)((wm * CF::WTM + mt * 16 + a_row) * CF::LDS + kk + a_k) * 2u);
-#pragma unroll
-      for (int j = 0; j < CF::NT; j += 2) {
-        hct_u32 r[4];
-        pm_ldsm4(r, sB + (hct_u32)((pm_ncol<CF>(wn, j) + b_row) * CF::LDS + kk + b_k) * 2u);
-        bf[j][0] = r[0];
-        bf[j][1] = r[1];
-        bf[j + 1][0] = r[2];
-        bf[j + 1][1] = r[3];
-      }
-#pragma unroll
-      for (int mt = 0; mt < CF::MT; ++mt)
-#pragma unroll
-        for (int j = 0; j < CF::NT; ++j) pm_mma(acc[mt][j], af[mt], bf[j][0], bf[j][1]);
-    }
+    const hct_u32 sA = sbase + (hct_u32)((kt % STAGES) * CF::STAGE) * 2u;
+    pm_mma_tile<CF>(sA, sA + (hct_u32)(BM * CF::LDS) * 2u, wm, wn, acc);
   }
   hct_cp_async_wait<0>();
 }
@@ -206,13 +229,10 @@ HCT_DEV void pm_gemm(const hct_u16 *A, int M, int m0, const hct_u16 *B, int nbas
 #if defined(DBM) && defined(DBN) && defined(DWR) && defined(DST)
 typedef pm_cfg<DBM, DBN, PM_BK, DBM / DWR, 2, DST, 1> pm_down_cfg;
 
-HCT_ENTRY void __launch_bounds__(pm_down_cfg::THREADS)
-    hc_pm_down(const hct_u16 *w_down, const hct_u16 *xn, hct_u16 *lo, int T) {
+/* lo = bf16(acc) for the down tile's rows below T (every down entry's end). */
+HCT_DEV void pm_store_lo(const float (&acc)[pm_down_cfg::MT][pm_down_cfg::NT][4], hct_u16 *lo, int T, int m0,
+                         int n0) {
   typedef pm_down_cfg CF;
-  HCT_DYN_SHARED(hct_u16, smem);
-  const int m0 = (int)blockIdx.y * DBM, n0 = (int)blockIdx.x * DBN;
-  float acc[CF::MT][CF::NT][4];
-  pm_gemm<CF, D, 0>(xn, T, m0, w_down, n0, smem, acc);
   const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
   const int wm = warp / CF::WARPS_N, wn = warp % CF::WARPS_N;
 #pragma unroll
@@ -230,6 +250,19 @@ HCT_ENTRY void __launch_bounds__(pm_down_cfg::THREADS)
       }
     }
 }
+
+/* fused.cu has a down entry of its own (reading R' itself). */
+#if !defined(PM_OWN_DOWN)
+HCT_ENTRY void __launch_bounds__(pm_down_cfg::THREADS)
+    hc_pm_down(const hct_u16 *w_down, const hct_u16 *xn, hct_u16 *lo, int T) {
+  typedef pm_down_cfg CF;
+  HCT_DYN_SHARED(hct_u16, smem);
+  const int m0 = (int)blockIdx.y * DBM, n0 = (int)blockIdx.x * DBN;
+  float acc[CF::MT][CF::NT][4];
+  pm_gemm<CF, D, 0>(xn, T, m0, w_down, n0, smem, acc);
+  pm_store_lo(acc, lo, T, m0, n0);
+}
+#endif /* !PM_OWN_DOWN */
 #endif
 
 /*
