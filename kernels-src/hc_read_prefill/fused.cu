@@ -31,8 +31,8 @@
  * again from L2 by the other column tile: 670 MB out of L2, w_down 420 MB
  * more) and by the mix (335 MB), mixed written (168 MB); no xn (2 x 168
  * MB) and no norm pass.  Expected on the H200: down about 150-190 us
- * (bound by L2 to SM traffic, about 1.1 GB, and the conversion between the
- * two barriers of a tile), up and mix as upmix's, 150-190 us: about
+ * (bound by L2 to SM traffic, about 1.1 GB; the conversion of the next
+ * tile overlaps the mma), up and mix as upmix's, 150-190 us: about
  * 300-380 us a read.
  */
 #define PM_OWN_DOWN 1
@@ -64,14 +64,24 @@ typedef pm_down_cfg fu_cfg;
 #define FU_NCH (FU_CHUNKS / fu_cfg::THREADS)        /* a thread's chunks */
 #define FU_STAGE_A (fu_cfg::BM * FU_ROWB)           /* bytes of an f32 A stage */
 #define FU_STAGE_B (fu_cfg::BN * fu_cfg::LDS * 2)   /* bytes of a B stage */
-#define FU_ABF (fu_cfg::BM * fu_cfg::LDS * 2)       /* the bf16 A tile */
-/* The manifest's DST*(DBM*144 + DBN*80) + DBM*84. */
-#define FU_SMEM (fu_cfg::STAGES * (FU_STAGE_A + FU_STAGE_B) + FU_ABF + fu_cfg::BM * 4)
+#define FU_ABF (fu_cfg::BM * fu_cfg::LDS * 2)       /* a bf16 A tile (two of them) */
+/* The manifest's DST*(DBM*144 + DBN*80) + DBM*164. */
+#define FU_SMEM (fu_cfg::STAGES * (FU_STAGE_A + FU_STAGE_B) + 2 * FU_ABF + fu_cfg::BM * 4)
 static_assert(C % PM_BK == 0, "fused: a stream must be whole k tiles");
 static_assert(FU_CHUNKS % fu_cfg::THREADS == 0 && fu_cfg::THREADS % 4 == 0,
               "fused: a thread converts whole chunks, the four quarters of a row in one warp");
+static_assert(fu_cfg::STAGES >= 3, "fused: tile kt+1 is converted while tile kt+2 is in flight");
 
-/* Grid (K/DBN, cdiv(T, DBM)), block fu_cfg::THREADS. */
+/*
+ * Grid (K/DBN, cdiv(T, DBM)), block fu_cfg::THREADS.  Step kt: one barrier
+ * (tile kt+1 landed, bf16 tile kt converted and visible, every warp done
+ * with step kt-1), the copies of tile kt+ST-1, then tile kt+1 converted into
+ * the other bf16 tile while the mma run on tile kt, so the conversion's ALU
+ * work overlaps the tensor cores.  At a stream's last tile the sums of
+ * squares (complete: its tiles were converted in the steps before) become
+ * rs before the next stream's conversion starts, and the fold follows the
+ * mma after a second barrier.
+ */
 HCT_ENTRY void __launch_bounds__(fu_cfg::THREADS)
     hc_fu_down(const float *HCT_RESTRICT resid, const hct_u16 *HCT_RESTRICT w_norm,
                const hct_u16 *HCT_RESTRICT w_down, hct_u16 *HCT_RESTRICT lo, int T) {
@@ -84,10 +94,10 @@ HCT_ENTRY void __launch_bounds__(fu_cfg::THREADS)
   const int m0 = (int)blockIdx.y * DBM, n0 = (int)blockIdx.x * DBN;
   const hct_u32 sbase = pm_smem_addr(smem);
   pm_check_smem(FU_SMEM);
-  /* Layout: ST f32 A stages, ST B stages, the bf16 A tile, rs per row. */
-  const hct_u32 sB0 = sbase + ST * FU_STAGE_A, sAbf = sB0 + ST * FU_STAGE_B;
-  char *const abf = sm + ST * (FU_STAGE_A + FU_STAGE_B);
-  float *const rs_row = (float *)(abf + FU_ABF);
+  /* Layout: ST f32 A stages, ST B stages, two bf16 A tiles, rs per row. */
+  const hct_u32 sB0 = sbase + ST * FU_STAGE_A, sAbf0 = sB0 + ST * FU_STAGE_B;
+  char *const abf0 = sm + ST * (FU_STAGE_A + FU_STAGE_B);
+  float *const rs_row = (float *)(abf0 + 2 * FU_ABF);
 
   auto load_stage = [&](int stage, int kt) {
     const hct_u32 sA = sbase + (hct_u32)(stage * FU_STAGE_A);
@@ -101,30 +111,14 @@ HCT_ENTRY void __launch_bounds__(fu_cfg::THREADS)
     pm_load_b<CF, D, 0>(sB0 + (hct_u32)(stage * FU_STAGE_B), w_down, n0, k0);
   };
 
-  float acc[CF::MT][CF::NT][4], tot[CF::MT][CF::NT][4];
-  pm_zero<CF>(acc);
-  pm_zero<CF>(tot);
   float ss[FU_NCH];
 #pragma unroll
   for (int i = 0; i < FU_NCH; ++i) ss[i] = 0.0f;
-
-#pragma unroll
-  for (int s = 0; s < ST - 1; ++s) {
-    if (s < KT) load_stage(s, s);
-    hct_cp_async_commit();
-  }
-
-#pragma unroll 1
-  for (int kt = 0; kt < KT; ++kt) {
-    hct_cp_async_wait<ST - 2>();
-    /* Tile kt landed; the bf16 tile and the stage written below were last
-     * read in step kt-1, which every warp has left. */
-    __syncthreads();
-    if (kt + ST - 1 < KT) load_stage((kt + ST - 1) % ST, kt + ST - 1);
-    hct_cp_async_commit();
-
-    /* Convert: y = bf16(R' * w_norm) into the bf16 tile, ss += R'^2. */
+  /* Tile kt (landed in its stage) -> bf16 tile kt % 2: y = bf16(R' *
+   * w_norm), and ss += R'^2 over this thread's quarters of its rows. */
+  auto convert = [&](int kt) {
     const char *stg = sm + (kt % ST) * FU_STAGE_A;
+    char *abf = abf0 + (kt % 2) * FU_ABF;
     const int k0 = kt * BK;
 #pragma unroll
     for (int i = 0; i < FU_NCH; ++i) {
@@ -150,11 +144,36 @@ HCT_ENTRY void __launch_bounds__(fu_cfg::THREADS)
       yv.w = y[3];
       *(hct_u4 *)(abf + r * (CF::LDS * 2) + q * 16) = yv;
     }
-    __syncthreads();
-    pm_mma_tile<CF>(sAbf, sB0 + (hct_u32)((kt % ST) * FU_STAGE_B), wm, wn, acc);
+  };
 
-    if ((kt + 1) % FU_TPS == 0) {
-      /* The stream's last tile: its rs per row, then the fold. */
+  float acc[CF::MT][CF::NT][4], tot[CF::MT][CF::NT][4];
+  pm_zero<CF>(acc);
+  pm_zero<CF>(tot);
+
+#pragma unroll
+  for (int s = 0; s < ST - 1; ++s) {
+    if (s < KT) load_stage(s, s);
+    hct_cp_async_commit();
+  }
+  hct_cp_async_wait<ST - 2>();
+  __syncthreads();
+  convert(0);
+
+#pragma unroll 1
+  for (int kt = 0; kt < KT; ++kt) {
+    /* Committed so far: ST-1+kt groups; tiles 0..kt+1 must have landed. */
+    hct_cp_async_wait<ST - 3>();
+    __syncthreads();
+    /* The stage written now held tile kt-1: converted in step kt-2, its B
+     * read by step kt-1's mma; both done before the barrier. */
+    if (kt + ST - 1 < KT) load_stage((kt + ST - 1) % ST, kt + ST - 1);
+    hct_cp_async_commit();
+
+    const bool stream_end = (kt + 1) % FU_TPS == 0;
+    if (stream_end) {
+      /* The stream's sums of squares are complete (tiles up to kt were
+       * converted in earlier steps): its rs per row, before tile kt+1 (the
+       * next stream's) adds to ss. */
 #pragma unroll
       for (int i = 0; i < FU_NCH; ++i) {
         float v = ss[i];
@@ -163,7 +182,12 @@ HCT_ENTRY void __launch_bounds__(fu_cfg::THREADS)
         if ((tid & 3) == 0) rs_row[(tid + i * CF::THREADS) / 4] = rsqrtf(v / (float)C + HCT_EPS);
         ss[i] = 0.0f;
       }
-      __syncthreads();
+    }
+    if (kt + 1 < KT) convert(kt + 1);
+    pm_mma_tile<CF>(sAbf0 + (hct_u32)((kt % 2) * FU_ABF), sB0 + (hct_u32)((kt % ST) * FU_STAGE_B), wm, wn, acc);
+
+    if (stream_end) {
+      __syncthreads(); /* rs_row written */
 #pragma unroll
       for (int mt = 0; mt < CF::MT; ++mt)
 #pragma unroll

@@ -254,7 +254,7 @@ static Outs run(int T, std::vector<float> R, const float *P, const std::vector<u
   const hct_u16 *pn = wn.data(), *pd = wd.data(), *pu = wu.data();
 #if EMU_VARIANT == 4
   emu::launch(d3(4), d3(256), 0, hc_fu_pending, r, P, T);
-  emu::launch(d3(K / DBN, cdiv(T, DBM)), d3((DBM / DWR) * 2 * 32), (size_t)DST * (DBM * 144 + DBN * 80) + DBM * 84,
+  emu::launch(d3(K / DBN, cdiv(T, DBM)), d3((DBM / DWR) * 2 * 32), (size_t)DST * (DBM * 144 + DBN * 80) + DBM * 164,
               hc_fu_down, (const float *)r, pn, pd, lo.data(), T);
   emu::launch(d3(D / UBN, cdiv(T, UBM)), d3((UBM / UWR) * (UBN / 64) * 32), (size_t)UST * (UBM + UBN) * 80,
               hc_um_upmix, (const float *)r, pu, (const hct_u16 *)lo.data(), o.mixed.data(), o.mb.data(), o.mh.data(),
