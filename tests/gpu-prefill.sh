@@ -59,7 +59,7 @@ for tr in trials:
     if tr.get("kind") != "parity" or tr["variant"] not in variants: continue
     key = (tr["variant"], tr["tokens"], tr["pending"])
     if tr["status"] != "pass":
-        failed.append((key, tr["status"], tr.get("reason") or tr.get("message") or tr.get("figures")))
+        failed.append((key, tr.get("params"), tr["status"], tr.get("log") or tr.get("figures_json")))
     else:
         seen.add(key)
 for f in failed: print("not passed:", f)
