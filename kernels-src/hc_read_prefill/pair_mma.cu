@@ -28,8 +28,10 @@
  *         row tile: the 256-row tile halves the latter) and gated written
  *         (335 MB): about 120-150 us;
  *   mix   670 MB read, 168 MB written: about 210 us, bound by bandwidth.
- * About 570-630 us a read; smaller tiles (DBM = 64, DBN = 64) serve the
- * small counts, where 128 x 160 leaves most SMs idle.
+ * About 570-630 us a read; smaller tiles (DBM = 64, DBN = 64 or 32) serve
+ * the small counts, where 128 x 160 leaves most SMs idle: at T <= 64 the
+ * down GEMM is K/DBN blocks each walking all 320 k tiles in turn (bound by
+ * that chain's latency, tens of us), so DBN = 32 doubles its blocks.
  */
 #include "prefill_mma.h"
 
