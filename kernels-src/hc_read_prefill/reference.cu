@@ -66,26 +66,26 @@ HCT_ENTRY void __launch_bounds__(REF_THREADS)
   }
 }
 
-/* Grid (K/8, NROWS), block 256: one warp per (row n, j): lo[n][j] =
- * xn[n] . w_down[j]. */
+/* Grid (K, NROWS), block 256: lo[n][j] = xn[n] . w_down[j] (a block's sum
+ * through shared memory, so the same text builds for CUDA and HIP). */
 HCT_ENTRY void __launch_bounds__(REF_THREADS)
     hc_pf_ref_down(const hct_u16 *w_down, const double *xn, double *lo, int NROWS) {
-  const int lane = (int)threadIdx.x & 31;
-  const int j = (int)blockIdx.x * (REF_THREADS / 32) + (int)threadIdx.x / 32, n = (int)blockIdx.y;
+  __shared__ double red[REF_THREADS];
+  const int j = (int)blockIdx.x, n = (int)blockIdx.y;
   if (j >= K || n >= NROWS) return;
   const hct_u16 *w = w_down + (long long)j * D;
   const double *x = xn + (long long)n * D;
   double a = 0.0;
-  for (int k = lane; k < D; k += 32) a += (double)hct_bf16_to_f32(w[k]) * x[k];
-  for (int o = 16; o > 0; o /= 2) a += __shfl_xor_sync(0xffffffffu, a, o);
-  if (lane == 0) lo[(long long)n * K + j] = a;
+  for (int k = (int)threadIdx.x; k < D; k += REF_THREADS) a += (double)hct_bf16_to_f32(w[k]) * x[k];
+  a = ref_block_sum(a, red);
+  if (threadIdx.x == 0) lo[(long long)n * K + j] = a;
 }
 
 /* f16 bits to double (every f16 is exact in double). */
 HCT_DEV double ref_f16_value(hct_u16 h) {
   const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
   const double sign = (h & 0x8000) ? -1.0 : 1.0;
-  if (e == 0x1f) return m ? (double)__int_as_float(0x7fc00000) : sign * (double)__int_as_float(0x7f800000);
+  if (e == 0x1f) return m ? (double)__uint_as_float(0x7fc00000u) : sign * (double)__uint_as_float(0x7f800000u);
   if (e == 0) return sign * (double)m * 5.9604644775390625e-08; /* 2^-24 */
   return sign * (1.0 + (double)m / 1024.0) * ldexp(1.0, e - 15);
 }

@@ -7,7 +7,9 @@
  * from 0, lo rounded to bf16, the gate, the canonical mix.  fused (class
  * kl) is checked against its own order, written out here the same way:
  * per stream a chain over bf16(R' * w_norm), the scale from its four
- * quarters' sums of squares folded in by fmaf.
+ * quarters' sums of squares folded in by fmaf.  At the first token count
+ * the op's float64 reference (reference.cu) runs too, on three rows, and
+ * the variant must be within the baseline's bound of it.
  *
  * The tensor-core variants run on emulations of ldmatrix.x4 and
  * mma.m16n8k16 written from the PTX ISA's fragment layouts (below): the
@@ -131,6 +133,9 @@ static const char *const variant = "fused";
 #else
 #error "EMU_VARIANT must be 1, 2, 3 or 4"
 #endif
+/* The op's float64 reference (hc_pf_ref_*), checked against the variant. */
+#include "reference.cu"
+
 
 /* ---- inputs and the canonical order ---------------------------------------*/
 
@@ -290,6 +295,40 @@ static Outs run(int T, std::vector<float> R, const float *P, const std::vector<u
   return o;
 }
 
+/*
+ * The float64 reference on rows {0, T/2, T-1}: its resid must be R' exactly
+ * and the variant's mixed within the baseline's bound of it (normwise,
+ * 5e-3; the bf16 roundings put the variants about 1e-3 off): a reference
+ * that reads or writes the wrong row or element is off by O(1).
+ */
+static int check_reference(int T, const std::vector<float> &R, const float *P, const std::vector<uint16_t> &wn,
+                           const std::vector<uint16_t> &wd, const std::vector<uint16_t> &wu, const Outs &got) {
+  const std::vector<int> rows = {0, T / 2, T - 1};
+  const int n = (int)rows.size();
+  std::vector<double> xn((size_t)n * D), lo((size_t)n * K), rr((size_t)n * D), rm((size_t)n * C),
+      rb((size_t)n * C), rh((size_t)n * C);
+  emu::launch(d3(S, n), d3(256), 0, hc_pf_ref_norm, R.data(), P, wn.data(), rows.data(), xn.data(), rr.data(), n);
+  emu::launch(d3(K, n), d3(256), 0, hc_pf_ref_down, wd.data(), (const double *)xn.data(), lo.data(), n);
+  emu::launch(d3((C + 255) / 256, n), d3(256), 0, hc_pf_ref_upmix, R.data(), P, wu.data(), rows.data(),
+              (const double *)lo.data(), rm.data(), rb.data(), rh.data(), n);
+  int bad = 0;
+  double num = 0, den = 0;
+  for (int i = 0; i < n; i++) {
+    for (int e = 0; e < D; e++)
+      bad += rr[(size_t)i * D + e] != (double)got.resid[(size_t)rows[i] * D + e];
+    for (int c = 0; c < C; c++) {
+      const double d = got.mixed[(size_t)rows[i] * C + c] - rm[(size_t)i * C + c];
+      num += d * d;
+      den += rm[(size_t)i * C + c] * rm[(size_t)i * C + c];
+      bad += rb[(size_t)i * C + c] != (double)bf(hct_bits_to_bf16(__float_as_uint((float)rm[(size_t)i * C + c])));
+    }
+  }
+  const double rel = sqrt(num / den);
+  printf("  reference on rows 0, %d, %d: relative error of mixed %.2e, %d wrong resid or bf16 images\n", T / 2,
+         T - 1, rel, bad);
+  return bad != 0 || !(rel < 5e-3);
+}
+
 template <class V>
 static int compare(const char *what, const V &got, const V &want) {
   size_t bad = 0, first = 0;
@@ -319,6 +358,7 @@ int main() {
       const Outs got = run(T, R, P, wn, wd, wu);
       int f = compare("resid", got.resid, want.resid) + compare("mixed", got.mixed, want.mixed) +
               compare("mixed_bf16", got.mb, want.mb) + compare("mixed_f16", got.mh, want.mh);
+      if (T == Ts[0]) f += check_reference(T, R, P, wn, wd, wu, got);
       printf("%s T=%d%s DBM=%d DBN=%d DWR=%d UBM=%d UBN=%d UWR=%d: %s\n", variant, T, pending ? " pending" : "", DBM,
              DBN, DWR, UBM, UBN, UWR, f ? "DIFFERS from the canonical order" : "bitwise equal");
       failures += f != 0;
