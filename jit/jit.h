@@ -243,6 +243,10 @@ typedef struct hct_op_s {
   int n_buffers;
   /* kl parity factors, relative to the baseline's own error */
   double kl_mean_factor, kl_abs_floor, maxerr_factor;
+  /* the baseline's own bound: normwise relative error of each f32 output
+   * against the float64 reference (1e-5 unless the op's contract rounds
+   * more, as the prefill op's bf16 GEMM operands do) */
+  double baseline_max_rel_err;
   int timing_cold;          /* 1: cold (rotating weights) decides */
   char batch_expr[96];      /* launches per timed graph: an integer, or an
                                expression of T and the constants ("96") */

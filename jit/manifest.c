@@ -845,11 +845,17 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
   op->kl_mean_factor = 1.25;
   op->kl_abs_floor = 1e-9;
   op->maxerr_factor = 4.0;
+  op->baseline_max_rel_err = 1e-5;
   if (kl != NULL) {
     json_t *x;
     if ((x = json_object_get(kl, "mean_factor"))) op->kl_mean_factor = json_number_value(x);
     if ((x = json_object_get(kl, "abs_floor"))) op->kl_abs_floor = json_number_value(x);
     if ((x = json_object_get(kl, "maxerr_factor"))) op->maxerr_factor = json_number_value(x);
+    if ((x = json_object_get(kl, "baseline_max_rel_err"))) {
+      op->baseline_max_rel_err = json_number_value(x);
+      if (!json_is_number(x) || !(op->baseline_max_rel_err > 0.0) || op->baseline_max_rel_err >= 1.0)
+        return bad(c, "kl.baseline_max_rel_err", "must be a number in (0, 1)");
+    }
   }
   if (load_probe_tokens(c, root, op) != 0) return c->err;
   op->search = search_defaults;

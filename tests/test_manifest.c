@@ -142,6 +142,7 @@ static void test_manifest_good(void **state) {
   if (rc != 0) fail_msg("%s", hct_last_error());
   assert_int_equal(op->n_variants, 2);
   assert_int_equal(op->tmax, 4);
+  assert_true(op->baseline_max_rel_err == 1e-5); /* the default, no "kl" given */
   const hct_variant_t *v = hct__variant_find(op, "fast");
   assert_non_null(v);
   assert_int_equal(v->parity, HCT_PARITY_BITWISE);
@@ -306,6 +307,8 @@ static void test_manifest_errors(void **state) {
       {GOOD_HEAD "\"variants\":[" GOOD_VARIANT("a", "baseline", "null") ","
                  GOOD_VARIANT("a", "baseline", "null") "]}", "twice"},
       {GOOD_HEAD "\"variants\":[]}", "variants"},
+      {GOOD_HEAD "\"kl\":{\"baseline_max_rel_err\":2},\"variants\":[" GOOD_VARIANT("a", "baseline", "null") "]}",
+       "kl.baseline_max_rel_err"},
       {"{\"op\":\"t\",\"buffers\":[{\"name\":\"x\",\"dtype\":\"f64\",\"role\":\"input\","
        "\"elems\":1}],\"variants\":[]}", "dtype"},
       {"{\"op\":\"t\",\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\","
@@ -657,6 +660,10 @@ static void test_shipped_manifests_load(void **state) {
   for (int i = 0; i < n; i++) {
     hct_op_t *op;
     if (hct__manifest_load(dir, names[i], &op) != 0) fail_msg("%s", hct_last_error());
+    /* The prefill op's baseline rounds xn and lo to bf16 (about 9e-4 off
+     * the exact math): its bound is its own. */
+    if (strcmp(names[i], "hc_read_prefill") == 0) assert_true(op->baseline_max_rel_err == 5e-3);
+    if (strcmp(names[i], "hc_read") == 0) assert_true(op->baseline_max_rel_err == 1e-5);
     /* The three kinds of scratch zeroing, as hc_read ships them. */
     for (int v = 0; strcmp(names[i], "hc_read") == 0 && v < op->n_variants; v++) {
       const hct_variant_t *var = &op->variants[v];

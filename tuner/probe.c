@@ -622,9 +622,9 @@ static void judge_all(probe_t *P, const cand_t *c, const hct_worker_check_t *ck,
 }
 
 /* The baseline against the float64 reference: normwise relative error
- * under 1e-5 for every f32 output, images exact, so a wrong baseline cannot
- * make every bitwise copy of it pass. */
-#define BASELINE_MAX_REL_ERR 1e-5
+ * under the op's kl.baseline_max_rel_err (1e-5 by default) for every f32
+ * output, images exact, so a wrong baseline cannot make every bitwise copy
+ * of it pass. */
 
 static int judge_baseline(probe_t *P, const hct_worker_check_t *ck, int T, int pending,
                           uint64_t seed, verdict_t *vd) {
@@ -643,7 +643,7 @@ static int judge_baseline(probe_t *P, const hct_worker_check_t *ck, int T, int p
     for (int j = 0; j < ck->n; j++) {
       const hct_parity_figs_t *f = &v.figs[j];
       if (f->unwritten || f->nonfinite || f->image_mismatches ||
-          (!f->is_image && f->rel_err > BASELINE_MAX_REL_ERR)) {
+          (!f->is_image && f->rel_err > P->op->baseline_max_rel_err)) {
         const char *check = r < 0 ? "parity" : ck->more[r].check;
         record_failure(P, base, check, r >= 0 ? check : f->unwritten ? "unwritten" : "parity", T,
                        pending, seed, vd->figures, NULL);
@@ -653,7 +653,7 @@ static int judge_baseline(probe_t *P, const hct_worker_check_t *ck, int T, int p
                           "image of its f32 output; limit %.0e): nothing can be checked against it",
                           base->c.label, T, pending ? " with pending" : "", v.run, ck->name[j],
                           f->rel_err, f->unwritten, f->nonfinite, f->image_mismatches,
-                          BASELINE_MAX_REL_ERR);
+                          P->op->baseline_max_rel_err);
       }
     }
   }

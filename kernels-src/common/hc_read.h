@@ -54,9 +54,14 @@ HCT_DEV float hcr_dot8(hct_u4 w, hct_f4 a, hct_f4 b, float acc) {
  *   REUSE     `red` is free again on return (a barrier at the end), for a
  *             caller that normalises its next stream with it (v1).
  */
-template <bool EARLY_WN, bool REUSE>
+/* Where step 1 puts xn: f32 (hc_read), or rounded to bf16 (RNE) for the
+ * GEMMs of hc_read_prefill; the f32 value is the same either way. */
+HCT_DEV void hcr_put_xn(float *p, float v) { *p = v; }
+HCT_DEV void hcr_put_xn(hct_u16 *p, float v) { *p = hct_f32_to_bf16(v); }
+
+template <bool EARLY_WN, bool REUSE, typename XN>
 HCT_DEV void hcr_norm_stream_t(int t, int s, float *resid, const float *pending,
-                               const hct_u16 *w_norm, float *xn, float *red) {
+                               const hct_u16 *w_norm, XN *xn, float *red) {
   const int tid = (int)threadIdx.x;
   const long long base = ((long long)t * S + s) * C;
   const hct_u16 *wn = w_norm + (long long)s * C;
@@ -98,13 +103,13 @@ HCT_DEV void hcr_norm_stream_t(int t, int s, float *resid, const float *pending,
   __syncthreads();
   const float ss = red[8];
   const float rs = rsqrtf(ss / (float)C + HCT_EPS);
-  float *xo = xn + (long long)t * D + (long long)s * C;
+  XN *xo = xn + (long long)t * D + (long long)s * C;
 #pragma unroll
   for (int k = 0; k < HCR_NORM_PER_THREAD; ++k) {
     const int c = tid + k * HCR_NORM_THREADS;
     if (c < C) {
       const float y = x[k] * (EARLY_WN ? wv[k] : hct_bf16_to_f32(wn[c]));
-      xo[c] = y * rs;
+      hcr_put_xn(&xo[c], y * rs);
     }
   }
   if (REUSE) __syncthreads();
@@ -155,14 +160,20 @@ HCT_DEV void hcr_up_row(int t, int i, int lane, const hct_u16 *w_up, const float
   if (lane == 0) gate[(long long)t * D + i] = hcr_sigmoid(acc);
 }
 
-/* Step 4's arithmetic and stores for one (token, channel), wherever the
- * gates and R' are: stream s's gate at g[s * gs], its R' at r[s * rs]; the
- * output element o of mixed and its two 16-bit images. */
-HCT_DEV void hcr_mix_out(const float *g, long long gs, const float *r, long long rs, long long o, float *mixed,
-                         hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
+/* Step 4's sum for one (token, channel) (hcr_mix_sum), and its stores
+ * (hcr_mix_out), wherever the gates and R' are: stream s's gate at
+ * g[s * gs], its R' at r[s * rs]; the output element o of mixed and its two
+ * 16-bit images. */
+HCT_DEV float hcr_mix_sum(const float *g, long long gs, const float *r, long long rs) {
   float m = g[0] * r[0];
 #pragma unroll
   for (int s = 1; s < S; ++s) m = fmaf(g[s * gs], r[s * rs], m);
+  return m;
+}
+
+HCT_DEV void hcr_mix_out(const float *g, long long gs, const float *r, long long rs, long long o, float *mixed,
+                         hct_u16 *mixed_bf16, hct_u16 *mixed_f16) {
+  const float m = hcr_mix_sum(g, gs, r, rs);
   mixed[o] = m;
   mixed_bf16[o] = hct_f32_to_bf16(m);
   mixed_f16[o] = hct_f32_to_f16(m);
