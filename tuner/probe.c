@@ -396,13 +396,6 @@ static int compile_candidates(probe_t *P) {
 
 /* ---- checking ------------------------------------------------------------ */
 
-/* The op's buffer called `name`, or NULL. */
-static const hct_buffer_t *buffer_named(const hct_op_t *op, const char *name) {
-  for (int i = 0; i < op->n_buffers; i++)
-    if (strcmp(op->buffers[i].name, name) == 0) return &op->buffers[i];
-  return NULL;
-}
-
 /* Errors that are no candidate's fault (database, memory, usage): they end
  * the probe instead of quarantining anything. */
 static int fatal_error(int rc) { return hct__fault_reason(rc) == NULL; }
@@ -525,7 +518,7 @@ static void judge(probe_t *P, const cand_t *c, const figview_t *ck, verdict_t *v
   size_t off = (size_t)snprintf(vd->figures, sizeof vd->figures, "{");
   for (int j = 0; j < ck->n; j++) {
     const hct_parity_figs_t *f = &ck->figs[j];
-    const hct_buffer_t *b = buffer_named(P->op, ck->name[j]);
+    const hct_buffer_t *b = hct__buffer_find(P->op, ck->name[j]);
     const char *st = "pass";
     if (f->unwritten > 0) st = "unwritten";
     else if (f->nonfinite > 0 || f->image_mismatches > 0) st = "parity";
@@ -980,7 +973,7 @@ static int timed_ok(probe_t *P, const cand_t *c, const hct_worker_verify_t *v, c
   else if (kl && !(v->max_dist <= dist_limit)) what = "far from the baseline's outputs";
   for (int j = 0; kl && what == NULL && j < v->n; j++) {
     const hct_parity_figs_t *f = &v->first[j], *bf = &v->ref_first[j];
-    const hct_buffer_t *b = buffer_named(P->op, v->name[j]);
+    const hct_buffer_t *b = hct__buffer_find(P->op, v->name[j]);
     if (f->is_image || b == NULL || b->role == HCT_BUF_INOUT) continue;
     if (f->kl_mean > fmax(P->op->kl_mean_factor * bf->kl_mean, P->op->kl_abs_floor) ||
         f->max_err_ratio > P->op->maxerr_factor * bf->max_err_ratio)
