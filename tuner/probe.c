@@ -158,6 +158,29 @@ static void trial_init(probe_t *P, const cand_t *c, hct_db_trial_t *t, const cha
   t->pending = pending;
 }
 
+/* A timing trial from the worker's result for one candidate: the fault's
+ * reason and message when it failed, else `status` (pass, pruned) and the
+ * summary of its samples.  The figures are the caller's (a search round's
+ * or a deciding timing's). */
+static void trial_timed(hct_db_trial_t *t, const hct_timing_res_t *r, const char *status) {
+  if (r->err != 0) {
+    const char *reason = hct__fault_reason(r->err);
+    hct__strlcpy(t->status, reason ? reason : "error", sizeof t->status);
+    t->log = r->errmsg;
+    return;
+  }
+  hct__strlcpy(t->status, status, sizeof t->status);
+  t->samples = r->s.n;
+  t->median_us = r->s.median;
+  t->min_us = r->s.min;
+  t->p10_us = r->s.p10;
+  t->p90_us = r->s.p90;
+  t->ci_lo_us = r->s.ci_lo;
+  t->ci_hi_us = r->s.ci_hi;
+  t->converged = r->converged;
+  t->throttled = r->throttled;
+}
+
 /* Records a failure: the trial, and a fault that quarantines the candidate
  * (at token count T and up for a timeout, at every T otherwise). */
 static int record_failure(probe_t *P, cand_t *c, const char *kind, const char *reason, int T,
@@ -887,9 +910,8 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
       if (r->err != 0) {
         char figs[64];
         snprintf(figs, sizeof figs, "{\"error_code\":\"%s\"}", hct_err_name(r->err));
-        hct__strlcpy(t.status, hct__fault_reason(r->err) ? hct__fault_reason(r->err) : "error", sizeof t.status);
+        trial_timed(&t, r, NULL);
         t.figures_json = figs;
-        t.log = r->errmsg;
         if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
         if (decides) c->timed[kT] = 0;
         continue;
@@ -898,16 +920,7 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
         c->timing[kT] = r->s;
         c->timed[kT] = !r->pruned;
       }
-      hct__strlcpy(t.status, r->pruned ? "pruned" : "pass", sizeof t.status);
-      t.samples = r->s.n;
-      t.median_us = r->s.median;
-      t.min_us = r->s.min;
-      t.p10_us = r->s.p10;
-      t.p90_us = r->s.p90;
-      t.ci_lo_us = r->s.ci_lo;
-      t.ci_hi_us = r->s.ci_hi;
-      t.converged = r->converged;
-      t.throttled = r->throttled;
+      trial_timed(&t, r, r->pruned ? "pruned" : "pass");
       char figs[320];
       snprintf(figs, sizeof figs, "{\"batch\":%d,\"rounds\":%d,\"clock_checked\":%d,\"rel_ci\":%.4g,"
                "\"seconds\":%.3f,\"max\":%.3f,\"decides\":%d}", batch, r->rounds,
@@ -1179,23 +1192,13 @@ static int search_time(void *arg, int round, const int *ids, int n, int samples,
       if (r->err != 0) {
         snprintf(figs, sizeof figs, "{\"error_code\":\"%s\",\"search\":{\"round\":%d,\"samples\":%d},\"decides\":0}",
                  hct_err_name(r->err), round, samples);
-        hct__strlcpy(t.status, hct__fault_reason(r->err) ? hct__fault_reason(r->err) : "error", sizeof t.status);
+        trial_timed(&t, r, NULL);
         t.figures_json = figs;
-        t.log = r->errmsg;
         rc = hct__db_trial_add(P->db, &t, NULL);
         continue;
       }
       out[where[q]] = r->s;
-      hct__strlcpy(t.status, "pass", sizeof t.status);
-      t.samples = r->s.n;
-      t.median_us = r->s.median;
-      t.min_us = r->s.min;
-      t.p10_us = r->s.p10;
-      t.p90_us = r->s.p90;
-      t.ci_lo_us = r->s.ci_lo;
-      t.ci_hi_us = r->s.ci_hi;
-      t.converged = r->converged;
-      t.throttled = r->throttled;
+      trial_timed(&t, r, "pass");
       snprintf(figs, sizeof figs, "{\"batch\":%d,\"search\":{\"strategy\":\"halving\",\"round\":%d,"
                "\"samples\":%d},\"seconds\":%.3f,\"decides\":0}", batch, round, samples, r->seconds);
       t.figures_json = figs;
