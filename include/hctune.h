@@ -257,6 +257,7 @@ typedef struct hct_kernel_s hct_kernel_t;
  * HCT_FALLBACK when some T runs a binary compiled here (hct_kernel_choice
  * says which and why), negative on failure (HCT_ENODRIVER, HCT_ENODEV
  * without a GPU; HCT_EINVAL for bad arguments or a refused HCTUNE_FORCE;
+ * HCT_ERANGE for tmax above 1048576, hctune's ceiling on token counts;
  * HCT_ENOCOMPILER without NVRTC when a compile is needed), *out NULL then.
  */
 int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const char *device,

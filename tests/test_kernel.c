@@ -166,7 +166,10 @@ static void test_kernel_args(void **state) {
   assert_null(k);
   assert_int_equal(hct_kernel_load(NULL, "hc_read", 0, 8, NULL, NULL, &k), HCT_EINVAL);
   assert_int_equal(hct_kernel_load(NULL, "hc_read", 5, 4, NULL, NULL, &k), HCT_EINVAL);
-  assert_int_equal(hct_kernel_load(NULL, "hc_read", 1, 100, NULL, NULL, &k), HCT_ERANGE);
+  /* Any range up to the one ceiling of token counts (a prefill kernel
+   * spans T = 16..32768): only past it is the range refused. */
+  assert_int_equal(hct_kernel_load(NULL, "hc_read", 1, HCT_MAX_TOKENS + 1, NULL, NULL, &k), HCT_ERANGE);
+  assert_non_null(strstr(hct_last_error(), "at most"));
   assert_int_equal(hct_kernel_load(NULL, "hc_read", 1, 8, NULL, "exact", &k), HCT_EINVAL);
   assert_non_null(strstr(hct_last_error(), "exact"));
   /* Good arguments and no card: the driver's absence, said. */

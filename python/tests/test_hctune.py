@@ -141,7 +141,7 @@ class TestLoad(unittest.TestCase):
             hctune.load("hc_read", "1")
         with self.assertRaises(TypeError):
             hctune.load("hc_read", 1, 8, client="socket")
-        for tmin, tmax, name in ((0, 8, "EINVAL"), (5, 4, "EINVAL"), (1, 100, "ERANGE")):
+        for tmin, tmax, name in ((0, 8, "EINVAL"), (5, 4, "EINVAL"), (1, 1048577, "ERANGE")):
             with self.assertRaises(hctune.Error) as e:
                 hctune.load("hc_read", tmin, tmax)
             self.assertEqual(e.exception.name, name)
