@@ -17,7 +17,7 @@
 
 static const char usage[] =
     "usage: hctune compile --arch ARCH [--backend cuda|hip] [--op NAME] [--variant V,..]\n"
-    "                      [--first-point] [--jobs N] [--json] [--db PATH]\n"
+    "                      [--first-point | --edge-points] [--jobs N] [--json] [--db PATH]\n"
     "\n"
     "Compiles every variant of the op (default: every op under the kernels folder)\n"
     "at every point of its parameter space for ARCH (sm_90, gfx90a ...), without a\n"
@@ -31,6 +31,9 @@ static const char usage[] =
     "  --variant V,..  these variants only, comma-separated (with --op)\n"
     "  --first-point   the first point of each variant that is not skipped, not\n"
     "                  every point: each template once (the test suite's matrix)\n"
+    "  --edge-points   each variant's first and last point, and for every parameter\n"
+    "                  the first point at its first and at its last value: every\n"
+    "                  extreme of the space, a few binaries instead of all\n"
     "  --jobs N        parallel compiles (default: the CPU count)\n"
     "  --json          a JSON array, one object per binary\n"
     "  --db PATH       use the compile cache of this database\n"
@@ -40,7 +43,7 @@ static const char usage[] =
 typedef struct {
   const char *arch, *op, *variant, *db;
   hct_backend_kind_t backend;
-  int jobs, json, first_point;
+  int jobs, json, first_point, edge_points;
 } args_t;
 
 /* --backend: a backend's name. */
@@ -62,6 +65,7 @@ static int parse_args(int argc, char **argv, args_t *a, hct_cli_env_t *env) {
       HCT_OPT_STRING("op", &a->op),
       HCT_OPT_STRING("variant", &a->variant),
       HCT_OPT_FLAG("first-point", &a->first_point),
+      HCT_OPT_FLAG("edge-points", &a->edge_points),
       HCT_OPT_INT("jobs", &a->jobs, 1, 256),
       HCT_OPT_FLAG("json", &a->json),
       HCT_OPT_STRING("db", &a->db),
@@ -125,6 +129,34 @@ static int in_list(const char *list, const char *name) {
   return 0;
 }
 
+/* Of the allowed points (keep[k] set), keeps only the edges of the space:
+ * the first and the last, and for every parameter the first point whose
+ * value is that parameter's first, and the first whose value is its last
+ * (the largest tiles, stages and warps are where registers and shared
+ * memory run out). */
+static void edge_pick(const hct_variant_t *v, const hct_point_t *pts, int n, unsigned char *keep) {
+  int first = -1, last = -1;
+  unsigned char *edge = calloc((size_t)(n > 0 ? n : 1), 1);
+  if (edge == NULL) return; /* keep every allowed point: more work, nothing missed */
+  for (int k = 0; k < n; k++)
+    if (keep[k]) {
+      if (first < 0) first = k;
+      last = k;
+    }
+  if (first >= 0) edge[first] = edge[last] = 1;
+  for (int p = 0; p < v->n_params; p++)
+    for (int end = 0; end < 2; end++) {
+      const int64_t want = v->params[p].values[end ? v->params[p].n_values - 1 : 0];
+      for (int k = 0; k < n; k++)
+        if (keep[k] && pts[k].v[p] == want) {
+          edge[k] = 1;
+          break;
+        }
+    }
+  for (int k = 0; k < n; k++) keep[k] = keep[k] && edge[k];
+  free(edge);
+}
+
 /* Jobs for every variant and point of op that this arch can run. */
 static int plan_op(plan_t *pl, const args_t *a, const hct_op_t *op, int arch_num, int warp) {
   for (int i = 0; i < op->n_variants; i++) {
@@ -138,15 +170,27 @@ static int plan_op(plan_t *pl, const args_t *a, const hct_op_t *op, int arch_num
     hct_point_t *points = malloc(4096 * sizeof *points);
     if (points == NULL) return hct__error(HCT_ENOMEM, "out of memory planning compiles");
     int n = hct__param_points(v, points, 4096);
+    /* The points compiled: every one, or (--edge-points) those edge_pick
+     * marks, or (--first-point) the first allowed. */
+    unsigned char *keep = calloc((size_t)(n > 0 ? n : 1), 1);
+    if (keep == NULL) {
+      free(points);
+      return hct__error(HCT_ENOMEM, "out of memory planning compiles");
+    }
+    for (int k = 0; k < n; k++)
+      keep[k] = !point_excluded(op, v, &points[k], arch_num, warp, a->backend == HCT_BACKEND_HIP);
+    if (a->edge_points) edge_pick(v, points, n, keep);
     for (int k = 0; k < n; k++) {
-      if (point_excluded(op, v, &points[k], arch_num, warp, a->backend == HCT_BACKEND_HIP)) continue;
+      if (!keep[k]) continue;
       int rc = plan_add(pl, a, op, v, &points[k]);
       if (rc < 0) {
+        free(keep);
         free(points);
         return rc;
       }
       if (a->first_point) break;
     }
+    free(keep);
     free(points);
   }
   for (const char *p = a->variant; p && *p;) {

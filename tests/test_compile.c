@@ -258,9 +258,13 @@ static void test_references_compile(void **state) {
   assert_true(done >= 3);
 }
 
-/* Every point of every product op for the card we tune on (sm_90, the
- * H200): a point's defines change the code, and a probe compiles them all.
- * The matrix's sm_90 binaries come from the shared cache. */
+/* The edges of every product op's space for the card we tune on (sm_90,
+ * the H200): a point's defines change the code, and the largest tiles,
+ * stages and warps are where registers and shared memory run out.  The
+ * whole space (hc_read_prefill's alone is 110 binaries, over three minutes
+ * on two cores) is compiled by every probe on the GPU machine, which
+ * quarantines a point that fails; `hctune compile --arch sm_90` does it
+ * here.  The matrix's sm_90 binaries come from the shared cache. */
 static void test_space_sm90(void **state) {
   (void)state;
   SKIP_IF_SANITIZED();
@@ -269,7 +273,7 @@ static void test_space_sm90(void **state) {
   int n_ops = load_product_ops(ops, 64);
   for (int i = 0; i < n_ops; i++) {
     char args[512], *out, *err;
-    snprintf(args, sizeof args, "compile --arch sm_90 --op %s %s", ops[i]->name, cache_arg());
+    snprintf(args, sizeof args, "compile --arch sm_90 --op %s --edge-points %s", ops[i]->name, cache_arg());
     uint64_t t0 = hct__now_ns();
     int rc = run(kernels, args, &out, &err);
     const char *summary = strstr(out, " binaries for sm_90");
@@ -306,6 +310,54 @@ static void test_json(void **state) {
   assert_null(strstr(out, "\"variant\": \"v2\""));
   free(out);
   free(err);
+}
+
+/* --edge-points on the prefill op's pair_mma (24 points; from the cache the
+ * space test filled): fewer binaries than the space, and among them every
+ * parameter's first and last value that some allowed point has. */
+static void test_edge_points(void **state) {
+  (void)state;
+  SKIP_IF_SANITIZED();
+  if (!need_nvrtc()) skip();
+  hct_op_t *op = NULL;
+  if (hct__manifest_load(kernels, "hc_read_prefill", &op) != 0) fail_msg("%s", hct_last_error());
+  const hct_variant_t *v = hct__variant_find(op, "pair_mma");
+  assert_non_null(v);
+  char args[512], *out, *err;
+  snprintf(args, sizeof args, "compile --arch sm_90 --op hc_read_prefill --variant pair_mma --edge-points --json %s",
+           cache_arg());
+  int rc = run(kernels, args, &out, &err);
+  if (rc != 0) fail_msg("exit %d: %s", rc, err);
+  json_error_t je;
+  json_t *arr = json_loads(out, 0, &je);
+  if (!json_is_array(arr)) fail_msg("not a JSON array: %s", je.text);
+  hct_point_t pts[256];
+  const int n_all = hct__param_points(v, pts, 256);
+  printf("pair_mma: %zu edge points of %d\n", json_array_size(arr), n_all);
+  assert_true(json_array_size(arr) >= 2 && (int)json_array_size(arr) < n_all);
+  for (int p = 0; p < v->n_params; p++)
+    for (int end = 0; end < 2; end++) {
+      const int64_t want = v->params[p].values[end ? v->params[p].n_values - 1 : 0];
+      int allowed = 0, seen = 0;
+      for (int k = 0; k < n_all; k++) {
+        hct_symtab_t syms;
+        hct__point_symtab(op, v, &pts[k], &syms);
+        char why[256];
+        allowed |= pts[k].v[p] == want && hct__constraints_hold(v, &syms, 1, why, sizeof why);
+      }
+      hct__error_clear();
+      size_t i;
+      json_t *b;
+      json_array_foreach(arr, i, b) {
+        json_t *x = json_object_get(json_object_get(b, "params"), v->params[p].name);
+        seen |= json_is_integer(x) && json_integer_value(x) == want;
+      }
+      if (allowed && !seen) fail_msg("%s = %lld: allowed but not among the edge points", v->params[p].name, (long long)want);
+    }
+  json_decref(arr);
+  free(out);
+  free(err);
+  hct__manifest_free(op);
 }
 
 static void put(const char *rel, const char *text) {
@@ -430,6 +482,7 @@ int main(void) {
       cmocka_unit_test(test_matrix_cuda),
       cmocka_unit_test(test_matrix_hip),
       cmocka_unit_test(test_space_sm90),
+      cmocka_unit_test(test_edge_points),
       cmocka_unit_test(test_references_compile),
       cmocka_unit_test(test_json),
       cmocka_unit_test(test_broken_template),
