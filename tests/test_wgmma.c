@@ -49,8 +49,8 @@ static const struct {
     {"wgmma", "{\"DBM\":128,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":64,\"USTAGES\":2}"},
     {"wgmma", "{\"DBM\":64,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":32,\"USTAGES\":3}"},
     {"wgmma_fn", "{\"FSTAGES\":3,\"MC\":1,\"UBM\":64,\"UBC\":32,\"USTAGES\":2}"},
-    {"wgmma_fn", "{\"FSTAGES\":3,\"MC\":2,\"UBM\":64,\"UBC\":32,\"USTAGES\":2}"},
-    {"wgmma_fn", "{\"FSTAGES\":2,\"MC\":2,\"UBM\":128,\"UBC\":64,\"USTAGES\":2}"},
+    {"wgmma_fn", "{\"FSTAGES\":2,\"MC\":1,\"UBM\":128,\"UBC\":64,\"USTAGES\":2}"},
+    {"wgmma_fn", "{\"FSTAGES\":3,\"MC\":1,\"UBM\":128,\"UBC\":32,\"USTAGES\":2}"},
 };
 
 typedef struct {

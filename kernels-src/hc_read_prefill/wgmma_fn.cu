@@ -22,9 +22,14 @@
  *                (w_down's tiles, 6.5 MB a block row, then read 64 times
  *                from L2, 420 MB); ~170 us with MC 1 if L2 gives ~7 TB/s
  *                (840 MB of w_down); the MMA alone ~60 us.
+ *                Measured 229 us at MC 1, FSTAGES 3 (372 at MC 2: MC 2
+ *                is out of the space; its code stays).
  *   hcp_fn_up    wgmma_up.h with ADD_PENDING: R' formed again from R and
- *                P and stored into resid there.  ~140 us.
- * Expected at T = 8192 on the H200: ~250 us for the read.
+ *                P and stored into resid there.  Measured ~390 us when its
+ *                epilogue loaded R' itself; ~150-190 us expected now that
+ *                R' comes by TMA during the GEMM (pending, when there is
+ *                one, is still read in the epilogue).
+ * Expected at T = 8192 on the H200: ~380-420 us for the read.
  *
  * Parameters: FSTAGES (2, 3: stages of 64 KB, R 16 KB + A 8 KB + w_down
  * 40 KB), MC (1, 2: with 2, the down kernel runs in clusters of two
@@ -269,9 +274,9 @@ HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
 }
 
 /* Steps 3 and 4 (wgmma_up.h), forming R' = fl(R + P) and storing it. */
-HCT_ENTRY void __launch_bounds__(HCP_UP_THREADS, 1)
+HCT_ENTRY void __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
     hcp_fn_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
-              float *resid, const float *pending, float *mixed, hct_u16 *mixed_bf16,
-              hct_u16 *mixed_f16, int T) {
-  hcp_up_body<true>(&tm_lo, &tm_wu, resid, pending, mixed, mixed_bf16, mixed_f16, T);
+              const __grid_constant__ hct_tmap tm_r, float *resid, const float *pending, float *mixed,
+              hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
+  hcp_up_body<true>(&tm_lo, &tm_wu, &tm_r, resid, pending, mixed, mixed_bf16, mixed_f16, T);
 }
