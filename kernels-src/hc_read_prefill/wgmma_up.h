@@ -73,11 +73,14 @@ static_assert(USTAGES < HCP_UP_KB, "R' is issued after the first round of stages
 /* The CTA's tile of the grid (C / UBC, cdiv(T, UBM)), HCP_UP_THREADS
  * threads.  tm_lo: lo, dims [K, T], box [64, UBM]; tm_wu: w_up, dims
  * [K, D], box [64, UBC]; tm_r: resid, f32, dims [D, T], box [32, UBM],
- * 128B (kernel parameters, by their addresses). */
+ * 128B (kernel parameters, by their addresses).  The op's buffers are
+ * distinct (__restrict__): with pending, the next P loads may go ahead
+ * of this element's stores. */
 template <bool ADD_PENDING>
 HCT_DEV void hcp_up_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, const hct_tmap *tm_r,
-                         float *resid, const float *pending, float *mixed, hct_u16 *mixed_bf16,
-                         hct_u16 *mixed_f16, int T) {
+                         float *__restrict__ resid, const float *__restrict__ pending,
+                         float *__restrict__ mixed, hct_u16 *__restrict__ mixed_bf16,
+                         hct_u16 *__restrict__ mixed_f16, int T) {
   HCT_DYN_SHARED(unsigned char, hcp_up_smem);
   const int wg = (int)threadIdx.x / HCP_WG_THREADS;
   const int c0 = (int)blockIdx.x * UBC, m0 = (int)blockIdx.y * UBM;
@@ -116,6 +119,14 @@ HCT_DEV void hcp_up_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, const hct
 #pragma unroll
         for (int s = 0; s < S; ++s)
           hct_tma_load_2d(b + s * UBC * HCP_TILE_ROW_BYTES, tm_wu, kx, s * C + c0, &r.full[st]);
+      }
+    } else if (ADD_PENDING && pending != 0 && threadIdx.x >= 32) {
+      /* Warps 1-3 have nothing else to do: P's rows of the tile (read
+       * in the epilogue with 8-byte loads) into L2 while the GEMM runs,
+       * so those loads wait for L2, not memory. */
+      for (int q = (int)threadIdx.x - 32; q < UBM * S; q += HCP_WG_THREADS - 32) {
+        const int t = m0 + q / S, s = q % S;
+        if (t < T) hct_bulk_prefetch_l2(pending + ((long long)t * S + s) * C + c0, UBC * 4);
       }
     }
     return;
