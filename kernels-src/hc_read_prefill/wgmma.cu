@@ -36,8 +36,10 @@
  *
  * Parameters: DBM (64, 128: token rows of a down CTA), KSPLIT (1, 2),
  * DSTAGES (4: the deepest ring that fits both DBM; any value works), UBM
- * (64, 128), UBC (32, 64: channels of an up CTA), USTAGES (2, 3; the up
- * GEMM has only 5 k blocks).  UBM 128 and UBC 64 run one up CTA an SM
+ * (64, 128), UBC (32, 64: channels of an up CTA), USTAGES (2, 3, 5; the
+ * up GEMM has only 5 k blocks: with 5 all of K comes at once, one round
+ * trip to L2 instead of three at 2, where the shared memory allows it:
+ * UBC 32).  UBM 128 and UBC 64 run one up CTA an SM
  * (shared memory: R' takes UBM*UBC*16 bytes), UBM 64 with UBC 32 two.  A warpgroup holds 64 rows of a tile; the down kernel's
  * 160 accumulators a thread need setmaxnreg when two consumer warpgroups
  * share the SM's registers with the producer.

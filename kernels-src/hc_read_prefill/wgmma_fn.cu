@@ -36,7 +36,7 @@
  * blocks, each loading one 160-row half of a w_down tile by multicast
  * into both: half the L2 traffic of w_down, which at 64 token rows a
  * block is read 128 times at T = 8192), UBM, UBC, USTAGES (the up
- * kernel's, as in wgmma; USTAGES 2).
+ * kernel's, as in wgmma; USTAGES 2 or 5).
  */
 #include "hct_kernel.h"
 #include "hct_cluster.h"

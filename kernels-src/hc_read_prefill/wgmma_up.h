@@ -53,7 +53,7 @@ struct alignas(8) hcp_f2 {
 #define HCP_UP_STAGE (HCP_UP_A_BYTES + HCP_UP_B_BYTES)
 #define HCP_UP_KB (K / 64)
 static_assert((UBC * HCP_TILE_ROW_BYTES) % 1024 == 0, "a stream's B rows keep 1024-byte alignment");
-static_assert(USTAGES < HCP_UP_KB, "R' is issued after the first round of stages");
+static_assert(USTAGES <= HCP_UP_KB, "USTAGES: at most the k blocks (5: all of K at once)");
 
 /* The CTA's R' tile, UBM rows x 4 streams x UBC channels of f32, as
  * S * UBC/32 TMA boxes [32, UBM] (one 128-byte row of 32 channels a
@@ -69,6 +69,17 @@ static_assert(USTAGES < HCP_UP_KB, "R' is issued after the first round of stages
  * CTA): one CTA's epilogue then overlaps the other's loads and GEMM. */
 #define HCP_UP_SMEM (USTAGES * HCP_UP_STAGE + HCP_UP_R_BYTES + 1280)
 #define HCP_UP_MINB (2 * (HCP_UP_SMEM + 1024) <= 233472 && HCP_UP_NC == 1 ? 2 : 1)
+
+/* The loads of the CTA's R' tile (box [32, UBM] of tm_r each) into
+ * rtiles, completing on rbar; by one thread. */
+HCT_DEV void hcp_up_issue_r(hct_u32 rtiles, const hct_tmap *tm_r, hct_u64 *rbar, int c0, int m0) {
+  hct_bulk_expect(rbar, HCP_UP_R_BYTES);
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+#pragma unroll
+    for (int h = 0; h < UBC / 32; ++h)
+      hct_tma_load_2d(rtiles + (s * (UBC / 32) + h) * HCP_UP_R_BOX, tm_r, s * C + c0 + 32 * h, m0, rbar);
+}
 
 /* The CTA's tile of the grid (C / UBC, cdiv(T, UBM)), HCP_UP_THREADS
  * threads.  tm_lo: lo, dims [K, T], box [64, UBM]; tm_wu: w_up, dims
@@ -101,17 +112,9 @@ HCT_DEV void hcp_up_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, const hct
       hct_tma_prefetch(tm_r);
       for (int kb = 0; kb < HCP_UP_KB; ++kb) {
         const int st = kb % USTAGES, kx = kb * 64;
-        if (kb == USTAGES) {
-          /* The GEMM's first stages are on their way (L2 hits); now R'
-           * (from memory, needed last), before waiting for a free stage. */
-          hct_bulk_expect(rbar, HCP_UP_R_BYTES);
-#pragma unroll
-          for (int s = 0; s < S; ++s)
-#pragma unroll
-            for (int h = 0; h < UBC / 32; ++h)
-              hct_tma_load_2d(rtiles + (s * (UBC / 32) + h) * HCP_UP_R_BOX, tm_r, s * C + c0 + 32 * h, m0,
-                              rbar);
-        }
+        /* The GEMM's first stages are on their way (L2 hits); now R'
+         * (from memory, needed last), before waiting for a free stage. */
+        if (kb == USTAGES) hcp_up_issue_r(rtiles, tm_r, rbar, c0, m0);
         if (!hcp_ring_acquire<USTAGES>(r, kb)) return;
         hct_bulk_expect(&r.full[st], HCP_UP_STAGE);
         const hct_u32 a = r.tiles + st * HCP_UP_STAGE, b = a + HCP_UP_A_BYTES;
@@ -120,6 +123,8 @@ HCT_DEV void hcp_up_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, const hct
         for (int s = 0; s < S; ++s)
           hct_tma_load_2d(b + s * UBC * HCP_TILE_ROW_BYTES, tm_wu, kx, s * C + c0, &r.full[st]);
       }
+      /* A ring of every k block: no stage is reused, R' goes last. */
+      if (USTAGES == HCP_UP_KB) hcp_up_issue_r(rtiles, tm_r, rbar, c0, m0);
     } else if (ADD_PENDING && pending != 0 && threadIdx.x >= 32) {
       /* Warps 1-3 have nothing else to do: P's rows of the tile (read
        * in the epilogue with 8-byte loads) into L2 while the GEMM runs,
