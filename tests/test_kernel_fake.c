@@ -184,7 +184,7 @@ static void test_forced_tmaps(void **state) {
   if (!have_nvrtc()) skip();
   setenv("HCTUNE_FORCE",
          "hc_read_prefill=wgmma{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":32,"
-         "\"USTAGES\":2}",
+         "\"USTAGES\":2,\"UMC\":1}",
          1);
   free(take_log());
   hct_kernel_t *k = NULL;

@@ -32,11 +32,12 @@
  * Expected at T = 8192 on the H200: ~380-420 us for the read.
  *
  * Parameters: FSTAGES (2, 3: stages of 64 KB, R 16 KB + A 8 KB + w_down
- * 40 KB), MC (1, 2: with 2, the down kernel runs in clusters of two
- * blocks, each loading one 160-row half of a w_down tile by multicast
- * into both: half the L2 traffic of w_down, which at 64 token rows a
- * block is read 128 times at T = 8192), UBM, UBC, USTAGES (the up
- * kernel's, as in wgmma; USTAGES 2 or 5).
+ * 40 KB), MC (1; the code also has 2, out of the space since it measured
+ * slower, 372 us against 229: the down kernel then runs in clusters of
+ * two blocks, each loading one 160-row half of a w_down tile by
+ * multicast into both: half the L2 traffic of w_down, which at 64 token
+ * rows a block is read 128 times at T = 8192), UBM, UBC, USTAGES, UMC
+ * (the up kernel's, as in wgmma; USTAGES 2 or 5).
  */
 #include "hct_kernel.h"
 #include "hct_cluster.h"
@@ -274,7 +275,7 @@ HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
 }
 
 /* Steps 3 and 4 (wgmma_up.h), forming R' = fl(R + P) and storing it. */
-HCT_ENTRY void __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
+HCT_ENTRY void HCP_UP_CLUSTER __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
     hcp_fn_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
               const __grid_constant__ hct_tmap tm_r, float *resid, const float *pending, float *mixed,
               hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {

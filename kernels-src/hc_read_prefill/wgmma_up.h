@@ -21,20 +21,27 @@
  *
  * Expected at T = 8192 on the H200 (not yet measured): the kernel is
  * bound by memory (R' 335 MB read, 168 MB written: 132 us at 3.8 TB/s),
- * the L2 traffic of the operands (lo read C/UBC times, w_up T/UBM times:
- * 630 MB at UBM 128 / UBC 64, 1.26 GB at 64 / 32) and, at one CTA an SM,
- * the epilogue's math (84M expf and IEEE divisions, ~4 us a CTA of
- * 128 x 256 on 8 warps) done while that SM loads nothing: ~150-190 us at
- * UBM 128 / UBC 64 (19.4 waves of ~8 us), ~200-250 us at 64 / 32 (L2).
+ * by what L2 hands the SMs (the operands: lo read C/UBC times, w_up
+ * T/UBM times, 630 MB at UBM 128 / UBC 64, 840 MB at 128 / 32, 1.26 GB at
+ * 64 / 32; plus the 503 MB of memory traffic, which passes through L2;
+ * the down kernel saw 6.5-8.4 TB/s), by the ring's round trips to L2
+ * (three at USTAGES 2, one at 5) and, at one CTA an SM, by the
+ * epilogue's math (84M expf and IEEE divisions, ~4 us a CTA of 128 x 256
+ * on 8 warps) done while that SM loads nothing.  ~170-200 us at UBM 128 /
+ * UBC 64 / USTAGES 2 (1.13 GB through L2; 19.4 waves of ~9 us); UMC 2
+ * takes w_up's share to half (0.92 GB: ~140-170 us if the clusters
+ * schedule well, which wgmma_fn's MC 2 did not); ~200-250 us at 64 / 32.
  *
  * Needs UBM, UBC, USTAGES and the op constants; wgmma.h first.
  */
 #ifndef HCP_WGMMA_UP_H
 #define HCP_WGMMA_UP_H
 
-#if !defined(UBM) || !defined(UBC) || !defined(USTAGES)
-#error "wgmma_up.h: UBM, UBC, USTAGES must be defined"
+#if !defined(UBM) || !defined(UBC) || !defined(USTAGES) || !defined(UMC)
+#error "wgmma_up.h: UBM, UBC, USTAGES, UMC must be defined"
 #endif
+#include "hct_cluster.h"
+static_assert(UMC == 1 || UMC == 2, "UMC: up blocks a cluster sharing w_up's tiles, 1 or 2");
 static_assert(UBM % 64 == 0 && UBM <= 128, "UBM: 64 or 128");
 static_assert(UBC % 32 == 0 && 4 * UBC <= 256 && C % UBC == 0,
               "UBC: whole 32-channel R' boxes, 4*UBC is one wgmma N");
@@ -70,6 +77,28 @@ static_assert(USTAGES <= HCP_UP_KB, "USTAGES: at most the k blocks (5: all of K 
 #define HCP_UP_SMEM (USTAGES * HCP_UP_STAGE + HCP_UP_R_BYTES + 1280)
 #define HCP_UP_MINB (2 * (HCP_UP_SMEM + 1024) <= 233472 && HCP_UP_NC == 1 ? 2 : 1)
 
+/* With UMC 2 the up kernel runs in clusters of two blocks along the
+ * tokens (the same channels, m blocks 2i and 2i+1): each loads streams
+ * 2*rank and 2*rank+1 of every w_up tile by TMA multicast into both
+ * (half of w_up's L2 traffic, 420 MB at UBM 128), its own lo and R'.  A
+ * stage's empty barrier then counts both blocks' consumer warps (each
+ * arrives on its own and on the peer's), as wgmma_fn's MC 2 down kernel
+ * does; cluster barriers after the barriers' init and before leaving. */
+#if UMC > 1
+#define HCP_UP_CLUSTER __cluster_dims__(1, UMC, 1)
+#else
+#define HCP_UP_CLUSTER
+#endif
+
+/* Every thread, at its end: with UMC 2 no block leaves while its peer
+ * may still write into its stages or arrive on its barriers. */
+HCT_DEV void hcp_up_leave(void) {
+#if UMC > 1
+  __syncwarp();
+  hcp_cluster_sync();
+#endif
+}
+
 /* The loads of the CTA's R' tile (box [32, UBM] of tm_r each) into
  * rtiles, completing on rbar; by one thread. */
 HCT_DEV void hcp_up_issue_r(hct_u32 rtiles, const hct_tmap *tm_r, hct_u64 *rbar, int c0, int m0) {
@@ -95,7 +124,8 @@ HCT_DEV void hcp_up_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, const hct
   HCT_DYN_SHARED(unsigned char, hcp_up_smem);
   const int wg = (int)threadIdx.x / HCP_WG_THREADS;
   const int c0 = (int)blockIdx.x * UBC, m0 = (int)blockIdx.y * UBM;
-  const hcp_ring r = hcp_ring_setup<USTAGES, HCP_UP_STAGE, HCP_UP_R_BYTES>(hcp_up_smem, 4 * HCP_UP_NC);
+  const hcp_ring r =
+      hcp_ring_setup<USTAGES, HCP_UP_STAGE, HCP_UP_R_BYTES>(hcp_up_smem, 4 * HCP_UP_NC * UMC);
   /* rbar: R' has landed (one arrival, the producer's, with its bytes). */
   hct_u64 *rbar = r.empty + USTAGES;
   const hct_u32 rtiles = r.tiles + USTAGES * HCP_UP_STAGE;
@@ -104,6 +134,11 @@ HCT_DEV void hcp_up_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, const hct
     hct_mbar_init_fence();
   }
   __syncthreads();
+#if UMC > 1
+  const int rank = hct_cluster_rank();
+  /* The peer's barriers are ready before anything lands in them. */
+  hcp_cluster_sync();
+#endif
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
@@ -119,9 +154,16 @@ HCT_DEV void hcp_up_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, const hct
         hct_bulk_expect(&r.full[st], HCP_UP_STAGE);
         const hct_u32 a = r.tiles + st * HCP_UP_STAGE, b = a + HCP_UP_A_BYTES;
         hct_tma_load_2d(a, tm_lo, kx, m0, &r.full[st]);
+#if UMC > 1
+#pragma unroll
+        for (int s = rank * (S / UMC); s < (rank + 1) * (S / UMC); ++s)
+          hct_tma_load_2d_multicast(b + s * UBC * HCP_TILE_ROW_BYTES, tm_wu, kx, s * C + c0, &r.full[st],
+                                    (hct_u16)((1u << UMC) - 1u));
+#else
 #pragma unroll
         for (int s = 0; s < S; ++s)
           hct_tma_load_2d(b + s * UBC * HCP_TILE_ROW_BYTES, tm_wu, kx, s * C + c0, &r.full[st]);
+#endif
       }
       /* A ring of every k block: no stage is reused, R' goes last. */
       if (USTAGES == HCP_UP_KB) hcp_up_issue_r(rtiles, tm_r, rbar, c0, m0);
@@ -134,6 +176,7 @@ HCT_DEV void hcp_up_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, const hct
         if (t < T) hct_bulk_prefetch_l2(pending + ((long long)t * S + s) * C + c0, UBC * 4);
       }
     }
+    hcp_up_leave();
     return;
   }
   const int cw = wg - 1;
@@ -154,7 +197,13 @@ HCT_DEV void hcp_up_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, const hct
     hcp_wgmma_commit();
     hcp_fence_acc<HCP_UP_N / 2>(acc);
     hcp_wgmma_wait<1>();
-    if (kb > 0 && lane == 0) hct_mbar_arrive(&r.empty[(kb - 1) % USTAGES]);
+    if (kb > 0 && lane == 0) {
+      hct_mbar_arrive(&r.empty[(kb - 1) % USTAGES]);
+#if UMC > 1
+      /* The peer's producer writes its streams into this stage too. */
+      hcp_mbar_arrive_remote(hct_mapa(&r.empty[(kb - 1) % USTAGES], rank ^ 1));
+#endif
+    }
   }
   hcp_wgmma_wait<0>();
   hcp_fence_acc<HCP_UP_N / 2>(acc);
@@ -211,6 +260,7 @@ HCT_DEV void hcp_up_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, const hct
           (hct_u32)hct_f32_to_f16(m[0]) | ((hct_u32)hct_f32_to_f16(m[1]) << 16);
     }
   }
+  hcp_up_leave();
 }
 
 #endif /* HCP_WGMMA_UP_H */
