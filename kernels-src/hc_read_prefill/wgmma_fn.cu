@@ -23,7 +23,18 @@
  *                from L2, 420 MB); ~170 us with MC 1 if L2 gives ~7 TB/s
  *                (840 MB of w_down); the MMA alone ~60 us.
  *                Measured 229 us at MC 1, FSTAGES 3 (372 at MC 2: MC 2
- *                is out of the space; its code stays).
+ *                is out of the space; its code stays).  Why, as far as
+ *                the figures tell: 1.18 GB through L2 (w_down 840 MB, R
+ *                335 MB) in 229 us is 5.1 TB/s, where wgmma's down kernel
+ *                at DBM 64 moved 1.0 GB at 8.4 TB/s with 4 stages of
+ *                48 KB; here at most two 56 KB loads are in flight a
+ *                block (the third stage is being converted or multiplied),
+ *                and at ~3 us of L2 latency under that load (Little's law
+ *                on wgmma's down figures) two stages give ~37 GB/s an SM,
+ *                4.9 TB/s in all: the ring is too shallow.  The fix (not
+ *                made: untested here) is a deeper w_down ring apart from
+ *                the R and A tiles (e.g. 4 x 40 KB of w_down, 2 x 16 KB of
+ *                R, 2 x 8 KB of A: 208 KB): ~150-160 us expected.
  *   hcp_fn_up    wgmma_up.h with ADD_PENDING: R' formed again from R and
  *                P and stored into resid there.  Measured ~390 us when its
  *                epilogue loaded R' itself; ~150-190 us expected now that
