@@ -128,7 +128,7 @@ typedef struct hct_arg_s {
  * the dims below it times the element size).
  */
 #define HCT_TMAP_MAX_RANK 5
-#define HCT_MAX_TMAPS 4
+#define HCT_MAX_TMAPS 8
 typedef struct hct_tmap_spec_s {
   char name[32];
   char target[32];               /* buffer or scratch */

@@ -435,7 +435,7 @@ static void load_tmaps(ctx_t *c, const hct_op_t *op, json_t *jv, hct_variant_t *
     if (c->err) return;
     snprintf(field, sizeof field, "%s tensor_maps[%zu]", vfield, i);
     if (v->n_tmaps == HCT_MAX_TMAPS) {
-      bad(c, field, "too many tensor maps (at most 4)");
+      bad(c, field, "too many tensor maps (at most 8)");
       return;
     }
     if (!json_is_object(jt)) {

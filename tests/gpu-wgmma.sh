@@ -82,7 +82,7 @@ print(",".join([n for n in sys.argv[2].split(",") if n in names]))
 ' "$HCTUNE_KERNELS/hc_read_prefill/manifest.json" "$1"
 }
 hopper=$(names wgmma,wgmma_fn)
-case ",$hopper," in *,wgmma,*) ;; *) bad "the manifest has no variant wgmma (paste wgmma.manifest-entry.json)";; esac
+case ",$hopper," in *,wgmma,*) ;; *) bad "the manifest has no variant wgmma";; esac
 
 # 2. The probe's verdict at T = 16, 100, 2048.
 if step probe; then

@@ -184,7 +184,7 @@ static void test_forced_tmaps(void **state) {
   if (!have_nvrtc()) skip();
   setenv("HCTUNE_FORCE",
          "hc_read_prefill=wgmma{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":32,"
-         "\"USTAGES\":2}",
+         "\"USTAGES\":2,\"UMC\":1}",
          1);
   free(take_log());
   hct_kernel_t *k = NULL;
@@ -219,7 +219,7 @@ static void test_forced_tmaps(void **state) {
            "tmap:0x4000 0x%llx", xn, lo);
   if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
   if (strstr(log, "launch hcp_wg_up grid 80 1 1 block 256 1 1") == NULL ||
-      strstr(log, "tmap:0x5000 0x1000 0x6000 0x7000 0x8000 16") == NULL)
+      strstr(log, "tmap:0x5000 tmap:0x1000 0x1000 0x6000 0x7000 0x8000 16") == NULL)
     fail_msg("up launch not as planned:\n%s", log);
   free(log);
   /* A null buffer under a map: refused before any map is made. */

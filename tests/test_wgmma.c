@@ -44,13 +44,16 @@ enum { S = 4, C = 2560, D = 10240, K = 320 };
 static const struct {
   const char *variant, *point;
 } default_points[] = {
-    {"wgmma", "{\"DBM\":128,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":64,\"USTAGES\":2}"},
-    {"wgmma", "{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":32,\"USTAGES\":3}"},
-    {"wgmma", "{\"DBM\":128,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":64,\"USTAGES\":2}"},
-    {"wgmma", "{\"DBM\":64,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":32,\"USTAGES\":3}"},
-    {"wgmma_fn", "{\"FSTAGES\":3,\"MC\":1,\"UBM\":64,\"UBC\":32,\"USTAGES\":2}"},
-    {"wgmma_fn", "{\"FSTAGES\":3,\"MC\":2,\"UBM\":64,\"UBC\":32,\"USTAGES\":2}"},
-    {"wgmma_fn", "{\"FSTAGES\":2,\"MC\":2,\"UBM\":128,\"UBC\":64,\"USTAGES\":2}"},
+    {"wgmma", "{\"DBM\":128,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":64,\"USTAGES\":2,\"UMC\":1}"},
+    {"wgmma", "{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":32,\"USTAGES\":3,\"UMC\":1}"},
+    {"wgmma", "{\"DBM\":128,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":64,\"USTAGES\":2,\"UMC\":1}"},
+    {"wgmma", "{\"DBM\":64,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":32,\"USTAGES\":3,\"UMC\":1}"},
+    {"wgmma_fn", "{\"FSTAGES\":3,\"MC\":1,\"UBM\":64,\"UBC\":32,\"USTAGES\":2,\"UMC\":1}"},
+    {"wgmma_fn", "{\"FSTAGES\":2,\"MC\":1,\"UBM\":128,\"UBC\":64,\"USTAGES\":2,\"UMC\":1}"},
+    {"wgmma_fn", "{\"FSTAGES\":3,\"MC\":1,\"UBM\":128,\"UBC\":32,\"USTAGES\":2,\"UMC\":1}"},
+    {"wgmma", "{\"DBM\":128,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":64,\"USTAGES\":2,\"UMC\":2}"},
+    {"wgmma", "{\"DBM\":128,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":32,\"USTAGES\":5,\"UMC\":1}"},
+    {"wgmma_fn", "{\"FSTAGES\":3,\"MC\":1,\"UBM\":64,\"UBC\":32,\"USTAGES\":5,\"UMC\":2}"},
 };
 
 typedef struct {

@@ -63,6 +63,13 @@ HCT_DEV void hct_tma_load_2d_multicast(hct_u32 dst, const hct_tmap *map, int x, 
       : "memory");
 }
 
+/* Asks for `bytes` (a multiple of 16) from src (16-byte aligned) to be
+ * brought into L2, by one thread, without waiting: a hint, nothing
+ * lands in shared memory and nothing completes on a barrier. */
+HCT_DEV void hct_bulk_prefetch_l2(const void *src, hct_u32 bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+}
+
 /* Fetches a map's 128 bytes ahead of its first use. */
 HCT_DEV void hct_tma_prefetch(const hct_tmap *map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"((hct_u64)map) : "memory");

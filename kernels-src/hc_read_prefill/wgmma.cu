@@ -26,15 +26,24 @@
  *                  thread holds all 4 streams of its (token, channel) and
  *                  mixes in registers: g = 1 / (1 + expf(-u)), m = g0*r0,
  *                  then fmaf for s = 1..3; writes mixed, mixed_bf16,
- *                  mixed_f16.  53.7 GFLOP plus R read again (335 MB) and
- *                  168 MB written: ~140 us, bound by the epilogue's memory.
- * Expected at T = 8192 on the H200: ~350 us for the read.
+ *                  mixed_f16.  The CTA's R' tile comes by TMA into shared
+ *                  memory while the GEMM runs.  53.7 GFLOP plus R read
+ *                  again (335 MB) and 168 MB written: measured 415 us when
+ *                  the epilogue loaded R' itself; expected now ~150-190 us
+ *                  (wgmma_up.h says why).
+ * Expected at T = 8192 on the H200: ~390 us for the read (measured: norm
+ * 131, down 90, reduce 8; the up kernel as above).
  *
  * Parameters: DBM (64, 128: token rows of a down CTA), KSPLIT (1, 2),
  * DSTAGES (4: the deepest ring that fits both DBM; any value works), UBM
- * (64, 128), UBC (32, 64: channels of an up CTA), USTAGES (2, 3; the up
- * GEMM has only 5 k blocks).  UBM 128 runs one up CTA an SM (registers),
- * UBM 64 with UBC 32 two.  A warpgroup holds 64 rows of a tile; the down kernel's
+ * (64, 128), UBC (32, 64: channels of an up CTA), USTAGES (2, 3, 5; the
+ * up GEMM has only 5 k blocks: with 5 all of K comes at once, one round
+ * trip to L2 instead of three at 2, where the shared memory allows it:
+ * UBC 32), UMC (1, 2: with 2 the up kernel runs in clusters of two
+ * blocks along the tokens sharing each w_up tile by TMA multicast:
+ * wgmma_up.h).  UBM 128 and UBC 64 run one up CTA an SM (shared memory:
+ * R' takes UBM*UBC*16 bytes), UBM 64 with UBC 32 two.  A warpgroup holds
+ * 64 rows of a tile; the down kernel's
  * 160 accumulators a thread need setmaxnreg when two consumer warpgroups
  * share the SM's registers with the producer.
  *
@@ -48,8 +57,8 @@
 #error "wgmma: the op constants S, C, D, K must be defined"
 #endif
 #if !defined(DBM) || !defined(KSPLIT) || !defined(DSTAGES) || !defined(UBM) || !defined(UBC) || \
-    !defined(USTAGES)
-#error "wgmma: DBM, KSPLIT, DSTAGES, UBM, UBC, USTAGES must be defined"
+    !defined(USTAGES) || !defined(UMC)
+#error "wgmma: DBM, KSPLIT, DSTAGES, UBM, UBC, USTAGES, UMC must be defined"
 #endif
 static_assert(D == S * C, "D must be S*C");
 static_assert(K == 320, "the down tile is two wgmma of N = 160");
@@ -217,8 +226,9 @@ HCT_ENTRY void __launch_bounds__(256) hcp_wg_reduce(const float *part, hct_u16 *
 }
 
 /* Steps 3 and 4 (wgmma_up.h): resid holds R' already (the norm stored it). */
-HCT_ENTRY void __launch_bounds__(HCP_UP_THREADS, 1)
+HCT_ENTRY void HCP_UP_CLUSTER __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
     hcp_wg_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
-              float *resid, float *mixed, hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
-  hcp_up_body<false>(&tm_lo, &tm_wu, resid, 0, mixed, mixed_bf16, mixed_f16, T);
+              const __grid_constant__ hct_tmap tm_r, float *resid, float *mixed, hct_u16 *mixed_bf16,
+              hct_u16 *mixed_f16, int T) {
+  hcp_up_body<false>(&tm_lo, &tm_wu, &tm_r, resid, 0, mixed, mixed_bf16, mixed_f16, T);
 }

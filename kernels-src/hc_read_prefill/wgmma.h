@@ -88,8 +88,10 @@ HCT_DEV void hcp_regs_inc(void) {
 
 /* Shared memory of a CTA: STAGES stages of STAGE_BYTES (a multiple of
  * 1024: the tiles of a stage, each rows x 128 bytes), from a 1024-byte
- * aligned start; then the barriers.  The manifest's smem adds 1024 bytes
- * of alignment slack and 256 for the barriers.  full[s]: one arrival (the
+ * aligned start; then EXTRA_BYTES (a multiple of 1024, the caller's own
+ * tiles, at tiles + STAGES * STAGE_BYTES); then the barriers.  The
+ * manifest's smem adds 1024 bytes of alignment slack and 256 for the
+ * barriers.  full[s]: one arrival (the
  * producer's, with the stage's bytes) and the bytes landed; empty[s]: one
  * arrival per consumer warp once its wgmmas reading the stage are done. */
 struct hcp_ring {
@@ -98,13 +100,14 @@ struct hcp_ring {
   hct_u64 *empty; /* [STAGES]: every consumer warp is done reading it */
 };
 
-template <int STAGES, int STAGE_BYTES>
+template <int STAGES, int STAGE_BYTES, int EXTRA_BYTES = 0>
 HCT_DEV hcp_ring hcp_ring_setup(unsigned char *smem, int consumer_warps) {
+  static_assert(STAGE_BYTES % 1024 == 0 && EXTRA_BYTES % 1024 == 0, "1024-byte aligned tiles");
   hcp_ring r;
   const hct_u32 raw = hct_smem_addr(smem);
   const hct_u32 pad = ((raw + 1023u) & ~1023u) - raw;
   r.tiles = raw + pad;
-  r.full = (hct_u64 *)(smem + pad + STAGES * STAGE_BYTES);
+  r.full = (hct_u64 *)(smem + pad + STAGES * STAGE_BYTES + EXTRA_BYTES);
   r.empty = r.full + STAGES;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {

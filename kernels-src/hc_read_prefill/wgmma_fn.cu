@@ -22,16 +22,33 @@
  *                (w_down's tiles, 6.5 MB a block row, then read 64 times
  *                from L2, 420 MB); ~170 us with MC 1 if L2 gives ~7 TB/s
  *                (840 MB of w_down); the MMA alone ~60 us.
+ *                Measured 229 us at MC 1, FSTAGES 3 (372 at MC 2: MC 2
+ *                is out of the space; its code stays).  Why, as far as
+ *                the figures tell: 1.18 GB through L2 (w_down 840 MB, R
+ *                335 MB) in 229 us is 5.1 TB/s, where wgmma's down kernel
+ *                at DBM 64 moved 1.0 GB at 8.4 TB/s with 4 stages of
+ *                48 KB; here at most two 56 KB loads are in flight a
+ *                block (the third stage is being converted or multiplied),
+ *                and at ~3 us of L2 latency under that load (Little's law
+ *                on wgmma's down figures) two stages give ~37 GB/s an SM,
+ *                4.9 TB/s in all: the ring is too shallow.  The fix (not
+ *                made: untested here) is a deeper w_down ring apart from
+ *                the R and A tiles (e.g. 4 x 40 KB of w_down, 2 x 16 KB of
+ *                R, 2 x 8 KB of A: 208 KB): ~150-160 us expected.
  *   hcp_fn_up    wgmma_up.h with ADD_PENDING: R' formed again from R and
- *                P and stored into resid there.  ~140 us.
- * Expected at T = 8192 on the H200: ~250 us for the read.
+ *                P and stored into resid there.  Measured ~390 us when its
+ *                epilogue loaded R' itself; ~150-190 us expected now that
+ *                R' comes by TMA during the GEMM (pending, when there is
+ *                one, is still read in the epilogue).
+ * Expected at T = 8192 on the H200: ~380-420 us for the read.
  *
  * Parameters: FSTAGES (2, 3: stages of 64 KB, R 16 KB + A 8 KB + w_down
- * 40 KB), MC (1, 2: with 2, the down kernel runs in clusters of two
- * blocks, each loading one 160-row half of a w_down tile by multicast
- * into both: half the L2 traffic of w_down, which at 64 token rows a
- * block is read 128 times at T = 8192), UBM, UBC, USTAGES (the up
- * kernel's, as in wgmma; USTAGES 2).
+ * 40 KB), MC (1; the code also has 2, out of the space since it measured
+ * slower, 372 us against 229: the down kernel then runs in clusters of
+ * two blocks, each loading one 160-row half of a w_down tile by
+ * multicast into both: half the L2 traffic of w_down, which at 64 token
+ * rows a block is read 128 times at T = 8192), UBM, UBC, USTAGES, UMC
+ * (the up kernel's, as in wgmma; USTAGES 2 or 5).
  */
 #include "hct_kernel.h"
 #include "hct_cluster.h"
@@ -269,9 +286,9 @@ HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
 }
 
 /* Steps 3 and 4 (wgmma_up.h), forming R' = fl(R + P) and storing it. */
-HCT_ENTRY void __launch_bounds__(HCP_UP_THREADS, 1)
+HCT_ENTRY void HCP_UP_CLUSTER __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
     hcp_fn_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
-              float *resid, const float *pending, float *mixed, hct_u16 *mixed_bf16,
-              hct_u16 *mixed_f16, int T) {
-  hcp_up_body<true>(&tm_lo, &tm_wu, resid, pending, mixed, mixed_bf16, mixed_f16, T);
+              const __grid_constant__ hct_tmap tm_r, float *resid, const float *pending, float *mixed,
+              hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
+  hcp_up_body<true>(&tm_lo, &tm_wu, &tm_r, resid, pending, mixed, mixed_bf16, mixed_f16, T);
 }
