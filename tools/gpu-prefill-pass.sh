@@ -45,7 +45,7 @@ for part in $parts; do
   t0=$(date +%s.%N)
   case $part in
   probe)
-    timeout 400 bin/hctune probe --op $op > "$out/probe.txt" 2> "$out/probe.err"; rc=$? ;;
+    timeout 400 bin/hctune probe --op $op ${PROBE_TOKENS:+--tokens $PROBE_TOKENS} > "$out/probe.txt" 2> "$out/probe.err"; rc=$? ;;
   bench)
     timeout 300 bin/hctune bench --op $op --variants "$variants" --tokens 2048,8192,32768 \
       > "$out/bench.txt" 2> "$out/bench.err"; rc=$? ;;
@@ -74,7 +74,40 @@ for part in $parts; do
   case $part in
   probe)  grep -E "compiled|error" "$out/probe.err" | head -5 >> "$out/summary.txt"; cat "$out/probe.txt" >> "$out/summary.txt"
           bin/hctune list >> "$out/summary.txt" 2>&1
-          bin/hctune list --faults >> "$out/summary.txt" 2>&1 ;;
+          bin/hctune list --faults >> "$out/summary.txt" 2>&1
+          # Every variant's best point per T (the deciding timings: every
+          # family's search finalists, cold), and whether each variant
+          # passed its class at every T.
+          bin/hctune show --op $op --json > "$out/trials.json" 2>> "$out/probe.err"
+          python3 - "$out/trials.json" >> "$out/summary.txt" 2>&1 <<'PY'
+import json, sys, collections
+tr = json.load(open(sys.argv[1]))
+best = {}
+checks = collections.defaultdict(lambda: [0, 0])
+for t in tr:
+    v, T = t["variant"], t["tokens"]
+    if t["kind"] == "timing" and t["status"] == "pass" and (t.get("figures") or {}).get("decides", 1):
+        m = t.get("median_us")
+        if m and ((v, T) not in best or m < best[(v, T)][0]):
+            best[(v, T)] = (m, t.get("params"))
+    if t["kind"] == "parity":
+        checks[(v, T)][0 if t["status"] == "pass" else 1] += 1
+Ts = sorted({T for (_, T) in best} | {T for (_, T) in checks})
+vs = sorted({v for (v, _) in best} | {v for (v, _) in checks})
+print("best us per read (cold), per variant x T; parity trials passed/failed")
+print("%-10s" % "variant" + "".join("%16d" % T for T in Ts))
+for v in vs:
+    row = []
+    for T in Ts:
+        b = best.get((v, T))
+        p, f = checks.get((v, T), [0, 0])
+        row.append("%16s" % (("%.1f" % b[0] if b else "-") + " %d/%d" % (p, f)))
+    print("%-10s" % v + "".join(row))
+for v in vs:
+    for T in Ts:
+        if (v, T) in best: print("  %s T=%d %.1f us %s" % (v, T, best[(v, T)][0], best[(v, T)][1]))
+PY
+          ;;
   bench)  cat "$out/bench.txt" >> "$out/summary.txt"; tail -3 "$out/bench.err" >> "$out/summary.txt" ;;
   torch)  python3 - "$out/torch.json" >> "$out/summary.txt" 2>&1 <<'PY' || tail -3 "$out/torch.err" >> "$out/summary.txt"
 import json, sys
