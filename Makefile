@@ -191,10 +191,12 @@ $(BIN)/hc_engine: $(O)/examples/hc_engine.o $(INTERNAL) $(LIB)/libhctune.a
 
 tests: $(TEST_BINS) $(O)/tests/fake_worker
 
-# A stand-in worker process for tests/test_worker.c (misbehaves on request).
-$(O)/tests/fake_worker: $(O)/tests/fake/fake_worker.o
+# A stand-in worker process for tests/test_worker.c (misbehaves on
+# request) and tests/test_probe_fake.c (reads binaries from the DB as the
+# real worker does, with db/'s own calls).
+$(O)/tests/fake_worker: $(O)/tests/fake/fake_worker.o $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ -ljansson
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
 # The CPU cross-check of hc_read's reference rounds every product and sum
 # apart, as its GPU template does (kernels-src/common/hc_read_ref.h).

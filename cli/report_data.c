@@ -273,12 +273,6 @@ static int is_image(const hct_op_t *man, const char *name) {
   return 0;
 }
 
-static const hct_buffer_t *man_buffer(const hct_op_t *man, const char *name) {
-  for (int i = 0; man && i < man->n_buffers; i++)
-    if (strcmp(man->buffers[i].name, name) == 0) return &man->buffers[i];
-  return NULL;
-}
-
 /* Records figure `what` of buffer `buf` (value against limit) on x when it
  * is the worst so far.  A limit of 0 means "must be 0". */
 static void consider(hct_rp_series_t *x, const char *what, const char *buf, int T, double value,
@@ -305,7 +299,7 @@ static void judge_figures(const hct_rp_section_t *s, const hct_op_t *man, hct_rp
     if (klass == HCT_RP_BITWISE) {
       consider(x, "mismatching elements", name, T, jnum(f, "mismatches"), 0);
     } else if (klass == HCT_RP_KL) {
-      const hct_buffer_t *b = man_buffer(man, name);
+      const hct_buffer_t *b = man ? hct__buffer_find(man, name) : NULL;
       json_t *bf = json_object_get(base, name);
       if (is_image(man, name)) {
         consider(x, "image mismatches", name, T, jnum(f, "image_mismatches"), 0);

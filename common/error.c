@@ -43,7 +43,13 @@ const char *hct_last_error(void) { return last_error; }
 void hct__error_clear(void) { last_error[0] = '\0'; }
 
 int hct__verror(int code, const char *fmt, va_list ap) {
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  /* Through a copy: callers wrap the last message in a new one
+   * (hct__error(rc, "op '%s': %s", name, hct_last_error())), and
+   * vsnprintf into the buffer it reads from garbles it (overlapping
+   * arguments are undefined; glibc kept fragments of the message before). */
+  char msg[sizeof last_error];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  memcpy(last_error, msg, sizeof last_error);
   /* Keep it one line: the CLI prints it as is. */
   for (char *p = last_error; *p; p++)
     if (*p == '\n' || *p == '\r') *p = ' ';

@@ -278,6 +278,8 @@ void hct__manifest_free(hct_op_t *op);
  * sorted; returns the count or a negative code. */
 int hct__manifest_list(const char *kernels_dir, char names[][32], int max);
 const hct_variant_t *hct__variant_find(const hct_op_t *op, const char *name);
+/* The op's buffer called `name`, or NULL. */
+const hct_buffer_t *hct__buffer_find(const hct_op_t *op, const char *name);
 /* The variant whose bits v must equal (its "reference"), when v is bitwise;
  * NULL for the baseline and kl variants. */
 const hct_variant_t *hct__variant_reference(const hct_op_t *op, const hct_variant_t *v);

@@ -193,12 +193,6 @@ static void load_scratch(ctx_t *c, json_t *scr, hct_variant_t *v, const char *fi
   }
 }
 
-static const hct_buffer_t *find_buffer(const hct_op_t *op, const char *name) {
-  for (int b = 0; b < op->n_buffers; b++)
-    if (strcmp(op->buffers[b].name, name) == 0) return &op->buffers[b];
-  return NULL;
-}
-
 /* Whether a pointer argument ("@x", without the @) may be passed: a buffer
  * or scratch of a variant; for the reference (`reference`), its scratch,
  * "rows", "ref.<output or inout>", and the op's buffers that are not
@@ -209,7 +203,7 @@ static int pointer_ok(const hct_op_t *op, const hct_variant_t *v, const char *na
     if (strcmp(v->scratch[s].name, name) == 0) return 0;
   if (reference && strcmp(name, "rows") == 0) return 0;
   if (reference && strncmp(name, "ref.", 4) == 0) {
-    const hct_buffer_t *b = find_buffer(op, name + 4);
+    const hct_buffer_t *b = hct__buffer_find(op, name + 4);
     if (b == NULL) {
       snprintf(cause, len, "argument '@%s' names no buffer", name);
       return -1;
@@ -220,7 +214,7 @@ static int pointer_ok(const hct_op_t *op, const hct_variant_t *v, const char *na
     }
     return 0;
   }
-  const hct_buffer_t *b = find_buffer(op, name);
+  const hct_buffer_t *b = hct__buffer_find(op, name);
   if (b == NULL) {
     snprintf(cause, len, "argument '@%s' names no buffer or scratch", name);
     return -1;
@@ -675,7 +669,7 @@ static int load_inputs(ctx_t *c, json_t *root, hct_op_t *op) {
     if (!json_is_object(ji)) return bad(c, field, "not an object");
     const char *name = get_str(c, ji, "buffer", field, 1);
     if (c->err) return c->err;
-    hct_buffer_t *b = (hct_buffer_t *)find_buffer(op, name);
+    hct_buffer_t *b = (hct_buffer_t *)hct__buffer_find(op, name);
     if (b == NULL) {
       snprintf(cause, sizeof cause, "'%s' is not a buffer of the op", name);
       return bad(c, field, cause);
@@ -997,6 +991,12 @@ int hct__manifest_list(const char *kernels_dir, char names[][32], int max) {
 const hct_variant_t *hct__variant_find(const hct_op_t *op, const char *name) {
   for (int i = 0; i < op->n_variants; i++)
     if (strcmp(op->variants[i].name, name) == 0) return &op->variants[i];
+  return NULL;
+}
+
+const hct_buffer_t *hct__buffer_find(const hct_op_t *op, const char *name) {
+  for (int b = 0; b < op->n_buffers; b++)
+    if (strcmp(op->buffers[b].name, name) == 0) return &op->buffers[b];
   return NULL;
 }
 

@@ -413,6 +413,20 @@ static void test_bad_args(void **state) {
   assert_string_equal(hct_strerror(HCT_ETOOLONG), "request line too long");
 }
 
+/* A message wrapped in a new one keeps every word of both: the pattern
+ * hct__error(rc, "op '%s': %s", name, hct_last_error()) is everywhere, and
+ * formatting into the buffer being read garbled it (a longer message
+ * before left its tail in the new one). */
+static void test_error_wraps_last(void **state) {
+  hct__error(HCT_ENOENT, "binary '6276db17209129a6358e7fd18f1d0e9f': not in the compile cache of '/tmp/p.db'");
+  hct__error(HCT_EINVAL, "unknown command");
+  assert_int_equal(hct__error(HCT_EINVAL, "op '%s': reference: %s", "selftest", hct_last_error()), HCT_EINVAL);
+  assert_string_equal(hct_last_error(), "op 'selftest': reference: unknown command");
+  hct__error(HCT_EINVAL, "%s; and again: %s", hct_last_error(), hct_last_error());
+  assert_string_equal(hct_last_error(),
+                      "op 'selftest': reference: unknown command; and again: op 'selftest': reference: unknown command");
+}
+
 static void test_socket_path(void **state) {
   char buf[108];
   unsetenv("HCTUNE_SOCKET");
@@ -478,6 +492,7 @@ int main(void) {
       cmocka_unit_test(test_absent),        cmocka_unit_test(test_stalled),
       cmocka_unit_test(test_force),         cmocka_unit_test(test_force_wins_over_daemon),
       cmocka_unit_test(test_bad_args),      cmocka_unit_test(test_socket_path),
+      cmocka_unit_test(test_error_wraps_last),
       cmocka_unit_test(test_shared_library_deps), cmocka_unit_test(test_not_an_answer),
       cmocka_unit_test(test_abi),           cmocka_unit_test(test_flooding_peer),
   };

@@ -40,6 +40,7 @@
 #include "tuner.h"
 
 static char dir[64], env[2048], fake[1100];
+static const char *bin_dir; /* $HCT_BIN (main refuses to run without it) */
 
 /* A variant of the test op on good.cu or base.cu (selftest's templates). */
 #define VARIANT(name, cls, ref, tpl, entry, params, extra)                                          \
@@ -129,7 +130,7 @@ static int teardown(void **state) {
 
 static int hctune(const char *args, char **out, char **err) {
   char bin[1100];
-  snprintf(bin, sizeof bin, "%s/hctune", getenv("HCT_BIN"));
+  snprintf(bin, sizeof bin, "%s/hctune", bin_dir);
   return cli_run(env, bin, dir, args, out, err);
 }
 
@@ -167,6 +168,15 @@ static void test_probe_flow(void **state) {
   char path[256];
   snprintf(path, sizeof path, "%s/worker.log", dir);
   assert_int_equal(hct__read_file(path, &log, NULL), 0);
+
+  /* The op's reference: loaded once, found in the DB's compile cache (the
+   * fake reads it there as the worker does), before any check; no load,
+   * check or verify refused. */
+  assert_int_equal(count(log, "reference selftest "), 1);
+  const char *ref_line = strstr(log, "reference selftest "), *first_check = strstr(log, "check ");
+  if (strncmp(strchr(ref_line + 19, ' '), " ok\n", 4) != 0) fail_msg("the reference was not loaded:\n%s", log);
+  assert_true(first_check != NULL && ref_line < first_check);
+  if (count(log, "refused") != 0) fail_msg("the worker refused a request:\n%s", log);
 
   /* The counts probed: probe_tokens, and no other. */
   assert_true(count(log, " T 1 pending") > 0 && count(log, " T 16 pending") > 0);
@@ -252,6 +262,7 @@ static void test_probe_flow(void **state) {
 }
 
 int main(void) {
+  if ((bin_dir = hct_test_bin("test_probe_fake")) == NULL) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_probe_flow),
   };

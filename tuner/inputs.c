@@ -9,52 +9,11 @@
  * again from the seed stored with it.
  */
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include "tuner.h"
-
-/* ---- a small parallel for ---------------------------------------------------*/
-
-typedef void (*range_fn)(void *ctx, int begin, int end);
-
-typedef struct par_job_s {
-  range_fn fn;
-  void *ctx;
-  int begin, end;
-} par_job_t;
-
-static void *par_main(void *arg) {
-  par_job_t *j = arg;
-  j->fn(j->ctx, j->begin, j->end);
-  return NULL;
-}
-
-/* Runs fn over [0, n) split into contiguous ranges, one per core (at most
- * 16); a thread that cannot be started runs its range on this one. */
-static void par_for(int n, range_fn fn, void *ctx) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  /* A probe of several cards at once gives each its share (multiprobe.c). */
-  const char *share = getenv("HCTUNE_THREADS");
-  if (share != NULL && atol(share) > 0) cores = atol(share);
-  int nt = cores < 1 ? 1 : cores > 16 ? 16 : (int)cores;
-  if (nt > n) nt = n < 1 ? 1 : n;
-  pthread_t th[16];
-  par_job_t jobs[16];
-  int started[16] = {0};
-  for (int i = 0; i < nt; i++) {
-    jobs[i] = (par_job_t){fn, ctx, (int)((int64_t)n * i / nt), (int)((int64_t)n * (i + 1) / nt)};
-    if (i > 0) started[i] = pthread_create(&th[i], NULL, par_main, &jobs[i]) == 0;
-  }
-  for (int i = 0; i < nt; i++)
-    if (i == 0 || !started[i]) par_main(&jobs[i]);
-  for (int i = 1; i < nt; i++)
-    if (started[i]) pthread_join(th[i], NULL);
-}
 
 /* ---- drawing ------------------------------------------------------------------*/
 
@@ -132,7 +91,7 @@ int hct__inputs_fill(hct_hostset_t *s, uint64_t seed) {
     /* Drawn in fixed chunks, each from its own stream, on every core: the
      * values depend on the seed alone, not on the number of threads. */
     fill_ctx_t fc = {spec->dtype, b->data, b->elems, rule->mean, sd, seed ^ name_hash(spec->name)};
-    par_for((int)((b->elems + FILL_CHUNK - 1) / FILL_CHUNK), fill_chunks, &fc);
+    hct__par_for((int)((b->elems + FILL_CHUNK - 1) / FILL_CHUNK), fill_chunks, &fc);
   }
   int32_t *rows = realloc(s->rows, (size_t)s->T * sizeof *rows);
   if (rows == NULL) return hct__error(HCT_ENOMEM, "op '%s': no memory for %d token rows", op->name, s->T);

@@ -1,6 +1,6 @@
 /*
  * par.c: a small parallel for over the host's cores, for the CPU work
- * whose size grows with T (drawing inputs, the float64 reference, bit
+ * whose size grows with T (drawing inputs, refilling host buffers, bit
  * compares of outputs): at T = 32768 one output set is 1.7 GB, which one
  * core compares in seconds and sixteen in a fraction of one.
  *

@@ -158,6 +158,29 @@ static void trial_init(probe_t *P, const cand_t *c, hct_db_trial_t *t, const cha
   t->pending = pending;
 }
 
+/* A timing trial from the worker's result for one candidate: the fault's
+ * reason and message when it failed, else `status` (pass, pruned) and the
+ * summary of its samples.  The figures are the caller's (a search round's
+ * or a deciding timing's). */
+static void trial_timed(hct_db_trial_t *t, const hct_timing_res_t *r, const char *status) {
+  if (r->err != 0) {
+    const char *reason = hct__fault_reason(r->err);
+    hct__strlcpy(t->status, reason ? reason : "error", sizeof t->status);
+    t->log = r->errmsg;
+    return;
+  }
+  hct__strlcpy(t->status, status, sizeof t->status);
+  t->samples = r->s.n;
+  t->median_us = r->s.median;
+  t->min_us = r->s.min;
+  t->p10_us = r->s.p10;
+  t->p90_us = r->s.p90;
+  t->ci_lo_us = r->s.ci_lo;
+  t->ci_hi_us = r->s.ci_hi;
+  t->converged = r->converged;
+  t->throttled = r->throttled;
+}
+
 /* Records a failure: the trial, and a fault that quarantines the candidate
  * (at token count T and up for a timeout, at every T otherwise). */
 static int record_failure(probe_t *P, cand_t *c, const char *kind, const char *reason, int T,
@@ -396,13 +419,6 @@ static int compile_candidates(probe_t *P) {
 
 /* ---- checking ------------------------------------------------------------ */
 
-/* The op's buffer called `name`, or NULL. */
-static const hct_buffer_t *buffer_named(const hct_op_t *op, const char *name) {
-  for (int i = 0; i < op->n_buffers; i++)
-    if (strcmp(op->buffers[i].name, name) == 0) return &op->buffers[i];
-  return NULL;
-}
-
 /* Errors that are no candidate's fault (database, memory, usage): they end
  * the probe instead of quarantining anything. */
 static int fatal_error(int rc) { return hct__fault_reason(rc) == NULL; }
@@ -525,7 +541,7 @@ static void judge(probe_t *P, const cand_t *c, const figview_t *ck, verdict_t *v
   size_t off = (size_t)snprintf(vd->figures, sizeof vd->figures, "{");
   for (int j = 0; j < ck->n; j++) {
     const hct_parity_figs_t *f = &ck->figs[j];
-    const hct_buffer_t *b = buffer_named(P->op, ck->name[j]);
+    const hct_buffer_t *b = hct__buffer_find(P->op, ck->name[j]);
     const char *st = "pass";
     if (f->unwritten > 0) st = "unwritten";
     else if (f->nonfinite > 0 || f->image_mismatches > 0) st = "parity";
@@ -894,9 +910,8 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
       if (r->err != 0) {
         char figs[64];
         snprintf(figs, sizeof figs, "{\"error_code\":\"%s\"}", hct_err_name(r->err));
-        hct__strlcpy(t.status, hct__fault_reason(r->err) ? hct__fault_reason(r->err) : "error", sizeof t.status);
+        trial_timed(&t, r, NULL);
         t.figures_json = figs;
-        t.log = r->errmsg;
         if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
         if (decides) c->timed[kT] = 0;
         continue;
@@ -905,16 +920,7 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
         c->timing[kT] = r->s;
         c->timed[kT] = !r->pruned;
       }
-      hct__strlcpy(t.status, r->pruned ? "pruned" : "pass", sizeof t.status);
-      t.samples = r->s.n;
-      t.median_us = r->s.median;
-      t.min_us = r->s.min;
-      t.p10_us = r->s.p10;
-      t.p90_us = r->s.p90;
-      t.ci_lo_us = r->s.ci_lo;
-      t.ci_hi_us = r->s.ci_hi;
-      t.converged = r->converged;
-      t.throttled = r->throttled;
+      trial_timed(&t, r, r->pruned ? "pruned" : "pass");
       char figs[320];
       snprintf(figs, sizeof figs, "{\"batch\":%d,\"rounds\":%d,\"clock_checked\":%d,\"rel_ci\":%.4g,"
                "\"seconds\":%.3f,\"max\":%.3f,\"decides\":%d}", batch, r->rounds,
@@ -980,7 +986,7 @@ static int timed_ok(probe_t *P, const cand_t *c, const hct_worker_verify_t *v, c
   else if (kl && !(v->max_dist <= dist_limit)) what = "far from the baseline's outputs";
   for (int j = 0; kl && what == NULL && j < v->n; j++) {
     const hct_parity_figs_t *f = &v->first[j], *bf = &v->ref_first[j];
-    const hct_buffer_t *b = buffer_named(P->op, v->name[j]);
+    const hct_buffer_t *b = hct__buffer_find(P->op, v->name[j]);
     if (f->is_image || b == NULL || b->role == HCT_BUF_INOUT) continue;
     if (f->kl_mean > fmax(P->op->kl_mean_factor * bf->kl_mean, P->op->kl_abs_floor) ||
         f->max_err_ratio > P->op->maxerr_factor * bf->max_err_ratio)
@@ -1186,23 +1192,13 @@ static int search_time(void *arg, int round, const int *ids, int n, int samples,
       if (r->err != 0) {
         snprintf(figs, sizeof figs, "{\"error_code\":\"%s\",\"search\":{\"round\":%d,\"samples\":%d},\"decides\":0}",
                  hct_err_name(r->err), round, samples);
-        hct__strlcpy(t.status, hct__fault_reason(r->err) ? hct__fault_reason(r->err) : "error", sizeof t.status);
+        trial_timed(&t, r, NULL);
         t.figures_json = figs;
-        t.log = r->errmsg;
         rc = hct__db_trial_add(P->db, &t, NULL);
         continue;
       }
       out[where[q]] = r->s;
-      hct__strlcpy(t.status, "pass", sizeof t.status);
-      t.samples = r->s.n;
-      t.median_us = r->s.median;
-      t.min_us = r->s.min;
-      t.p10_us = r->s.p10;
-      t.p90_us = r->s.p90;
-      t.ci_lo_us = r->s.ci_lo;
-      t.ci_hi_us = r->s.ci_hi;
-      t.converged = r->converged;
-      t.throttled = r->throttled;
+      trial_timed(&t, r, "pass");
       snprintf(figs, sizeof figs, "{\"batch\":%d,\"search\":{\"strategy\":\"halving\",\"round\":%d,"
                "\"samples\":%d},\"seconds\":%.3f,\"decides\":0}", batch, round, samples, r->seconds);
       t.figures_json = figs;

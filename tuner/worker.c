@@ -670,12 +670,21 @@ static int call_new(hct_worker_t *w, json_t *req, int timeout_ms, json_t **reply
   return rc;
 }
 
-int hct__worker_open(hct_worker_t *w, const char *device) {
-  json_t *req = json_pack("{s:s, s:s}", "cmd", "open", "device", device ? device : "0");
+/* A setup request (replayed after a restart) under `key`, with the kernels
+ * folder when one is named; drops req.  The open deadline for all of them:
+ * opening makes a context, and a load reads its binary from the DB and the
+ * driver compiles PTX, more than a launch's time. */
+static int setup_new(hct_worker_t *w, const char *key, json_t *req, const char *kernels_dir) {
+  if (req != NULL && kernels_dir != NULL)
+    json_object_set_new(req, "kernels_dir", json_string(kernels_dir));
   if (req == NULL) return hct__error(HCT_ENOMEM, "out of memory building a worker request");
-  int rc = hct__worker_setup(w, "open", req, HCT_WORKER_OPEN_DEADLINE_MS, NULL);
+  int rc = hct__worker_setup(w, key, req, HCT_WORKER_OPEN_DEADLINE_MS, NULL);
   json_decref(req);
   return rc;
+}
+
+int hct__worker_open(hct_worker_t *w, const char *device) {
+  return setup_new(w, "open", json_pack("{s:s, s:s}", "cmd", "open", "device", device ? device : "0"), NULL);
 }
 
 int hct__worker_load(hct_worker_t *w, int cand, const char *kernels_dir, const char *op,
@@ -690,30 +699,18 @@ int hct__worker_load(hct_worker_t *w, int cand, const char *kernels_dir, const c
   json_t *req = json_pack("{s:s, s:i, s:s, s:s, s:o, s:s, s:s}", "cmd", "load", "cand", cand,
                           "op", op, "variant", variant, "params", params, "binary_key",
                           binary_key, "db", db_path);
-  if (req != NULL && kernels_dir != NULL)
-    json_object_set_new(req, "kernels_dir", json_string(kernels_dir));
-  if (req == NULL) return hct__error(HCT_ENOMEM, "out of memory building a worker request");
   char key[32];
   snprintf(key, sizeof key, "cand%d", cand);
-  /* Loading reads the binary from the DB and the driver compiles PTX:
-   * more than a launch's time. */
-  int rc = hct__worker_setup(w, key, req, HCT_WORKER_OPEN_DEADLINE_MS, NULL);
-  json_decref(req);
-  return rc;
+  return setup_new(w, key, req, kernels_dir);
 }
 
 int hct__worker_reference(hct_worker_t *w, const char *kernels_dir, const char *op,
                           const char *binary_key, const char *db_path) {
   json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "cmd", "reference", "op", op, "binary_key",
                           binary_key, "db", db_path);
-  if (req != NULL && kernels_dir != NULL)
-    json_object_set_new(req, "kernels_dir", json_string(kernels_dir));
-  if (req == NULL) return hct__error(HCT_ENOMEM, "out of memory building a worker request");
   char key[64];
   snprintf(key, sizeof key, "reference:%s", op);
-  int rc = hct__worker_setup(w, key, req, HCT_WORKER_OPEN_DEADLINE_MS, NULL);
-  json_decref(req);
-  return rc;
+  return setup_new(w, key, req, kernels_dir);
 }
 
 int hct__worker_unload(hct_worker_t *w, int cand) {

@@ -33,8 +33,13 @@
  * a setup request that succeeds once and crashes when replayed.
  *
  * With $FAKE_WORKER_PROBE naming a file, it stands in for a GPU under a
- * whole probe (tests/test_probe_fake.c) instead, and logs every load,
- * check, time and verify there, one line each:
+ * whole probe (tests/test_probe_fake.c) instead, and logs every reference,
+ * load, check, time and verify there, one line each.  Like the real worker
+ * (tuner/worker_serve.c) it reads every binary it is asked to load from
+ * the DB's compile cache (db/binaries.c, the worker's own call), so a probe
+ * that asks before storing one fails here as on a GPU:
+ *   reference  the op's float64 reference: answered once per op (EEXIST
+ *              again), and needed before any check or verify (ENOENT)
  *   load       remembers the candidate's variant and params
  *   check      passes, bit-equal to its reference, unless the variant's
  *              name starts with "wrong" (3 mismatches, and a kl error)
@@ -53,6 +58,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "common.h"
+#include "db.h"
 
 static int opened;
 static json_t *loaded;
@@ -76,7 +84,52 @@ static void sleep_ms(long ms) {
 /* ---- the probe mode ------------------------------------------------------ */
 
 static FILE *plog;
-static json_t *labels; /* cand id (as text) -> {"variant", "params"} */
+static json_t *labels;     /* cand id (as text) -> {"variant", "params"} */
+static json_t *references; /* op -> the binary key of its loaded reference */
+static hct_db_t *db;       /* the DB of the last binary read, and its path */
+static char *db_path;
+
+/* The binary "binary_key" of the request's "db" in its compile cache, as
+ * the real worker's read_binary reads it (read-only: the probe holds the
+ * DB open to write); the image is not kept. */
+static int binary_stored(json_t *req) {
+  const char *path = json_string_value(json_object_get(req, "db"));
+  const char *key = json_string_value(json_object_get(req, "binary_key"));
+  if (path == NULL || key == NULL) return hct__error(HCT_EINVAL, "no 'db' or 'binary_key' in the request");
+  if (db == NULL || strcmp(db_path, path) != 0) {
+    hct__db_close(db);
+    db = NULL;
+    free(db_path);
+    db_path = NULL;
+    int rc = hct__db_open(path, HCT_DB_READONLY | HCT_DB_NOCREATE, &db);
+    if (rc != 0) return rc;
+    db_path = strdup(path);
+  }
+  void *image = NULL;
+  size_t size = 0;
+  int rc = hct__db_binary_get(db, key, &image, &size, NULL, NULL);
+  free(image);
+  return rc;
+}
+
+static json_t *failed(json_t *id, int rc) {
+  return json_pack("{s:O, s:b, s:s, s:s}", "id", id, "ok", 0, "error", hct_err_name(rc), "message",
+                   hct_last_error());
+}
+
+static json_t *cand_info(json_int_t c);
+
+/* A check or verify runs the reference of its candidates' op (the one
+ * named when each was loaded): none loaded is an error. */
+static int reference_loaded(json_t *req) {
+  json_t *cands = json_object_get(req, "cands");
+  json_t *c = json_is_array(cands) ? json_array_get(cands, 0) : json_object_get(req, "cand");
+  const char *op = json_string_value(json_object_get(cand_info(json_integer_value(c)), "op"));
+  if (op == NULL) return hct__error(HCT_ENOENT, "candidate %lld is not loaded", (long long)json_integer_value(c));
+  if (json_object_get(references, op) == NULL)
+    return hct__error(HCT_ENOENT, "op '%s': its reference is not loaded in this worker ('reference' first)", op);
+  return 0;
+}
 
 static json_t *cand_info(json_int_t c) {
   char key[32];
@@ -117,7 +170,29 @@ static json_t *figs(json_int_t elems, int wrong) {
 
 /* Answers one request in the probe mode; 0 when it is not one of its own. */
 static int probe_mode(json_t *req, json_t *id, const char *cmd) {
-  if (strcmp(cmd, "load") == 0) {
+  int rc;
+  if (strcmp(cmd, "reference") == 0) {
+    const char *op = json_string_value(json_object_get(req, "op"));
+    const char *key = json_string_value(json_object_get(req, "binary_key"));
+    if (op == NULL) rc = hct__error(HCT_EINVAL, "reference: no 'op'");
+    else if (json_object_get(references, op) != NULL)
+      rc = hct__error(HCT_EEXIST, "op '%s': its reference is already loaded", op);
+    else rc = binary_stored(req);
+    fprintf(plog, "reference %s %s %s\n", op ? op : "?", key ? key : "?", rc ? hct_last_error() : "ok");
+    if (rc != 0) {
+      put(failed(id, rc));
+    } else {
+      json_object_set_new(references, op, json_string(key));
+      put(ok(id));
+    }
+  } else if ((strcmp(cmd, "check") == 0 || strcmp(cmd, "verify") == 0) && (rc = reference_loaded(req)) != 0) {
+    fprintf(plog, "%s refused: %s\n", cmd, hct_last_error());
+    put(failed(id, rc));
+  } else if (strcmp(cmd, "load") == 0 && (rc = binary_stored(req)) != 0) {
+    fprintf(plog, "load %lld refused: %s\n", (long long)json_integer_value(json_object_get(req, "cand")),
+            hct_last_error());
+    put(failed(id, rc));
+  } else if (strcmp(cmd, "load") == 0) {
     json_int_t c = json_integer_value(json_object_get(req, "cand"));
     char key[32];
     snprintf(key, sizeof key, "%lld", (long long)c);
@@ -125,8 +200,8 @@ static int probe_mode(json_t *req, json_t *id, const char *cmd) {
     json_t *pj = json_object_get(req, "params");
     char *ptext = json_is_string(pj) ? strdup(json_string_value(pj))
                                      : json_dumps(pj ? pj : json_object(), JSON_COMPACT | JSON_SORT_KEYS);
-    json_object_set_new(labels, key, json_pack("{s:O, s:s}", "variant", json_object_get(req, "variant"),
-                                               "params", ptext ? ptext : "{}"));
+    json_object_set_new(labels, key, json_pack("{s:O, s:O, s:s}", "op", json_object_get(req, "op"), "variant",
+                                               json_object_get(req, "variant"), "params", ptext ? ptext : "{}"));
     fprintf(plog, "load %lld %s %s\n", (long long)c, cand_variant(c), ptext ? ptext : "{}");
     free(ptext);
     put(ok(id));
@@ -221,6 +296,7 @@ int main(void) {
     if (getenv("FAKE_WORKER_PROBE") != NULL) {
       if (plog == NULL && (plog = fopen(getenv("FAKE_WORKER_PROBE"), "a")) == NULL) return 2;
       if (labels == NULL) labels = json_object();
+      if (references == NULL) references = json_object();
       if (probe_mode(req, id, b)) {
         json_decref(req);
         continue;
@@ -382,5 +458,9 @@ int main(void) {
   }
   free(line);
   json_decref(loaded);
+  json_decref(labels);
+  json_decref(references);
+  hct__db_close(db);
+  free(db_path);
   return 0;
 }
