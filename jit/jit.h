@@ -252,6 +252,11 @@ typedef struct hct_op_s {
                                default (manifest "probe_tokens"), ascending */
   int n_probe_tokens;       /* 0: every count of the range */
   hct_search_t search;      /* "search" at op level: every variant's default */
+  int checks_all_up_to;     /* manifest "checks.all_points_up_to": up to this
+                               count every point is checked before timing;
+                               above it only the search's finalists (the
+                               probe times first).  INT_MAX: every count */
+  char checks_why[200];     /* "checks.why": the reason, shown by the probe */
   hct_variant_t variants[HCT_MAX_VARIANTS];
   int n_variants;
   int has_inputs;           /* the manifest has "inputs" (every rule is then
