@@ -42,6 +42,11 @@ typedef struct cand_s {
   uint8_t in_timing[HCT_MAX_TOKEN_LIST]; /* in the deciding timing just made */
   uint8_t searched_out[HCT_MAX_TOKEN_LIST]; /* its family's search left it
                                               out of the deciding timing */
+  uint8_t checked[HCT_MAX_TOKEN_LIST]; /* its checks ran at this count (above
+                                          checks.all_points_up_to only the
+                                          search's finalists are checked) */
+  int rank_k;            /* its place in its family's search ranking at the
+                            count being probed (search_T), -1: none */
   hct_softkey_t sk;      /* what shaped its binary and figures */
   int ref;               /* the candidate whose outputs it is checked
                             against: the reference variant's default point
@@ -713,7 +718,13 @@ static int reference_missing(probe_t *P, int i, int k, int pending, uint64_t see
   return rc;
 }
 
-static int check_T(probe_t *P, int k, int pending) {
+/*
+ * Checks every candidate in play at the k-th count (only[i] set, or all
+ * with only NULL), on one input set drawn from a fresh seed, with or
+ * without pending: the baseline first against the float64 reference, then
+ * the others by depth.
+ */
+static int check_T(probe_t *P, int k, int pending, const uint8_t *only) {
   const int T = P->tokens.t[k];
   uint64_t seed = hct__rng_next(&P->rng);
   cand_t *base = &P->cands[P->baseline];
@@ -728,7 +739,8 @@ static int check_T(probe_t *P, int k, int pending) {
    * compared) gets a progress line per candidate, not one per T. */
   const int long_step = P->tty || hct__now_ns() - t_base > 1000000000ull;
   int n_check = 0, done_check = 0;
-  for (int i = 0; i < P->n; i++) n_check += i != P->baseline && !P->cands[i].dead && !P->cands[i].failed[k];
+  for (int i = 0; i < P->n; i++)
+    n_check += i != P->baseline && !P->cands[i].dead && !P->cands[i].failed[k] && (only == NULL || only[i]);
   if (rc != 0) {
     int r = candidate_failed(P, P->baseline, "parity", rc, T, pending, seed);
     return r != 0 ? r : rc;
@@ -756,7 +768,8 @@ static int check_T(probe_t *P, int k, int pending) {
   for (int i = 0; i < P->n; i++) {
     cand_t *c = &P->cands[i];
     char why[256];
-    if (c->depth != d || c->dead || c->failed[k] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
+    if (c->depth != d || c->dead || c->failed[k] || (only != NULL && !only[i]) ||
+        !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
       continue;
     if ((rc = check_interrupt(P)) != 0) return rc;
     if (long_step)
@@ -1221,6 +1234,7 @@ static int search_time(void *arg, int round, const int *ids, int n, int samples,
  * are never searched out.  --exhaustive (verify-decisions) skips it all.
  */
 static int search_T(probe_t *P, int k) {
+  for (int i = 0; i < P->n; i++) P->cands[i].rank_k = -1;
   if (P->o->exhaustive) return 0;
   for (int vi = 0; vi < P->op->n_variants; vi++) {
     const hct_variant_t *v = &P->op->variants[vi];
@@ -1246,9 +1260,10 @@ static int search_T(probe_t *P, int k) {
       if (best >= 0) carry[nc++] = best;
     }
     search_ctx_t S = {P, k, v};
-    int surv[MAX_CANDS], ns = 0, timings = 0;
-    int rc = hct__search_halving(&v->search, ids, n, carry, nc, search_time, &S, surv, &ns, &timings);
+    int surv[MAX_CANDS], ns = 0, timings = 0, ranked[MAX_CANDS];
+    int rc = hct__search_halving(&v->search, ids, n, carry, nc, search_time, &S, surv, &ns, &timings, ranked);
     if (rc != 0) return rc;
+    for (int r = 0; r < n; r++) P->cands[ranked[r]].rank_k = r;
     for (int q = 0; q < n; q++) {
       int kept = 0;
       for (int j = 0; j < ns; j++) kept |= surv[j] == ids[q];
@@ -1261,12 +1276,13 @@ static int search_T(probe_t *P, int k) {
 }
 
 /* Times every candidate that passed at T in the mode the manifest decides
- * by; then the baseline and the winners of both classes in the other mode,
+ * by (after the search, with `search`: check_late has run it already);
+ * then the baseline and the winners of both classes in the other mode,
  * recorded beside them, so a winner that only wins with cold (or warm)
  * caches shows.  The second pass times at most three candidates. */
-static int time_T(probe_t *P, int k) {
+static int time_T(probe_t *P, int k, int search) {
   int cold = P->op->timing_cold;
-  int rc = search_T(P, k);
+  int rc = search ? search_T(P, k) : 0;
   if (rc == 0) rc = time_pass(P, k, cold, 1, NULL);
   if (rc != 0 || P->o->one_mode) return rc;
   uint8_t only[MAX_CANDS] = {0};
@@ -1276,6 +1292,120 @@ static int time_T(probe_t *P, int k) {
     if (w >= 0) only[w] = 1;
   }
   return time_pass(P, k, !cold, 0, only);
+}
+
+/* Every check of check_T, with and without pending, `sets` input sets
+ * each, on the candidates of only[]; each is then checked at k. */
+static int check_all_runs(probe_t *P, int k, int sets, const uint8_t *only) {
+  for (int pending = 0; pending <= 1; pending++)
+    for (int s = 0; s < sets; s++) {
+      int rc = check_T(P, k, pending, only);
+      if (rc != 0) return rc;
+    }
+  for (int i = 0; i < P->n; i++)
+    if (only[i]) P->cands[i].checked[k] = 1;
+  return 0;
+}
+
+/* Adds to only[] the references candidate i's bits are checked against,
+ * up the chain: check_T judges a reference on the same inputs first. */
+static void with_references(probe_t *P, int i, uint8_t *only) {
+  for (int r = P->cands[i].ref; r >= 0; r = P->cands[r].ref) only[r] = 1;
+}
+
+/*
+ * The k-th count above the manifest's checks.all_points_up_to: a check
+ * there draws and copies back gigabytes per run (T = 32768: 2.7 GB of
+ * inputs, 1.7 GB of outputs five times a check), so only what can be
+ * decided is checked.  Every point in play is timed first by its family's
+ * search (a point that faults while timed is recorded as a fault, as
+ * always); then the finalists (what the search keeps, every point of a
+ * family without one), the references their bits are checked against and
+ * the baseline go through every check of check_T; a finalist that fails
+ * is out, and the next point of its family's ranking is checked in its
+ * place, until the family has as many passing finalists as the search
+ * kept or none is left.  A point never checked here is recorded as
+ * "unchecked" and not timed to decide: it is never decided for at this
+ * count.  Then the deciding timing and the verification of the timed
+ * outputs, as at every count.
+ */
+static int check_late(probe_t *P, int k, int sets) {
+  const int T = P->tokens.t[k];
+  char why[256];
+  int in_play = 0, rc;
+  for (int i = 0; i < P->n; i++) {
+    cand_t *c = &P->cands[i];
+    c->passed[k] = !c->dead && !c->failed[k] && hct__run_supports(&c->c, &P->dev, T, why, sizeof why);
+    in_play += c->passed[k];
+  }
+  progress(P, "search", 0, 0, "T=%d: %d points in play timed first, the finalists checked after "
+           "(checks.all_points_up_to %d: %s)", T, in_play, P->op->checks_all_up_to, P->op->checks_why);
+  if ((rc = search_T(P, k)) != 0) return rc;
+  /* The finalists, and how many of each family's must pass. */
+  uint8_t only[MAX_CANDS] = {0};
+  int want[HCT_MAX_VARIANTS] = {0}, n_only = 0;
+  only[P->baseline] = 1;
+  for (int i = 0; i < P->n; i++) {
+    cand_t *c = &P->cands[i];
+    if (!c->passed[k] || c->dead || c->searched_out[k]) continue;
+    only[i] = 1;
+    with_references(P, i, only);
+    if (c->rank_k >= 0) want[c->c.v - P->op->variants]++;
+  }
+  for (int i = 0; i < P->n; i++) n_only += only[i];
+  for (int round = 0; n_only > 0; round++) {
+    progress(P, "check", round, 0, "T=%d: %d finalists and references (of %d points in play), every check "
+             "with and without pending", T, n_only, in_play);
+    if ((rc = check_all_runs(P, k, sets, only)) != 0) return rc;
+    /* A family short of passing finalists: the next of its ranking. */
+    memset(only, 0, sizeof only);
+    n_only = 0;
+    for (int vi = 0; vi < P->op->n_variants; vi++) {
+      const hct_variant_t *v = &P->op->variants[vi];
+      int ok = 0;
+      for (int i = 0; i < P->n; i++) {
+        const cand_t *c = &P->cands[i];
+        ok += c->c.v == v && c->rank_k >= 0 && c->checked[k] && !c->dead && !c->failed[k];
+      }
+      for (int r = 0, need = want[vi] - ok; need > 0 && r < P->n; r++)
+        for (int i = 0; need > 0 && i < P->n; i++) {
+          cand_t *c = &P->cands[i];
+          if (c->c.v != v || c->rank_k != r || c->checked[k] || c->dead || c->failed[k] || !c->passed[k])
+            continue;
+          c->searched_out[k] = 0;
+          only[i] = 1;
+          with_references(P, i, only);
+          need--;
+          progress(P, "check", 0, 0, "T=%d: %s (%d. of its family's ranking) checked in place of a finalist "
+                   "that failed", T, c->c.label, r + 1);
+        }
+    }
+    for (int i = 0; i < P->n; i++) n_only += only[i];
+  }
+  /* What was never checked here is not decided here, and says so. */
+  int unchecked = 0;
+  for (int i = 0; i < P->n; i++) {
+    cand_t *c = &P->cands[i];
+    if (!c->passed[k]) continue;
+    if (c->checked[k]) {
+      c->passed[k] = !c->dead && !c->failed[k];
+      continue;
+    }
+    c->passed[k] = 0;
+    if (c->dead) continue;
+    unchecked++;
+    char log[400];
+    snprintf(log, sizeof log, "T=%d: not checked here: above checks.all_points_up_to (%d) only the "
+             "search's finalists are, and its timing in the search left it out (rank %d)", T,
+             P->op->checks_all_up_to, c->rank_k + 1);
+    hct_db_trial_t t;
+    trial_init(P, c, &t, "parity", T, 0);
+    hct__strlcpy(t.status, "unchecked", sizeof t.status);
+    t.log = log;
+    if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
+  }
+  progress(P, "check", 0, 0, "T=%d: %d points left unchecked (not decided for here)", T, unchecked);
+  return P->o->check_only ? 0 : time_T(P, k, 0);
 }
 
 /* ---- deciding ------------------------------------------------------------ */
@@ -1573,16 +1703,23 @@ int hct__probe(const hct_probe_opts_t *o) {
       if (skip < 0) { rc = skip; goto fail; }
       c->failed[k] = skip != 0;
     }
+    /* Above checks.all_points_up_to: time first, check what the search
+     * keeps (check_late).  --check-only has no search to keep anything. */
+    if (T > P.op->checks_all_up_to && !o->check_only) {
+      if ((rc = check_late(&P, k, sets)) != 0) goto fail;
+      continue;
+    }
     progress(&P, "check", k, nT, "T=%d: parity of every candidate, %d input sets with and without pending", T, sets);
     for (int pending = 0; pending <= 1; pending++)
       for (int s = 0; s < sets; s++)
-        if ((rc = check_T(&P, k, pending)) != 0) goto fail;
+        if ((rc = check_T(&P, k, pending, NULL)) != 0) goto fail;
     for (int i = 0; i < P.n; i++) {
       char why[256];
       cand_t *c = &P.cands[i];
+      c->checked[k] = 1;
       c->passed[k] = !c->dead && !c->failed[k] && hct__run_supports(&c->c, &P.dev, T, why, sizeof why);
     }
-    if (!o->check_only && (rc = time_T(&P, k)) != 0) goto fail;
+    if (!o->check_only && (rc = time_T(&P, k, 1)) != 0) goto fail;
   }
   progress_end(&P);
 

@@ -161,12 +161,15 @@ int hct__search_samples(const hct_search_t *cfg, int round);
  * rounds of time_fn until at most cfg->final_points are left or a round at
  * max_samples has cut to the best ones; carry[0..n_carry) (ids) survive
  * round 0.  survivors (room for n) gets the ones left, fastest first, and
- * *n_survivors their count; *timings (may be NULL) the samples spent.
- * Returns 0 or time_fn's error.
+ * *n_survivors their count; *timings (may be NULL) the samples spent;
+ * ranked (may be NULL, room for n) every point best first: the survivors,
+ * then those dropped in the last round before those dropped earlier, each
+ * round's by median (the probe checks the next of them when a survivor
+ * fails its check).  Returns 0 or time_fn's error.
  */
 int hct__search_halving(const hct_search_t *cfg, const int *ids, int n, const int *carry,
                         int n_carry, hct_search_time_fn time_fn, void *arg, int *survivors,
-                        int *n_survivors, int *timings);
+                        int *n_survivors, int *timings, int *ranked);
 
 /* The poison pattern written into outputs before each run. */
 #define HCT_POISON_F32 0x7fc0dead
