@@ -182,6 +182,13 @@ static int hip_launch(hct_gpu_t *g, hct_function_t *hf, const unsigned grid[3],
   return hct__hip_fail(e, "hipModuleLaunchKernel");
 }
 
+/* Free and total device memory, as cuda_mem_info. */
+static int hip_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes) {
+  HIP_NEED(hipMemGetInfo);
+  HIP_TRY(hipMemGetInfo(free_bytes, total_bytes));
+  return 0;
+}
+
 static int hip_sync(hct_gpu_t *g) {
   HIP_TRY(hipStreamSynchronize(GPU(g)->stream));
   return 0;
@@ -309,6 +316,7 @@ const hct_backend_ops_t hct__hip_backend = {
   .function_smem = hip_function_smem,
   .launch = hip_launch,
   .sync = hip_sync,
+  .mem_info = hip_mem_info,
   .event_create = hip_event_create,
   .event_destroy = hip_event_destroy,
   .event_record = hip_event_record,

@@ -655,6 +655,9 @@ int hct__gpu_launch(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
 int hct__gpu_launch_pdl(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
                         const unsigned block[3], unsigned smem, void **args);
 int hct__gpu_sync(hct_gpu_t *g);
+/* Free and total device memory of g's card (cuMemGetInfo, hipMemGetInfo);
+ * HCT_EUNSUPPORTED when the driver cannot say. */
+int hct__gpu_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes);
 /* A tensor map over base (host work only: no launch, safe while
  * capturing); HCT_EUNSUPPORTED on a backend or driver without them. */
 int hct__gpu_tensor_map(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t base,
@@ -704,6 +707,8 @@ typedef struct hct_backend_ops_s {
   int (*launch)(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
                 const unsigned block[3], unsigned smem, void **args);
   int (*sync)(hct_gpu_t *g);
+  /* Free and total device memory; NULL or HCT_EUNSUPPORTED: unknown. */
+  int (*mem_info)(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes);
   int (*event_create)(hct_gpu_t *g, hct_event_t **out);
   void (*event_destroy)(hct_gpu_t *g, hct_event_t *e);
   int (*event_record)(hct_gpu_t *g, hct_event_t *e);

@@ -845,6 +845,136 @@ static int check_T(probe_t *P, int k, int pending, const uint8_t *only) {
 /* ---- timing -------------------------------------------------------------- */
 
 static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete);
+static int winner_at(probe_t *P, int k, int allow_kl, int verified_only);
+
+/* Records the timing trials of ids[0..n) from res, and with `decides`
+ * their figures for the decisions (pruned: not decided for).  `extra`
+ * (may be NULL) is a key set to 1 in the figures: how they were timed. */
+static int record_times(probe_t *P, int kT, const int *ids, int n, const hct_timing_res_t *res,
+                        int cold, int decides, int batch, const char *extra) {
+  const int T = P->tokens.t[kT];
+  int rc = 0;
+  for (int k = 0; k < n; k++) {
+    cand_t *c = &P->cands[ids[k]];
+    const hct_timing_res_t *r = &res[k];
+    hct_db_trial_t t;
+    trial_init(P, c, &t, "timing", T, 0);
+    t.cold = cold;
+    if (r->err != 0) {
+      char figs[64];
+      snprintf(figs, sizeof figs, "{\"error_code\":\"%s\"}", hct_err_name(r->err));
+      trial_timed(&t, r, NULL);
+      t.figures_json = figs;
+      if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
+      if (decides) c->timed[kT] = 0;
+      continue;
+    }
+    if (decides) {
+      c->timing[kT] = r->s;
+      c->timed[kT] = !r->pruned;
+    }
+    trial_timed(&t, r, r->pruned ? "pruned" : "pass");
+    char figs[352];
+    snprintf(figs, sizeof figs, "{\"batch\":%d,\"rounds\":%d,\"clock_checked\":%d,\"rel_ci\":%.4g,"
+             "\"seconds\":%.3f,\"max\":%.3f,\"decides\":%d%s%s%s}", batch, r->rounds,
+             r->clock_checked, isfinite(r->s.rel_ci) ? r->s.rel_ci : -1.0, r->seconds, r->s.max,
+             decides, extra ? ",\"" : "", extra ? extra : "", extra ? "\":1" : "");
+    t.figures_json = figs;
+    if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
+  }
+  return rc;
+}
+
+/*
+ * hct__worker_time over as many requests as the card's memory needs: one
+ * the worker refuses for memory (HCT_ENOMEM, saying how many of its first
+ * candidates fit: hct__worker_time_fits) is sent again as groups of what
+ * fits, in order, each with its slice of opts' "ranks", all on the same
+ * seed (the same input data).  Grouped, nothing is pruned: a group's
+ * fastest is no yardstick for the others.  *groups gets the number of
+ * requests that timed (1: all interleaved in one).  Not even one fitting
+ * is the worker's error naming the candidate, with *failed -1: it ends
+ * the probe, as no candidate's fault.
+ */
+static int time_grouped(probe_t *P, const int *ids, int n, int T, json_t *opts, int deadline,
+                        hct_timing_res_t *res, int *failed, int *groups) {
+  const uint64_t seed = hct__rng_next(&P->rng);
+  json_t *ranks = json_incref(json_object_get(opts, "ranks"));
+  int done = 0, size = n, rc = 0;
+  *groups = 0;
+  while (rc == 0 && done < n) {
+    const int m = HCT_MIN(size, n - done);
+    if (ranks != NULL) {
+      json_t *slice = json_array();
+      for (int q = done; q < done + m; q++) json_array_append(slice, json_array_get(ranks, (size_t)q));
+      json_object_set_new(opts, "ranks", slice);
+    }
+    rc = hct__worker_time(P->w, ids + done, m, T, seed, opts, deadline, res + done, failed);
+    const int fits = rc == HCT_ENOMEM ? hct__worker_time_fits(P->w) : -1;
+    if (fits > 0 && fits < m) {
+      progress(P, "time", done, n, "T=%d: %d of %d candidates fit the card's memory at once: timed in groups",
+               T, fits, m);
+      hct__error_clear();
+      json_object_set_new(opts, "prune_factor", json_real(-1.0));
+      size = fits;
+      rc = 0;
+      continue;
+    }
+    if (rc == 0) {
+      done += m;
+      (*groups)++;
+    }
+  }
+  if (ranks != NULL) json_object_set_new(opts, "ranks", ranks);
+  return rc;
+}
+
+/*
+ * After a deciding timing in groups (time_grouped): the baseline, the
+ * winners of both classes and the references their bits are verified
+ * against, timed again together in one request: their figures replace the
+ * groups' (interleaved, so comparable), and theirs is the allocation
+ * verify_T replays.  Only they are in_timing: a candidate outside them
+ * that wins later cannot be verified, and is not decided for (verify_T).
+ * Returns 0, 1 when one of them faulted (it is out: time_pass times
+ * again), or the error that ends the probe.
+ */
+static int time_contenders(probe_t *P, int kT, json_t *opts, int batch, int deadline) {
+  const int T = P->tokens.t[kT];
+  uint8_t want[MAX_CANDS] = {0};
+  want[P->baseline] = 1;
+  for (int kl = 0; kl <= 1; kl++) {
+    int w = winner_at(P, kT, kl, 0);
+    for (int r = w; r >= 0; r = P->cands[r].ref) want[r] = 1;
+  }
+  int ids[MAX_CANDS], n = 0, failed = -1, groups = 0;
+  json_t *ranks = json_array();
+  for (int i = 0; i < P->n; i++) {
+    P->cands[i].in_timing[kT] = 0;
+    if (!want[i] || P->cands[i].dead) continue;
+    ids[n++] = i;
+    json_array_append_new(ranks, json_integer(P->cands[i].competes == HCT_PARITY_KL));
+  }
+  json_object_set_new(opts, "ranks", ranks);
+  json_object_set_new(opts, "prune_factor", json_real(-1.0));
+  hct_timing_res_t *res = calloc((size_t)n, sizeof *res);
+  if (res == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  progress(P, "time", 0, n, "T=%d: the %d contenders again, in one request", T, n);
+  int rc = time_grouped(P, ids, n, T, opts, deadline, res, &failed, &groups);
+  if (rc == 0 && groups > 1)
+    rc = hct__error(HCT_ENOMEM, "T=%d: the %d contenders (the baseline, the winners and their references) "
+                    "do not fit the card's memory at once, so their timed outputs cannot be verified", T, n);
+  if (rc != 0 && failed >= 0) {
+    free(res);
+    /* A fault of one: it is out, and the deciding timing runs again. */
+    int r = candidate_failed(P, failed, "timing", rc, T, 0, 0);
+    return r != 0 ? r : 1;
+  }
+  if (rc == 0) rc = record_times(P, kT, ids, n, res, P->op->timing_cold, 1, batch, "contenders");
+  for (int q = 0; rc == 0 && q < n; q++) P->cands[ids[q]].in_timing[kT] = 1;
+  free(res);
+  return rc;
+}
 
 /* Times every candidate that passed at T, in the worker: each one's batch
  * of launches captured into a graph over rotating buffer sets (cold: their
@@ -904,44 +1034,28 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
     }
     progress(P, "time", 0, n, "T=%d: %d candidates, %s, %d launches per graph", T, n,
              cold ? "cold" : "hot", batch);
-    int failed = -1;
+    int failed = -1, groups = 0;
     int deadline = 60000 + (int)(n * 2000 * HCT_MAX(1, P->o->sample_factor));
-    rc = hct__worker_time(P->w, ids, n, T, hct__rng_next(&P->rng), opts, deadline, res, &failed);
-    json_decref(opts);
+    rc = time_grouped(P, ids, n, T, opts, deadline, res, &failed, &groups);
     if (rc != 0) {
+      json_decref(opts);
       free(res);
       if (failed < 0) return rc; /* not one candidate's doing */
       if ((rc = candidate_failed(P, failed, "timing", rc, T, 0, 0)) != 0) return rc;
       continue; /* time the others again, without it */
     }
-    for (int k = 0; k < n; k++) {
-      cand_t *c = &P->cands[ids[k]];
-      const hct_timing_res_t *r = &res[k];
-      hct_db_trial_t t;
-      trial_init(P, c, &t, "timing", T, 0);
-      t.cold = cold;
-      if (r->err != 0) {
-        char figs[64];
-        snprintf(figs, sizeof figs, "{\"error_code\":\"%s\"}", hct_err_name(r->err));
-        trial_timed(&t, r, NULL);
-        t.figures_json = figs;
-        if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
-        if (decides) c->timed[kT] = 0;
+    if ((rc = record_times(P, kT, ids, n, res, cold, decides, batch, groups > 1 ? "groups" : NULL)) == 0 &&
+        decides && groups > 1) {
+      /* Timed in groups: the contenders again, interleaved in one
+       * request, whose allocation the verification replays. */
+      rc = time_contenders(P, kT, opts, batch, deadline);
+      if (rc == 1) {
+        json_decref(opts);
+        free(res);
         continue;
       }
-      if (decides) {
-        c->timing[kT] = r->s;
-        c->timed[kT] = !r->pruned;
-      }
-      trial_timed(&t, r, r->pruned ? "pruned" : "pass");
-      char figs[320];
-      snprintf(figs, sizeof figs, "{\"batch\":%d,\"rounds\":%d,\"clock_checked\":%d,\"rel_ci\":%.4g,"
-               "\"seconds\":%.3f,\"max\":%.3f,\"decides\":%d}", batch, r->rounds,
-               r->clock_checked, isfinite(r->s.rel_ci) ? r->s.rel_ci : -1.0, r->seconds, r->s.max,
-               decides);
-      t.figures_json = figs;
-      if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
     }
+    json_decref(opts);
     progress_end(P);
     /* Before anything is decided from these figures: the outputs of the
      * launches the winners made while being timed. */
@@ -971,7 +1085,6 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
   }
 }
 
-static int winner_at(probe_t *P, int k, int allow_kl, int verified_only);
 
 /*
  * Judges one candidate's timed outputs (hct__worker_verify) against the
@@ -1066,6 +1179,16 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
     /* Bits equal to a reference's are verified only once the reference's
      * own timed outputs are: its reference is wanted first (verify_ref). */
     int changed = 0;
+    /* Timed in groups, only the contenders' allocation is left to replay
+     * (time_contenders): a winner outside it cannot be verified. */
+    for (int i = 0; i < P->n; i++) {
+      cand_t *c = &P->cands[i];
+      if (!want[i] || c->in_timing[k]) continue;
+      c->timed[k] = 0;
+      changed = 1;
+      progress(P, "verify", 0, 0, "T=%d: %s cannot be verified: it was not among the contenders timed "
+               "together (the others were timed in groups)", T, c->c.label);
+    }
     for (int i = 0; i < P->n; i++)
       if (want[i] && (rc = verify_ref(P, k, i, want, &changed)) != 0) return rc;
     if (changed) continue; /* a winner could not be verified: choose again */
@@ -1178,9 +1301,9 @@ static int search_time(void *arg, int round, const int *ids, int n, int samples,
       free(res);
       return hct__error(HCT_ENOMEM, "out of memory");
     }
-    int failed = -1;
+    int failed = -1, groups = 0;
     int deadline = 60000 + (int)(nl * samples * 200);
-    int rc = hct__worker_time(P->w, live, nl, T, hct__rng_next(&P->rng), opts, deadline, res, &failed);
+    int rc = time_grouped(P, live, nl, T, opts, deadline, res, &failed, &groups);
     json_decref(opts);
     if (rc != 0) {
       free(res);

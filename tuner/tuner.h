@@ -279,6 +279,9 @@ int hct__run_launches(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs
 int hct__run_launches_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t *syms,
                            const hct_devset_t *d, const hct_scratchset_t *s,
                            const hct_argptr_t *extra, int n_extra);
+/* The device bytes hct__scratch_alloc takes for c at T (every scratch
+ * buffer, as allocated): what the worker's timing holds per candidate. */
+int hct__scratch_bytes(const hct_cand_t *c, const hct_device_t *dev, int T, size_t *out);
 /* hct__scratch_alloc over the names in syms (the reference's NROWS). */
 int hct__scratch_alloc_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t *syms,
                             hct_scratchset_t *s);
