@@ -189,6 +189,18 @@ static int hip_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes) {
   return 0;
 }
 
+/* Page-locked host memory, as cuda_host_register. */
+static int hip_host_register(hct_gpu_t *g, void *p, size_t bytes) {
+  HIP_NEED(hipHostRegister);
+  HIP_NEED(hipHostUnregister);
+  HIP_TRY(hipHostRegister(p, bytes, 0));
+  return 0;
+}
+
+static void hip_host_unregister(hct_gpu_t *g, void *p) {
+  if (hct__hip.hipHostUnregister != NULL) hct__hip.hipHostUnregister(p);
+}
+
 static int hip_sync(hct_gpu_t *g) {
   HIP_TRY(hipStreamSynchronize(GPU(g)->stream));
   return 0;
@@ -317,6 +329,8 @@ const hct_backend_ops_t hct__hip_backend = {
   .launch = hip_launch,
   .sync = hip_sync,
   .mem_info = hip_mem_info,
+  .host_register = hip_host_register,
+  .host_unregister = hip_host_unregister,
   .event_create = hip_event_create,
   .event_destroy = hip_event_destroy,
   .event_record = hip_event_record,

@@ -658,6 +658,11 @@ int hct__gpu_sync(hct_gpu_t *g);
 /* Free and total device memory of g's card (cuMemGetInfo, hipMemGetInfo);
  * HCT_EUNSUPPORTED when the driver cannot say. */
 int hct__gpu_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes);
+/* Pins host memory [p, p + bytes) (page-aligned) so downloads into it run
+ * at the bus's rate (cuMemHostRegister, hipHostRegister); unregister
+ * before freeing it.  HCT_EUNSUPPORTED when the driver has neither. */
+int hct__gpu_host_register(hct_gpu_t *g, void *p, size_t bytes);
+void hct__gpu_host_unregister(hct_gpu_t *g, void *p);
 /* A tensor map over base (host work only: no launch, safe while
  * capturing); HCT_EUNSUPPORTED on a backend or driver without them. */
 int hct__gpu_tensor_map(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t base,
@@ -709,6 +714,9 @@ typedef struct hct_backend_ops_s {
   int (*sync)(hct_gpu_t *g);
   /* Free and total device memory; NULL or HCT_EUNSUPPORTED: unknown. */
   int (*mem_info)(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes);
+  /* Page-locks (pins) host memory for fast copies, and undoes it. */
+  int (*host_register)(hct_gpu_t *g, void *p, size_t bytes);
+  void (*host_unregister)(hct_gpu_t *g, void *p);
   int (*event_create)(hct_gpu_t *g, hct_event_t **out);
   void (*event_destroy)(hct_gpu_t *g, hct_event_t *e);
   int (*event_record)(hct_gpu_t *g, hct_event_t *e);

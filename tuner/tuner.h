@@ -143,6 +143,12 @@ void *hct__hostbuf_get(size_t bytes);
 void hct__hostbuf_put(void *p);
 /* Frees every buffer not in use (a worker about to exit, a test). */
 void hct__hostbuf_release(void);
+/* Kept buffers made from now on are pinned by pin (0 or an error: the
+ * first failure is logged and the rest stay pageable) and unpinned before
+ * they are freed; NULL hooks: none.  The worker sets its GPU's. */
+typedef int (*hct_hostbuf_pin_fn)(void *arg, void *p, size_t bytes);
+typedef void (*hct_hostbuf_unpin_fn)(void *arg, void *p);
+void hct__hostbuf_pin(hct_hostbuf_pin_fn pin, hct_hostbuf_unpin_fn unpin, void *arg);
 
 /* ---- the search of a family's points (tuner/search.c) -------------------- */
 

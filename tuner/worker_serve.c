@@ -131,6 +131,13 @@ static int req_hello(worker_t *W, json_t *req, json_t *reply) {
   return 0;
 }
 
+/* The hostbuf pinning hooks over the worker's GPU. */
+static int pin_cb(void *arg, void *p, size_t bytes) {
+  return hct__gpu_host_register(((worker_t *)arg)->gpu, p, bytes);
+}
+
+static void unpin_cb(void *arg, void *p) { hct__gpu_host_unregister(((worker_t *)arg)->gpu, p); }
+
 static int req_open(worker_t *W, json_t *req, json_t *reply) {
   const char *spec;
   int rc = get_str(req, "device", 0, &spec);
@@ -138,6 +145,9 @@ static int req_open(worker_t *W, json_t *req, json_t *reply) {
   if (W->gpu != NULL) return hct__error(HCT_EBUSY, "a device is already open in this worker");
   if ((rc = hct__device_find(spec ? spec : "0", &W->dev)) != 0) return rc;
   if ((rc = hct__gpu_open(&W->dev, &W->gpu)) != 0) return rc;
+  /* The check's output buffers pinned: its five downloads a run are
+   * gigabytes at large T. */
+  hct__hostbuf_pin(pin_cb, unpin_cb, W);
   json_object_set_new(reply, "uuid", json_string(W->dev.uuid));
   json_object_set_new(reply, "name", json_string(W->dev.name));
   json_object_set_new(reply, "arch", json_string(W->dev.arch));
@@ -1208,7 +1218,8 @@ int hct__worker_serve(void) {
   }
   timed_free(&W, W.timed, 0);
   inset_clear(&W);
-  hct__hostbuf_release();
+  hct__hostbuf_release(); /* unpinned while the GPU is still open */
+  hct__hostbuf_pin(NULL, NULL, NULL);
   if (W.producer_loaded) hct__producer_unload(W.gpu, &W.producer);
   for (int i = 0; i < MAX_CANDS; i++)
     if (W.cands[i].used) hct__run_unload(W.gpu, &W.cands[i].c);
