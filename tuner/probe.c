@@ -1470,7 +1470,7 @@ static int check_late(probe_t *P, int k, int sets) {
   only[P->baseline] = 1;
   for (int i = 0; i < P->n; i++) {
     cand_t *c = &P->cands[i];
-    if (!c->passed[k] || c->dead || c->searched_out[k]) continue;
+    if (!c->passed[k] || c->dead || c->failed[k] || c->searched_out[k]) continue;
     only[i] = 1;
     with_references(P, i, only);
     if (c->rank_k >= 0) want[c->c.v - P->op->variants]++;
@@ -1515,7 +1515,7 @@ static int check_late(probe_t *P, int k, int sets) {
       continue;
     }
     c->passed[k] = 0;
-    if (c->dead) continue;
+    if (c->dead || c->failed[k]) continue; /* its fault in the search is its record */
     unchecked++;
     char log[400];
     snprintf(log, sizeof log, "T=%d: not checked here: above checks.all_points_up_to (%d) only the "
