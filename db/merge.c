@@ -189,7 +189,7 @@ static int pool_table(const hct_fleet_t *in, int n, const char *name, int by_uid
  * that gave up at a large T).  New reasons of the probe's checks count as
  * failures without a change here. */
 static int parity_failure(const char *status) {
-  static const char *const not_fails[] = {"pass", "pruned", "unsupported", "error", "compile",
+  static const char *const not_fails[] = {"pass", "pruned", "unsupported", "unchecked", "error", "compile",
                                           "timeout"};
   for (size_t i = 0; i < HCT_ARRAY_SIZE(not_fails); i++)
     if (strcmp(status, not_fails[i]) == 0) return 0;

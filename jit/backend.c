@@ -214,6 +214,18 @@ int hct__gpu_launch_pdl(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
 
 int hct__gpu_sync(hct_gpu_t *g) { return DISPATCH(g, sync, g); }
 
+int hct__gpu_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes) {
+  return DISPATCH(g, mem_info, g, free_bytes, total_bytes);
+}
+
+int hct__gpu_host_register(hct_gpu_t *g, void *p, size_t bytes) {
+  return DISPATCH(g, host_register, g, p, bytes);
+}
+
+void hct__gpu_host_unregister(hct_gpu_t *g, void *p) {
+  if (g->ops->host_unregister) g->ops->host_unregister(g, p);
+}
+
 int hct__gpu_tensor_map(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t base,
                         hct_tmap_bytes_t *out) {
   if (g->ops->tensor_map == NULL)

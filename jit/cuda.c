@@ -56,6 +56,10 @@ enum { OPT = 0, REQ = 1 };
   XX(CUresult, cuStreamSynchronize, (CUstream), "cuStreamSynchronize", REQ)               \
   XX(CUresult, cuMemAlloc_v2, (CUdeviceptr *, size_t), "cuMemAlloc_v2", REQ)              \
   XX(CUresult, cuMemFree_v2, (CUdeviceptr), "cuMemFree_v2", REQ)                          \
+  XX(CUresult, cuMemGetInfo_v2, (size_t *, size_t *), "cuMemGetInfo_v2", OPT)             \
+  XX(CUresult, cuMemHostRegister_v2, (void *, size_t, unsigned int), "cuMemHostRegister_v2", \
+     OPT)                                                                                   \
+  XX(CUresult, cuMemHostUnregister, (void *), "cuMemHostUnregister", OPT)                 \
   XX(CUresult, cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream),       \
      "cuMemcpyHtoDAsync_v2", REQ)                                                         \
   XX(CUresult, cuMemcpyDtoHAsync_v2, (void *, CUdeviceptr, size_t, CUstream),             \
@@ -781,6 +785,30 @@ static int cuda_launch_pdl(hct_gpu_t *gpu, hct_function_t *f, const unsigned gri
   return 0;
 }
 
+/* Free and total device memory of the context's card: the worker takes
+ * its timing allocations in groups that fit (tuner/worker_serve.c). */
+static int cuda_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes) {
+  if (cu.cuMemGetInfo_v2 == NULL) return hct__error(HCT_EUNSUPPORTED, "cuda: the driver has no cuMemGetInfo_v2");
+  ENTER(g);
+  CU_TRY(cuMemGetInfo_v2(free_bytes, total_bytes), "cuMemGetInfo_v2");
+  return 0;
+}
+
+/* Page-locks host memory the worker downloads outputs into (tuner/
+ * hostbuf.c): the driver copies pageable memory through a staging buffer
+ * at a fraction of the bus's rate. */
+static int cuda_host_register(hct_gpu_t *g, void *p, size_t bytes) {
+  if (cu.cuMemHostRegister_v2 == NULL || cu.cuMemHostUnregister == NULL)
+    return hct__error(HCT_EUNSUPPORTED, "cuda: the driver has no cuMemHostRegister_v2");
+  ENTER(g);
+  CU_TRY(cuMemHostRegister_v2(p, bytes, 0), "cuMemHostRegister_v2");
+  return 0;
+}
+
+static void cuda_host_unregister(hct_gpu_t *g, void *p) {
+  if (cu.cuMemHostUnregister != NULL && enter(g) == 0) cu.cuMemHostUnregister(p);
+}
+
 static int cuda_sync(hct_gpu_t *gpu) {
   cuda_gpu_t *g = (cuda_gpu_t *)gpu;
   ENTER(gpu);
@@ -956,6 +984,9 @@ const hct_backend_ops_t hct__cuda_backend = {
     .launch = cuda_launch,
     .launch_pdl = cuda_launch_pdl,
     .sync = cuda_sync,
+    .mem_info = cuda_mem_info,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,
     .event_record = cuda_event_record,

@@ -182,6 +182,25 @@ static int hip_launch(hct_gpu_t *g, hct_function_t *hf, const unsigned grid[3],
   return hct__hip_fail(e, "hipModuleLaunchKernel");
 }
 
+/* Free and total device memory, as cuda_mem_info. */
+static int hip_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes) {
+  HIP_NEED(hipMemGetInfo);
+  HIP_TRY(hipMemGetInfo(free_bytes, total_bytes));
+  return 0;
+}
+
+/* Page-locked host memory, as cuda_host_register. */
+static int hip_host_register(hct_gpu_t *g, void *p, size_t bytes) {
+  HIP_NEED(hipHostRegister);
+  HIP_NEED(hipHostUnregister);
+  HIP_TRY(hipHostRegister(p, bytes, 0));
+  return 0;
+}
+
+static void hip_host_unregister(hct_gpu_t *g, void *p) {
+  if (hct__hip.hipHostUnregister != NULL) hct__hip.hipHostUnregister(p);
+}
+
 static int hip_sync(hct_gpu_t *g) {
   HIP_TRY(hipStreamSynchronize(GPU(g)->stream));
   return 0;
@@ -309,6 +328,9 @@ const hct_backend_ops_t hct__hip_backend = {
   .function_smem = hip_function_smem,
   .launch = hip_launch,
   .sync = hip_sync,
+  .mem_info = hip_mem_info,
+  .host_register = hip_host_register,
+  .host_unregister = hip_host_unregister,
   .event_create = hip_event_create,
   .event_destroy = hip_event_destroy,
   .event_record = hip_event_record,

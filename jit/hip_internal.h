@@ -56,6 +56,9 @@
   XX(1, hipError_t, hipStreamSynchronize, (hipStream_t))                        \
   XX(1, hipError_t, hipMalloc, (void **, size_t))                               \
   XX(1, hipError_t, hipFree, (void *))                                          \
+  XX(0, hipError_t, hipMemGetInfo, (size_t *, size_t *))                        \
+  XX(0, hipError_t, hipHostRegister, (void *, size_t, unsigned int))            \
+  XX(0, hipError_t, hipHostUnregister, (void *))                                \
   XX(1, hipError_t, hipMemcpyAsync,                                             \
      (void *, const void *, size_t, hipMemcpyKind, hipStream_t))                \
   XX(1, hipError_t, hipMemsetD32Async, (hipDeviceptr_t, int, size_t, hipStream_t)) \

@@ -256,6 +256,11 @@ typedef struct hct_op_s {
                                default (manifest "probe_tokens"), ascending */
   int n_probe_tokens;       /* 0: every count of the range */
   hct_search_t search;      /* "search" at op level: every variant's default */
+  int checks_all_up_to;     /* manifest "checks.all_points_up_to": up to this
+                               count every point is checked before timing;
+                               above it only the search's finalists (the
+                               probe times first).  INT_MAX: every count */
+  char checks_why[200];     /* "checks.why": the reason, shown by the probe */
   hct_variant_t variants[HCT_MAX_VARIANTS];
   int n_variants;
   int has_inputs;           /* the manifest has "inputs" (every rule is then
@@ -654,6 +659,14 @@ int hct__gpu_launch(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
 int hct__gpu_launch_pdl(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
                         const unsigned block[3], unsigned smem, void **args);
 int hct__gpu_sync(hct_gpu_t *g);
+/* Free and total device memory of g's card (cuMemGetInfo, hipMemGetInfo);
+ * HCT_EUNSUPPORTED when the driver cannot say. */
+int hct__gpu_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes);
+/* Pins host memory [p, p + bytes) (page-aligned) so downloads into it run
+ * at the bus's rate (cuMemHostRegister, hipHostRegister); unregister
+ * before freeing it.  HCT_EUNSUPPORTED when the driver has neither. */
+int hct__gpu_host_register(hct_gpu_t *g, void *p, size_t bytes);
+void hct__gpu_host_unregister(hct_gpu_t *g, void *p);
 /* A tensor map over base (host work only: no launch, safe while
  * capturing); HCT_EUNSUPPORTED on a backend or driver without them. */
 int hct__gpu_tensor_map(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t base,
@@ -703,6 +716,11 @@ typedef struct hct_backend_ops_s {
   int (*launch)(hct_gpu_t *g, hct_function_t *f, const unsigned grid[3],
                 const unsigned block[3], unsigned smem, void **args);
   int (*sync)(hct_gpu_t *g);
+  /* Free and total device memory; NULL or HCT_EUNSUPPORTED: unknown. */
+  int (*mem_info)(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes);
+  /* Page-locks (pins) host memory for fast copies, and undoes it. */
+  int (*host_register)(hct_gpu_t *g, void *p, size_t bytes);
+  void (*host_unregister)(hct_gpu_t *g, void *p);
   int (*event_create)(hct_gpu_t *g, hct_event_t **out);
   void (*event_destroy)(hct_gpu_t *g, hct_event_t *e);
   int (*event_record)(hct_gpu_t *g, hct_event_t *e);

@@ -9,6 +9,7 @@
  */
 #include <dirent.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stddef.h>
@@ -310,6 +311,41 @@ static int load_probe_tokens(ctx_t *c, json_t *root, hct_op_t *op) {
     if (T < op->tmin || T > op->tmax || (i > 0 && T <= op->probe_tokens[i - 1])) return bad(c, "probe_tokens", cause);
     op->probe_tokens[op->n_probe_tokens++] = (int)T;
   }
+  return 0;
+}
+
+/* "checks": {"all_points_up_to": N, "why": "..."}: above N tokens the
+ * probe checks only the points the search keeps (tuner/probe.c), because
+ * a check there copies gigabytes back per run.  N inside the op's range;
+ * the reason is required, since it trades checks for time.  Absent: every
+ * point is checked at every count. */
+static int load_checks(ctx_t *c, json_t *root, hct_op_t *op) {
+  op->checks_all_up_to = INT_MAX;
+  json_t *js = json_object_get(root, "checks");
+  if (js == NULL) return 0;
+  if (!json_is_object(js)) return bad(c, "checks", "must be an object");
+  const char *key;
+  json_t *x;
+  json_object_foreach(js, key, x) {
+    if (strcmp(key, "all_points_up_to") != 0 && strcmp(key, "why") != 0) {
+      char cause[128];
+      snprintf(cause, sizeof cause, "unknown field '%s'", key);
+      return bad(c, "checks", cause);
+    }
+  }
+  x = json_object_get(js, "all_points_up_to");
+  long long n = json_is_integer(x) ? json_integer_value(x) : -1;
+  if (n < op->tmin || n > op->tmax) {
+    char cause[160];
+    snprintf(cause, sizeof cause, "all_points_up_to must be a token count in the op's tokens %d..%d",
+             op->tmin, op->tmax);
+    return bad(c, "checks", cause);
+  }
+  const char *why = get_str(c, js, "why", "checks.why", 1);
+  if (why == NULL) return c->err;
+  if (why[0] == '\0') return bad(c, "checks.why", "must say why (not empty)");
+  op->checks_all_up_to = (int)n;
+  hct__strlcpy(op->checks_why, why, sizeof op->checks_why);
   return 0;
 }
 
@@ -852,6 +888,7 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
     }
   }
   if (load_probe_tokens(c, root, op) != 0) return c->err;
+  if (load_checks(c, root, op) != 0) return c->err;
   op->search = search_defaults;
   if (load_search(c, json_object_get(root, "search"), "search", &op->search) != 0) return c->err;
   json_t *timing = json_object_get(root, "timing");

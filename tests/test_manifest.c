@@ -1,4 +1,5 @@
 /* test_manifest.c: manifest expressions and loading, and their errors. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -594,6 +595,46 @@ static void test_probe_tokens_and_batch(void **state) {
   }
 }
 
+/* "checks": the count up to which every point is checked before timing
+ * (above it the probe checks only the search's finalists); absent, every
+ * count checks every point. */
+static void test_checks_field(void **state) {
+  (void)state;
+  write_manifest("t", "{\"op\":\"t\",\"tokens\":[16,32768],\"constants\":{\"N\":1024},"
+                 "\"checks\":{\"all_points_up_to\":2048,\"why\":\"a check at 32768 copies 2 GB back per run\"},"
+                 "\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\",\"elems\":\"T\"},"
+                 "{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T\"}],"
+                 "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}");
+  hct_op_t *op;
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  assert_int_equal(op->checks_all_up_to, 2048);
+  assert_string_equal(op->checks_why, "a check at 32768 copies 2 GB back per run");
+  hct__manifest_free(op);
+  write_manifest("t", GOOD_HEAD "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}");
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  assert_int_equal(op->checks_all_up_to, INT_MAX);
+  hct__manifest_free(op);
+  static const struct {
+    const char *head, *needle;
+  } bad[] = {
+      {"\"checks\":[2],", "checks: must be an object"},
+      {"\"checks\":{\"all_points_up_to\":8,\"why\":\"x\"},", "checks: all_points_up_to must be a token count in the op's tokens 1..4"},
+      {"\"checks\":{\"all_points_up_to\":\"2\",\"why\":\"x\"},", "all_points_up_to must be a token count"},
+      {"\"checks\":{\"all_points_up_to\":2},", "checks.why: missing"},
+      {"\"checks\":{\"all_points_up_to\":2,\"why\":\"\"},", "checks.why: must say why"},
+      {"\"checks\":{\"all_points_up_to\":2,\"why\":\"x\",\"every\":1},", "checks: unknown field 'every'"},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(bad); i++) {
+    char text[4096];
+    snprintf(text, sizeof text, GOOD_HEAD "%s\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}", bad[i].head);
+    write_manifest("t", text);
+    op = NULL;
+    int rc = hct__manifest_load(tmpdir, "t", &op);
+    if (rc != HCT_EMANIFEST || strstr(hct_last_error(), bad[i].needle) == NULL)
+      fail_msg("case %zu: rc %d, message '%s' lacks '%s'", i, rc, hct_last_error(), bad[i].needle);
+  }
+}
+
 /* "search": op level, inherited and overridden by a variant. */
 static void test_search_field(void **state) {
   (void)state;
@@ -718,7 +759,8 @@ int main(void) {
       cmocka_unit_test(test_fits_and_constraints), cmocka_unit_test(test_manifest_inputs_reference),
       cmocka_unit_test(test_manifest_inputs_reference_errors),
       cmocka_unit_test(test_shipped_folder_copied),   cmocka_unit_test(test_competing_class),
-      cmocka_unit_test(test_probe_tokens_and_batch), cmocka_unit_test(test_search_field),
+      cmocka_unit_test(test_probe_tokens_and_batch),
+      cmocka_unit_test(test_checks_field), cmocka_unit_test(test_search_field),
       cmocka_unit_test(test_manifest_tmaps),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,7 +17,14 @@
  *   - a family with "search": halving is searched (rounds of 3, 6, ...
  *     samples) and only its survivors reach the deciding timing, whose
  *     winner is the family's best point;
- *   - verify-decisions --exhaustive times every point and finds no gap.
+ *   - verify-decisions --exhaustive times every point and finds no gap;
+ *   - above the manifest's checks.all_points_up_to (op "budget") the
+ *     counts are timed first and only the search's finalists checked, a
+ *     finalist that fails is replaced by the next of its family's
+ *     ranking, and the points never checked say so ("unchecked");
+ *   - a worker that holds only a few candidates' memory at once gets its
+ *     timings in groups, the contenders timed again together and
+ *     verified; one that holds none ends the probe naming the cause.
  * Skips without NVRTC or cuda.h.  Needs HCT_BIN (tests/run.sh).
  */
 #include <setjmp.h>
@@ -261,10 +268,180 @@ static void test_probe_flow(void **state) {
   free(log);
 }
 
+/* The op of the large-count tests: its own folder beside selftest's, on
+ * the same templates; every count above 16 checks only finalists. */
+static const char budget_manifest[] =
+    "{\"selftest\":true,\"tokens\":[1,4096],\"probe_tokens\":[1,16,256,4096],"
+    "\"checks\":{\"all_points_up_to\":16,\"why\":\"a test: the large counts check finalists only\"},"
+    "\"constants\":{\"ROW\":1024},"
+    "\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\",\"elems\":\"T*ROW\"},"
+    "{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T*ROW\",\"row\":\"ROW\"}],"
+    "\"inputs\":[{\"buffer\":\"x\",\"mean\":0.0,\"sd\":1.0}],"
+    "\"reference\":{\"template\":\"reference.cu\",\"rows\":{\"sample\":64,\"why\":\"a test op\"},"
+    "\"launches\":[{\"entry\":\"st_reference\",\"grid\":[\"cdiv(ROW,256)\",\"NROWS\",1],\"block\":[256,1,1],"
+    "\"args\":[\"@rows\",\"@x\",\"@ref.y\"]}]},"
+    "\"timing\":{\"mode\":\"cold\",\"batch\":\"max(2, min(32, 512 / T))\"},"
+    "\"variants\":["
+    VARIANT("base", "baseline", "null", "base.cu", "st_base", "", "") ","
+    VARIANT("fam", "bitwise", "\"base\"", "good.cu", "st_good",
+            "{\"name\":\"P0\",\"values\":[0,1,2,3,4]},{\"name\":\"P1\",\"values\":[0,1,2]}",
+            "\"search\":{\"strategy\":\"halving\"},") ","
+    VARIANT("late", "kl", "null", "good.cu", "st_good",
+            "{\"name\":\"L0\",\"values\":[1,2,3,4]},{\"name\":\"L1\",\"values\":[2,3,4]}",
+            "\"search\":{\"strategy\":\"halving\"},")
+    "]}";
+
+/* The first line of log holding needle at or after from, or NULL. */
+static const char *first_at(const char *log, const char *needle) { return strstr(log, needle); }
+
+/* The most candidates any time request the worker answered held. */
+static int widest_time(const char *log) {
+  int widest = 0;
+  for (const char *p = log; (p = strstr(p, "time T ")) != NULL; p++) {
+    const char *e = strchr(p, '\n'), *c = strstr(p, " cands");
+    if (e == NULL || c == NULL || c > e) continue;
+    int n = 0;
+    for (const char *q = c + 6; q < e; q++) n += *q == ' ';
+    widest = n > widest ? n : widest;
+  }
+  return widest;
+}
+
+static void budget_setup(void) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/k/budget' && cp '%s/k/selftest/'*.cu '%s/k/selftest/'*.h '%s/k/budget/'",
+           dir, dir, dir, dir);
+  assert_int_equal(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/k/budget/manifest.json", dir);
+  FILE *f = fopen(cmd, "w");
+  assert_non_null(f);
+  fputs(budget_manifest, f);
+  fclose(f);
+}
+
+/* Above checks.all_points_up_to: time first, check the finalists. */
+static void test_probe_late_checks(void **state) {
+  (void)state;
+  if (!have_tools()) skip();
+  budget_setup();
+  char *out = NULL, *err = NULL, *log = NULL, args[512], path[256];
+  snprintf(path, sizeof path, "%s/worker.log", dir);
+  unlink(path);
+  snprintf(args, sizeof args, "probe --op budget --db '%s/late.db'", dir);
+  int st = hctune(args, &out, &err);
+  if (st != 0) fail_msg("hctune probe: status %d: %s", st, err);
+  assert_int_equal(hct__read_file(path, &log, NULL), 0);
+  /* 28 candidates: every one checked at 1 and 16, fewer above. */
+  assert_int_equal(count(log, " T 16 pending 0\n"), 28);
+  assert_int_equal(count(log, " T 16 pending 1\n"), 28);
+  const int late256 = count(log, " T 256 pending 0\n"), late4096 = count(log, " T 4096 pending 0\n");
+  if (late4096 < 3 || late4096 > 14) fail_msg("%d checks at T = 4096 (finalists only: 3..14)", late4096);
+  assert_true(late256 >= 3 && late256 < 28);
+  /* Checked after the search's timing there, before it at 16. */
+  const char *t16 = first_at(log, "time T 16 "), *c16 = first_at(log, " T 16 pending 0\n");
+  const char *t4096 = first_at(log, "time T 4096 "), *c4096 = first_at(log, " T 4096 pending 0\n");
+  assert_true(t16 && c16 && c16 < t16);
+  assert_true(t4096 && c4096 && t4096 < c4096);
+  /* late's best point fails at 256: checked there, replaced by the next. */
+  const int best = cand_id(log, "late", "{\"L0\":2,\"L1\":3}");
+  assert_true(best >= 0);
+  const int base = cand_id(log, "base", "{}");
+  char want[96];
+  snprintf(want, sizeof want, "check %d ref %d T 256 pending 0\n", best, base);
+  if (count(log, want) != 1) fail_msg("no '%s' in the worker's log:\n%s", want, log);
+  snprintf(want, sizeof want, "check %d ref %d T 4096 ", best, base);
+  assert_int_equal(count(log, want), 0); /* out everywhere after */
+  if (strstr(err, "checked in place of a finalist that failed") == NULL)
+    fail_msg("no replacement said in the progress:\n%s", err);
+  hct_db_t *db;
+  snprintf(path, sizeof path, "%s/late.db", dir);
+  assert_int_equal(hct__db_open(path, HCT_DB_READONLY, &db), 0);
+  char *tj = NULL;
+  /* fam's points the search left out at 4096: unchecked, and said so. */
+  assert_int_equal(hct__db_trials_json(db, NULL, "budget", "fam", 4096, &tj), 0);
+  if (strstr(tj, "\"unchecked\"") == NULL || strstr(tj, "only the search's finalists are") == NULL)
+    fail_msg("fam's trials at 4096 do not say which points were not checked: %.2000s", tj);
+  free(tj);
+  /* late keeps a checked, passing point at 4096 all the same. */
+  assert_int_equal(hct__db_trials_json(db, NULL, "budget", "late", 4096, &tj), 0);
+  if (strstr(tj, "\"pass\"") == NULL) fail_msg("late has no passing trial at 4096: %.2000s", tj);
+  free(tj);
+  hct_db_decision_t *d = NULL;
+  int nd = 0;
+  assert_int_equal(hct__db_decisions_list(db, &d, &nd), 0);
+  const hct_db_decision_t *b = decision(d, nd, "bitwise", 4096), *k = decision(d, nd, "kl", 4096);
+  assert_non_null(b);
+  assert_non_null(k);
+  assert_string_equal(b->variant, "fam");
+  assert_string_equal(b->params, "{\"P0\":2,\"P1\":2}");
+  /* Not the point that failed: out everywhere. */
+  for (int i = 0; i < nd; i++) assert_string_not_equal(d[i].params, "{\"L0\":2,\"L1\":3}");
+  free(d);
+  hct__db_close(db);
+  free(out);
+  free(err);
+  free(log);
+}
+
+/* A small card: timings in groups; none fitting ends the probe. */
+static void test_probe_memory_groups(void **state) {
+  (void)state;
+  if (!have_tools()) skip();
+  budget_setup();
+  char *out = NULL, *err = NULL, *log = NULL, args[512], path[256];
+  static char saved[sizeof env];
+  snprintf(path, sizeof path, "%s/worker.log", dir);
+  unlink(path);
+  snprintf(saved, sizeof saved, "%s", env);
+  if (strlen(saved) + 32 > sizeof env) fail_msg("the test's environment is too long");
+  memcpy(env + strlen(saved), "FAKE_WORKER_TIME_FITS=3 ", 25);
+  snprintf(args, sizeof args, "probe --op budget --db '%s/mem.db'", dir);
+  int st = hctune(args, &out, &err);
+  snprintf(env, sizeof env, "%s", saved);
+  if (st != 0) fail_msg("hctune probe: status %d: %s", st, err);
+  assert_int_equal(hct__read_file(path, &log, NULL), 0);
+  assert_true(count(log, "time refused T ") > 0);
+  if (widest_time(log) > 3) fail_msg("a time request of %d candidates went through:\n%s", widest_time(log), log);
+  if (strstr(err, "fit the card's memory at once: timed in groups") == NULL ||
+      strstr(err, "contenders again, in one request") == NULL)
+    fail_msg("the grouping is not in the progress:\n%s", err);
+  /* The decision still comes out verified: fam's best at 16 and 4096. */
+  assert_true(count(log, "verify ref ") > 0);
+  hct_db_t *db;
+  snprintf(path, sizeof path, "%s/mem.db", dir);
+  assert_int_equal(hct__db_open(path, HCT_DB_READONLY, &db), 0);
+  hct_db_decision_t *d = NULL;
+  int nd = 0;
+  assert_int_equal(hct__db_decisions_list(db, &d, &nd), 0);
+  for (int T = 16; T <= 4096; T *= 256) {
+    const hct_db_decision_t *b = decision(d, nd, "bitwise", T);
+    assert_non_null(b);
+    assert_string_equal(b->variant, "fam");
+    assert_string_equal(b->params, "{\"P0\":2,\"P1\":2}");
+  }
+  free(d);
+  hct__db_close(db);
+  free(out);
+  free(err);
+  free(log);
+
+  /* Not one candidate fits: one line naming the cause, status non-zero. */
+  memcpy(env + strlen(saved), "FAKE_WORKER_TIME_FITS=0 ", 25);
+  snprintf(args, sizeof args, "probe --op budget --db '%s/mem0.db'", dir);
+  st = hctune(args, &out, &err);
+  snprintf(env, sizeof env, "%s", saved);
+  assert_int_not_equal(st, 0);
+  if (strstr(err, "cannot be timed on this card") == NULL) fail_msg("status %d, no cause named:\n%s", st, err);
+  free(out);
+  free(err);
+}
+
 int main(void) {
   if ((bin_dir = hct_test_bin("test_probe_fake")) == NULL) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_probe_flow),
+      cmocka_unit_test(test_probe_late_checks),
+      cmocka_unit_test(test_probe_memory_groups),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -108,16 +108,33 @@ static hct_search_t halving(int ci_rule) {
   return s;
 }
 
+static int ranked_last[NPTS]; /* the last run's ranking of every point */
+
 static int run(land_t *L, const hct_search_t *cfg, uint64_t seed, const int *carry, int n_carry,
                int *surv, int *ns) {
   int ids[NPTS];
   for (int k = 0; k < NPTS; k++) ids[k] = k;
   hct__rng_seed(&L->rng, seed);
   int timings = 0;
-  int rc = hct__search_halving(cfg, ids, NPTS, carry, n_carry, time_fn, L, surv, ns, &timings);
+  for (int k = 0; k < NPTS; k++) ranked_last[k] = -1;
+  int rc = hct__search_halving(cfg, ids, NPTS, carry, n_carry, time_fn, L, surv, ns, &timings, ranked_last);
   assert_int_equal(rc, 0);
   assert_int_equal(timings, L->samples);
+  /* The ranking: every point once, the survivors first in their order. */
+  int seen[NPTS] = {0};
+  for (int k = 0; k < NPTS; k++) {
+    assert_true(ranked_last[k] >= 0 && ranked_last[k] < NPTS);
+    assert_int_equal(seen[ranked_last[k]]++, 0);
+  }
+  for (int k = 0; k < *ns; k++) assert_int_equal(ranked_last[k], surv[k]);
   return timings;
+}
+
+/* How many of the points cost less than point p. */
+static int better_than(const land_t *L, int p) {
+  int n = 0;
+  for (int k = 0; k < NPTS; k++) n += L->cost[k] < L->cost[p];
+  return n;
 }
 
 /* Within 3% of the best in every one of 100 runs, in fewer samples than
@@ -138,6 +155,12 @@ static void test_halving_finds_near_best(void **state) {
     double gap = chosen_cost(&L, surv, ns) / best_cost(&L) - 1;
     if (gap > 0.03) fail_msg("trial %d: %d survivors, the best of them %.1f%% off the best", trial, ns, 100 * gap);
     if (t >= exhaustive) fail_msg("trial %d: %d samples, timing every point takes %d", trial, t, exhaustive);
+    /* The next in the ranking after the survivors (what the probe checks
+     * when a survivor fails) reached a late round: among the best quarter
+     * of the points, not a round-0 loser. */
+    if (ns < NPTS && better_than(&L, ranked_last[ns]) > NPTS / 4)
+      fail_msg("trial %d: the first point after the survivors has %d better ones of %d", trial,
+               better_than(&L, ranked_last[ns]), NPTS);
   }
   printf("halving: %.0f samples a search on average, exhaustive %d\n", total / 100.0, exhaustive);
   assert_true(total / 100.0 < 0.6 * exhaustive);
@@ -194,7 +217,7 @@ static void test_carry_failure_error(void **state) {
   int ids[NPTS];
   for (int k = 0; k < NPTS; k++) ids[k] = k;
   hct__rng_seed(&E.rng, 9);
-  assert_int_equal(hct__search_halving(&cfg, ids, NPTS, NULL, 0, time_fn, &E, surv, &ns, NULL), HCT_EGPU);
+  assert_int_equal(hct__search_halving(&cfg, ids, NPTS, NULL, 0, time_fn, &E, surv, &ns, NULL, NULL), HCT_EGPU);
   assert_int_equal(ns, 0);
   assert_non_null(strstr(hct_last_error(), "round 1"));
   /* The samples per round: 3, 6, 12, 24, 24. */

@@ -975,11 +975,34 @@ static void test_gpu_selftest_through_worker(void **state) {
   free(G);
 }
 
+/* The worker's memory rule for one 'time' request: the input sets and the
+ * scratch of the first k candidates within the budget, k as large as it
+ * goes; 0 when the sets alone or with the first candidate are too much.
+ * The figures of the prefill op at T = 32768 on an H200: two sets of
+ * 3.2 GB, pair_mma points of 2 GB, 60% of 139 GB free. */
+static void test_time_fits(void **state) {
+  (void)state;
+  const uint64_t G = 1000000000ull;
+  const size_t pair[6] = {2 * G, 2 * G, 2 * G, 2 * G, 2 * G, 2 * G};
+  assert_int_equal(hct__time_fits(6400000000ull, pair, 6, 83 * G), 6);
+  assert_int_equal(hct__time_fits(6400000000ull, pair, 6, 13 * G), 3);
+  assert_int_equal(hct__time_fits(6400000000ull, pair, 6, 8 * G), 0);
+  assert_int_equal(hct__time_fits(6400000000ull, pair, 6, 6 * G), 0); /* the sets alone */
+  const size_t mixed[4] = {1 * G, 5 * G, 1 * G, 1 * G};
+  assert_int_equal(hct__time_fits(0, mixed, 4, 5 * G), 1); /* in order: the second stops it */
+  assert_int_equal(hct__time_fits(0, mixed, 4, 8 * G), 4);
+  assert_int_equal(hct__time_fits(0, mixed, 0, 1), 0);
+  /* No wrap-around near the top of the range. */
+  const size_t huge[2] = {SIZE_MAX, 1};
+  assert_int_equal(hct__time_fits(10, huge, 2, UINT64_MAX - 5), 0);
+}
+
 int main(void) {
   find_fake();
   snprintf(tmpdir, sizeof tmpdir, "/tmp/hct-test-worker.XXXXXX");
   if (mkdtemp(tmpdir) == NULL) return 1;
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_time_fits),
       cmocka_unit_test(test_round_trip),
       cmocka_unit_test(test_hang_killed_by_watchdog),
       cmocka_unit_test(test_crash_is_fault),

@@ -42,6 +42,11 @@ typedef struct cand_s {
   uint8_t in_timing[HCT_MAX_TOKEN_LIST]; /* in the deciding timing just made */
   uint8_t searched_out[HCT_MAX_TOKEN_LIST]; /* its family's search left it
                                               out of the deciding timing */
+  uint8_t checked[HCT_MAX_TOKEN_LIST]; /* its checks ran at this count (above
+                                          checks.all_points_up_to only the
+                                          search's finalists are checked) */
+  int rank_k;            /* its place in its family's search ranking at the
+                            count being probed (search_T), -1: none */
   hct_softkey_t sk;      /* what shaped its binary and figures */
   int ref;               /* the candidate whose outputs it is checked
                             against: the reference variant's default point
@@ -713,7 +718,13 @@ static int reference_missing(probe_t *P, int i, int k, int pending, uint64_t see
   return rc;
 }
 
-static int check_T(probe_t *P, int k, int pending) {
+/*
+ * Checks every candidate in play at the k-th count (only[i] set, or all
+ * with only NULL), on one input set drawn from a fresh seed, with or
+ * without pending: the baseline first against the float64 reference, then
+ * the others by depth.
+ */
+static int check_T(probe_t *P, int k, int pending, const uint8_t *only) {
   const int T = P->tokens.t[k];
   uint64_t seed = hct__rng_next(&P->rng);
   cand_t *base = &P->cands[P->baseline];
@@ -728,7 +739,8 @@ static int check_T(probe_t *P, int k, int pending) {
    * compared) gets a progress line per candidate, not one per T. */
   const int long_step = P->tty || hct__now_ns() - t_base > 1000000000ull;
   int n_check = 0, done_check = 0;
-  for (int i = 0; i < P->n; i++) n_check += i != P->baseline && !P->cands[i].dead && !P->cands[i].failed[k];
+  for (int i = 0; i < P->n; i++)
+    n_check += i != P->baseline && !P->cands[i].dead && !P->cands[i].failed[k] && (only == NULL || only[i]);
   if (rc != 0) {
     int r = candidate_failed(P, P->baseline, "parity", rc, T, pending, seed);
     return r != 0 ? r : rc;
@@ -756,7 +768,8 @@ static int check_T(probe_t *P, int k, int pending) {
   for (int i = 0; i < P->n; i++) {
     cand_t *c = &P->cands[i];
     char why[256];
-    if (c->depth != d || c->dead || c->failed[k] || !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
+    if (c->depth != d || c->dead || c->failed[k] || (only != NULL && !only[i]) ||
+        !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
       continue;
     if ((rc = check_interrupt(P)) != 0) return rc;
     if (long_step)
@@ -832,6 +845,136 @@ static int check_T(probe_t *P, int k, int pending) {
 /* ---- timing -------------------------------------------------------------- */
 
 static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete);
+static int winner_at(probe_t *P, int k, int allow_kl, int verified_only);
+
+/* Records the timing trials of ids[0..n) from res, and with `decides`
+ * their figures for the decisions (pruned: not decided for).  `extra`
+ * (may be NULL) is a key set to 1 in the figures: how they were timed. */
+static int record_times(probe_t *P, int kT, const int *ids, int n, const hct_timing_res_t *res,
+                        int cold, int decides, int batch, const char *extra) {
+  const int T = P->tokens.t[kT];
+  int rc = 0;
+  for (int k = 0; k < n; k++) {
+    cand_t *c = &P->cands[ids[k]];
+    const hct_timing_res_t *r = &res[k];
+    hct_db_trial_t t;
+    trial_init(P, c, &t, "timing", T, 0);
+    t.cold = cold;
+    if (r->err != 0) {
+      char figs[64];
+      snprintf(figs, sizeof figs, "{\"error_code\":\"%s\"}", hct_err_name(r->err));
+      trial_timed(&t, r, NULL);
+      t.figures_json = figs;
+      if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
+      if (decides) c->timed[kT] = 0;
+      continue;
+    }
+    if (decides) {
+      c->timing[kT] = r->s;
+      c->timed[kT] = !r->pruned;
+    }
+    trial_timed(&t, r, r->pruned ? "pruned" : "pass");
+    char figs[352];
+    snprintf(figs, sizeof figs, "{\"batch\":%d,\"rounds\":%d,\"clock_checked\":%d,\"rel_ci\":%.4g,"
+             "\"seconds\":%.3f,\"max\":%.3f,\"decides\":%d%s%s%s}", batch, r->rounds,
+             r->clock_checked, isfinite(r->s.rel_ci) ? r->s.rel_ci : -1.0, r->seconds, r->s.max,
+             decides, extra ? ",\"" : "", extra ? extra : "", extra ? "\":1" : "");
+    t.figures_json = figs;
+    if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
+  }
+  return rc;
+}
+
+/*
+ * hct__worker_time over as many requests as the card's memory needs: one
+ * the worker refuses for memory (HCT_ENOMEM, saying how many of its first
+ * candidates fit: hct__worker_time_fits) is sent again as groups of what
+ * fits, in order, each with its slice of opts' "ranks", all on the same
+ * seed (the same input data).  Grouped, nothing is pruned: a group's
+ * fastest is no yardstick for the others.  *groups gets the number of
+ * requests that timed (1: all interleaved in one).  Not even one fitting
+ * is the worker's error naming the candidate, with *failed -1: it ends
+ * the probe, as no candidate's fault.
+ */
+static int time_grouped(probe_t *P, const int *ids, int n, int T, json_t *opts, int deadline,
+                        hct_timing_res_t *res, int *failed, int *groups) {
+  const uint64_t seed = hct__rng_next(&P->rng);
+  json_t *ranks = json_incref(json_object_get(opts, "ranks"));
+  int done = 0, size = n, rc = 0;
+  *groups = 0;
+  while (rc == 0 && done < n) {
+    const int m = HCT_MIN(size, n - done);
+    if (ranks != NULL) {
+      json_t *slice = json_array();
+      for (int q = done; q < done + m; q++) json_array_append(slice, json_array_get(ranks, (size_t)q));
+      json_object_set_new(opts, "ranks", slice);
+    }
+    rc = hct__worker_time(P->w, ids + done, m, T, seed, opts, deadline, res + done, failed);
+    const int fits = rc == HCT_ENOMEM ? hct__worker_time_fits(P->w) : -1;
+    if (fits > 0 && fits < m) {
+      progress(P, "time", done, n, "T=%d: %d of %d candidates fit the card's memory at once: timed in groups",
+               T, fits, m);
+      hct__error_clear();
+      json_object_set_new(opts, "prune_factor", json_real(-1.0));
+      size = fits;
+      rc = 0;
+      continue;
+    }
+    if (rc == 0) {
+      done += m;
+      (*groups)++;
+    }
+  }
+  if (ranks != NULL) json_object_set_new(opts, "ranks", ranks);
+  return rc;
+}
+
+/*
+ * After a deciding timing in groups (time_grouped): the baseline, the
+ * winners of both classes and the references their bits are verified
+ * against, timed again together in one request: their figures replace the
+ * groups' (interleaved, so comparable), and theirs is the allocation
+ * verify_T replays.  Only they are in_timing: a candidate outside them
+ * that wins later cannot be verified, and is not decided for (verify_T).
+ * Returns 0, 1 when one of them faulted (it is out: time_pass times
+ * again), or the error that ends the probe.
+ */
+static int time_contenders(probe_t *P, int kT, json_t *opts, int batch, int deadline) {
+  const int T = P->tokens.t[kT];
+  uint8_t want[MAX_CANDS] = {0};
+  want[P->baseline] = 1;
+  for (int kl = 0; kl <= 1; kl++) {
+    int w = winner_at(P, kT, kl, 0);
+    for (int r = w; r >= 0; r = P->cands[r].ref) want[r] = 1;
+  }
+  int ids[MAX_CANDS], n = 0, failed = -1, groups = 0;
+  json_t *ranks = json_array();
+  for (int i = 0; i < P->n; i++) {
+    P->cands[i].in_timing[kT] = 0;
+    if (!want[i] || P->cands[i].dead) continue;
+    ids[n++] = i;
+    json_array_append_new(ranks, json_integer(P->cands[i].competes == HCT_PARITY_KL));
+  }
+  json_object_set_new(opts, "ranks", ranks);
+  json_object_set_new(opts, "prune_factor", json_real(-1.0));
+  hct_timing_res_t *res = calloc((size_t)n, sizeof *res);
+  if (res == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  progress(P, "time", 0, n, "T=%d: the %d contenders again, in one request", T, n);
+  int rc = time_grouped(P, ids, n, T, opts, deadline, res, &failed, &groups);
+  if (rc == 0 && groups > 1)
+    rc = hct__error(HCT_ENOMEM, "T=%d: the %d contenders (the baseline, the winners and their references) "
+                    "do not fit the card's memory at once, so their timed outputs cannot be verified", T, n);
+  if (rc != 0 && failed >= 0) {
+    free(res);
+    /* A fault of one: it is out, and the deciding timing runs again. */
+    int r = candidate_failed(P, failed, "timing", rc, T, 0, 0);
+    return r != 0 ? r : 1;
+  }
+  if (rc == 0) rc = record_times(P, kT, ids, n, res, P->op->timing_cold, 1, batch, "contenders");
+  for (int q = 0; rc == 0 && q < n; q++) P->cands[ids[q]].in_timing[kT] = 1;
+  free(res);
+  return rc;
+}
 
 /* Times every candidate that passed at T, in the worker: each one's batch
  * of launches captured into a graph over rotating buffer sets (cold: their
@@ -891,44 +1034,28 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
     }
     progress(P, "time", 0, n, "T=%d: %d candidates, %s, %d launches per graph", T, n,
              cold ? "cold" : "hot", batch);
-    int failed = -1;
+    int failed = -1, groups = 0;
     int deadline = 60000 + (int)(n * 2000 * HCT_MAX(1, P->o->sample_factor));
-    rc = hct__worker_time(P->w, ids, n, T, hct__rng_next(&P->rng), opts, deadline, res, &failed);
-    json_decref(opts);
+    rc = time_grouped(P, ids, n, T, opts, deadline, res, &failed, &groups);
     if (rc != 0) {
+      json_decref(opts);
       free(res);
       if (failed < 0) return rc; /* not one candidate's doing */
       if ((rc = candidate_failed(P, failed, "timing", rc, T, 0, 0)) != 0) return rc;
       continue; /* time the others again, without it */
     }
-    for (int k = 0; k < n; k++) {
-      cand_t *c = &P->cands[ids[k]];
-      const hct_timing_res_t *r = &res[k];
-      hct_db_trial_t t;
-      trial_init(P, c, &t, "timing", T, 0);
-      t.cold = cold;
-      if (r->err != 0) {
-        char figs[64];
-        snprintf(figs, sizeof figs, "{\"error_code\":\"%s\"}", hct_err_name(r->err));
-        trial_timed(&t, r, NULL);
-        t.figures_json = figs;
-        if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
-        if (decides) c->timed[kT] = 0;
+    if ((rc = record_times(P, kT, ids, n, res, cold, decides, batch, groups > 1 ? "groups" : NULL)) == 0 &&
+        decides && groups > 1) {
+      /* Timed in groups: the contenders again, interleaved in one
+       * request, whose allocation the verification replays. */
+      rc = time_contenders(P, kT, opts, batch, deadline);
+      if (rc == 1) {
+        json_decref(opts);
+        free(res);
         continue;
       }
-      if (decides) {
-        c->timing[kT] = r->s;
-        c->timed[kT] = !r->pruned;
-      }
-      trial_timed(&t, r, r->pruned ? "pruned" : "pass");
-      char figs[320];
-      snprintf(figs, sizeof figs, "{\"batch\":%d,\"rounds\":%d,\"clock_checked\":%d,\"rel_ci\":%.4g,"
-               "\"seconds\":%.3f,\"max\":%.3f,\"decides\":%d}", batch, r->rounds,
-               r->clock_checked, isfinite(r->s.rel_ci) ? r->s.rel_ci : -1.0, r->seconds, r->s.max,
-               decides);
-      t.figures_json = figs;
-      if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
     }
+    json_decref(opts);
     progress_end(P);
     /* Before anything is decided from these figures: the outputs of the
      * launches the winners made while being timed. */
@@ -958,7 +1085,6 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
   }
 }
 
-static int winner_at(probe_t *P, int k, int allow_kl, int verified_only);
 
 /*
  * Judges one candidate's timed outputs (hct__worker_verify) against the
@@ -1053,6 +1179,16 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
     /* Bits equal to a reference's are verified only once the reference's
      * own timed outputs are: its reference is wanted first (verify_ref). */
     int changed = 0;
+    /* Timed in groups, only the contenders' allocation is left to replay
+     * (time_contenders): a winner outside it cannot be verified. */
+    for (int i = 0; i < P->n; i++) {
+      cand_t *c = &P->cands[i];
+      if (!want[i] || c->in_timing[k]) continue;
+      c->timed[k] = 0;
+      changed = 1;
+      progress(P, "verify", 0, 0, "T=%d: %s cannot be verified: it was not among the contenders timed "
+               "together (the others were timed in groups)", T, c->c.label);
+    }
     for (int i = 0; i < P->n; i++)
       if (want[i] && (rc = verify_ref(P, k, i, want, &changed)) != 0) return rc;
     if (changed) continue; /* a winner could not be verified: choose again */
@@ -1165,9 +1301,9 @@ static int search_time(void *arg, int round, const int *ids, int n, int samples,
       free(res);
       return hct__error(HCT_ENOMEM, "out of memory");
     }
-    int failed = -1;
+    int failed = -1, groups = 0;
     int deadline = 60000 + (int)(nl * samples * 200);
-    int rc = hct__worker_time(P->w, live, nl, T, hct__rng_next(&P->rng), opts, deadline, res, &failed);
+    int rc = time_grouped(P, live, nl, T, opts, deadline, res, &failed, &groups);
     json_decref(opts);
     if (rc != 0) {
       free(res);
@@ -1221,6 +1357,7 @@ static int search_time(void *arg, int round, const int *ids, int n, int samples,
  * are never searched out.  --exhaustive (verify-decisions) skips it all.
  */
 static int search_T(probe_t *P, int k) {
+  for (int i = 0; i < P->n; i++) P->cands[i].rank_k = -1;
   if (P->o->exhaustive) return 0;
   for (int vi = 0; vi < P->op->n_variants; vi++) {
     const hct_variant_t *v = &P->op->variants[vi];
@@ -1246,9 +1383,10 @@ static int search_T(probe_t *P, int k) {
       if (best >= 0) carry[nc++] = best;
     }
     search_ctx_t S = {P, k, v};
-    int surv[MAX_CANDS], ns = 0, timings = 0;
-    int rc = hct__search_halving(&v->search, ids, n, carry, nc, search_time, &S, surv, &ns, &timings);
+    int surv[MAX_CANDS], ns = 0, timings = 0, ranked[MAX_CANDS];
+    int rc = hct__search_halving(&v->search, ids, n, carry, nc, search_time, &S, surv, &ns, &timings, ranked);
     if (rc != 0) return rc;
+    for (int r = 0; r < n; r++) P->cands[ranked[r]].rank_k = r;
     for (int q = 0; q < n; q++) {
       int kept = 0;
       for (int j = 0; j < ns; j++) kept |= surv[j] == ids[q];
@@ -1261,12 +1399,13 @@ static int search_T(probe_t *P, int k) {
 }
 
 /* Times every candidate that passed at T in the mode the manifest decides
- * by; then the baseline and the winners of both classes in the other mode,
+ * by (after the search, with `search`: check_late has run it already);
+ * then the baseline and the winners of both classes in the other mode,
  * recorded beside them, so a winner that only wins with cold (or warm)
  * caches shows.  The second pass times at most three candidates. */
-static int time_T(probe_t *P, int k) {
+static int time_T(probe_t *P, int k, int search) {
   int cold = P->op->timing_cold;
-  int rc = search_T(P, k);
+  int rc = search ? search_T(P, k) : 0;
   if (rc == 0) rc = time_pass(P, k, cold, 1, NULL);
   if (rc != 0 || P->o->one_mode) return rc;
   uint8_t only[MAX_CANDS] = {0};
@@ -1276,6 +1415,120 @@ static int time_T(probe_t *P, int k) {
     if (w >= 0) only[w] = 1;
   }
   return time_pass(P, k, !cold, 0, only);
+}
+
+/* Every check of check_T, with and without pending, `sets` input sets
+ * each, on the candidates of only[]; each is then checked at k. */
+static int check_all_runs(probe_t *P, int k, int sets, const uint8_t *only) {
+  for (int pending = 0; pending <= 1; pending++)
+    for (int s = 0; s < sets; s++) {
+      int rc = check_T(P, k, pending, only);
+      if (rc != 0) return rc;
+    }
+  for (int i = 0; i < P->n; i++)
+    if (only[i]) P->cands[i].checked[k] = 1;
+  return 0;
+}
+
+/* Adds to only[] the references candidate i's bits are checked against,
+ * up the chain: check_T judges a reference on the same inputs first. */
+static void with_references(probe_t *P, int i, uint8_t *only) {
+  for (int r = P->cands[i].ref; r >= 0; r = P->cands[r].ref) only[r] = 1;
+}
+
+/*
+ * The k-th count above the manifest's checks.all_points_up_to: a check
+ * there draws and copies back gigabytes per run (T = 32768: 2.7 GB of
+ * inputs, 1.7 GB of outputs five times a check), so only what can be
+ * decided is checked.  Every point in play is timed first by its family's
+ * search (a point that faults while timed is recorded as a fault, as
+ * always); then the finalists (what the search keeps, every point of a
+ * family without one), the references their bits are checked against and
+ * the baseline go through every check of check_T; a finalist that fails
+ * is out, and the next point of its family's ranking is checked in its
+ * place, until the family has as many passing finalists as the search
+ * kept or none is left.  A point never checked here is recorded as
+ * "unchecked" and not timed to decide: it is never decided for at this
+ * count.  Then the deciding timing and the verification of the timed
+ * outputs, as at every count.
+ */
+static int check_late(probe_t *P, int k, int sets) {
+  const int T = P->tokens.t[k];
+  char why[256];
+  int in_play = 0, rc;
+  for (int i = 0; i < P->n; i++) {
+    cand_t *c = &P->cands[i];
+    c->passed[k] = !c->dead && !c->failed[k] && hct__run_supports(&c->c, &P->dev, T, why, sizeof why);
+    in_play += c->passed[k];
+  }
+  progress(P, "search", 0, 0, "T=%d: %d points in play timed first, the finalists checked after "
+           "(checks.all_points_up_to %d: %s)", T, in_play, P->op->checks_all_up_to, P->op->checks_why);
+  if ((rc = search_T(P, k)) != 0) return rc;
+  /* The finalists, and how many of each family's must pass. */
+  uint8_t only[MAX_CANDS] = {0};
+  int want[HCT_MAX_VARIANTS] = {0}, n_only = 0;
+  only[P->baseline] = 1;
+  for (int i = 0; i < P->n; i++) {
+    cand_t *c = &P->cands[i];
+    if (!c->passed[k] || c->dead || c->failed[k] || c->searched_out[k]) continue;
+    only[i] = 1;
+    with_references(P, i, only);
+    if (c->rank_k >= 0) want[c->c.v - P->op->variants]++;
+  }
+  for (int i = 0; i < P->n; i++) n_only += only[i];
+  for (int round = 0; n_only > 0; round++) {
+    progress(P, "check", round, 0, "T=%d: %d finalists and references (of %d points in play), every check "
+             "with and without pending", T, n_only, in_play);
+    if ((rc = check_all_runs(P, k, sets, only)) != 0) return rc;
+    /* A family short of passing finalists: the next of its ranking. */
+    memset(only, 0, sizeof only);
+    n_only = 0;
+    for (int vi = 0; vi < P->op->n_variants; vi++) {
+      const hct_variant_t *v = &P->op->variants[vi];
+      int ok = 0;
+      for (int i = 0; i < P->n; i++) {
+        const cand_t *c = &P->cands[i];
+        ok += c->c.v == v && c->rank_k >= 0 && c->checked[k] && !c->dead && !c->failed[k];
+      }
+      for (int r = 0, need = want[vi] - ok; need > 0 && r < P->n; r++)
+        for (int i = 0; need > 0 && i < P->n; i++) {
+          cand_t *c = &P->cands[i];
+          if (c->c.v != v || c->rank_k != r || c->checked[k] || c->dead || c->failed[k] || !c->passed[k])
+            continue;
+          c->searched_out[k] = 0;
+          only[i] = 1;
+          with_references(P, i, only);
+          need--;
+          progress(P, "check", 0, 0, "T=%d: %s (%d. of its family's ranking) checked in place of a finalist "
+                   "that failed", T, c->c.label, r + 1);
+        }
+    }
+    for (int i = 0; i < P->n; i++) n_only += only[i];
+  }
+  /* What was never checked here is not decided here, and says so. */
+  int unchecked = 0;
+  for (int i = 0; i < P->n; i++) {
+    cand_t *c = &P->cands[i];
+    if (!c->passed[k]) continue;
+    if (c->checked[k]) {
+      c->passed[k] = !c->dead && !c->failed[k];
+      continue;
+    }
+    c->passed[k] = 0;
+    if (c->dead || c->failed[k]) continue; /* its fault in the search is its record */
+    unchecked++;
+    char log[400];
+    snprintf(log, sizeof log, "T=%d: not checked here: above checks.all_points_up_to (%d) only the "
+             "search's finalists are, and its timing in the search left it out (rank %d)", T,
+             P->op->checks_all_up_to, c->rank_k + 1);
+    hct_db_trial_t t;
+    trial_init(P, c, &t, "parity", T, 0);
+    hct__strlcpy(t.status, "unchecked", sizeof t.status);
+    t.log = log;
+    if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
+  }
+  progress(P, "check", 0, 0, "T=%d: %d points left unchecked (not decided for here)", T, unchecked);
+  return P->o->check_only ? 0 : time_T(P, k, 0);
 }
 
 /* ---- deciding ------------------------------------------------------------ */
@@ -1573,16 +1826,23 @@ int hct__probe(const hct_probe_opts_t *o) {
       if (skip < 0) { rc = skip; goto fail; }
       c->failed[k] = skip != 0;
     }
+    /* Above checks.all_points_up_to: time first, check what the search
+     * keeps (check_late).  --check-only has no search to keep anything. */
+    if (T > P.op->checks_all_up_to && !o->check_only) {
+      if ((rc = check_late(&P, k, sets)) != 0) goto fail;
+      continue;
+    }
     progress(&P, "check", k, nT, "T=%d: parity of every candidate, %d input sets with and without pending", T, sets);
     for (int pending = 0; pending <= 1; pending++)
       for (int s = 0; s < sets; s++)
-        if ((rc = check_T(&P, k, pending)) != 0) goto fail;
+        if ((rc = check_T(&P, k, pending, NULL)) != 0) goto fail;
     for (int i = 0; i < P.n; i++) {
       char why[256];
       cand_t *c = &P.cands[i];
+      c->checked[k] = 1;
       c->passed[k] = !c->dead && !c->failed[k] && hct__run_supports(&c->c, &P.dev, T, why, sizeof why);
     }
-    if (!o->check_only && (rc = time_T(&P, k)) != 0) goto fail;
+    if (!o->check_only && (rc = time_T(&P, k, 1)) != 0) goto fail;
   }
   progress_end(&P);
 

@@ -101,22 +101,43 @@ int hct__scratch_alloc(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_
   return hct__scratch_alloc_with(g, c, &syms, s);
 }
 
+/* The bytes scratch buffer i of c takes at syms: its expression, rounded
+ * up to 4 bytes so fill32 can clear it, plus 4 so none is empty. */
+static int scratch_size(const hct_cand_t *c, int i, const hct_symtab_t *syms, size_t *out) {
+  int64_t bytes;
+  int rc = hct__expr_eval(c->v->scratch[i].bytes, syms, &bytes);
+  if (rc == 0 && (bytes < 0 || bytes > ((int64_t)1 << 34)))
+    rc = hct__error(HCT_ERANGE, "%s: scratch '%s' of %lld bytes", c->label, c->v->scratch[i].name,
+                    (long long)bytes);
+  *out = rc == 0 ? (size_t)((bytes + 3) & ~3LL) + 4 : 0;
+  return rc;
+}
+
+int hct__scratch_bytes(const hct_cand_t *c, const hct_device_t *dev, int T, size_t *out) {
+  hct_symtab_t syms;
+  hct__run_symtab(c, dev, T, &syms);
+  *out = 0;
+  for (int i = 0; i < c->v->n_scratch; i++) {
+    size_t b;
+    int rc = scratch_size(c, i, &syms, &b);
+    if (rc != 0) return rc;
+    *out += b;
+  }
+  return 0;
+}
+
 int hct__scratch_alloc_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t *syms,
                             hct_scratchset_t *s) {
   memset(s, 0, sizeof *s);
   for (int i = 0; i < c->v->n_scratch; i++) {
-    int64_t bytes;
-    int rc = hct__expr_eval(c->v->scratch[i].bytes, syms, &bytes);
-    if (rc == 0 && (bytes < 0 || bytes > ((int64_t)1 << 34)))
-      rc = hct__error(HCT_ERANGE, "%s: scratch '%s' of %lld bytes", c->label, c->v->scratch[i].name,
-                      (long long)bytes);
-    /* Round up to 4 bytes so fill32 can clear it, and never allocate 0. */
-    if (rc == 0) rc = hct__gpu_alloc(g, (size_t)((bytes + 3) & ~3LL) + 4, &s->ptr[i]);
+    size_t bytes;
+    int rc = scratch_size(c, i, syms, &bytes);
+    if (rc == 0) rc = hct__gpu_alloc(g, bytes, &s->ptr[i]);
     if (rc != 0) {
       hct__scratch_free(g, s);
       return rc;
     }
-    s->bytes[i] = (size_t)((bytes + 3) & ~3LL) + 4;
+    s->bytes[i] = bytes;
   }
   return hct__scratch_zero_once(g, c, s);
 }

@@ -44,20 +44,26 @@ int hct__search_samples(const hct_search_t *cfg, int round) {
 
 int hct__search_halving(const hct_search_t *cfg, const int *ids, int n, const int *carry,
                         int n_carry, hct_search_time_fn time_fn, void *arg, int *survivors,
-                        int *n_survivors, int *timings) {
+                        int *n_survivors, int *timings, int *ranked) {
   *n_survivors = 0;
   if (timings) *timings = 0;
   if (n <= 0) return 0;
   spoint_t *pts = calloc((size_t)n, sizeof *pts);
   int *round_ids = calloc((size_t)n, sizeof *round_ids);
   hct_summary_t *res = calloc((size_t)n, sizeof *res);
-  if (pts == NULL || round_ids == NULL || res == NULL) {
+  int *dropped = calloc((size_t)n, sizeof *dropped);
+  if (pts == NULL || round_ids == NULL || res == NULL || dropped == NULL) {
     free(pts);
     free(round_ids);
     free(res);
+    free(dropped);
     return hct__error(HCT_ENOMEM, "out of memory for the search");
   }
   int m = n, rc = 0;
+  /* ranked is filled from the back: a round's dropped points go before
+   * those of the rounds before it, so the later a point was dropped the
+   * better it ranks. */
+  int rank_end = n;
   for (int k = 0; k < n; k++) {
     pts[k].id = ids[k];
     for (int c = 0; c < n_carry; c++) pts[k].carried |= carry[c] == ids[k];
@@ -75,7 +81,7 @@ int hct__search_halving(const hct_search_t *cfg, const int *ids, int n, const in
     const int last = samples >= cfg->max_samples;
     if (cut >= m && !last) continue; /* nothing to drop yet: more samples */
     const hct_summary_t *at = &pts[HCT_MIN(cut, m) - 1].s;
-    int kept = 0;
+    int kept = 0, nd = 0;
     for (int k = 0; k < m; k++) {
       const hct_summary_t *s = &pts[k].s;
       int keep = k < cut && isfinite(s->median);
@@ -86,7 +92,10 @@ int hct__search_halving(const hct_search_t *cfg, const int *ids, int n, const in
       if (!keep && !last && cfg->ci_rule && isfinite(s->median) && s->ci_lo <= at->median) keep = 1;
       if (!keep && round == 0 && pts[k].carried && isfinite(s->median)) keep = 1;
       if (keep) pts[kept++] = pts[k];
+      else dropped[nd++] = pts[k].id;
     }
+    rank_end -= nd;
+    if (ranked) memcpy(ranked + rank_end, dropped, (size_t)nd * sizeof *dropped);
     m = kept;
     if (last) break;
   }
@@ -95,7 +104,9 @@ int hct__search_halving(const hct_search_t *cfg, const int *ids, int n, const in
     qsort(pts, (size_t)m, sizeof *pts, by_median);
     for (int k = 0; k < m; k++) survivors[k] = pts[k].id;
     *n_survivors = m;
+    if (ranked) memcpy(ranked, survivors, (size_t)m * sizeof *survivors);
   }
+  free(dropped);
   free(pts);
   free(round_ids);
   free(res);

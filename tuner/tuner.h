@@ -143,6 +143,12 @@ void *hct__hostbuf_get(size_t bytes);
 void hct__hostbuf_put(void *p);
 /* Frees every buffer not in use (a worker about to exit, a test). */
 void hct__hostbuf_release(void);
+/* Kept buffers made from now on are pinned by pin (0 or an error: the
+ * first failure is logged and the rest stay pageable) and unpinned before
+ * they are freed; NULL hooks: none.  The worker sets its GPU's. */
+typedef int (*hct_hostbuf_pin_fn)(void *arg, void *p, size_t bytes);
+typedef void (*hct_hostbuf_unpin_fn)(void *arg, void *p);
+void hct__hostbuf_pin(hct_hostbuf_pin_fn pin, hct_hostbuf_unpin_fn unpin, void *arg);
 
 /* ---- the search of a family's points (tuner/search.c) -------------------- */
 
@@ -161,12 +167,15 @@ int hct__search_samples(const hct_search_t *cfg, int round);
  * rounds of time_fn until at most cfg->final_points are left or a round at
  * max_samples has cut to the best ones; carry[0..n_carry) (ids) survive
  * round 0.  survivors (room for n) gets the ones left, fastest first, and
- * *n_survivors their count; *timings (may be NULL) the samples spent.
- * Returns 0 or time_fn's error.
+ * *n_survivors their count; *timings (may be NULL) the samples spent;
+ * ranked (may be NULL, room for n) every point best first: the survivors,
+ * then those dropped in the last round before those dropped earlier, each
+ * round's by median (the probe checks the next of them when a survivor
+ * fails its check).  Returns 0 or time_fn's error.
  */
 int hct__search_halving(const hct_search_t *cfg, const int *ids, int n, const int *carry,
                         int n_carry, hct_search_time_fn time_fn, void *arg, int *survivors,
-                        int *n_survivors, int *timings);
+                        int *n_survivors, int *timings, int *ranked);
 
 /* The poison pattern written into outputs before each run. */
 #define HCT_POISON_F32 0x7fc0dead
@@ -276,6 +285,9 @@ int hct__run_launches(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs
 int hct__run_launches_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t *syms,
                            const hct_devset_t *d, const hct_scratchset_t *s,
                            const hct_argptr_t *extra, int n_extra);
+/* The device bytes hct__scratch_alloc takes for c at T (every scratch
+ * buffer, as allocated): what the worker's timing holds per candidate. */
+int hct__scratch_bytes(const hct_cand_t *c, const hct_device_t *dev, int T, size_t *out);
 /* hct__scratch_alloc over the names in syms (the reference's NROWS). */
 int hct__scratch_alloc_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t *syms,
                             hct_scratchset_t *s);

@@ -53,6 +53,7 @@ struct hct_worker_s {
   int timer_fired;
   /* setup requests to replay: [{"key":..., "req":..., "timeout":...}] */
   json_t *setup;
+  int time_fits;            /* the last 'time' refusal's "fits", or -1 */
 };
 
 typedef struct write_req_s {
@@ -854,8 +855,11 @@ int hct__worker_verify(hct_worker_t *w, const int *cands, int n, int ref, int ti
   return rc;
 }
 
+int hct__worker_time_fits(const hct_worker_t *w) { return w->time_fits; }
+
 int hct__worker_time(hct_worker_t *w, const int *cands, int n, int T, uint64_t seed,
                      json_t *opts, int timeout_ms, hct_timing_res_t *res, int *failed) {
+  w->time_fits = -1;
   if (failed) *failed = -1;
   memset(res, 0, sizeof *res * (size_t)n);
   json_t *req = opts ? json_deep_copy(opts) : json_object();
@@ -874,6 +878,8 @@ int hct__worker_time(hct_worker_t *w, const int *cands, int n, int T, uint64_t s
   int rc = call_new(w, req, timeout_ms, &reply);
   json_t *who = reply ? json_object_get(reply, "cand") : NULL;
   if (failed && json_is_integer(who)) *failed = (int)json_integer_value(who);
+  json_t *fits = reply ? json_object_get(reply, "fits") : NULL;
+  w->time_fits = rc != 0 && json_is_integer(fits) ? (int)json_integer_value(fits) : -1;
   json_t *arr = reply ? json_object_get(reply, "results") : NULL;
   for (size_t i = 0; i < json_array_size(arr); i++) {
     json_t *r = json_array_get(arr, i);

@@ -300,6 +300,10 @@ int hct__worker_verify(hct_worker_t *w, const int *cands, int n, int ref, int ti
  */
 int hct__worker_time(hct_worker_t *w, const int *cands, int n, int T, uint64_t seed,
                      json_t *opts, int timeout_ms, hct_timing_res_t *res, int *failed);
+/* After hct__worker_time failed with HCT_ENOMEM: how many of its first
+ * candidates the worker's memory holds at once (the reply's "fits"), or
+ * -1 when the reply said nothing of it. */
+int hct__worker_time_fits(const hct_worker_t *w);
 
 /* ---- the serving side (tuner/worker_serve.c) -------------------------------- */
 
@@ -312,6 +316,20 @@ int hct__worker_time(hct_worker_t *w, const int *cands, int n, int T, uint64_t s
  * only, one request at a time.
  */
 int hct__worker_serve(void);
+
+/* The share of the free device memory one 'time' request may hold (its
+ * input sets and every candidate's scratch at once): the rest is the
+ * check's input set, the reference's scratch, the driver's own. */
+#define HCT_TIME_MEM_SHARE 0.6
+
+/*
+ * How many of the first n candidates a 'time' request can hold within
+ * budget bytes: sets_bytes (its rotating input sets) plus scratch[0..k)
+ * for the largest such k (0: not even the first).  The worker refuses a
+ * request that does not fit whole, saying this count ("fits"); the probe
+ * then sends its candidates in groups of what fits.
+ */
+int hct__time_fits(uint64_t sets_bytes, const size_t *scratch, int n, uint64_t budget);
 
 /* ---- quarantine (tuner/quarantine.c) ------------------------------------------ */
 

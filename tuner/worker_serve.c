@@ -131,6 +131,13 @@ static int req_hello(worker_t *W, json_t *req, json_t *reply) {
   return 0;
 }
 
+/* The hostbuf pinning hooks over the worker's GPU. */
+static int pin_cb(void *arg, void *p, size_t bytes) {
+  return hct__gpu_host_register(((worker_t *)arg)->gpu, p, bytes);
+}
+
+static void unpin_cb(void *arg, void *p) { hct__gpu_host_unregister(((worker_t *)arg)->gpu, p); }
+
 static int req_open(worker_t *W, json_t *req, json_t *reply) {
   const char *spec;
   int rc = get_str(req, "device", 0, &spec);
@@ -138,6 +145,9 @@ static int req_open(worker_t *W, json_t *req, json_t *reply) {
   if (W->gpu != NULL) return hct__error(HCT_EBUSY, "a device is already open in this worker");
   if ((rc = hct__device_find(spec ? spec : "0", &W->dev)) != 0) return rc;
   if ((rc = hct__gpu_open(&W->dev, &W->gpu)) != 0) return rc;
+  /* The check's output buffers pinned: its five downloads a run are
+   * gigabytes at large T. */
+  hct__hostbuf_pin(pin_cb, unpin_cb, W);
   json_object_set_new(reply, "uuid", json_string(W->dev.uuid));
   json_object_set_new(reply, "name", json_string(W->dev.name));
   json_object_set_new(reply, "arch", json_string(W->dev.arch));
@@ -767,6 +777,52 @@ static int upload_rotated(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d
   return rc;
 }
 
+int hct__time_fits(uint64_t sets_bytes, const size_t *scratch, int n, uint64_t budget) {
+  uint64_t held = sets_bytes;
+  int k = 0;
+  while (k < n && held <= budget && scratch[k] <= budget - held) held += scratch[k++];
+  return held > budget ? 0 : k;
+}
+
+/*
+ * A 'time' request holds its input sets and every candidate's scratch at
+ * once (the graphs are replayed interleaved, and 'verify' replays them
+ * after), so more candidates than the card holds would fail half-way
+ * through the allocations: at T = 32768 a set is 3.2 GB and one pair_mma
+ * point's scratch 2 GB.  Refused (HCT_ENOMEM) when it does not fit in
+ * HCT_TIME_MEM_SHARE of the free memory (the card's total when the driver
+ * cannot say), the reply's "fits" saying how many of the first candidates
+ * do; none fitting names the first.
+ */
+static int time_fit(worker_t *W, wcand_t **cs, int n, int T, uint64_t sets_bytes, int nsets,
+                    json_t *reply) {
+  size_t free_b = 0, total_b = 0, scratch[MAX_CANDS];
+  if (hct__gpu_mem_info(W->gpu, &free_b, &total_b) != 0) {
+    hct__error_clear();
+    free_b = (size_t)W->dev.mem_bytes;
+  }
+  const uint64_t budget = (uint64_t)(HCT_TIME_MEM_SHARE * (double)free_b);
+  uint64_t all = sets_bytes;
+  for (int k = 0; k < n; k++) {
+    int rc = hct__scratch_bytes(&cs[k]->c, &W->dev, T, &scratch[k]);
+    if (rc != 0) return rc;
+    all += scratch[k];
+  }
+  int fits = hct__time_fits(sets_bytes, scratch, n, budget);
+  if (fits == n) return 0;
+  const double gib = 1024.0 * 1024 * 1024;
+  json_object_set_new(reply, "fits", json_integer(fits));
+  if (fits == 0)
+    return hct__error(HCT_ENOMEM, "%s at T=%d cannot be timed on this card: its scratch (%.2f GiB) and "
+                      "the %d input sets (%.2f GiB) exceed %.0f%% of the %.2f GiB free",
+                      cs[0]->c.label, T, (double)scratch[0] / gib, nsets, (double)sets_bytes / gib,
+                      100 * HCT_TIME_MEM_SHARE, (double)free_b / gib);
+  return hct__error(HCT_ENOMEM, "request 'time' at T=%d: %d candidates need %.2f GiB (%d input sets "
+                    "%.2f GiB and their scratch), over %.0f%% of the %.2f GiB free; the first %d fit",
+                    T, n, (double)all / gib, nsets, (double)sets_bytes / gib, 100 * HCT_TIME_MEM_SHARE,
+                    (double)free_b / gib, fits);
+}
+
 /*
  * Times candidates at T, interleaved (tuner/timing.c): each one's batch of
  * launches captured into a graph over rotating buffer sets (cold: their
@@ -811,10 +867,6 @@ static int req_time(worker_t *W, json_t *req, json_t *reply) {
     free(tt);
     return rc;
   }
-  if ((rc = hct__inputs_fill(hsp, (uint64_t)seed)) != 0) {
-    timed_free(W, tt, 0);
-    return rc;
-  }
   size_t set_bytes = 0;
   for (int i = 0; i < hsp->n; i++)
     if (hsp->bufs[i].data) set_bytes += hsp->bufs[i].elems * hct__dtype_size(hsp->bufs[i].spec->dtype);
@@ -823,6 +875,15 @@ static int req_time(worker_t *W, json_t *req, json_t *reply) {
     nsets = (int)HCT_MIN(64, HCT_MAX(2, (4 * W->dev.l2_bytes + (int64_t)set_bytes - 1) / (int64_t)set_bytes + 1));
   tt->nsets = nsets;
   tt->used_sets = (int)HCT_MIN(nsets, batch);
+  /* Before drawing gigabytes of inputs: whether the card holds it all. */
+  if ((rc = time_fit(W, cs, n, (int)T, (uint64_t)set_bytes * (uint64_t)nsets, nsets, reply)) != 0) {
+    timed_free(W, tt, 0);
+    return rc;
+  }
+  if ((rc = hct__inputs_fill(hsp, (uint64_t)seed)) != 0) {
+    timed_free(W, tt, 0);
+    return rc;
+  }
 
   hct_devset_t *sets = tt->sets = calloc((size_t)nsets, sizeof *sets);
   hct_scratchset_t *scr = tt->scr = calloc((size_t)n, sizeof *scr);
@@ -1157,7 +1218,8 @@ int hct__worker_serve(void) {
   }
   timed_free(&W, W.timed, 0);
   inset_clear(&W);
-  hct__hostbuf_release();
+  hct__hostbuf_release(); /* unpinned while the GPU is still open */
+  hct__hostbuf_pin(NULL, NULL, NULL);
   if (W.producer_loaded) hct__producer_unload(W.gpu, &W.producer);
   for (int i = 0; i < MAX_CANDS; i++)
     if (W.cands[i].used) hct__run_unload(W.gpu, &W.cands[i].c);

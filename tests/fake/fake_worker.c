@@ -42,7 +42,10 @@
  *              again), and needed before any check or verify (ENOENT)
  *   load       remembers the candidate's variant and params
  *   check      passes, bit-equal to its reference, unless the variant's
- *              name starts with "wrong" (3 mismatches, and a kl error)
+ *              name starts with "wrong" (3 mismatches, and a kl error),
+ *              or starts with "late" and the point is its best one (cost
+ *              40: every p_i = i + 2) and T >= 256 (a finalist that fails
+ *              where the probe checks only finalists)
  *   time       times of a cost function: the variant named "base" 100 us,
  *              every other 40 + sum over its parameters p_i of
  *              3 * |p_i - (i + 2)| us (its best point has p_i = i + 2),
@@ -50,6 +53,10 @@
  *              variant whose name starts with "big" 60 us below T = 256
  *              and 30 us from there up (a winner that changes with T)
  *   verify     passes
+ *   time       with $FAKE_WORKER_TIME_FITS = N, a request of more than N
+ *              candidates is refused as the real worker refuses one that
+ *              does not fit the card's memory: ENOMEM, "fits": N (a
+ *              small card), logged "time refused T <T> cands <n>"
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -209,7 +216,8 @@ static int probe_mode(json_t *req, json_t *id, const char *cmd) {
     json_int_t c = json_integer_value(json_object_get(req, "cand"));
     json_int_t ref = json_integer_value(json_object_get(req, "ref"));
     json_int_t T = json_integer_value(json_object_get(req, "tokens"));
-    int wrong = strncmp(cand_variant(c), "wrong", 5) == 0;
+    int wrong = strncmp(cand_variant(c), "wrong", 5) == 0 ||
+                (strncmp(cand_variant(c), "late", 4) == 0 && T >= 256 && cost_of(c, T) == 40.0);
     fprintf(plog, "check %lld ref %lld T %lld pending %lld\n", (long long)c, (long long)ref, (long long)T,
             (long long)json_integer_value(json_object_get(req, "pending")));
     json_t *r = ok(id), *f = figs(1024 * T, wrong);
@@ -229,6 +237,15 @@ static int probe_mode(json_t *req, json_t *id, const char *cmd) {
     if (json_integer_value(json_object_get(req, "twin")) != 0)
       json_object_set_new(r, "deterministic", json_true());
     json_decref(f);
+    put(r);
+  } else if (strcmp(cmd, "time") == 0 && getenv("FAKE_WORKER_TIME_FITS") != NULL &&
+             json_array_size(json_object_get(req, "cands")) > (size_t)atoi(getenv("FAKE_WORKER_TIME_FITS"))) {
+    int fits = atoi(getenv("FAKE_WORKER_TIME_FITS"));
+    fprintf(plog, "time refused T %lld cands %zu\n", (long long)json_integer_value(json_object_get(req, "tokens")),
+            json_array_size(json_object_get(req, "cands")));
+    json_t *r = json_pack("{s:O, s:b, s:s, s:s, s:i}", "id", id, "ok", 0, "error", "ENOMEM", "message",
+                          fits ? "request 'time': over 60% of the free memory" : "cand: cannot be timed on this card",
+                          "fits", fits);
     put(r);
   } else if (strcmp(cmd, "time") == 0) {
     json_t *cands = json_object_get(req, "cands"), *res = json_array();
