@@ -45,17 +45,17 @@ for part in $parts; do
   t0=$(date +%s.%N)
   case $part in
   probe)
-    timeout 400 bin/hctune probe --op $op ${PROBE_TOKENS:+--tokens $PROBE_TOKENS} > "$out/probe.txt" 2> "$out/probe.err"; rc=$? ;;
+    timeout ${PROBE_LIMIT:-400} bin/hctune probe --op $op ${PROBE_TOKENS:+--tokens $PROBE_TOKENS} > "$out/probe.txt" 2> "$out/probe.err"; rc=$? ;;
   bench)
     timeout 300 bin/hctune bench --op $op --variants "$variants" --tokens 2048,8192,32768 \
       > "$out/bench.txt" 2> "$out/bench.err"; rc=$? ;;
   torch)
-    timeout 200 python3 tools/torch-prefill.py --tokens 2048,8192,32768 --json \
+    timeout ${TORCH_LIMIT:-200} python3 tools/torch-prefill.py --tokens 2048,8192,32768 --json \
       > "$out/torch.json" 2> "$out/torch.err"; rc=$? ;;
   copy)
     rm -rf "$kern/prefill_copy"
     cp -r "$kern/$op" "$kern/prefill_copy"
-    timeout 200 bin/hctune probe --op prefill_copy --tokens 16,2048 > "$out/copy.txt" 2> "$out/copy.err"; rc=$?
+    timeout ${COPY_LIMIT:-200} bin/hctune probe --op prefill_copy --tokens 16,2048 ${COPY_VARIANTS:+--variants $COPY_VARIANTS} > "$out/copy.txt" 2> "$out/copy.err"; rc=$?
     bin/hctune list | grep -E "prefill_copy|^CARD|card" >> "$out/copy.txt" 2>> "$out/copy.err"
     # Served for any T in range: the daemon answers counts never probed.
     sock="$out/d.sock"
@@ -65,7 +65,7 @@ for part in $parts; do
     bin/hctune query --socket "$sock" --op prefill_copy --tokens 16,17,700,2048,5000 >> "$out/copy.txt" 2>> "$out/copy.err" || rc=1
     kill $dpid; wait $dpid 2>/dev/null ;;
   verify)
-    timeout 300 bin/hctune verify-decisions --op $op --exhaustive > "$out/verify.txt" 2> "$out/verify.err"; rc=$? ;;
+    timeout ${VERIFY_LIMIT:-300} bin/hctune verify-decisions --op $op --exhaustive > "$out/verify.txt" 2> "$out/verify.err"; rc=$? ;;
   *) echo "unknown part '$part'"; rc=2 ;;
   esac
   t1=$(date +%s.%N)
