@@ -183,7 +183,7 @@ static void test_forced_relay_pdl(void **state) {
 static void test_forced_tmaps(void **state) {
   if (!have_nvrtc()) skip();
   setenv("HCTUNE_FORCE",
-         "hc_read_prefill=wgmma{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":32,"
+         "hc_read_prefill=wgmma{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":128,\"UBC\":32,"
          "\"USTAGES\":2,\"UMC\":1}",
          1);
   free(take_log());
@@ -204,7 +204,7 @@ static void test_forced_tmaps(void **state) {
   char want[300];
   snprintf(want, sizeof want, "tmap type 9 base 0x%llx dims 10240 16 strides 20480 box 64 64 swizzle 3", xn);
   if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
-  snprintf(want, sizeof want, "tmap type 9 base 0x%llx dims 320 17 strides 640 box 64 64 swizzle 3", lo);
+  snprintf(want, sizeof want, "tmap type 9 base 0x%llx dims 320 17 strides 640 box 64 128 swizzle 3", lo);
   if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
   assert_null(strstr(log, "base 0x4000")); /* w_down's comes with the launch */
   free(log);
@@ -218,7 +218,7 @@ static void test_forced_tmaps(void **state) {
            "launch hcp_wg_down grid 1 1 1 block 256 1 1 smem 197888 stream 0x77 args tmap:0x%llx "
            "tmap:0x4000 0x%llx", xn, lo);
   if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
-  if (strstr(log, "launch hcp_wg_up grid 80 1 1 block 256 1 1") == NULL ||
+  if (strstr(log, "launch hcp_wg_up grid 80 1 1 block 384 1 1") == NULL ||
       strstr(log, "tmap:0x5000 tmap:0x1000 0x1000 0x6000 0x7000 0x8000 16") == NULL)
     fail_msg("up launch not as planned:\n%s", log);
   free(log);

@@ -44,16 +44,15 @@ enum { S = 4, C = 2560, D = 10240, K = 320 };
 static const struct {
   const char *variant, *point;
 } default_points[] = {
+    /* Every value of the manifest's space (as trimmed for the probe's
+     * budget on 2026-12-01; the points with UBM 64, USTAGES 3 and 5 and
+     * UMC 2 ran right on the H200 in call 3 and left the space). */
     {"wgmma", "{\"DBM\":128,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":64,\"USTAGES\":2,\"UMC\":1}"},
-    {"wgmma", "{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":32,\"USTAGES\":3,\"UMC\":1}"},
-    {"wgmma", "{\"DBM\":128,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":64,\"UBC\":64,\"USTAGES\":2,\"UMC\":1}"},
-    {"wgmma", "{\"DBM\":64,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":32,\"USTAGES\":3,\"UMC\":1}"},
+    {"wgmma", "{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":128,\"UBC\":32,\"USTAGES\":2,\"UMC\":1}"},
+    {"wgmma", "{\"DBM\":128,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":128,\"UBC\":32,\"USTAGES\":2,\"UMC\":1}"},
+    {"wgmma", "{\"DBM\":64,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":64,\"USTAGES\":2,\"UMC\":1}"},
     {"wgmma_fn", "{\"FSTAGES\":3,\"MC\":1,\"UBM\":64,\"UBC\":32,\"USTAGES\":2,\"UMC\":1}"},
-    {"wgmma_fn", "{\"FSTAGES\":2,\"MC\":1,\"UBM\":128,\"UBC\":64,\"USTAGES\":2,\"UMC\":1}"},
     {"wgmma_fn", "{\"FSTAGES\":3,\"MC\":1,\"UBM\":128,\"UBC\":32,\"USTAGES\":2,\"UMC\":1}"},
-    {"wgmma", "{\"DBM\":128,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":64,\"USTAGES\":2,\"UMC\":2}"},
-    {"wgmma", "{\"DBM\":128,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":32,\"USTAGES\":5,\"UMC\":1}"},
-    {"wgmma_fn", "{\"FSTAGES\":3,\"MC\":1,\"UBM\":64,\"UBC\":32,\"USTAGES\":5,\"UMC\":2}"},
 };
 
 typedef struct {
