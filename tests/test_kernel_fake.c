@@ -176,6 +176,43 @@ static void test_forced_relay_pdl(void **state) {
   unsetenv("HCTUNE_FORCE");
 }
 
+/* A range of more than HCT_MAX_TOKENS_PER_KERNEL counts (a prefill kernel):
+ * one answer for the whole range without a daemon, the scratch sized for
+ * the largest T, and each launch's plan evaluated for its own T. */
+static void test_large_range(void **state) {
+  if (!have_nvrtc()) skip();
+  unsetenv("HCTUNE_FORCE");
+  free(take_log());
+  hct_kernel_t *k = NULL;
+  assert_int_equal(hct_kernel_load(NULL, "hc_read_prefill", 16, 4096, NULL, "bitwise", &k), HCT_FALLBACK);
+  char *log = take_log();
+  /* pair_simt's scratch at T = 4096, whole words plus one: xn T*D*2, lo
+   * T*K*2, gated T*D*4. */
+  assert_true(alloc_of(log, (size_t)4096 * 10240 * 2 + 4, 0) && alloc_of(log, (size_t)4096 * 320 * 2 + 4, 0) &&
+              alloc_of(log, (size_t)4096 * 10240 * 4 + 4, 0));
+  free(log);
+  hct_choice_t ch;
+  assert_int_equal(hct_kernel_choice(k, 3000, &ch, NULL), HCT_FALLBACK);
+  assert_string_equal(ch.variant, "pair_simt");
+  uint64_t bufs[8] = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 0x8000};
+  static const struct {
+    int T;
+    const char *down;
+  } at[] = {{16, "launch hc_ps_down grid 5 1 1 block 256 1 1"},
+            {1000, "launch hc_ps_down grid 5 8 1 block 256 1 1"},
+            {4096, "launch hc_ps_down grid 5 32 1 block 256 1 1"}};
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    assert_int_equal(hct_kernel_launch(k, (void *)0x42, at[i].T, bufs, 8), 0);
+    log = take_log();
+    if (strstr(log, at[i].down) == NULL) fail_msg("T=%d: want '%s' in:\n%s", at[i].T, at[i].down, log);
+    free(log);
+  }
+  assert_int_equal(hct_kernel_launch(k, NULL, 4097, bufs, 8), HCT_ERANGE);
+  assert_int_equal(hct_kernel_launch(k, NULL, 15, bufs, 8), HCT_ERANGE);
+  hct_kernel_free(k);
+  free(take_log());
+}
+
 /* A variant whose launches take tensor maps (hc_read_prefill's wgmma,
  * forced): the map over scratch (xn) is encoded once at load, the one over
  * the engine's w_down at the launch, from the address it passes; each is
@@ -417,6 +454,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_baseline_end_to_end),
       cmocka_unit_test(test_forced_relay_pdl),
+      cmocka_unit_test(test_large_range),
       cmocka_unit_test(test_forced_tmaps),
       cmocka_unit_test(test_hc_engine_runs),
       cmocka_unit_test(test_daemon_plan),
