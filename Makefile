@@ -242,13 +242,17 @@ check-fuzz:
 	 [ -z "$$HCT_TEST_TALLY" ] || echo "$$t" >>"$$HCT_TEST_TALLY"; \
 	 [ "$$t" != "0 1 0" ]
 
+# Two test programs at a time: test_compile's NVRTC compiles (about two
+# minutes) run beside the rest, most of which wait on sockets, timers and
+# child processes; HCT_TEST_JOBS=1 runs them one by one.
+TEST_JOBS ?= 2
 check-cpu: all
-	tests/run.sh $(O)/tests $(BIN)
+	HCT_TEST_JOBS=$${HCT_TEST_JOBS:-$(TEST_JOBS)} tests/run.sh $(O)/tests $(BIN)
 
 check-asan:
 	$(MAKE) SAN=1 all
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  tests/run.sh build/asan/tests build/asan/bin
+	  HCT_TEST_JOBS=$${HCT_TEST_JOBS:-$(TEST_JOBS)} tests/run.sh build/asan/tests build/asan/bin
 
 # On a GPU machine without the build packages, carry a STATIC=1 bin/ there:
 # it is used as it is.
