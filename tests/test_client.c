@@ -285,7 +285,11 @@ static void test_stalled(void **state) {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   hct__strlcpy(sa.sun_path, path, sizeof sa.sun_path);
   assert_int_equal(bind(ls, (struct sockaddr *)&sa, sizeof sa), 0);
-  assert_int_equal(listen(ls, 16), 0);
+  /* Connections never accepted stay in the backlog even once closed: room
+   * for every one this test makes (a full backlog refuses a connect, which
+   * is a fallback of another kind, "Resource temporarily unavailable"; under
+   * load the retries here are more and filled 16). */
+  assert_int_equal(listen(ls, 256), 0);
 
   static const int timeouts[] = {50, 20, 5};
   for (size_t k = 0; k < HCT_ARRAY_SIZE(timeouts); k++) {
@@ -304,7 +308,7 @@ static void test_stalled(void **state) {
       worst = took > worst ? took : worst;
       assert_string_equal(ch.variant, "v1");
       assert_int_equal(ch.source, HCT_SOURCE_DEFAULT);
-      assert_non_null(strstr(hct_last_error(), "no answer"));
+      if (strstr(hct_last_error(), "no answer") == NULL) fail_msg("the fallback said: %s", hct_last_error());
       /* It waited for the daemon, never less than the timeout. */
       assert_true(took >= to - 0.5);
       /* Within the next second it does not wait again. */
