@@ -4,7 +4,7 @@
  * epilogue.  Class kl (wgmma's summation order inside a k16 step is the
  * hardware's, not mma.sync's).  Four launches:
  *
- *   hcp_wg_norm    grid (S, T), 256 threads: the spec's canonical norm per
+ *   hc_pf_norm     grid (S, T), 256 threads (prefill.h): the spec's canonical norm per
  *                  (token, stream), writes xn bf16 [T][D] (and R' into
  *                  resid with pending).  Memory bound: R read once (335 MB
  *                  at T = 8192) and xn written (168 MB): ~125 us there.
@@ -50,6 +50,7 @@
  * Tails: TMA fills rows past T with zeros; the epilogues store rows < T.
  */
 #include "hct_kernel.h"
+#include "prefill.h"
 #include "wgmma.h"
 #include "wgmma_up.h"
 
@@ -66,56 +67,8 @@ static_assert(DBM % 64 == 0 && DBM <= 128, "DBM: 64 or 128");
 static_assert(D % (64 * KSPLIT) == 0, "KSPLIT must split D into whole 64-wide k blocks");
 static_assert(K % 64 == 0, "K: whole 64-wide k blocks");
 
-/* ---- step 1: the norm (the spec's canonical order), xn as bf16 ----------- */
-
-#define HCP_NORM_THREADS 256
-#define HCP_NORM_PER_THREAD ((C + HCP_NORM_THREADS - 1) / HCP_NORM_THREADS)
-
-HCT_ENTRY void __launch_bounds__(HCP_NORM_THREADS)
-    hcp_wg_norm(float *resid, const float *pending, const hct_u16 *w_norm, hct_u16 *xn, int T) {
-  __shared__ float red[9];
-  const int s = (int)blockIdx.x, t = (int)blockIdx.y, tid = (int)threadIdx.x;
-  if (t >= T) return;
-  const long long base = ((long long)t * S + s) * C;
-  float x[HCP_NORM_PER_THREAD];
-  float a = 0.0f;
-#pragma unroll
-  for (int k = 0; k < HCP_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCP_NORM_THREADS;
-    x[k] = 0.0f;
-    if (c < C) {
-      float v = resid[base + c];
-      if (pending != 0) {
-        v = v + pending[base + c];
-        resid[base + c] = v;
-      }
-      x[k] = v;
-      a = fmaf(v, v, a);
-    }
-  }
-  a = hct_warp_sum(a);
-  if ((tid & (HCT_LW - 1)) == 0) red[tid / HCT_LW] = a;
-  __syncthreads();
-  if (tid < HCT_LW) {
-    float b = tid < HCP_NORM_THREADS / HCT_LW ? red[tid] : 0.0f;
-    b += hct_shfl_xor(b, 4);
-    b += hct_shfl_xor(b, 2);
-    b += hct_shfl_xor(b, 1);
-    if (tid == 0) red[8] = b;
-  }
-  __syncthreads();
-  const float rs = rsqrtf(red[8] / (float)C + HCT_EPS);
-  const hct_u16 *wn = w_norm + (long long)s * C;
-  hct_u16 *xo = xn + (long long)t * D + (long long)s * C;
-#pragma unroll
-  for (int k = 0; k < HCP_NORM_PER_THREAD; ++k) {
-    const int c = tid + k * HCP_NORM_THREADS;
-    if (c < C) {
-      const float y = x[k] * hct_bf16_to_f32(wn[c]);
-      xo[c] = hct_f32_to_bf16(y * rs);
-    }
-  }
-}
+/* ---- step 1: the norm: prefill.h's hc_pf_norm (the spec's canonical order,
+ * xn as bf16), the pair variants' own, so every variant's xn is one code. */
 
 /* ---- step 2: down, lo = xn . w_down^T ------------------------------------- */
 
