@@ -227,6 +227,17 @@ static int send_all(hct_client_t *c, const char *s, size_t n, int64_t deadline) 
   return 0;
 }
 
+/* The deadline passed before a whole reply line came.  What the message
+ * says depends on what came, never on where in read_line the deadline was
+ * noticed (that depends on the scheduler): nothing at all, or part of a
+ * line. */
+static int answer_timed_out(const hct_client_t *c) {
+  if (c->rlen == 0)
+    return hct__error(HCT_ETIMEDOUT, "daemon '%s': no answer within the timeout", c->path);
+  return hct__error(HCT_ETIMEDOUT, "daemon '%s': no whole answer within the timeout (%zu bytes came)",
+                    c->path, c->rlen);
+}
+
 /* Reads one line (without its newline) into a malloc'd string: at most
  * `max` bytes, and never past the deadline however the bytes come. */
 static int read_line(hct_client_t *c, int64_t deadline, size_t max, char **line) {
@@ -247,8 +258,7 @@ static int read_line(hct_client_t *c, int64_t deadline, size_t max, char **line)
     c->scan = c->rlen;
     if (c->rlen > max)
       return hct__error(HCT_EPROTO, "daemon '%s': reply line longer than %zu bytes", c->path, max);
-    if (now_us() >= deadline)
-      return hct__error(HCT_ETIMEDOUT, "daemon '%s': no whole answer within the timeout", c->path);
+    if (now_us() >= deadline) return answer_timed_out(c);
     if (c->rcap - c->rlen < 4096) {
       size_t cap = c->rcap ? c->rcap * 2 : 8192;
       if (cap > max + 8192) cap = max + 8192;
@@ -270,8 +280,7 @@ static int read_line(hct_client_t *c, int64_t deadline, size_t max, char **line)
     if (errno != EAGAIN && errno != EWOULDBLOCK)
       return hct__error(HCT_ENODAEMON, "daemon '%s': %s", c->path, strerror(errno));
     if (block) continue; /* the receive timeout passed: what is left, below */
-    if (wait_fd(c->fd, POLLIN, deadline) != 1)
-      return hct__error(HCT_ETIMEDOUT, "daemon '%s': no answer within the timeout", c->path);
+    if (wait_fd(c->fd, POLLIN, deadline) != 1) return answer_timed_out(c);
   }
 }
 

@@ -291,13 +291,22 @@ static void test_stalled(void **state) {
    * load the retries here are more and filled 16). */
   assert_int_equal(listen(ls, 256), 0);
 
+  /*
+   * What each try asserts is what the library promises, not a scheduler's
+   * luck: it fell back because of the timeout (one message for "nothing
+   * came", wherever the deadline was noticed), it never returned before the
+   * timeout, and the next call within the second falls back without asking
+   * again.  That it returns soon after the timeout is a matter of wake-up
+   * latency, which a loaded machine stretches: some try of up to 20 must
+   * come within 3 ms of it (a library that waits too long, as poll's whole
+   * milliseconds did, misses in every try).
+   */
   static const int timeouts[] = {50, 20, 5};
   for (size_t k = 0; k < HCT_ARRAY_SIZE(timeouts); k++) {
     int to = timeouts[k];
-    /* The least of three tries: a loaded machine may wake any one of them
-     * late, while waiting too long in the library would show in all. */
     double best = 1e9, worst = 0;
-    for (int attempt = 0; attempt < 3; attempt++) {
+    int tries = 0;
+    for (; tries < 20 && best > to + 3; tries++) {
       hct_client_t *c;
       assert_int_equal(hct_connect(path, to, &c), 0);
       hct_choice_t ch;
@@ -308,18 +317,23 @@ static void test_stalled(void **state) {
       worst = took > worst ? took : worst;
       assert_string_equal(ch.variant, "v1");
       assert_int_equal(ch.source, HCT_SOURCE_DEFAULT);
-      if (strstr(hct_last_error(), "no answer") == NULL) fail_msg("the fallback said: %s", hct_last_error());
+      if (strstr(hct_last_error(), "no answer within the timeout") == NULL)
+        fail_msg("the fallback said: %s", hct_last_error());
       /* It waited for the daemon, never less than the timeout. */
       assert_true(took >= to - 0.5);
-      /* Within the next second it does not wait again. */
-      t0 = dt_now_ms();
+      /* The next call, within the second, does not ask the daemon again:
+       * it says it is waiting to retry (past the second it would ask; a
+       * machine that stalled us that long proves nothing either way). */
+      double since = dt_now_ms() - t0 - took;
       assert_int_equal(hct_choose(c, "hc_read", 2, "GPU-x", NULL, &ch), HCT_FALLBACK);
-      assert_true(dt_now_ms() - t0 < 2);
+      if (since < 900 && strstr(hct_last_error(), "retrying in under a second") == NULL)
+        fail_msg("the second fallback said: %s", hct_last_error());
       hct_close(c);
     }
-    fprintf(stderr, "stalled daemon, timeout %d ms: fell back after %.1f ms (worst of 3: %.1f)\n",
-            to, best, worst);
-    assert_true(best <= to + 3);
+    fprintf(stderr, "stalled daemon, timeout %d ms: fell back after %.1f ms (worst of %d: %.1f)\n",
+            to, best, tries, worst);
+    if (best > to + 3) fail_msg("timeout %d ms: no try of %d fell back within 3 ms of it (best %.1f ms)",
+                                to, tries, best);
   }
   /* The daemon's backlog full: connect itself fails, at once. */
   close(ls);
@@ -333,9 +347,13 @@ static void test_stalled(void **state) {
     if (connect(fill[nf], (struct sockaddr *)&sa, sizeof sa) != 0) break;
   }
   hct_client_t *c;
+  /* "At once": with a timeout of 5 s, it does not wait for it (a margin
+   * no scheduler's delay reaches), and says the connect was refused. */
   double t0 = dt_now_ms();
-  assert_int_equal(hct_connect(path, 50, &c), HCT_FALLBACK);
-  assert_true(dt_now_ms() - t0 <= 65);
+  assert_int_equal(hct_connect(path, 5000, &c), HCT_FALLBACK);
+  assert_true(dt_now_ms() - t0 < 2500);
+  if (strstr(hct_last_error(), "timed out") != NULL || strstr(hct_last_error(), "no answer") != NULL)
+    fail_msg("a full backlog fell back as a timeout: %s", hct_last_error());
   hct_close(c);
   for (int i = 0; i <= nf && i < 8; i++) close(fill[i]);
   close(ls);
