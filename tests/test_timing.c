@@ -154,8 +154,11 @@ static void test_time_budget(void **state) {
   assert_int_equal(hct__timing_run(1, &o, r), 0);
   assert_int_equal(r[0].converged, 0);
   assert_true(r[0].seconds >= 0.03);
-  /* 2 ms a sample, warm-up included: at most 14 rounds fit in 30 ms. */
-  if (r[0].rounds < 2 || r[0].rounds > 14) fail_msg("%d rounds in 30 ms", r[0].rounds);
+  /* The budget, not the rounds, stopped it.  2 ms a sample at the least,
+   * warm-up included: at most 14 rounds fit in 30 ms.  How few is up to
+   * the scheduler (one sleep of a loaded machine can take the whole
+   * budget), so the floor is one round. */
+  if (r[0].rounds < 1 || r[0].rounds > 14) fail_msg("%d rounds in 30 ms", r[0].rounds);
   hct__timing_res_free(r, 1);
 }
 
