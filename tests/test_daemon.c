@@ -698,7 +698,9 @@ static void test_probe(void **state) {
   assert_int_equal(dt_sends(fd, "{\"id\":5,\"cmd\":\"probe\",\"device\":\"GPU-pppp\",\"op\":\"hc_read\","
                                "\"tokens\":\"1-8\"}\n"), 0);
   /* Once the probe runs (its first progress line is here), choose is
-   * still answered at once: the probe takes 400 ms. */
+   * still answered, not held behind the probe's 400 ms: well under them
+   * (an answer takes about a millisecond; the margin is a loaded
+   * machine's). */
   char *first = dt_read_line(fd, &r, 10000);
   assert_non_null(first);
   assert_non_null(strstr(first, "\"progress\""));
@@ -706,7 +708,7 @@ static void test_probe(void **state) {
   assert_int_equal(hct_connect(env.sock, 2000, &c), 0);
   double t0 = dt_now_ms();
   expect_choice(c, 2, DT_CARD, NULL, 0, "v2", HCT_SOURCE_PROBE, "bitwise");
-  assert_true(dt_now_ms() - t0 < 150);
+  assert_true(dt_now_ms() - t0 < 300);
   int progress = 0, text = 0;
   json_t *fin = NULL;
   for (;;) {

@@ -175,7 +175,7 @@ static void test_idle_timeout(void **state) {
   assert_int_equal(dt_sends(quiet, "{\"cmd\":\"sta"), 0);
   double t0 = dt_now_ms(), took = -1;
   /* The busy one keeps talking and stays. */
-  for (int i = 0; i < 30 && took < 0; i++) {
+  for (int i = 0; i < 80 && took < 0; i++) {
     json_t *j = dt_ask(busy, &r, "{\"cmd\":\"status\"}");
     assert_non_null(j);
     json_decref(j);
@@ -188,7 +188,9 @@ static void test_idle_timeout(void **state) {
   }
   fprintf(stderr, "--idle-timeout 1: a silent connection closed after %.0f ms; a talking one stayed\n",
           took);
-  assert_true(took >= 900 && took < 3500);
+  /* Not before the idle second; and closed, not kept (the margin past it
+   * is a loaded machine's: the close itself is the point). */
+  assert_true(took >= 900 && took < 8000);
   assert_true(log_wait(&e, "(--idle-timeout): closed", 2000));
   json_t *j = dt_ask(busy, &r, "{\"cmd\":\"status\"}");
   assert_non_null(j);
