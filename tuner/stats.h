@@ -7,7 +7,7 @@
  * Files:
  *   tuner/stats.c   summaries (median, p10, p90, min, the 95% confidence
  *                   interval of the median), the significance rule, the
- *                   choice of a winner, range merging
+ *                   choice of a winner, winners -> ranges
  *   tuner/timing.c  the interleaved measurement loop: warm-up, rounds in a
  *                   fresh random order, stopping on noise or budget,
  *                   pruning, throttled samples discarded and retaken
