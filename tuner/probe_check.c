@@ -43,128 +43,166 @@ static int reference_missing(probe_t *P, int i, int k, int pending, uint64_t see
   return rc;
 }
 
+/* One check call of the k-th count: the input set's seed, the check's
+ * deadline, and which candidate's outputs the worker holds as the
+ * reference of the next check (holds; -1: none). */
+typedef struct check_call_s {
+  int k, T, pending;
+  uint64_t seed;
+  int deadline;
+  int holds;
+  uint8_t passed_here[MAX_CANDS]; /* passed this check */
+} check_call_t;
+
+/* The baseline on a fresh input set, judged against the float64
+ * reference: the first call on an input set draws it and computes the
+ * reference in the worker, so it gets time for that. */
+static int check_baseline(probe_t *P, check_call_t *K, hct_worker_check_t *ck) {
+  cand_t *base = &P->cands[P->baseline];
+  verdict_t vd;
+  int rc = hct__worker_check(P->w, P->baseline, -1, K->T, K->pending, K->seed, check_flags(base),
+                             120000, ck);
+  if (rc != 0) {
+    int r = hct__probe_cand_failed(P, P->baseline, "parity", rc, K->T, K->pending, K->seed);
+    return r != 0 ? r : rc;
+  }
+  P->fresh_worker = 0; /* the worker holds this input set now */
+  if ((rc = hct__probe_judge_baseline(P, ck, K->T, K->pending, K->seed, &vd)) != 0) return rc;
+  /* Up to five runs a check (worker.h), each given the watchdog's margin. */
+  K->deadline = hct__worker_deadline_ms(ck->run_ms * 4 * 5);
+  K->passed_here[P->baseline] = 1;
+  K->holds = P->baseline;
+  hct_db_trial_t t;
+  hct__probe_trial_init(P, base, &t, "parity", K->T, K->pending);
+  hct__strlcpy(t.status, "pass", sizeof t.status);
+  t.seed = K->seed;
+  t.figures_json = vd.figures;
+  return hct__db_trial_add(P->db, &t, NULL);
+}
+
+/*
+ * Before candidate i's check: a fresh worker draws the inputs and the
+ * float64 reference again on the baseline (with time for that, so the
+ * candidate's own run keeps the launch deadline), and the reference's own
+ * outputs become the worker's reference by a run of it without one
+ * (worker.h), so that a fault there is its own.
+ */
+static int check_ready(probe_t *P, check_call_t *K, const cand_t *c) {
+  int rc;
+  if (P->fresh_worker) {
+    hct_worker_check_t warm;
+    rc = hct__worker_check(P->w, P->baseline, -1, K->T, K->pending, K->seed,
+                           check_flags(&P->cands[P->baseline]), 120000, &warm);
+    if (rc != 0) {
+      int r = hct__probe_cand_failed(P, P->baseline, "parity", rc, K->T, K->pending, K->seed);
+      return r != 0 ? r : rc;
+    }
+    P->fresh_worker = 0;
+    K->holds = P->baseline;
+  }
+  if (K->passed_here[c->ref] && c->ref != K->holds) {
+    hct_worker_check_t own;
+    rc = hct__worker_check(P->w, c->ref, -1, K->T, K->pending, K->seed, HCT_CHECK_REPEAT,
+                           K->deadline, &own);
+    if (rc == 0) {
+      K->holds = c->ref;
+      return 0;
+    }
+    if ((rc = hct__probe_cand_failed(P, c->ref, "parity", rc, K->T, K->pending, K->seed)) != 0)
+      return rc;
+    K->passed_here[c->ref] = 0;
+    K->holds = -1;
+  }
+  return 0;
+}
+
+/* Candidate i checked against its reference on the call's inputs, its
+ * verdict recorded; a wrong answer at one T disqualifies it everywhere. */
+static int check_one(probe_t *P, check_call_t *K, int i) {
+  cand_t *c = &P->cands[i];
+  int rc = check_ready(P, K, c);
+  if (rc != 0) return rc;
+  if (!K->passed_here[c->ref])
+    /* Not this candidate's fault, and nothing to compare its bits with:
+     * out at this T only, unchecked ("unsupported": no failure). */
+    return reference_missing(P, i, K->k, K->pending, K->seed);
+  hct_worker_check_t ck;
+  rc = hct__worker_check(P->w, i, c->ref, K->T, K->pending, K->seed, check_flags(c), K->deadline, &ck);
+  if (rc != 0) {
+    if (K->holds == i) K->holds = -1;
+    return hct__probe_cand_failed(P, i, "parity", rc, K->T, K->pending, K->seed);
+  }
+  K->holds = c->ref; /* a check with a reference leaves the worker holding it */
+  if (!P->producer_warned && strncmp(ck.producer_skipped, "the producer kernel", 19) == 0) {
+    /* The producer check cannot run on this card: say so once, loudly. */
+    P->producer_warned = 1;
+    hct__log(HCT_LOG_WARN, "the producer check is skipped: %s", ck.producer_skipped);
+  }
+  char log[768];
+  verdict_t vd;
+  hct__probe_judge_all(P, c, &ck, K->T, K->pending, K->seed, &vd, log, sizeof log);
+  hct_db_trial_t t;
+  hct__probe_trial_init(P, c, &t, vd.check, K->T, K->pending);
+  hct__strlcpy(t.status, vd.status, sizeof t.status);
+  t.seed = K->seed;
+  t.figures_json = vd.figures;
+  const int pass = strcmp(vd.status, "pass") == 0;
+  if (!pass) t.log = log;
+  if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
+  if (pass) {
+    K->passed_here[i] = 1;
+    return 0;
+  }
+  hct_qcand_t q = hct__probe_qcand(P, c);
+  if ((rc = hct__quarantine_add(P->db, &q, K->T, vd.status, log)) != 0) return rc;
+  c->dead = 1;
+  hct__worker_unload(P->w, i);
+  hct__probe_progress(P, "reject", 0, 0, "%s: %s check: %s: %s", c->c.label, vd.check, vd.status, log);
+  hct__probe_rejected(P, c, K->T, vd.check, log);
+  return 0;
+}
+
 /*
  * Checks every candidate in play at the k-th count (only[i] set, or all
  * with only NULL), on one input set drawn from a fresh seed, with or
  * without pending: the baseline first against the float64 reference, then
- * the others by depth.
+ * the others by depth (hct__probe_candidates), so that a reference is
+ * judged on these inputs before any candidate whose bits must equal its
+ * own.
  */
 int hct__probe_check_T(probe_t *P, int k, int pending, const uint8_t *only) {
-  const int T = P->tokens.t[k];
-  uint64_t seed = hct__rng_next(&P->rng);
-  cand_t *base = &P->cands[P->baseline];
-  hct_worker_check_t ck;
-  verdict_t vd;
-  int rc;
-  /* The first call on an input set draws it and computes the float64
-   * reference in the worker: give it time. */
+  check_call_t *K = calloc(1, sizeof *K);
+  if (K == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  K->k = k;
+  K->T = P->tokens.t[k];
+  K->pending = pending;
+  K->seed = hct__rng_next(&P->rng);
   const uint64_t t_base = hct__now_ns();
-  rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, check_flags(base), 120000, &ck);
+  hct_worker_check_t ck;
+  int rc = check_baseline(P, K, &ck);
   /* A check that takes seconds (large T: gigabytes drawn, copied and
    * compared) gets a progress line per candidate, not one per T. */
   const int long_step = P->tty || hct__now_ns() - t_base > 1000000000ull;
-  int n_check = 0, done_check = 0;
-  for (int i = 0; i < P->n; i++)
-    n_check += i != P->baseline && !P->cands[i].dead && !P->cands[i].failed[k] && (only == NULL || only[i]);
-  if (rc != 0) {
-    int r = hct__probe_cand_failed(P, P->baseline, "parity", rc, T, pending, seed);
-    return r != 0 ? r : rc;
-  }
-  P->fresh_worker = 0; /* the worker holds this input set now */
-  if ((rc = hct__probe_judge_baseline(P, &ck, T, pending, seed, &vd)) != 0) return rc;
-  /* Up to five runs a check (worker.h), each given the watchdog's margin. */
-  int deadline = hct__worker_deadline_ms(ck.run_ms * 4 * 5);
-  hct_db_trial_t t;
-  hct__probe_trial_init(P, base, &t, "parity", T, pending);
-  hct__strlcpy(t.status, "pass", sizeof t.status);
-  t.seed = seed;
-  t.figures_json = vd.figures;
-  if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
-
-  /* Candidates by depth (resolve_references): a reference is judged on
-   * these inputs before any candidate whose bits must equal its own.
-   * passed_here: passed this check; holds: whose outputs the worker keeps
-   * as the reference of the next check. */
-  uint8_t passed_here[MAX_CANDS] = {0};
-  passed_here[P->baseline] = 1;
-  int holds = P->baseline, max_depth = 0;
-  for (int i = 0; i < P->n; i++) max_depth = HCT_MAX(max_depth, P->cands[i].depth);
-  for (int d = 1; d <= max_depth; d++)
+  int n_check = 0, done_check = 0, max_depth = 0;
   for (int i = 0; i < P->n; i++) {
-    cand_t *c = &P->cands[i];
-    char why[256];
-    if (c->depth != d || c->dead || c->failed[k] || (only != NULL && !only[i]) ||
-        !hct__run_supports(&c->c, &P->dev, T, why, sizeof why))
-      continue;
-    if ((rc = hct__probe_check_interrupt(P)) != 0) return rc;
-    if (long_step)
-      hct__probe_progress(P, "check", ++done_check, n_check, "T=%d%s: %s", T, pending ? " pending" : "", c->c.label);
-    /* A fresh worker draws the inputs and the float64 reference again
-     * before it runs anything: let it do so on the baseline, with time for
-     * that, so that the candidate's own run keeps the launch deadline. */
-    if (P->fresh_worker) {
-      hct_worker_check_t warm;
-      rc = hct__worker_check(P->w, P->baseline, -1, T, pending, seed, check_flags(base), 120000,
-                             &warm);
-      if (rc != 0) {
-        int r = hct__probe_cand_failed(P, P->baseline, "parity", rc, T, pending, seed);
-        return r != 0 ? r : rc;
-      }
-      P->fresh_worker = 0;
-      holds = P->baseline;
-    }
-    if (passed_here[c->ref] && c->ref != holds) {
-      /* The reference's own outputs become the worker's reference: a run
-       * of it without one (worker.h), so that a fault there is its own. */
-      hct_worker_check_t own;
-      rc = hct__worker_check(P->w, c->ref, -1, T, pending, seed, HCT_CHECK_REPEAT, deadline, &own);
-      if (rc != 0) {
-        if ((rc = hct__probe_cand_failed(P, c->ref, "parity", rc, T, pending, seed)) != 0) return rc;
-        passed_here[c->ref] = 0;
-        holds = -1;
-      } else {
-        holds = c->ref;
-      }
-    }
-    if (!passed_here[c->ref]) {
-      /* Not this candidate's fault, and nothing to compare its bits with:
-       * out at this T only, unchecked ("unsupported": no failure). */
-      if ((rc = reference_missing(P, i, k, pending, seed)) != 0) return rc;
-      continue;
-    }
-    rc = hct__worker_check(P->w, i, c->ref, T, pending, seed, check_flags(c), deadline, &ck);
-    if (rc != 0) {
-      if ((rc = hct__probe_cand_failed(P, i, "parity", rc, T, pending, seed)) != 0) return rc;
-      if (holds == i) holds = -1;
-      continue;
-    }
-    holds = c->ref; /* a check with a reference leaves the worker holding it */
-    if (!P->producer_warned && strncmp(ck.producer_skipped, "the producer kernel", 19) == 0) {
-      /* The producer check cannot run on this card: say so once, loudly. */
-      P->producer_warned = 1;
-      hct__log(HCT_LOG_WARN, "the producer check is skipped: %s", ck.producer_skipped);
-    }
-    char log[768];
-    hct__probe_judge_all(P, c, &ck, T, pending, seed, &vd, log, sizeof log);
-    hct__probe_trial_init(P, c, &t, vd.check, T, pending);
-    hct__strlcpy(t.status, vd.status, sizeof t.status);
-    t.seed = seed;
-    t.figures_json = vd.figures;
-    if (strcmp(vd.status, "pass") != 0) t.log = log;
-    if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
-    if (strcmp(vd.status, "pass") != 0) {
-      hct_qcand_t q = hct__probe_qcand(P, c);
-      if ((rc = hct__quarantine_add(P->db, &q, T, vd.status, log)) != 0) return rc;
-      /* A wrong answer at one T disqualifies the candidate everywhere. */
-      c->dead = 1;
-      hct__worker_unload(P->w, i);
-      hct__probe_progress(P, "reject", 0, 0, "%s: %s check: %s: %s", c->c.label, vd.check, vd.status, log);
-      hct__probe_rejected(P, c, T, vd.check, log);
-    } else {
-      passed_here[i] = 1;
-    }
+    n_check += i != P->baseline && !P->cands[i].dead && !P->cands[i].failed[k] && (only == NULL || only[i]);
+    max_depth = HCT_MAX(max_depth, P->cands[i].depth);
   }
-  return 0;
+  for (int d = 1; rc == 0 && d <= max_depth; d++)
+    for (int i = 0; rc == 0 && i < P->n; i++) {
+      cand_t *c = &P->cands[i];
+      char why[256];
+      if (c->depth != d || c->dead || c->failed[k] || (only != NULL && !only[i]) ||
+          !hct__run_supports(&c->c, &P->dev, K->T, why, sizeof why))
+        continue;
+      if ((rc = hct__probe_check_interrupt(P)) != 0) break;
+      if (long_step)
+        hct__probe_progress(P, "check", ++done_check, n_check, "T=%d%s: %s", K->T,
+                            pending ? " pending" : "", c->c.label);
+      rc = check_one(P, K, i);
+    }
+  free(K);
+  return rc;
 }
 
 /* Every check of hct__probe_check_T, with and without pending, `sets` input sets
