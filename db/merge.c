@@ -17,7 +17,9 @@
  * In a group:
  *   - a variant that passed parity on one card and failed it (a trial or
  *     a fault) on another is quarantined for the group and flagged
- *     "conflict": identical cards must agree on correctness;
+ *     "conflict": identical cards must agree on correctness; one that
+ *     passed a parity check on no card is left out too (what is served
+ *     passed its checks on this model);
  *   - a card whose timings run slow against its peers is flagged
  *     "outlier" and left out of the pool: for every (candidate, T) it
  *     shares with other cards, its median over the median of the others'
@@ -478,6 +480,12 @@ static int conflicts(ctx_t *X) {
     int failed = json_array_size(fail) > 0 || json_array_size(ffail) > 0;
     json_decref(ffail);
     int err = 0;
+    /* Only what passed its checks on this model is served (issue 29): a
+     * candidate no card of the group saw pass a check is out of the pool
+     * (one that failed on some card and passed on another is too, flagged
+     * below), so a merge cannot make a winner of a variant whose
+     * correctness no host vouched for. */
+    if (json_array_size(pass) == 0) cd->quarantined = 1;
     if (json_array_size(pass) > 0 && failed) {
       cd->quarantined = 1;
       hct_fleet_flag_t fl;

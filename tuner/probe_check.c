@@ -19,15 +19,15 @@ static int check_flags(const cand_t *c) {
 }
 
 /*
- * Candidate i cannot be checked at the k-th count: its reference (a
+ * Candidate i cannot be checked at count T (the k-th probed count, or
+ * k < 0: a count a decision serves, hct__probe_check_at): its reference (a
  * variant it must equal bit for bit) did not pass its own class there.  A
  * trial says why ("unsupported": no failure of its own, nothing
- * quarantined), and it is out at that count only.
+ * quarantined), and it is out at that probed count only.
  */
-static int reference_missing(probe_t *P, int i, int k, int pending, uint64_t seed) {
+static int reference_missing(probe_t *P, int i, int k, int T, int pending, uint64_t seed) {
   cand_t *c = &P->cands[i];
   const cand_t *r = &P->cands[c->ref];
-  const int T = P->tokens.t[k];
   char log[512];
   snprintf(log, sizeof log, "T=%d%s: its reference %s did not pass its class here, so its bits "
            "cannot be checked", T, pending ? " pending" : "", r->c.label);
@@ -37,13 +37,14 @@ static int reference_missing(probe_t *P, int i, int k, int pending, uint64_t see
   t.seed = seed;
   t.log = log;
   int rc = hct__db_trial_add(P->db, &t, NULL);
-  c->failed[k] = 1;
+  if (k >= 0) c->failed[k] = 1;
   hct__probe_progress(P, "reject", 0, 0, "%s: %s", c->c.label, log);
   hct__probe_rejected(P, c, T, "parity", log);
   return rc;
 }
 
-/* One check call of the k-th count: the input set's seed, the check's
+/* One check call of the k-th count (k < 0: of a count no probe timed,
+ * hct__probe_check_at): the input set's seed, the check's
  * deadline, and which candidate's outputs the worker holds as the
  * reference of the next check (holds; -1: none). */
 typedef struct check_call_s {
@@ -125,7 +126,7 @@ static int check_one(probe_t *P, check_call_t *K, int i) {
   if (!K->passed_here[c->ref])
     /* Not this candidate's fault, and nothing to compare its bits with:
      * out at this T only, unchecked ("unsupported": no failure). */
-    return reference_missing(P, i, K->k, K->pending, K->seed);
+    return reference_missing(P, i, K->k, K->T, K->pending, K->seed);
   hct_worker_check_t ck;
   rc = hct__worker_check(P->w, i, c->ref, K->T, K->pending, K->seed, check_flags(c), K->deadline, &ck);
   if (rc != 0) {
@@ -317,4 +318,44 @@ int hct__probe_check_late(probe_t *P, int k, int sets) {
   }
   hct__probe_progress(P, "check", 0, 0, "T=%d: %d points left unchecked (not decided for here)", T, unchecked);
   return P->o->check_only ? 0 : hct__probe_time_T(P, k, 0);
+}
+
+/* One input set at T (with or without pending) for hct__probe_check_at:
+ * the baseline, then the chain chain[n-1] .. chain[0] (the references of
+ * chain[0] from the top); *ok 1 when each passed. */
+static int check_chain(probe_t *P, int T, int pending, const int *chain, int n, int *ok) {
+  check_call_t *K = calloc(1, sizeof *K);
+  if (K == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  K->k = -1;
+  K->T = T;
+  K->pending = pending;
+  K->seed = hct__rng_next(&P->rng);
+  hct_worker_check_t ck;
+  int rc = check_baseline(P, K, &ck);
+  *ok = rc == 0;
+  for (int j = n - 1; rc == 0 && *ok && j >= 0; j--) {
+    char why[256];
+    const cand_t *c = &P->cands[chain[j]];
+    *ok = !c->dead && hct__run_supports(&c->c, &P->dev, T, why, sizeof why);
+    if (*ok && (rc = check_one(P, K, chain[j])) == 0) *ok = K->passed_here[chain[j]];
+  }
+  free(K);
+  return rc;
+}
+
+int hct__probe_check_at(probe_t *P, int T, int i, int *ok) {
+  char why[256];
+  *ok = 1;
+  /* Nothing to check against where the baseline cannot run. */
+  if (!hct__run_supports(&P->cands[P->baseline].c, &P->dev, T, why, sizeof why)) return 0;
+  int chain[MAX_CANDS], n = 0;
+  for (int r = i; r >= 0 && r != P->baseline && n < MAX_CANDS; r = P->cands[r].ref) chain[n++] = r;
+  hct__probe_progress(P, "check", 0, 0, "T=%d: %s, served there by a decision, with and without pending",
+                      T, P->cands[i].c.label);
+  int rc = 0;
+  for (int pending = 0; rc == 0 && *ok && pending <= 1; pending++) {
+    if ((rc = hct__probe_check_interrupt(P)) != 0) break;
+    rc = check_chain(P, T, pending, chain, n, ok);
+  }
+  return rc;
 }

@@ -15,6 +15,9 @@
  *   tuner/probe_search.c   the search of a family's points (halving)
  *   tuner/probe_time.c     timing: the deciding pass, the other mode, the
  *                          verification of the timed launches' outputs
+ *   tuner/probe_serve.c    checks cover what is served: a count's winners
+ *                          checked where its decision reaches, before
+ *                          they are decided for
  *   tuner/probe_decide.c   deciding and recording: winners per count ->
  *                          ranges (hct__cover_ranges) -> decisions
  *   tuner/probe_record.c   trials and faults into the DB, a candidate that
@@ -66,6 +69,9 @@ typedef struct cand_s {
                             --points left it out): checked and timed, never
                             decided for */
   hct_parity_t competes; /* hct__variant_competes: the decisions it is in */
+  int served_ok[8];      /* counts no probe timed where it passed every
+                            check as a count's winner (probe_serve.c) */
+  int n_served_ok;
 } cand_t;
 
 typedef struct probe_s {
@@ -177,6 +183,29 @@ int hct__probe_check_T(probe_t *P, int k, int pending, const uint8_t *only);
  * finalists, time. */
 int hct__probe_check_late(probe_t *P, int k, int sets);
 
+/*
+ * Issue 29: checks cover what is served.  Candidate i (and the references
+ * its bits are checked against, from the top) through every check of
+ * check_T at a count T no probe timed, with and without pending, each on a
+ * fresh input set checked on the baseline first.  *ok 1 when every one
+ * passed (or the baseline cannot run at T: nothing to check against); a
+ * candidate that fails is recorded, quarantined and out everywhere, as at
+ * a probed count.  Returns 0 or the error that ends the probe.
+ */
+int hct__probe_check_at(probe_t *P, int T, int i, int *ok);
+
+/* ---- tuner/probe_serve.c ------------------------------------------------- */
+
+/*
+ * After the k-th count's winners are verified, before they are decided
+ * for: each (of both classes) checked at the counts its decision would
+ * serve that no probe checked it at (hct__probe_check_at).  One that fails
+ * is out, flagged in out[] (indexed like P->cands), and *again set: the
+ * count is timed again for the next winner.  Returns 0 or the error that
+ * ends the probe.
+ */
+int hct__probe_serve_T(probe_t *P, int k, uint8_t *out, int *again);
+
 /* ---- tuner/probe_search.c ------------------------------------------------ */
 
 /* The search of every family that asks for one at the k-th count. */
@@ -192,6 +221,9 @@ int hct__probe_time_T(probe_t *P, int k, int search);
 
 /* ---- tuner/probe_decide.c ------------------------------------------------ */
 
+/* A range made of probed counts first..last, lo..hi, ended before the
+ * first count (outward from them) its winner c does not support. */
+void hct__probe_trim(probe_t *P, const cand_t *c, int first, int last, int *lo, int *hi);
 /* The winner at the k-th count in a class (hct__pick_winner), or -1. */
 int hct__probe_winner_at(probe_t *P, int k, int allow_kl, int verified_only);
 /* The decisions of both classes into the DB (unless no_decide) and into

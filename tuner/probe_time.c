@@ -228,6 +228,9 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
     uint8_t out[MAX_CANDS] = {0}, out_k[MAX_CANDS] = {0};
     int incomplete = 0;
     if (rc == 0 && decides) rc = verify_T(P, kT, out, &incomplete);
+    /* Then, the winners where their decisions reach (issue 29); a check
+     * request ends the timing's allocation, so after the verification. */
+    if (rc == 0 && decides && !incomplete) rc = hct__probe_serve_T(P, kT, out, &incomplete);
     for (int k = 0; k < n; k++) out_k[k] = out[ids[k]];
     if (rc == 0 && decides && (incomplete || !hct__timing_stands(res, n, rank, out_k))) {
       /* A candidate put out may have pruned an honest one (or left it
