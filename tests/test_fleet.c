@@ -469,7 +469,7 @@ static void test_merge_sparse(void **state) {
   char db[160], ex[2][160];
   hct_fleet_t in[2], m;
   for (int h = 0; h < 2; h++) {
-    char name[32], host[16];
+    char name[32], host[32];
     snprintf(name, sizeof name, "sparse%d.db", h);
     snprintf(host, sizeof host, "sparse%d", h);
     path_in(db, sizeof db, name);

@@ -321,17 +321,9 @@ static int widest_time(const char *log) {
   return widest;
 }
 
-static void budget_setup(void) {
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "mkdir -p '%s/k/budget' && cp '%s/k/selftest/'*.cu '%s/k/selftest/'*.h '%s/k/budget/'",
-           dir, dir, dir, dir);
-  assert_int_equal(system(cmd), 0);
-  snprintf(cmd, sizeof cmd, "%s/k/budget/manifest.json", dir);
-  FILE *f = fopen(cmd, "w");
-  assert_non_null(f);
-  fputs(budget_manifest, f);
-  fclose(f);
-}
+static void serve_setup(const char *op, const char *manifest_text);
+
+static void budget_setup(void) { serve_setup("budget", budget_manifest); }
 
 /* Above checks.all_points_up_to: time first, check the finalists. */
 static void test_probe_late_checks(void **state) {
@@ -470,6 +462,7 @@ static void test_probe_memory_groups(void **state) {
   VARIANT("good", "bitwise", "\"base\"", "good.cu", "st_good", "{\"name\":\"G0\",\"values\":[3]}", "") \
   "]}"
 
+/* Op `op` beside selftest, on its templates, with manifest_text. */
 static void serve_setup(const char *op, const char *manifest_text) {
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "mkdir -p '%s/k/%s' && cp '%s/k/selftest/'*.cu '%s/k/selftest/'*.h '%s/k/%s/'",

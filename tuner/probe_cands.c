@@ -9,11 +9,13 @@
 
 #include "probe_internal.h"
 
-static int variant_selected(const hct_probe_opts_t *o, const char *name) {
-  if (o->only_variants == NULL) return 1;
+/* 1 when `name` is one of the items of `list` separated by sep (a whole
+ * item: a prefix is not a match); a NULL list selects everything. */
+static int listed(const char *list, char sep, const char *name) {
+  if (list == NULL) return 1;
   size_t n = strlen(name);
-  for (const char *p = o->only_variants; *p;) {
-    const char *e = strchr(p, ',');
+  for (const char *p = list; *p;) {
+    const char *e = strchr(p, sep);
     size_t len = e ? (size_t)(e - p) : strlen(p);
     if (len == n && strncmp(p, name, n) == 0) return 1;
     p += len + (e != NULL);
@@ -21,16 +23,14 @@ static int variant_selected(const hct_probe_opts_t *o, const char *name) {
   return 0;
 }
 
+/* --variants: a comma list of names. */
+static int variant_selected(const hct_probe_opts_t *o, const char *name) {
+  return listed(o->only_variants, ',', name);
+}
+
+/* --points: lines "variant {params}" as hctune list prints them. */
 static int point_selected(const hct_probe_opts_t *o, const char *label) {
-  if (o->only_points == NULL) return 1;
-  size_t n = strlen(label);
-  for (const char *p = o->only_points; *p;) {
-    const char *e = strchr(p, '\n');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
-    if (len == n && strncmp(p, label, n) == 0) return 1;
-    p += len + (e != NULL);
-  }
-  return 0;
+  return listed(o->only_points, '\n', label);
 }
 
 /* The candidate of variant v at point pt, or -1. */
