@@ -123,160 +123,220 @@ static void decision_tokens(const hct_db_decision_t *d, hct_tokens_t *out) {
   hct__tokens_add(out, d->tmax);
 }
 
+/* One run of verify-decisions: what was asked, the decisions, and what
+ * came of them so far. */
+typedef struct verify_s {
+  const char *path, *kdir, *device, *only_op;
+  double limit;
+  int exhaustive;
+  hct_device_t want;     /* --device's card, when given */
+  hct_db_decision_t *d;
+  int nd;
+  uint8_t *done;         /* decisions reported (their card and op re-probed) */
+  hct_timed_rows_t rows;
+  rejections_t rej;
+  int checked;           /* decisions x token counts checked */
+  int matched;           /* decisions that --op and --device leave in */
+  int skipped;           /* of those, on cards not on this host */
+  int worst_fail;
+} verify_t;
+
+static int same_group(const hct_db_decision_t *a, const hct_db_decision_t *b) {
+  return strcmp(a->keys.uuid, b->keys.uuid) == 0 && strcmp(a->op, b->op) == 0;
+}
+
+/* Every decision of decision i's card and op into one probe: options of a
+ * probe that records trials, decides nothing, times every candidate with
+ * twice the samples and verifies every timed one, then runs it. */
+static int reprobe(verify_t *V, int i, const hct_device_t *dev) {
+  hct_probe_opts_t o;
+  memset(&o, 0, sizeof o);
+  o.device = dev->uuid;
+  o.op = V->d[i].op;
+  o.db_path = V->path;
+  o.no_decide = 1;
+  o.no_table = 1;
+  o.quiet = 1;
+  o.sample_factor = 2;
+  o.one_mode = 1;
+  o.on_timed = hct__timed_rows_add;
+  o.on_timed_arg = &V->rows;
+  /* Every timed candidate's timed launches verified, so the chosen one's
+   * are whether or not it would win now. */
+  o.verify_all = 1;
+  /* A chosen variant quarantined since is checked again, not skipped:
+   * what fails now must say which check it fails. */
+  o.retry_quarantined = 1;
+  o.on_rejected = on_rejected;
+  o.on_rejected_arg = &V->rej;
+  /* Every point timed to the end: the exhaustive best of each family. */
+  o.exhaustive = V->exhaustive;
+  o.no_prune = V->exhaustive;
+  V->rows.n = 0;
+  V->rej.n = 0;
+  for (int j = i; j < V->nd; j++)
+    if (same_group(&V->d[j], &V->d[i])) {
+      hct_tokens_t tj;
+      decision_tokens(&V->d[j], &tj);
+      for (int q = 0; q < tj.n && o.tokens.n < HCT_MAX_TOKEN_LIST; q++) hct__tokens_add(&o.tokens, tj.t[q]);
+    }
+  int rc = hct__probe(&o);
+  if (rc == 0 && (V->rows.oom || V->rej.oom))
+    rc = hct__error(HCT_ENOMEM, "out of memory for the timed rows");
+  return rc;
+}
+
+/* One row of decision d at T: the chosen variant's new median against the
+ * best of its class (and, with --exhaustive, of its own family). */
+static void report_T(verify_t *V, const hct_db_decision_t *d, const hct_op_t *op, int T) {
+  hct_parity_t cls = HCT_PARITY_BITWISE;
+  hct__parity_from_name(d->parity, &cls);
+  const hct_timed_row_t *chosen = NULL, *best = NULL, *family = NULL;
+  for (int k = 0; k < V->rows.n; k++) {
+    const hct_timed_row_t *r = &V->rows.r[k];
+    if (r->T != T || r->pruned) continue;
+    const hct_variant_t *v = hct__variant_find(op, r->variant);
+    if (v == NULL || !hct__variant_in_decision(op, v, cls)) continue;
+    /* A candidate a check put out is no one's best. */
+    if (rejection_of(&V->rej, r->variant, r->params) != NULL) continue;
+    if (strcmp(r->variant, d->variant) == 0 && strcmp(r->params, d->params) == 0) chosen = r;
+    if (best == NULL || r->s.median < best->s.median) best = r;
+    if (strcmp(r->variant, d->variant) == 0 && (family == NULL || r->s.median < family->s.median))
+      family = r;
+  }
+  V->checked++;
+  if (chosen == NULL || best == NULL) {
+    char why[1024];
+    not_timed_why(&V->rows, &V->rej, T, d->variant, d->params, why, sizeof why);
+    printf("%-14.14s %-10s %-8s %5d  %-28.28s %10s  FAILED: %s\n", d->keys.uuid, d->op, d->parity,
+           T, d->variant, "-", why);
+    V->worst_fail = 1;
+    return;
+  }
+  double ratio = chosen->s.median / best->s.median;
+  char cl[300], bl[300];
+  snprintf(cl, sizeof cl, "%s %s", chosen->variant, chosen->params);
+  snprintf(bl, sizeof bl, "%s %s", best->variant, best->params);
+  printf("%-14.14s %-10s %-8s %5d  %-28.28s %10.2f  %-28.28s %10.2f %7.3f", d->keys.uuid, d->op,
+         d->parity, T, cl, chosen->s.median, bl, best->s.median, ratio);
+  /* The decision against the best point of its own family, every point
+   * timed: the gap a search left. */
+  double gap = V->exhaustive && family ? chosen->s.median / family->s.median - 1 : 0;
+  if (V->exhaustive && family)
+    printf("  %-28.28s %8.2f %6.2f%%", family->params, family->s.median, 100 * gap);
+  printf("%s\n", ratio > V->limit || 1 + gap > V->limit ? "  OVER LIMIT" : "");
+  if (ratio > V->limit || 1 + gap > V->limit) V->worst_fail = 1;
+}
+
+/* The rows of decision d after its card and op were re-probed: one line
+ * when a check put its variant out, else one per token count. */
+static void report_decision(verify_t *V, const hct_db_decision_t *d, const hct_op_t *op) {
+  hct_tokens_t tj;
+  decision_tokens(d, &tj);
+  const rejection_t *out = rejection_of(&V->rej, d->variant, d->params);
+  if (out != NULL) {
+    printf("%-14.14s %-10s %-8s %2d-%-2d  %-28.28s REJECTED by the %s check at T=%d: %s\n",
+           d->keys.uuid, d->op, d->parity, d->tmin, d->tmax, d->variant, out->check, out->T,
+           out->why);
+    V->checked += tj.n;
+    V->worst_fail = 1;
+    return;
+  }
+  for (int q = 0; q < tj.n; q++) report_T(V, d, op, tj.t[q]);
+}
+
+/* Decision i's card and op: re-probed here and every decision of theirs
+ * reported, or skipped when the card is not on this host.  Returns 0 or
+ * the error that ends the command. */
+static int verify_group(verify_t *V, int i) {
+  hct_device_t dev;
+  if (hct__device_find(V->d[i].keys.uuid, &dev) != 0) {
+    printf("%-14.14s %-10s skipped: card not on this host\n", V->d[i].keys.uuid, V->d[i].op);
+    return 0;
+  }
+  hct_op_t *op = NULL;
+  int rc = hct__manifest_load(V->kdir, V->d[i].op, &op);
+  if (rc == 0) rc = reprobe(V, i, &dev);
+  for (int j = i; rc == 0 && j < V->nd; j++) {
+    if (!same_group(&V->d[j], &V->d[i])) continue;
+    V->done[j] = 1;
+    report_decision(V, &V->d[j], op);
+  }
+  if (op != NULL) hct__manifest_free(op);
+  return rc;
+}
+
+/*
+ * What to say when nothing was checked (issue 30: it printed "every
+ * chosen variant passes every check" after skipping every card, and
+ * exited 0): an error naming why, so a script that runs it on the wrong
+ * host, or on an empty database, does not take silence for a pass.
+ */
+static int nothing_checked(const verify_t *V) {
+  if (V->nd == 0)
+    return hct__error(HCT_ENOENT, "nothing checked: no decisions recorded in '%s'", V->path);
+  if (V->matched == 0)
+    return hct__error(HCT_ENOENT, "nothing checked: none of the %d decisions in '%s' is of%s%s%s%s",
+                      V->nd, V->path, V->only_op ? " op " : "", V->only_op ? V->only_op : "",
+                      V->device ? " card " : "", V->device ? V->want.uuid : "");
+  if (V->skipped == V->matched)
+    return hct__error(HCT_ENODEV, "nothing checked: the cards of all %d decisions are not on this "
+                      "host (probe here, or run it where they are)", V->matched);
+  return hct__error(HCT_ENOENT, "nothing checked: the %d decisions re-probed name no token count",
+                    V->matched);
+}
+
 int cmd_verify_decisions(int argc, char **argv) {
-  const char *device = NULL, *only_op = NULL;
-  double limit = 1.03;
-  int exhaustive = 0;
+  verify_t V;
+  memset(&V, 0, sizeof V);
+  V.limit = 1.03;
   const hct_option_t opts[] = {
-      HCT_OPT_FLAG("exhaustive", &exhaustive),
-      HCT_OPT_STRING("device", &device),
-      HCT_OPT_STRING("op", &only_op),
-      HCT_OPT_NUMBER("limit", &limit, 1.0, 1e9),
+      HCT_OPT_FLAG("exhaustive", &V.exhaustive),
+      HCT_OPT_STRING("device", &V.device),
+      HCT_OPT_STRING("op", &V.only_op),
+      HCT_OPT_NUMBER("limit", &V.limit, 1.0, 1e9),
       HCT_OPT_END,
   };
   hct_cli_env_t env;
   int rc = hct__cli_options(argc, argv, opts, usage, &env);
   if (rc != 0) return rc == HCT_OPTS_HELP ? HCT_EXIT_OK : rc;
-  const char *path = env.db_path, *kdir = env.kernels;
-  hct_db_t *db = env.db;
-  hct_db_decision_t *d = NULL;
-  int nd = 0;
-  rc = hct__db_decisions_list(db, &d, &nd);
-  hct__db_close(db);
-  if (rc != 0) return hct__cli_fail(rc);
-  if (nd == 0) {
-    printf("no decisions recorded in '%s'\n", path);
-    free(d);
-    return HCT_EXIT_OK;
-  }
-  hct_device_t want;
-  if (device && (rc = hct__device_find(device, &want)) != 0) {
-    free(d);
+  V.path = env.db_path;
+  V.kdir = env.kernels;
+  rc = hct__db_decisions_list(env.db, &V.d, &V.nd);
+  hct__db_close(env.db);
+  if (rc == 0 && V.nd == 0) rc = nothing_checked(&V);
+  if (rc == 0 && V.device) rc = hct__device_find(V.device, &V.want);
+  if (rc == 0 && (V.done = calloc((size_t)V.nd, 1)) == NULL)
+    rc = hct__error(HCT_ENOMEM, "out of memory");
+  if (rc != 0) {
+    free(V.d);
     return hct__cli_fail(rc);
   }
-
-  int worst_fail = 0, checked = 0;
-  uint8_t *done = calloc((size_t)nd, 1);
-  hct_timed_rows_t rows = {0};
-  rejections_t rej = {0};
-  if (done == NULL) {
-    free(d);
-    return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory"));
-  }
   printf("%-14s %-10s %-8s %5s  %-28s %10s  %-28s %10s %7s%s\n", "card", "op", "class", "T",
-         "chosen", "us", "best", "us", "ratio", exhaustive ? "  family best (exhaustive)        us     gap" : "");
+         "chosen", "us", "best", "us", "ratio",
+         V.exhaustive ? "  family best (exhaustive)        us     gap" : "");
   /* One re-timing per (card, op): every decision of both classes shares it. */
-  for (int i = 0; i < nd; i++) {
-    if (done[i] || (only_op && strcmp(d[i].op, only_op) != 0)) continue;
-    if (device && strcmp(d[i].keys.uuid, want.uuid) != 0) continue;
-    hct_device_t dev;
-    if (hct__device_find(d[i].keys.uuid, &dev) != 0) {
-      printf("%-14.14s %-10s skipped: card not on this host\n", d[i].keys.uuid, d[i].op);
+  for (int i = 0; rc == 0 && i < V.nd; i++) {
+    const hct_db_decision_t *d = &V.d[i];
+    if ((V.only_op && strcmp(d->op, V.only_op) != 0) || (V.device && strcmp(d->keys.uuid, V.want.uuid) != 0))
       continue;
+    V.matched++;
+    if (V.done[i]) continue;
+    rc = verify_group(&V, i);
+    if (rc == 0 && !V.done[i]) {
+      /* Skipped: count every decision of its group once. */
+      for (int j = i; j < V.nd; j++)
+        if (same_group(&V.d[j], d)) V.done[j] = 2;
     }
-    hct_op_t *op;
-    if ((rc = hct__manifest_load(kdir, d[i].op, &op)) != 0) break;
-    hct_probe_opts_t o;
-    memset(&o, 0, sizeof o);
-    o.device = dev.uuid;
-    o.op = d[i].op;
-    o.db_path = path;
-    o.no_decide = 1;
-    o.no_table = 1;
-    o.quiet = 1;
-    o.sample_factor = 2;
-    o.one_mode = 1;
-    o.on_timed = hct__timed_rows_add;
-    o.on_timed_arg = &rows;
-    /* Every timed candidate's timed launches verified, so the chosen one's
-     * are whether or not it would win now. */
-    o.verify_all = 1;
-    /* A chosen variant quarantined since is checked again, not skipped:
-     * what fails now must say which check it fails. */
-    o.retry_quarantined = 1;
-    o.on_rejected = on_rejected;
-    o.on_rejected_arg = &rej;
-    /* Every point timed to the end: the exhaustive best of each family. */
-    o.exhaustive = exhaustive;
-    o.no_prune = exhaustive;
-    rows.n = 0;
-    rej.n = 0;
-    for (int j = i; j < nd; j++)
-      if (strcmp(d[j].keys.uuid, d[i].keys.uuid) == 0 && strcmp(d[j].op, d[i].op) == 0) {
-        hct_tokens_t tj;
-        decision_tokens(&d[j], &tj);
-        for (int q = 0; q < tj.n && o.tokens.n < HCT_MAX_TOKEN_LIST; q++) hct__tokens_add(&o.tokens, tj.t[q]);
-      }
-    if ((rc = hct__probe(&o)) == 0 && (rows.oom || rej.oom))
-      rc = hct__error(HCT_ENOMEM, "out of memory for the timed rows");
-    if (rc != 0) {
-      hct__manifest_free(op);
-      break;
-    }
-    for (int j = i; j < nd; j++) {
-      if (strcmp(d[j].keys.uuid, d[i].keys.uuid) != 0 || strcmp(d[j].op, d[i].op) != 0) continue;
-      done[j] = 1;
-      hct_parity_t cls = HCT_PARITY_BITWISE;
-      hct__parity_from_name(d[j].parity, &cls);
-      const rejection_t *out = rejection_of(&rej, d[j].variant, d[j].params);
-      if (out != NULL) {
-        printf("%-14.14s %-10s %-8s %2d-%-2d  %-28.28s REJECTED by the %s check at T=%d: %s\n",
-               d[j].keys.uuid, d[j].op, d[j].parity, d[j].tmin, d[j].tmax, d[j].variant,
-               out->check, out->T, out->why);
-        hct_tokens_t tj;
-        decision_tokens(&d[j], &tj);
-        checked += tj.n;
-        worst_fail = 1;
-        continue;
-      }
-      hct_tokens_t tj;
-      decision_tokens(&d[j], &tj);
-      for (int q = 0; q < tj.n; q++) {
-        const int T = tj.t[q];
-        const hct_timed_row_t *chosen = NULL, *best = NULL, *family = NULL;
-        for (int k = 0; k < rows.n; k++) {
-          const hct_timed_row_t *r = &rows.r[k];
-          if (r->T != T || r->pruned) continue;
-          const hct_variant_t *v = hct__variant_find(op, r->variant);
-          if (v == NULL || !hct__variant_in_decision(op, v, cls)) continue;
-          /* A candidate a check put out is no one's best. */
-          if (rejection_of(&rej, r->variant, r->params) != NULL) continue;
-          if (strcmp(r->variant, d[j].variant) == 0 && strcmp(r->params, d[j].params) == 0) chosen = r;
-          if (best == NULL || r->s.median < best->s.median) best = r;
-          if (strcmp(r->variant, d[j].variant) == 0 && (family == NULL || r->s.median < family->s.median))
-            family = r;
-        }
-        checked++;
-        if (chosen == NULL || best == NULL) {
-          char why[1024];
-          not_timed_why(&rows, &rej, T, d[j].variant, d[j].params, why, sizeof why);
-          printf("%-14.14s %-10s %-8s %5d  %-28.28s %10s  FAILED: %s\n", d[j].keys.uuid, d[j].op,
-                 d[j].parity, T, d[j].variant, "-", why);
-          worst_fail = 1;
-          continue;
-        }
-        double ratio = chosen->s.median / best->s.median;
-        char cl[300], bl[300];
-        snprintf(cl, sizeof cl, "%s %s", chosen->variant, chosen->params);
-        snprintf(bl, sizeof bl, "%s %s", best->variant, best->params);
-        printf("%-14.14s %-10s %-8s %5d  %-28.28s %10.2f  %-28.28s %10.2f %7.3f", d[j].keys.uuid,
-               d[j].op, d[j].parity, T, cl, chosen->s.median, bl, best->s.median, ratio);
-        /* The decision against the best point of its own family, every
-         * point timed: the gap a search left. */
-        double gap = exhaustive && family ? chosen->s.median / family->s.median - 1 : 0;
-        if (exhaustive && family) printf("  %-28.28s %8.2f %6.2f%%", family->params, family->s.median, 100 * gap);
-        printf("%s\n", ratio > limit || 1 + gap > limit ? "  OVER LIMIT" : "");
-        if (ratio > limit || 1 + gap > limit) worst_fail = 1;
-      }
-    }
-    hct__manifest_free(op);
   }
-  hct__timed_rows_free(&rows);
-  free(rej.r);
-  free(done);
-  free(d);
+  for (int i = 0; i < V.nd; i++) V.skipped += V.done[i] == 2;
+  hct__timed_rows_free(&V.rows);
+  free(V.rej.r);
+  free(V.done);
+  if (rc == 0 && V.checked == 0) rc = nothing_checked(&V);
+  free(V.d);
   if (rc != 0) return hct__cli_fail(rc);
-  printf("%d decisions x token counts checked; limit %.3f: %s\n", checked, limit,
-         worst_fail ? "some fail a check or exceed it" : "every chosen variant passes every check, all within");
-  return worst_fail ? HCT_EXIT_FAIL : HCT_EXIT_OK;
+  printf("%d decisions x token counts checked; limit %.3f: %s\n", V.checked, V.limit,
+         V.worst_fail ? "some fail a check or exceed it" : "every chosen variant passes every check, all within");
+  return V.worst_fail ? HCT_EXIT_FAIL : HCT_EXIT_OK;
 }

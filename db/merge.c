@@ -17,7 +17,9 @@
  * In a group:
  *   - a variant that passed parity on one card and failed it (a trial or
  *     a fault) on another is quarantined for the group and flagged
- *     "conflict": identical cards must agree on correctness;
+ *     "conflict": identical cards must agree on correctness; one that
+ *     passed a parity check on no card is left out too (what is served
+ *     passed its checks on this model);
  *   - a card whose timings run slow against its peers is flagged
  *     "outlier" and left out of the pool: for every (candidate, T) it
  *     shares with other cards, its median over the median of the others'
@@ -32,7 +34,12 @@
  *   - the winner per T and class comes from hct__pick_winner
  *     (tuner/stats.c), the probe's own rule, with the baseline as the
  *     incumbent and the probe's margin; per-T winners become ranges with
- *     hct__merge_ranges, as in the probe.
+ *     hct__cover_ranges (tuner/stats.c), the probe's own function: each
+ *     count timed covers up to the geometric midpoints to its neighbours,
+ *     and the outermost reach the ends of the range the inputs' own
+ *     decisions covered (the op's range as the probes saw it), so a merge
+ *     of sparse counts (prefill: 16, 128, ..., 32768) leaves no gaps
+ *     between them and decides what one probe of the same figures would.
  * tuner/stats.h is pure functions over figures; db/ calls them so that
  * there is one winner rule.
  */
@@ -360,6 +367,8 @@ typedef struct ctx_s {
   const cell_t **by_T; /* the same, sorted by (T, cand) */
   int *tlist;     /* the token counts timed, ascending */
   int ntl;
+  const hct_fleet_t *in;
+  int nin;
 } ctx_t;
 
 static int cmp_card(const void *a, const void *b) {
@@ -471,6 +480,12 @@ static int conflicts(ctx_t *X) {
     int failed = json_array_size(fail) > 0 || json_array_size(ffail) > 0;
     json_decref(ffail);
     int err = 0;
+    /* Only what passed its checks on this model is served (issue 29): a
+     * candidate no card of the group saw pass a check is out of the pool
+     * (one that failed on some card and passed on another is too, flagged
+     * below), so a merge cannot make a winner of a variant whose
+     * correctness no host vouched for. */
+    if (json_array_size(pass) == 0) cd->quarantined = 1;
     if (json_array_size(pass) > 0 && failed) {
       cd->quarantined = 1;
       hct_fleet_flag_t fl;
@@ -706,95 +721,132 @@ static int winner_at(const ctx_t *X, int T, int allow_kl, double margin, int *ba
   return w >= 0 ? idx[w] : -1;
 }
 
+/*
+ * The ends of the group's ranges: the lowest tmin and highest tmax of the
+ * inputs' decisions of its model, environment and op (a probe's reach the
+ * op's range, which db/ cannot read: it has no manifest), widened to the
+ * counts timed.  Merged decisions keep those ends, so a merge of merges
+ * reaches the same ones.
+ */
+static void group_span(ctx_t *X, int *lo, int *hi) {
+  *lo = X->tlist[0];
+  *hi = X->tlist[X->ntl - 1];
+  char env[128];
+  for (int f = 0; f < X->nin; f++)
+    for (int i = 0; i < X->in[f].n_decisions; i++) {
+      const hct_fleet_decision_t *d = &X->in[f].decisions[i];
+      env_of(d->driver_version, d->compiler_version, d->hctune_version, env, sizeof env);
+      if (strcmp(d->model_key, X->g->model_key) != 0 || strcmp(d->op, X->g->op) != 0 ||
+          strcmp(env, X->g->env) != 0)
+        continue;
+      if (d->tmin < *lo) *lo = (int)d->tmin;
+      if (d->tmax > *hi) *hi = (int)d->tmax;
+    }
+}
+
+/* The per-class state of decide: the winner and baseline at each timed
+ * count (indexed like tlist), their labels, and the decision's card. */
+typedef struct decide_s {
+  int *win, *base;
+  const char **label;
+  hct_cover_t *ranges;
+  hct_timing_res_t *res;
+  int *idx;
+  char pseudo[64];
+  int kept;                /* cards pooled (not outliers) */
+} decide_t;
+
+/* The decision row of one range r of class `cls`. */
+static int add_range(ctx_t *X, const decide_t *D, const hct_cover_t *r, const char *cls) {
+  const int c = D->win[r->first], T0 = X->tlist[r->first];
+  const cand_t *cd = &X->cands[c];
+  const hct_fleet_trial_t *t = cd->first;
+  const cell_t *x0 = cell(X, c, T0);
+  hct_fleet_decision_t d;
+  memset(&d, 0, sizeof d);
+  hct__strlcpy(d.host, "fleet", sizeof d.host);
+  hct__strlcpy(d.uuid, D->pseudo, sizeof d.uuid);
+  hct__strlcpy(d.model_key, X->g->model_key, sizeof d.model_key);
+  hct__strlcpy(d.driver_version, t->driver_version, sizeof d.driver_version);
+  hct__strlcpy(d.compiler_version, t->compiler_version, sizeof d.compiler_version);
+  hct__strlcpy(d.hctune_version, t->hctune_version, sizeof d.hctune_version);
+  hct__strlcpy(d.software_key, t->software_key, sizeof d.software_key);
+  d.software_json = t->software_json;
+  hct__strlcpy(d.op, X->g->op, sizeof d.op);
+  hct__strlcpy(d.parity, cls, sizeof d.parity);
+  d.tmin = r->tmin;
+  d.tmax = r->tmax;
+  hct__strlcpy(d.variant, t->variant, sizeof d.variant);
+  hct__strlcpy(d.params, t->params, sizeof d.params);
+  hct__strlcpy(d.variant_class, cd->vclass, sizeof d.variant_class);
+  hct__strlcpy(d.template_hash, t->template_hash, sizeof d.template_hash);
+  hct__strlcpy(d.binary_key, t->binary_key, sizeof d.binary_key);
+  hct__strlcpy(d.source, "fleet", sizeof d.source);
+  d.median_us = x0->s.median;
+  d.baseline_us = cell(X, D->base[r->first], T0)->s.median;
+  d.ci_lo_us = x0->s.ci_lo;
+  d.ci_hi_us = x0->s.ci_hi;
+  d.samples = x0->s.n;
+  /* Provenance: the cards pooled and left out, and the figures per count
+   * timed (the counts between them were not measured). */
+  size_t off = (size_t)snprintf(d.evidence_json, sizeof d.evidence_json,
+                                "{\"fleet\":{\"cards\":%d,\"outliers\":%d},\"per_T\":[", D->kept,
+                                X->ncard - D->kept);
+  for (int k = r->first; k <= r->last; k++) {
+    const int T = X->tlist[k];
+    const cell_t *x = cell(X, c, T);
+    if (x->at > d.decided_at) d.decided_at = x->at;
+    if (off >= sizeof d.evidence_json - 120) continue;
+    off += (size_t)snprintf(d.evidence_json + off, sizeof d.evidence_json - off,
+                            "%s{\"T\":%d,\"us\":%.3f,\"baseline_us\":%.3f,\"ci\":[%.3f,%.3f],"
+                            "\"cards\":%d}", k > r->first ? "," : "", T, x->s.median,
+                            cell(X, D->base[k], T)->s.median, x->s.ci_lo, x->s.ci_hi, x->cards);
+  }
+  snprintf(d.evidence_json + off, sizeof d.evidence_json - off, "]}");
+  char uidseed[256];
+  snprintf(uidseed, sizeof uidseed, "%s\n%s\n%s\n%d", D->pseudo, d.op, d.parity, r->tmin);
+  hex_of(uidseed, strlen(uidseed), d.uid);
+  return add_decision(X->out, &d);
+}
+
 static int decide(ctx_t *X) {
   static const char *const classes[] = {"bitwise", "kl"};
   double margin = X->o->min_margin > 0 ? X->o->min_margin : HCT_MIN_MARGIN_DEFAULT;
   if (X->ntl < 1) return 0;
-  int maxT = X->tlist[X->ntl - 1];
-  int *win = calloc((size_t)maxT + 1, sizeof *win);
-  int *base = calloc((size_t)maxT + 1, sizeof *base);
-  const char **label = calloc((size_t)maxT, sizeof *label);
-  hct_range_t *ranges = calloc((size_t)X->ntl + 1, sizeof *ranges);
-  hct_timing_res_t *res = calloc((size_t)X->ncand + 1, sizeof *res);
-  int *idx = calloc((size_t)X->ncand + 1, sizeof *idx);
+  const size_t n = (size_t)X->ntl + 1;
+  decide_t D = {calloc(n, sizeof(int)), calloc(n, sizeof(int)), calloc(n, sizeof(char *)),
+                calloc(n, sizeof(hct_cover_t)), calloc((size_t)X->ncand + 1, sizeof(hct_timing_res_t)),
+                calloc((size_t)X->ncand + 1, sizeof(int)), "", 0};
   int err = 0;
-  if (win == NULL || base == NULL || label == NULL || ranges == NULL || res == NULL || idx == NULL) {
+  if (D.win == NULL || D.base == NULL || D.label == NULL || D.ranges == NULL || D.res == NULL ||
+      D.idx == NULL)
     err = hct__error(HCT_ENOMEM, "merge: out of memory");
-    goto out;
-  }
-  char pseudo[64], seed[512], h16[33];
+  char seed[512], h16[33];
   snprintf(seed, sizeof seed, "%s\n%s", X->g->model_key, X->g->env);
   hex_of(seed, strlen(seed), h16);
   /* A decision row needs a card: a merged one belongs to the group, named
    * by a hash of its model key and environment. */
-  snprintf(pseudo, sizeof pseudo, "fleet-%.16s", h16);
-  int kept = 0;
-  for (int i = 0; i < X->ncard; i++) kept += !X->cards[i].outlier;
+  snprintf(D.pseudo, sizeof D.pseudo, "fleet-%.16s", h16);
+  for (int i = 0; i < X->ncard; i++) D.kept += !X->cards[i].outlier;
+  int lo = 0, hi = 0;
+  if (err == 0) group_span(X, &lo, &hi);
   for (int k = 0; err == 0 && k < 2; k++) {
-    for (int T = 1; T <= maxT; T++) label[T - 1] = NULL, win[T] = -1;
     for (int i = 0; i < X->ntl; i++) {
-      int T = X->tlist[i];
-      win[T] = winner_at(X, T, k == 1, margin, &base[T], res, idx);
-      label[T - 1] = win[T] >= 0 ? X->cands[win[T]].label : NULL;
+      D.win[i] = winner_at(X, X->tlist[i], k == 1, margin, &D.base[i], D.res, D.idx);
+      D.label[i] = D.win[i] >= 0 ? X->cands[D.win[i]].label : NULL;
     }
-    int nr = hct__merge_ranges(label, 1, maxT, ranges, X->ntl);
-    for (int r = 0; err == 0 && r < nr && r < X->ntl; r++) {
-      int T0 = ranges[r].tmin, T1 = ranges[r].tmax, c = win[T0];
-      const cand_t *cd = &X->cands[c];
-      const hct_fleet_trial_t *t = cd->first;
-      const cell_t *x0 = cell(X, c, T0);
-      hct_fleet_decision_t d;
-      memset(&d, 0, sizeof d);
-      hct__strlcpy(d.host, "fleet", sizeof d.host);
-      hct__strlcpy(d.uuid, pseudo, sizeof d.uuid);
-      hct__strlcpy(d.model_key, X->g->model_key, sizeof d.model_key);
-      hct__strlcpy(d.driver_version, t->driver_version, sizeof d.driver_version);
-      hct__strlcpy(d.compiler_version, t->compiler_version, sizeof d.compiler_version);
-      hct__strlcpy(d.hctune_version, t->hctune_version, sizeof d.hctune_version);
-      hct__strlcpy(d.software_key, t->software_key, sizeof d.software_key);
-      d.software_json = t->software_json;
-      hct__strlcpy(d.op, X->g->op, sizeof d.op);
-      hct__strlcpy(d.parity, classes[k], sizeof d.parity);
-      d.tmin = T0;
-      d.tmax = T1;
-      hct__strlcpy(d.variant, t->variant, sizeof d.variant);
-      hct__strlcpy(d.params, t->params, sizeof d.params);
-      hct__strlcpy(d.variant_class, cd->vclass, sizeof d.variant_class);
-      hct__strlcpy(d.template_hash, t->template_hash, sizeof d.template_hash);
-      hct__strlcpy(d.binary_key, t->binary_key, sizeof d.binary_key);
-      hct__strlcpy(d.source, "fleet", sizeof d.source);
-      d.median_us = x0->s.median;
-      d.baseline_us = cell(X, base[T0], T0)->s.median;
-      d.ci_lo_us = x0->s.ci_lo;
-      d.ci_hi_us = x0->s.ci_hi;
-      d.samples = x0->s.n;
-      /* Provenance: the cards pooled and left out, and the figures per T. */
-      size_t off = (size_t)snprintf(d.evidence_json, sizeof d.evidence_json,
-                                    "{\"fleet\":{\"cards\":%d,\"outliers\":%d},\"per_T\":[",
-                                    kept, X->ncard - kept);
-      for (int T = T0; T <= T1; T++) {
-        const cell_t *x = cell(X, c, T);
-        if (x->at > d.decided_at) d.decided_at = x->at;
-        if (off >= sizeof d.evidence_json - 120) continue;
-        off += (size_t)snprintf(d.evidence_json + off, sizeof d.evidence_json - off,
-                                "%s{\"T\":%d,\"us\":%.3f,\"baseline_us\":%.3f,\"ci\":[%.3f,%.3f],"
-                                "\"cards\":%d}", T > T0 ? "," : "", T, x->s.median,
-                                cell(X, base[T], T)->s.median, x->s.ci_lo, x->s.ci_hi, x->cards);
-      }
-      snprintf(d.evidence_json + off, sizeof d.evidence_json - off, "]}");
-      char uidseed[256];
-      snprintf(uidseed, sizeof uidseed, "%s\n%s\n%s\n%d", pseudo, d.op, d.parity, T0);
-      hex_of(uidseed, strlen(uidseed), d.uid);
-      err = add_decision(X->out, &d);
-    }
+    /* Every count timed is a representative one: the ranges are the
+     * probe's over the counts the cards measured. */
+    int nr = hct__cover_ranges(X->tlist, D.label, X->ntl, X->tlist, X->ntl, lo, hi, D.ranges, X->ntl);
+    if (nr < 0) err = nr;
+    for (int r = 0; err == 0 && r < nr && r < X->ntl; r++) err = add_range(X, &D, &D.ranges[r], classes[k]);
   }
-out:
-  free(win);
-  free(base);
-  free(label);
-  free(ranges);
-  free(res);
-  free(idx);
+  free(D.win);
+  free(D.base);
+  free(D.label);
+  free(D.ranges);
+  free(D.res);
+  free(D.idx);
   return err;
 }
 
@@ -863,6 +915,8 @@ int hct__fleet_merge(const hct_fleet_t *in, int n, const hct_fleet_merge_opts_t 
     X.g = &g;
     X.faults = fp;
     X.nfaults = out->n_faults;
+    X.in = in;
+    X.nin = n;
     err = collect(&X, out);
     if (err == 0) err = conflicts(&X);
     if (err == 0) err = outliers(&X);

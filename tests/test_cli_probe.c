@@ -21,14 +21,17 @@
 #include "cli.h"
 #include "common.h"
 #include "cli_test.h"
+#include "db.h"
 
 static char dir[64];
 
-static int run(const char *args, char **err) {
+static int run_out(const char *args, char **out, char **err) {
   char bin[1100];
   snprintf(bin, sizeof bin, "%s/hctune", getenv("HCT_BIN"));
-  return cli_run("", bin, dir, args, NULL, err);
+  return cli_run("", bin, dir, args, out, err);
 }
+
+static int run(const char *args, char **err) { return run_out(args, NULL, err); }
 
 static void test_errors(void **state) {
   (void)state;
@@ -124,6 +127,81 @@ static void test_timed_rows(void **state) {
   assert_int_equal(rows.n, 0);
 }
 
+/* A database holding decisions of `ncards` cards this host does not have
+ * (UUIDs no driver gives), three decisions each. */
+static void db_of_absent_cards(const char *path, int ncards) {
+  hct_db_t *db;
+  if (hct__db_open(path, 0, &db) != 0) fail_msg("%s", hct_last_error());
+  for (int c = 0; c < ncards; c++) {
+    hct_db_keys_t k;
+    memset(&k, 0, sizeof k);
+    strcpy(k.host, "elsewhere");
+    snprintf(k.uuid, sizeof k.uuid, "GPU-00000000-absent-%d", c);
+    strcpy(k.model_key, "nvidia|NVIDIA H200|sm_90|132|143");
+    strcpy(k.driver_version, "580.1");
+    assert_int_equal(hct__db_device_upsert(db, &k, "NVIDIA H200", "sm_90", "{}"), 0);
+    hct_db_decision_t d[3];
+    memset(d, 0, sizeof d);
+    for (int i = 0; i < 3; i++) {
+      d[i].keys = k;
+      strcpy(d[i].op, "hc_read");
+      strcpy(d[i].parity, "bitwise");
+      d[i].tmin = 1 + 2 * i;
+      d[i].tmax = 2 + 2 * i;
+      strcpy(d[i].variant, "v1");
+      strcpy(d[i].params, "{}");
+      strcpy(d[i].source, "probe");
+      d[i].median_us = 5;
+      d[i].baseline_us = 5;
+    }
+    assert_int_equal(hct__db_decisions_replace(db, d, 3), 0);
+  }
+  hct__db_close(db);
+}
+
+/*
+ * Issue 30: on a host without the recorded cards verify-decisions printed
+ * "skipped" for each, then "0 decisions x token counts checked; ... every
+ * chosen variant passes every check", and exited 0.  Checking nothing is
+ * a failure that says why, never a pass; so is an empty database, and a
+ * filter that leaves no decision.
+ */
+static void test_verify_nothing_checked(void **state) {
+  (void)state;
+  char path[128], empty[128], args[512];
+  snprintf(path, sizeof path, "%s/absent.db", dir);
+  snprintf(empty, sizeof empty, "%s/empty.db", dir);
+  db_of_absent_cards(path, 3);
+  db_of_absent_cards(empty, 0);
+  static const struct {
+    const char *db, *extra, *needle;
+  } cases[] = {
+      {"absent.db", "", "nothing checked: the cards of all 9 decisions are not on this host"},
+      {"absent.db", "--op hc_read_prefill", "nothing checked: none of the 9 decisions"},
+      {"empty.db", "", "nothing checked: no decisions recorded in"},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
+    char *out = NULL, *err = NULL;
+    snprintf(args, sizeof args, "verify-decisions --db '%s/%s' %s", dir, cases[i].db, cases[i].extra);
+    int st = run_out(args, &out, &err);
+    if (st != 1 || cli_lines(err) != 1 || strstr(err, cases[i].needle) == NULL ||
+        strstr(out, "passes every check") != NULL)
+      fail_msg("hctune %s: status %d (want 1), stdout '%s', stderr '%s' (want one line with '%s')",
+               args, st, out, err, cases[i].needle);
+    free(out);
+    free(err);
+  }
+  /* The skipped cards are still listed, each once per op. */
+  char *out = NULL, *err = NULL;
+  snprintf(args, sizeof args, "verify-decisions --db '%s'", path);
+  assert_int_equal(run_out(args, &out, &err), 1);
+  int skipped = 0;
+  for (const char *p = out; (p = strstr(p, "skipped: card not on this host")) != NULL; p++) skipped++;
+  assert_int_equal(skipped, 3);
+  free(out);
+  free(err);
+}
+
 int main(void) {
   if (hct_test_bin("test_cli_probe") == NULL) return 1;
   snprintf(dir, sizeof dir, "/tmp/hct_test_cli_probe.XXXXXX");
@@ -133,6 +211,7 @@ int main(void) {
       cmocka_unit_test(test_no_db_on_early_failure),
       cmocka_unit_test(test_help),
       cmocka_unit_test(test_timed_rows),
+      cmocka_unit_test(test_verify_nothing_checked),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[128];

@@ -66,13 +66,15 @@ static void softkey_of(const char *variant, char key[33], char *json, size_t len
 /* Set by a test: the software key every trial gets instead of its
  * variant's (a host whose compiler or templates differ). */
 static const char *forced_softkey;
+/* Set by a test: the op of every trial instead of hc_read. */
+static const char *trial_op;
 
 static void add_trial(hct_db_t *db, const hct_db_keys_t *k, const cand_spec_t *c, const char *kind,
                       const char *status, int T, double us) {
   hct_db_trial_t t;
   memset(&t, 0, sizeof t);
   t.keys = *k;
-  hct__strlcpy(t.op, "hc_read", sizeof t.op);
+  hct__strlcpy(t.op, trial_op ? trial_op : "hc_read", sizeof t.op);
   hct__strlcpy(t.variant, c->variant, sizeof t.variant);
   hct__strlcpy(t.params, c->params, sizeof t.params);
   hct__strlcpy(t.template_hash, "0123456789abcdef0123456789abcdef", sizeof t.template_hash);
@@ -383,6 +385,121 @@ static void test_single_export(void **state) {
   assert_string_equal(b->variant, "v2");
   assert_int_equal(b->tmin, 1);
   assert_true(fabs(b->median_us - 16.0 * 1.01) < 1e-9);
+  hct__fleet_free(&m);
+}
+
+/* ---- sparse token counts ------------------------------------------------ */
+
+/* Prefill's kind of probe: counts 16, 128, 2048 of a range 16..32768.  kl
+ * winners pair_mma, pair_mma, fused (the baseline pair_simt alone in
+ * bitwise). */
+static const int sparse_T[] = {16, 128, 2048};
+static const cand_spec_t sparse_cands[] = {
+    {"pair_simt", "{}", 10.0, 10.0},
+    {"pair_mma", "{}", 5.0, 9.0},  /* us: at 16 and 128; us_b: at 2048 */
+    {"fused", "{}", 8.0, 4.0},
+};
+
+/* One host's DB of one card probed at sparse_T, its figures times f, and
+ * the decisions its probe made (hct__cover_ranges over the counts). */
+static void make_sparse_host(const char *dbpath, const char *host, double f) {
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(dbpath, 0, &db), 0);
+  hct_db_keys_t k;
+  memset(&k, 0, sizeof k);
+  hct__strlcpy(k.host, host, sizeof k.host);
+  snprintf(k.uuid, sizeof k.uuid, "GPU-%s-0", host);
+  hct__strlcpy(k.model_key, MODEL_A, sizeof k.model_key);
+  hct__strlcpy(k.driver_version, "12.8", sizeof k.driver_version);
+  hct__strlcpy(k.compiler_version, "12.8", sizeof k.compiler_version);
+  hct__strlcpy(k.hctune_version, HCT_VERSION_STRING, sizeof k.hctune_version);
+  assert_int_equal(hct__db_device_upsert(db, &k, "NVIDIA H200", "sm_90", "{}"), 0);
+  trial_op = "hc_read_prefill";
+  for (size_t c = 0; c < HCT_ARRAY_SIZE(sparse_cands); c++)
+    for (size_t i = 0; i < HCT_ARRAY_SIZE(sparse_T); i++) {
+      add_trial(db, &k, &sparse_cands[c], "parity", "pass", sparse_T[i], 0);
+      double us = sparse_T[i] < 2048 ? sparse_cands[c].us : sparse_cands[c].us_b;
+      add_trial(db, &k, &sparse_cands[c], "timing", "pass", sparse_T[i], us * f);
+    }
+  /* upmix: the fastest timings, but no check passed on any card (timed
+   * where its checks did not run: "unchecked"). */
+  static const cand_spec_t unchecked = {"upmix", "{}", 1.0, 1.0};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(sparse_T); i++) {
+    add_trial(db, &k, &unchecked, "parity", "unchecked", sparse_T[i], 0);
+    add_trial(db, &k, &unchecked, "timing", "pass", sparse_T[i], f);
+  }
+  trial_op = NULL;
+  /* Its probe's decisions: kl by the probe's rule, bitwise the baseline. */
+  const char *w[] = {"pair_mma", "pair_mma", "fused"};
+  hct_cover_t r[3];
+  int nr = hct__cover_ranges(sparse_T, w, 3, sparse_T, 3, 16, 32768, r, 3);
+  assert_int_equal(nr, 2);
+  hct_db_decision_t d[3];
+  memset(d, 0, sizeof d);
+  for (int i = 0; i <= nr; i++) {
+    d[i].keys = k;
+    strcpy(d[i].op, "hc_read_prefill");
+    strcpy(d[i].parity, i < nr ? "kl" : "bitwise");
+    d[i].tmin = i < nr ? r[i].tmin : 16;
+    d[i].tmax = i < nr ? r[i].tmax : 32768;
+    strcpy(d[i].variant, i < nr ? r[i].winner : "pair_simt");
+    strcpy(d[i].params, "{}");
+    strcpy(d[i].variant_class, i < nr ? "kl" : "baseline");
+    strcpy(d[i].source, "probe");
+    d[i].median_us = 5;
+    d[i].baseline_us = 10;
+  }
+  /* One call per class: a replace holds the ranges of one. */
+  for (int i = 0; i <= nr; i += i < nr ? nr : 1)
+    if (hct__db_decisions_replace(db, &d[i], i < nr ? nr : 1) != 0)
+      fail_msg("decisions: %s", hct_last_error());
+  hct__db_close(db);
+}
+
+/*
+ * Issue 27: a merge of two hosts' sparse results decides the ranges their
+ * probes did (one function, hct__cover_ranges): kl pair_mma 16..512 (to
+ * the geometric midpoint of 128 and 2048), fused 513..32768, bitwise the
+ * baseline over the whole range.  The merge's own rule (adjacent T only)
+ * left 17..127 and everything between the counts undecided.  upmix, timed
+ * fastest but checked on no card, is served nowhere (issue 29).
+ */
+static void test_merge_sparse(void **state) {
+  (void)state;
+  char db[160], ex[2][160];
+  hct_fleet_t in[2], m;
+  for (int h = 0; h < 2; h++) {
+    char name[32], host[32];
+    snprintf(name, sizeof name, "sparse%d.db", h);
+    snprintf(host, sizeof host, "sparse%d", h);
+    path_in(db, sizeof db, name);
+    make_sparse_host(db, host, h ? 1.02 : 1.0);
+    snprintf(name, sizeof name, "sparse%d.fleet", h);
+    path_in(ex[h], sizeof ex[h], name);
+    export_db(db, ex[h]);
+    if (hct__fleet_read(ex[h], &in[h]) != 0) fail_msg("read %s: %s", ex[h], hct_last_error());
+  }
+  if (hct__fleet_merge(in, 2, NULL, &m) != 0) fail_msg("merge: %s", hct_last_error());
+  static const struct {
+    const char *parity, *variant;
+    int tmin, tmax;
+  } want[] = {{"bitwise", "pair_simt", 16, 32768}, {"kl", "pair_mma", 16, 512}, {"kl", "fused", 513, 32768}};
+  int n = 0;
+  for (int i = 0; i < m.n_decisions; i++) n += strcmp(m.decisions[i].op, "hc_read_prefill") == 0;
+  assert_int_equal(n, (int)HCT_ARRAY_SIZE(want));
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(want); i++) {
+    const hct_fleet_decision_t *d = find_dec(&m, MODEL_A, want[i].parity, want[i].tmin);
+    if (d == NULL || strcmp(d->variant, want[i].variant) != 0 || d->tmin != want[i].tmin ||
+        d->tmax != want[i].tmax)
+      fail_msg("%s at T=%d: %s %lld..%lld, want %s %d..%d", want[i].parity, want[i].tmin,
+               d ? d->variant : "none", d ? (long long)d->tmin : 0, d ? (long long)d->tmax : 0,
+               want[i].variant, want[i].tmin, want[i].tmax);
+  }
+  /* The evidence names the counts measured, not the counts covered. */
+  const hct_fleet_decision_t *a = find_dec(&m, MODEL_A, "kl", 16);
+  assert_non_null(strstr(a->evidence_json, "\"T\":128"));
+  assert_null(strstr(a->evidence_json, "\"T\":17,"));
+  for (int h = 0; h < 2; h++) hct__fleet_free(&in[h]);
   hct__fleet_free(&m);
 }
 
@@ -1013,6 +1130,7 @@ int main(void) {
   if (mkdtemp(dir) == NULL) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_merged_decisions),
+      cmocka_unit_test(test_merge_sparse),
       cmocka_unit_test(test_outlier_threshold),
       cmocka_unit_test(test_conflict_is_what_quarantines),
       cmocka_unit_test(test_order_and_idempotence),

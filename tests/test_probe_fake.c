@@ -24,7 +24,12 @@
  *     ranking, and the points never checked say so ("unchecked");
  *   - a worker that holds only a few candidates' memory at once gets its
  *     timings in groups, the contenders timed again together and
- *     verified; one that holds none ends the probe naming the cause.
+ *     verified; one that holds none ends the probe naming the cause;
+ *   - issue 29: a winner is checked at the counts its decision serves
+ *     (the range's ends, a partial tile after and before a whole one): a
+ *     variant wrong only off its tiles wins every probed count of a
+ *     sparse op and is served at none; where every count is probed
+ *     (decode) no count is checked after the timing.
  * Skips without NVRTC or cuda.h.  Needs HCT_BIN (tests/run.sh).
  */
 #include <setjmp.h>
@@ -159,6 +164,13 @@ static int count(const char *log, const char *needle) {
   return n;
 }
 
+/* The worker's log after its last timing request. */
+static const char *after_timing(const char *log) {
+  const char *last = log;
+  for (const char *p = log; (p = strstr(p, "time T ")) != NULL; p++) last = p;
+  return last;
+}
+
 static const hct_db_decision_t *decision(const hct_db_decision_t *d, int nd, const char *parity, int T) {
   for (int i = 0; i < nd; i++)
     if (strcmp(d[i].parity, parity) == 0 && d[i].tmin <= T && T <= d[i].tmax) return &d[i];
@@ -185,10 +197,12 @@ static void test_probe_flow(void **state) {
   assert_true(first_check != NULL && ref_line < first_check);
   if (count(log, "refused") != 0) fail_msg("the worker refused a request:\n%s", log);
 
-  /* The counts probed: probe_tokens, and no other. */
+  /* The counts probed: probe_tokens, and no other (T = 2, a count T = 1's
+   * decision serves, is checked there, never timed). */
   assert_true(count(log, " T 1 pending") > 0 && count(log, " T 16 pending") > 0);
   assert_true(count(log, " T 256 pending") > 0 && count(log, " T 4096 pending") > 0);
-  assert_int_equal(count(log, " T 2 pending"), 0);
+  assert_int_equal(count(log, "time T 2 "), 0);
+  assert_true(count(log, " T 2 pending") > 0);
   /* timing.batch per T: 32 at T = 16, 2 at T = 256 and 4096. */
   assert_true(count(log, "time T 16 samples 6 batch 32") > 0);
   assert_true(count(log, "time T 4096 samples 6 batch 2") > 0);
@@ -307,17 +321,9 @@ static int widest_time(const char *log) {
   return widest;
 }
 
-static void budget_setup(void) {
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "mkdir -p '%s/k/budget' && cp '%s/k/selftest/'*.cu '%s/k/selftest/'*.h '%s/k/budget/'",
-           dir, dir, dir, dir);
-  assert_int_equal(system(cmd), 0);
-  snprintf(cmd, sizeof cmd, "%s/k/budget/manifest.json", dir);
-  FILE *f = fopen(cmd, "w");
-  assert_non_null(f);
-  fputs(budget_manifest, f);
-  fclose(f);
-}
+static void serve_setup(const char *op, const char *manifest_text);
+
+static void budget_setup(void) { serve_setup("budget", budget_manifest); }
 
 /* Above checks.all_points_up_to: time first, check the finalists. */
 static void test_probe_late_checks(void **state) {
@@ -436,12 +442,123 @@ static void test_probe_memory_groups(void **state) {
   free(err);
 }
 
+
+/* Issue 29's ops, on the same templates: "tiles" probed sparsely at whole
+ * tiles (16, 256, 4096), where "tiled" is the fastest and right, and
+ * wrong at every T that is not a multiple of 16 (tests/fake/fake_worker.c);
+ * "dense" probed at every count of 1..8, as hc_read's decode is. */
+#define SERVE_MANIFEST(tokens, probe)                                                               \
+  "{\"selftest\":true,\"tokens\":" tokens "," probe "\"constants\":{\"ROW\":1024},"               \
+  "\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\",\"elems\":\"T*ROW\"},"         \
+  "{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T*ROW\",\"row\":\"ROW\"}],"    \
+  "\"inputs\":[{\"buffer\":\"x\",\"mean\":0.0,\"sd\":1.0}],"                                        \
+  "\"reference\":{\"template\":\"reference.cu\",\"rows\":{\"sample\":64,\"why\":\"a test op\"},"    \
+  "\"launches\":[{\"entry\":\"st_reference\",\"grid\":[\"cdiv(ROW,256)\",\"NROWS\",1],"             \
+  "\"block\":[256,1,1],\"args\":[\"@rows\",\"@x\",\"@ref.y\"]}]},"                                  \
+  "\"timing\":{\"mode\":\"cold\",\"batch\":\"max(2, min(32, 512 / T))\"},"                          \
+  "\"variants\":["                                                                                  \
+  VARIANT("base", "baseline", "null", "base.cu", "st_base", "", "") ","                             \
+  VARIANT("tiled", "bitwise", "\"base\"", "good.cu", "st_good", "", "") ","                         \
+  VARIANT("good", "bitwise", "\"base\"", "good.cu", "st_good", "{\"name\":\"G0\",\"values\":[3]}", "") \
+  "]}"
+
+/* Op `op` beside selftest, on its templates, with manifest_text. */
+static void serve_setup(const char *op, const char *manifest_text) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/k/%s' && cp '%s/k/selftest/'*.cu '%s/k/selftest/'*.h '%s/k/%s/'",
+           dir, op, dir, dir, dir, op);
+  assert_int_equal(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/k/%s/manifest.json", dir, op);
+  FILE *f = fopen(cmd, "w");
+  assert_non_null(f);
+  fputs(manifest_text, f);
+  fclose(f);
+}
+
+/* Probes op into its own DB; the worker's log and the decisions back. */
+static void serve_probe(const char *op, char **log, hct_db_decision_t **d, int *nd) {
+  char *out = NULL, *err = NULL, args[512], path[256];
+  snprintf(path, sizeof path, "%s/worker.log", dir);
+  unlink(path);
+  snprintf(args, sizeof args, "probe --op %s --db '%s/%s.db'", op, dir, op);
+  int st = hctune(args, &out, &err);
+  if (st != 0) fail_msg("hctune probe --op %s: status %d: %s", op, st, err);
+  assert_int_equal(hct__read_file(path, log, NULL), 0);
+  hct_db_t *db;
+  snprintf(path, sizeof path, "%s/%s.db", dir, op);
+  assert_int_equal(hct__db_open(path, HCT_DB_READONLY, &db), 0);
+  assert_int_equal(hct__db_decisions_list(db, d, nd), 0);
+  hct__db_close(db);
+  free(out);
+  free(err);
+}
+
+
+static void test_probe_serves_checked(void **state) {
+  (void)state;
+  if (!have_tools()) skip();
+  serve_setup("tiles", SERVE_MANIFEST("[16,4096]", "\"probe_tokens\":[16,256,4096],"));
+  char *log = NULL, want[96];
+  hct_db_decision_t *d = NULL;
+  int nd = 0;
+  serve_probe("tiles", &log, &d, &nd);
+  const int tiled = cand_id(log, "tiled", "{}"), base = cand_id(log, "base", "{}");
+  assert_true(tiled >= 0 && base >= 0);
+  /* It won T = 16, so it was timed and verified there, then checked at a
+   * partial tile that decision would serve (16 + 1) before it was decided
+   * for, where it failed: out everywhere, never checked again. */
+  snprintf(want, sizeof want, "check %d ref %d T 16 pending 0\n", tiled, base);
+  if (count(log, want) != 1) fail_msg("no '%s' in the worker's log:\n%s", want, log);
+  snprintf(want, sizeof want, "verify ref %d cands %d\n", base, tiled);
+  const char *verified = strstr(log, want);
+  snprintf(want, sizeof want, "check %d ref %d T 17 pending 0\n", tiled, base);
+  const char *partial = strstr(log, want);
+  if (verified == NULL || partial == NULL || partial < verified)
+    fail_msg("tiled was not verified at 16 then checked at 17:\n%s", log);
+  snprintf(want, sizeof want, "check %d ref %d T 256 ", tiled, base);
+  assert_int_equal(count(log, want), 0);
+  /* Never served, at any T: the next candidate, checked at the counts it
+   * serves, has every range. */
+  assert_true(nd >= 2);
+  for (int i = 0; i < nd; i++) {
+    if (strcmp(d[i].variant, "tiled") == 0)
+      fail_msg("%s T=%lld..%lld serves tiled", d[i].parity, (long long)d[i].tmin, (long long)d[i].tmax);
+    if (strcmp(d[i].variant, "good") != 0)
+      fail_msg("%s T=%lld..%lld serves %s, not good:\n%s", d[i].parity, (long long)d[i].tmin,
+               (long long)d[i].tmax, d[i].variant, log);
+  }
+  for (int T = 16; T <= 4096; T++) {
+    const hct_db_decision_t *b = decision(d, nd, "bitwise", T);
+    if (b == NULL) fail_msg("no bitwise decision at T=%d", T);
+  }
+  const int good = cand_id(log, "good", "{\"G0\":3}");
+  /* The next one checked where it is served: a partial tile after 16 and
+   * one before 4096 (4096 covers 1025..4096). */
+  snprintf(want, sizeof want, "check %d ref %d T 17 pending 1\n", good, base);
+  if (strstr(log, want) == NULL) fail_msg("no '%s' in the worker's log:\n%s", want, log);
+  snprintf(want, sizeof want, "check %d ref %d T 4095 pending 0\n", good, base);
+  if (strstr(log, want) == NULL) fail_msg("no '%s' in the worker's log:\n%s", want, log);
+  free(d);
+  free(log);
+
+  /* Decode: every count probed, so every count a decision serves was
+   * checked before it was timed: nothing is checked after the timing. */
+  serve_setup("dense", SERVE_MANIFEST("[1,8]", ""));
+  serve_probe("dense", &log, &d, &nd);
+  if (strstr(after_timing(log), "check ") != NULL)
+    fail_msg("a check after the timing of a dense probe:\n%s", after_timing(log));
+  assert_true(count(log, "time T 8 ") > 0);
+  free(d);
+  free(log);
+}
+
 int main(void) {
   if ((bin_dir = hct_test_bin("test_probe_fake")) == NULL) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_probe_flow),
       cmocka_unit_test(test_probe_late_checks),
       cmocka_unit_test(test_probe_memory_groups),
+      cmocka_unit_test(test_probe_serves_checked),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -203,34 +203,34 @@ static void test_pick_winner(void **state) {
 
 /* ---- ranges ----------------------------------------------------------------- */
 
-static void test_merge_ranges(void **state) {
+/*
+ * Issue 27: the probe and a fleet merge turn winners into ranges by one
+ * function.  Sparse counts probed 16, 128, 2048 (the prefill op's kind)
+ * with winners A, A, B: A covers 16 up to the geometric midpoint of 128
+ * and 2048 (512: 512 * 512 = 128 * 2048), B the rest of the range; the
+ * old merge rule (adjacent T only) gave three ranges of one count each.
+ */
+static void test_cover_sparse(void **state) {
   (void)state;
-  const char *w[] = {"A", "A", "B", "B", "B", "A", "A", "A"};
-  hct_range_t r[8];
-  assert_int_equal(hct__merge_ranges(w, 1, 8, r, 8), 3);
-  assert_true(r[0].tmin == 1 && r[0].tmax == 2 && strcmp(r[0].winner, "A") == 0);
-  assert_true(r[1].tmin == 3 && r[1].tmax == 5 && strcmp(r[1].winner, "B") == 0);
-  assert_true(r[2].tmin == 6 && r[2].tmax == 8 && strcmp(r[2].winner, "A") == 0);
-
+  const int probed[] = {16, 128, 2048};
   /* Identities are compared by content, not by pointer. */
-  char a1[] = "v3 {\"TPL\":4}", a2[] = "v3 {\"TPL\":4}";
-  const char *same[] = {a1, a2};
-  assert_int_equal(hct__merge_ranges(same, 3, 4, r, 8), 1);
-  assert_true(r[0].tmin == 3 && r[0].tmax == 4);
-
-  /* A T without a winner ends a range. */
-  const char *gap[] = {"A", NULL, "A", "A", NULL};
-  assert_int_equal(hct__merge_ranges(gap, 1, 5, r, 8), 2);
-  assert_true(r[0].tmin == 1 && r[0].tmax == 1);
-  assert_true(r[1].tmin == 3 && r[1].tmax == 4);
-
-  /* Little room: the count is still right, and what fits is right. */
-  assert_int_equal(hct__merge_ranges(w, 1, 8, r, 2), 3);
-  assert_true(r[1].tmin == 3 && r[1].tmax == 5);
-  assert_int_equal(hct__merge_ranges(w, 1, 8, NULL, 0), 3);
-
-  assert_int_equal(hct__merge_ranges(w, 1, 1, r, 8), 1);
-  assert_int_equal(hct__merge_ranges(w, 5, 4, r, 8), HCT_EINVAL);
+  char a1[] = "A {\"X\":1}", a2[] = "A {\"X\":1}";
+  const char *w[] = {a1, a2, "B {}"};
+  hct_cover_t r[4];
+  assert_int_equal(hct__cover_ranges(probed, w, 3, probed, 3, 16, 32768, r, 4), 2);
+  assert_true(r[0].tmin == 16 && r[0].tmax == 512 && r[0].first == 0 && r[0].last == 1);
+  assert_true(r[1].tmin == 513 && r[1].tmax == 32768 && r[1].first == 2 && r[1].last == 2);
+  assert_string_equal(r[1].winner, "B {}");
+  /* The midpoints: 16..45 go to 16 (45 * 45 <= 16 * 128 < 46 * 46). */
+  const char *abc[] = {"A", "C", "B"};
+  assert_int_equal(hct__cover_ranges(probed, abc, 3, probed, 3, 16, 32768, r, 4), 3);
+  assert_true(r[0].tmax == 45 && r[1].tmin == 46 && r[1].tmax == 512 && r[2].tmin == 513);
+  /* The op's representatives between them (probe_tokens 512 not probed
+   * this time) keep their own covers out of the probed counts' ranges. */
+  const int rep[] = {16, 128, 512, 2048, 8192, 32768};
+  assert_int_equal(hct__cover_ranges(probed, w, 3, rep, 6, 16, 32768, r, 4), 2);
+  assert_true(r[0].tmin == 16 && r[0].tmax == 256 && r[1].tmin == 1025 && r[1].tmax == 4096);
+  assert_int_equal(hct__cover_ranges(probed, w, 3, probed, 3, 5, 4, r, 4), HCT_EINVAL);
   assert_non_null(strstr(hct_last_error(), "5..4"));
 }
 
@@ -273,7 +273,7 @@ static void test_cover_ranges(void **state) {
   assert_int_equal(hct__cover_ranges(odd, wone, 1, rep, 6, 16, 32768, r, 8), 1);
   assert_true(r[0].tmin == 716 && r[0].tmax == 1431); /* 715^2 < 512000 < 716^2 */
 
-  /* Dense (every count representative): a range per run, as merge_ranges. */
+  /* Dense (every count representative): a range per run of equal winners. */
   const int dense[] = {1, 2, 3, 4, 5, 6, 7, 8};
   const char *dw[] = {"A", "A", "B", "B", "B", "A", "A", "A"};
   assert_int_equal(hct__cover_ranges(dense, dw, 8, dense, 8, 1, 8, r, 8), 3);
@@ -337,7 +337,7 @@ int main(void) {
       cmocka_unit_test(test_ranks_exact),   cmocka_unit_test(test_ranks_approx_continuous),
       cmocka_unit_test(test_summary_values), cmocka_unit_test(test_ci_coverage),
       cmocka_unit_test(test_significance),  cmocka_unit_test(test_pick_winner),
-      cmocka_unit_test(test_merge_ranges),  cmocka_unit_test(test_cover_ranges),
+      cmocka_unit_test(test_cover_sparse),  cmocka_unit_test(test_cover_ranges),
       cmocka_unit_test(test_cover_ranges_partition),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -151,25 +151,6 @@ int hct__timing_stands(const hct_timing_res_t *res, int n, const uint8_t *rank, 
   return 1;
 }
 
-int hct__merge_ranges(const char *const *winners, int tmin, int tmax, hct_range_t *out,
-                      int max_out) {
-  if (tmax < tmin)
-    return hct__error(HCT_EINVAL, "token range %d..%d: the end is below the start", tmin, tmax);
-  int count = 0;
-  for (int t = tmin; t <= tmax; t++) {
-    const char *w = winners[t - tmin];
-    if (w == NULL) continue;
-    const char *prev = t > tmin ? winners[t - 1 - tmin] : NULL;
-    if (prev != NULL && strcmp(prev, w) == 0) {
-      if (count <= max_out) out[count - 1].tmax = t;
-      continue;
-    }
-    if (count < max_out) out[count] = (hct_range_t){t, t, w};
-    count++;
-  }
-  return count;
-}
-
 /* The largest T with T*T <= a*b: where a's cover ends, between a and b. */
 static int geo_mid(int a, int b) {
   int64_t p = (int64_t)a * b;

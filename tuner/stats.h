@@ -7,7 +7,7 @@
  * Files:
  *   tuner/stats.c   summaries (median, p10, p90, min, the 95% confidence
  *                   interval of the median), the significance rule, the
- *                   choice of a winner, range merging
+ *                   choice of a winner, winners -> ranges
  *   tuner/timing.c  the interleaved measurement loop: warm-up, rounds in a
  *                   fresh random order, stopping on noise or budget,
  *                   pruning, throttled samples discarded and retaken
@@ -217,22 +217,6 @@ int hct__pick_winner(const hct_timing_res_t *res, int n, int incumbent, double m
 int hct__timing_stands(const hct_timing_res_t *res, int n, const uint8_t *rank, const uint8_t *out);
 
 /* One run of adjacent token counts with the same winner. */
-typedef struct hct_range_s {
-  int tmin, tmax;
-  const char *winner;    /* points into the caller's winners[] */
-} hct_range_t;
-
-/*
- * Merges per-T winners into ranges.  winners[i] is the identity of the
- * winner at T = tmin + i (variant and parameters as one string, compared
- * with strcmp), for T = tmin..tmax; NULL means no winner at that T, which
- * ends a range and starts none.  Only adjacent T merge: [A,A,B,A] gives
- * three ranges.  Writes at most max_out ranges into out; returns how many
- * there are (which may exceed max_out), or HCT_EINVAL when tmax < tmin.
- */
-int hct__merge_ranges(const char *const *winners, int tmin, int tmax, hct_range_t *out,
-                      int max_out);
-
 /* One decision range over sparse token counts: [tmin, tmax] with its
  * winner, made of the probed counts probed[first..last]. */
 typedef struct hct_cover_s {
@@ -256,8 +240,13 @@ typedef struct hct_cover_s {
  * this time (probe --stale re-probes a few), so a count never claims what
  * another one's decision covers.  Adjacent probed counts with the same
  * winner whose covers touch merge into one range.  Dense probes
- * (rep = every count) give a range per run of equal winners, as
- * hct__merge_ranges does.  Writes at most max_out ranges into out; returns
+ * (rep = every count) give a range per run of equal winners.
+ *
+ * The one rule from winners to ranges: the probe (tuner/probe_decide.c)
+ * calls it with the op's probe_tokens as rep, and a fleet merge
+ * (db/merge.c) with the counts its cards timed as both lists and the
+ * ends of the inputs' decisions as tmin..tmax, so a merge of hosts that
+ * probed the same counts decides the ranges one probe would.  Writes at most max_out ranges into out; returns
  * how many there are, or HCT_EINVAL naming the first count out of order or
  * out of tmin..tmax.  O(n + nrep).
  */

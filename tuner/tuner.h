@@ -12,9 +12,13 @@
  *                     like a variant and run on the GPU for those rows
  *   tuner/parity.c    bitwise comparison, normwise error, KL metrics
  *   tuner/stats.c     medians, confidence intervals, stopping and
- *                     significance rules, range merging
+ *                     significance rules, winners -> ranges
  *   tuner/run.c       running a variant on a GPU: buffers, launches, graphs
- *   tuner/probe.c     the probe: compile, check, time, decide, record
+ *   tuner/probe.c     the probe: compile, check, time, decide, record,
+ *                     a stage a file (probe_cands.c, probe_check.c,
+ *                     probe_judge.c, probe_search.c, probe_time.c,
+ *                     probe_decide.c, probe_record.c, probe_output.c;
+ *                     probe_internal.h says which does what)
  *   tuner/stale.c     what probe --stale re-probes (software keys)
  *   tuner/worker.c, worker_serve.c, quarantine.c: see worker.h
  */
@@ -384,7 +388,7 @@ int hct__session_run(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
 int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
                 void *outs[], uint32_t *barrier_flag);
 
-/* ---- the probe (tuner/probe.c) ---------------------------------------------- */
+/* ---- the probe (tuner/probe*.c) --------------------------------------------- */
 
 typedef struct hct_probe_opts_s {
   const char *device;        /* index or UUID; NULL: "0" */

@@ -823,6 +823,137 @@ static int time_fit(worker_t *W, wcand_t **cs, int n, int T, uint64_t sets_bytes
                     (double)free_b / gib, fits);
 }
 
+/* The arguments of a 'time' request, checked: the candidates (loaded), T,
+ * seed, batch (the manifest's at T by default) and cold (the manifest's
+ * mode by default), and the timing options (timing_opts). */
+typedef struct time_req_s {
+  wcand_t *cs[MAX_CANDS];
+  int n;
+  int64_t T, seed, batch, cold;
+  hct_timing_opts_t to;
+} time_req_t;
+
+static int time_args(worker_t *W, json_t *req, time_req_t *q) {
+  int rc;
+  json_t *ids = json_object_get(req, "cands");
+  if (!json_is_array(ids) || json_array_size(ids) == 0 || json_array_size(ids) > MAX_CANDS)
+    return hct__error(HCT_EINVAL, "request 'time': 'cands' must be a non-empty array of ids");
+  q->n = (int)json_array_size(ids);
+  for (int k = 0; k < q->n; k++)
+    if ((rc = need_cand(W, json_integer_value(json_array_get(ids, (size_t)k)), &q->cs[k])) != 0) return rc;
+  const hct_op_t *op = q->cs[0]->c.op;
+  if ((rc = get_int(req, "tokens", 1, 0, &q->T)) != 0 || (rc = get_int(req, "seed", 1, 0, &q->seed)) != 0)
+    return rc;
+  /* No "batch": the manifest's, at this T. */
+  int dflt_batch = hct__op_batch(op, (int)q->T);
+  if (dflt_batch < 0 && json_object_get(req, "batch") == NULL) return dflt_batch;
+  if ((rc = get_int(req, "batch", 0, dflt_batch, &q->batch)) != 0 ||
+      (rc = get_int(req, "cold", 0, op->timing_cold, &q->cold)) != 0)
+    return rc;
+  if (q->batch < 1 || q->batch > HCT_MAX_BATCH)
+    return hct__error(HCT_ERANGE, "request 'time': batch %lld", (long long)q->batch);
+  memset(&q->to, 0, sizeof q->to);
+  return timing_opts(req, &q->to);
+}
+
+/*
+ * "no_prune" (ids of candidates that stay timed however slow: the
+ * incumbent the others are compared with) and "ranks" (one per id of
+ * "cands", in order; tuner/stats.h: who may prune whom) into q->to, over
+ * the caller's arrays of MAX_CANDS.
+ */
+static int time_pruning(json_t *req, time_req_t *q, uint8_t *no_prune, uint8_t *ranks) {
+  const int n = q->n;
+  json_t *np = json_object_get(req, "no_prune");
+  for (size_t j = 0; j < json_array_size(np); j++)
+    for (int k = 0; k < n; k++)
+      if (json_integer_value(json_array_get(np, j)) == q->cs[k]->id) no_prune[k] = 1;
+  q->to.no_prune = no_prune;
+  json_t *rk = json_object_get(req, "ranks");
+  if (rk == NULL) return 0;
+  if (!json_is_array(rk) || json_array_size(rk) != (size_t)n)
+    return hct__error(HCT_EINVAL, "request 'time': 'ranks' must be an array of %d integers", n);
+  for (int k = 0; k < n; k++) {
+    json_t *v = json_array_get(rk, (size_t)k);
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 255)
+      return hct__error(HCT_EINVAL, "request 'time': ranks[%d] must be an integer in 0..255", k);
+    ranks[k] = (uint8_t)json_integer_value(v);
+  }
+  q->to.rank = ranks;
+  return 0;
+}
+
+/* The timing's host set, drawn from the seed, and how many rotating device
+ * sets it needs (cold: over 4x the L2 in all), once the card is known to
+ * hold them and every candidate's scratch (time_fit).  *set_bytes gets one
+ * set's size. */
+static int time_inputs(worker_t *W, const time_req_t *q, timed_t *tt, size_t *set_bytes,
+                       json_t *reply) {
+  hct_hostset_t *hsp = &tt->hs;
+  int rc = hct__hostset_init(hsp, q->cs[0]->c.op, (int)q->T, 0);
+  if (rc != 0) return rc;
+  *set_bytes = 0;
+  for (int i = 0; i < hsp->n; i++)
+    if (hsp->bufs[i].data) *set_bytes += hsp->bufs[i].elems * hct__dtype_size(hsp->bufs[i].spec->dtype);
+  int nsets = 1;
+  if (q->cold && *set_bytes > 0)
+    nsets = (int)HCT_MIN(64, HCT_MAX(2, (4 * W->dev.l2_bytes + (int64_t)*set_bytes - 1) / (int64_t)*set_bytes + 1));
+  tt->nsets = nsets;
+  tt->used_sets = (int)HCT_MIN(nsets, q->batch);
+  /* Before drawing gigabytes of inputs: whether the card holds it all. */
+  rc = time_fit(W, (wcand_t **)q->cs, q->n, (int)q->T, (uint64_t)*set_bytes * (uint64_t)nsets, nsets,
+                reply);
+  return rc != 0 ? rc : hct__inputs_fill(hsp, (uint64_t)q->seed);
+}
+
+/* The device sets uploaded (rotated), and each candidate's batch of
+ * launches over them captured into one graph (tt->graphs); a candidate
+ * whose capture fails is named in the reply's "cand". */
+static int time_capture(worker_t *W, const time_req_t *q, timed_t *tt, json_t *reply) {
+  int rc;
+  for (int s = 0; s < tt->nsets; s++)
+    if ((rc = hct__devset_alloc(W->gpu, &tt->hs, &tt->sets[s])) != 0 ||
+        (rc = upload_rotated(W->gpu, &tt->hs, &tt->sets[s], s)) != 0)
+      return rc;
+  for (int k = 0; k < q->n; k++) {
+    const hct_cand_t *c = &q->cs[k]->c;
+    json_object_set_new(reply, "cand", json_integer(q->cs[k]->id));
+    if ((rc = hct__scratch_alloc(W->gpu, c, (int)q->T, &tt->scr[k])) != 0) return rc;
+    if ((rc = hct__gpu_capture_begin(W->gpu)) != 0) return rc;
+    for (int b = 0; b < q->batch && rc == 0; b++)
+      rc = hct__run_enqueue(W->gpu, c, &tt->hs, &tt->sets[b % tt->nsets], &tt->scr[k]);
+    hct_graph_t *gr = NULL;
+    int rc2 = hct__gpu_capture_end(W->gpu, &gr);
+    if (rc == 0) rc = rc2;
+    if (rc != 0) return rc;
+    tt->graphs[k] = gr;
+  }
+  json_object_del(reply, "cand");
+  return 0;
+}
+
+/* The reply of a timing that ran: every candidate's figures, the sets;
+ * the first candidate with a sticky error named ("cand") and its error
+ * returned. */
+static int time_reply(const time_req_t *q, const timed_t *tt, size_t set_bytes,
+                      const hct_timing_res_t *res, json_t *reply) {
+  int rc = 0;
+  json_t *arr = json_array();
+  for (int k = 0; k < q->n; k++) {
+    json_array_append_new(arr, timing_json(q->cs[k]->id, &res[k]));
+    if (rc == 0 && is_sticky(res[k].err)) {
+      json_object_set_new(reply, "cand", json_integer(q->cs[k]->id));
+      rc = hct__error(res[k].err, "%s: timing at T=%lld: %s", q->cs[k]->c.label, (long long)q->T,
+                      res[k].errmsg);
+    }
+  }
+  json_object_set_new(reply, "results", arr);
+  json_object_set_new(reply, "sets", json_integer(tt->nsets));
+  json_object_set_new(reply, "set_bytes", json_integer((json_int_t)set_bytes));
+  json_object_set_new(reply, "batch", json_integer(q->batch));
+  return rc;
+}
+
 /*
  * Times candidates at T, interleaved (tuner/timing.c): each one's batch of
  * launches captured into a graph over rotating buffer sets (cold: their
@@ -830,142 +961,46 @@ static int time_fit(worker_t *W, wcand_t **cs, int n, int T, uint64_t sets_bytes
  * candidate ends the worker; its id is in the reply's "cand".
  */
 static int req_time(worker_t *W, json_t *req, json_t *reply) {
-  int64_t T, seed, batch, cold;
-  int rc;
-  json_t *ids = json_object_get(req, "cands");
-  if (!json_is_array(ids) || json_array_size(ids) == 0 || json_array_size(ids) > MAX_CANDS)
-    return hct__error(HCT_EINVAL, "request 'time': 'cands' must be a non-empty array of ids");
-  int n = (int)json_array_size(ids);
-  wcand_t *cs[MAX_CANDS];
-  for (int k = 0; k < n; k++)
-    if ((rc = need_cand(W, json_integer_value(json_array_get(ids, (size_t)k)), &cs[k])) != 0) return rc;
-  const hct_op_t *op = cs[0]->c.op;
-  if ((rc = get_int(req, "tokens", 1, 0, &T)) != 0 || (rc = get_int(req, "seed", 1, 0, &seed)) != 0)
-    return rc;
-  /* No "batch": the manifest's, at this T. */
-  int dflt_batch = hct__op_batch(op, (int)T);
-  if (dflt_batch < 0 && json_object_get(req, "batch") == NULL) return dflt_batch;
-  if ((rc = get_int(req, "batch", 0, dflt_batch, &batch)) != 0 ||
-      (rc = get_int(req, "cold", 0, op->timing_cold, &cold)) != 0)
-    return rc;
-  if (batch < 1 || batch > HCT_MAX_BATCH) return hct__error(HCT_ERANGE, "request 'time': batch %lld", (long long)batch);
-  hct_timing_opts_t to;
-  memset(&to, 0, sizeof to);
-  if ((rc = timing_opts(req, &to)) != 0) return rc;
-
+  time_req_t q;
+  int rc = time_args(W, req, &q);
+  if (rc != 0) return rc;
+  const int n = q.n;
   timed_t *tt = calloc(1, sizeof *tt);
   if (tt == NULL) return hct__error(HCT_ENOMEM, "out of memory");
-  tt->T = (int)T;
+  tt->T = (int)q.T;
   tt->n = n;
   tt->base_id = -1;
   for (int k = 0; k < n; k++) {
-    tt->cs[k] = cs[k];
-    tt->ids[k] = cs[k]->id;
-  }
-  hct_hostset_t *hsp = &tt->hs;
-  if ((rc = hct__hostset_init(hsp, op, (int)T, 0)) != 0) {
-    free(tt);
-    return rc;
+    tt->cs[k] = q.cs[k];
+    tt->ids[k] = q.cs[k]->id;
   }
   size_t set_bytes = 0;
-  for (int i = 0; i < hsp->n; i++)
-    if (hsp->bufs[i].data) set_bytes += hsp->bufs[i].elems * hct__dtype_size(hsp->bufs[i].spec->dtype);
-  int nsets = 1;
-  if (cold && set_bytes > 0)
-    nsets = (int)HCT_MIN(64, HCT_MAX(2, (4 * W->dev.l2_bytes + (int64_t)set_bytes - 1) / (int64_t)set_bytes + 1));
-  tt->nsets = nsets;
-  tt->used_sets = (int)HCT_MIN(nsets, batch);
-  /* Before drawing gigabytes of inputs: whether the card holds it all. */
-  if ((rc = time_fit(W, cs, n, (int)T, (uint64_t)set_bytes * (uint64_t)nsets, nsets, reply)) != 0) {
+  if ((rc = time_inputs(W, &q, tt, &set_bytes, reply)) != 0) {
     timed_free(W, tt, 0);
     return rc;
   }
-  if ((rc = hct__inputs_fill(hsp, (uint64_t)seed)) != 0) {
-    timed_free(W, tt, 0);
-    return rc;
-  }
-
-  hct_devset_t *sets = tt->sets = calloc((size_t)nsets, sizeof *sets);
-  hct_scratchset_t *scr = tt->scr = calloc((size_t)n, sizeof *scr);
-  hct_graph_t **graphs = tt->graphs = calloc((size_t)n, sizeof *graphs);
+  tt->sets = calloc((size_t)tt->nsets, sizeof *tt->sets);
+  tt->scr = calloc((size_t)n, sizeof *tt->scr);
+  tt->graphs = calloc((size_t)n, sizeof *tt->graphs);
   hct_timing_res_t *res = calloc((size_t)n, sizeof *res);
   int have_res = 0;
-  timer_t_ tm = {W, graphs, NULL, NULL, (int)batch};
-  if (!sets || !scr || !graphs || !res) {
-    rc = hct__error(HCT_ENOMEM, "out of memory");
-    goto done;
+  timer_t_ tm = {W, tt->graphs, NULL, NULL, (int)q.batch};
+  uint8_t no_prune[MAX_CANDS] = {0}, ranks[MAX_CANDS] = {0};
+  if (!tt->sets || !tt->scr || !tt->graphs || !res) rc = hct__error(HCT_ENOMEM, "out of memory");
+  if (rc == 0) rc = time_capture(W, &q, tt, reply);
+  if (rc == 0 && (rc = hct__gpu_event_create(W->gpu, &tm.start)) == 0)
+    rc = hct__gpu_event_create(W->gpu, &tm.stop);
+  if (rc == 0) rc = time_pruning(req, &q, no_prune, ranks);
+  if (rc == 0) {
+    q.to.sample = sample_cb;
+    q.to.arg = &tm;
+    q.to.max_clock_mhz = W->dev.clock_khz / 1000;
+    int mhz;
+    if (q.to.max_clock_mhz > 0 && hct__gpu_sm_clock(W->gpu, &mhz) == 0) q.to.sm_clock = clock_cb;
+    rc = hct__timing_run(n, &q.to, res);
+    have_res = rc >= 0;
+    rc = rc < 0 ? rc : time_reply(&q, tt, set_bytes, res, reply);
   }
-  for (int s = 0; s < nsets; s++)
-    if ((rc = hct__devset_alloc(W->gpu, hsp, &sets[s])) != 0 ||
-        (rc = upload_rotated(W->gpu, hsp, &sets[s], s)) != 0)
-      goto done;
-  for (int k = 0; k < n; k++) {
-    const hct_cand_t *c = &cs[k]->c;
-    json_object_set_new(reply, "cand", json_integer(cs[k]->id));
-    if ((rc = hct__scratch_alloc(W->gpu, c, (int)T, &scr[k])) != 0) goto done;
-    if ((rc = hct__gpu_capture_begin(W->gpu)) != 0) goto done;
-    for (int b = 0; b < batch && rc == 0; b++)
-      rc = hct__run_enqueue(W->gpu, c, hsp, &sets[b % nsets], &scr[k]);
-    hct_graph_t *gr = NULL;
-    int rc2 = hct__gpu_capture_end(W->gpu, &gr);
-    if (rc == 0) rc = rc2;
-    if (rc != 0) goto done;
-    graphs[k] = gr;
-  }
-  json_object_del(reply, "cand");
-  if ((rc = hct__gpu_event_create(W->gpu, &tm.start)) != 0 ||
-      (rc = hct__gpu_event_create(W->gpu, &tm.stop)) != 0)
-    goto done;
-  /* "no_prune": ids of candidates that stay timed however slow (the
-   * incumbent the others are compared with). */
-  uint8_t no_prune[MAX_CANDS] = {0};
-  json_t *np = json_object_get(req, "no_prune");
-  for (size_t j = 0; j < json_array_size(np); j++)
-    for (int k = 0; k < n; k++)
-      if (json_integer_value(json_array_get(np, j)) == cs[k]->id) no_prune[k] = 1;
-  to.no_prune = no_prune;
-  /* "ranks": one per id of "cands", in order (tuner/stats.h: who may
-   * prune whom). */
-  uint8_t ranks[MAX_CANDS] = {0};
-  json_t *rk = json_object_get(req, "ranks");
-  if (rk != NULL) {
-    if (!json_is_array(rk) || json_array_size(rk) != (size_t)n) {
-      rc = hct__error(HCT_EINVAL, "request 'time': 'ranks' must be an array of %d integers", n);
-      goto done;
-    }
-    for (int k = 0; k < n; k++) {
-      json_t *v = json_array_get(rk, (size_t)k);
-      if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 255) {
-        rc = hct__error(HCT_EINVAL, "request 'time': ranks[%d] must be an integer in 0..255", k);
-        goto done;
-      }
-      ranks[k] = (uint8_t)json_integer_value(v);
-    }
-    to.rank = ranks;
-  }
-  to.sample = sample_cb;
-  to.arg = &tm;
-  to.max_clock_mhz = W->dev.clock_khz / 1000;
-  int mhz;
-  if (to.max_clock_mhz > 0 && hct__gpu_sm_clock(W->gpu, &mhz) == 0) to.sm_clock = clock_cb;
-  rc = hct__timing_run(n, &to, res);
-  if (rc < 0) goto done;
-  have_res = 1;
-  rc = 0;
-  json_t *arr = json_array();
-  for (int k = 0; k < n; k++) {
-    json_array_append_new(arr, timing_json(cs[k]->id, &res[k]));
-    if (rc == 0 && is_sticky(res[k].err)) {
-      json_object_set_new(reply, "cand", json_integer(cs[k]->id));
-      rc = hct__error(res[k].err, "%s: timing at T=%lld: %s", cs[k]->c.label, (long long)T,
-                      res[k].errmsg);
-    }
-  }
-  json_object_set_new(reply, "results", arr);
-  json_object_set_new(reply, "sets", json_integer(nsets));
-  json_object_set_new(reply, "set_bytes", json_integer((json_int_t)set_bytes));
-  json_object_set_new(reply, "batch", json_integer(batch));
-done:
   /* After a sticky error the context is gone: free nothing on the GPU. */
   if (!is_sticky(rc)) {
     if (tm.start) hct__gpu_event_destroy(W->gpu, tm.start);

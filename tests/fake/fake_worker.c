@@ -45,7 +45,10 @@
  *              name starts with "wrong" (3 mismatches, and a kl error),
  *              or starts with "late" and the point is its best one (cost
  *              40: every p_i = i + 2) and T >= 256 (a finalist that fails
- *              where the probe checks only finalists)
+ *              where the probe checks only finalists), or starts with
+ *              "tiled" and T is not a multiple of 16 (right on whole
+ *              tiles only: every probed count of a sparse op, none of the
+ *              partial tiles a decision serves between them)
  *   time       times of a cost function: the variant named "base" 100 us,
  *              every other 40 + sum over its parameters p_i of
  *              3 * |p_i - (i + 2)| us (its best point has p_i = i + 2),
@@ -217,7 +220,8 @@ static int probe_mode(json_t *req, json_t *id, const char *cmd) {
     json_int_t ref = json_integer_value(json_object_get(req, "ref"));
     json_int_t T = json_integer_value(json_object_get(req, "tokens"));
     int wrong = strncmp(cand_variant(c), "wrong", 5) == 0 ||
-                (strncmp(cand_variant(c), "late", 4) == 0 && T >= 256 && cost_of(c, T) == 40.0);
+                (strncmp(cand_variant(c), "late", 4) == 0 && T >= 256 && cost_of(c, T) == 40.0) ||
+                (strncmp(cand_variant(c), "tiled", 5) == 0 && T % 16 != 0);
     fprintf(plog, "check %lld ref %lld T %lld pending %lld\n", (long long)c, (long long)ref, (long long)T,
             (long long)json_integer_value(json_object_get(req, "pending")));
     json_t *r = ok(id), *f = figs(1024 * T, wrong);

@@ -1,0 +1,361 @@
+/*
+ * probe_check.c: the checks of one token count: every candidate in play
+ * against its reference on one input set (the baseline first, against the
+ * float64 reference), and, above checks.all_points_up_to, only the
+ * search's finalists.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "probe_internal.h"
+
+/* What a check call runs for candidate c (worker.h): every candidate the
+ * runs of one allocation and the producer run; bitwise classes (the
+ * baseline too) and every reference of one the second allocation that must
+ * give the same bits (bits cannot equal bits that change run to run). */
+static int check_flags(const cand_t *c) {
+  return HCT_CHECK_REPEAT | HCT_CHECK_PRODUCER |
+         (c->c.v->parity != HCT_PARITY_KL || c->is_ref ? HCT_CHECK_TWIN : 0);
+}
+
+/*
+ * Candidate i cannot be checked at count T (the k-th probed count, or
+ * k < 0: a count a decision serves, hct__probe_check_at): its reference (a
+ * variant it must equal bit for bit) did not pass its own class there.  A
+ * trial says why ("unsupported": no failure of its own, nothing
+ * quarantined), and it is out at that probed count only.
+ */
+static int reference_missing(probe_t *P, int i, int k, int T, int pending, uint64_t seed) {
+  cand_t *c = &P->cands[i];
+  const cand_t *r = &P->cands[c->ref];
+  char log[512];
+  snprintf(log, sizeof log, "T=%d%s: its reference %s did not pass its class here, so its bits "
+           "cannot be checked", T, pending ? " pending" : "", r->c.label);
+  hct_db_trial_t t;
+  hct__probe_trial_init(P, c, &t, "parity", T, pending);
+  hct__strlcpy(t.status, "unsupported", sizeof t.status);
+  t.seed = seed;
+  t.log = log;
+  int rc = hct__db_trial_add(P->db, &t, NULL);
+  if (k >= 0) c->failed[k] = 1;
+  hct__probe_progress(P, "reject", 0, 0, "%s: %s", c->c.label, log);
+  hct__probe_rejected(P, c, T, "parity", log);
+  return rc;
+}
+
+/* One check call of the k-th count (k < 0: of a count no probe timed,
+ * hct__probe_check_at): the input set's seed, the check's
+ * deadline, and which candidate's outputs the worker holds as the
+ * reference of the next check (holds; -1: none). */
+typedef struct check_call_s {
+  int k, T, pending;
+  uint64_t seed;
+  int deadline;
+  int holds;
+  uint8_t passed_here[MAX_CANDS]; /* passed this check */
+} check_call_t;
+
+/* The baseline on a fresh input set, judged against the float64
+ * reference: the first call on an input set draws it and computes the
+ * reference in the worker, so it gets time for that. */
+static int check_baseline(probe_t *P, check_call_t *K, hct_worker_check_t *ck) {
+  cand_t *base = &P->cands[P->baseline];
+  verdict_t vd;
+  int rc = hct__worker_check(P->w, P->baseline, -1, K->T, K->pending, K->seed, check_flags(base),
+                             120000, ck);
+  if (rc != 0) {
+    int r = hct__probe_cand_failed(P, P->baseline, "parity", rc, K->T, K->pending, K->seed);
+    return r != 0 ? r : rc;
+  }
+  P->fresh_worker = 0; /* the worker holds this input set now */
+  if ((rc = hct__probe_judge_baseline(P, ck, K->T, K->pending, K->seed, &vd)) != 0) return rc;
+  /* Up to five runs a check (worker.h), each given the watchdog's margin. */
+  K->deadline = hct__worker_deadline_ms(ck->run_ms * 4 * 5);
+  K->passed_here[P->baseline] = 1;
+  K->holds = P->baseline;
+  hct_db_trial_t t;
+  hct__probe_trial_init(P, base, &t, "parity", K->T, K->pending);
+  hct__strlcpy(t.status, "pass", sizeof t.status);
+  t.seed = K->seed;
+  t.figures_json = vd.figures;
+  return hct__db_trial_add(P->db, &t, NULL);
+}
+
+/*
+ * Before candidate i's check: a fresh worker draws the inputs and the
+ * float64 reference again on the baseline (with time for that, so the
+ * candidate's own run keeps the launch deadline), and the reference's own
+ * outputs become the worker's reference by a run of it without one
+ * (worker.h), so that a fault there is its own.
+ */
+static int check_ready(probe_t *P, check_call_t *K, const cand_t *c) {
+  int rc;
+  if (P->fresh_worker) {
+    hct_worker_check_t warm;
+    rc = hct__worker_check(P->w, P->baseline, -1, K->T, K->pending, K->seed,
+                           check_flags(&P->cands[P->baseline]), 120000, &warm);
+    if (rc != 0) {
+      int r = hct__probe_cand_failed(P, P->baseline, "parity", rc, K->T, K->pending, K->seed);
+      return r != 0 ? r : rc;
+    }
+    P->fresh_worker = 0;
+    K->holds = P->baseline;
+  }
+  if (K->passed_here[c->ref] && c->ref != K->holds) {
+    hct_worker_check_t own;
+    rc = hct__worker_check(P->w, c->ref, -1, K->T, K->pending, K->seed, HCT_CHECK_REPEAT,
+                           K->deadline, &own);
+    if (rc == 0) {
+      K->holds = c->ref;
+      return 0;
+    }
+    if ((rc = hct__probe_cand_failed(P, c->ref, "parity", rc, K->T, K->pending, K->seed)) != 0)
+      return rc;
+    K->passed_here[c->ref] = 0;
+    K->holds = -1;
+  }
+  return 0;
+}
+
+/* Candidate i checked against its reference on the call's inputs, its
+ * verdict recorded; a wrong answer at one T disqualifies it everywhere. */
+static int check_one(probe_t *P, check_call_t *K, int i) {
+  cand_t *c = &P->cands[i];
+  int rc = check_ready(P, K, c);
+  if (rc != 0) return rc;
+  if (!K->passed_here[c->ref])
+    /* Not this candidate's fault, and nothing to compare its bits with:
+     * out at this T only, unchecked ("unsupported": no failure). */
+    return reference_missing(P, i, K->k, K->T, K->pending, K->seed);
+  hct_worker_check_t ck;
+  rc = hct__worker_check(P->w, i, c->ref, K->T, K->pending, K->seed, check_flags(c), K->deadline, &ck);
+  if (rc != 0) {
+    if (K->holds == i) K->holds = -1;
+    return hct__probe_cand_failed(P, i, "parity", rc, K->T, K->pending, K->seed);
+  }
+  K->holds = c->ref; /* a check with a reference leaves the worker holding it */
+  if (!P->producer_warned && strncmp(ck.producer_skipped, "the producer kernel", 19) == 0) {
+    /* The producer check cannot run on this card: say so once, loudly. */
+    P->producer_warned = 1;
+    hct__log(HCT_LOG_WARN, "the producer check is skipped: %s", ck.producer_skipped);
+  }
+  char log[768];
+  verdict_t vd;
+  hct__probe_judge_all(P, c, &ck, K->T, K->pending, K->seed, &vd, log, sizeof log);
+  hct_db_trial_t t;
+  hct__probe_trial_init(P, c, &t, vd.check, K->T, K->pending);
+  hct__strlcpy(t.status, vd.status, sizeof t.status);
+  t.seed = K->seed;
+  t.figures_json = vd.figures;
+  const int pass = strcmp(vd.status, "pass") == 0;
+  if (!pass) t.log = log;
+  if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
+  if (pass) {
+    K->passed_here[i] = 1;
+    return 0;
+  }
+  hct_qcand_t q = hct__probe_qcand(P, c);
+  if ((rc = hct__quarantine_add(P->db, &q, K->T, vd.status, log)) != 0) return rc;
+  c->dead = 1;
+  hct__worker_unload(P->w, i);
+  hct__probe_progress(P, "reject", 0, 0, "%s: %s check: %s: %s", c->c.label, vd.check, vd.status, log);
+  hct__probe_rejected(P, c, K->T, vd.check, log);
+  return 0;
+}
+
+/*
+ * Checks every candidate in play at the k-th count (only[i] set, or all
+ * with only NULL), on one input set drawn from a fresh seed, with or
+ * without pending: the baseline first against the float64 reference, then
+ * the others by depth (hct__probe_candidates), so that a reference is
+ * judged on these inputs before any candidate whose bits must equal its
+ * own.
+ */
+int hct__probe_check_T(probe_t *P, int k, int pending, const uint8_t *only) {
+  check_call_t *K = calloc(1, sizeof *K);
+  if (K == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  K->k = k;
+  K->T = P->tokens.t[k];
+  K->pending = pending;
+  K->seed = hct__rng_next(&P->rng);
+  const uint64_t t_base = hct__now_ns();
+  hct_worker_check_t ck;
+  int rc = check_baseline(P, K, &ck);
+  /* A check that takes seconds (large T: gigabytes drawn, copied and
+   * compared) gets a progress line per candidate, not one per T. */
+  const int long_step = P->tty || hct__now_ns() - t_base > 1000000000ull;
+  int n_check = 0, done_check = 0, max_depth = 0;
+  for (int i = 0; i < P->n; i++) {
+    n_check += i != P->baseline && !P->cands[i].dead && !P->cands[i].failed[k] && (only == NULL || only[i]);
+    max_depth = HCT_MAX(max_depth, P->cands[i].depth);
+  }
+  for (int d = 1; rc == 0 && d <= max_depth; d++)
+    for (int i = 0; rc == 0 && i < P->n; i++) {
+      cand_t *c = &P->cands[i];
+      char why[256];
+      if (c->depth != d || c->dead || c->failed[k] || (only != NULL && !only[i]) ||
+          !hct__run_supports(&c->c, &P->dev, K->T, why, sizeof why))
+        continue;
+      if ((rc = hct__probe_check_interrupt(P)) != 0) break;
+      if (long_step)
+        hct__probe_progress(P, "check", ++done_check, n_check, "T=%d%s: %s", K->T,
+                            pending ? " pending" : "", c->c.label);
+      rc = check_one(P, K, i);
+    }
+  free(K);
+  return rc;
+}
+
+/* Every check of hct__probe_check_T, with and without pending, `sets` input sets
+ * each, on the candidates of only[]; each is then checked at k. */
+static int check_all_runs(probe_t *P, int k, int sets, const uint8_t *only) {
+  for (int pending = 0; pending <= 1; pending++)
+    for (int s = 0; s < sets; s++) {
+      int rc = hct__probe_check_T(P, k, pending, only);
+      if (rc != 0) return rc;
+    }
+  for (int i = 0; i < P->n; i++)
+    if (only[i]) P->cands[i].checked[k] = 1;
+  return 0;
+}
+
+/* Adds to only[] the references candidate i's bits are checked against,
+ * up the chain: hct__probe_check_T judges a reference on the same inputs first. */
+static void with_references(probe_t *P, int i, uint8_t *only) {
+  for (int r = P->cands[i].ref; r >= 0; r = P->cands[r].ref) only[r] = 1;
+}
+
+/*
+ * The k-th count above the manifest's checks.all_points_up_to: a check
+ * there draws and copies back gigabytes per run (T = 32768: 2.7 GB of
+ * inputs, 1.7 GB of outputs five times a check), so only what can be
+ * decided is checked.  Every point in play is timed first by its family's
+ * search (a point that faults while timed is recorded as a fault, as
+ * always); then the finalists (what the search keeps, every point of a
+ * family without one), the references their bits are checked against and
+ * the baseline go through every check of hct__probe_check_T; a finalist that fails
+ * is out, and the next point of its family's ranking is checked in its
+ * place, until the family has as many passing finalists as the search
+ * kept or none is left.  A point never checked here is recorded as
+ * "unchecked" and not timed to decide: it is never decided for at this
+ * count.  Then the deciding timing and the verification of the timed
+ * outputs, as at every count.
+ */
+int hct__probe_check_late(probe_t *P, int k, int sets) {
+  const int T = P->tokens.t[k];
+  char why[256];
+  int in_play = 0, rc;
+  for (int i = 0; i < P->n; i++) {
+    cand_t *c = &P->cands[i];
+    c->passed[k] = !c->dead && !c->failed[k] && hct__run_supports(&c->c, &P->dev, T, why, sizeof why);
+    in_play += c->passed[k];
+  }
+  hct__probe_progress(P, "search", 0, 0, "T=%d: %d points in play timed first, the finalists checked after "
+           "(checks.all_points_up_to %d: %s)", T, in_play, P->op->checks_all_up_to, P->op->checks_why);
+  if ((rc = hct__probe_search_T(P, k)) != 0) return rc;
+  /* The finalists, and how many of each family's must pass. */
+  uint8_t only[MAX_CANDS] = {0};
+  int want[HCT_MAX_VARIANTS] = {0}, n_only = 0;
+  only[P->baseline] = 1;
+  for (int i = 0; i < P->n; i++) {
+    cand_t *c = &P->cands[i];
+    if (!c->passed[k] || c->dead || c->failed[k] || c->searched_out[k]) continue;
+    only[i] = 1;
+    with_references(P, i, only);
+    if (c->rank_k >= 0) want[c->c.v - P->op->variants]++;
+  }
+  for (int i = 0; i < P->n; i++) n_only += only[i];
+  for (int round = 0; n_only > 0; round++) {
+    hct__probe_progress(P, "check", round, 0, "T=%d: %d finalists and references (of %d points in play), every check "
+             "with and without pending", T, n_only, in_play);
+    if ((rc = check_all_runs(P, k, sets, only)) != 0) return rc;
+    /* A family short of passing finalists: the next of its ranking. */
+    memset(only, 0, sizeof only);
+    n_only = 0;
+    for (int vi = 0; vi < P->op->n_variants; vi++) {
+      const hct_variant_t *v = &P->op->variants[vi];
+      int ok = 0;
+      for (int i = 0; i < P->n; i++) {
+        const cand_t *c = &P->cands[i];
+        ok += c->c.v == v && c->rank_k >= 0 && c->checked[k] && !c->dead && !c->failed[k];
+      }
+      for (int r = 0, need = want[vi] - ok; need > 0 && r < P->n; r++)
+        for (int i = 0; need > 0 && i < P->n; i++) {
+          cand_t *c = &P->cands[i];
+          if (c->c.v != v || c->rank_k != r || c->checked[k] || c->dead || c->failed[k] || !c->passed[k])
+            continue;
+          c->searched_out[k] = 0;
+          only[i] = 1;
+          with_references(P, i, only);
+          need--;
+          hct__probe_progress(P, "check", 0, 0, "T=%d: %s (%d. of its family's ranking) checked in place of a finalist "
+                   "that failed", T, c->c.label, r + 1);
+        }
+    }
+    for (int i = 0; i < P->n; i++) n_only += only[i];
+  }
+  /* What was never checked here is not decided here, and says so. */
+  int unchecked = 0;
+  for (int i = 0; i < P->n; i++) {
+    cand_t *c = &P->cands[i];
+    if (!c->passed[k]) continue;
+    if (c->checked[k]) {
+      c->passed[k] = !c->dead && !c->failed[k];
+      continue;
+    }
+    c->passed[k] = 0;
+    if (c->dead || c->failed[k]) continue; /* its fault in the search is its record */
+    unchecked++;
+    char log[400];
+    snprintf(log, sizeof log, "T=%d: not checked here: above checks.all_points_up_to (%d) only the "
+             "search's finalists are, and its timing in the search left it out (rank %d)", T,
+             P->op->checks_all_up_to, c->rank_k + 1);
+    hct_db_trial_t t;
+    hct__probe_trial_init(P, c, &t, "parity", T, 0);
+    hct__strlcpy(t.status, "unchecked", sizeof t.status);
+    t.log = log;
+    if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
+  }
+  hct__probe_progress(P, "check", 0, 0, "T=%d: %d points left unchecked (not decided for here)", T, unchecked);
+  return P->o->check_only ? 0 : hct__probe_time_T(P, k, 0);
+}
+
+/* One input set at T (with or without pending) for hct__probe_check_at:
+ * the baseline, then the chain chain[n-1] .. chain[0] (the references of
+ * chain[0] from the top); *ok 1 when each passed. */
+static int check_chain(probe_t *P, int T, int pending, const int *chain, int n, int *ok) {
+  check_call_t *K = calloc(1, sizeof *K);
+  if (K == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  K->k = -1;
+  K->T = T;
+  K->pending = pending;
+  K->seed = hct__rng_next(&P->rng);
+  hct_worker_check_t ck;
+  int rc = check_baseline(P, K, &ck);
+  *ok = rc == 0;
+  for (int j = n - 1; rc == 0 && *ok && j >= 0; j--) {
+    char why[256];
+    const cand_t *c = &P->cands[chain[j]];
+    *ok = !c->dead && hct__run_supports(&c->c, &P->dev, T, why, sizeof why);
+    if (*ok && (rc = check_one(P, K, chain[j])) == 0) *ok = K->passed_here[chain[j]];
+  }
+  free(K);
+  return rc;
+}
+
+int hct__probe_check_at(probe_t *P, int T, int i, int *ok) {
+  char why[256];
+  *ok = 1;
+  /* Nothing to check against where the baseline cannot run. */
+  if (!hct__run_supports(&P->cands[P->baseline].c, &P->dev, T, why, sizeof why)) return 0;
+  int chain[MAX_CANDS], n = 0;
+  for (int r = i; r >= 0 && r != P->baseline && n < MAX_CANDS; r = P->cands[r].ref) chain[n++] = r;
+  hct__probe_progress(P, "check", 0, 0, "T=%d: %s, served there by a decision, with and without pending",
+                      T, P->cands[i].c.label);
+  int rc = 0;
+  for (int pending = 0; rc == 0 && *ok && pending <= 1; pending++) {
+    if ((rc = hct__probe_check_interrupt(P)) != 0) break;
+    rc = check_chain(P, T, pending, chain, n, ok);
+  }
+  return rc;
+}
