@@ -140,6 +140,16 @@ class TestLibrarySearch(unittest.TestCase):
         out = _child("import hctune; print('ok')", {"HCTUNE_LIB": "/nonexistent/libhctune.so.0"})
         self.assertEqual(out.stdout, "ok\n", out.stderr)
 
+    def test_import_needs_no_torch(self):
+        """torch_ops is imported only when asked for: hctune works where
+        importing torch fails."""
+        code = ("import sys; sys.modules['torch'] = None\n"
+                "import hctune\nc = hctune.Client('/nonexistent.sock', 10)\n"
+                "print(c.connected, 'torch' in sys.modules and sys.modules['torch'] is not None)\n"
+                "try:\n    import hctune.torch_ops\nexcept ImportError as e:\n    print('no torch_ops')\n")
+        out = _child(code, {"HCTUNE_LIB": self.lib})
+        self.assertEqual(out.stdout, "False False\nno torch_ops\n", out.stderr)
+
     def test_missing_library_names_what_was_tried(self):
         out = _child("import hctune\ntry:\n    hctune.Client('/nonexistent.sock', 10)\n"
                      "except hctune.LibraryNotFound as e:\n    print(e)\n",
