@@ -115,7 +115,10 @@ static int teardown(void **state) {
 }
 
 static void test_man_pages_render_without_warnings(void **state) {
-  if (!have("man") || !have("groff")) skip();  /* install-deps.sh check: man-db, groff-base */
+  if (!have("man") || !have("groff")) {
+    printf("skipped: no man or groff here (tools/install-deps.sh check: man-db, groff-base)\n");
+    skip();
+  }
   static char out[262144];
   const char *pages[] = {PREFIX "/share/man/man1/hctune.1", PREFIX "/share/man/man8/hctuned.8"};
   for (int i = 0; i < 2; i++) {
@@ -138,7 +141,10 @@ static void test_man_pages_render_without_warnings(void **state) {
 }
 
 static void test_pkg_config_gives_the_installed_flags(void **state) {
-  if (!have("pkg-config")) skip();
+  if (!have("pkg-config")) {
+    printf("skipped: no pkg-config here (tools/install-deps.sh check: pkgconf)\n");
+    skip();
+  }
   char out[4096], want[1024];
   int rc = run(out, sizeof out,
                "PKG_CONFIG_SYSROOT_DIR='%s' PKG_CONFIG_PATH='%s" PREFIX "/lib/pkgconfig' "
@@ -178,7 +184,10 @@ static int complete(char *out, size_t len, const char *words, int cword) {
 }
 
 static void test_completion_offers_the_command_table(void **state) {
-  if (!have("bash")) skip();
+  if (!have("bash")) {
+    printf("skipped: no bash here to load the completion\n");
+    skip();
+  }
   static char out[16384];
   assert_int_equal(complete(out, sizeof out, "\"\"", 1), 0);
   char names[MAX_COMMANDS][32], line[64];
@@ -216,7 +225,8 @@ static void test_uninstall_leaves_no_file(void **state) {
 
 static void test_pip_install_offline_finds_the_installed_library(void **state) {
   if (system("python3 -c 'import venv, ensurepip' >/dev/null 2>&1") != 0) {
-    printf("skipped: python3 -m venv needs python3-venv (ensurepip), missing here\n");
+    printf("skipped: python3 -m venv needs python3-venv (ensurepip), missing here "
+           "(tools/install-deps.sh check)\n");
     skip();
   }
   static char out[65536];
