@@ -128,7 +128,7 @@ $(O)/db/fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
 $(O)/tests/test_fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
 $(O)/daemon/fleet_pull.o: CPPFLAGS += -I$(PG_INCLUDE)
 
-.PHONY: all install clean check check-deps check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
+.PHONY: all install uninstall clean check check-deps check-cpu check-asan check-fuzz gpu-check probe deps bench-daemon tests fuzz
 all: $(BIN)/hctune $(BIN)/hctuned $(LIB)/libhctune.a $(LIB)/libhctune.so $(BIN)/hc_engine tests
 
 $(O)/%.o: %.c
@@ -288,8 +288,12 @@ fuzz: $(O)/fuzz/fuzz_request
 
 # install: the programs, the client library and header, the kernel
 # templates where hctune looks for them (PREFIX/share/hctune/kernels-src,
-# found from PREFIX/bin/hctune), hctuned's systemd units and groups, and the
-# protocol document the units point at.
+# found from PREFIX/bin/hctune), hctuned's systemd units and groups, the
+# protocol document the units point at, the licence, libhctune's
+# pkg-config file (PREFIX/lib/pkgconfig/hctune.pc, its prefix filled in),
+# the man pages hctune(1) and hctuned(8) and the bash completion (both
+# generated from the programs' --help, rules at the end).  uninstall
+# removes exactly these, and the folders of hctune's own.
 PREFIX ?= /usr/local
 # hctuned's units (socket activation) and the groups they name (sysusers.d);
 # systemd reads both from /usr/local/lib too.
@@ -310,9 +314,50 @@ install: all
 	  sed 's|@PREFIX@|$(PREFIX)|g' tools/$$u > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$u && \
 	  chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$u || exit 1; done
 	install -m 0644 tools/hctune.sysusers $(DESTDIR)$(SYSUSERS_DIR)/hctune.conf
-	install -m 0644 docs/protocol.md $(DESTDIR)$(PREFIX)/share/doc/hctune/
+	install -m 0644 docs/protocol.md LICENSE $(DESTDIR)$(PREFIX)/share/doc/hctune/
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(MAN_DIR)/man1 $(DESTDIR)$(MAN_DIR)/man8 \
+	  $(DESTDIR)$(COMPLETION_DIR)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(HCT_VERSION)|g' tools/hctune.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hctune.pc
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/hctune.pc
+	install -m 0644 $(MAN_OUT)/hctune.1 $(DESTDIR)$(MAN_DIR)/man1/
+	install -m 0644 $(MAN_OUT)/hctuned.8 $(DESTDIR)$(MAN_DIR)/man8/
+	install -m 0644 $(COMPLETION_OUT) $(DESTDIR)$(COMPLETION_DIR)/hctune
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/hctune $(DESTDIR)$(PREFIX)/bin/hctuned \
+	  $(DESTDIR)$(PREFIX)/lib/libhctune.a $(DESTDIR)$(PREFIX)/lib/libhctune.so.0 \
+	  $(DESTDIR)$(PREFIX)/lib/libhctune.so $(DESTDIR)$(PREFIX)/include/hctune.h \
+	  $(DESTDIR)$(SYSTEMD_UNIT_DIR)/hctuned.service $(DESTDIR)$(SYSTEMD_UNIT_DIR)/hctuned.socket \
+	  $(DESTDIR)$(SYSUSERS_DIR)/hctune.conf $(DESTDIR)$(PREFIX)/lib/pkgconfig/hctune.pc \
+	  $(DESTDIR)$(MAN_DIR)/man1/hctune.1 $(DESTDIR)$(MAN_DIR)/man8/hctuned.8 \
+	  $(DESTDIR)$(COMPLETION_DIR)/hctune
+	rm -rf $(DESTDIR)$(PREFIX)/share/hctune $(DESTDIR)$(PREFIX)/share/doc/hctune
 
 clean:
 	rm -rf build bin lib
 
 -include $(shell find build -name '*.d' 2>/dev/null)
+
+# The man pages and the bash completion, generated at build time from the
+# programs' own --help texts (tools/gen-man.sh, tools/gen-completion.sh),
+# so that neither can drift from the command table or the options; make
+# install puts them under MAN_DIR and COMPLETION_DIR.
+MAN_DIR ?= $(PREFIX)/share/man
+COMPLETION_DIR ?= $(PREFIX)/share/bash-completion/completions
+HCT_VERSION := $(shell sed -n 's/^\#define HCT_VERSION_STRING "\(.*\)"/\1/p' include/hctune.h)
+MAN_OUT := $(O)/man
+COMPLETION_OUT := $(O)/completion/hctune
+all: $(MAN_OUT)/hctune.1 $(MAN_OUT)/hctuned.8 $(COMPLETION_OUT)
+
+$(MAN_OUT)/hctune.1: $(BIN)/hctune tools/gen-man.sh
+	@mkdir -p $(dir $@)
+	tools/gen-man.sh hctune $(BIN) > $@.tmp && mv $@.tmp $@
+
+$(MAN_OUT)/hctuned.8: $(BIN)/hctune $(BIN)/hctuned tools/gen-man.sh
+	@mkdir -p $(dir $@)
+	tools/gen-man.sh hctuned $(BIN) > $@.tmp && mv $@.tmp $@
+
+$(COMPLETION_OUT): $(BIN)/hctune tools/gen-completion.sh
+	@mkdir -p $(dir $@)
+	tools/gen-completion.sh $(BIN) > $@.tmp && mv $@.tmp $@

@@ -22,6 +22,18 @@ the baseline compiled by the library, and say so.
 --compile-mode defaults to "max-autotune-no-cudagraphs": max-autotune's tuning
 of the GEMMs, without the compiled function's own CUDA graphs, because the
 whole window is captured in one graph here (as the issue's figures were).
+
+--compiled-window MODE (e.g. max-autotune) adds the configuration an engine
+compiled whole runs: the window itself is compiled with
+torch.compile(mode=MODE, fullgraph=True), CUDA graphs included when MODE has
+them, no graph of our own around it, three ways: the read as hctune's custom
+op (torch.ops.hctune.hc_read from hctune.torch_ops, bitwise and kl), the
+read in PyTorch, and the copies alone; each compiled once per T (compiling
+and tuning are outside the timing).  Every tensor the window touches is
+marked static (torch._dynamo.mark_static_address) so that the CUDA graphs
+neither copy the weights in nor skip because the window writes its inputs;
+if torch still logs "skipping cudagraphs", those rows ran without graphs.
+Not yet run on a GPU when written (no torch where it was written).
 Exit 0 when every row ran and hctune's outputs agree with torch eager's
 (relative error under 3e-2: different summation orders and roundings),
 1 otherwise, 2 on bad arguments or without torch or a GPU.
@@ -46,6 +58,10 @@ def parse_args():
     p.add_argument("--stream-mb", type=float, default=64.0)
     p.add_argument("--compile-mode", default="max-autotune-no-cudagraphs",
                    help="torch.compile mode, or 'none' to skip the row")
+    p.add_argument("--compiled-window", default="none", metavar="MODE",
+                   help="also compile the whole window with torch.compile(mode=MODE, "
+                        "fullgraph=True), the read as hctune's custom op and in PyTorch "
+                        "(e.g. max-autotune; default none)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout-ms", type=int, default=1000)
     p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
@@ -197,6 +213,11 @@ def main():
         del g
         return ms, last
 
+    compiled_cfg = []
+    if a.compiled_window != "none":
+        compiled_cfg = compiled_rows(a, torch, hctune, rows_cfg, layers, outs, resid, src, dst,
+                                     other_work, torch_read(read_core))
+
     rows, ok = [], True
     for T in a.tokens:
         eager_out = None
@@ -210,8 +231,11 @@ def main():
             results[name] = (ms, out)
             if name == "torch eager":
                 eager_out = out
+        for name, win, extra in compiled_cfg:
+            resid.copy_(resid0)
+            results[name] = measure_compiled(torch, win, T, a.windows, resid, resid0, outs)
         copies = results["copies alone"][0]
-        for name, read, extra in rows_cfg:
+        for name, read, extra in rows_cfg + compiled_cfg:
             if name not in results:
                 continue
             ms, out = results[name]
@@ -225,7 +249,9 @@ def main():
                 if not rel < 3e-2:
                     ok = False
                     check += " TOO LARGE"
-            rows.append(dict(T=T, row=name, ms_window=ms, ms_reads=ms - copies if name != "copies alone" else None,
+            base = results["copies [compiled]"][0] if name.endswith("[compiled]") else copies
+            rows.append(dict(T=T, row=name, ms_window=ms,
+                             ms_reads=ms - base if not name.startswith("copies") else None,
                              runs=runs, check=check))
 
     for k in kernels:
@@ -234,18 +260,73 @@ def main():
     if a.json:
         print(json.dumps(dict(gpu=torch.cuda.get_device_name(0), torch=torch.__version__,
                               layers=a.layers, windows=a.windows, stream_mb=a.stream_mb,
-                              compile_mode=a.compile_mode, note=note, rows=rows, ok=ok)))
+                              compile_mode=a.compile_mode, compiled_window=a.compiled_window,
+                              note=note, rows=rows, ok=ok)))
     else:
         print("torch_engine on %s (torch %s): %d layers x 2 reads a window, %g MB copied before "
               "each read, median of %d windows%s" % (torch.cuda.get_device_name(0), torch.__version__,
                                                    a.layers, a.stream_mb, a.windows,
                                                    "" if not note else " (" + note + ")"))
-        print("%-3s %-16s %9s %9s  %-44s %s" % ("T", "read", "ms/window", "reads ms", "runs", "check"))
+        print("%-3s %-26s %9s %9s  %-44s %s" % ("T", "read", "ms/window", "reads ms", "runs", "check"))
         for r in rows:
             ms = "%9.3f" % r["ms_window"] if r["ms_window"] is not None else "%9s" % "-"
             rd = "%9.3f" % r["ms_reads"] if r.get("ms_reads") is not None else "%9s" % ""
-            print("%-3d %-16s %s %s  %-44s %s" % (r["T"], r["row"], ms, rd, r["runs"], r["check"]))
+            print("%-3d %-26s %s %s  %-44s %s" % (r["T"], r["row"], ms, rd, r["runs"], r["check"]))
     return 0 if ok else 1
+
+
+def compiled_rows(a, torch, hctune, rows_cfg, layers, outs, resid, src, dst, other_work,
+                  torch_layer_read):
+    """[(row name, compiled window, extra)] for --compiled-window: the
+    window compiled whole with torch.compile(mode=a.compiled_window,
+    fullgraph=True), the read as hctune's custom op, in PyTorch, or none."""
+    import hctune.torch_ops
+    for t in [resid, src, dst] + [t for L in layers for t in L.values()] + \
+             [t for o in outs for t in o.values()]:
+        torch._dynamo.mark_static_address(t)
+
+    def op_read(tk):
+        def read(T, L, pending, o):
+            tk(T, resid=resid, pending=pending, w_norm=L["w_norm"], w_down=L["w_down"],
+               w_up=L["w_up"], mixed=o["mixed"], mixed_bf16=o["mixed_bf16"], mixed_f16=o["mixed_f16"])
+        return read
+
+    def window_of(read):
+        def window(T):
+            for l in range(a.layers):
+                L = layers[l]
+                for r in range(2):
+                    other_work()
+                    if read is not None:
+                        read(T, L, L["pending"] if r == 0 else None, outs[2 * l + r])
+        return torch.compile(window, mode=a.compiled_window, fullgraph=True, dynamic=False)
+
+    out = []
+    for name, read, extra in rows_cfg:
+        if isinstance(extra, hctune.Kernel):
+            tk = hctune.torch_ops.wrap(extra)
+            out.append((name + " [compiled]", window_of(op_read(tk)), extra))
+    out.append(("torch [compiled]", window_of(torch_layer_read), None))
+    out.append(("copies [compiled]", window_of(None), "copies"))
+    return out
+
+
+def measure_compiled(torch, win, T, windows, resid, resid0, outs):
+    """(ms per window, the outputs) of a compiled window, as measure() does
+    for a captured one: warm-up calls (compile, tune, record the CUDA
+    graphs), resid reset, then `windows` timed calls on the current stream."""
+    for _ in range(3):
+        win(T)
+    resid.copy_(resid0)
+    torch.cuda.synchronize()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(windows + 1)]
+    for i in range(windows):
+        ev[i].record()
+        win(T)
+    ev[windows].record()
+    torch.cuda.synchronize()
+    ms = statistics.median(ev[i].elapsed_time(ev[i + 1]) for i in range(windows))
+    return ms, torch.cat([o["mixed"][:T].flatten() for o in outs]).clone()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,11 @@ pkgs="build-essential libuv1-dev libsqlite3-dev libjansson-dev libxxhash-dev lib
 # libpq-dev: the live fleet's client (hctune fleet, hctuned --fleet-url).
 pkgs="$pkgs libpq-dev"
 [ "$1" = check ] && pkgs="$pkgs clang chromium postgresql"
+# tests/test_install.c: python3-venv for a fresh venv that pip installs
+# ./python into with no index (its ensurepip brings pip), man-db and
+# groff-base to render the man pages with warnings on, pkgconf for
+# pkg-config --cflags --libs hctune against the installed tree.
+[ "$1" = check ] && pkgs="$pkgs python3-venv man-db groff-base pkgconf"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

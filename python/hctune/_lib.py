@@ -1,6 +1,9 @@
 """Finding and declaring libhctune.so.0 (ctypes)."""
 import ctypes
+import ctypes.util
 import os
+import shutil
+import sys
 
 FALLBACK = 1  # HCT_FALLBACK: a usable answer that is not the daemon's
 
@@ -41,31 +44,133 @@ class _BufferInfo(ctypes.Structure):
     ]
 
 
-def _candidates():
+class LibraryNotFound(ImportError):
+    """libhctune.so.0 could not be loaded; `tried` lists each place and why."""
+
+    def __init__(self, tried):
+        super().__init__("hctune: cannot load libhctune.so.0; tried: " + "; ".join(tried)
+                         + " (set HCTUNE_LIB=PATH or HCTUNE_PREFIX=PREFIX, call "
+                         "hctune.load_library(PATH), or run `make install`)")
+        self.tried = tried
+
+
+SONAME = "libhctune.so.0"
+
+
+def _checkout_lib():
+    """The checkout's lib/libhctune.so.0 when this package is a checkout's
+    python/hctune (beside ../pyproject.toml and ../../include/hctune.h),
+    else None: a package run from a checkout means that checkout's build,
+    never an older installed copy."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    top = os.path.normpath(os.path.join(here, "..", ".."))
+    if (os.path.exists(os.path.join(here, "..", "pyproject.toml"))
+            and os.path.exists(os.path.join(top, "include", "hctune.h"))):
+        return os.path.join(top, "lib", SONAME)
+    return None
+
+
+def _prefix_libs():
+    """PREFIX/lib/libhctune.so.0 for the prefixes `make install` may have
+    used: $HCTUNE_PREFIX, the one of the `hctune` program on PATH, this
+    Python's, then make's default /usr/local and /usr.  They come after the
+    loader path because a fresh install into /usr/local/lib is not in the
+    loader's cache until ldconfig runs."""
+    prefixes = []
+    if os.environ.get("HCTUNE_PREFIX"):
+        prefixes.append(os.environ["HCTUNE_PREFIX"])
+    prog = shutil.which("hctune")
+    if prog:
+        prefixes.append(os.path.dirname(os.path.dirname(os.path.realpath(prog))))
+    prefixes += [sys.prefix, "/usr/local", "/usr"]
+    out = []
+    for p in prefixes:
+        path = os.path.join(p, "lib", SONAME)
+        if path not in out:
+            out.append(path)
+    return out
+
+
+def _candidates(path=None):
+    """Where to look, in order: `path` or $HCTUNE_LIB alone when given; else
+    the checkout's lib/ (when this package is a checkout's), the loader's
+    own search (LD_LIBRARY_PATH, ld.so.cache, /lib, /usr/lib), what
+    ctypes.util.find_library finds, then the install prefixes."""
+    if path is not None:
+        return [("argument", path)]
     env = os.environ.get("HCTUNE_LIB")
     if env:
-        return [env]
-    here = os.path.dirname(os.path.abspath(__file__))
-    # python/hctune/ in a checkout: the library is the checkout's lib/.
-    checkout = os.path.join(here, "..", "..", "lib", "libhctune.so.0")
-    return [os.path.normpath(checkout), "libhctune.so.0"]
+        return [("HCTUNE_LIB", env)]
+    out = []
+    checkout = _checkout_lib()
+    if checkout:
+        out.append(("checkout", checkout))
+    out.append(("loader path", SONAME))
+    out.append(("find_library", None))  # resolved only if reached: it runs ldconfig/gcc
+    out += [("prefix", p) for p in _prefix_libs()]
+    return out
 
 
-def _open():
-    errors = []
-    for path in _candidates():
-        if os.sep in path and not os.path.exists(path):
-            errors.append("%s: no such file" % path)
-            continue
-        try:
-            return ctypes.CDLL(path), path
-        except OSError as e:
-            errors.append(str(e))
-    raise ImportError("hctune: cannot load libhctune.so.0 (set HCTUNE_LIB or build with make): "
-                      + "; ".join(errors))
+def _try(where, path, tried):
+    if where == "find_library":
+        path = ctypes.util.find_library("hctune")
+        if path is None:
+            tried.append("ctypes.util.find_library('hctune'): not found")
+            return None
+    if os.sep in path and not os.path.exists(path):
+        tried.append("%s: no such file" % path)
+        return None
+    try:
+        handle = ctypes.CDLL(path)
+    except OSError as e:
+        tried.append("%s (%s): %s" % (path, where, e))
+        return None
+    missing = [n for n in _SIGNATURES if not hasattr(handle, n)]
+    if missing:
+        tried.append("%s: not this version's libhctune (no %s)" % (path, ", ".join(missing)))
+        return None
+    return handle, path
 
 
-lib, library_path = _open()
+class _Lazy:
+    """The library, opened on first use: `import hctune` needs nothing, and
+    hctune.load_library(PATH) may choose it before."""
+
+    handle = None
+    path = None
+
+    def __getattr__(self, name):
+        if _Lazy.handle is None:
+            load_library()
+        return getattr(_Lazy.handle, name)
+
+
+def load_library(path=None):
+    """Opens libhctune (once per process) and returns the path it came from.
+    `path` (or $HCTUNE_LIB) names the file and nothing else is tried;
+    without one, see _candidates().  Raises LibraryNotFound naming every
+    place tried and why each failed.  Once opened, a call naming another
+    file raises ValueError: ctypes cannot unload the first."""
+    if _Lazy.handle is not None:
+        if path is not None and os.path.realpath(path) != os.path.realpath(_Lazy.path):
+            raise ValueError("hctune: libhctune is already loaded from %s, cannot switch to %s"
+                             % (_Lazy.path, path))
+        return _Lazy.path
+    tried = []
+    for where, p in _candidates(path):
+        got = _try(where, p, tried)
+        if got is not None:
+            handle, where_from = got
+            for name, (res, args) in _SIGNATURES.items():
+                fn = getattr(handle, name)
+                fn.restype = res
+                fn.argtypes = args
+            _Lazy.handle, _Lazy.path = handle, where_from
+            return where_from
+    raise LibraryNotFound(tried)
+
+
+lib = _Lazy()
 
 _P = ctypes.c_void_p
 _S = ctypes.c_char_p
@@ -85,10 +190,6 @@ _SIGNATURES = {
     "hct_kernel_buffer": (_I, [_P, _I, _I, ctypes.POINTER(_BufferInfo)]),
     "hct_kernel_free": (None, [_P]),
 }
-for _name, (_res, _args) in _SIGNATURES.items():
-    _fn = getattr(lib, _name)
-    _fn.restype = _res
-    _fn.argtypes = _args
 
 
 def _err_name(code):
