@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "tuner.h"
+#include "templates_test.h"
 
 static int64_t eval(const char *e, int *rc) {
   hct_symtab_t t = {0};
@@ -121,6 +122,7 @@ static void write_manifest(const char *op, const char *text) {
   assert_non_null(f);
   fputs(text, f);
   fclose(f);
+  tt_touch_templates(path);
 }
 
 #define GOOD_HEAD                                                                          \
