@@ -338,7 +338,6 @@ int cmd_compile(int argc, char **argv) {
     pl.ops[pl.n_ops++] = op;
   }
   if (broken > 0) {
-    fprintf(stderr, "hctune: %d of %d ops broken: nothing compiled\n", broken, n_names);
     plan_free(&pl);
     return HCT_EXIT_FAIL;
   }
