@@ -616,6 +616,62 @@ int hct__tmap_arg(const hct_tmap_spec_t *maps, int n, const char *text) {
   return -1;
 }
 
+/* A variant's "params" (each a name and its values, added to `names`)
+ * and "constraints" (expressions over names). */
+static void load_params(ctx_t *c, json_t *jv, hct_variant_t *v, const char *field,
+                        hct_symtab_t *names) {
+  size_t i;
+  json_t *params = json_object_get(jv, "params");
+  if (params != NULL && !json_is_array(params)) bad(c, field, "params must be an array");
+  json_t *jp;
+  json_array_foreach(params, i, jp) {
+    if (c->err) return;
+    if (v->n_params == HCT_MAX_PARAMS) {
+      bad(c, field, "too many params");
+      return;
+    }
+    if (!json_is_object(jp)) {
+      bad(c, field, "a param must be an object");
+      return;
+    }
+    if (CHECK_KEYS(c, jp, field, keys_param) != 0) return;
+    hct_param_t *p = &v->params[v->n_params++];
+    copy_str(c, p->name, sizeof p->name, get_str(c, jp, "name", field, 1), field, "name");
+    json_t *vals = json_object_get(jp, "values");
+    if (!json_is_array(vals) || json_array_size(vals) == 0 ||
+        json_array_size(vals) > HCT_MAX_PARAM_VALUES) {
+      bad(c, field, "param values must be a non-empty array of at most 16 integers");
+      return;
+    }
+    size_t k;
+    json_t *jval;
+    json_array_foreach(vals, k, jval) {
+      if (!json_is_integer(jval)) {
+        bad(c, field, "param values must be integers");
+        return;
+      }
+      p->values[p->n_values++] = json_integer_value(jval);
+    }
+    hct__symtab_set(names, p->name, 1);
+  }
+
+  json_t *cons = json_object_get(jv, "constraints");
+  if (cons != NULL && !json_is_array(cons)) {
+    bad(c, field, "constraints must be an array of expressions");
+    return;
+  }
+  json_t *jc;
+  json_array_foreach(cons, i, jc) {
+    if (v->n_constraints == HCT_MAX_CONSTRAINTS) {
+      bad(c, field, "too many constraints");
+      return;
+    }
+    get_expr(c, jc, v->constraints[v->n_constraints], sizeof v->constraints[0], field);
+    check_expr(c, names, v->constraints[v->n_constraints], field);
+    v->n_constraints++;
+  }
+}
+
 static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, int idx) {
   char field[160];
   snprintf(field, sizeof field, "variants[%d]", idx);
@@ -679,56 +735,8 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
   static const char *const device_names[] = {"T", "SMEM_OPTIN", "SM_COUNT", "WARP", "ARCH", "HIP"};
   for (i = 0; i < HCT_ARRAY_SIZE(device_names); i++) hct__symtab_set(&names, device_names[i], 1);
 
-  json_t *params = json_object_get(jv, "params");
-  if (params != NULL && !json_is_array(params)) bad(c, field, "params must be an array");
-  json_t *jp;
-  json_array_foreach(params, i, jp) {
-    if (c->err) return;
-    if (v->n_params == HCT_MAX_PARAMS) {
-      bad(c, field, "too many params");
-      return;
-    }
-    if (!json_is_object(jp)) {
-      bad(c, field, "a param must be an object");
-      return;
-    }
-    if (CHECK_KEYS(c, jp, field, keys_param) != 0) return;
-    hct_param_t *p = &v->params[v->n_params++];
-    copy_str(c, p->name, sizeof p->name, get_str(c, jp, "name", field, 1), field, "name");
-    json_t *vals = json_object_get(jp, "values");
-    if (!json_is_array(vals) || json_array_size(vals) == 0 ||
-        json_array_size(vals) > HCT_MAX_PARAM_VALUES) {
-      bad(c, field, "param values must be a non-empty array of at most 16 integers");
-      return;
-    }
-    size_t k;
-    json_t *jval;
-    json_array_foreach(vals, k, jval) {
-      if (!json_is_integer(jval)) {
-        bad(c, field, "param values must be integers");
-        return;
-      }
-      p->values[p->n_values++] = json_integer_value(jval);
-    }
-    hct__symtab_set(&names, p->name, 1);
-  }
-
-  json_t *cons = json_object_get(jv, "constraints");
-  if (cons != NULL && !json_is_array(cons)) {
-    bad(c, field, "constraints must be an array of expressions");
-    return;
-  }
-  json_t *jc;
-  json_array_foreach(cons, i, jc) {
-    if (v->n_constraints == HCT_MAX_CONSTRAINTS) {
-      bad(c, field, "too many constraints");
-      return;
-    }
-    get_expr(c, jc, v->constraints[v->n_constraints], sizeof v->constraints[0], field);
-    check_expr(c, &names, v->constraints[v->n_constraints], field);
-    v->n_constraints++;
-  }
-
+  load_params(c, jv, v, field, &names);
+  if (c->err) return;
   load_scratch(c, json_object_get(jv, "scratch"), v, field, &names);
   if (c->err) return;
   load_tmaps(c, op, jv, v, &names, field);
