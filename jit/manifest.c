@@ -1250,7 +1250,11 @@ static int load_file(ctx_t *c, const char *dir, op_store_t *st) {
     snprintf(cause, sizeof cause, "not JSON: line %d: %s", jerr.line, jerr.text);
     return bad(c, "manifest.json", cause);
   }
-  snprintf(st->op.dir, sizeof st->op.dir, "%s", dir);
+  if (strlen(dir) >= sizeof st->op.dir) {
+    json_decref(root);
+    return bad(c, "folder", "its path is longer than 511 characters");
+  }
+  hct__strlcpy(st->op.dir, dir, sizeof st->op.dir);
   rc = load_json(c, root, &st->op);
   if (rc == 0 && st->op.name[0] != '\0' && strcmp(st->op.name, c->op) != 0)
     rc = bad(c, "op", "differs from the folder name, which names the op: drop the field");
