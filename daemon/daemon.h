@@ -474,6 +474,9 @@ json_t *hct__probes_json(hct_daemon_t *d);
  * that manifest is served instead.  Fails only when memory or the folder
  * itself does.  Any thread. */
 int hct__opset_load(const char *kernels_dir, const hct_opset_t *prev, hct_opset_t **out);
+/* Why op `name` is not served (its folder broke and no manifest read
+ * before stands in), or NULL.  Loop thread. */
+const char *hct__op_broken(const hct_daemon_t *d, const char *name);
 /* The broken ops of `s` as a JSON array of {"op", "why", "kept"}. */
 json_t *hct__opset_broken_json(const hct_opset_t *s);
 void hct__opset_unref(hct_opset_t *s);

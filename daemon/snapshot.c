@@ -132,9 +132,22 @@ static const hct_op_t *opset_find(const hct_opset_t *s, const char *name) {
   return NULL;
 }
 
+const char *hct__op_broken(const hct_daemon_t *d, const char *name) {
+  for (int i = 0; d->ops != NULL && i < d->ops->n_broken; i++)
+    if (strcmp(d->ops->broken[i].name, name) == 0 && !d->ops->broken[i].kept)
+      return d->ops->broken[i].why;
+  return NULL;
+}
+
 const hct_op_t *hct__op_find(hct_daemon_t *d, const char *name) {
   const hct_op_t *op = opset_find(d->ops, name);
   if (op != NULL) return op;
+  /* The engine falls back either way; the asker learns why. */
+  const char *why = hct__op_broken(d, name);
+  if (why != NULL) {
+    hct__error(HCT_ENOENT, "op '%s' is broken, not served: %s", name, why);
+    return NULL;
+  }
   if (d->kernels_dir[0] == '\0') hct__error(HCT_ENOENT, "op '%s': no kernel templates folder", name);
   else hct__error(HCT_ENOENT, "op '%s': no manifest in '%s'", name, d->kernels_dir);
   return NULL;

@@ -278,10 +278,34 @@ static void test_all_kinds_together(void **state) {
     if (b == NULL) fail_msg("%s: not in status's broken_ops", kinds[k].name);
     json_decref(b);
   }
+  /* A choose for a broken op is refused with the cause. */
+  json_t *j = dt_ask(fd, &r, "{\"cmd\":\"choose\",\"op\":\"dupname\",\"tokens\":2}");
+  if (json_is_true(json_object_get(j, "ok")) ||
+      strstr(dt_str(json_object_get(j, "error"), "message"), "name used twice") == NULL)
+    fail_msg("choose of a broken op: %s", json_dumps(j, 0));
+  json_decref(j);
   close(fd);
+  /* hctune status and list print each broken op on a line of its own. */
+  char *out, *err, args[600];
+  snprintf(args, sizeof args, "status --socket '%s'", env.sock);
+  int rc = run_hctune(args, &out, &err);
+  assert_int_equal(rc, 0);
+  snprintf(args, sizeof args, "list --db '%s'", env.db);
+  char *lout, *lerr;
+  assert_int_equal(run_hctune(args, &lout, &lerr), 0);
+  for (size_t k = 0; k < HCT_ARRAY_SIZE(kinds); k++) {
+    char line[100];
+    snprintf(line, sizeof line, "broken op '%s' (not served): op '%s' (", kinds[k].name, kinds[k].name);
+    if (strstr(out, line) == NULL) fail_msg("status: no '%s' in:\n%s", line, out);
+    snprintf(line, sizeof line, "broken op '%s': op '%s' (", kinds[k].name, kinds[k].name);
+    if (strstr(lout, line) == NULL) fail_msg("list: no '%s' in:\n%s", line, lout);
+  }
+  free(out);
+  free(err);
+  free(lout);
+  free(lerr);
   assert_int_equal(dt_stop(&env), 0);
-  char *out, *err;
-  int rc = run_hctune("compile --arch sm_90", &out, &err);
+  rc = run_hctune("compile --arch sm_90", &out, &err);
   if (rc == 0 || rc == 124 || cli_lines(err) != (int)HCT_ARRAY_SIZE(kinds))
     fail_msg("compile exit %d, %d lines, want %zu:\n%s", rc, cli_lines(err), HCT_ARRAY_SIZE(kinds), err);
   free(out);
