@@ -1076,8 +1076,8 @@ static const struct {
  * largest T (`nrows`, for the reference, the rows it computes there). */
 static int check_points(ctx_t *c, const hct_op_t *op, const hct_variant_t *v, const char *field,
                         int nrows) {
-  int idx[HCT_MAX_PARAMS] = {0}, alive = 0;
-  for (int n = 0; n < CHECK_POINTS; n++) {
+  int idx[HCT_MAX_PARAMS] = {0}, alive = 0, complete = 0;
+  for (int n = 0; n < CHECK_POINTS && !complete; n++) {
     hct_point_t pt;
     memset(&pt, 0, sizeof pt);
     for (int p = 0; p < v->n_params; p++) pt.v[p] = v->params[p].values[idx[p]];
@@ -1109,9 +1109,10 @@ static int check_points(ctx_t *c, const hct_op_t *op, const hct_variant_t *v, co
     }
     int p = v->n_params - 1;
     while (p >= 0 && ++idx[p] == v->params[p].n_values) idx[p--] = 0;
-    if (p < 0) break;
+    complete = p < 0;
   }
-  if (!alive && v->n_constraints > 0)
+  /* Empty only when every point was looked at. */
+  if (!alive && complete && v->n_constraints > 0)
     return bad(c, field, "empty parameter space: no point satisfies the constraints");
   return 0;
 }
