@@ -323,14 +323,25 @@ int cmd_compile(int argc, char **argv) {
     }
   }
 
+  /* Every op is loaded before anything is compiled, and each broken one
+   * is said on its own line: the load refuses what a probe would. */
   plan_t pl = {0};
-  for (int i = 0; i < n_names && rc == 0; i++) {
+  int broken = 0;
+  for (int i = 0; i < n_names; i++) {
     hct_op_t *op = NULL;
-    rc = hct__manifest_load(kdir, names[i], &op);
-    if (rc < 0) break;
+    int lrc = hct__manifest_load(kdir, names[i], &op);
+    if (lrc < 0) {
+      hct__error_print("hctune", lrc);
+      broken++;
+      continue;
+    }
     pl.ops[pl.n_ops++] = op;
-    rc = plan_op(&pl, &a, op, arch_num, warp);
   }
+  if (broken > 0) {
+    plan_free(&pl);
+    return HCT_EXIT_FAIL;
+  }
+  for (int i = 0; i < pl.n_ops && rc == 0; i++) rc = plan_op(&pl, &a, pl.ops[i], arch_num, warp);
   if (rc < 0) {
     hct__cli_fail(rc);
     plan_free(&pl);

@@ -203,6 +203,20 @@ static int decision_stale(stale_ctx_t *x, const hct_db_decision_t *d, const hct_
                             why, len) != 0;
 }
 
+/* The ops of the kernels folder that do not load, one line each, after
+ * the table: the daemon serves the others, and this op's decisions from
+ * the manifest it read before, or not at all. */
+static void print_broken_ops(const char *kdir) {
+  char names[64][32];
+  int n = kdir[0] != '\0' ? hct__manifest_list(kdir, names, 64) : 0;
+  for (int i = 0; i < n; i++) {
+    hct_op_t *op;
+    if (hct__manifest_load(kdir, names[i], &op) == 0) hct__manifest_free(op);
+    else printf("broken op '%s': %s\n", names[i], hct_last_error());
+  }
+  hct__error_clear();
+}
+
 static int list_decisions(hct_db_t *db, int json, const hct_db_device_t *devs, int ndev) {
   hct_db_decision_t *d;
   int n;
@@ -247,10 +261,11 @@ static int list_decisions(hct_db_t *db, int json, const hct_db_device_t *devs, i
     return print_json(arr);
   }
   if (n == 0) {
+    printf("no decisions recorded\n");
+    print_broken_ops(sx->kdir);
     stale_ctx_free(sx);
     free(sx);
     free(d);
-    printf("no decisions recorded\n");
     return HCT_EXIT_OK;
   }
   static const char *const head[] = {"CARD", "OP", "PARITY", "TOKENS", "VARIANT", "PARAMS",
@@ -287,9 +302,10 @@ static int list_decisions(hct_db_t *db, int json, const hct_db_device_t *devs, i
     err = hct__table_add(&t, row);
   }
   free(d);
+  if (err == 0) hct__table_print(&t, stdout);
+  if (err == 0) print_broken_ops(sx->kdir);
   stale_ctx_free(sx);
   free(sx);
-  if (err == 0) hct__table_print(&t, stdout);
   if (err == 0 && n_stale > 0)
     printf("%d of %d decisions stale: not served (the baseline is); 'hctune probe --stale' "
            "re-probes them\n", n_stale, n);

@@ -56,6 +56,14 @@ int cmd_status(int argc, char **argv) {
            num(lim, "max_queued"), num(lim, "refused"), num(lim, "dropped"),
            num(lim, "timed_out"));
     printf("probes running: %zu\n", json_array_size(json_object_get(r, "probes")));
+    /* An op whose folder does not load: the others are served. */
+    size_t i;
+    json_t *b;
+    json_array_foreach(json_object_get(r, "broken_ops"), i, b)
+      printf("broken op '%s' (%s): %s\n", json_string_value(json_object_get(b, "op")),
+             json_is_true(json_object_get(b, "kept")) ? "serving the manifest read before"
+                                                      : "not served",
+             json_string_value(json_object_get(b, "why")));
   }
   free(text);
   json_decref(r);

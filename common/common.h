@@ -53,10 +53,20 @@ int hct__default_db_path(char *buf, size_t len, int create_dirs);
 int hct__mkdir_parents(const char *path);
 /* Reads a whole file into a malloc'd NUL-terminated buffer. */
 int hct__read_file(const char *path, char **out, size_t *len);
+/* Reads a file that must be a regular file of at most `max` bytes, never
+ * blocking on what is not one: it is opened with O_NONBLOCK and looked at
+ * with fstat before a byte is read, so a FIFO, a device or a symlink loop
+ * is refused at once and a huge file is refused by its size.  The cause
+ * is in the error ("a FIFO, not a regular file", "67108864 bytes, over the
+ * limit of 4194304").  out: NULL checks the file without reading it. */
+int hct__read_regular(const char *path, size_t max, char **out, size_t *len);
 /* The path of the running executable (libuv's uv_exepath). */
 int hct__exe_path(char *buf, size_t len);
-/* Folder of the kernel templates: $HCTUNE_KERNELS, or kernels-src beside
- * the executable's bin/ folder, or the installed share folder. */
+/* Folders of the kernel templates: $HCTUNE_KERNELS (one folder, or a
+ * colon-separated list of them, searched in order: the tests put their own
+ * ops after the product's), or kernels-src beside the executable's bin/
+ * folder, or the installed share folder.  Every folder of a list must
+ * exist. */
 int hct__kernels_dir(char *buf, size_t len);
 /* Host name, never fails (falls back to "unknown"). */
 void hct__hostname(char *buf, size_t len);

@@ -3,6 +3,7 @@
  * part of hctune.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,69 @@ int hct__read_file(const char *path, char **out, size_t *len) {
   return 0;
 }
 
+/* File types that are not regular files, by what they are called in an
+ * error. */
+static const struct {
+  mode_t type;
+  const char *name;
+} file_types[] = {{S_IFIFO, "a FIFO"},        {S_IFCHR, "a character device"},
+                  {S_IFBLK, "a block device"}, {S_IFDIR, "a folder"},
+                  {S_IFSOCK, "a socket"},      {S_IFLNK, "a symlink"}};
+
+int hct__read_regular(const char *path, size_t max, char **out, size_t *len) {
+  /* O_NONBLOCK: opening a FIFO with no writer would wait forever. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0)
+    return hct__error(errno == ENOENT ? HCT_ENOENT : HCT_EIO, "cannot open '%s': %s", path,
+                      strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return hct__error(HCT_EIO, "cannot stat '%s': %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char *what = "not a plain file";
+    for (size_t i = 0; i < HCT_ARRAY_SIZE(file_types); i++)
+      if ((st.st_mode & S_IFMT) == file_types[i].type) what = file_types[i].name;
+    close(fd);
+    return hct__error(HCT_EINVAL, "'%s' is %s, not a regular file", path, what);
+  }
+  if ((uint64_t)st.st_size > max) {
+    close(fd);
+    return hct__error(HCT_ERANGE, "'%s' is %lld bytes, over the limit of %zu", path,
+                      (long long)st.st_size, max);
+  }
+  if (out == NULL) {
+    close(fd);
+    return 0;
+  }
+  size_t cap = (size_t)st.st_size + 1, n = 0;
+  char *buf = malloc(cap);
+  if (buf == NULL) {
+    close(fd);
+    return hct__error(HCT_ENOMEM, "out of memory reading '%s'", path);
+  }
+  /* A file that grows while read is cut at the size fstat saw. */
+  while (n < cap - 1) {
+    ssize_t r = read(fd, buf + n, cap - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      int e = errno;
+      free(buf);
+      close(fd);
+      return hct__error(HCT_EIO, "cannot read '%s': %s", path, strerror(e));
+    }
+    if (r == 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = '\0';
+  *out = buf;
+  if (len) *len = n;
+  return 0;
+}
+
 static int is_dir(const char *p) {
   struct stat st;
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
@@ -136,8 +200,18 @@ int hct__exe_path(char *buf, size_t len) {
 int hct__kernels_dir(char *buf, size_t len) {
   const char *env = getenv("HCTUNE_KERNELS");
   if (env != NULL && env[0] != '\0') {
-    if (!is_dir(env))
-      return hct__error(HCT_ENOENT, "kernel templates '%s' (HCTUNE_KERNELS): no such folder", env);
+    for (const char *p = env; *p != '\0';) {
+      size_t n = strcspn(p, ":");
+      char one[PATH_MAX];
+      snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), p);
+      if (n > 0 && !is_dir(one))
+        return hct__error(HCT_ENOENT, "kernel templates '%s' (HCTUNE_KERNELS): no such folder",
+                          one);
+      p += n + (p[n] == ':');
+    }
+    if (strlen(env) >= len)
+      return hct__error(HCT_ERANGE, "kernel templates (HCTUNE_KERNELS): longer than %zu bytes",
+                        len - 1);
     hct__strlcpy(buf, env, len);
     return 0;
   }

@@ -211,6 +211,9 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
   }
   /* No manifest here: the client's table still knows the safe answer. */
   ch->base = hct__builtin_baseline(r->op);
+  if (ch->base == NULL && hct__op_broken(d, r->op) != NULL)
+    return hct__error(HCT_ENOENT, "op '%s': no decision, and its folder is broken: %s", r->op,
+                      hct__op_broken(d, r->op));
   if (ch->base == NULL) return hct__error(HCT_ENOENT, "op '%s': no decision and no manifest", r->op);
   hct__strlcpy(ch->base_params, "{}", sizeof ch->base_params);
   hct__error_clear();

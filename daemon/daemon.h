@@ -332,10 +332,21 @@ struct hct_conn_s {
 /* The ops of the kernels folder (daemon/snapshot.c).  Shared with the jobs
  * that check rows against it on the thread pool: refs counts them, and
  * only the loop thread changes it. */
+/* An op whose folder did not load, and why (one line naming the field). */
+typedef struct hct_broken_op_s {
+  char name[32];
+  char why[1024];
+  int kept; /* the manifest of the load before is served in its place (SIGHUP) */
+} hct_broken_op_t;
+
 typedef struct hct_opset_s {
   int refs;
   hct_op_t *ops[HCT_MAX_OPS];
   int n;
+  /* Ops whose folder did not load: the rest are served all the same (one
+   * broken op must not take the others down), and status says why. */
+  hct_broken_op_t broken[HCT_MAX_OPS];
+  int n_broken;
 } hct_opset_t;
 
 struct hct_daemon_s {
@@ -457,8 +468,17 @@ json_t *hct__probes_json(hct_daemon_t *d);
 
 /* ---- snapshot.c: manifests, the DB snapshot, and the DB lane ------------ */
 
-/* Loads every op of kernels_dir into a new opset (refs 1).  Any thread. */
-int hct__opset_load(const char *kernels_dir, hct_opset_t **out);
+/* Loads every op of kernels_dir into a new opset (refs 1).  An op that
+ * does not load is listed in broken[] and logged (once per load, a
+ * warning); where `prev` (the opset before, or NULL) holds it, a copy of
+ * that manifest is served instead.  Fails only when memory or the folder
+ * itself does.  Any thread. */
+int hct__opset_load(const char *kernels_dir, const hct_opset_t *prev, hct_opset_t **out);
+/* Why op `name` is not served (its folder broke and no manifest read
+ * before stands in), or NULL.  Loop thread. */
+const char *hct__op_broken(const hct_daemon_t *d, const char *name);
+/* The broken ops of `s` as a JSON array of {"op", "why", "kept"}. */
+json_t *hct__opset_broken_json(const hct_opset_t *s);
 void hct__opset_unref(hct_opset_t *s);
 /* The manifest of op `name`, or NULL with the error recorded (no such op).
  * hct__op_get also refuses self-test ops: those exist to exercise the

@@ -112,6 +112,7 @@ int hct__req_status(hct_conn_t *c, hct_req_t *r) {
                           "timed_out", (json_int_t)d->timed_out);
   if (o != NULL) json_object_set_new(o, "limits", lim);
   else json_decref(lim);
+  if (o != NULL) json_object_set_new(o, "broken_ops", hct__opset_broken_json(d->ops));
   hct__reply_json(c, r->id, o);
   return 0;
 }

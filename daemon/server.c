@@ -212,11 +212,18 @@ static int start(hct_daemon_t *d, const hct_daemon_opts_t *o) {
   if (o->db_path != NULL) hct__strlcpy(d->db_path, o->db_path, sizeof d->db_path);
   else if ((rc = hct__default_db_path(d->db_path, sizeof d->db_path, !given)) < 0) return rc;
   if (o->kernels_dir != NULL) {
-    struct stat st;
-    if (stat(o->kernels_dir, &st) != 0 || !S_ISDIR(st.st_mode))
-      return hct__error(HCT_ENOENT, "kernel templates '%s': %s", o->kernels_dir,
-                        errno == 0 || stat(o->kernels_dir, &st) == 0 ? "not a folder"
-                                                                      : "no such folder");
+    /* One folder, or a colon-separated list of them (as $HCTUNE_KERNELS). */
+    for (const char *p = o->kernels_dir; *p != '\0';) {
+      size_t n = strcspn(p, ":");
+      char one[PATH_MAX];
+      snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), p);
+      struct stat st;
+      errno = 0;
+      if (n > 0 && (stat(one, &st) != 0 || !S_ISDIR(st.st_mode)))
+        return hct__error(HCT_ENOENT, "kernel templates '%s': %s", one,
+                          errno == 0 ? "not a folder" : "no such folder");
+      p += n + (p[n] == ':');
+    }
     hct__strlcpy(d->kernels_dir, o->kernels_dir, sizeof d->kernels_dir);
   } else if (hct__kernels_dir(d->kernels_dir, sizeof d->kernels_dir) < 0) {
     /* $HCTUNE_KERNELS names a folder: a wrong one is refused.  Found by

@@ -67,7 +67,27 @@ struct hct_lane_s {
 
 /* ---- manifests ------------------------------------------------------------ */
 
-int hct__opset_load(const char *kernels_dir, hct_opset_t **out) {
+static const hct_op_t *opset_find(const hct_opset_t *s, const char *name);
+
+/* Records op `name` of s as broken (the error just raised) and serves the
+ * manifest prev holds for it, if any. */
+static int opset_broken(hct_opset_t *s, const hct_opset_t *prev, const char *name) {
+  if (s->n_broken == HCT_MAX_OPS) return 0;
+  hct_broken_op_t *b = &s->broken[s->n_broken++];
+  hct__strlcpy(b->name, name, sizeof b->name);
+  hct__strlcpy(b->why, hct_last_error(), sizeof b->why);
+  hct__error_clear();
+  const hct_op_t *old = opset_find(prev, name);
+  if (old != NULL && s->n < HCT_MAX_OPS && hct__manifest_copy(old, &s->ops[s->n]) == 0) {
+    s->n++;
+    b->kept = 1;
+  }
+  hct__log(HCT_LOG_WARN, "%s: %s", b->why,
+           b->kept ? "keeping the manifest read before" : "op not served");
+  return 0;
+}
+
+int hct__opset_load(const char *kernels_dir, const hct_opset_t *prev, hct_opset_t **out) {
   hct_opset_t *s = calloc(1, sizeof *s);
   if (s == NULL) return hct__error(HCT_ENOMEM, "manifests: out of memory");
   s->refs = 1;
@@ -76,11 +96,12 @@ int hct__opset_load(const char *kernels_dir, hct_opset_t **out) {
     int n = hct__manifest_list(kernels_dir, names, HCT_MAX_OPS);
     for (int i = 0; n > 0 && i < n; i++) {
       int rc = hct__manifest_load(kernels_dir, names[i], &s->ops[s->n]);
-      if (rc < 0) {
+      if (rc == HCT_ENOMEM) {
         n = rc;
         break;
       }
-      s->n++;
+      if (rc < 0) opset_broken(s, prev, names[i]);
+      else s->n++;
     }
     if (n < 0) {
       hct__opset_unref(s);
@@ -89,6 +110,14 @@ int hct__opset_load(const char *kernels_dir, hct_opset_t **out) {
   }
   *out = s;
   return 0;
+}
+
+json_t *hct__opset_broken_json(const hct_opset_t *s) {
+  json_t *arr = json_array();
+  for (int i = 0; arr != NULL && s != NULL && i < s->n_broken; i++)
+    json_array_append_new(arr, json_pack("{s:s, s:s, s:b}", "op", s->broken[i].name, "why",
+                                         s->broken[i].why, "kept", s->broken[i].kept));
+  return arr;
 }
 
 void hct__opset_unref(hct_opset_t *s) {
@@ -103,9 +132,22 @@ static const hct_op_t *opset_find(const hct_opset_t *s, const char *name) {
   return NULL;
 }
 
+const char *hct__op_broken(const hct_daemon_t *d, const char *name) {
+  for (int i = 0; d->ops != NULL && i < d->ops->n_broken; i++)
+    if (strcmp(d->ops->broken[i].name, name) == 0 && !d->ops->broken[i].kept)
+      return d->ops->broken[i].why;
+  return NULL;
+}
+
 const hct_op_t *hct__op_find(hct_daemon_t *d, const char *name) {
   const hct_op_t *op = opset_find(d->ops, name);
   if (op != NULL) return op;
+  /* The engine falls back either way; the asker learns why. */
+  const char *why = hct__op_broken(d, name);
+  if (why != NULL) {
+    hct__error(HCT_ENOENT, "op '%s' is broken, not served: %s", name, why);
+    return NULL;
+  }
   if (d->kernels_dir[0] == '\0') hct__error(HCT_ENOENT, "op '%s': no kernel templates folder", name);
   else hct__error(HCT_ENOENT, "op '%s': no manifest in '%s'", name, d->kernels_dir);
   return NULL;
@@ -299,7 +341,7 @@ static void lane_work(uv_work_t *w) {
   L->ops_new = NULL;
   if (j->reopen) {
     hct_opset_t *ops;
-    if (hct__opset_load(d->kernels_dir, &ops) == 0) {
+    if (hct__opset_load(d->kernels_dir, L->ops_used, &ops) == 0) {
       L->ops_new = ops;
       hct__opset_unref(L->ops_used);
       ops->refs++;
@@ -332,7 +374,8 @@ static void lane_apply(hct_lane_t *L, int first) {
     hct__opset_unref(d->ops);
     d->ops = L->ops_new;
     L->ops_new = NULL;
-    hct__log(HCT_LOG_INFO, "manifests re-read: %d ops", d->ops->n);
+    hct__log(HCT_LOG_INFO, "manifests re-read: %d ops, %d broken", d->ops->n - d->ops->n_broken,
+             d->ops->n_broken);
   }
   if (L->ix_new != NULL) {
     /* Thousands of rendered replies: freed on the pool by the next job. */
@@ -442,7 +485,7 @@ int hct__snapshot_start(hct_daemon_t *d) {
   L->d = d;
   uv_mutex_init(&L->bin_mu);
   d->lane = L;
-  int rc = hct__opset_load(d->kernels_dir, &d->ops);
+  int rc = hct__opset_load(d->kernels_dir, NULL, &d->ops);
   if (rc < 0) return rc;
   L->ops_used = d->ops;
   d->ops->refs++;

@@ -212,7 +212,7 @@ static int hash_file(XXH3_state_t *st, seen_t *seen, const char *path, const cha
 
   char *text;
   size_t len;
-  int rc = hct__read_file(path, &text, &len);
+  int rc = hct__read_regular(path, HCT_TEMPLATE_MAX, &text, &len);
   if (rc < 0)
     return hct__error(HCT_ETEMPLATE, "template '%s': cannot read '%s': %s", seen->template_name,
                       path, hct_last_error());
@@ -349,7 +349,9 @@ static void compile_keyed(hct_compile_job_t *job) {
   snprintf(path, sizeof path, "%s/%s", job->op->dir, job->variant->template_file);
   hct__common_include_dir(job->op, common, sizeof common);
   char *source = NULL;
-  int rc = hct__read_file(path, &source, NULL);
+  /* Checked at load, but the folder may change since: a FIFO put in the
+   * template's place is refused, never waited on. */
+  int rc = hct__read_regular(path, HCT_TEMPLATE_MAX, &source, NULL);
   if (rc < 0)
     rc = hct__error(HCT_ETEMPLATE, "template '%s/%s': %s", job->op->name,
                     job->variant->template_file, hct_last_error());

@@ -279,12 +279,29 @@ int hct__op_batch(const hct_op_t *op, int T);
  * asking for --tokens. */
 int hct__op_probe_tokens(const hct_op_t *op, hct_tokens_t *out);
 
-/* Loads <kernels_dir>/<op>/manifest.json.  Every error names the file and
- * the field. */
+/* The largest manifest and template read: anything bigger is a mistake
+ * (a data file copied in), refused by its size before a byte is read. */
+#define HCT_MANIFEST_MAX ((size_t)4 << 20)
+#define HCT_TEMPLATE_MAX ((size_t)8 << 20)
+
+/* Loads <kernels_dir>/<op>/manifest.json; kernels_dir may be a
+ * colon-separated list of folders, the first holding the op wins.  Every
+ * error is one line naming the op, the file, the field and the cause, and
+ * the load refuses what a probe would (docs/manifest.md, "What the load
+ * checks"): unknown fields, unknown names in expressions, an empty
+ * parameter space, a scratch over 1 TiB, templates that are missing, not
+ * regular files or outside the op's folder and the shared include folder.
+ * It never blocks on a FIFO or a device (hct__read_regular). */
 int hct__manifest_load(const char *kernels_dir, const char *op, hct_op_t **out);
 void hct__manifest_free(hct_op_t *op);
-/* Names of the ops under kernels_dir (folders holding a manifest.json),
- * sorted; returns the count or a negative code. */
+/* A copy of a loaded op that lives on its own (freed with
+ * hct__manifest_free): what the daemon keeps serving when the op's folder
+ * breaks under it. */
+int hct__manifest_copy(const hct_op_t *op, hct_op_t **out);
+/* Names of the ops under kernels_dir (folders holding a manifest.json;
+ * of a colon-separated list, the union, the first folder's op hiding a
+ * later one of the same name), sorted; returns the count or a negative
+ * code. */
 int hct__manifest_list(const char *kernels_dir, char names[][32], int max);
 const hct_variant_t *hct__variant_find(const hct_op_t *op, const char *name);
 /* The op's buffer called `name`, or NULL. */

@@ -8,24 +8,74 @@
  * probe.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "jit.h"
 
 typedef struct {
-  const char *path;
+  const char *op;   /* the folder's name, which names the op */
+  const char *path; /* of manifest.json */
   int err;
 } ctx_t;
 
+/* The first error of a load, as one line: the op, its manifest, the field
+ * and the cause ("op 'foo' (k/foo/manifest.json): variant 'v1' launches[0]:
+ * unknown name 'BLOKS'"), so a broken op is fixed from the message alone. */
 static int bad(ctx_t *c, const char *field, const char *cause) {
-  if (!c->err) c->err = hct__error(HCT_EMANIFEST, "manifest '%s': %s: %s", c->path, field, cause);
+  if (!c->err)
+    c->err = hct__error(HCT_EMANIFEST, "op '%s' (%s): %s: %s", c->op, c->path, field, cause);
   return c->err;
 }
+
+/* Refuses a key of `obj` that `known` does not list: a misspelt optional
+ * field ("constraint" for "constraints") would otherwise be ignored, and
+ * the op would run without what its author wrote. */
+static int check_keys(ctx_t *c, json_t *obj, const char *field, const char *const *known,
+                      size_t n) {
+  const char *key;
+  json_t *x;
+  if (c->err || !json_is_object(obj)) return c->err;
+  json_object_foreach(obj, key, x) {
+    size_t k;
+    for (k = 0; k < n && strcmp(known[k], key) != 0; k++) {}
+    if (k == n) {
+      char cause[160];
+      snprintf(cause, sizeof cause, "unknown field '%.100s'", key);
+      return bad(c, field, cause);
+    }
+  }
+  return 0;
+}
+#define CHECK_KEYS(c, obj, field, known) check_keys(c, obj, field, known, HCT_ARRAY_SIZE(known))
+
+/* The fields each object of a manifest may have (docs/manifest.md). */
+static const char *const keys_top[] = {"op",     "description", "selftest",     "tokens",
+                                       "constants", "buffers",  "inputs",       "reference",
+                                       "kl",     "timing",      "probe_tokens", "checks",
+                                       "search", "variants"};
+static const char *const keys_buffer[] = {"name", "dtype", "role", "elems", "row"};
+static const char *const keys_input[] = {"buffer", "mean", "sd", "fan_in"};
+static const char *const keys_reference[] = {"template", "rows", "scratch", "launches"};
+static const char *const keys_rows[] = {"sample", "why"};
+static const char *const keys_scratch[] = {"name", "bytes", "zero"};
+static const char *const keys_variant[] = {
+    "name",     "template",    "class",  "reference",   "min_arch",  "hip",
+    "wave64",   "arch_specific", "tokens", "grid_barrier", "description", "params",
+    "constraints", "scratch",  "launches", "tensor_maps", "search"};
+static const char *const keys_param[] = {"name", "values"};
+static const char *const keys_launch[] = {"entry", "grid", "block", "smem", "pdl", "args"};
+static const char *const keys_tmap[] = {"name", "buffer", "dtype", "dims", "box", "swizzle"};
+static const char *const keys_kl[] = {"mean_factor", "abs_floor", "maxerr_factor",
+                                      "baseline_max_rel_err"};
+static const char *const keys_timing[] = {"mode", "batch"};
 
 static const char *get_str(ctx_t *c, json_t *obj, const char *key, const char *field, int required) {
   json_t *v = json_object_get(obj, key);
@@ -171,6 +221,11 @@ static void load_scratch(ctx_t *c, json_t *scr, hct_variant_t *v, const char *fi
       bad(c, field, "too many scratch buffers");
       return;
     }
+    if (!json_is_object(js)) {
+      bad(c, field, "a scratch entry must be an object");
+      return;
+    }
+    if (CHECK_KEYS(c, js, field, keys_scratch) != 0) return;
     hct_scratch_t *s = &v->scratch[v->n_scratch++];
     copy_str(c, s->name, sizeof s->name, get_str(c, js, "name", field, 1), field, "name");
     json_t *b = json_object_get(js, "bytes");
@@ -240,17 +295,8 @@ static int load_search(ctx_t *c, json_t *js, const char *field, hct_search_t *ou
   if (!json_is_object(js)) return bad(c, field, "must be an object");
   static const char *const known[] = {"strategy", "keep", "rule", "first_samples", "growth",
                                       "max_samples", "final_points", "carry", "min_points", "why"};
-  const char *key;
+  if (CHECK_KEYS(c, js, field, known) != 0) return c->err;
   json_t *x;
-  json_object_foreach(js, key, x) {
-    size_t k;
-    for (k = 0; k < HCT_ARRAY_SIZE(known) && strcmp(known[k], key) != 0; k++) {}
-    if (k == HCT_ARRAY_SIZE(known)) {
-      char cause[128];
-      snprintf(cause, sizeof cause, "unknown field '%s'", key);
-      return bad(c, field, cause);
-    }
-  }
   const char *st = json_string_value(json_object_get(js, "strategy"));
   if (json_object_get(js, "strategy") != NULL) {
     if (st != NULL && strcmp(st, "exhaustive") == 0) out->strategy = HCT_SEARCH_EXHAUSTIVE;
@@ -324,16 +370,9 @@ static int load_checks(ctx_t *c, json_t *root, hct_op_t *op) {
   json_t *js = json_object_get(root, "checks");
   if (js == NULL) return 0;
   if (!json_is_object(js)) return bad(c, "checks", "must be an object");
-  const char *key;
-  json_t *x;
-  json_object_foreach(js, key, x) {
-    if (strcmp(key, "all_points_up_to") != 0 && strcmp(key, "why") != 0) {
-      char cause[128];
-      snprintf(cause, sizeof cause, "unknown field '%s'", key);
-      return bad(c, "checks", cause);
-    }
-  }
-  x = json_object_get(js, "all_points_up_to");
+  static const char *const known[] = {"all_points_up_to", "why"};
+  if (CHECK_KEYS(c, js, "checks", known) != 0) return c->err;
+  json_t *x = json_object_get(js, "all_points_up_to");
   long long n = json_is_integer(x) ? json_integer_value(x) : -1;
   if (n < op->tmin || n > op->tmax) {
     char cause[160];
@@ -373,6 +412,7 @@ static void load_launches(ctx_t *c, const hct_op_t *op, json_t *launches, hct_va
       bad(c, lf, "not an object");
       return;
     }
+    if (CHECK_KEYS(c, jl, lf, keys_launch) != 0) return;
     copy_str(c, l->entry, sizeof l->entry, get_str(c, jl, "entry", lf, 1), lf, "entry");
     static const char *const dims[] = {"grid", "block"};
     for (int d = 0; d < 2; d++) {
@@ -478,6 +518,7 @@ static void load_tmaps(ctx_t *c, const hct_op_t *op, json_t *jv, hct_variant_t *
       bad(c, field, "not an object");
       return;
     }
+    if (CHECK_KEYS(c, jt, field, keys_tmap) != 0) return;
     hct_tmap_spec_t *t = &v->tmaps[v->n_tmaps++];
     copy_str(c, t->name, sizeof t->name, get_str(c, jt, "name", field, 1), field, "name");
     copy_str(c, t->target, sizeof t->target, get_str(c, jt, "buffer", field, 1), field, "buffer");
@@ -575,6 +616,62 @@ int hct__tmap_arg(const hct_tmap_spec_t *maps, int n, const char *text) {
   return -1;
 }
 
+/* A variant's "params" (each a name and its values, added to `names`)
+ * and "constraints" (expressions over names). */
+static void load_params(ctx_t *c, json_t *jv, hct_variant_t *v, const char *field,
+                        hct_symtab_t *names) {
+  size_t i;
+  json_t *params = json_object_get(jv, "params");
+  if (params != NULL && !json_is_array(params)) bad(c, field, "params must be an array");
+  json_t *jp;
+  json_array_foreach(params, i, jp) {
+    if (c->err) return;
+    if (v->n_params == HCT_MAX_PARAMS) {
+      bad(c, field, "too many params");
+      return;
+    }
+    if (!json_is_object(jp)) {
+      bad(c, field, "a param must be an object");
+      return;
+    }
+    if (CHECK_KEYS(c, jp, field, keys_param) != 0) return;
+    hct_param_t *p = &v->params[v->n_params++];
+    copy_str(c, p->name, sizeof p->name, get_str(c, jp, "name", field, 1), field, "name");
+    json_t *vals = json_object_get(jp, "values");
+    if (!json_is_array(vals) || json_array_size(vals) == 0 ||
+        json_array_size(vals) > HCT_MAX_PARAM_VALUES) {
+      bad(c, field, "param values must be a non-empty array of at most 16 integers");
+      return;
+    }
+    size_t k;
+    json_t *jval;
+    json_array_foreach(vals, k, jval) {
+      if (!json_is_integer(jval)) {
+        bad(c, field, "param values must be integers");
+        return;
+      }
+      p->values[p->n_values++] = json_integer_value(jval);
+    }
+    hct__symtab_set(names, p->name, 1);
+  }
+
+  json_t *cons = json_object_get(jv, "constraints");
+  if (cons != NULL && !json_is_array(cons)) {
+    bad(c, field, "constraints must be an array of expressions");
+    return;
+  }
+  json_t *jc;
+  json_array_foreach(cons, i, jc) {
+    if (v->n_constraints == HCT_MAX_CONSTRAINTS) {
+      bad(c, field, "too many constraints");
+      return;
+    }
+    get_expr(c, jc, v->constraints[v->n_constraints], sizeof v->constraints[0], field);
+    check_expr(c, names, v->constraints[v->n_constraints], field);
+    v->n_constraints++;
+  }
+}
+
 static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, int idx) {
   char field[160];
   snprintf(field, sizeof field, "variants[%d]", idx);
@@ -585,6 +682,7 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
   copy_str(c, v->name, sizeof v->name, get_str(c, jv, "name", field, 1), field, "name");
   if (c->err) return;
   snprintf(field, sizeof field, "variant '%s'", v->name);
+  if (CHECK_KEYS(c, jv, field, keys_variant) != 0) return;
   copy_str(c, v->template_file, sizeof v->template_file, get_str(c, jv, "template", field, 1),
            field, "template");
   copy_str(c, v->description, sizeof v->description, get_str(c, jv, "description", field, 0),
@@ -637,47 +735,8 @@ static void load_variant(ctx_t *c, hct_op_t *op, json_t *jv, hct_variant_t *v, i
   static const char *const device_names[] = {"T", "SMEM_OPTIN", "SM_COUNT", "WARP", "ARCH", "HIP"};
   for (i = 0; i < HCT_ARRAY_SIZE(device_names); i++) hct__symtab_set(&names, device_names[i], 1);
 
-  json_t *params = json_object_get(jv, "params");
-  if (params != NULL && !json_is_array(params)) bad(c, field, "params must be an array");
-  json_t *jp;
-  json_array_foreach(params, i, jp) {
-    if (c->err) return;
-    if (v->n_params == HCT_MAX_PARAMS) {
-      bad(c, field, "too many params");
-      return;
-    }
-    hct_param_t *p = &v->params[v->n_params++];
-    copy_str(c, p->name, sizeof p->name, get_str(c, jp, "name", field, 1), field, "name");
-    json_t *vals = json_object_get(jp, "values");
-    if (!json_is_array(vals) || json_array_size(vals) == 0 ||
-        json_array_size(vals) > HCT_MAX_PARAM_VALUES) {
-      bad(c, field, "param values must be a non-empty array of at most 16 integers");
-      return;
-    }
-    size_t k;
-    json_t *jval;
-    json_array_foreach(vals, k, jval) {
-      if (!json_is_integer(jval)) {
-        bad(c, field, "param values must be integers");
-        return;
-      }
-      p->values[p->n_values++] = json_integer_value(jval);
-    }
-    hct__symtab_set(&names, p->name, 1);
-  }
-
-  json_t *cons = json_object_get(jv, "constraints");
-  json_t *jc;
-  json_array_foreach(cons, i, jc) {
-    if (v->n_constraints == HCT_MAX_CONSTRAINTS) {
-      bad(c, field, "too many constraints");
-      return;
-    }
-    get_expr(c, jc, v->constraints[v->n_constraints], sizeof v->constraints[0], field);
-    check_expr(c, &names, v->constraints[v->n_constraints], field);
-    v->n_constraints++;
-  }
-
+  load_params(c, jv, v, field, &names);
+  if (c->err) return;
   load_scratch(c, json_object_get(jv, "scratch"), v, field, &names);
   if (c->err) return;
   load_tmaps(c, op, jv, v, &names, field);
@@ -703,6 +762,7 @@ static int load_inputs(ctx_t *c, json_t *root, hct_op_t *op) {
     char field[80], cause[160];
     snprintf(field, sizeof field, "inputs[%zu]", i);
     if (!json_is_object(ji)) return bad(c, field, "not an object");
+    if (CHECK_KEYS(c, ji, field, keys_input) != 0) return c->err;
     const char *name = get_str(c, ji, "buffer", field, 1);
     if (c->err) return c->err;
     hct_buffer_t *b = (hct_buffer_t *)hct__buffer_find(op, name);
@@ -759,6 +819,7 @@ static int load_reference(ctx_t *c, json_t *root, hct_op_t *op) {
   json_t *jr = json_object_get(root, "reference");
   if (jr == NULL) return 0;
   if (!json_is_object(jr)) return bad(c, "reference", "not an object");
+  if (CHECK_KEYS(c, jr, "reference", keys_reference) != 0) return c->err;
   hct_reference_t *r = &op->reference;
   r->present = 1;
   hct_variant_t *v = &r->v;
@@ -776,6 +837,7 @@ static int load_reference(ctx_t *c, json_t *root, hct_op_t *op) {
   json_t *rows = json_object_get(jr, "rows");
   if (rows != NULL) {
     if (!json_is_object(rows)) return bad(c, "reference.rows", "not an object");
+    if (CHECK_KEYS(c, rows, "reference.rows", keys_rows) != 0) return c->err;
     json_t *n = json_object_get(rows, "sample");
     if (!json_is_integer(n) || json_integer_value(n) < 2 || json_integer_value(n) > HCT_MAX_TOKENS)
       return bad(c, "reference.rows.sample", "must be an integer of at least 2 (the first and the last row)");
@@ -809,8 +871,10 @@ static int load_reference(ctx_t *c, json_t *root, hct_op_t *op) {
   return 0;
 }
 
-static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
+/* The op's name, description, token range and constants. */
+static int load_header(ctx_t *c, json_t *root, hct_op_t *op) {
   if (!json_is_object(root)) return bad(c, "top level", "not an object");
+  if (CHECK_KEYS(c, root, "top level", keys_top) != 0) return c->err;
   /* The folder names the op (hct__manifest_load), so that a copy of an op's
    * folder under another name is another op with nothing else changed; an
    * "op" field, where a manifest still has one, must agree with it. */
@@ -821,6 +885,7 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
   op->tmin = 1;
   op->tmax = 8;
   get_range(c, root, "tokens", &op->tmin, &op->tmax);
+  if (c->err) return c->err;
 
   json_t *consts = json_object_get(root, "constants");
   if (consts != NULL && !json_is_object(consts)) return bad(c, "constants", "not an object");
@@ -828,11 +893,17 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
   json_t *jv;
   json_object_foreach(consts, key, jv) {
     if (!json_is_integer(jv)) return bad(c, "constants", "values must be integers");
+    /* The rest of the table holds T, the card's names and the params. */
+    if (op->constants.n == 40) return bad(c, "constants", "too many (at most 40)");
     /* The symbol table keeps pointers: the names live in the manifest
      * copy we keep for the op's lifetime. */
     hct__symtab_set(&op->constants, key, json_integer_value(jv));
   }
+  return 0;
+}
 
+/* "buffers": the op's tensors, every expression over the constants and T. */
+static int load_buffers(ctx_t *c, json_t *root, hct_op_t *op) {
   json_t *bufs = json_object_get(root, "buffers");
   if (!json_is_array(bufs) || json_array_size(bufs) == 0) return bad(c, "buffers", "must be a non-empty array");
   size_t i;
@@ -844,6 +915,8 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
     hct_buffer_t *b = &op->buffers[op->n_buffers++];
     char field[64];
     snprintf(field, sizeof field, "buffers[%zu]", i);
+    if (!json_is_object(jb)) return bad(c, field, "not an object");
+    if (CHECK_KEYS(c, jb, field, keys_buffer) != 0) return c->err;
     copy_str(c, b->name, sizeof b->name, get_str(c, jb, "name", field, 1), field, "name");
     const char *dt = get_str(c, jb, "dtype", field, 1);
     const char *role = get_str(c, jb, "role", field, 1);
@@ -869,43 +942,61 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
     }
     if (c->err) return c->err;
   }
-  if (load_inputs(c, root, op) != 0 || load_reference(c, root, op) != 0) return c->err;
+  return 0;
+}
 
+/* "kl": the factors of kl parity, with their defaults. */
+static int load_kl(ctx_t *c, json_t *root, hct_op_t *op) {
   json_t *kl = json_object_get(root, "kl");
   op->kl_mean_factor = 1.25;
   op->kl_abs_floor = 1e-9;
   op->maxerr_factor = 4.0;
   op->baseline_max_rel_err = 1e-5;
-  if (kl != NULL) {
-    json_t *x;
-    if ((x = json_object_get(kl, "mean_factor"))) op->kl_mean_factor = json_number_value(x);
-    if ((x = json_object_get(kl, "abs_floor"))) op->kl_abs_floor = json_number_value(x);
-    if ((x = json_object_get(kl, "maxerr_factor"))) op->maxerr_factor = json_number_value(x);
-    if ((x = json_object_get(kl, "baseline_max_rel_err"))) {
-      op->baseline_max_rel_err = json_number_value(x);
-      if (!json_is_number(x) || !(op->baseline_max_rel_err > 0.0) || op->baseline_max_rel_err >= 1.0)
-        return bad(c, "kl.baseline_max_rel_err", "must be a number in (0, 1)");
-    }
+  if (kl == NULL) return 0;
+  if (!json_is_object(kl)) return bad(c, "kl", "not an object");
+  if (CHECK_KEYS(c, kl, "kl", keys_kl) != 0) return c->err;
+  static const struct {
+    const char *name;
+    size_t off;
+  } factors[] = {{"mean_factor", offsetof(hct_op_t, kl_mean_factor)},
+                 {"abs_floor", offsetof(hct_op_t, kl_abs_floor)},
+                 {"maxerr_factor", offsetof(hct_op_t, maxerr_factor)},
+                 {"baseline_max_rel_err", offsetof(hct_op_t, baseline_max_rel_err)}};
+  for (size_t k = 0; k < HCT_ARRAY_SIZE(factors); k++) {
+    json_t *x = json_object_get(kl, factors[k].name);
+    if (x == NULL) continue;
+    char field[64];
+    snprintf(field, sizeof field, "kl.%s", factors[k].name);
+    if (!json_is_number(x) || !isfinite(json_number_value(x)) || json_number_value(x) < 0)
+      return bad(c, field, "must be a finite number, not below 0");
+    *(double *)((char *)op + factors[k].off) = json_number_value(x);
   }
-  if (load_probe_tokens(c, root, op) != 0) return c->err;
-  if (load_checks(c, root, op) != 0) return c->err;
-  op->search = search_defaults;
-  if (load_search(c, json_object_get(root, "search"), "search", &op->search) != 0) return c->err;
+  if (!(op->baseline_max_rel_err > 0.0) || op->baseline_max_rel_err >= 1.0)
+    return bad(c, "kl.baseline_max_rel_err", "must be a number in (0, 1)");
+  return 0;
+}
+
+/* "timing": the deciding measurement and the batch expression, which must
+ * be a launch count the worker takes at every count the op is probed at by
+ * default, and at both ends of its range. */
+static int load_timing(ctx_t *c, json_t *root, hct_op_t *op) {
   json_t *timing = json_object_get(root, "timing");
   op->timing_cold = 1;
   hct__strlcpy(op->batch_expr, "96", sizeof op->batch_expr);
   if (timing != NULL) {
+    if (!json_is_object(timing)) return bad(c, "timing", "not an object");
+    if (CHECK_KEYS(c, timing, "timing", keys_timing) != 0) return c->err;
     const char *mode = get_str(c, timing, "mode", "timing.mode", 0);
     if (mode != NULL && strcmp(mode, "cold") != 0 && strcmp(mode, "hot") != 0)
       return bad(c, "timing.mode", "must be cold or hot");
     if (mode != NULL) op->timing_cold = strcmp(mode, "cold") == 0;
     json_t *x = json_object_get(timing, "batch");
     if (x != NULL) get_expr(c, x, op->batch_expr, sizeof op->batch_expr, "timing.batch");
+    hct_symtab_t names = op->constants;
+    hct__symtab_set(&names, "T", 1);
     check_expr(c, &names, op->batch_expr, "timing.batch");
     if (c->err) return c->err;
   }
-  /* The batch must be a launch count the worker takes at every count the
-   * op is probed at by default, and at both ends of its range. */
   int at[HCT_MAX_TOKEN_LIST + 2], n_at = 0;
   at[n_at++] = op->tmin;
   at[n_at++] = op->tmax;
@@ -919,25 +1010,26 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
     }
     if (k == 0) op->batch = b;
   }
+  return 0;
+}
 
-  json_t *vars = json_object_get(root, "variants");
-  if (!json_is_array(vars) || json_array_size(vars) == 0) return bad(c, "variants", "must be a non-empty array");
-  json_array_foreach(vars, i, jv) {
-    if (op->n_variants == HCT_MAX_VARIANTS) return bad(c, "variants", "too many");
-    load_variant(c, op, jv, &op->variants[op->n_variants++], (int)i);
-    if (c->err) return c->err;
-  }
-  /* Cross-checks: unique names, references exist, exactly one baseline. */
+/* Cross-checks of the variants: unique names, references that exist and
+ * end at the baseline or a kl variant, exactly one baseline. */
+static int check_variants(ctx_t *c, const hct_op_t *op) {
   int baselines = 0;
   for (int a = 0; a < op->n_variants; a++) {
     const hct_variant_t *v = &op->variants[a];
-    baselines += v->parity == HCT_PARITY_BASELINE;
-    for (int b = a + 1; b < op->n_variants; b++)
-      if (strcmp(v->name, op->variants[b].name) == 0) return bad(c, v->name, "variant name used twice");
-    if (v->reference[0] != '\0' && hct__variant_find(op, v->reference) == NULL)
-      return bad(c, v->name, "reference names no variant of this op");
     char field[64];
     snprintf(field, sizeof field, "variant '%s'", v->name);
+    baselines += v->parity == HCT_PARITY_BASELINE;
+    for (int b = a + 1; b < op->n_variants; b++)
+      if (strcmp(v->name, op->variants[b].name) == 0) {
+        char cause[80];
+        snprintf(cause, sizeof cause, "name used twice (variants[%d] and variants[%d])", a, b);
+        return bad(c, field, cause);
+      }
+    if (v->reference[0] != '\0' && hct__variant_find(op, v->reference) == NULL)
+      return bad(c, field, "reference names no variant of this op");
     /* Only bits have a reference: a kl variant is judged against the
      * float64 reference with the baseline's error as its yardstick. */
     if (v->reference[0] != '\0' && v->parity != HCT_PARITY_BITWISE)
@@ -959,7 +1051,162 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
       v = hct__variant_find(op, v->reference);
     }
   }
-  return c->err;
+  return 0;
+}
+
+/* The most points the load-time checks of a variant look at: a space
+ * larger than this is checked on its first points only. */
+#define CHECK_POINTS 4096
+/* Scratch beyond this at the op's largest T is a typo, not a plan. */
+#define SCRATCH_MAX ((int64_t)1 << 40)
+
+/* The card's names get the values of a large card (an H100) in the
+ * load-time checks: a scratch sized by SM_COUNT is checked at a real
+ * size, and no card's value is zero. */
+static const struct {
+  const char *name;
+  int64_t value;
+} card_values[] = {{"SMEM_OPTIN", 232448}, {"SM_COUNT", 132}, {"WARP", 32},
+                   {"ARCH", 90},           {"HIP", 0}};
+
+/* What a probe would refuse of v's points, found at load time: a space
+ * that no point survives (the constraints over the constants and the
+ * parameters alone: those over T or the card are left for the probe), and
+ * a scratch size that is negative or over SCRATCH_MAX at the variant's
+ * largest T (`nrows`, for the reference, the rows it computes there). */
+static int check_points(ctx_t *c, const hct_op_t *op, const hct_variant_t *v, const char *field,
+                        int nrows) {
+  int idx[HCT_MAX_PARAMS] = {0}, alive = 0, complete = 0;
+  for (int n = 0; n < CHECK_POINTS && !complete; n++) {
+    hct_point_t pt;
+    memset(&pt, 0, sizeof pt);
+    for (int p = 0; p < v->n_params; p++) pt.v[p] = v->params[p].values[idx[p]];
+    hct_symtab_t syms;
+    hct__point_symtab(op, v, &pt, &syms);
+    char why[256];
+    if (hct__constraints_hold(v, &syms, 1, why, sizeof why)) {
+      alive = 1;
+      hct__symtab_set(&syms, "T", v->tmax);
+      hct__symtab_set(&syms, "NROWS", nrows);
+      for (size_t k = 0; k < HCT_ARRAY_SIZE(card_values); k++)
+        hct__symtab_set(&syms, card_values[k].name, card_values[k].value);
+      for (int s = 0; s < v->n_scratch; s++) {
+        int64_t bytes = 0;
+        /* An expression that cannot be evaluated here (a division by a
+         * parameter that is zero at this point) is the probe's to judge. */
+        if (hct__expr_eval(v->scratch[s].bytes, &syms, &bytes) != 0) {
+          hct__error_clear();
+          continue;
+        }
+        if (bytes >= 0 && bytes <= SCRATCH_MAX) continue;
+        char cause[400], pj[128];
+        hct__point_json(v, &pt, pj, sizeof pj);
+        snprintf(cause, sizeof cause, "scratch '%s': bytes '%.96s' is %lld at T=%d, point %s: %s",
+                 v->scratch[s].name, v->scratch[s].bytes, (long long)bytes, v->tmax, pj,
+                 bytes < 0 ? "negative" : "over the limit of 1 TiB");
+        return bad(c, field, cause);
+      }
+    }
+    int p = v->n_params - 1;
+    while (p >= 0 && ++idx[p] == v->params[p].n_values) idx[p--] = 0;
+    complete = p < 0;
+  }
+  /* Empty only when every point was looked at. */
+  if (!alive && complete && v->n_constraints > 0)
+    return bad(c, field, "empty parameter space: no point satisfies the constraints");
+  return 0;
+}
+
+/* "variants": each one, then their cross-checks and their points. */
+static int load_variants(ctx_t *c, json_t *root, hct_op_t *op) {
+  json_t *vars = json_object_get(root, "variants");
+  size_t i;
+  json_t *jv;
+  if (!json_is_array(vars) || json_array_size(vars) == 0) return bad(c, "variants", "must be a non-empty array");
+  json_array_foreach(vars, i, jv) {
+    if (op->n_variants == HCT_MAX_VARIANTS) return bad(c, "variants", "too many");
+    load_variant(c, op, jv, &op->variants[op->n_variants++], (int)i);
+    if (c->err) return c->err;
+  }
+  if (check_variants(c, op) != 0) return c->err;
+  for (int a = 0; a < op->n_variants; a++) {
+    char field[64];
+    snprintf(field, sizeof field, "variant '%s'", op->variants[a].name);
+    if (check_points(c, op, &op->variants[a], field, 0) != 0) return c->err;
+  }
+  if (op->reference.present) {
+    int nrows = op->reference.sample > 0 && op->reference.sample < op->tmax ? op->reference.sample
+                                                                             : op->tmax;
+    if (check_points(c, op, &op->reference.v, "reference", nrows) != 0) return c->err;
+  }
+  return 0;
+}
+
+static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
+  if (load_header(c, root, op) != 0 || load_buffers(c, root, op) != 0) return c->err;
+  if (load_inputs(c, root, op) != 0 || load_reference(c, root, op) != 0) return c->err;
+  if (load_kl(c, root, op) != 0) return c->err;
+  if (load_probe_tokens(c, root, op) != 0) return c->err;
+  if (load_checks(c, root, op) != 0) return c->err;
+  op->search = search_defaults;
+  if (load_search(c, json_object_get(root, "search"), "search", &op->search) != 0) return c->err;
+  if (load_timing(c, root, op) != 0) return c->err;
+  return load_variants(c, root, op);
+}
+
+/* ---- files: the manifest and the templates it names ---------------------- */
+
+/* A path fits under `root` (both resolved): root itself or below it. */
+static int path_under(const char *path, const char *root) {
+  size_t n = strlen(root);
+  return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* A template of the op: a relative path without "..", inside the op's
+ * folder or the shared include folder once every symlink is resolved (a
+ * template is handed to the compiler whole, so a path that escapes would
+ * hand it any file of the host), and a regular file of at most
+ * HCT_TEMPLATE_MAX bytes. */
+static int check_template(ctx_t *c, const hct_op_t *op, const char *file, const char *field) {
+  char cause[PATH_MAX + 200];
+  if (file[0] == '\0') return bad(c, field, "empty template path");
+  if (file[0] == '/') return bad(c, field, "an absolute template path: templates lie in the op's folder");
+  for (const char *p = file; *p != '\0'; p += strcspn(p, "/"), p += *p == '/')
+    if (strncmp(p, "..", 2) == 0 && (p[2] == '/' || p[2] == '\0'))
+      return bad(c, field, "'..' in the template path: templates lie in the op's folder");
+  char path[PATH_MAX], real[PATH_MAX], root[PATH_MAX], common[PATH_MAX], common_real[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", op->dir, file);
+  if (realpath(path, real) == NULL) {
+    snprintf(cause, sizeof cause, "template '%s': %s", file, strerror(errno));
+    return bad(c, field, cause);
+  }
+  hct__common_include_dir(op, common, sizeof common);
+  int inside = realpath(op->dir, root) != NULL && path_under(real, root);
+  if (!inside && realpath(common, common_real) != NULL) inside = path_under(real, common_real);
+  if (!inside) {
+    snprintf(cause, sizeof cause, "template '%s' resolves to '%.1024s', outside the op's folder and "
+             "'%.1024s'", file, real, common);
+    return bad(c, field, cause);
+  }
+  if (hct__read_regular(real, HCT_TEMPLATE_MAX, NULL, NULL) != 0) {
+    snprintf(cause, sizeof cause, "template '%s': %s", file, hct_last_error());
+    hct__error_clear();
+    return bad(c, field, cause);
+  }
+  return 0;
+}
+
+/* Every template of the op, checked where the load can see them. */
+static int check_files(ctx_t *c, const hct_op_t *op) {
+  for (int a = 0; a < op->n_variants; a++) {
+    char field[64];
+    snprintf(field, sizeof field, "variant '%s' template", op->variants[a].name);
+    if (check_template(c, op, op->variants[a].template_file, field) != 0) return c->err;
+  }
+  if (op->reference.present &&
+      check_template(c, op, op->reference.v.template_file, "reference.template") != 0)
+    return c->err;
+  return 0;
 }
 
 /* Symbol names must outlive the JSON document: keep them in the op. */
@@ -968,38 +1215,73 @@ typedef struct {
   char names[64][32];
 } op_store_t;
 
-int hct__manifest_load(const char *kernels_dir, const char *opname, hct_op_t **out) {
-  char path[1024];
-  if (opname == NULL || opname[0] == '\0' || strchr(opname, '/') != NULL || opname[0] == '.')
-    return hct__error(HCT_EINVAL, "op '%s': not a valid op name", opname ? opname : "");
-  snprintf(path, sizeof path, "%s/%s/manifest.json", kernels_dir, opname);
+/* The folder of op `opname` among the colon-separated folders of
+ * `kernels`: the first holding <opname>/manifest.json (stat only: nothing
+ * is opened here), else the first folder. */
+static void op_folder(const char *kernels, const char *opname, char *dir, size_t len) {
+  dir[0] = '\0';
+  for (const char *p = kernels; *p != '\0';) {
+    size_t n = strcspn(p, ":");
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%.*s/%s/manifest.json", (int)n, p, opname);
+    if (dir[0] == '\0' || access(path, F_OK) == 0) {
+      snprintf(dir, len, "%.*s/%s", (int)n, p, opname);
+      if (access(path, F_OK) == 0) return;
+    }
+    p += n + (p[n] == ':');
+  }
+}
+
+/* Parses the manifest at `path` of op folder `dir` into st->op. */
+static int load_file(ctx_t *c, const char *dir, op_store_t *st) {
+  char *text = NULL;
+  size_t len = 0;
+  int rc = hct__read_regular(c->path, HCT_MANIFEST_MAX, &text, &len);
+  if (rc == HCT_ENOENT) return hct__error(HCT_ENOENT, "op '%s': no manifest at '%s'", c->op, c->path);
+  if (rc < 0) {
+    char cause[PATH_MAX + 200];
+    snprintf(cause, sizeof cause, "%s", hct_last_error());
+    return bad(c, "manifest.json", cause);
+  }
   json_error_t jerr;
-  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+  free(text);
   if (root == NULL) {
-    FILE *f = fopen(path, "r");
-    if (f == NULL) return hct__error(HCT_ENOENT, "op '%s': no manifest at '%s'", opname, path);
-    fclose(f);
-    return hct__error(HCT_EMANIFEST, "manifest '%s': line %d: %s", path, jerr.line, jerr.text);
+    char cause[256];
+    snprintf(cause, sizeof cause, "not JSON: line %d: %s", jerr.line, jerr.text);
+    return bad(c, "manifest.json", cause);
   }
-  op_store_t *st = calloc(1, sizeof *st);
-  if (st == NULL) {
+  if (strlen(dir) >= sizeof st->op.dir) {
     json_decref(root);
-    return hct__error(HCT_ENOMEM, "out of memory loading '%s'", path);
+    return bad(c, "folder", "its path is longer than 511 characters");
   }
-  ctx_t c = {path, 0};
-  snprintf(st->op.dir, sizeof st->op.dir, "%s/%s", kernels_dir, opname);
-  int rc = load_json(&c, root, &st->op);
-  if (rc == 0 && st->op.name[0] != '\0' && strcmp(st->op.name, opname) != 0)
-    rc = bad(&c, "op", "differs from the folder name, which names the op: drop the field");
-  if (rc == 0 && strlen(opname) >= sizeof st->op.name)
-    rc = bad(&c, "op", "the folder name is longer than 31 characters");
-  if (rc == 0) hct__strlcpy(st->op.name, opname, sizeof st->op.name);
+  hct__strlcpy(st->op.dir, dir, sizeof st->op.dir);
+  rc = load_json(c, root, &st->op);
+  if (rc == 0 && st->op.name[0] != '\0' && strcmp(st->op.name, c->op) != 0)
+    rc = bad(c, "op", "differs from the folder name, which names the op: drop the field");
+  if (rc == 0 && strlen(c->op) >= sizeof st->op.name)
+    rc = bad(c, "op", "the folder name is longer than 31 characters");
+  if (rc == 0) hct__strlcpy(st->op.name, c->op, sizeof st->op.name);
   /* Re-point constant names into our own storage. */
   for (int i = 0; rc == 0 && i < st->op.constants.n; i++) {
     hct__strlcpy(st->names[i], st->op.constants.syms[i].name, sizeof st->names[i]);
     st->op.constants.syms[i].name = st->names[i];
   }
   json_decref(root);
+  if (rc == 0) rc = check_files(c, &st->op);
+  return rc;
+}
+
+int hct__manifest_load(const char *kernels_dir, const char *opname, hct_op_t **out) {
+  if (opname == NULL || opname[0] == '\0' || strchr(opname, '/') != NULL || opname[0] == '.')
+    return hct__error(HCT_EINVAL, "op '%s': not a valid op name", opname ? opname : "");
+  char dir[PATH_MAX], path[PATH_MAX + 16];
+  op_folder(kernels_dir, opname, dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  op_store_t *st = calloc(1, sizeof *st);
+  if (st == NULL) return hct__error(HCT_ENOMEM, "out of memory loading '%s'", path);
+  ctx_t c = {opname, path, 0};
+  int rc = load_file(&c, dir, st);
   if (rc != 0) {
     free(st);
     return rc;
@@ -1010,23 +1292,45 @@ int hct__manifest_load(const char *kernels_dir, const char *opname, hct_op_t **o
 
 void hct__manifest_free(hct_op_t *op) { free(op); /* op is the first member of op_store_t */ }
 
+int hct__manifest_copy(const hct_op_t *op, hct_op_t **out) {
+  op_store_t *st = malloc(sizeof *st);
+  if (st == NULL) return hct__error(HCT_ENOMEM, "op '%s': out of memory", op->name);
+  memcpy(st, op, sizeof *st); /* op is the first member of its op_store_t */
+  for (int i = 0; i < st->op.constants.n; i++) st->op.constants.syms[i].name = st->names[i];
+  *out = &st->op;
+  return 0;
+}
+
 static int cmp_names(const void *a, const void *b) { return strcmp(a, b); }
 
 int hct__manifest_list(const char *kernels_dir, char names[][32], int max) {
-  DIR *d = opendir(kernels_dir);
-  if (d == NULL) return hct__error(HCT_ENOENT, "kernel templates '%s': cannot open folder", kernels_dir);
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL && n < max) {
-    if (e->d_name[0] == '.' || strlen(e->d_name) >= 32) continue;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s/manifest.json", kernels_dir, e->d_name);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) continue;
-    fclose(f);
-    hct__strlcpy(names[n++], e->d_name, 32);
+  int n = 0, folders = 0;
+  for (const char *p = kernels_dir; *p != '\0';) {
+    size_t len = strcspn(p, ":");
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", (int)len, p);
+    p += len + (p[len] == ':');
+    DIR *d = opendir(dir);
+    if (d == NULL) continue;
+    folders++;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < max) {
+      if (e->d_name[0] == '.' || strlen(e->d_name) >= 32) continue;
+      /* An op found in an earlier folder hides this one's. */
+      int seen = 0;
+      for (int k = 0; k < n && !seen; k++) seen = strcmp(names[k], e->d_name) == 0;
+      char path[PATH_MAX + 300];
+      snprintf(path, sizeof path, "%s/%s/manifest.json", dir, e->d_name);
+      /* lstat-free existence: a FIFO or a dangling link still names an op,
+       * which its load then refuses with the cause. */
+      struct stat st;
+      if (seen || lstat(path, &st) != 0) continue;
+      hct__strlcpy(names[n++], e->d_name, 32);
+    }
+    closedir(d);
   }
-  closedir(d);
+  if (folders == 0)
+    return hct__error(HCT_ENOENT, "kernel templates '%s': cannot open folder", kernels_dir);
   qsort(names, (size_t)n, 32, cmp_names);
   return n;
 }

@@ -28,6 +28,7 @@
 #include "daemon.h"
 #include "db.h"
 #include "jit.h"
+#include "templates_test.h"
 
 #define DT_CARD "GPU-aaaa0000-1111-2222-3333-444455556666"
 #define DT_CARD_NAME "Test Card A"
@@ -79,6 +80,7 @@ static inline void dt_write(const char *path, const char *text) {
   }
   fputs(text, f);
   fclose(f);
+  tt_touch_templates(path);
 }
 
 static inline hct_db_decision_t dt_decision(const char *uuid, const char *model, const char *parity,

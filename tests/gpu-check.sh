@@ -5,7 +5,7 @@
 #   tests/gpu-check.sh bin
 bin=$(cd "${1:-bin}" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
-export HCTUNE_KERNELS="$root/kernels-src"
+export HCTUNE_KERNELS="$root/kernels-src:$root/tests/kernels-src"
 tmp=$(mktemp -d /tmp/hctune-gpu-check.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 export HCTUNE_DB="$tmp/gpu.db"
@@ -119,7 +119,7 @@ else
 fi
 
 # 5. A deliberately wrong variant is rejected for parity.
-if [ -d "$HCTUNE_KERNELS/hc_read_wrongtest" ]; then
+if [ -d "$root/tests/kernels-src/hc_read_wrongtest" ]; then
   "$bin/hctune" probe --op hc_read_wrongtest --tokens 1-2 > "$tmp/wrong.out" 2> "$tmp/wrong.err"
   "$bin/hctune" list --faults --json > "$tmp/faults.json" 2>> "$tmp/err"
   python3 - "$tmp/faults.json" <<'PY' && ok "wrong variant rejected for parity" || bad "wrong variant not rejected"
@@ -129,11 +129,11 @@ hit = [x for x in f if x["op"] == "hc_read_wrongtest" and x["reason"] == "parity
 if not hit: print(f); sys.exit(1)
 PY
 else
-  bad "kernels-src/hc_read_wrongtest is missing"
+  bad "tests/kernels-src/hc_read_wrongtest is missing"
 fi
 
 # 6. The self-test op: each broken variant rejected with its reason.
-if [ -d "$HCTUNE_KERNELS/selftest" ] && [ -x "$root/tests/gpu-selftest.sh" ]; then
+if [ -d "$root/tests/kernels-src/selftest" ] && [ -x "$root/tests/gpu-selftest.sh" ]; then
   if "$root/tests/gpu-selftest.sh" "$bin" "$tmp"; then ok "selftest op"; else bad "selftest op"; fi
 fi
 

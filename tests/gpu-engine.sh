@@ -7,7 +7,7 @@
 #   tests/gpu-engine.sh bin
 bin=$(cd "${1:-bin}" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
-export HCTUNE_KERNELS="$root/kernels-src"
+export HCTUNE_KERNELS="$root/kernels-src:$root/tests/kernels-src"
 tmp=$(mktemp -d /tmp/hctune-gpu-engine.XXXXXX)
 daemon=""
 trap '[ -n "$daemon" ] && kill "$daemon" 2>/dev/null; rm -rf "$tmp"' EXIT

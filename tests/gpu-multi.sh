@@ -14,7 +14,7 @@
 bin=$(cd "${1:-bin}" && pwd)
 tokens=${2:-1-8}
 root=$(cd "$(dirname "$0")/.." && pwd)
-export HCTUNE_KERNELS="$root/kernels-src"
+export HCTUNE_KERNELS="$root/kernels-src:$root/tests/kernels-src"
 tmp=$(mktemp -d /tmp/hctune-gpu-multi.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0

@@ -9,7 +9,7 @@
 #   tests/gpu-prefill.sh [bin]
 bin=$(cd "${1:-bin}" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
-export HCTUNE_KERNELS="$root/kernels-src"
+export HCTUNE_KERNELS="$root/kernels-src:$root/tests/kernels-src"
 tmp=$(mktemp -d /tmp/hctune-gpu-prefill.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 export HCTUNE_DB="$tmp/gpu.db"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The self-test op on a real GPU (issue 4, fault isolation; issue 20, the
-# checks an engine's use needs): a probe of kernels-src/selftest must
+# checks an engine's use needs): a probe of tests/kernels-src/selftest must
 # survive every broken variant, record each with its reason and the check
 # that caught it, choose the correct one and never a wrong one, and skip
 # the quarantined ones the next time.  Called by tests/gpu-check.sh with the bin folder and a

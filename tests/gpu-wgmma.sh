@@ -26,7 +26,7 @@
 bin=$(cd "${1:-bin}" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 tests=$(cd "${2:-$root/build/release/tests}" && pwd)
-export HCTUNE_KERNELS="$root/kernels-src"
+export HCTUNE_KERNELS="$root/kernels-src:$root/tests/kernels-src"
 tmp=$(mktemp -d /tmp/hctune-gpu-wgmma.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 export HCTUNE_DB="$tmp/wgmma.db"
@@ -79,7 +79,7 @@ names() {
 import json, sys
 names = [v["name"] for v in json.load(open(sys.argv[1]))["variants"]]
 print(",".join([n for n in sys.argv[2].split(",") if n in names]))
-' "$HCTUNE_KERNELS/hc_read_prefill/manifest.json" "$1"
+' "$root/kernels-src/hc_read_prefill/manifest.json" "$1"
 }
 hopper=$(names wgmma,wgmma_fn)
 case ",$hopper," in *,wgmma,*) ;; *) bad "the manifest has no variant wgmma";; esac

@@ -18,7 +18,10 @@ dir=$1
 [ -d "$dir" ] || { echo "run.sh: test folder '$dir' does not exist (build it: make tests)"; exit 2; }
 [ -d "$2" ] || { echo "run.sh: bin folder '$2' does not exist (build it: make)"; exit 2; }
 export HCT_BIN=$(cd "$2" && pwd)
-export HCTUNE_KERNELS=$(pwd)/kernels-src
+# The product's ops, then the tests' own (tests/kernels-src: selftest,
+# hc_read_wrongtest), which are never installed.
+export HCT_TEST_ROOT=$(pwd)
+export HCTUNE_KERNELS=$(pwd)/kernels-src:$(pwd)/tests/kernels-src
 shift 2
 limit=${HCT_TEST_TIMEOUT:-600}
 jobs=${HCT_TEST_JOBS:-1}

@@ -378,9 +378,8 @@ static int run_hctune(const char *const *args, run_t *r, char *why, size_t why_l
 }
 
 static int hc_read_manifest(char *why, size_t len) {
-  const char *dir = getenv("HCTUNE_KERNELS");
   char p[400];
-  snprintf(p, sizeof p, "%s/hc_read/manifest.json", dir ? dir : "kernels-src");
+  snprintf(p, sizeof p, "%s/kernels-src/hc_read/manifest.json", hct_test_root());
   if (access(p, R_OK) == 0) return 1;
   snprintf(why, len, "no hc_read manifest at '%s'", p);
   return 0;
@@ -452,9 +451,8 @@ static void test_cli_devices_none(void **state) {
 /* Builds tests/fake/fake_amdhip64.c for ROCm `rocm` (5 or 6) into
  * <root>/fake<rocm>/libamdhip64.so.<rocm>; 0, or -1 with a reason. */
 static int build_fake(int rocm, char *dir, size_t dir_len, char *why, size_t why_len) {
-  const char *kernels = getenv("HCTUNE_KERNELS");
   char src[512];
-  snprintf(src, sizeof src, "%s/../tests/fake/fake_amdhip64.c", kernels ? kernels : "kernels-src");
+  snprintf(src, sizeof src, "%s/tests/fake/fake_amdhip64.c", hct_test_root());
   if (access(src, R_OK) != 0) {
     snprintf(why, why_len, "no fake runtime source at '%.400s'", src);
     return -1;

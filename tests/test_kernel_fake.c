@@ -405,14 +405,13 @@ int main(int argc, char **argv) {
   /* The fake driver must be found by dlopen("libcuda.so.1"): build it and
    * run this program again with its folder first on LD_LIBRARY_PATH. */
   if (getenv("FAKE_CUDA_LOG") == NULL) {
-    const char *kernels = getenv("HCTUNE_KERNELS");
     char dir[] = "/tmp/hct-fake-cuda-XXXXXX";
     if (mkdtemp(dir) == NULL) return 1;
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "cc -shared -fPIC -w -I/usr/local/cuda/include -o '%s/libcuda.so.1' "
-             "'%s/../tests/fake/fake_cuda.c' 2>&1",
-             dir, kernels ? kernels : "kernels-src");
+             "'%s/tests/fake/fake_cuda.c' 2>&1",
+             dir, hct_test_root());
     if (access("/usr/local/cuda/include/cuda.h", R_OK) != 0 || system(cmd) != 0) {
       printf("skipped: cannot build the fake CUDA driver (no cuda.h in /usr/local/cuda)\n");
       rmdir(dir);

@@ -52,4 +52,13 @@ static inline const char *hct_test_bin(const char *program) {
   return NULL;
 }
 
+/* The source tree's root, for the files tests read beside the code
+ * (tests/fake/, tests/kernels-src/): $HCT_TEST_ROOT (tests/run.sh sets
+ * it), else the working folder.  $HCTUNE_KERNELS is a list of folders
+ * (the product's ops, then the tests' own), so no path is built from it. */
+static inline const char *hct_test_root(void) {
+  const char *root = getenv("HCT_TEST_ROOT");
+  return root != NULL && root[0] != '\0' ? root : ".";
+}
+
 #endif /* HCT_TEST_MAIN_H */

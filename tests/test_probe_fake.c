@@ -104,15 +104,16 @@ static int setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "/tmp/hct-probe-fake-XXXXXX");
   if (mkdtemp(dir) == NULL) return -1;
-  const char *kernels = getenv("HCTUNE_KERNELS");
-  if (kernels == NULL) kernels = "kernels-src";
+  /* The product's common headers, the test op's templates (tests/kernels-src). */
+  const char *root = hct_test_root();
   char cmd[4096];
   snprintf(cmd, sizeof cmd,
-           "mkdir -p '%s/k/selftest' && ln -s \"$(cd '%s/common' && pwd)\" '%s/k/common' && "
-           "cp '%s/selftest/selftest.h' '%s/selftest/base.cu' '%s/selftest/good.cu' '%s/k/selftest/' && "
-           "{ cp '%s/selftest/reference.cu' '%s/k/selftest/' 2>/dev/null || true; } && "
-           "cc -shared -fPIC -w -I/usr/local/cuda/include -o '%s/libcuda.so.1' '%s/../tests/fake/fake_cuda.c'",
-           dir, kernels, dir, kernels, kernels, kernels, dir, kernels, dir, dir, kernels);
+           "mkdir -p '%s/k/selftest' && ln -s \"$(cd '%s/kernels-src/common' && pwd)\" '%s/k/common' && "
+           "cp '%s/tests/kernels-src/selftest/selftest.h' '%s/tests/kernels-src/selftest/base.cu' "
+           "'%s/tests/kernels-src/selftest/good.cu' '%s/k/selftest/' && "
+           "{ cp '%s/tests/kernels-src/selftest/reference.cu' '%s/k/selftest/' 2>/dev/null || true; } && "
+           "cc -shared -fPIC -w -I/usr/local/cuda/include -o '%s/libcuda.so.1' '%s/tests/fake/fake_cuda.c'",
+           dir, root, dir, root, root, root, dir, root, dir, dir, root);
   if (system(cmd) != 0) return -1;
   snprintf(cmd, sizeof cmd, "%s/k/selftest/manifest.json", dir);
   FILE *f = fopen(cmd, "w");

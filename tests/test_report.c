@@ -663,8 +663,7 @@ static const char *fixture(void) {
   static char path[1200];
   struct stat sb;
   if (stat(FIXTURE, &sb) == 0) return FIXTURE;
-  const char *k = getenv("HCTUNE_KERNELS");
-  snprintf(path, sizeof path, "%s/../%s", k ? k : ".", FIXTURE);
+  snprintf(path, sizeof path, "%s/%s", hct_test_root(), FIXTURE);
   if (stat(path, &sb) != 0) fail_msg("%s: missing (run from the tree's root)", FIXTURE);
   return path;
 }

@@ -12,7 +12,7 @@ mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
-export HCTUNE_KERNELS="$root/kernels-src" HCTUNE_DB="$out/engine.db"
+export HCTUNE_KERNELS="$root/kernels-src:$root/tests/kernels-src" HCTUNE_DB="$out/engine.db"
 rm -f "$HCTUNE_DB"
 sock=$(mktemp -u /tmp/hctune-engine.XXXXXX.sock)
 daemon=""

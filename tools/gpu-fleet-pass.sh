@@ -14,7 +14,7 @@ tokens=1-8
 [ "$1" = --tokens ] && tokens=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
-export HCTUNE_KERNELS="$root/kernels-src"
+export HCTUNE_KERNELS="$root/kernels-src:$root/tests/kernels-src"
 mkdir -p "$out"
 t=$(mktemp -d /tmp/hctune-fleet.XXXXXX)
 trap 'kill $dpid 2>/dev/null; rm -rf "$t"' EXIT

@@ -6,7 +6,7 @@ out=${1:?usage: tools/gpu-pass.sh OUTDIR}
 shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
-export HCTUNE_KERNELS="$root/kernels-src" HCTUNE_DB="$out/probe.db"
+export HCTUNE_KERNELS="$root/kernels-src:$root/tests/kernels-src" HCTUNE_DB="$out/probe.db"
 rm -f "$HCTUNE_DB"
 {
   date -u +%Y-%m-%dT%H:%M:%SZ
