@@ -191,7 +191,7 @@ void hct_close(hct_client_t *c);
 
 const char *hct_source_name(hct_source_t s);
 
-/* ---- loading and launching (daemon/client_kernel.c) ----------------------
+/* ---- loading and launching (client/kernel.c) ---------------------------
  *
  * An engine gets a loaded kernel for (op, token range, card, parity) and
  * enqueues it on its own stream; it ships no kernels of its own.

@@ -6,7 +6,7 @@
  * cuda.h and nvrtc.h are included for their types only; nothing of the
  * toolkit is needed at run time but the two libraries.
  *
- * Thread rules: loading is guarded by uv_once.  Compiles are independent
+ * Thread rules: loading is guarded by pthread_once.  Compiles are independent
  * NVRTC programs and run on any thread.  A hct_gpu_t belongs to the thread
  * that opened it; each call makes its context current on that thread
  * first, so one thread may drive several cards.
@@ -19,7 +19,7 @@
 
 #include <cuda.h>
 #include <nvrtc.h>
-#include <uv.h>
+#include <pthread.h>
 
 #include "jit.h"
 
@@ -234,7 +234,7 @@ static int nv_fail(nvrtcResult r, const char *what) {
 
 /* ---- loading the driver ------------------------------------------------- */
 
-static uv_once_t cu_once = UV_ONCE_INIT;
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 static int cu_status;        /* 0 or the load error */
 static char cu_message[512]; /* its message, replayed to every caller */
 static int cu_no_device;     /* cuInit said there is no card: count 0 */
@@ -266,14 +266,14 @@ static void cu_load_once(void) {
 }
 
 static int cuda_load(void) {
-  uv_once(&cu_once, cu_load_once);
+  pthread_once(&cu_once, cu_load_once);
   if (cu_status != 0) return hct__error(cu_status, "%s", cu_message);
   return 0;
 }
 
 /* ---- loading NVRTC ------------------------------------------------------ */
 
-static uv_once_t nv_once = UV_ONCE_INIT;
+static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
 static int nv_status;
 static char nv_message[768];
 static int nv_major, nv_minor;
@@ -352,7 +352,7 @@ static void nv_load_once(void) {
 }
 
 static int nvrtc_load(void) {
-  uv_once(&nv_once, nv_load_once);
+  pthread_once(&nv_once, nv_load_once);
   if (nv_status != 0) return hct__error(nv_status, "%s", nv_message);
   return 0;
 }
@@ -531,7 +531,7 @@ static int cuda_compile(hct_compile_job_t *job, const char *source, const char *
   if (rc < 0) return rc;
   hct_compile_opts_t *o = malloc(sizeof *o);
   if (o == NULL) return hct__error(HCT_ENOMEM, "out of memory compiling '%s'", job->variant->name);
-  rc = hct__compile_options(job, o);
+  rc = hct__compile_options(&hct__cuda_backend, job, o);
   if (rc < 0) {
     free(o);
     return rc;

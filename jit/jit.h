@@ -22,7 +22,7 @@
  *                   and whether this host would compile the same now
  *
  * Thread rules: hct__backends_load() and device discovery are safe from any
- * thread (uv_once inside).  Compiles are thread-safe and run on libuv's
+ * thread (pthread_once inside).  Compiles are thread-safe and run on libuv's
  * thread pool.  A hct_gpu_t and everything made from it belong to the
  * thread that opened it.
  */
@@ -322,7 +322,7 @@ int hct__param_points(const hct_variant_t *v, hct_point_t *out, int max);
  * point as a reference: a bitwise variant whose reference is not the
  * baseline is checked against the reference at this point, whose
  * parameters must not change its bits: its template says so).  Not
- * hct__point_default (daemon/client_kernel.h), the first point whose
+ * hct__point_default (jit/plan.c), the first point whose
  * constraints hold at T. */
 void hct__point_first(const hct_variant_t *v, hct_point_t *pt);
 /* The point of v that {"ROWS":4,"TPL":2} names, strictly: every parameter
@@ -557,7 +557,11 @@ typedef struct hct_compile_opts_s {
   size_t used;
   char text[8192];     /* storage of argv */
 } hct_compile_opts_t;
-int hct__compile_options(const hct_compile_job_t *job, hct_compile_opts_t *o);
+typedef struct hct_backend_ops_s hct_backend_ops_t;
+/* jit/options.c; `ops` is the job's backend (the backends pass their own,
+ * others hct__backend(job->backend)). */
+int hct__compile_options(const hct_backend_ops_t *ops, const hct_compile_job_t *job,
+                         hct_compile_opts_t *o);
 /* Appends one printf-formatted option; HCT_ERANGE when the list is full. */
 int hct__compile_opt_add(hct_compile_opts_t *o, const char *fmt, ...) HCT_PRINTF(2, 3);
 /* <kernels dir>/common: the folder beside op->dir. */
@@ -606,7 +610,7 @@ int hct__vendor_resolve(void *lib, const char *libname, const hct_vendor_sym_t *
 
 /* Encodes t over device memory at base with `encode`, the driver's
  * cuTensorMapEncodeTiled as its caller resolved it (jit/cuda.c's table, or
- * libhctune's own in daemon/client_cuda.c): the one translation of a
+ * libhctune's own in client/cuda.c): the one translation of a
  * manifest's tensor map into the driver's (element type, swizzle, strides,
  * no interleave, 256-byte L2 promotion, zeros out of bounds). */
 int hct__cuda_tmap_encode(void *encode, const hct_tmap_dims_t *t, uint64_t base,
@@ -691,7 +695,7 @@ int hct__gpu_sm_clock(hct_gpu_t *g, int *mhz);
  * The backend interface: one table per vendor, filled by jit/cuda.c and
  * jit/hip.c.  hct__gpu_* above dispatch through the device's table.
  */
-typedef struct hct_backend_ops_s {
+struct hct_backend_ops_s {
   const char *name;                  /* "cuda", "hip" */
   hct_backend_kind_t kind;
   /* Loads the driver library; HCT_ENODRIVER with a message when absent. */
@@ -741,7 +745,7 @@ typedef struct hct_backend_ops_s {
    * has none (HIP), and a variant using one cannot run there. */
   int (*tensor_map)(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t base,
                     hct_tmap_bytes_t *out);
-} hct_backend_ops_t;
+};
 
 extern const hct_backend_ops_t hct__cuda_backend;
 extern const hct_backend_ops_t hct__hip_backend;
@@ -755,5 +759,18 @@ struct hct_gpu_s {
   const hct_backend_ops_t *ops;
   hct_device_t dev;
 };
+
+/* ---- launch plans (jit/plan.c) ------------------------------------------- */
+
+/* The first point of v whose constraints all hold at T (syms: constants,
+ * T and the card's figures, as hct__point_symtab and the launch symbols
+ * give them); HCT_ENOENT when none does.  The daemon's baseline answer and
+ * the library's own fallback use this one rule. */
+int hct__point_default(const hct_op_t *op, const hct_variant_t *v, const hct_symtab_t *card,
+                       int tokens, hct_point_t *pt);
+/* Adds the card's figures to syms under the names launch expressions use
+ * (SMEM_OPTIN, SM_COUNT, WARP, ARCH, HIP), as tuner/run.c does. */
+void hct__card_symbols(hct_symtab_t *syms, int arch_num, int sm_count, int64_t smem_optin,
+                       int warp, int hip);
 
 #endif /* HCT_JIT_H */

@@ -24,7 +24,7 @@
 
 #include <jansson.h>
 
-#include "client_kernel.h"
+#include "client.h"
 #include "daemon_test.h"
 
 static char logpath[256];

@@ -1,6 +1,6 @@
 /*
  * fake_cuda.c: a stand-in for libcuda.so.1, so that libhctune's loader
- * (daemon/client_cuda.c, daemon/client_kernel.c) runs end to end without a
+ * (client/cuda.c, client/kernel.c) runs end to end without a
  * GPU.  tests/test_kernel_fake.c compiles it at run time into a folder on
  * LD_LIBRARY_PATH.  One card (sm_90, 132 SMs, 232,448 bytes of opt-in shared
  * memory) with no context current until one is pushed; memory is host

@@ -30,8 +30,7 @@
 
 #include <jansson.h>
 
-#include "client_kernel.h"
-#include "daemon.h"
+#include "client.h"
 
 /* After the daemon failed to answer, calls fall back at once for this long
  * before trying to reconnect, so a stalled daemon costs an engine one
@@ -85,42 +84,6 @@ static void copy(char *dst, const char *src, size_t len) {
   if (n >= len) n = len - 1;
   memcpy(dst, src, n);
   dst[n] = '\0';
-}
-
-int hct__socket_paths(const char *explicit_path, char paths[][108], int max) {
-  const char *one = explicit_path;
-  if (one == NULL || one[0] == '\0') one = getenv("HCTUNE_SOCKET");
-  char tmp[4096];
-  const char *cand[HCT_MAX_SOCKETS];
-  int n = 0;
-  if (one != NULL && one[0] != '\0') {
-    cand[n++] = one;
-  } else {
-    const char *x = getenv("XDG_RUNTIME_DIR");
-    if (x != NULL && x[0] != '\0') {
-      snprintf(tmp, sizeof tmp, "%s/hctune.sock", x);
-      cand[n++] = tmp;
-    }
-    cand[n++] = "/run/hctune/hctune.sock";
-  }
-  if (n > max) n = max;
-  for (int i = 0; i < n; i++) {
-    if (strlen(cand[i]) >= SOCK_LEN)
-      return hct__error(HCT_ERANGE, "socket path '%s': longer than %zu bytes", cand[i],
-                        SOCK_LEN - 1);
-    copy(paths[i], cand[i], SOCK_LEN);
-  }
-  return n;
-}
-
-int hct__socket_path(const char *explicit_path, char *buf, size_t len) {
-  char paths[HCT_MAX_SOCKETS][SOCK_LEN];
-  int n = hct__socket_paths(explicit_path, paths, HCT_MAX_SOCKETS);
-  if (n < 0) return n;
-  if (strlen(paths[0]) >= len)
-    return hct__error(HCT_ERANGE, "socket path '%s': longer than %zu bytes", paths[0], len - 1);
-  copy(buf, paths[0], len);
-  return 0;
 }
 
 static int64_t now_us(void) {
@@ -773,7 +736,7 @@ static int choose(hct_client_t *c, const char *op, int tokens, const char *devic
   if (rc < 0) return rc;
   if (rc == 1) {
     /* A variant or point the manifest does not have is refused (one line
-     * on stderr), never passed on (daemon/client_force.c). */
+     * on stderr), never passed on (client/force.c). */
     if (hct__force_check(op, forced, fparams) == HCT_EINVAL) return HCT_EINVAL;
     fill_baseline(out, forced, HCT_SOURCE_ENV, "", tokens);
     if (fparams[0] != '\0') copy(out->params, fparams, sizeof out->params);
@@ -845,39 +808,6 @@ int hct_choose_sized(hct_client_t *c, const char *op, int tokens, const char *de
 int(hct_choose)(hct_client_t *c, const char *op, int tokens, const char *device,
                 const char *parity, hct_choice_t *out) {
   return hct_choose_sized(c, op, tokens, device, parity, out, CHOICE_V0_SIZE);
-}
-
-static int b64_value(int ch) {
-  if (ch >= 'A' && ch <= 'Z') return ch - 'A';
-  if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
-  if (ch >= '0' && ch <= '9') return ch - '0' + 52;
-  if (ch == '+') return 62;
-  if (ch == '/') return 63;
-  return -1;
-}
-
-int hct__base64_decode(const char *s, size_t n, unsigned char **out, size_t *out_len) {
-  if (n % 4 != 0) return hct__error(HCT_EPROTO, "module image: base64 length %zu is not a multiple of 4", n);
-  unsigned char *b = malloc(n / 4 * 3 + 1);
-  if (b == NULL) return hct__error(HCT_ENOMEM, "module image: out of memory");
-  size_t o = 0;
-  for (size_t i = 0; i < n; i += 4) {
-    int v[4];
-    for (int k = 0; k < 4; k++) {
-      v[k] = s[i + k] == '=' && i + 4 == n && k >= 2 ? 0 : b64_value((unsigned char)s[i + k]);
-      if (v[k] < 0) {
-        free(b);
-        return hct__error(HCT_EPROTO, "module image: bad base64 at byte %zu", i + (size_t)k);
-      }
-    }
-    uint32_t x = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-    b[o++] = (unsigned char)(x >> 16);
-    if (!(i + 4 == n && s[i + 2] == '=')) b[o++] = (unsigned char)(x >> 8);
-    if (!(i + 4 == n && s[i + 3] == '=')) b[o++] = (unsigned char)x;
-  }
-  *out = b;
-  *out_len = o;
-  return 0;
 }
 
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client_kernel.h"
+#include "client.h"
 
 int hct__force_lookup(const char *op, char *variant, size_t vlen, char *params, size_t plen) {
   const char *env = getenv("HCTUNE_FORCE");

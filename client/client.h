@@ -1,19 +1,52 @@
 /*
- * client_kernel.h: the private header of libhctune's loader: the engine's
- * side of the CUDA driver (daemon/client_cuda.c), HCTUNE_FORCE with
- * parameters (daemon/client_force.c), and the loaded kernel
- * (daemon/client_kernel.c).  Engines see only include/hctune.h.
+ * client.h: the private header of libhctune, the library engines link:
+ * the client (client/client.c), the engine's side of the CUDA driver
+ * (client/cuda.c), HCTUNE_FORCE with parameters (client/force.c), and the
+ * loaded kernel (client/kernel.c).  It sits on common/ and jit/ only,
+ * never on daemon/, and nothing under daemon/ includes it.  Engines see
+ * only include/hctune.h.
  */
-#ifndef HCT_CLIENT_KERNEL_H
-#define HCT_CLIENT_KERNEL_H
+#ifndef HCT_CLIENT_H
+#define HCT_CLIENT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "common.h"
 #include "jit.h"
 
-/* ---- the caller's CUDA context (daemon/client_cuda.c) -------------------- */
+/* ---- the client (client/client.c) --------------------------------------- */
+
+/* The op's baseline variant known without the daemon (the client's built-in
+ * table), or NULL. */
+const char *hct__builtin_baseline(const char *op);
+
+/* Sends one raw request line (no newline) and returns the first reply line
+ * that is not a progress line (malloc'd), waiting at most timeout_ms;
+ * progress lines before it go to `progress` (may be NULL).  For `hctune
+ * query --raw`. */
+int hct__client_request(hct_client_t *c, const char *line, int timeout_ms, char **reply,
+                        void (*progress)(const char *line, void *ctx), void *ctx);
+
+/* The same, read as JSON: 0 with *reply (a json_t *, the caller's) when it
+ * says "ok": true; the daemon's error code when "ok": false (a known code,
+ * the message set; *reply still given); HCT_EPROTO when the reply is not
+ * an answer to the line (another id, no "ok", an unknown code).  *text (may
+ * be NULL) gets the reply line as it came (malloc'd).  For the commands
+ * that talk to the daemon (query --raw, pin, unpin, status). */
+int hct__client_ask(hct_client_t *c, const char *line, int timeout_ms, char **text,
+                    json_t **reply, void (*progress)(const char *line, void *ctx), void *ctx);
+
+/* The card `device` names, for the commands: a model key or "*" as given;
+ * else a UUID or the start of one (the short form `hctune list` prints),
+ * matched against the daemon's cards: one match gives its whole UUID, none
+ * or several an error naming them.  A whole UUID the daemon does not know
+ * stays as given. */
+int hct__client_device(hct_client_t *c, const char *device, int timeout_ms, char *out, size_t len);
+
+/* ---- the caller's CUDA context (client/cuda.c) -------------------- */
 
 /* The card behind the caller's current context, as the manifests' launch
  * expressions name its figures. */
@@ -87,7 +120,7 @@ int hct__ecuda_enqueue(const hct_ecard_t *card, void *stream, const hct_ezero_t 
                        const hct_elaunch_t *launches, int n_launches, const uint64_t *buffers,
                        const uint64_t *scratch);
 
-/* ---- HCTUNE_FORCE (daemon/client_force.c) -------------------------------- */
+/* ---- HCTUNE_FORCE (client/force.c) -------------------------------- */
 
 /*
  * HCTUNE_FORCE="op=variant[{json params}][,op=variant...]", e.g.
@@ -102,7 +135,7 @@ int hct__force_lookup(const char *op, char *variant, size_t vlen, char *params, 
  * printed) when no manifest can be read here. */
 int hct__force_check(const char *op, const char *variant, const char *params);
 
-/* ---- the library's own compile (daemon/client_kernel.c) ------------------ */
+/* ---- the library's own compile (client/kernel.c) ------------------ */
 
 /* Compiles ch's variant at ch's point ("{}": its first point that fits the
  * card at T, written back into ch->params) for card's arch, from the
@@ -111,24 +144,10 @@ int hct__force_check(const char *op, const char *variant, const char *params);
 int hct__kernel_compile_here(const char *op, const hct_ecard_t *card, hct_choice_t *ch, int T,
                              void **image, size_t *size);
 
-/* The module verb's reply for T (daemon/client_kernel.c): the image
+/* The module verb's reply for T (client/kernel.c): the image
  * (malloc'd) and the reply's "entries" (the answer and its launch plan),
  * the image scanned out of the line rather than parsed by jansson. */
-struct json_t;
 int hct__module_fetch(hct_client_t *c, const char *op, int T, const char *device,
-                      const char *parity, void **image, size_t *size, struct json_t **entries);
+                      const char *parity, void **image, size_t *size, json_t **entries);
 
-/* ---- shared with the daemon ---------------------------------------------- */
-
-/* The first point of v whose constraints all hold at T (syms: constants,
- * T and the card's figures, as hct__point_symtab and the launch symbols
- * give them); HCT_ENOENT when none does.  The daemon's baseline answer and
- * the library's own fallback use this one rule. */
-int hct__point_default(const hct_op_t *op, const hct_variant_t *v, const hct_symtab_t *card,
-                       int tokens, hct_point_t *pt);
-/* Adds the card's figures to syms under the names launch expressions use
- * (SMEM_OPTIN, SM_COUNT, WARP, ARCH, HIP), as tuner/run.c does. */
-void hct__card_symbols(hct_symtab_t *syms, int arch_num, int sm_count, int64_t smem_optin,
-                       int warp, int hip);
-
-#endif /* HCT_CLIENT_KERNEL_H */
+#endif /* HCT_CLIENT_H */

@@ -25,7 +25,7 @@
 
 #include <cuda.h>
 
-#include "client_kernel.h"
+#include "client.h"
 
 #define HCT_ECU_SYMBOLS(XX)                                                                   \
   XX(CUresult, cuInit, (unsigned int), "cuInit")                                              \
