@@ -10,7 +10,8 @@
  * the timeout and no more.  A reply that is not a valid answer to this
  * request (another id, a missing or empty field, an unknown source, class
  * or error code, a token range that does not hold T) is never taken: the
- * engine gets the op's baseline from the table below, HCT_FALLBACK, and
+ * engine gets the op's baseline (its manifest's, client/baseline.c),
+ * HCT_FALLBACK, and
  * the reason in hct_last_error().
  *
  * A hct_client_t belongs to one thread at a time.
@@ -58,26 +59,6 @@ struct hct_client_s {
   size_t scan;   /* rbuf[0, scan) holds no newline */
   char why[512]; /* why the last call fell back */
 };
-
-/*
- * The baselines known without the daemon: an engine must start on a safe
- * variant even when no daemon runs.  These are the ops' `class: baseline`
- * variants of kernels-src/<op>/manifest.json, copied here because the
- * client reads no files.  Keep them in step when an op is added.
- */
-static const struct {
-  const char *op;
-  const char *variant;
-} builtin_baselines[] = {
-    {"hc_read", "v1"},
-    {"hc_read_prefill", "pair_simt"},
-};
-
-const char *hct__builtin_baseline(const char *op) {
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(builtin_baselines); i++)
-    if (strcmp(builtin_baselines[i].op, op) == 0) return builtin_baselines[i].variant;
-  return NULL;
-}
 
 static void copy(char *dst, const char *src, size_t len) {
   size_t n = strlen(src);
@@ -766,9 +747,13 @@ static int choose(hct_client_t *c, const char *op, int tokens, const char *devic
   if (j == 1) {
     /* The daemon's own answer that it cannot: its code, and the baseline
      * in `out` for an engine that needs something to run. */
-    const char *base = hct__builtin_baseline(op);
-    if (base != NULL) fill_baseline(out, base, HCT_SOURCE_DEFAULT, hct__parity_name(HCT_PARITY_BASELINE), tokens);
-    else memset(out, 0, sizeof *out);
+    char msg[600], base[64];
+    copy(msg, hct_last_error(), sizeof msg);
+    if (hct__baseline_here(op, base, sizeof base) == 0)
+      fill_baseline(out, base, HCT_SOURCE_DEFAULT, hct__parity_name(HCT_PARITY_BASELINE), tokens);
+    else
+      memset(out, 0, sizeof *out);
+    hct__error(code, "%s", msg); /* the daemon's reason, not the lookup's */
     return code;
   }
   /* Whatever sent it is not following the protocol: nothing more it says
@@ -780,10 +765,10 @@ fallback: {
     /* hct__error writes the buffer hct_last_error() reads: copy it first. */
     char msg[600];
     copy(msg, hct_last_error(), sizeof msg);
-    const char *base = hct__builtin_baseline(op);
-    if (base == NULL) {
+    char base[64];
+    if (hct__baseline_here(op, base, sizeof base) < 0) {
       memset(out, 0, sizeof *out);
-      return hct__error(HCT_ENOENT, "op '%s': %s, and the op has no built-in baseline", op, msg);
+      return hct__error(HCT_ENOENT, "%s, and %s", msg, hct_last_error());
     }
     hct__error(rc, "%s: fell back to %s's baseline %s", msg, op, base);
     fill_baseline(out, base, HCT_SOURCE_DEFAULT, hct__parity_name(HCT_PARITY_BASELINE), tokens);

@@ -19,9 +19,11 @@
 
 /* ---- the client (client/client.c) --------------------------------------- */
 
-/* The op's baseline variant known without the daemon (the client's built-in
- * table), or NULL. */
-const char *hct__builtin_baseline(const char *op);
+/* The op's baseline known without the daemon (client/baseline.c): the
+ * variant of class baseline in the op's manifest under the library's
+ * kernels folder; HCT_ENOENT with the reason when there is none (no
+ * manifest for the op, no kernels folder). */
+int hct__baseline_here(const char *op, char *variant, size_t len);
 
 /* Sends one raw request line (no newline) and returns the first reply line
  * that is not a progress line (malloc'd), waiting at most timeout_ms;

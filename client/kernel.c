@@ -695,18 +695,8 @@ static int same_answer(const hct_choice_t *a, const hct_choice_t *b) {
          (a->source == HCT_SOURCE_ENV) == (b->source == HCT_SOURCE_ENV);
 }
 
-/* The op's baseline: built in, else the local manifest's. */
-static const char *baseline_here(const char *op, hct_op_t **m) {
-  const char *base = hct__builtin_baseline(op);
-  if (base == NULL && local_manifest(op, m) == 0)
-    for (int i = 0; i < (*m)->n_variants && base == NULL; i++)
-      if ((*m)->variants[i].parity == HCT_PARITY_BASELINE) base = (*m)->variants[i].name;
-  hct__error_clear();
-  return base;
-}
-
 /* The answer for T: HCTUNE_FORCE, else the daemon's, else the baseline. */
-static int answer_for(hct_kernel_t *k, hct_client_t *c, hct_op_t **m, int T, const char *device,
+static int answer_for(hct_kernel_t *k, hct_client_t *c, int T, const char *device,
                       const char *parity, hct_choice_t *ch, char *why, size_t why_len) {
   char variant[64], params[256];
   int rc = hct__force_lookup(k->op, variant, sizeof variant, params, sizeof params);
@@ -728,8 +718,8 @@ static int answer_for(hct_kernel_t *k, hct_client_t *c, hct_op_t **m, int T, con
     return 0;
   }
   memset(ch, 0, sizeof *ch);
-  const char *base = baseline_here(k->op, m);
-  if (base == NULL) return hct__error(HCT_ENOENT, "op '%s': no baseline known here", k->op);
+  char base[64];
+  if ((rc = hct__baseline_here(k->op, base, sizeof base)) < 0) return rc;
   hct__strlcpy(ch->variant, base, sizeof ch->variant);
   hct__strlcpy(ch->params, "{}", sizeof ch->params);
   hct__strlcpy(ch->parity_class, "baseline", sizeof ch->parity_class);
@@ -759,7 +749,7 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
   for (int T = tmin, next; rc == 0 && T <= tmax; T = next) {
     hct_choice_t ch;
     char why[256] = "";
-    if ((rc = answer_for(k, c, &m, T, dev, parity, &ch, why, sizeof why)) < 0) break;
+    if ((rc = answer_for(k, c, T, dev, parity, &ch, why, sizeof why)) < 0) break;
     /* The answer holds up to ch.tmax (a decision's range, or every T for
      * HCTUNE_FORCE and the baseline without a daemon). */
     const int thi = ch.tmin <= T && ch.tmax >= T ? HCT_MIN(ch.tmax, tmax) : T;
@@ -793,8 +783,8 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
             rc = hct__error(rc, "%s", first);
             break;
           }
-          const char *base = baseline_here(op, &m);
-          if (base == NULL) {
+          char base[64];
+          if (hct__baseline_here(op, base, sizeof base) < 0) {
             rc = hct__error(rc, "%s", first);
             break;
           }

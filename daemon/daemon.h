@@ -418,7 +418,6 @@ void hct__opset_unref(hct_opset_t *s);
  * tuner and are never offered to engines. */
 const hct_op_t *hct__op_find(hct_daemon_t *d, const char *name);
 const hct_op_t *hct__op_get(hct_daemon_t *d, const char *name);
-const hct_variant_t *hct__op_baseline(const hct_op_t *op);
 
 /*
  * The DB lane: every SQLite read and write of the daemon but module's

@@ -287,6 +287,10 @@ void hct__manifest_free(hct_op_t *op);
  * sorted; returns the count or a negative code. */
 int hct__manifest_list(const char *kernels_dir, char names[][32], int max);
 const hct_variant_t *hct__variant_find(const hct_op_t *op, const char *name);
+/* The op's variant of class baseline (the load checks there is one), or
+ * NULL: what the daemon answers without a decision and what the client
+ * library falls back to without a daemon, read from the manifest by both. */
+const hct_variant_t *hct__op_baseline(const hct_op_t *op);
 /* The op's buffer called `name`, or NULL. */
 const hct_buffer_t *hct__buffer_find(const hct_op_t *op, const char *name);
 /* The variant whose bits v must equal (its "reference"), when v is bitwise;
