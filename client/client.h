@@ -80,32 +80,16 @@ int hct__ecuda_zero(const hct_ecard_t *card, uint64_t ptr, size_t words);
 /* Waits for everything in the context (before freeing a kernel). */
 int hct__ecuda_ctx_sync(const hct_ecard_t *card);
 
-#define HCT_ARG_INT INT32_MIN
-#define HCT_ARG_TMAP (INT32_MIN + 1)
-
-/* A tensor map argument of a launch, evaluated for one T: over scratch it
- * is encoded once at load (built); over a buffer, whose address comes with
- * each launch, it is encoded there from dims. */
-typedef struct hct_etmap_s {
-  hct_tmap_dims_t dims;
-  int target;             /* >= 0 a buffer index, -1 - i scratch i */
-  int built;
-  uint64_t words[16];     /* the map when built (unaligned: copied out) */
-} hct_etmap_t;
-
-/* One launch of a plan, evaluated for one T. */
-typedef struct hct_elaunch_s {
-  void *fn;               /* CUfunction */
-  unsigned grid[3], block[3], smem;
-  int pdl;                /* programmatic stream serialisation */
-  int n_args;
-  /* per argument: >= 0 a buffer index, -1 - i scratch i, HCT_ARG_INT an
-   * int (ival), HCT_ARG_TMAP the tensor map tmaps[ival] */
-  int kind[HCT_MAX_ARGS];
-  int ival[HCT_MAX_ARGS];
-  hct_etmap_t tmaps[HCT_MAX_TMAPS];
-  int n_tmaps;
-} hct_elaunch_t;
+/* A plan (jit/plan.c) bound to this card for one T: the functions of its
+ * launches, its scratch, and the tensor maps over scratch encoded at load
+ * (built); a map over a buffer, whose address comes with each launch, is
+ * encoded there from its dims. */
+typedef struct hct_ebound_s {
+  void *fn[HCT_MAX_LAUNCHES];       /* CUfunction */
+  uint64_t scratch[HCT_MAX_SCRATCH];
+  unsigned char built[HCT_MAX_LAUNCHES][HCT_MAX_TMAPS];
+  uint64_t words[HCT_MAX_LAUNCHES][HCT_MAX_TMAPS][16]; /* unaligned: copied out */
+} hct_ebound_t;
 
 /* 1 when the driver can encode tensor maps (cuTensorMapEncodeTiled, CUDA
  * 12.0+), else 0 with the reason recorded. */
@@ -113,14 +97,10 @@ int hct__ecuda_has_tmaps(void);
 /* A tensor map over base (host work: no context, no stream). */
 int hct__ecuda_tensor_map(const hct_tmap_dims_t *t, uint64_t base, uint64_t out[16]);
 
-/* Enqueues memsets (each-run scratch) and launches on `stream` in ctx. */
-typedef struct hct_ezero_s {
-  uint64_t ptr;
-  size_t words;
-} hct_ezero_t;
-int hct__ecuda_enqueue(const hct_ecard_t *card, void *stream, const hct_ezero_t *zeros, int n_zeros,
-                       const hct_elaunch_t *launches, int n_launches, const uint64_t *buffers,
-                       const uint64_t *scratch);
+/* Enqueues the plan on `stream` in ctx: memsets of its each-run scratch,
+ * then its launches, with the engine's buffers. */
+int hct__ecuda_enqueue(const hct_ecard_t *card, void *stream, const hct_plan_t *plan,
+                       const hct_ebound_t *bound, const uint64_t *buffers);
 
 /* ---- HCTUNE_FORCE (client/force.c) -------------------------------- */
 

@@ -300,82 +300,82 @@ int hct__ecuda_tensor_map(const hct_tmap_dims_t *t, uint64_t base, uint64_t out[
  * while the previous kernel on the stream still runs, and its own
  * griddepcontrol.wait orders what it reads of that kernel's output.
  */
-int hct__ecuda_enqueue(const hct_ecard_t *card, void *stream, const hct_ezero_t *zeros, int n_zeros,
-                       const hct_elaunch_t *launches, int n_launches, const uint64_t *buffers,
-                       const uint64_t *scratch) {
+int hct__ecuda_enqueue(const hct_ecard_t *card, void *stream, const hct_plan_t *plan,
+                       const hct_ebound_t *bound, const uint64_t *buffers) {
   int pushed, rc = enter(card, &pushed);
   if (rc < 0) return rc;
   CUstream s = (CUstream)stream;
   CUresult r = CUDA_SUCCESS;
-  for (int i = 0; i < n_zeros && r == CUDA_SUCCESS; i++)
-    r = cu.cuMemsetD32Async((CUdeviceptr)zeros[i].ptr, 0, zeros[i].words, s);
+  for (int i = 0; i < plan->n_scratch && r == CUDA_SUCCESS; i++)
+    if (plan->scratch_zero[i] == HCT_ZERO_EACH_RUN)
+      r = cu.cuMemsetD32Async((CUdeviceptr)bound->scratch[i], 0, plan->scratch_bytes[i] / 4, s);
   if (r != CUDA_SUCCESS) {
     leave(pushed);
     return cu_fail(r, "cuMemsetD32Async of scratch");
   }
-  for (int l = 0; l < n_launches; l++) {
-    const hct_elaunch_t *L = &launches[l];
+  for (int l = 0; l < plan->n_launches; l++) {
     /* Argument storage lives until the launch call returns: the driver
      * copies the values then. */
     uint64_t ptrs[HCT_MAX_ARGS];
     int ints[HCT_MAX_ARGS];
     hct_tmap_bytes_t maps[HCT_MAX_TMAPS];
     void *args[HCT_MAX_ARGS];
-    for (int a = 0; a < L->n_args; a++) {
-      int k = L->kind[a];
-      if (k == HCT_ARG_INT) {
-        ints[a] = L->ival[a];
+    const hct_plan_launch_t *P = &plan->launches[l];
+    for (int a = 0; a < P->n_args; a++) {
+      const hct_plan_arg_t *pa = &P->args[a];
+      if (pa->kind == HCT_PLAN_INT) {
+        ints[a] = pa->value;
         args[a] = &ints[a];
-      } else if (k == HCT_ARG_TMAP) {
+      } else if (pa->kind == HCT_PLAN_TMAP) {
         /* A map over a buffer is made from this launch's address (host
          * work only: a capture records the bytes). */
-        const int i = L->ival[a];
-        const hct_etmap_t *m = &L->tmaps[i];
-        if (m->built) {
-          memcpy(maps[i].words, m->words, sizeof maps[i].words);
-        } else if (buffers[m->target] == 0) {
+        const int i = pa->index;
+        const hct_plan_tmap_t *m = &P->tmaps[i];
+        if (bound->built[l][i]) {
+          memcpy(maps[i].words, bound->words[l][i], sizeof maps[i].words);
+        } else if (buffers[m->index] == 0) {
           leave(pushed);
           return hct__error(HCT_EINVAL, "launch %d: a tensor map over buffer %d, which is null", l,
-                            m->target);
+                            m->index);
         } else if ((rc = hct__cuda_tmap_encode(cu.cuTensorMapEncodeTiled, &m->dims,
-                                               buffers[m->target], maps[i].words)) < 0) {
+                                               buffers[m->index], maps[i].words)) < 0) {
           leave(pushed);
           return rc;
         }
         args[a] = &maps[i];
       } else {
-        ptrs[a] = k >= 0 ? buffers[k] : scratch[-1 - k];
+        ptrs[a] = pa->kind == HCT_PLAN_BUFFER ? buffers[pa->index] : bound->scratch[pa->index];
         args[a] = &ptrs[a];
       }
     }
-    if (L->pdl && cu.cuLaunchKernelEx != NULL) {
+    if (P->pdl && cu.cuLaunchKernelEx != NULL) {
       CUlaunchAttribute attr;
       memset(&attr, 0, sizeof attr);
       attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
       attr.value.programmaticStreamSerializationAllowed = 1;
       CUlaunchConfig cfg;
       memset(&cfg, 0, sizeof cfg);
-      cfg.gridDimX = L->grid[0];
-      cfg.gridDimY = L->grid[1];
-      cfg.gridDimZ = L->grid[2];
-      cfg.blockDimX = L->block[0];
-      cfg.blockDimY = L->block[1];
-      cfg.blockDimZ = L->block[2];
-      cfg.sharedMemBytes = L->smem;
+      cfg.gridDimX = P->grid[0];
+      cfg.gridDimY = P->grid[1];
+      cfg.gridDimZ = P->grid[2];
+      cfg.blockDimX = P->block[0];
+      cfg.blockDimY = P->block[1];
+      cfg.blockDimZ = P->block[2];
+      cfg.sharedMemBytes = P->smem;
       cfg.hStream = s;
       cfg.attrs = &attr;
       cfg.numAttrs = 1;
-      r = cu.cuLaunchKernelEx(&cfg, (CUfunction)L->fn, args, NULL);
+      r = cu.cuLaunchKernelEx(&cfg, (CUfunction)bound->fn[l], args, NULL);
     } else {
-      r = cu.cuLaunchKernel((CUfunction)L->fn, L->grid[0], L->grid[1], L->grid[2], L->block[0],
-                            L->block[1], L->block[2], L->smem, s, args, NULL);
+      r = cu.cuLaunchKernel((CUfunction)bound->fn[l], P->grid[0], P->grid[1], P->grid[2], P->block[0],
+                            P->block[1], P->block[2], P->smem, s, args, NULL);
     }
     if (r != CUDA_SUCCESS) {
       leave(pushed);
       char what[160];
       snprintf(what, sizeof what, "launch %d grid (%u,%u,%u) block (%u,%u,%u) smem %u%s", l,
-               L->grid[0], L->grid[1], L->grid[2], L->block[0], L->block[1], L->block[2], L->smem,
-               L->pdl ? " (programmatic)" : "");
+               P->grid[0], P->grid[1], P->grid[2], P->block[0], P->block[1], P->block[2], P->smem,
+               P->pdl ? " (programmatic)" : "");
       return cu_fail(r, what);
     }
   }

@@ -31,7 +31,6 @@
 
 #include "client.h"
 
-#define MAX_SCRATCH 4
 /* Distinct answers (variant and point) one kernel holds. */
 #define MAX_IMPLS 16
 
@@ -44,7 +43,7 @@ typedef struct impl_s {
   char why[256];                    /* why it was compiled here */
   hct_launch_t launches[HCT_MAX_LAUNCHES];
   int n_launches;
-  hct_scratch_t scratch[MAX_SCRATCH];
+  hct_scratch_t scratch[HCT_MAX_SCRATCH];
   int n_scratch;
   hct_tmap_spec_t tmaps[HCT_MAX_TMAPS];
   int n_tmaps;
@@ -53,8 +52,8 @@ typedef struct impl_s {
                                        came from is freed after the load */
   void *module;
   void *fn[HCT_MAX_LAUNCHES];
-  uint64_t scratch_ptr[MAX_SCRATCH];
-  size_t scratch_bytes[MAX_SCRATCH];
+  uint64_t scratch_ptr[HCT_MAX_SCRATCH];
+  size_t scratch_bytes[HCT_MAX_SCRATCH];
 } impl_t;
 
 /* Distinct runs of T with one answer each that one kernel holds. */
@@ -65,13 +64,12 @@ typedef struct span_s {
   int tlo, thi, impl;
 } span_t;
 
-/* What one T runs: its impl and the launches evaluated for T. */
+/* What one T runs: its impl, and the impl's plan evaluated for T
+ * (jit/plan.c) and bound to its functions and scratch. */
 typedef struct at_s {
   int impl;
-  hct_elaunch_t launches[HCT_MAX_LAUNCHES];
-  int n_launches;
-  hct_ezero_t zeros[MAX_SCRATCH];
-  int n_zeros;
+  hct_plan_t plan;
+  hct_ebound_t bound;
 } at_t;
 
 struct hct_kernel_s {
@@ -160,7 +158,7 @@ static void plan_from_manifest(impl_t *im, const hct_op_t *m, const hct_variant_
                                const hct_point_t *pt, const hct_ecard_t *card) {
   memcpy(im->launches, v->launches, sizeof(hct_launch_t) * (size_t)v->n_launches);
   im->n_launches = v->n_launches;
-  im->n_scratch = HCT_MIN(v->n_scratch, MAX_SCRATCH);
+  im->n_scratch = HCT_MIN(v->n_scratch, HCT_MAX_SCRATCH);
   memcpy(im->scratch, v->scratch, sizeof(hct_scratch_t) * (size_t)im->n_scratch);
   im->n_tmaps = v->n_tmaps;
   memcpy(im->tmaps, v->tmaps, sizeof(hct_tmap_spec_t) * (size_t)v->n_tmaps);
@@ -217,7 +215,7 @@ static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
          *scr = json_object_get(e, "scratch"), *ls = json_object_get(e, "launches");
   if (!json_is_object(syms) || !json_is_array(bufs) || !json_is_array(scr) || !json_is_array(ls))
     return HCT_ENOENT;
-  if (json_array_size(ls) > HCT_MAX_LAUNCHES || json_array_size(scr) > MAX_SCRATCH ||
+  if (json_array_size(ls) > HCT_MAX_LAUNCHES || json_array_size(scr) > HCT_MAX_SCRATCH ||
       json_array_size(bufs) > HCT_MAX_BUFFERS || json_object_size(syms) > 48)
     return hct__error(HCT_EPROTO, "module plan: more launches, scratch, buffers or symbols than "
                                   "this library holds");
@@ -534,121 +532,45 @@ static int impl_load_daemon(hct_kernel_t *k, impl_t *im, hct_client_t *c, hct_op
 
 /* ---- evaluating for T ------------------------------------------------------- */
 
-static int eval(const char *expr, const hct_symtab_t *s, int64_t lo, int64_t hi, const char *what,
-                const char *entry, int64_t *out) {
-  int rc = hct__expr_eval(expr, s, out);
-  if (rc < 0) return rc;
-  if (*out < lo || *out > hi)
-    return hct__error(HCT_ERANGE, "kernel '%s': %s '%s' = %lld, outside %lld..%lld", entry, what,
-                      expr, (long long)*out, (long long)lo, (long long)hi);
-  return 0;
+/* The plan of impl im as jit/plan.c evaluates it: the launches, scratch
+ * and tensor maps the impl holds (the manifest's or the daemon's reply's),
+ * the engine's buffers, the card's shared memory. */
+static void impl_spec(const hct_kernel_t *k, const impl_t *im, hct_plan_spec_t *spec) {
+  *spec = (hct_plan_spec_t){.label = im->choice.variant,
+                            .buffers = k->buffers,
+                            .n_buffers = k->n_buffers,
+                            .scratch = im->scratch,
+                            .n_scratch = im->n_scratch,
+                            .launches = im->launches,
+                            .n_launches = im->n_launches,
+                            .tmaps = im->tmaps,
+                            .n_tmaps = im->n_tmaps,
+                            .smem_max = k->card.smem_optin};
 }
 
-static int buffer_index(const hct_kernel_t *k, const char *name) {
-  for (int i = 0; i < k->n_buffers; i++)
-    if (strcmp(k->buffers[i].name, name) == 0) return i;
-  return -1;
-}
-
-static int scratch_index(const impl_t *im, const char *name) {
-  for (int i = 0; i < im->n_scratch; i++)
-    if (strcmp(im->scratch[i].name, name) == 0) return i;
-  return -1;
-}
-
-/* Scratch bytes at T, rounded up to whole words plus one (as tuner/run.c
- * sizes them, so a kernel sees the same memory as when it was checked). */
-static int scratch_bytes(const impl_t *im, int i, const hct_symtab_t *s, size_t *bytes) {
-  int64_t b = 0;
-  int rc = eval(im->scratch[i].bytes, s, 0, (int64_t)1 << 34, "scratch bytes", im->scratch[i].name, &b);
-  if (rc == 0) *bytes = (size_t)((b + 3) & ~3LL) + 4;
-  return rc;
-}
-
-/* Tensor map t of a launch at T (syms s) into E->tmaps: checked against
- * the memory it spans (a buffer's bytes at T, a scratch's allocation) and,
- * over scratch, encoded now. */
-static int eval_tmap(const hct_kernel_t *k, const impl_t *im, const hct_tmap_spec_t *t,
-                     const hct_symtab_t *s, const char *entry, hct_elaunch_t *E) {
-  if (E->n_tmaps == HCT_MAX_TMAPS)
-    return hct__error(HCT_ERANGE, "kernel '%s': more than %d tensor map arguments", entry,
-                      HCT_MAX_TMAPS);
-  hct_etmap_t *m = &E->tmaps[E->n_tmaps];
-  memset(m, 0, sizeof *m);
-  const int b = buffer_index(k, t->target), sc = scratch_index(im, t->target);
-  size_t bytes = 0;
-  int64_t n = 0;
-  int rc = 0;
-  if (b >= 0) {
-    if ((rc = hct__expr_eval(k->buffers[b].elems, s, &n)) < 0) return rc;
-    bytes = (size_t)n * hct__dtype_size(k->buffers[b].dtype);
-  } else if (sc >= 0) {
-    bytes = im->scratch_bytes[sc];
-  } else {
-    return hct__error(HCT_EMANIFEST, "kernel '%s': tensor map '%s' over '%s', no buffer or scratch",
-                      entry, t->name, t->target);
-  }
-  if ((rc = hct__tmap_eval(t, s, bytes, &m->dims)) < 0) return rc;
-  m->target = b >= 0 ? b : -1 - sc;
-  if (b < 0) {
-    if ((rc = hct__ecuda_tensor_map(&m->dims, im->scratch_ptr[sc], m->words)) < 0) return rc;
-    m->built = 1;
-  }
-  E->n_tmaps++;
-  return 0;
-}
-
-/* Evaluates T's plan into *at: pure, no allocation (a launch may call it). */
+/* Evaluates T's plan into *at and binds it: pure, no allocation (a launch
+ * may call it).  Tensor maps are checked against a buffer's bytes at T and
+ * a scratch's allocation; those over scratch are encoded now. */
 static int eval_at(const hct_kernel_t *k, int T, at_t *at) {
   at->impl = impl_of(k, T);
   const impl_t *im = &k->impls[at->impl];
   hct_symtab_t s = im->syms;
   hct__symtab_set(&s, "T", T);
-  int rc = 0;
-  at->n_zeros = 0;
-  for (int i = 0; i < im->n_scratch; i++) {
-    size_t b = 0;
-    if ((rc = scratch_bytes(im, i, &s, &b)) < 0) return rc;
-    if (im->scratch[i].zero == HCT_ZERO_EACH_RUN)
-      at->zeros[at->n_zeros++] = (hct_ezero_t){im->scratch_ptr[i], b / 4};
-  }
-  at->n_launches = im->n_launches;
-  for (int l = 0; l < im->n_launches; l++) {
-    const hct_launch_t *L = &im->launches[l];
-    hct_elaunch_t *E = &at->launches[l];
-    int64_t v;
-    for (int d = 0; d < 3; d++) {
-      if ((rc = eval(L->grid[d], &s, 1, 0x7fffffff, "grid", L->entry, &v)) < 0) return rc;
-      E->grid[d] = (unsigned)v;
-      if ((rc = eval(L->block[d], &s, 1, 1024, "block", L->entry, &v)) < 0) return rc;
-      E->block[d] = (unsigned)v;
-    }
-    if ((rc = eval(L->smem, &s, 0, k->card.smem_optin, "shared memory", L->entry, &v)) < 0) return rc;
-    E->smem = (unsigned)v;
-    if ((rc = eval(L->pdl[0] ? L->pdl : "0", &s, INT32_MIN, INT32_MAX, "pdl", L->entry, &v)) < 0)
-      return rc;
-    E->pdl = v != 0;
-    E->fn = im->fn[l];
-    E->n_args = L->n_args;
-    E->n_tmaps = 0;
-    for (int a = 0; a < L->n_args; a++) {
-      if (L->args[a].tmap > 0) {
-        if ((rc = eval_tmap(k, im, &im->tmaps[L->args[a].tmap - 1], &s, L->entry, E)) < 0) return rc;
-        E->kind[a] = HCT_ARG_TMAP;
-        E->ival[a] = E->n_tmaps - 1;
-      } else if (L->args[a].is_pointer) {
-        const char *name = L->args[a].text + 1;
-        int b = buffer_index(k, name), sc = scratch_index(im, name);
-        if (b < 0 && sc < 0)
-          return hct__error(HCT_EMANIFEST, "kernel '%s': argument '@%s' is no buffer or scratch",
-                            L->entry, name);
-        E->kind[a] = b >= 0 ? b : -1 - sc;
-      } else {
-        if ((rc = eval(L->args[a].text, &s, INT32_MIN + 1, INT32_MAX, "argument", L->entry, &v)) < 0)
-          return rc;
-        E->kind[a] = HCT_ARG_INT;
-        E->ival[a] = (int)v;
-      }
+  hct_plan_spec_t spec;
+  impl_spec(k, im, &spec);
+  int rc = hct__plan_eval(&spec, &s, NULL, im->scratch_bytes, &at->plan);
+  if (rc < 0) return rc;
+  hct_ebound_t *b = &at->bound;
+  memcpy(b->fn, im->fn, sizeof b->fn);
+  memcpy(b->scratch, im->scratch_ptr, sizeof b->scratch);
+  for (int l = 0; l < at->plan.n_launches; l++) {
+    const hct_plan_launch_t *P = &at->plan.launches[l];
+    for (int t = 0; t < P->n_tmaps; t++) {
+      const hct_plan_tmap_t *m = &P->tmaps[t];
+      b->built[l][t] = m->over == HCT_PLAN_SCRATCH;
+      if (b->built[l][t] &&
+          (rc = hct__ecuda_tensor_map(&m->dims, im->scratch_ptr[m->index], b->words[l][t])) < 0)
+        return rc;
     }
   }
   return 0;
@@ -659,23 +581,23 @@ static int eval_at(const hct_kernel_t *k, int T, at_t *at) {
 static int impl_finish(hct_kernel_t *k, int i) {
   impl_t *im = &k->impls[i];
   int smax[HCT_MAX_LAUNCHES] = {0};
-  int rc = 0;
+  hct_plan_spec_t spec;
+  impl_spec(k, im, &spec);
+  hct_plan_t *plan = malloc(sizeof *plan);
+  int rc = plan != NULL ? 0 : hct__error(HCT_ENOMEM, "%s: out of memory", k->op);
   for (int T = k->tmin; rc == 0 && T <= k->tmax; T++) {
     if (impl_of(k, T) != i) continue;
     hct_symtab_t s = im->syms;
     hct__symtab_set(&s, "T", T);
-    for (int l = 0; rc == 0 && l < im->n_launches; l++) {
-      int64_t v;
-      rc = eval(im->launches[l].smem, &s, 0, k->card.smem_optin, "shared memory",
-                im->launches[l].entry, &v);
-      if (rc == 0 && v > smax[l]) smax[l] = (int)v;
-    }
-    for (int sc = 0; rc == 0 && sc < im->n_scratch; sc++) {
-      size_t b = 0;
-      rc = scratch_bytes(im, sc, &s, &b);
-      if (rc == 0 && b > im->scratch_bytes[sc]) im->scratch_bytes[sc] = b;
-    }
+    /* Scratch not yet allocated: its tensor maps are checked against its
+     * size at T, which the allocation (the largest) holds. */
+    if ((rc = hct__plan_eval(&spec, &s, NULL, NULL, plan)) < 0) break;
+    for (int l = 0; l < plan->n_launches; l++)
+      if ((int)plan->launches[l].smem > smax[l]) smax[l] = (int)plan->launches[l].smem;
+    for (int sc = 0; sc < plan->n_scratch; sc++)
+      if (plan->scratch_bytes[sc] > im->scratch_bytes[sc]) im->scratch_bytes[sc] = plan->scratch_bytes[sc];
   }
+  free(plan);
   for (int l = 0; rc == 0 && l < im->n_launches; l++)
     rc = hct__ecuda_function(im->module, im->launches[l].entry, smax[l], &im->fn[l]);
   for (int sc = 0; rc == 0 && sc < im->n_scratch; sc++) {
@@ -841,9 +763,7 @@ int hct_kernel_launch(hct_kernel_t *k, void *stream, int tokens, const uint64_t 
     int rc = eval_at(k, tokens, &here);
     if (rc < 0) return rc;
   }
-  const impl_t *im = &k->impls[at->impl];
-  return hct__ecuda_enqueue(&k->card, stream, at->zeros, at->n_zeros, at->launches, at->n_launches,
-                            buffers, im->scratch_ptr);
+  return hct__ecuda_enqueue(&k->card, stream, &at->plan, &at->bound, buffers);
 }
 
 int hct_kernel_choice(const hct_kernel_t *k, int tokens, hct_choice_t *out, const char **why) {

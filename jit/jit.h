@@ -64,6 +64,7 @@ int hct__expr_eval(const char *expr, const hct_symtab_t *syms, int64_t *out);
 #define HCT_MAX_PARAM_VALUES 16
 #define HCT_MAX_LAUNCHES 8
 #define HCT_MAX_ARGS 16
+#define HCT_MAX_SCRATCH 4
 #define HCT_MAX_VARIANTS 32
 #define HCT_MAX_BUFFERS 16
 #define HCT_MAX_CONSTRAINTS 8
@@ -210,7 +211,7 @@ typedef struct hct_variant_s {
   int n_params;
   char constraints[HCT_MAX_CONSTRAINTS][256]; /* must all be non-zero */
   int n_constraints;
-  hct_scratch_t scratch[4];
+  hct_scratch_t scratch[HCT_MAX_SCRATCH];
   int n_scratch;
   hct_launch_t launches[HCT_MAX_LAUNCHES];
   int n_launches;
@@ -765,6 +766,85 @@ struct hct_gpu_s {
 };
 
 /* ---- launch plans (jit/plan.c) ------------------------------------------- */
+
+/*
+ * A variant's launch plan evaluated for one T on one card: what the tuner
+ * (tuner/run.c) and the client library (client/kernel.c) launch, each
+ * binding its own pointers to it.  The one evaluation of the manifest's
+ * launch expressions (grid, block, shared memory, PDL, integer arguments),
+ * scratch sizes and tensor maps; the plan holds numbers and indices only.
+ */
+
+/* What a plan is evaluated from: the manifest's (hct__plan_spec) or one a
+ * daemon sent (client/kernel.c reads it into the same structures). */
+typedef struct hct_plan_spec_s {
+  const char *label;                /* names the candidate in messages */
+  const hct_buffer_t *buffers;
+  int n_buffers;
+  const hct_scratch_t *scratch;
+  int n_scratch;
+  const hct_launch_t *launches;
+  int n_launches;
+  const hct_tmap_spec_t *tmaps;
+  int n_tmaps;
+  int64_t smem_max;                 /* the card's SMEM_OPTIN */
+} hct_plan_spec_t;
+
+typedef enum {
+  HCT_PLAN_BUFFER,                  /* a device pointer: buffer `index` */
+  HCT_PLAN_SCRATCH,                 /* a device pointer: scratch `index` */
+  HCT_PLAN_INT,                     /* an int: `value` */
+  HCT_PLAN_TMAP                     /* a tensor map: the launch's tmaps[index] */
+} hct_plan_arg_kind_t;
+
+typedef struct hct_plan_arg_s {
+  hct_plan_arg_kind_t kind;
+  int index;
+  int value;
+} hct_plan_arg_t;
+
+/* A tensor map's figures, checked against the memory it spans; encoded by
+ * whoever knows that memory's address. */
+typedef struct hct_plan_tmap_s {
+  hct_tmap_dims_t dims;
+  hct_plan_arg_kind_t over;         /* HCT_PLAN_BUFFER or HCT_PLAN_SCRATCH */
+  int index;
+} hct_plan_tmap_t;
+
+typedef struct hct_plan_launch_s {
+  unsigned grid[3], block[3], smem;
+  int pdl;                          /* programmatic stream serialisation */
+  int n_args;
+  hct_plan_arg_t args[HCT_MAX_ARGS];
+  int n_tmaps;
+  hct_plan_tmap_t tmaps[HCT_MAX_TMAPS];
+} hct_plan_launch_t;
+
+typedef struct hct_plan_s {
+  int n_scratch;
+  size_t scratch_bytes[HCT_MAX_SCRATCH];  /* at T, hct__scratch_size's rule */
+  hct_zero_t scratch_zero[HCT_MAX_SCRATCH];
+  int n_launches;
+  hct_plan_launch_t launches[HCT_MAX_LAUNCHES];
+} hct_plan_t;
+
+/* The spec of variant v of op, as its manifest gives it. */
+void hct__plan_spec(const hct_op_t *op, const hct_variant_t *v, int64_t smem_max,
+                    hct_plan_spec_t *spec);
+/* The bytes scratch s takes at syms: its expression (0 .. 16 GiB), rounded
+ * up to whole 32-bit words (so a fill32 clears it) plus one word (so none
+ * is empty).  The one sizing rule of scratch: a kernel sees the same
+ * memory in an engine as when the tuner checked it. */
+int hct__scratch_size(const hct_scratch_t *s, const hct_symtab_t *syms, size_t *out);
+/*
+ * Evaluates spec at syms (constants, point, card, T) into *out: pure, no
+ * allocation, any thread.  A tensor map is checked against the memory it
+ * spans: buffer_bytes[i] / scratch_bytes[i] when given (what was
+ * allocated; 0 is an absent buffer, refused), else the buffer's elems and
+ * the scratch's size at T.  Errors name spec->label and the launch.
+ */
+int hct__plan_eval(const hct_plan_spec_t *spec, const hct_symtab_t *syms,
+                   const size_t *buffer_bytes, const size_t *scratch_bytes, hct_plan_t *out);
 
 /* The first point of v whose constraints all hold at T (syms: constants,
  * T and the card's figures, as hct__point_symtab and the launch symbols
