@@ -100,7 +100,8 @@ endif
 # unless listed here.
 LOWER_SRC  := common/error.c common/names.c common/util.c common/log.c common/tokens.c \
               common/base64.c common/socket_path.c \
-              jit/expr.c jit/manifest.c jit/options.c jit/plan.c jit/cuda.c jit/nvml.c jit/vendor_lib.c
+              jit/expr.c jit/manifest.c jit/options.c jit/plan.c jit/cuda.c jit/cuda_driver.c jit/nvml.c \
+              jit/vendor_lib.c
 CLIENT_SRC := $(wildcard client/*.c) $(LOWER_SRC)
 CORE_SRC   := $(filter-out $(CLIENT_SRC) cli/main.c,$(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/*.c) \
               $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c)))
@@ -114,7 +115,7 @@ TEST_BINS  := $(TEST_SRC:tests/%.c=$(O)/tests/%)
 TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
 
 # Per-file flags: vendor headers only where a backend needs them.
-$(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(O)/jit/cuda.o $(O)/jit/cuda_driver.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(O)/client/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/jit/hip_%.o: CPPFLAGS += -D__HIP_PLATFORM_AMD__

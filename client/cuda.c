@@ -1,5 +1,5 @@
 /*
- * client_cuda.c: the engine's side of the CUDA driver: modules, scratch and
+ * cuda.c: the engine's side of the CUDA driver: modules, scratch and
  * launches in the caller's context, on the caller's stream.
  *
  * jit/cuda.c drives cards for the tuner: it owns a primary context and a
@@ -7,134 +7,44 @@
  * engine's library must do neither: it loads into whatever context the
  * caller has current (PyTorch's, CuPy's, the engine's own) and enqueues on
  * the caller's stream, so that the launches order with the engine's work
- * and can be captured in the engine's CUDA graphs.  So this file keeps its
- * own small table of driver entry points, loaded by jit/vendor_lib.c as
- * jit/cuda.c's are; CUresult values map to HCT codes through jit/cuda.c's
- * table.
+ * and can be captured in the engine's CUDA graphs.  Both call the driver
+ * through the one table of jit/cuda_api.h (loaded by jit/cuda_driver.c),
+ * and launch plans that jit/plan.c evaluated.
  *
  * Thread rules: loading is guarded by pthread_once.  Every call pushes the
  * kernel's context when the calling thread has another one current (or
  * none) and pops it afterwards, so a thread's current context is never
  * changed behind the caller's back.
  */
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda.h>
-
 #include "client.h"
+#include "cuda_api.h"
 
-#define HCT_ECU_SYMBOLS(XX)                                                                   \
-  XX(CUresult, cuInit, (unsigned int), "cuInit")                                              \
-  XX(CUresult, cuGetErrorName, (CUresult, const char **), "cuGetErrorName")                   \
-  XX(CUresult, cuGetErrorString, (CUresult, const char **), "cuGetErrorString")               \
-  XX(CUresult, cuCtxGetCurrent, (CUcontext *), "cuCtxGetCurrent")                             \
-  XX(CUresult, cuCtxGetDevice, (CUdevice *), "cuCtxGetDevice")                                \
-  XX(CUresult, cuCtxPushCurrent, (CUcontext), "cuCtxPushCurrent_v2")                          \
-  XX(CUresult, cuCtxPopCurrent, (CUcontext *), "cuCtxPopCurrent_v2")                          \
-  XX(CUresult, cuCtxSynchronize, (void), "cuCtxSynchronize")                                  \
-  XX(CUresult, cuDeviceGet, (CUdevice *, int), "cuDeviceGet")                                 \
-  XX(CUresult, cuDeviceGetAttribute, (int *, CUdevice_attribute, CUdevice),                   \
-     "cuDeviceGetAttribute")                                                                  \
-  XX(CUresult, cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice), "cuDevicePrimaryCtxRetain") \
-  XX(CUresult, cuDevicePrimaryCtxRelease, (CUdevice), "cuDevicePrimaryCtxRelease_v2")        \
-  XX(CUresult, cuModuleLoadData, (CUmodule *, const void *), "cuModuleLoadData")              \
-  XX(CUresult, cuModuleUnload, (CUmodule), "cuModuleUnload")                                  \
-  XX(CUresult, cuModuleGetFunction, (CUfunction *, CUmodule, const char *),                   \
-     "cuModuleGetFunction")                                                                   \
-  XX(CUresult, cuFuncSetAttribute, (CUfunction, CUfunction_attribute, int),                   \
-     "cuFuncSetAttribute")                                                                    \
-  XX(CUresult, cuMemAlloc, (CUdeviceptr *, size_t), "cuMemAlloc_v2")                          \
-  XX(CUresult, cuMemFree, (CUdeviceptr), "cuMemFree_v2")                                      \
-  XX(CUresult, cuMemsetD32, (CUdeviceptr, unsigned int, size_t), "cuMemsetD32_v2")            \
-  XX(CUresult, cuMemsetD32Async, (CUdeviceptr, unsigned int, size_t, CUstream),               \
-     "cuMemsetD32Async")                                                                      \
-  XX(CUresult, cuLaunchKernel,                                                                \
-     (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,       \
-      CUstream, void **, void **),                                                            \
-     "cuLaunchKernel")
-
-#define HCT_FIELD(ret, name, args, sym) ret (*name) args;
-static struct {
-  HCT_ECU_SYMBOLS(HCT_FIELD)
-  CUresult (*cuDeviceGetUuid)(CUuuid *, CUdevice);
-  /* CUDA 12+: launches with attributes (PDL).  Absent: plain launches,
-   * always correct for kernels whose griddepcontrol then does nothing. */
-  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
-  /* CUDA 12.0+: tensor maps (TMA).  Absent: a plan that takes one is
-   * refused and the loader falls back. */
-  void *cuTensorMapEncodeTiled;
-} cu;
-#undef HCT_FIELD
-
-/* cuDeviceGetUuid_v2 is asked for first, the first one after it, as
- * jit/cuda.c does (same bytes outside MIG; drivers before 11.4 lack v2). */
-#define HCT_ROW(ret, name, args, sym) {(void **)&cu.name, sym, 1},
-static const hct_vendor_sym_t cu_syms[] = {HCT_ECU_SYMBOLS(HCT_ROW)};
-#undef HCT_ROW
-
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int load_status;
-static char load_message[512];
-
-static int cu_fail(CUresult r, const char *what) {
-  const char *name = NULL, *msg = NULL;
-  if (cu.cuGetErrorName == NULL || cu.cuGetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
-  if (cu.cuGetErrorString == NULL || cu.cuGetErrorString(r, &msg) != CUDA_SUCCESS) msg = NULL;
-  return hct__error(hct__cuda_result_code(r), "cuda: %s: %s (%s, %d)", what,
-                    msg ? msg : "unknown error", name ? name : "CUresult", (int)r);
-}
-
-static void load_once(void) {
-  static const char *const names[] = {"libcuda.so.1"};
-  char tried[64] = "", why[256];
-  void *lib = hct__vendor_open(names, 1, NULL, tried, sizeof tried, why, sizeof why);
-  if (lib == NULL) {
-    load_status = hct__error(HCT_ENODRIVER, "cuda: cannot load libcuda.so.1 (%s)", why);
-  } else {
-    /* The first cuDeviceGetUuid where the driver has no _v2. */
-    cu.cuDeviceGetUuid = (CUresult(*)(CUuuid *, CUdevice))dlsym(lib, "cuDeviceGetUuid_v2");
-    if (cu.cuDeviceGetUuid == NULL)
-      cu.cuDeviceGetUuid = (CUresult(*)(CUuuid *, CUdevice))dlsym(lib, "cuDeviceGetUuid");
-    load_status = hct__vendor_resolve(lib, "libcuda.so.1", cu_syms, HCT_ARRAY_SIZE(cu_syms));
-    if (load_status == 0 && cu.cuDeviceGetUuid == NULL)
-      load_status = hct__error(HCT_ENOSYM, "'libcuda.so.1' has no symbol 'cuDeviceGetUuid'");
-    *(void **)&cu.cuLaunchKernelEx = dlsym(lib, "cuLaunchKernelEx");
-    cu.cuTensorMapEncodeTiled = dlsym(lib, "cuTensorMapEncodeTiled");
-    if (load_status == 0) {
-      CUresult r = cu.cuInit(0);
-      if (r == CUDA_ERROR_NO_DEVICE)
-        load_status = hct__error(HCT_ENODEV, "cuda: no gpu device found");
-      else if (r != CUDA_SUCCESS)
-        load_status = cu_fail(r, "cuInit");
-    }
-  }
-  if (load_status != 0) hct__strlcpy(load_message, hct_last_error(), sizeof load_message);
-}
-
+/* Loads the driver (jit/cuda_driver.c, shared with the tuner's backend);
+ * an engine without a card has nothing to load into. */
 static int load(void) {
-  pthread_once(&once, load_once);
-  if (load_status != 0) return hct__error(load_status, "%s", load_message);
-  return 0;
+  int no_device = 0, rc = hct__cu_load(&no_device);
+  if (rc == 0 && no_device) rc = hct__error(HCT_ENODEV, "cuda: no gpu device found");
+  return rc;
 }
 
 /* Makes ctx current for one call: *pushed tells leave() to pop it. */
 static int enter(const hct_ecard_t *card, int *pushed) {
   CUcontext cur = NULL;
   *pushed = 0;
-  if (cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == (CUcontext)card->ctx) return 0;
-  CUresult r = cu.cuCtxPushCurrent((CUcontext)card->ctx);
-  if (r != CUDA_SUCCESS) return cu_fail(r, "cuCtxPushCurrent");
+  if (hct__cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == (CUcontext)card->ctx) return 0;
+  CUresult r = hct__cu.cuCtxPushCurrent_v2((CUcontext)card->ctx);
+  if (r != CUDA_SUCCESS) return hct__cu_fail(r, "cuCtxPushCurrent");
   *pushed = 1;
   return 0;
 }
 
 static void leave(int pushed) {
   CUcontext dummy;
-  if (pushed) cu.cuCtxPopCurrent(&dummy);
+  if (pushed) hct__cu.cuCtxPopCurrent_v2(&dummy);
 }
 
 int hct__ecuda_card(hct_ecard_t *card) {
@@ -143,15 +53,15 @@ int hct__ecuda_card(hct_ecard_t *card) {
   if (rc < 0) return rc;
   CUcontext ctx = NULL;
   CUdevice dev = 0;
-  CUresult r = cu.cuCtxGetCurrent(&ctx);
-  if (r != CUDA_SUCCESS) return cu_fail(r, "cuCtxGetCurrent");
+  CUresult r = hct__cu.cuCtxGetCurrent(&ctx);
+  if (r != CUDA_SUCCESS) return hct__cu_fail(r, "cuCtxGetCurrent");
   if (ctx == NULL) {
-    if ((r = cu.cuDeviceGet(&dev, 0)) != CUDA_SUCCESS) return cu_fail(r, "cuDeviceGet 0");
-    if ((r = cu.cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS)
-      return cu_fail(r, "cuDevicePrimaryCtxRetain of card 0");
+    if ((r = hct__cu.cuDeviceGet(&dev, 0)) != CUDA_SUCCESS) return hct__cu_fail(r, "cuDeviceGet 0");
+    if ((r = hct__cu.cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS)
+      return hct__cu_fail(r, "cuDevicePrimaryCtxRetain of card 0");
     card->retained = 1;
-  } else if ((r = cu.cuCtxGetDevice(&dev)) != CUDA_SUCCESS) {
-    return cu_fail(r, "cuCtxGetDevice");
+  } else if ((r = hct__cu.cuCtxGetDevice(&dev)) != CUDA_SUCCESS) {
+    return hct__cu_fail(r, "cuCtxGetDevice");
   }
   card->ctx = ctx;
   card->ordinal = (int)dev;
@@ -165,30 +75,23 @@ int hct__ecuda_card(hct_ecard_t *card) {
                {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "opt-in shared memory"}};
   int *vals[] = {&major, &minor, &sms, &optin};
   for (size_t i = 0; i < HCT_ARRAY_SIZE(attrs); i++)
-    if ((r = cu.cuDeviceGetAttribute(vals[i], attrs[i].a, dev)) != CUDA_SUCCESS) {
-      rc = cu_fail(r, attrs[i].name);
+    if ((r = hct__cu.cuDeviceGetAttribute(vals[i], attrs[i].a, dev)) != CUDA_SUCCESS) {
+      rc = hct__cu_fail(r, attrs[i].name);
       hct__ecuda_card_release(card);
       return rc;
     }
   card->arch_num = major * 10 + minor;
   card->sm_count = sms;
   card->smem_optin = optin;
-  CUuuid u;
-  if ((r = cu.cuDeviceGetUuid(&u, dev)) != CUDA_SUCCESS) {
-    rc = cu_fail(r, "cuDeviceGetUuid");
+  if ((rc = hct__cu_device_uuid(dev, card->uuid, sizeof card->uuid)) < 0) {
     hct__ecuda_card_release(card);
     return rc;
   }
-  /* NVIDIA's text form, as jit/cuda.c and nvidia-smi write it. */
-  const unsigned char *b = (const unsigned char *)u.bytes;
-  snprintf(card->uuid, sizeof card->uuid,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
   return 0;
 }
 
 void hct__ecuda_card_release(hct_ecard_t *card) {
-  if (card->retained) cu.cuDevicePrimaryCtxRelease((CUdevice)card->ordinal);
+  if (card->retained) hct__cu.cuDevicePrimaryCtxRelease_v2((CUdevice)card->ordinal);
   card->retained = 0;
 }
 
@@ -210,10 +113,10 @@ int hct__ecuda_module_load(const hct_ecard_t *card, const void *image, size_t si
     image = copy;
   }
   CUmodule m = NULL;
-  CUresult r = cu.cuModuleLoadData(&m, image);
+  CUresult r = hct__cu.cuModuleLoadData(&m, image);
   free(copy);
   leave(pushed);
-  if (r != CUDA_SUCCESS) return cu_fail(r, is_elf ? "cuModuleLoadData (cubin)" : "cuModuleLoadData (ptx)");
+  if (r != CUDA_SUCCESS) return hct__cu_fail(r, is_elf ? "cuModuleLoadData (cubin)" : "cuModuleLoadData (ptx)");
   *module = m;
   return 0;
 }
@@ -221,7 +124,7 @@ int hct__ecuda_module_load(const hct_ecard_t *card, const void *image, size_t si
 void hct__ecuda_module_unload(const hct_ecard_t *card, void *module) {
   int pushed;
   if (module == NULL || enter(card, &pushed) < 0) return;
-  cu.cuModuleUnload((CUmodule)module);
+  hct__cu.cuModuleUnload((CUmodule)module);
   leave(pushed);
 }
 
@@ -229,14 +132,14 @@ int hct__ecuda_function(void *module, const char *entry, int smem, void **fn) {
   CUfunction f = NULL;
   char what[160];
   snprintf(what, sizeof what, "kernel '%s'", entry);
-  CUresult r = cu.cuModuleGetFunction(&f, (CUmodule)module, entry);
-  if (r != CUDA_SUCCESS) return cu_fail(r, what);
+  CUresult r = hct__cu.cuModuleGetFunction(&f, (CUmodule)module, entry);
+  if (r != CUDA_SUCCESS) return hct__cu_fail(r, what);
   /* Above 48 KB, dynamic shared memory must be asked for per function. */
   if (smem > 48 * 1024 &&
-      (r = cu.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)) !=
+      (r = hct__cu.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)) !=
           CUDA_SUCCESS) {
     snprintf(what, sizeof what, "kernel '%s': %d bytes of dynamic shared memory", entry, smem);
-    return cu_fail(r, what);
+    return hct__cu_fail(r, what);
   }
   *fn = f;
   return 0;
@@ -246,12 +149,12 @@ int hct__ecuda_alloc(const hct_ecard_t *card, size_t bytes, uint64_t *ptr) {
   int pushed, rc = enter(card, &pushed);
   if (rc < 0) return rc;
   CUdeviceptr p = 0;
-  CUresult r = cu.cuMemAlloc(&p, bytes ? bytes : 4);
+  CUresult r = hct__cu.cuMemAlloc_v2(&p, bytes ? bytes : 4);
   leave(pushed);
   if (r != CUDA_SUCCESS) {
     char what[80];
     snprintf(what, sizeof what, "cuMemAlloc of %zu bytes of scratch", bytes);
-    return cu_fail(r, what);
+    return hct__cu_fail(r, what);
   }
   *ptr = (uint64_t)p;
   return 0;
@@ -260,29 +163,29 @@ int hct__ecuda_alloc(const hct_ecard_t *card, size_t bytes, uint64_t *ptr) {
 void hct__ecuda_free(const hct_ecard_t *card, uint64_t ptr) {
   int pushed;
   if (ptr == 0 || enter(card, &pushed) < 0) return;
-  cu.cuMemFree((CUdeviceptr)ptr);
+  hct__cu.cuMemFree_v2((CUdeviceptr)ptr);
   leave(pushed);
 }
 
 int hct__ecuda_zero(const hct_ecard_t *card, uint64_t ptr, size_t words) {
   int pushed, rc = enter(card, &pushed);
   if (rc < 0) return rc;
-  CUresult r = cu.cuMemsetD32((CUdeviceptr)ptr, 0, words);
+  CUresult r = hct__cu.cuMemsetD32_v2((CUdeviceptr)ptr, 0, words);
   leave(pushed);
-  return r == CUDA_SUCCESS ? 0 : cu_fail(r, "cuMemsetD32 of scratch");
+  return r == CUDA_SUCCESS ? 0 : hct__cu_fail(r, "cuMemsetD32 of scratch");
 }
 
 int hct__ecuda_ctx_sync(const hct_ecard_t *card) {
   int pushed, rc = enter(card, &pushed);
   if (rc < 0) return rc;
-  CUresult r = cu.cuCtxSynchronize();
+  CUresult r = hct__cu.cuCtxSynchronize();
   leave(pushed);
-  return r == CUDA_SUCCESS ? 0 : cu_fail(r, "cuCtxSynchronize");
+  return r == CUDA_SUCCESS ? 0 : hct__cu_fail(r, "cuCtxSynchronize");
 }
 
 int hct__ecuda_has_tmaps(void) {
   if (load() < 0) return 0;
-  if (cu.cuTensorMapEncodeTiled != NULL) return 1;
+  if (hct__cu.cuTensorMapEncodeTiled != NULL) return 1;
   hct__error(HCT_EUNSUPPORTED, "cuda: this driver has no cuTensorMapEncodeTiled (tensor maps need "
                                "CUDA 12.0 or newer)");
   return 0;
@@ -290,7 +193,7 @@ int hct__ecuda_has_tmaps(void) {
 
 int hct__ecuda_tensor_map(const hct_tmap_dims_t *t, uint64_t base, uint64_t out[16]) {
   int rc = load();
-  return rc < 0 ? rc : hct__cuda_tmap_encode(cu.cuTensorMapEncodeTiled, t, base, out);
+  return rc < 0 ? rc : hct__cuda_tmap_encode(t, base, out);
 }
 
 /*
@@ -308,10 +211,10 @@ int hct__ecuda_enqueue(const hct_ecard_t *card, void *stream, const hct_plan_t *
   CUresult r = CUDA_SUCCESS;
   for (int i = 0; i < plan->n_scratch && r == CUDA_SUCCESS; i++)
     if (plan->scratch_zero[i] == HCT_ZERO_EACH_RUN)
-      r = cu.cuMemsetD32Async((CUdeviceptr)bound->scratch[i], 0, plan->scratch_bytes[i] / 4, s);
+      r = hct__cu.cuMemsetD32Async((CUdeviceptr)bound->scratch[i], 0, plan->scratch_bytes[i] / 4, s);
   if (r != CUDA_SUCCESS) {
     leave(pushed);
-    return cu_fail(r, "cuMemsetD32Async of scratch");
+    return hct__cu_fail(r, "cuMemsetD32Async of scratch");
   }
   for (int l = 0; l < plan->n_launches; l++) {
     /* Argument storage lives until the launch call returns: the driver
@@ -337,7 +240,7 @@ int hct__ecuda_enqueue(const hct_ecard_t *card, void *stream, const hct_plan_t *
           leave(pushed);
           return hct__error(HCT_EINVAL, "launch %d: a tensor map over buffer %d, which is null", l,
                             m->index);
-        } else if ((rc = hct__cuda_tmap_encode(cu.cuTensorMapEncodeTiled, &m->dims,
+        } else if ((rc = hct__cuda_tmap_encode(&m->dims,
                                                buffers[m->index], maps[i].words)) < 0) {
           leave(pushed);
           return rc;
@@ -348,7 +251,7 @@ int hct__ecuda_enqueue(const hct_ecard_t *card, void *stream, const hct_plan_t *
         args[a] = &ptrs[a];
       }
     }
-    if (P->pdl && cu.cuLaunchKernelEx != NULL) {
+    if (P->pdl && hct__cu.cuLaunchKernelEx != NULL) {
       CUlaunchAttribute attr;
       memset(&attr, 0, sizeof attr);
       attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
@@ -365,9 +268,9 @@ int hct__ecuda_enqueue(const hct_ecard_t *card, void *stream, const hct_plan_t *
       cfg.hStream = s;
       cfg.attrs = &attr;
       cfg.numAttrs = 1;
-      r = cu.cuLaunchKernelEx(&cfg, (CUfunction)bound->fn[l], args, NULL);
+      r = hct__cu.cuLaunchKernelEx(&cfg, (CUfunction)bound->fn[l], args, NULL);
     } else {
-      r = cu.cuLaunchKernel((CUfunction)bound->fn[l], P->grid[0], P->grid[1], P->grid[2], P->block[0],
+      r = hct__cu.cuLaunchKernel((CUfunction)bound->fn[l], P->grid[0], P->grid[1], P->grid[2], P->block[0],
                             P->block[1], P->block[2], P->smem, s, args, NULL);
     }
     if (r != CUDA_SUCCESS) {
@@ -376,7 +279,7 @@ int hct__ecuda_enqueue(const hct_ecard_t *card, void *stream, const hct_plan_t *
       snprintf(what, sizeof what, "launch %d grid (%u,%u,%u) block (%u,%u,%u) smem %u%s", l,
                P->grid[0], P->grid[1], P->grid[2], P->block[0], P->block[1], P->block[2], P->smem,
                P->pdl ? " (programmatic)" : "");
-      return cu_fail(r, what);
+      return hct__cu_fail(r, what);
     }
   }
   leave(pushed);

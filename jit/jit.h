@@ -613,15 +613,16 @@ void *hct__vendor_open(const char *const *names, size_t n, size_t *which, char *
  * no symbol 'name'". */
 int hct__vendor_resolve(void *lib, const char *libname, const hct_vendor_sym_t *syms, size_t n);
 
-/* Encodes t over device memory at base with `encode`, the driver's
- * cuTensorMapEncodeTiled as its caller resolved it (jit/cuda.c's table, or
- * libhctune's own in client/cuda.c): the one translation of a
+/* Encodes t over device memory at base with the driver's
+ * cuTensorMapEncodeTiled (jit/cuda_api.h's table; HCT_EUNSUPPORTED naming
+ * CUDA 12.0 when the driver lacks it): the one translation of a
  * manifest's tensor map into the driver's (element type, swizzle, strides,
- * no interleave, 256-byte L2 promotion, zeros out of bounds). */
-int hct__cuda_tmap_encode(void *encode, const hct_tmap_dims_t *t, uint64_t base,
-                          uint64_t out[16]);
+ * no interleave, 256-byte L2 promotion, zeros out of bounds), for the
+ * tuner and the client library alike. */
+int hct__cuda_tmap_encode(const hct_tmap_dims_t *t, uint64_t base, uint64_t out[16]);
 
-/* CUresult and nvrtcResult values mapped to HCT codes (jit/cuda.c); a table,
+/* CUresult (jit/cuda_driver.c) and nvrtcResult (jit/cuda.c) values mapped
+ * to HCT codes; a table,
  * usable without the libraries. */
 int hct__cuda_result_code(int cu_result);
 int hct__nvrtc_result_code(int nvrtc_result);
