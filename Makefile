@@ -114,9 +114,12 @@ CLIENT_OBJ := $(CLIENT_SRC:%.c=$(O)/%.o)
 TEST_BINS  := $(TEST_SRC:tests/%.c=$(O)/tests/%)
 TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
 
-# Per-file flags: vendor headers only where a backend needs them.
-$(O)/jit/cuda.o $(O)/jit/cuda_driver.o: CPPFLAGS += -I$(CUDA_HOME)/include
-$(O)/client/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
+# Per-file flags: vendor headers only where a backend needs them.  CUDA
+# needs none: jit/cuda_abi.h declares what hctune uses of the driver and
+# NVRTC, and tests/test_cuda_abi.c compares it with the toolkit's headers
+# in $(CUDA_HOME) when there are some (it skips when there are none).
+$(O)/tests/test_cuda_abi.o: CPPFLAGS += -DHCT_TOOLKIT_CUDA_H='"$(CUDA_HOME)/include/cuda.h"' \
+                                       -DHCT_TOOLKIT_NVRTC_H='"$(CUDA_HOME)/include/nvrtc.h"'
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/jit/hip_%.o: CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/db/fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
@@ -167,7 +170,6 @@ $(BIN)/hctuned: $(O)/daemon/main.o $(INTERNAL) $(LIB)/libhctune.a
 
 # The example engine (examples/hc_engine.c): libhctune, plus tuner/parity.c's
 # metrics from the internal archive; its CUDA driver is loaded with dlopen.
-$(O)/examples/hc_engine.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(BIN)/hc_engine: $(O)/examples/hc_engine.o $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)

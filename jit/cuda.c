@@ -3,8 +3,8 @@
  * memory, modules, launches, events and graphs, and NVRTC for compiles.
  * Both are loaded with dlopen, separately, so that a machine without a GPU
  * still compiles and a machine without NVRTC still lists its cards.
- * cuda.h and nvrtc.h are included for their types only; nothing of the
- * toolkit is needed at run time but the two libraries.
+ * Their types come from jit/cuda_abi.h: nothing of the toolkit is needed
+ * to build, and at run time only the two libraries.
  *
  * Thread rules: loading is guarded by pthread_once.  Compiles are independent
  * NVRTC programs and run on any thread.  A hct_gpu_t belongs to the thread
@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <nvrtc.h>
 #include <pthread.h>
 
 #include "cuda_api.h"

@@ -4,12 +4,12 @@
  * streams) and the engine's side of libhctune (client/cuda.c: the
  * caller's context and stream).  jit/cuda_driver.c loads libcuda.so.1
  * into it once, with dlopen, through jit/vendor_lib.c.  Apart from jit.h
- * because it needs the driver's types.
+ * because it needs the driver's types (jit/cuda_abi.h: no toolkit needed).
  */
 #ifndef HCT_CUDA_API_H
 #define HCT_CUDA_API_H
 
-#include <cuda.h>
+#include "cuda_abi.h"
 
 #include "jit.h"
 

@@ -88,10 +88,6 @@ static int have_tools(void) {
     printf("skipped: no NVRTC here (%s)\n", hct_last_error());
     return 0;
   }
-  if (access("/usr/local/cuda/include/cuda.h", R_OK) != 0) {
-    printf("skipped: no cuda.h in /usr/local/cuda to build the fake driver\n");
-    return 0;
-  }
   return 1;
 }
 
@@ -106,8 +102,8 @@ static int setup(void **state) {
            "mkdir -p '%s/k/selftest' && ln -s \"$(cd '%s/common' && pwd)\" '%s/k/common' && "
            "cp '%s/selftest/selftest.h' '%s/selftest/base.cu' '%s/selftest/good.cu' '%s/k/selftest/' && "
            "{ cp '%s/selftest/reference.cu' '%s/k/selftest/' 2>/dev/null || true; } && "
-           "cc -shared -fPIC -w -I/usr/local/cuda/include -o '%s/libcuda.so.1' '%s/../tests/fake/fake_cuda.c'",
-           dir, kernels, dir, kernels, kernels, kernels, dir, kernels, dir, dir, kernels);
+           "cc -shared -fPIC -w -I'%s/../jit' -o '%s/libcuda.so.1' '%s/../tests/fake/fake_cuda.c'",
+           dir, kernels, dir, kernels, kernels, kernels, dir, kernels, dir, kernels, dir, kernels);
   if (system(cmd) != 0) return -1;
   snprintf(cmd, sizeof cmd, "%s/k/selftest/manifest.json", dir);
   FILE *f = fopen(cmd, "w");

@@ -17,15 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda.h>
-
-#undef cuCtxPushCurrent
-#undef cuCtxPopCurrent
-#undef cuDevicePrimaryCtxRelease
-#undef cuMemAlloc
-#undef cuMemFree
-#undef cuMemsetD32
-#undef cuDeviceGetUuid
+/* hctune's own declaration of the driver's types (no toolkit needed): the
+ * functions below carry the versioned names the loader looks up. */
+#include "cuda_abi.h"
 
 static FILE *logf_;
 static void say(const char *fmt, ...) {
