@@ -17,9 +17,10 @@
  * forced or pinned variant.
  *
  * The plan is the manifest's own representation (hct_launch_t,
- * hct_scratch_t and hct_tmap_spec_t of jit/jit.h, expressions evaluated by
- * jit/expr.c): from the daemon's module reply when it carries one, else
- * from the op's manifest read here.  Tensor maps over scratch are encoded
+ * hct_scratch_t and hct_tmap_spec_t of jit/jit.h): from the daemon's
+ * module reply when it carries one, else from the op's manifest read here;
+ * jit/plan.c evaluates it for each T, as it does for the tuner, and this
+ * file binds the result to the card (functions, scratch, tensor maps).  Tensor maps over scratch are encoded
  * once at load, those over the engine's buffers at each launch (from the
  * addresses it passes; a capture records their bytes).
  */
@@ -205,53 +206,35 @@ const char *hct__dtype_name(hct_dtype_t t) {
   return "?";
 }
 
-/*
- * The plan from a module reply's "entries" (docs/protocol.md): symbols,
- * buffers, scratch, launches with their expressions.  HCT_ENOENT when the
- * reply has no plan (a daemon older than plans): the manifest's is used.
- */
-static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
-  json_t *syms = json_object_get(e, "symbols"), *bufs = json_object_get(e, "buffers"),
-         *scr = json_object_get(e, "scratch"), *ls = json_object_get(e, "launches");
-  if (!json_is_object(syms) || !json_is_array(bufs) || !json_is_array(scr) || !json_is_array(ls))
-    return HCT_ENOENT;
-  if (json_array_size(ls) > HCT_MAX_LAUNCHES || json_array_size(scr) > HCT_MAX_SCRATCH ||
-      json_array_size(bufs) > HCT_MAX_BUFFERS || json_object_size(syms) > 48)
-    return hct__error(HCT_EPROTO, "module plan: more launches, scratch, buffers or symbols than "
-                                  "this library holds");
-  memset(&im->syms, 0, sizeof im->syms);
-  const char *name;
-  json_t *val;
-  json_object_foreach(syms, name, val) {
-    if (!json_is_integer(val) || strlen(name) > 31)
-      return hct__error(HCT_EPROTO, "module plan: symbol '%s' is not an integer", name);
-    hct__symtab_set(&im->syms, name, json_integer_value(val));
-  }
-  /* The card's figures are this process's own: the context it loads into. */
-  hct__card_symbols(&im->syms, k->card.arch_num, k->card.sm_count, k->card.smem_optin, 32, 0);
-  own_symbols(im);
+/* The reply's buffers, once per kernel (every impl of an op has the same). */
+static int reply_buffers(hct_kernel_t *k, json_t *bufs) {
   int rc = 0;
-  if (k->n_buffers == 0) {
-    for (size_t i = 0; rc == 0 && i < json_array_size(bufs); i++) {
-      json_t *b = json_array_get(bufs, i);
-      hct_buffer_t *kb = &k->buffers[i];
-      char role[16] = "", dtype[8] = "";
-      rc = copy_text(kb->name, sizeof kb->name, json_object_get(b, "name"), "buffer name");
-      if (rc == 0) rc = copy_text(kb->elems, sizeof kb->elems, json_object_get(b, "elems"), "buffer elems");
-      if (rc == 0) rc = copy_text(role, sizeof role, json_object_get(b, "role"), "buffer role");
-      if (rc == 0) rc = copy_text(dtype, sizeof dtype, json_object_get(b, "dtype"), "buffer dtype");
-      int found = 0;
-      for (size_t r = 0; rc == 0 && r < HCT_ARRAY_SIZE(role_names); r++)
-        if (strcmp(role, role_names[r].name) == 0) kb->role = role_names[r].role, found |= 1;
-      for (size_t d = 0; rc == 0 && d < HCT_ARRAY_SIZE(dtype_names); d++)
-        if (strcmp(dtype, dtype_names[d].name) == 0) kb->dtype = dtype_names[d].dtype, found |= 2;
-      if (rc == 0 && found != 3)
-        rc = hct__error(HCT_EPROTO, "module plan: buffer '%s' has role '%s', dtype '%s'", kb->name,
-                        role, dtype);
-    }
-    if (rc < 0) return rc;
-    k->n_buffers = (int)json_array_size(bufs);
+  if (k->n_buffers != 0) return 0;
+  for (size_t i = 0; rc == 0 && i < json_array_size(bufs); i++) {
+    json_t *b = json_array_get(bufs, i);
+    hct_buffer_t *kb = &k->buffers[i];
+    char role[16] = "", dtype[8] = "";
+    rc = copy_text(kb->name, sizeof kb->name, json_object_get(b, "name"), "buffer name");
+    if (rc == 0) rc = copy_text(kb->elems, sizeof kb->elems, json_object_get(b, "elems"), "buffer elems");
+    if (rc == 0) rc = copy_text(role, sizeof role, json_object_get(b, "role"), "buffer role");
+    if (rc == 0) rc = copy_text(dtype, sizeof dtype, json_object_get(b, "dtype"), "buffer dtype");
+    int found = 0;
+    for (size_t r = 0; rc == 0 && r < HCT_ARRAY_SIZE(role_names); r++)
+      if (strcmp(role, role_names[r].name) == 0) kb->role = role_names[r].role, found |= 1;
+    for (size_t d = 0; rc == 0 && d < HCT_ARRAY_SIZE(dtype_names); d++)
+      if (strcmp(dtype, dtype_names[d].name) == 0) kb->dtype = dtype_names[d].dtype, found |= 2;
+    if (rc == 0 && found != 3)
+      rc = hct__error(HCT_EPROTO, "module plan: buffer '%s' has role '%s', dtype '%s'", kb->name,
+                      role, dtype);
   }
+  if (rc < 0) return rc;
+  k->n_buffers = (int)json_array_size(bufs);
+  return 0;
+}
+
+/* The reply's scratch buffers: name, size expression, zero rule. */
+static int reply_scratch(impl_t *im, json_t *scr) {
+  int rc = 0;
   im->n_scratch = (int)json_array_size(scr);
   for (int i = 0; rc == 0 && i < im->n_scratch; i++) {
     json_t *s = json_array_get(scr, (size_t)i);
@@ -266,9 +249,14 @@ static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
       if (strcmp(zero, zero_names[z].name) == 0) ks->zero = zero_names[z].zero, found = 1;
     if (rc == 0 && !found) rc = hct__error(HCT_EPROTO, "module plan: scratch zero '%s'", zero);
   }
-  json_t *tms = json_object_get(e, "tensor_maps");
+  return rc;
+}
+
+/* The reply's tensor maps (none from a daemon older than them). */
+static int reply_tmaps(impl_t *im, json_t *tms) {
+  int rc = 0;
   im->n_tmaps = 0;
-  if (rc == 0 && tms != NULL && (!json_is_array(tms) || json_array_size(tms) > HCT_MAX_TMAPS))
+  if (tms != NULL && (!json_is_array(tms) || json_array_size(tms) > HCT_MAX_TMAPS))
     rc = hct__error(HCT_EPROTO, "module plan: tensor_maps not an array of at most %d",
                     HCT_MAX_TMAPS);
   for (size_t i = 0; rc == 0 && tms != NULL && i < json_array_size(tms); i++) {
@@ -296,6 +284,12 @@ static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
       if (rc == 0) rc = copy_text(kt->box[d], sizeof kt->box[d], json_array_get(box, (size_t)d), "tensor map box");
     }
   }
+  return rc;
+}
+
+/* The reply's launches, their arguments read as the manifest's are. */
+static int reply_launches(impl_t *im, json_t *ls) {
+  int rc = 0;
   im->n_launches = (int)json_array_size(ls);
   for (int i = 0; rc == 0 && i < im->n_launches; i++) {
     json_t *l = json_array_get(ls, (size_t)i);
@@ -328,6 +322,40 @@ static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
     }
     kl->n_args = (int)json_array_size(args);
   }
+  return rc;
+}
+
+/*
+ * The plan from a module reply's "entries" (docs/protocol.md): symbols,
+ * buffers, scratch, tensor maps, launches with their expressions, read
+ * into the manifest's own structures (evaluated by jit/plan.c like a
+ * manifest's).  HCT_ENOENT when the reply has no plan (a daemon older than
+ * plans): the manifest's is used.
+ */
+static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
+  json_t *syms = json_object_get(e, "symbols"), *bufs = json_object_get(e, "buffers"),
+         *scr = json_object_get(e, "scratch"), *ls = json_object_get(e, "launches");
+  if (!json_is_object(syms) || !json_is_array(bufs) || !json_is_array(scr) || !json_is_array(ls))
+    return HCT_ENOENT;
+  if (json_array_size(ls) > HCT_MAX_LAUNCHES || json_array_size(scr) > HCT_MAX_SCRATCH ||
+      json_array_size(bufs) > HCT_MAX_BUFFERS || json_object_size(syms) > 48)
+    return hct__error(HCT_EPROTO, "module plan: more launches, scratch, buffers or symbols than "
+                                  "this library holds");
+  memset(&im->syms, 0, sizeof im->syms);
+  const char *name;
+  json_t *val;
+  json_object_foreach(syms, name, val) {
+    if (!json_is_integer(val) || strlen(name) > 31)
+      return hct__error(HCT_EPROTO, "module plan: symbol '%s' is not an integer", name);
+    hct__symtab_set(&im->syms, name, json_integer_value(val));
+  }
+  /* The card's figures are this process's own: the context it loads into. */
+  hct__card_symbols(&im->syms, k->card.arch_num, k->card.sm_count, k->card.smem_optin, 32, 0);
+  own_symbols(im);
+  int rc = reply_buffers(k, bufs);
+  if (rc == 0) rc = reply_scratch(im, scr);
+  if (rc == 0) rc = reply_tmaps(im, json_object_get(e, "tensor_maps"));
+  if (rc == 0) rc = reply_launches(im, ls);
   return rc;
 }
 
