@@ -1,9 +1,9 @@
 /*
  * client.c: libhctune's client, the code an inference engine links.
  *
- * It depends on libc, jansson, common/error.c and common/names.c only
- * (lib/libhctune.so is built from them alone): no SQLite, no libuv in an
- * engine's process.  Every wait is bounded by the caller's deadline,
+ * The library (client/ with the files of common/ and jit/ it stands on,
+ * Makefile's LOWER_SRC) needs libc, libdl, pthread and jansson only: no
+ * SQLite, no libuv in an engine's process.  Every wait is bounded by the caller's deadline,
  * whatever the peer sends: a reply line is read into a buffer bounded by
  * the longest reply of its verb, scanned once, and the clock is checked
  * after every read, so a peer that streams bytes without a newline costs
@@ -11,8 +11,7 @@
  * request (another id, a missing or empty field, an unknown source, class
  * or error code, a token range that does not hold T) is never taken: the
  * engine gets the op's baseline (its manifest's, client/baseline.c),
- * HCT_FALLBACK, and
- * the reason in hct_last_error().
+ * HCT_FALLBACK, and the reason in hct_last_error().
  *
  * A hct_client_t belongs to one thread at a time.
  */

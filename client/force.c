@@ -1,5 +1,5 @@
 /*
- * client_force.c: HCTUNE_FORCE, the operator's override, with parameters.
+ * force.c: HCTUNE_FORCE, the operator's override, with parameters.
  *
  *   HCTUNE_FORCE='hc_read=relay{"PDL":1,"GB":0,"G":1,"NG":4,"LT":1},hc_read_prefill=upmix'
  *
