@@ -535,7 +535,7 @@ static void test_socket_path(void **state) {
   unsetenv("XDG_RUNTIME_DIR");
 }
 
-/* lib/libhctune.so needs jansson and libc, never SQLite or libuv. */
+/* lib/libhctune.so needs jansson and libc, never SQLite, libuv or xxHash. */
 static void test_shared_library_deps(void **state) {
   const char *bin = getenv("HCT_BIN");
   char cmd[600];
@@ -550,6 +550,7 @@ static void test_shared_library_deps(void **state) {
   assert_non_null(strstr(out, "libjansson"));
   assert_null(strstr(out, "sqlite"));
   assert_null(strstr(out, "libuv"));
+  assert_null(strstr(out, "xxhash"));
 }
 
 int main(void) {
