@@ -12,7 +12,7 @@
 #   make fuzz         libFuzzer on the daemon's request parser (clang),
 #                     FUZZ_SECONDS long (default 60)
 #
-# Sources are found by folder: a new file in jit/, db/, tuner/, daemon/ or
+# Sources are found by folder: a new file in client/, jit/, db/, tuner/, daemon/ or
 # cli/ is built without touching this file.  tests/test_*.c each become one
 # cmocka test program.
 
@@ -31,9 +31,9 @@ endif
 O := build/$(BUILD)
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
-CPPFLAGS += -D_GNU_SOURCE -Iinclude -Icommon -Ijit -Idb -Ituner -Idaemon -Icli
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -Icommon -Ijit -Idb -Ituner -Idaemon -Iclient -Icli
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 $(WARN) -fPIC -pthread
+CFLAGS   += -std=c11 $(WARN) -fPIC -pthread -ffunction-sections -fdata-sections
 LDLIBS_DEPS := -luv -lsqlite3 -ljansson -lxxhash
 LDLIBS_SYS  := -ldl -lm -pthread
 
@@ -89,10 +89,20 @@ else
 endif
 
 # Two archives: lib/libhctune.{a,so}, the client library engines link (the
-# same objects in both), and $(INTERNAL), everything else (common, jit, db,
-# tuner, the commands, the daemon's server), which only hctune, hctuned and
-# the tests link, never installed.
-CLIENT_SRC := common/error.c common/names.c $(wildcard daemon/client*.c)
+# same objects in both), and $(INTERNAL), everything else (jit's compile
+# pool and HIP backend, db, tuner, the commands, the daemon's server), which
+# only hctune, hctuned and the tests link, never installed, always before
+# lib/libhctune.a.  The library is client/ and the files of common/ and
+# jit/ it stands on, each compiled once: those use libc, dl, pthread and
+# jansson only (no libuv, SQLite or xxHash), so the library needs nothing
+# more, and the programs take them from lib/libhctune.a (one copy of every
+# symbol).  A file added to common/ or jit/ goes into the internal archive
+# unless listed here.
+LOWER_SRC  := common/error.c common/names.c common/util.c common/log.c common/tokens.c \
+              common/base64.c common/socket_path.c \
+              jit/expr.c jit/manifest.c jit/options.c jit/plan.c jit/cuda.c jit/cuda_driver.c jit/nvml.c \
+              jit/vendor_lib.c
+CLIENT_SRC := $(wildcard client/*.c) $(LOWER_SRC)
 CORE_SRC   := $(filter-out $(CLIENT_SRC) cli/main.c,$(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/*.c) \
               $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c)))
 INTERNAL   := $(O)/libhctune_internal.a
@@ -104,24 +114,12 @@ CLIENT_OBJ := $(CLIENT_SRC:%.c=$(O)/%.o)
 TEST_BINS  := $(TEST_SRC:tests/%.c=$(O)/tests/%)
 TEST_HELPER_OBJ := $(TEST_HELPERS:%.c=$(O)/%.o)
 
-# Per-file flags: vendor headers only where a backend needs them.
-$(O)/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
-$(O)/daemon/client_cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
-
-# The client library compiles the baseline itself when no daemon answers
-# (daemon/client_kernel.c), so it carries these files of jit/ and common/,
-# built a second time under $(O)/so/ with libuv's three functions and the
-# backend table renamed to the library's own (daemon/client_jit.c says
-# why); $(CLIENT_ONE) below leaves nothing of libuv, SQLite or xxHash.
-SO_JIT_SRC := common/util.c common/log.c jit/expr.c jit/manifest.c jit/cache.c jit/cuda.c jit/nvml.c \
-              jit/vendor_lib.c
-SO_JIT_OBJ := $(SO_JIT_SRC:%.c=$(O)/so/%.o)
-SO_RENAMES := -Duv_once=hct__client_once -Duv_exepath=hct__client_exepath \
-              -Duv_strerror=hct__client_strerror -Dhct__backend=hct__client_backend
-$(O)/so/jit/cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
-$(O)/so/%.o: %.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(SO_RENAMES) $(CFLAGS) -ffunction-sections -fdata-sections -MMD -MP -c $< -o $@
+# Per-file flags: vendor headers only where a backend needs them.  CUDA
+# needs none: jit/cuda_abi.h declares what hctune uses of the driver and
+# NVRTC, and tests/test_cuda_abi.c compares it with the toolkit's headers
+# in $(CUDA_HOME) when there are some (it skips when there are none).
+$(O)/tests/test_cuda_abi.o: CPPFLAGS += -DHCT_TOOLKIT_CUDA_H='"$(CUDA_HOME)/include/cuda.h"' \
+                                       -DHCT_TOOLKIT_NVRTC_H='"$(CUDA_HOME)/include/nvrtc.h"'
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/jit/hip_%.o: CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/db/fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
@@ -139,31 +137,18 @@ $(INTERNAL): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# The client library as one relocatable object, the same in both
-# archives below: the client's objects and the library's copy of jit/,
-# partially linked with --gc-sections from the client's own symbols (so
-# the copy's unused code, and with it every libuv and xxHash reference,
-# is gone), the copy's symbols then made local (so that they never meet
-# the internal archive's jit/ in hctune, hctuned and the tests).
-CLIENT_ONE := $(O)/libhctune_client.o
-$(CLIENT_ONE): $(CLIENT_OBJ) $(SO_JIT_OBJ)
-	@mkdir -p $(dir $@)
-	roots=$$(nm -g --defined-only $(CLIENT_OBJ) | awk 'NF == 3 {print "-Wl,-u," $$3}' | sort -u); \
-	$(CC) -r -nostdlib -Wl,--gc-sections $$roots -o $@.tmp $^ && \
-	nm -g --defined-only $(SO_JIT_OBJ) | awk 'NF == 3 {print $$3}' | sort -u > $@.local && \
-	objcopy --localize-symbols=$@.local $@.tmp $@ && rm -f $@.tmp $@.local
-
-$(LIB)/libhctune.a: $(CLIENT_ONE)
+$(LIB)/libhctune.a: $(CLIENT_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
 # The shared library is the client too: an engine that loads it pulls in
-# neither SQLite nor libuv (--no-undefined checks that nothing is missing).
-$(LIB)/libhctune.so.0: $(CLIENT_ONE) daemon/libhctune.map $(SO_EXTRA)
+# neither SQLite nor libuv (--no-undefined checks that nothing is missing;
+# --gc-sections drops what the exported functions never reach).
+$(LIB)/libhctune.so.0: $(CLIENT_OBJ) client/libhctune.map $(SO_EXTRA)
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(LDFLAGS) -Wl,-soname,libhctune.so.0 -Wl,--gc-sections -Wl,--no-undefined \
-	  -Wl,--version-script=daemon/libhctune.map -Wl,-rpath,'$$ORIGIN' \
-	  -o $@ $(CLIENT_ONE) -ljansson $(LDLIBS_SYS)
+	  -Wl,--version-script=client/libhctune.map -Wl,-rpath,'$$ORIGIN' \
+	  -o $@ $(CLIENT_OBJ) -ljansson $(LDLIBS_SYS)
 
 $(LIB)/libjansson.so.4:
 	@mkdir -p $(dir $@)
@@ -173,7 +158,8 @@ $(LIB)/libjansson.so.4:
 $(LIB)/libhctune.so: $(LIB)/libhctune.so.0
 	ln -sf libhctune.so.0 $@
 
-# The internal archive first: its objects call the client's (hctune query).
+# The internal archive first: its objects call the library's (hctune query,
+# and jit/ and common/ everywhere).
 $(BIN)/hctune: $(O)/cli/main.o $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
@@ -184,7 +170,6 @@ $(BIN)/hctuned: $(O)/daemon/main.o $(INTERNAL) $(LIB)/libhctune.a
 
 # The example engine (examples/hc_engine.c): libhctune, plus tuner/parity.c's
 # metrics from the internal archive; its CUDA driver is loaded with dlopen.
-$(O)/examples/hc_engine.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(BIN)/hc_engine: $(O)/examples/hc_engine.o $(INTERNAL) $(LIB)/libhctune.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)

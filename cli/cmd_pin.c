@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "client.h"
 #include "daemon.h"
 
 static const char pin_usage[] =

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "client.h"
 #include "daemon.h"
 
 static const char usage[] =

@@ -60,13 +60,13 @@ int hct__read_file(const char *path, char **out, size_t *len);
  * is in the error ("a FIFO, not a regular file", "67108864 bytes, over the
  * limit of 4194304").  out: NULL checks the file without reading it. */
 int hct__read_regular(const char *path, size_t max, char **out, size_t *len);
-/* The path of the running executable (libuv's uv_exepath). */
+/* The path of the running executable (/proc/self/exe). */
 int hct__exe_path(char *buf, size_t len);
 /* Folders of the kernel templates: $HCTUNE_KERNELS (one folder, or a
  * colon-separated list of them, searched in order: the tests put their own
- * ops after the product's), or kernels-src beside the executable's bin/
- * folder, or the installed share folder.  Every folder of a list must
- * exist. */
+ * ops after the product's), or kernels-src beside the bin/ (lib/) folder
+ * of the executable (of libhctune.so when the code runs from there), or
+ * the installed share folder.  Every folder of a list must exist. */
 int hct__kernels_dir(char *buf, size_t len);
 /* Host name, never fails (falls back to "unknown"). */
 void hct__hostname(char *buf, size_t len);
@@ -84,6 +84,25 @@ void hct__strlcpy(char *dst, const char *src, size_t len);
  * *cap allocated (doubling, from `first`): 0, or HCT_ENOMEM with *arrp and
  * *cap unchanged.  The one way the collectors of rows grow. */
 int hct__grow(void *arrp, int *cap, int n, size_t elem, int first);
+
+/* ---- the daemon's socket (common/socket_path.c) ------------------------- */
+
+/* The socket search, the daemon's and the client's alike: `explicit_path`
+ * when not NULL/empty, else $HCTUNE_SOCKET when set, else
+ * $XDG_RUNTIME_DIR/hctune.sock (when set) then /run/hctune/hctune.sock.
+ * Returns the count, or HCT_ERANGE when one does not fit a sockaddr_un. */
+#define HCT_MAX_SOCKETS 2
+int hct__socket_paths(const char *explicit_path, char paths[][108], int max);
+/* The first of the search: where the daemon binds by default. */
+int hct__socket_path(const char *explicit_path, char *buf, size_t len);
+
+/* ---- base64 (common/base64.c) ------------------------------------------- */
+
+/* Base64 (RFC 4648, with padding): malloc'd NUL-terminated text, NULL when
+ * out of memory. */
+char *hct__base64_encode(const void *data, size_t len, size_t *out_len);
+/* Its inverse: a malloc'd image; HCT_EPROTO naming the bad byte. */
+int hct__base64_decode(const char *s, size_t n, unsigned char **out, size_t *out_len);
 
 /* ---- token counts (common/tokens.c) -------------------------------------*/
 

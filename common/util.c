@@ -2,16 +2,16 @@
  * util.c: paths, files, clocks and small string helpers shared by every
  * part of hctune.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <uv.h>
 
 #include "common.h"
 
@@ -191,9 +191,29 @@ static int is_dir(const char *p) {
 }
 
 int hct__exe_path(char *buf, size_t len) {
-  size_t n = len;
-  int rc = uv_exepath(buf, &n);
-  if (rc != 0) return hct__error(HCT_EIO, "cannot find this executable's path: %s", uv_strerror(rc));
+  ssize_t n = readlink("/proc/self/exe", buf, len);
+  if (n < 0)
+    return hct__error(HCT_EIO, "cannot find this executable's path: %s", strerror(errno));
+  if ((size_t)n >= len) return hct__error(HCT_ERANGE, "this executable's path: longer than %zu bytes", len - 1);
+  buf[n] = '\0';
+  return 0;
+}
+
+/* The file this code was loaded from: lib/libhctune.so.0 in an engine
+ * that loads the library (so the templates are found beside lib/, not
+ * beside the engine's executable), the executable itself in the programs
+ * and in an engine linked with libhctune.a (the main program's link map
+ * has an empty name). */
+static int code_path(char *buf, size_t len) {
+  Dl_info info;
+  struct link_map *map = NULL;
+  if (dladdr1((void *)&code_path, &info, (void **)&map, RTLD_DL_LINKMAP) == 0 || map == NULL ||
+      map->l_name == NULL || map->l_name[0] == '\0')
+    return hct__exe_path(buf, len);
+  char real[PATH_MAX];
+  if (realpath(map->l_name, real) == NULL)
+    return hct__error(HCT_EIO, "cannot resolve '%s': %s", map->l_name, strerror(errno));
+  hct__strlcpy(buf, real, len);
   return 0;
 }
 
@@ -215,9 +235,10 @@ int hct__kernels_dir(char *buf, size_t len) {
     hct__strlcpy(buf, env, len);
     return 0;
   }
-  /* The build tree: <root>/bin/hctune next to <root>/kernels-src. */
+  /* The build tree: <root>/bin/hctune (or <root>/lib/libhctune.so.0) next
+   * to <root>/kernels-src. */
   char exe[PATH_MAX];
-  if (hct__exe_path(exe, sizeof exe) == 0) {
+  if (code_path(exe, sizeof exe) == 0) {
     for (int up = 0; up < 3; up++) {
       char *slash = strrchr(exe, '/');
       if (slash == NULL) break;

@@ -15,7 +15,6 @@
 
 #include <xxhash.h>
 
-#include "client_kernel.h"
 #include "daemon.h"
 
 typedef struct choice_s {
@@ -209,15 +208,13 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
     default_params(op, v, r->tokens, ch->base_params, sizeof ch->base_params);
     return 0;
   }
-  /* No manifest here: the client's table still knows the safe answer. */
-  ch->base = hct__builtin_baseline(r->op);
-  if (ch->base == NULL && hct__op_broken(d, r->op) != NULL)
+  /* No manifest here: no baseline is known either (the baseline is the
+   * manifest's), and the client falls back to the one its own manifest
+   * names. */
+  if (hct__op_broken(d, r->op) != NULL)
     return hct__error(HCT_ENOENT, "op '%s': no decision, and its folder is broken: %s", r->op,
                       hct__op_broken(d, r->op));
-  if (ch->base == NULL) return hct__error(HCT_ENOENT, "op '%s': no decision and no manifest", r->op);
-  hct__strlcpy(ch->base_params, "{}", sizeof ch->base_params);
-  hct__error_clear();
-  return 0;
+  return hct__error(HCT_ENOENT, "op '%s': no decision and no manifest", r->op);
 }
 
 static const char *variant_class(hct_daemon_t *d, const char *op_name, const char *variant) {

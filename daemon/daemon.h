@@ -24,9 +24,6 @@
  *   daemon/index.c     decisions, pins and devices of the DB in memory: a hash
  *                      of (card UUID, op, parity) to sorted token ranges, and
  *                      the same by card model for fleet answers
- *   daemon/client.c    libhctune's client (include/hctune.h): libc, jansson,
- *                      common/error.c and common/names.c only, as
- *                      lib/libhctune.so is built from them alone
  *   daemon/fuzz_request.c  libFuzzer target of the parser (`make fuzz`)
  *
  * One request's path: conn.c reads a line, dispatch.c has proto.c parse it
@@ -48,44 +45,6 @@
 /* Longest request line, newline excluded; a longer one closes the
  * connection after an error reply. */
 #define HCT_MAX_LINE 65536
-
-/* ---- socket path (daemon/client.c) --------------------------------------- */
-
-/* The socket search, the daemon's and the client's alike: `explicit_path`
- * when not NULL/empty, else $HCTUNE_SOCKET when set, else
- * $XDG_RUNTIME_DIR/hctune.sock (when set) then /run/hctune/hctune.sock.
- * Returns the count, or HCT_ERANGE when one does not fit a sockaddr_un. */
-#define HCT_MAX_SOCKETS 2
-int hct__socket_paths(const char *explicit_path, char paths[][108], int max);
-/* The first of the search: where the daemon binds by default. */
-int hct__socket_path(const char *explicit_path, char *buf, size_t len);
-
-/* The op's baseline variant known without the daemon (the client's built-in
- * table), or NULL. */
-const char *hct__builtin_baseline(const char *op);
-
-/* Sends one raw request line (no newline) and returns the first reply line
- * that is not a progress line (malloc'd), waiting at most timeout_ms;
- * progress lines before it go to `progress` (may be NULL).  For `hctune
- * query --raw`. */
-int hct__client_request(hct_client_t *c, const char *line, int timeout_ms, char **reply,
-                        void (*progress)(const char *line, void *ctx), void *ctx);
-
-/* The same, read as JSON: 0 with *reply (a json_t *, the caller's) when it
- * says "ok": true; the daemon's error code when "ok": false (a known code,
- * the message set; *reply still given); HCT_EPROTO when the reply is not
- * an answer to the line (another id, no "ok", an unknown code).  *text (may
- * be NULL) gets the reply line as it came (malloc'd).  For the commands
- * that talk to the daemon (query --raw, pin, unpin, status). */
-int hct__client_ask(hct_client_t *c, const char *line, int timeout_ms, char **text,
-                    json_t **reply, void (*progress)(const char *line, void *ctx), void *ctx);
-
-/* The card `device` names, for the commands: a model key or "*" as given;
- * else a UUID or the start of one (the short form `hctune list` prints),
- * matched against the daemon's cards: one match gives its whole UUID, none
- * or several an error naming them.  A whole UUID the daemon does not know
- * stays as given. */
-int hct__client_device(hct_client_t *c, const char *device, int timeout_ms, char *out, size_t len);
 
 /* ---- requests (daemon/proto.c) ------------------------------------------- */
 
@@ -189,12 +148,6 @@ void hct__req_free(hct_req_t *req);
  * sets 0 to read the same line through jansson and compare. */
 extern int hct__req_fast;
 
-
-/* Base64 (RFC 4648, with padding): malloc'd NUL-terminated text. */
-char *hct__base64_encode(const void *data, size_t len, size_t *out_len);
-/* Its inverse (daemon/client.c): a malloc'd image; HCT_EPROTO naming the
- * bad byte. */
-int hct__base64_decode(const char *s, size_t n, unsigned char **out, size_t *out_len);
 
 /* ---- decisions in memory (daemon/index.c) -------------------------------- */
 
@@ -485,7 +438,6 @@ void hct__opset_unref(hct_opset_t *s);
  * tuner and are never offered to engines. */
 const hct_op_t *hct__op_find(hct_daemon_t *d, const char *name);
 const hct_op_t *hct__op_get(hct_daemon_t *d, const char *name);
-const hct_variant_t *hct__op_baseline(const hct_op_t *op);
 
 /*
  * The DB lane: every SQLite read and write of the daemon but module's

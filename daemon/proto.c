@@ -319,28 +319,3 @@ void hct__req_free(hct_req_t *req) {
   req->root = NULL;
 }
 
-char *hct__base64_encode(const void *data, size_t len, size_t *out_len) {
-  static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const unsigned char *p = data;
-  size_t n = 4 * ((len + 2) / 3);
-  char *out = malloc(n + 1);
-  if (out == NULL) return NULL;
-  size_t o = 0, i = 0;
-  for (; i + 2 < len; i += 3) {
-    uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-    out[o++] = tab[v >> 18];
-    out[o++] = tab[(v >> 12) & 63];
-    out[o++] = tab[(v >> 6) & 63];
-    out[o++] = tab[v & 63];
-  }
-  if (i < len) {
-    uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0);
-    out[o++] = tab[v >> 18];
-    out[o++] = tab[(v >> 12) & 63];
-    out[o++] = i + 1 < len ? tab[(v >> 6) & 63] : '=';
-    out[o++] = '=';
-  }
-  out[o] = '\0';
-  if (out_len != NULL) *out_len = o;
-  return out;
-}

@@ -227,9 +227,10 @@ static int start(hct_daemon_t *d, const hct_daemon_opts_t *o) {
     hct__strlcpy(d->kernels_dir, o->kernels_dir, sizeof d->kernels_dir);
   } else if (hct__kernels_dir(d->kernels_dir, sizeof d->kernels_dir) < 0) {
     /* $HCTUNE_KERNELS names a folder: a wrong one is refused.  Found by
-     * nothing: the client's built-in baselines still answer. */
+     * nothing: decisions still answer; an op without one gets HCT_ENOENT
+     * and the client falls back to its own manifest's baseline. */
     if (getenv("HCTUNE_KERNELS") != NULL && getenv("HCTUNE_KERNELS")[0] != '\0') return HCT_ENOENT;
-    hct__log(HCT_LOG_WARN, "%s: ops without decisions get the built-in baselines",
+    hct__log(HCT_LOG_WARN, "%s: ops without decisions get no answer (engines fall back)",
              hct_last_error());
     d->kernels_dir[0] = '\0';
   }

@@ -162,12 +162,6 @@ const hct_op_t *hct__op_get(hct_daemon_t *d, const char *name) {
   return op;
 }
 
-const hct_variant_t *hct__op_baseline(const hct_op_t *op) {
-  for (int i = 0; i < op->n_variants; i++)
-    if (op->variants[i].parity == HCT_PARITY_BASELINE) return &op->variants[i];
-  return NULL;
-}
-
 /* Whether a row's (op, variant, params) may be served: 0, or a negative
  * code with the reason.  An op without a manifest here cannot be checked:
  * its rows are served as recorded.  Any thread: the opset is not changed

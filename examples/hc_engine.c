@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda.h>
+#include "cuda_abi.h" /* the driver's types, without a toolkit */
 
 #include "hctune.h"
 #include "tuner.h"

@@ -160,8 +160,10 @@ int hct_connect(const char *path, int timeout_ms, hct_client_t **out);
  * the daemon (0, source HCT_SOURCE_ENV, tokens [1, 1048576]).  Negative:
  * HCT_EINVAL for bad arguments or a malformed HCTUNE_FORCE; the daemon's
  * own error (a known code: HCT_ENOENT for an op it does not know, ...),
- * with the op's built-in baseline in *out when it has one; HCT_ENOENT when
- * falling back for an op without a built-in baseline.
+ * with the op's baseline in *out when the library finds the op's manifest
+ * (the variant of class baseline in kernels-src/<op>/manifest.json, found
+ * beside the library or by $HCTUNE_KERNELS); HCT_ENOENT when falling back
+ * for an op without a manifest there.
  */
 int hct_choose_sized(hct_client_t *c, const char *op, int tokens, const char *device,
                      const char *parity, hct_choice_t *out, size_t out_size);
@@ -191,7 +193,7 @@ void hct_close(hct_client_t *c);
 
 const char *hct_source_name(hct_source_t s);
 
-/* ---- loading and launching (daemon/client_kernel.c) ----------------------
+/* ---- loading and launching (client/kernel.c) ---------------------------
  *
  * An engine gets a loaded kernel for (op, token range, card, parity) and
  * enqueues it on its own stream; it ships no kernels of its own.

@@ -3,10 +3,10 @@
  * memory, modules, launches, events and graphs, and NVRTC for compiles.
  * Both are loaded with dlopen, separately, so that a machine without a GPU
  * still compiles and a machine without NVRTC still lists its cards.
- * cuda.h and nvrtc.h are included for their types only; nothing of the
- * toolkit is needed at run time but the two libraries.
+ * Their types come from jit/cuda_abi.h: nothing of the toolkit is needed
+ * to build, and at run time only the two libraries.
  *
- * Thread rules: loading is guarded by uv_once.  Compiles are independent
+ * Thread rules: loading is guarded by pthread_once.  Compiles are independent
  * NVRTC programs and run on any thread.  A hct_gpu_t belongs to the thread
  * that opened it; each call makes its context current on that thread
  * first, so one thread may drive several cards.
@@ -17,92 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda.h>
-#include <nvrtc.h>
-#include <uv.h>
+#include <pthread.h>
 
-#include "jit.h"
+#include "cuda_api.h"
 
-enum { OPT = 0, REQ = 1 };
-
-/*
- * The driver symbols: XX(return type, field, arguments, symbol, required).
- * cuda.h #defines many plain names to versioned ones (cuMemAlloc is
- * cuMemAlloc_v2); fields carry the versioned name itself so that what is
- * called is what is looked up.  Old unversioned symbols kept as fallbacks
- * get a _v1 field name.
- */
-#define HCT_CU_SYMBOLS(XX)                                                                \
-  XX(CUresult, cuInit, (unsigned int), "cuInit", REQ)                                     \
-  XX(CUresult, cuDriverGetVersion, (int *), "cuDriverGetVersion", REQ)                    \
-  XX(CUresult, cuGetErrorName, (CUresult, const char **), "cuGetErrorName", REQ)          \
-  XX(CUresult, cuGetErrorString, (CUresult, const char **), "cuGetErrorString", REQ)      \
-  XX(CUresult, cuDeviceGetCount, (int *), "cuDeviceGetCount", REQ)                        \
-  XX(CUresult, cuDeviceGet, (CUdevice *, int), "cuDeviceGet", REQ)                        \
-  XX(CUresult, cuDeviceGetName, (char *, int, CUdevice), "cuDeviceGetName", REQ)          \
-  XX(CUresult, cuDeviceGetUuid_v2, (CUuuid *, CUdevice), "cuDeviceGetUuid_v2", OPT)       \
-  XX(CUresult, cuDeviceGetUuid_v1, (CUuuid *, CUdevice), "cuDeviceGetUuid", OPT)          \
-  XX(CUresult, cuDeviceGetAttribute, (int *, CUdevice_attribute, CUdevice),               \
-     "cuDeviceGetAttribute", REQ)                                                         \
-  XX(CUresult, cuDeviceTotalMem_v2, (size_t *, CUdevice), "cuDeviceTotalMem_v2", REQ)     \
-  XX(CUresult, cuDeviceGetPCIBusId, (char *, int, CUdevice), "cuDeviceGetPCIBusId", REQ)  \
-  XX(CUresult, cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice),                         \
-     "cuDevicePrimaryCtxRetain", REQ)                                                     \
-  XX(CUresult, cuDevicePrimaryCtxRelease_v2, (CUdevice), "cuDevicePrimaryCtxRelease_v2",  \
-     REQ)                                                                                 \
-  XX(CUresult, cuCtxSetCurrent, (CUcontext), "cuCtxSetCurrent", REQ)                      \
-  XX(CUresult, cuStreamCreate, (CUstream *, unsigned int), "cuStreamCreate", REQ)         \
-  XX(CUresult, cuStreamDestroy_v2, (CUstream), "cuStreamDestroy_v2", REQ)                 \
-  XX(CUresult, cuStreamSynchronize, (CUstream), "cuStreamSynchronize", REQ)               \
-  XX(CUresult, cuMemAlloc_v2, (CUdeviceptr *, size_t), "cuMemAlloc_v2", REQ)              \
-  XX(CUresult, cuMemFree_v2, (CUdeviceptr), "cuMemFree_v2", REQ)                          \
-  XX(CUresult, cuMemGetInfo_v2, (size_t *, size_t *), "cuMemGetInfo_v2", OPT)             \
-  XX(CUresult, cuMemHostRegister_v2, (void *, size_t, unsigned int), "cuMemHostRegister_v2", \
-     OPT)                                                                                   \
-  XX(CUresult, cuMemHostUnregister, (void *), "cuMemHostUnregister", OPT)                 \
-  XX(CUresult, cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream),       \
-     "cuMemcpyHtoDAsync_v2", REQ)                                                         \
-  XX(CUresult, cuMemcpyDtoHAsync_v2, (void *, CUdeviceptr, size_t, CUstream),             \
-     "cuMemcpyDtoHAsync_v2", REQ)                                                         \
-  XX(CUresult, cuMemsetD32Async, (CUdeviceptr, unsigned int, size_t, CUstream),           \
-     "cuMemsetD32Async", REQ)                                                             \
-  XX(CUresult, cuMemsetD16Async, (CUdeviceptr, unsigned short, size_t, CUstream),         \
-     "cuMemsetD16Async", REQ)                                                             \
-  XX(CUresult, cuModuleLoadData, (CUmodule *, const void *), "cuModuleLoadData", REQ)     \
-  XX(CUresult, cuModuleUnload, (CUmodule), "cuModuleUnload", REQ)                         \
-  XX(CUresult, cuModuleGetFunction, (CUfunction *, CUmodule, const char *),               \
-     "cuModuleGetFunction", REQ)                                                          \
-  XX(CUresult, cuFuncSetAttribute, (CUfunction, CUfunction_attribute, int),               \
-     "cuFuncSetAttribute", REQ)                                                           \
-  XX(CUresult, cuLaunchKernel,                                                            \
-     (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,   \
-      CUstream, void **, void **),                                                        \
-     "cuLaunchKernel", REQ)                                                               \
-  XX(CUresult, cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **),  \
-     "cuLaunchKernelEx", OPT)                                                             \
-  XX(CUresult, cuEventCreate, (CUevent *, unsigned int), "cuEventCreate", REQ)            \
-  XX(CUresult, cuEventDestroy_v2, (CUevent), "cuEventDestroy_v2", REQ)                    \
-  XX(CUresult, cuEventRecord, (CUevent, CUstream), "cuEventRecord", REQ)                  \
-  XX(CUresult, cuEventSynchronize, (CUevent), "cuEventSynchronize", REQ)                  \
-  XX(CUresult, cuEventElapsedTime_v2, (float *, CUevent, CUevent),                        \
-     "cuEventElapsedTime_v2", OPT)                                                        \
-  XX(CUresult, cuEventElapsedTime_v1, (float *, CUevent, CUevent), "cuEventElapsedTime",  \
-     OPT)                                                                                 \
-  XX(CUresult, cuStreamBeginCapture_v2, (CUstream, CUstreamCaptureMode),                  \
-     "cuStreamBeginCapture_v2", REQ)                                                      \
-  XX(CUresult, cuStreamEndCapture, (CUstream, CUgraph *), "cuStreamEndCapture", REQ)      \
-  XX(CUresult, cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long), \
-     "cuGraphInstantiateWithFlags", REQ)                                                  \
-  XX(CUresult, cuGraphLaunch, (CUgraphExec, CUstream), "cuGraphLaunch", REQ)              \
-  XX(CUresult, cuGraphExecDestroy, (CUgraphExec), "cuGraphExecDestroy", REQ)              \
-  XX(CUresult, cuGraphDestroy, (CUgraph), "cuGraphDestroy", REQ)                          \
-  XX(CUresult, cuTensorMapEncodeTiled,                                                    \
-     (CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,          \
-      const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,   \
-      CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill),                \
-     "cuTensorMapEncodeTiled", OPT)
-
-/* The NVRTC symbols, the same way.  nvrtcGetSupportedArchs appeared in
+/* The NVRTC symbols, as the driver's (jit/cuda_api.h): XX(return type,
+ * field, arguments, symbol, required).  nvrtcGetSupportedArchs appeared in
  * 11.2 and nvrtcGetCUBIN in 11.1: without them every arch gets PTX. */
 #define HCT_NVRTC_SYMBOLS(XX)                                                            \
   XX(nvrtcResult, nvrtcVersion, (int *, int *), "nvrtcVersion", REQ)                     \
@@ -125,63 +45,13 @@ enum { OPT = 0, REQ = 1 };
   XX(nvrtcResult, nvrtcGetSupportedArchs, (int *), "nvrtcGetSupportedArchs", OPT)
 
 #define HCT_FIELD(ret, name, args, sym, req) ret (*name) args;
-static struct { HCT_CU_SYMBOLS(HCT_FIELD) } cu;
 static struct { HCT_NVRTC_SYMBOLS(HCT_FIELD) } nv;
 #undef HCT_FIELD
 
-#define HCT_SYM_ROW(lib, ret, name, args, sym, req) {(void **)&lib.name, sym, req},
-#define HCT_CU_ROW(ret, name, args, sym, req) HCT_SYM_ROW(cu, ret, name, args, sym, req)
-#define HCT_NV_ROW(ret, name, args, sym, req) HCT_SYM_ROW(nv, ret, name, args, sym, req)
-static const hct_vendor_sym_t cu_syms[] = {HCT_CU_SYMBOLS(HCT_CU_ROW)};
+#define HCT_NV_ROW(ret, name, args, sym, req) {(void **)&nv.name, sym, req},
 static const hct_vendor_sym_t nv_syms[] = {HCT_NVRTC_SYMBOLS(HCT_NV_ROW)};
 
-/* ---- error codes -------------------------------------------------------- */
-
-/*
- * What a CUresult means to the tuner: a fault of the kernel (quarantine the
- * candidate), a hang, a resource limit, or a broken setup.  Codes not
- * listed are HCT_EGPU.
- */
-static const struct {
-  int native;
-  int code;
-} cu_codes[] = {
-    {CUDA_ERROR_INVALID_VALUE, HCT_EINVAL},
-    {CUDA_ERROR_OUT_OF_MEMORY, HCT_ENOMEM},
-    {CUDA_ERROR_NOT_INITIALIZED, HCT_ENODRIVER},
-    {CUDA_ERROR_STUB_LIBRARY, HCT_ENODRIVER},
-    {CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, HCT_ENODRIVER},
-    {CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, HCT_ENODRIVER},
-    {CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, HCT_ENODRIVER},
-    {CUDA_ERROR_NO_DEVICE, HCT_ENODEV},
-    {CUDA_ERROR_INVALID_DEVICE, HCT_ENODEV},
-    {CUDA_ERROR_DEVICE_UNAVAILABLE, HCT_EBUSY},
-    {CUDA_ERROR_NOT_READY, HCT_EBUSY},
-    {CUDA_ERROR_INVALID_IMAGE, HCT_ECOMPILE},
-    {CUDA_ERROR_INVALID_PTX, HCT_ECOMPILE},
-    {CUDA_ERROR_NO_BINARY_FOR_GPU, HCT_EUNSUPPORTED},
-    {CUDA_ERROR_UNSUPPORTED_PTX_VERSION, HCT_EUNSUPPORTED},
-    {CUDA_ERROR_NOT_SUPPORTED, HCT_EUNSUPPORTED},
-    {CUDA_ERROR_JIT_COMPILER_NOT_FOUND, HCT_ENOCOMPILER},
-    {CUDA_ERROR_FILE_NOT_FOUND, HCT_ENOENT},
-    {CUDA_ERROR_NOT_FOUND, HCT_ENOENT},
-    {CUDA_ERROR_OPERATING_SYSTEM, HCT_EIO},
-    {CUDA_ERROR_INVALID_HANDLE, HCT_EINVAL},
-    {CUDA_ERROR_INVALID_CONTEXT, HCT_EINVAL},
-    {CUDA_ERROR_ILLEGAL_ADDRESS, HCT_EFAULT},
-    {CUDA_ERROR_MISALIGNED_ADDRESS, HCT_EFAULT},
-    {CUDA_ERROR_LAUNCH_FAILED, HCT_EFAULT},
-    {CUDA_ERROR_ILLEGAL_INSTRUCTION, HCT_EFAULT},
-    {CUDA_ERROR_HARDWARE_STACK_ERROR, HCT_EFAULT},
-    {CUDA_ERROR_INVALID_ADDRESS_SPACE, HCT_EFAULT},
-    {CUDA_ERROR_INVALID_PC, HCT_EFAULT},
-    {CUDA_ERROR_ASSERT, HCT_EFAULT},
-    {CUDA_ERROR_ECC_UNCORRECTABLE, HCT_EFAULT},
-    {CUDA_ERROR_LAUNCH_TIMEOUT, HCT_EHANG},
-    {CUDA_ERROR_TIMEOUT, HCT_ETIMEDOUT},
-    {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, HCT_ELAUNCH},
-    {CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, HCT_ELAUNCH},
-};
+/* ---- error codes ------------------------------------------------------- */
 
 static const struct {
   int native;
@@ -198,27 +68,11 @@ static const struct {
     {NVRTC_ERROR_BUILTIN_OPERATION_FAILURE, HCT_ENOCOMPILER},
 };
 
-int hct__cuda_result_code(int r) {
-  if (r == CUDA_SUCCESS) return 0;
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(cu_codes); i++)
-    if (cu_codes[i].native == r) return cu_codes[i].code;
-  return HCT_EGPU;
-}
-
 int hct__nvrtc_result_code(int r) {
   if (r == NVRTC_SUCCESS) return 0;
   for (size_t i = 0; i < HCT_ARRAY_SIZE(nvrtc_codes); i++)
     if (nvrtc_codes[i].native == r) return nvrtc_codes[i].code;
   return HCT_ECOMPILE;
-}
-
-/* Records "cuda: <what>: <driver's message> (<CUDA_ERROR_NAME>)". */
-static int cu_fail(CUresult r, const char *what) {
-  const char *name = NULL, *msg = NULL;
-  if (cu.cuGetErrorName == NULL || cu.cuGetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
-  if (cu.cuGetErrorString == NULL || cu.cuGetErrorString(r, &msg) != CUDA_SUCCESS) msg = NULL;
-  return hct__error(hct__cuda_result_code(r), "cuda: %s: %s (%s, %d)", what,
-                    msg ? msg : "unknown error", name ? name : "CUresult", (int)r);
 }
 
 static int nv_fail(nvrtcResult r, const char *what) {
@@ -228,52 +82,19 @@ static int nv_fail(nvrtcResult r, const char *what) {
 
 #define CU_TRY(call, what)                        \
   do {                                            \
-    CUresult r_ = cu.call;                        \
-    if (r_ != CUDA_SUCCESS) return cu_fail(r_, what); \
+    CUresult r_ = hct__cu.call;                        \
+    if (r_ != CUDA_SUCCESS) return hct__cu_fail(r_, what); \
   } while (0)
 
 /* ---- loading the driver ------------------------------------------------- */
 
-static uv_once_t cu_once = UV_ONCE_INIT;
-static int cu_status;        /* 0 or the load error */
-static char cu_message[512]; /* its message, replayed to every caller */
-static int cu_no_device;     /* cuInit said there is no card: count 0 */
+static int cu_no_device; /* cuInit said there is no card: count 0 */
 
-static void cu_load_once(void) {
-  static const char *const names[] = {"libcuda.so.1"};
-  char tried[32] = "", why[256];
-  void *lib = hct__vendor_open(names, 1, NULL, tried, sizeof tried, why, sizeof why);
-  if (lib == NULL) {
-    cu_status = hct__error(HCT_ENODRIVER, "cuda: cannot load libcuda.so.1 (%s)", why);
-  } else if ((cu_status = hct__vendor_resolve(lib, "libcuda.so.1", cu_syms,
-                                              HCT_ARRAY_SIZE(cu_syms))) == 0) {
-    if (cu.cuDeviceGetUuid_v2 == NULL && cu.cuDeviceGetUuid_v1 == NULL)
-      cu_status = hct__error(HCT_ENOSYM, "'libcuda.so.1' has no symbol 'cuDeviceGetUuid'");
-    else if (cu.cuEventElapsedTime_v2 == NULL && cu.cuEventElapsedTime_v1 == NULL)
-      cu_status = hct__error(HCT_ENOSYM, "'libcuda.so.1' has no symbol 'cuEventElapsedTime'");
-    else {
-      CUresult r = cu.cuInit(0);
-      /* A driver without cards is a driver: it lists none. */
-      if (r == CUDA_ERROR_NO_DEVICE)
-        cu_no_device = 1;
-      else if (r != CUDA_SUCCESS)
-        cu_status = cu_fail(r, "cuInit");
-    }
-  }
-  if (cu_status != 0) hct__strlcpy(cu_message, hct_last_error(), sizeof cu_message);
-  /* The library stays loaded on failure too: unloading a half-initialised
-   * driver is riskier than the memory. */
-}
-
-static int cuda_load(void) {
-  uv_once(&cu_once, cu_load_once);
-  if (cu_status != 0) return hct__error(cu_status, "%s", cu_message);
-  return 0;
-}
+static int cuda_load(void) { return hct__cu_load(&cu_no_device); }
 
 /* ---- loading NVRTC ------------------------------------------------------ */
 
-static uv_once_t nv_once = UV_ONCE_INIT;
+static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
 static int nv_status;
 static char nv_message[768];
 static int nv_major, nv_minor;
@@ -352,7 +173,7 @@ static void nv_load_once(void) {
 }
 
 static int nvrtc_load(void) {
-  uv_once(&nv_once, nv_load_once);
+  pthread_once(&nv_once, nv_load_once);
   if (nv_status != 0) return hct__error(nv_status, "%s", nv_message);
   return 0;
 }
@@ -400,16 +221,7 @@ static int cuda_device_get(int ordinal, hct_device_t *d) {
   hct__strlcpy(d->vendor, "nvidia", sizeof d->vendor);
   CU_TRY(cuDeviceGetName(d->name, (int)sizeof d->name, dev), "cuDeviceGetName");
 
-  CUuuid u;
-  if (cu.cuDeviceGetUuid_v2)
-    CU_TRY(cuDeviceGetUuid_v2(&u, dev), "cuDeviceGetUuid_v2");
-  else
-    CU_TRY(cuDeviceGetUuid_v1(&u, dev), "cuDeviceGetUuid");
-  const unsigned char *b = (const unsigned char *)u.bytes;
-  /* NVIDIA's form, the one nvidia-smi prints and NVML looks up. */
-  snprintf(d->uuid, sizeof d->uuid,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  if ((rc = hct__cu_device_uuid(dev, d->uuid, sizeof d->uuid)) < 0) return rc;
   CU_TRY(cuDeviceGetPCIBusId(d->pci_bus_id, (int)sizeof d->pci_bus_id, dev),
          "cuDeviceGetPCIBusId");
 
@@ -436,7 +248,7 @@ static int cuda_device_get(int ordinal, hct_device_t *d) {
   /* The clock attribute is deprecated in CUDA 13; NVML's maximum is the
    * same figure where the driver no longer answers. */
   int khz = 0, mhz = 0;
-  if (cu.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev) == CUDA_SUCCESS && khz > 0)
+  if (hct__cu.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev) == CUDA_SUCCESS && khz > 0)
     d->clock_khz = khz;
   else if (hct__nvml_sm_clock(d->uuid, 1, &mhz) == 0)
     d->clock_khz = mhz * 1000;
@@ -531,7 +343,7 @@ static int cuda_compile(hct_compile_job_t *job, const char *source, const char *
   if (rc < 0) return rc;
   hct_compile_opts_t *o = malloc(sizeof *o);
   if (o == NULL) return hct__error(HCT_ENOMEM, "out of memory compiling '%s'", job->variant->name);
-  rc = hct__compile_options(job, o);
+  rc = hct__compile_options(&hct__cuda_backend, job, o);
   if (rc < 0) {
     free(o);
     return rc;
@@ -625,21 +437,21 @@ static int cuda_open(const hct_device_t *dev, hct_gpu_t **out) {
   if (g == NULL) return hct__error(HCT_ENOMEM, "out of memory opening '%s'", dev->name);
   g->base.ops = &hct__cuda_backend;
   g->base.dev = *dev;
-  CUresult r = cu.cuDeviceGet(&g->dev, dev->ordinal);
-  if (r == CUDA_SUCCESS) r = cu.cuDevicePrimaryCtxRetain(&g->ctx, g->dev);
+  CUresult r = hct__cu.cuDeviceGet(&g->dev, dev->ordinal);
+  if (r == CUDA_SUCCESS) r = hct__cu.cuDevicePrimaryCtxRetain(&g->ctx, g->dev);
   if (r != CUDA_SUCCESS) {
     free(g);
-    return cu_fail(r, "cuDevicePrimaryCtxRetain");
+    return hct__cu_fail(r, "cuDevicePrimaryCtxRetain");
   }
-  r = cu.cuCtxSetCurrent(g->ctx);
+  r = hct__cu.cuCtxSetCurrent(g->ctx);
   if (r == CUDA_SUCCESS) {
     current_ctx = g->ctx;
     /* Non-blocking: the legacy default stream never serialises with it. */
-    r = cu.cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING);
+    r = hct__cu.cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING);
   }
   if (r != CUDA_SUCCESS) {
-    rc = cu_fail(r, "cuStreamCreate");
-    cu.cuDevicePrimaryCtxRelease_v2(g->dev);
+    rc = hct__cu_fail(r, "cuStreamCreate");
+    hct__cu.cuDevicePrimaryCtxRelease_v2(g->dev);
     free(g);
     return rc;
   }
@@ -650,11 +462,11 @@ static int cuda_open(const hct_device_t *dev, hct_gpu_t **out) {
 static void cuda_close(hct_gpu_t *gpu) {
   cuda_gpu_t *g = (cuda_gpu_t *)gpu;
   if (enter(gpu) == 0) {
-    cu.cuStreamSynchronize(g->stream);
-    cu.cuStreamDestroy_v2(g->stream);
+    hct__cu.cuStreamSynchronize(g->stream);
+    hct__cu.cuStreamDestroy_v2(g->stream);
   }
   if (current_ctx == g->ctx) current_ctx = NULL;
-  cu.cuDevicePrimaryCtxRelease_v2(g->dev);
+  hct__cu.cuDevicePrimaryCtxRelease_v2(g->dev);
   free(g);
 }
 
@@ -669,7 +481,7 @@ static int cuda_alloc(hct_gpu_t *g, size_t bytes, hct_dptr_t *out) {
 }
 
 static void cuda_free(hct_gpu_t *g, hct_dptr_t p) {
-  if (p != 0 && enter(g) == 0) cu.cuMemFree_v2((CUdeviceptr)p);
+  if (p != 0 && enter(g) == 0) hct__cu.cuMemFree_v2((CUdeviceptr)p);
 }
 
 /* Copies go through the gpu's own stream: a copy on the legacy default
@@ -718,15 +530,15 @@ static int cuda_module_load(hct_gpu_t *g, const void *image, size_t size, hct_mo
     image = copy;
   }
   CUmodule m = NULL;
-  CUresult r = cu.cuModuleLoadData(&m, image);
+  CUresult r = hct__cu.cuModuleLoadData(&m, image);
   free(copy);
-  if (r != CUDA_SUCCESS) return cu_fail(r, is_elf ? "cuModuleLoadData (cubin)" : "cuModuleLoadData (ptx)");
+  if (r != CUDA_SUCCESS) return hct__cu_fail(r, is_elf ? "cuModuleLoadData (cubin)" : "cuModuleLoadData (ptx)");
   *out = (hct_module_t *)m;
   return 0;
 }
 
 static void cuda_module_unload(hct_gpu_t *g, hct_module_t *m) {
-  if (m != NULL && enter(g) == 0) cu.cuModuleUnload((CUmodule)m);
+  if (m != NULL && enter(g) == 0) hct__cu.cuModuleUnload((CUmodule)m);
 }
 
 static int cuda_function(hct_module_t *m, const char *entry, hct_function_t **out) {
@@ -750,13 +562,13 @@ static int cuda_launch(hct_gpu_t *gpu, hct_function_t *f, const unsigned grid[3]
                        const unsigned block[3], unsigned smem, void **args) {
   cuda_gpu_t *g = (cuda_gpu_t *)gpu;
   ENTER(gpu);
-  CUresult r = cu.cuLaunchKernel((CUfunction)f, grid[0], grid[1], grid[2], block[0], block[1],
+  CUresult r = hct__cu.cuLaunchKernel((CUfunction)f, grid[0], grid[1], grid[2], block[0], block[1],
                                  block[2], smem, g->stream, args, NULL);
   if (r != CUDA_SUCCESS) {
     char what[160];
     snprintf(what, sizeof what, "cuLaunchKernel grid (%u,%u,%u) block (%u,%u,%u) smem %u", grid[0],
              grid[1], grid[2], block[0], block[1], block[2], smem);
-    return cu_fail(r, what);
+    return hct__cu_fail(r, what);
   }
   return 0;
 }
@@ -767,7 +579,7 @@ static int cuda_launch(hct_gpu_t *gpu, hct_function_t *f, const unsigned grid[3]
 static int cuda_launch_pdl(hct_gpu_t *gpu, hct_function_t *f, const unsigned grid[3],
                            const unsigned block[3], unsigned smem, void **args) {
   cuda_gpu_t *g = (cuda_gpu_t *)gpu;
-  if (cu.cuLaunchKernelEx == NULL) return cuda_launch(gpu, f, grid, block, smem, args);
+  if (hct__cu.cuLaunchKernelEx == NULL) return cuda_launch(gpu, f, grid, block, smem, args);
   ENTER(gpu);
   CUlaunchAttribute attr;
   memset(&attr, 0, sizeof attr);
@@ -775,12 +587,12 @@ static int cuda_launch_pdl(hct_gpu_t *gpu, hct_function_t *f, const unsigned gri
   attr.value.programmaticStreamSerializationAllowed = 1;
   CUlaunchConfig cfg = {grid[0],  grid[1],  grid[2], block[0], block[1],
                         block[2], smem,     g->stream, &attr, 1};
-  CUresult r = cu.cuLaunchKernelEx(&cfg, (CUfunction)f, args, NULL);
+  CUresult r = hct__cu.cuLaunchKernelEx(&cfg, (CUfunction)f, args, NULL);
   if (r != CUDA_SUCCESS) {
     char what[160];
     snprintf(what, sizeof what, "cuLaunchKernelEx (programmatic) grid (%u,%u,%u) block (%u,%u,%u)",
              grid[0], grid[1], grid[2], block[0], block[1], block[2]);
-    return cu_fail(r, what);
+    return hct__cu_fail(r, what);
   }
   return 0;
 }
@@ -788,7 +600,7 @@ static int cuda_launch_pdl(hct_gpu_t *gpu, hct_function_t *f, const unsigned gri
 /* Free and total device memory of the context's card: the worker takes
  * its timing allocations in groups that fit (tuner/worker_serve.c). */
 static int cuda_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes) {
-  if (cu.cuMemGetInfo_v2 == NULL) return hct__error(HCT_EUNSUPPORTED, "cuda: the driver has no cuMemGetInfo_v2");
+  if (hct__cu.cuMemGetInfo_v2 == NULL) return hct__error(HCT_EUNSUPPORTED, "cuda: the driver has no cuMemGetInfo_v2");
   ENTER(g);
   CU_TRY(cuMemGetInfo_v2(free_bytes, total_bytes), "cuMemGetInfo_v2");
   return 0;
@@ -798,7 +610,7 @@ static int cuda_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes) 
  * hostbuf.c): the driver copies pageable memory through a staging buffer
  * at a fraction of the bus's rate. */
 static int cuda_host_register(hct_gpu_t *g, void *p, size_t bytes) {
-  if (cu.cuMemHostRegister_v2 == NULL || cu.cuMemHostUnregister == NULL)
+  if (hct__cu.cuMemHostRegister_v2 == NULL || hct__cu.cuMemHostUnregister == NULL)
     return hct__error(HCT_EUNSUPPORTED, "cuda: the driver has no cuMemHostRegister_v2");
   ENTER(g);
   CU_TRY(cuMemHostRegister_v2(p, bytes, 0), "cuMemHostRegister_v2");
@@ -806,7 +618,7 @@ static int cuda_host_register(hct_gpu_t *g, void *p, size_t bytes) {
 }
 
 static void cuda_host_unregister(hct_gpu_t *g, void *p) {
-  if (cu.cuMemHostUnregister != NULL && enter(g) == 0) cu.cuMemHostUnregister(p);
+  if (hct__cu.cuMemHostUnregister != NULL && enter(g) == 0) hct__cu.cuMemHostUnregister(p);
 }
 
 static int cuda_sync(hct_gpu_t *gpu) {
@@ -825,7 +637,7 @@ static int cuda_event_create(hct_gpu_t *g, hct_event_t **out) {
 }
 
 static void cuda_event_destroy(hct_gpu_t *g, hct_event_t *e) {
-  if (e != NULL && enter(g) == 0) cu.cuEventDestroy_v2((CUevent)e);
+  if (e != NULL && enter(g) == 0) hct__cu.cuEventDestroy_v2((CUevent)e);
 }
 
 static int cuda_event_record(hct_gpu_t *gpu, hct_event_t *e) {
@@ -838,7 +650,7 @@ static int cuda_event_record(hct_gpu_t *gpu, hct_event_t *e) {
 static int cuda_event_elapsed(hct_gpu_t *g, hct_event_t *a, hct_event_t *b, float *ms) {
   ENTER(g);
   CU_TRY(cuEventSynchronize((CUevent)b), "cuEventSynchronize");
-  if (cu.cuEventElapsedTime_v2)
+  if (hct__cu.cuEventElapsedTime_v2)
     CU_TRY(cuEventElapsedTime_v2(ms, (CUevent)a, (CUevent)b), "cuEventElapsedTime");
   else
     CU_TRY(cuEventElapsedTime_v1(ms, (CUevent)a, (CUevent)b), "cuEventElapsedTime");
@@ -859,22 +671,22 @@ static int cuda_capture_end(hct_gpu_t *gpu, hct_graph_t **out) {
   cuda_gpu_t *g = (cuda_gpu_t *)gpu;
   ENTER(gpu);
   CUgraph graph = NULL;
-  CUresult r = cu.cuStreamEndCapture(g->stream, &graph);
+  CUresult r = hct__cu.cuStreamEndCapture(g->stream, &graph);
   if (r != CUDA_SUCCESS) {
-    if (graph) cu.cuGraphDestroy(graph);
-    return cu_fail(r, "cuStreamEndCapture");
+    if (graph) hct__cu.cuGraphDestroy(graph);
+    return hct__cu_fail(r, "cuStreamEndCapture");
   }
   cuda_graph_t *cg = calloc(1, sizeof *cg);
   if (cg == NULL) {
-    cu.cuGraphDestroy(graph);
+    hct__cu.cuGraphDestroy(graph);
     return hct__error(HCT_ENOMEM, "out of memory ending a capture");
   }
   cg->graph = graph;
-  r = cu.cuGraphInstantiateWithFlags(&cg->exec, graph, 0);
+  r = hct__cu.cuGraphInstantiateWithFlags(&cg->exec, graph, 0);
   if (r != CUDA_SUCCESS) {
-    cu.cuGraphDestroy(graph);
+    hct__cu.cuGraphDestroy(graph);
     free(cg);
-    return cu_fail(r, "cuGraphInstantiateWithFlags");
+    return hct__cu_fail(r, "cuGraphInstantiateWithFlags");
   }
   *out = (hct_graph_t *)cg;
   return 0;
@@ -891,8 +703,8 @@ static void cuda_graph_destroy(hct_gpu_t *g, hct_graph_t *graph) {
   cuda_graph_t *cg = (cuda_graph_t *)graph;
   if (cg == NULL) return;
   if (enter(g) == 0) {
-    cu.cuGraphExecDestroy(cg->exec);
-    cu.cuGraphDestroy(cg->graph);
+    hct__cu.cuGraphExecDestroy(cg->exec);
+    hct__cu.cuGraphDestroy(cg->graph);
   }
   free(cg);
 }
@@ -914,16 +726,11 @@ static const struct {
                      {64, CU_TENSOR_MAP_SWIZZLE_64B},
                      {128, CU_TENSOR_MAP_SWIZZLE_128B}};
 
-typedef CUresult (*encode_tiled_t)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                   const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                   const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 /* cuTensorMapEncodeTiled (CUDA 12.0+) is host work only, so it is safe
  * while a stream captures.  Out-of-bounds elements of a box read as zero. */
-int hct__cuda_tmap_encode(void *encode, const hct_tmap_dims_t *t, uint64_t base,
-                          uint64_t out[16]) {
-  if (encode == NULL)
+int hct__cuda_tmap_encode(const hct_tmap_dims_t *t, uint64_t base, uint64_t out[16]) {
+  if (hct__cu.cuTensorMapEncodeTiled == NULL)
     return hct__error(HCT_EUNSUPPORTED,
                       "cuda: this driver has no cuTensorMapEncodeTiled (tensor maps need CUDA 12.0 "
                       "or newer)");
@@ -944,11 +751,11 @@ int hct__cuda_tmap_encode(void *encode, const hct_tmap_dims_t *t, uint64_t base,
     if (i > 0) strides[i - 1] = t->strides[i];
   }
   CUtensorMap m;
-  CUresult r = ((encode_tiled_t)encode)(&m, type, (cuuint32_t)t->rank, (void *)(uintptr_t)base,
+  CUresult r = hct__cu.cuTensorMapEncodeTiled(&m, type, (cuuint32_t)t->rank, (void *)(uintptr_t)base,
                                         dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                         sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return cu_fail(r, "cuTensorMapEncodeTiled");
+  if (r != CUDA_SUCCESS) return hct__cu_fail(r, "cuTensorMapEncodeTiled");
   memcpy(out, &m, sizeof m);
   return 0;
 }
@@ -956,7 +763,7 @@ int hct__cuda_tmap_encode(void *encode, const hct_tmap_dims_t *t, uint64_t base,
 static int cuda_tensor_map(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t base,
                            hct_tmap_bytes_t *out) {
   (void)g;
-  return hct__cuda_tmap_encode((void *)cu.cuTensorMapEncodeTiled, t, base, out->words);
+  return hct__cuda_tmap_encode(t, base, out->words);
 }
 
 static int cuda_sm_clock(hct_gpu_t *g, int *mhz) { return hct__nvml_sm_clock(g->dev.uuid, 0, mhz); }

@@ -216,7 +216,7 @@ int hct__hip_compile(hct_compile_job_t *job, const char *source, const char *inc
   hct_compile_opts_t *o = malloc(sizeof *o);
   if (o == NULL)
     return job_keep(job, hct__error(HCT_ENOMEM, "hiprtc: out of memory building options"));
-  rc = hct__compile_options(job, o);
+  rc = hct__compile_options(&hct__hip_backend, job, o);
   if (rc < 0) {
     free(o);
     return job_keep(job, rc);

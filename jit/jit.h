@@ -22,7 +22,7 @@
  *                   and whether this host would compile the same now
  *
  * Thread rules: hct__backends_load() and device discovery are safe from any
- * thread (uv_once inside).  Compiles are thread-safe and run on libuv's
+ * thread (pthread_once inside).  Compiles are thread-safe and run on libuv's
  * thread pool.  A hct_gpu_t and everything made from it belong to the
  * thread that opened it.
  */
@@ -64,6 +64,7 @@ int hct__expr_eval(const char *expr, const hct_symtab_t *syms, int64_t *out);
 #define HCT_MAX_PARAM_VALUES 16
 #define HCT_MAX_LAUNCHES 8
 #define HCT_MAX_ARGS 16
+#define HCT_MAX_SCRATCH 4
 #define HCT_MAX_VARIANTS 32
 #define HCT_MAX_BUFFERS 16
 #define HCT_MAX_CONSTRAINTS 8
@@ -210,7 +211,7 @@ typedef struct hct_variant_s {
   int n_params;
   char constraints[HCT_MAX_CONSTRAINTS][256]; /* must all be non-zero */
   int n_constraints;
-  hct_scratch_t scratch[4];
+  hct_scratch_t scratch[HCT_MAX_SCRATCH];
   int n_scratch;
   hct_launch_t launches[HCT_MAX_LAUNCHES];
   int n_launches;
@@ -304,6 +305,10 @@ int hct__manifest_copy(const hct_op_t *op, hct_op_t **out);
  * code. */
 int hct__manifest_list(const char *kernels_dir, char names[][32], int max);
 const hct_variant_t *hct__variant_find(const hct_op_t *op, const char *name);
+/* The op's variant of class baseline (the load checks there is one), or
+ * NULL: what the daemon answers without a decision and what the client
+ * library falls back to without a daemon, read from the manifest by both. */
+const hct_variant_t *hct__op_baseline(const hct_op_t *op);
 /* The op's buffer called `name`, or NULL. */
 const hct_buffer_t *hct__buffer_find(const hct_op_t *op, const char *name);
 /* The variant whose bits v must equal (its "reference"), when v is bitwise;
@@ -339,7 +344,7 @@ int hct__param_points(const hct_variant_t *v, hct_point_t *out, int max);
  * point as a reference: a bitwise variant whose reference is not the
  * baseline is checked against the reference at this point, whose
  * parameters must not change its bits: its template says so).  Not
- * hct__point_default (daemon/client_kernel.h), the first point whose
+ * hct__point_default (jit/plan.c), the first point whose
  * constraints hold at T. */
 void hct__point_first(const hct_variant_t *v, hct_point_t *pt);
 /* The point of v that {"ROWS":4,"TPL":2} names, strictly: every parameter
@@ -574,7 +579,11 @@ typedef struct hct_compile_opts_s {
   size_t used;
   char text[8192];     /* storage of argv */
 } hct_compile_opts_t;
-int hct__compile_options(const hct_compile_job_t *job, hct_compile_opts_t *o);
+typedef struct hct_backend_ops_s hct_backend_ops_t;
+/* jit/options.c; `ops` is the job's backend (the backends pass their own,
+ * others hct__backend(job->backend)). */
+int hct__compile_options(const hct_backend_ops_t *ops, const hct_compile_job_t *job,
+                         hct_compile_opts_t *o);
 /* Appends one printf-formatted option; HCT_ERANGE when the list is full. */
 int hct__compile_opt_add(hct_compile_opts_t *o, const char *fmt, ...) HCT_PRINTF(2, 3);
 /* <kernels dir>/common: the folder beside op->dir. */
@@ -621,15 +630,16 @@ void *hct__vendor_open(const char *const *names, size_t n, size_t *which, char *
  * no symbol 'name'". */
 int hct__vendor_resolve(void *lib, const char *libname, const hct_vendor_sym_t *syms, size_t n);
 
-/* Encodes t over device memory at base with `encode`, the driver's
- * cuTensorMapEncodeTiled as its caller resolved it (jit/cuda.c's table, or
- * libhctune's own in daemon/client_cuda.c): the one translation of a
+/* Encodes t over device memory at base with the driver's
+ * cuTensorMapEncodeTiled (jit/cuda_api.h's table; HCT_EUNSUPPORTED naming
+ * CUDA 12.0 when the driver lacks it): the one translation of a
  * manifest's tensor map into the driver's (element type, swizzle, strides,
- * no interleave, 256-byte L2 promotion, zeros out of bounds). */
-int hct__cuda_tmap_encode(void *encode, const hct_tmap_dims_t *t, uint64_t base,
-                          uint64_t out[16]);
+ * no interleave, 256-byte L2 promotion, zeros out of bounds), for the
+ * tuner and the client library alike. */
+int hct__cuda_tmap_encode(const hct_tmap_dims_t *t, uint64_t base, uint64_t out[16]);
 
-/* CUresult and nvrtcResult values mapped to HCT codes (jit/cuda.c); a table,
+/* CUresult (jit/cuda_driver.c) and nvrtcResult (jit/cuda.c) values mapped
+ * to HCT codes; a table,
  * usable without the libraries. */
 int hct__cuda_result_code(int cu_result);
 int hct__nvrtc_result_code(int nvrtc_result);
@@ -708,7 +718,7 @@ int hct__gpu_sm_clock(hct_gpu_t *g, int *mhz);
  * The backend interface: one table per vendor, filled by jit/cuda.c and
  * jit/hip.c.  hct__gpu_* above dispatch through the device's table.
  */
-typedef struct hct_backend_ops_s {
+struct hct_backend_ops_s {
   const char *name;                  /* "cuda", "hip" */
   hct_backend_kind_t kind;
   /* Loads the driver library; HCT_ENODRIVER with a message when absent. */
@@ -758,7 +768,7 @@ typedef struct hct_backend_ops_s {
    * has none (HIP), and a variant using one cannot run there. */
   int (*tensor_map)(hct_gpu_t *g, const hct_tmap_dims_t *t, hct_dptr_t base,
                     hct_tmap_bytes_t *out);
-} hct_backend_ops_t;
+};
 
 extern const hct_backend_ops_t hct__cuda_backend;
 extern const hct_backend_ops_t hct__hip_backend;
@@ -772,5 +782,97 @@ struct hct_gpu_s {
   const hct_backend_ops_t *ops;
   hct_device_t dev;
 };
+
+/* ---- launch plans (jit/plan.c) ------------------------------------------- */
+
+/*
+ * A variant's launch plan evaluated for one T on one card: what the tuner
+ * (tuner/run.c) and the client library (client/kernel.c) launch, each
+ * binding its own pointers to it.  The one evaluation of the manifest's
+ * launch expressions (grid, block, shared memory, PDL, integer arguments),
+ * scratch sizes and tensor maps; the plan holds numbers and indices only.
+ */
+
+/* What a plan is evaluated from: the manifest's (hct__plan_spec) or one a
+ * daemon sent (client/kernel.c reads it into the same structures). */
+typedef struct hct_plan_spec_s {
+  const char *label;                /* names the candidate in messages */
+  const hct_buffer_t *buffers;
+  int n_buffers;
+  const hct_scratch_t *scratch;
+  int n_scratch;
+  const hct_launch_t *launches;
+  int n_launches;
+  const hct_tmap_spec_t *tmaps;
+  int n_tmaps;
+  int64_t smem_max;                 /* the card's SMEM_OPTIN */
+} hct_plan_spec_t;
+
+typedef enum {
+  HCT_PLAN_BUFFER,                  /* a device pointer: buffer `index` */
+  HCT_PLAN_SCRATCH,                 /* a device pointer: scratch `index` */
+  HCT_PLAN_INT,                     /* an int: `value` */
+  HCT_PLAN_TMAP                     /* a tensor map: the launch's tmaps[index] */
+} hct_plan_arg_kind_t;
+
+typedef struct hct_plan_arg_s {
+  hct_plan_arg_kind_t kind;
+  int index;
+  int value;
+} hct_plan_arg_t;
+
+/* A tensor map's figures, checked against the memory it spans; encoded by
+ * whoever knows that memory's address. */
+typedef struct hct_plan_tmap_s {
+  hct_tmap_dims_t dims;
+  hct_plan_arg_kind_t over;         /* HCT_PLAN_BUFFER or HCT_PLAN_SCRATCH */
+  int index;
+} hct_plan_tmap_t;
+
+typedef struct hct_plan_launch_s {
+  unsigned grid[3], block[3], smem;
+  int pdl;                          /* programmatic stream serialisation */
+  int n_args;
+  hct_plan_arg_t args[HCT_MAX_ARGS];
+  int n_tmaps;
+  hct_plan_tmap_t tmaps[HCT_MAX_TMAPS];
+} hct_plan_launch_t;
+
+typedef struct hct_plan_s {
+  int n_scratch;
+  size_t scratch_bytes[HCT_MAX_SCRATCH];  /* at T, hct__scratch_size's rule */
+  hct_zero_t scratch_zero[HCT_MAX_SCRATCH];
+  int n_launches;
+  hct_plan_launch_t launches[HCT_MAX_LAUNCHES];
+} hct_plan_t;
+
+/* The spec of variant v of op, as its manifest gives it. */
+void hct__plan_spec(const hct_op_t *op, const hct_variant_t *v, int64_t smem_max,
+                    hct_plan_spec_t *spec);
+/* The bytes scratch s takes at syms: its expression (0 .. 16 GiB), rounded
+ * up to whole 32-bit words (so a fill32 clears it) plus one word (so none
+ * is empty).  The one sizing rule of scratch: a kernel sees the same
+ * memory in an engine as when the tuner checked it. */
+int hct__scratch_size(const hct_scratch_t *s, const hct_symtab_t *syms, size_t *out);
+/*
+ * Evaluates spec at syms (constants, point, card, T) into *out: pure, no
+ * allocation, any thread.  A tensor map is checked against the memory it
+ * spans: buffer_bytes[i] / scratch_bytes[i] when given (what was
+ * allocated; 0 is an absent buffer, refused), else the buffer's elems and
+ * the scratch's size at T.  Errors name spec->label and the launch.
+ */
+int hct__plan_eval(const hct_plan_spec_t *spec, const hct_symtab_t *syms,
+                   const size_t *buffer_bytes, const size_t *scratch_bytes, hct_plan_t *out);
+
+/* The first point of v whose constraints all hold at T (syms: constants,
+ * T and the card's figures, as hct__point_symtab and the launch symbols
+ * give them); HCT_ENOENT when none does.  The daemon's baseline answer and
+ * the library's own fallback use this one rule. */
+int hct__point_default(const hct_op_t *op, const hct_variant_t *v, const hct_symtab_t *card,
+                       int tokens, hct_point_t *pt);
+/* Adds the card's figures to syms under the names launch expressions use
+ * (SMEM_OPTIN, SM_COUNT, WARP, ARCH, HIP), as tuner/run.c does. */
+void hct__card_symbols(hct_symtab_t *syms, int arch_num, int sm_count, int64_t smem_optin,
+                       int warp, int hip);
 
 #endif /* HCT_JIT_H */

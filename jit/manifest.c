@@ -1335,6 +1335,12 @@ int hct__manifest_list(const char *kernels_dir, char names[][32], int max) {
   return n;
 }
 
+const hct_variant_t *hct__op_baseline(const hct_op_t *op) {
+  for (int i = 0; i < op->n_variants; i++)
+    if (op->variants[i].parity == HCT_PARITY_BASELINE) return &op->variants[i];
+  return NULL;
+}
+
 const hct_variant_t *hct__variant_find(const hct_op_t *op, const char *name) {
   for (int i = 0; i < op->n_variants; i++)
     if (strcmp(op->variants[i].name, name) == 0) return &op->variants[i];

@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include <uv.h>
+#include <pthread.h>
 
 #include "jit.h"
 
@@ -33,7 +33,7 @@ static struct { HCT_NVML_SYMBOLS(HCT_FIELD) } nvml;
 static const hct_vendor_sym_t nvml_syms[] = {HCT_NVML_SYMBOLS(HCT_ROW)};
 #undef HCT_ROW
 
-static uv_once_t once = UV_ONCE_INIT;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int status;
 static char message[512];
 
@@ -58,7 +58,7 @@ static void load_once(void) {
 }
 
 int hct__nvml_sm_clock(const char *uuid, int max, int *mhz) {
-  uv_once(&once, load_once);
+  pthread_once(&once, load_once);
   if (status != 0) return hct__error(status, "%s", message);
   nvml_device_t dev;
   nvml_return_t r = nvml.nvmlDeviceGetHandleByUUID(uuid, &dev);

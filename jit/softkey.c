@@ -82,7 +82,7 @@ int hct__softkey_now(const hct_compile_job_t *job, const char *driver_version, h
   }
   hct_compile_opts_t *o = malloc(sizeof *o);
   if (o == NULL) return hct__error(HCT_ENOMEM, "out of memory");
-  if ((rc = hct__compile_options(job, o)) == 0) {
+  if ((rc = hct__compile_options(hct__backend(job->backend), job, o)) == 0) {
     XXH3_state_t *st = XXH3_createState();
     if (st == NULL) {
       rc = hct__error(HCT_ENOMEM, "out of memory");

@@ -4,7 +4,7 @@
  * names that loads, then a table of symbols resolved into a struct of
  * function pointers, a missing required one named.  Never linked: a
  * machine without the library still runs the rest of hctune.  Any thread;
- * callers hold their own uv_once.
+ * callers hold their own pthread_once.
  */
 #include <dlfcn.h>
 #include <string.h>

@@ -267,7 +267,7 @@ static void test_absent(void **state) {
   assert_non_null(strstr(hct_last_error(), "/nonexistent/hctune.sock"));
   assert_int_equal(hct_choose(c, "hc_read_prefill", 64, "GPU-x", "kl", &ch), HCT_FALLBACK);
   assert_string_equal(ch.variant, "pair_simt");
-  /* An op with no built-in baseline cannot fall back. */
+  /* An op without a manifest here has no baseline to fall back to. */
   assert_int_equal(hct_choose(c, "mystery", 1, NULL, NULL, &ch), HCT_ENOENT);
   assert_non_null(strstr(hct_last_error(), "mystery"));
   assert_true(dt_now_ms() - t0 < 2500);
@@ -279,6 +279,51 @@ static void test_absent(void **state) {
   longp[sizeof longp - 1] = '\0';
   assert_int_equal(hct_connect(longp, 50, &c), HCT_FALLBACK);
   assert_int_equal(hct_choose(c, "hc_read", 1, NULL, NULL, &ch), HCT_FALLBACK);
+  hct_close(c);
+}
+
+/* Without a daemon, every op of kernels-src falls back to its manifest's
+ * own baseline (the variant of class baseline), read by the library, and
+ * a copy of an op under a new name falls back as well: no table of names
+ * in C to keep in step. */
+static void test_baseline_from_manifest(void **state) {
+  unsetenv("HCTUNE_FORCE");
+  unsetenv("HCTUNE_KERNELS");
+  char dir[4096], names[64][32];
+  assert_int_equal(hct__kernels_dir(dir, sizeof dir), 0);
+  int n = hct__manifest_list(dir, names, 64);
+  assert_true(n >= 2);
+  hct_client_t *c = NULL;
+  assert_int_equal(hct_connect("/nonexistent/hctune.sock", 50, &c), HCT_FALLBACK);
+  for (int i = 0; i < n; i++) {
+    hct_op_t *m = NULL;
+    assert_int_equal(hct__manifest_load(dir, names[i], &m), 0);
+    const hct_variant_t *base = hct__op_baseline(m);
+    assert_non_null(base);
+    hct_choice_t ch;
+    int rc = hct_choose(c, names[i], 1, NULL, NULL, &ch);
+    if (rc != HCT_FALLBACK || strcmp(ch.variant, base->name) != 0)
+      fail_msg("op '%s': fell back to '%s' (rc %d: %s), its manifest's baseline is '%s'",
+               names[i], ch.variant, rc, hct_last_error(), base->name);
+    assert_string_equal(ch.parity_class, "baseline");
+    hct__manifest_free(m);
+  }
+  char tmp[] = "/tmp/hct-baseline-XXXXXX", cmd[2 * 4096 + 512];
+  assert_non_null(mkdtemp(tmp));
+  /* The whole folder, and common/ beside it: a manifest is loaded only
+   * with its templates there. */
+  snprintf(cmd, sizeof cmd, "cp -r %s/hc_read_prefill %s/renamed && ln -s \"$(cd %s/common && pwd)\" %s/common",
+           dir, tmp, dir, tmp);
+  assert_int_equal(system(cmd), 0);
+  setenv("HCTUNE_KERNELS", tmp, 1);
+  hct_choice_t ch;
+  assert_int_equal(hct_choose(c, "renamed", 8, NULL, NULL, &ch), HCT_FALLBACK);
+  assert_string_equal(ch.variant, "pair_simt");
+  assert_int_equal(hct_choose(c, "hc_read", 8, NULL, NULL, &ch), HCT_ENOENT);
+  assert_non_null(strstr(hct_last_error(), "hc_read"));
+  unsetenv("HCTUNE_KERNELS");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+  assert_int_equal(system(cmd), 0);
   hct_close(c);
 }
 
@@ -501,7 +546,7 @@ static void test_socket_path(void **state) {
   unsetenv("XDG_RUNTIME_DIR");
 }
 
-/* lib/libhctune.so needs jansson and libc, never SQLite or libuv. */
+/* lib/libhctune.so needs jansson and libc, never SQLite, libuv or xxHash. */
 static void test_shared_library_deps(void **state) {
   const char *bin = getenv("HCT_BIN");
   char cmd[600];
@@ -516,6 +561,7 @@ static void test_shared_library_deps(void **state) {
   assert_non_null(strstr(out, "libjansson"));
   assert_null(strstr(out, "sqlite"));
   assert_null(strstr(out, "libuv"));
+  assert_null(strstr(out, "xxhash"));
 }
 
 int main(void) {
@@ -526,6 +572,7 @@ int main(void) {
       cmocka_unit_test(test_error_wraps_last),
       cmocka_unit_test(test_shared_library_deps), cmocka_unit_test(test_not_an_answer),
       cmocka_unit_test(test_abi),           cmocka_unit_test(test_flooding_peer),
+      cmocka_unit_test(test_baseline_from_manifest),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

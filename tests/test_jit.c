@@ -185,7 +185,7 @@ static void test_key_covers_options(void **state) {
   assert_string_equal(k.tmpl, k0.tmpl);
   hct_compile_opts_t *o = calloc(1, sizeof *o);
   assert_non_null(o);
-  assert_int_equal(hct__compile_options(&f.job, o), 0);
+  assert_int_equal(hct__compile_options(hct__backend(f.job.backend), &f.job, o), 0);
   int found = 0;
   for (int i = 0; i < o->n; i++) found += strcmp(o->argv[i], "-arch=sm_90a") == 0;
   assert_int_equal(found, 1);
@@ -249,7 +249,7 @@ static void test_options(void **state) {
   fixture_t f;
   fixture(&f, root);
   hct_compile_opts_t o;
-  assert_int_equal(hct__compile_options(&f.job, &o), 0);
+  assert_int_equal(hct__compile_options(hct__backend(f.job.backend), &f.job, &o), 0);
   char inc[300];
   snprintf(inc, sizeof inc, "-I%s/common", root);
   assert_string_equal(o.argv[0], inc);
@@ -281,7 +281,7 @@ static void test_options(void **state) {
   }
   /* An arch newer than NVRTC knows: PTX for the newest it knows. */
   hct__strlcpy(f.job.arch, "sm_200", sizeof f.job.arch);
-  assert_int_equal(hct__compile_options(&f.job, &o), 0);
+  assert_int_equal(hct__compile_options(hct__backend(f.job.backend), &f.job, &o), 0);
   assert_int_equal(o.is_ptx, 1);
   int found = 0;
   for (int i = 0; i < o.n; i++) found |= strncmp(o.argv[i], "--gpu-architecture=compute_", 27) == 0;

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "client_kernel.h"
+#include "client.h"
 #include "daemon_test.h"
 
 /* An H200's figures: what the constraints and shared memory expressions

@@ -24,7 +24,7 @@
 
 #include <jansson.h>
 
-#include "client_kernel.h"
+#include "client.h"
 #include "daemon_test.h"
 
 static char logpath[256];
@@ -409,11 +409,11 @@ int main(int argc, char **argv) {
     if (mkdtemp(dir) == NULL) return 1;
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "cc -shared -fPIC -w -I/usr/local/cuda/include -o '%s/libcuda.so.1' "
+             "cc -shared -fPIC -w -I'%s/jit' -o '%s/libcuda.so.1' "
              "'%s/tests/fake/fake_cuda.c' 2>&1",
-             dir, hct_test_root());
-    if (access("/usr/local/cuda/include/cuda.h", R_OK) != 0 || system(cmd) != 0) {
-      printf("skipped: cannot build the fake CUDA driver (no cuda.h in /usr/local/cuda)\n");
+             hct_test_root(), dir, hct_test_root());
+    if (system(cmd) != 0) {
+      printf("skipped: cannot build the fake CUDA driver (no cc)\n");
       rmdir(dir);
       return 0;
     }

@@ -183,6 +183,69 @@ static void test_manifest_good(void **state) {
 #define TMAP0 "{\"name\":\"xn_a\",\"buffer\":\"xn\",\"dtype\":\"bf16\",\"dims\":[\"N\",\"T\"]," \
   "\"box\":[64,\"BM\"],\"swizzle\":\"128B\"}"
 
+/* jit/plan.c: the plan the tuner and the library both launch, evaluated
+ * from the manifest at T=4, BM=64: numbers and indices, tensor maps over
+ * scratch and over a buffer, the scratch sizing rule, and the errors. */
+static void test_plan_eval(void **state) {
+  (void)state;
+  write_manifest("t", GOOD_HEAD "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") ","
+                 TMAP_VARIANT("true", TMAP0, "\"@tmap(xn_a)\"") "]}");
+  hct_op_t *op;
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  const hct_variant_t *v = hct__variant_find(op, "w");
+  hct_point_t pt = {{64}};
+  hct_symtab_t syms;
+  hct__point_symtab(op, v, &pt, &syms);
+  hct__symtab_set(&syms, "T", 4);
+  hct__card_symbols(&syms, 90, 132, 232448, 32, 0);
+  hct_plan_spec_t spec;
+  hct__plan_spec(op, v, 232448, &spec);
+  hct_plan_t plan;
+  if (hct__plan_eval(&spec, &syms, NULL, NULL, &plan) != 0) fail_msg("%s", hct_last_error());
+  assert_int_equal(plan.n_scratch, 1);
+  assert_int_equal(plan.scratch_bytes[0], 4 * 1024 * 2 + 4); /* T*N*2, whole words, + 4 */
+  assert_int_equal(plan.scratch_zero[0], HCT_ZERO_NEVER);
+  assert_int_equal(plan.n_launches, 1);
+  const hct_plan_launch_t *P = &plan.launches[0];
+  assert_int_equal(P->grid[0], 1);
+  assert_int_equal(P->block[0], 128);
+  assert_int_equal(P->smem, 0);
+  assert_int_equal(P->pdl, 0);
+  assert_int_equal(P->n_args, 4);
+  assert_int_equal(P->args[0].kind, HCT_PLAN_TMAP);
+  assert_int_equal(P->tmaps[P->args[0].index].over, HCT_PLAN_SCRATCH);
+  assert_int_equal(P->tmaps[P->args[0].index].index, 0);
+  assert_int_equal(P->tmaps[P->args[0].index].dims.box[1], 64);
+  assert_int_equal(P->args[1].kind, HCT_PLAN_TMAP);
+  assert_int_equal(P->tmaps[P->args[1].index].over, HCT_PLAN_BUFFER);
+  assert_int_equal(P->tmaps[P->args[1].index].index, 0); /* x */
+  assert_int_equal(P->tmaps[P->args[1].index].dims.dims[1], 4);
+  assert_int_equal(P->args[2].kind, HCT_PLAN_BUFFER);
+  assert_int_equal(P->args[2].index, 1); /* y */
+  assert_int_equal(P->args[3].kind, HCT_PLAN_INT);
+  assert_int_equal(P->args[3].value, 4);
+  /* What was allocated decides: an absent buffer under a map is refused,
+   * naming the map; memory smaller than the map spans too. */
+  size_t bufs[2] = {0, 4 * 1024 * 4}, scr[1] = {plan.scratch_bytes[0]};
+  assert_int_equal(hct__plan_eval(&spec, &syms, bufs, scr, &plan), HCT_EINVAL);
+  assert_non_null(strstr(hct_last_error(), "tensor map 'x_b' over 'x', which is absent"));
+  bufs[0] = 4 * 1024 * 4;
+  scr[0] = 100;
+  assert_int_equal(hct__plan_eval(&spec, &syms, bufs, scr, &plan), HCT_ERANGE);
+  assert_non_null(strstr(hct_last_error(), "w: tensor map 'xn_a'"));
+  /* A launch expression out of range names the variant, kernel and field. */
+  hct_launch_t big = v->launches[0];
+  hct__strlcpy(big.block[0], "2048", sizeof big.block[0]);
+  spec.launches = &big;
+  assert_int_equal(hct__plan_eval(&spec, &syms, NULL, NULL, &plan), HCT_ERANGE);
+  assert_non_null(strstr(hct_last_error(), "w: kernel 'k': block '2048' = 2048, outside 1..1024"));
+  hct__strlcpy(big.block[0], "128", sizeof big.block[0]);
+  hct__strlcpy(big.smem, "SMEM_OPTIN+1", sizeof big.smem);
+  assert_int_equal(hct__plan_eval(&spec, &syms, NULL, NULL, &plan), HCT_ERANGE);
+  assert_non_null(strstr(hct_last_error(), "shared memory 'SMEM_OPTIN+1' = 232449"));
+  hct__manifest_free(op);
+}
+
 static void test_manifest_tmaps(void **state) {
   (void)state;
   write_manifest("t", GOOD_HEAD "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") ","
@@ -759,6 +822,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_expr_values),     cmocka_unit_test(test_expr_errors),
       cmocka_unit_test(test_manifest_good),   cmocka_unit_test(test_manifest_errors),
+      cmocka_unit_test(test_plan_eval),
       cmocka_unit_test(test_manifest_list),   cmocka_unit_test(test_shipped_manifests_load),
       cmocka_unit_test(test_fits_and_constraints), cmocka_unit_test(test_manifest_inputs_reference),
       cmocka_unit_test(test_manifest_inputs_reference_errors),

@@ -93,10 +93,6 @@ static int have_tools(void) {
     printf("skipped: no NVRTC here (%s)\n", hct_last_error());
     return 0;
   }
-  if (access("/usr/local/cuda/include/cuda.h", R_OK) != 0) {
-    printf("skipped: no cuda.h in /usr/local/cuda to build the fake driver\n");
-    return 0;
-  }
   return 1;
 }
 
@@ -112,8 +108,8 @@ static int setup(void **state) {
            "cp '%s/tests/kernels-src/selftest/selftest.h' '%s/tests/kernels-src/selftest/base.cu' "
            "'%s/tests/kernels-src/selftest/good.cu' '%s/k/selftest/' && "
            "{ cp '%s/tests/kernels-src/selftest/reference.cu' '%s/k/selftest/' 2>/dev/null || true; } && "
-           "cc -shared -fPIC -w -I/usr/local/cuda/include -o '%s/libcuda.so.1' '%s/tests/fake/fake_cuda.c'",
-           dir, root, dir, root, root, root, dir, root, dir, dir, root);
+           "cc -shared -fPIC -w -I'%s/jit' -o '%s/libcuda.so.1' '%s/tests/fake/fake_cuda.c'",
+           dir, root, dir, root, root, root, dir, root, dir, root, dir, root);
   if (system(cmd) != 0) return -1;
   snprintf(cmd, sizeof cmd, "%s/k/selftest/manifest.json", dir);
   FILE *f = fopen(cmd, "w");

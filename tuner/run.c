@@ -14,11 +14,8 @@
 void hct__run_symtab(const hct_cand_t *c, const hct_device_t *dev, int T, hct_symtab_t *syms) {
   hct__point_symtab(c->op, c->v, &c->point, syms);
   hct__symtab_set(syms, "T", T);
-  hct__symtab_set(syms, "SMEM_OPTIN", dev->smem_optin);
-  hct__symtab_set(syms, "SM_COUNT", dev->sm_count);
-  hct__symtab_set(syms, "WARP", dev->warp_size);
-  hct__symtab_set(syms, "ARCH", dev->arch_num);
-  hct__symtab_set(syms, "HIP", dev->backend == HCT_BACKEND_HIP);
+  hct__card_symbols(syms, dev->arch_num, dev->sm_count, dev->smem_optin, dev->warp_size,
+                    dev->backend == HCT_BACKEND_HIP);
 }
 
 int hct__run_supports(const hct_cand_t *c, const hct_device_t *dev, int T, char *why, size_t len) {
@@ -101,15 +98,14 @@ int hct__scratch_alloc(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_
   return hct__scratch_alloc_with(g, c, &syms, s);
 }
 
-/* The bytes scratch buffer i of c takes at syms: its expression, rounded
- * up to 4 bytes so fill32 can clear it, plus 4 so none is empty. */
+/* The bytes scratch buffer i of c takes at syms (jit/plan.c's rule). */
 static int scratch_size(const hct_cand_t *c, int i, const hct_symtab_t *syms, size_t *out) {
-  int64_t bytes;
-  int rc = hct__expr_eval(c->v->scratch[i].bytes, syms, &bytes);
-  if (rc == 0 && (bytes < 0 || bytes > ((int64_t)1 << 34)))
-    rc = hct__error(HCT_ERANGE, "%s: scratch '%s' of %lld bytes", c->label, c->v->scratch[i].name,
-                    (long long)bytes);
-  *out = rc == 0 ? (size_t)((bytes + 3) & ~3LL) + 4 : 0;
+  int rc = hct__scratch_size(&c->v->scratch[i], syms, out);
+  if (rc < 0) {
+    char why[512];
+    hct__strlcpy(why, hct_last_error(), sizeof why);
+    rc = hct__error(rc, "%s: %s", c->label, why);
+  }
   return rc;
 }
 
@@ -157,40 +153,23 @@ void hct__scratch_free(hct_gpu_t *g, hct_scratchset_t *s) {
   memset(s, 0, sizeof *s);
 }
 
-/* The device pointer an "@name" argument stands for, and its size. */
-static hct_dptr_t resolve_memory(const hct_cand_t *c, const hct_devset_t *d,
-                                 const hct_scratchset_t *s, const char *name, size_t *bytes) {
-  for (int i = 0; i < c->op->n_buffers; i++)
-    if (strcmp(c->op->buffers[i].name, name) == 0) return *bytes = d->bytes[i], d->ptr[i];
-  for (int i = 0; i < c->v->n_scratch; i++)
-    if (strcmp(c->v->scratch[i].name, name) == 0) return *bytes = s->bytes[i], s->ptr[i];
-  *bytes = 0;
-  return 0; /* the manifest loader has checked every name */
-}
-
-static hct_dptr_t resolve_pointer(const hct_cand_t *c, const hct_devset_t *d,
-                                  const hct_scratchset_t *s, const hct_argptr_t *extra, int n_extra,
-                                  const char *name) {
+/* The device pointer of plan argument a (a buffer, or scratch) of launch
+ * L, unless `extra` names it. */
+static hct_dptr_t bind_pointer(const hct_launch_t *L, int a, const hct_plan_arg_t *pa,
+                               const hct_devset_t *d, const hct_scratchset_t *s,
+                               const hct_argptr_t *extra, int n_extra) {
   for (int i = 0; i < n_extra; i++)
-    if (strcmp(extra[i].name, name) == 0) return extra[i].ptr;
-  size_t bytes;
-  return resolve_memory(c, d, s, name, &bytes);
+    if (strcmp(extra[i].name, L->args[a].text + 1) == 0) return extra[i].ptr;
+  return pa->kind == HCT_PLAN_BUFFER ? d->ptr[pa->index] : s->ptr[pa->index];
 }
 
-/* Tensor map `t` over the memory it names in this set: encoded for every
- * launch, from the addresses of the set being run, so that rotating
- * weight sets (cold timing) each get maps of their own. */
-static int build_tmap(hct_gpu_t *g, const hct_cand_t *c, const hct_devset_t *d,
-                      const hct_scratchset_t *s, const hct_symtab_t *syms,
-                      const hct_tmap_spec_t *t, hct_tmap_bytes_t *out) {
-  size_t bytes;
-  hct_dptr_t base = resolve_memory(c, d, s, t->target, &bytes);
-  if (base == 0)
-    return hct__error(HCT_EINVAL, "%s: tensor map '%s' over '%s', which is absent", c->label,
-                      t->name, t->target);
-  hct_tmap_dims_t dims;
-  int rc = hct__tmap_eval(t, syms, bytes, &dims);
-  if (rc == 0) rc = hct__gpu_tensor_map(g, &dims, base, out);
+/* Tensor map m over the memory of the set being run: encoded for every
+ * launch, from the addresses of that set, so that rotating weight sets
+ * (cold timing) each get maps of their own. */
+static int bind_tmap(hct_gpu_t *g, const hct_cand_t *c, const hct_plan_tmap_t *m,
+                     const hct_devset_t *d, const hct_scratchset_t *s, hct_tmap_bytes_t *out) {
+  hct_dptr_t base = m->over == HCT_PLAN_BUFFER ? d->ptr[m->index] : s->ptr[m->index];
+  int rc = hct__gpu_tensor_map(g, &m->dims, base, out);
   if (rc != 0) {
     char why[512];
     hct__strlcpy(why, hct_last_error(), sizeof why);
@@ -237,59 +216,40 @@ int hct__run_launches_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t
                            const hct_devset_t *d, const hct_scratchset_t *s,
                            const hct_argptr_t *extra, int n_extra) {
   const hct_variant_t *v = c->v;
-  const hct_symtab_t syms = *symtab;
-  int rc;
-  for (int l = 0; l < v->n_launches; l++) {
-    const hct_launch_t *L = &v->launches[l];
-    unsigned grid[3], block[3];
-    int64_t val, smem;
-    for (int k = 0; k < 3; k++) {
-      if ((rc = hct__expr_eval(L->grid[k], &syms, &val)) != 0) return rc;
-      if (val < 1 || val > 0x7fffffff)
-        return hct__error(HCT_ERANGE, "%s: %s grid[%d] = %lld", c->label, L->entry, k, (long long)val);
-      grid[k] = (unsigned)val;
-      if ((rc = hct__expr_eval(L->block[k], &syms, &val)) != 0) return rc;
-      if (val < 1 || val > 1024)
-        return hct__error(HCT_ERANGE, "%s: %s block[%d] = %lld", c->label, L->entry, k, (long long)val);
-      block[k] = (unsigned)val;
-    }
-    if ((rc = hct__expr_eval(L->smem, &syms, &smem)) != 0) return rc;
-    if (smem < 0 || smem > hct__gpu_device(g)->smem_optin)
-      return hct__error(HCT_ERANGE, "%s: %s wants %lld bytes of shared memory, the card has %lld",
-                        c->label, L->entry, (long long)smem,
-                        (long long)hct__gpu_device(g)->smem_optin);
-    if (smem > 48 * 1024 && (rc = hct__gpu_function_smem(c->fn[l], (int)smem)) != 0) return rc;
-
+  hct_plan_spec_t spec;
+  hct__plan_spec(c->op, v, hct__gpu_device(g)->smem_optin, &spec);
+  spec.label = c->label;
+  hct_plan_t *plan = malloc(sizeof *plan);
+  if (plan == NULL) return hct__error(HCT_ENOMEM, "%s: out of memory", c->label);
+  int rc = hct__plan_eval(&spec, symtab, d->bytes, s->bytes, plan);
+  for (int l = 0; rc == 0 && l < v->n_launches; l++) {
+    const hct_plan_launch_t *P = &plan->launches[l];
+    if (P->smem > 48 * 1024 && (rc = hct__gpu_function_smem(c->fn[l], (int)P->smem)) != 0) break;
     /* Argument storage: pointers and ints, each kept alive until the
      * launch call returns (the driver copies them then). */
     hct_dptr_t ptrs[HCT_MAX_ARGS];
     int ints[HCT_MAX_ARGS];
     hct_tmap_bytes_t maps[HCT_MAX_ARGS];
     void *args[HCT_MAX_ARGS];
-    for (int a = 0; a < L->n_args; a++) {
-      if (L->args[a].tmap > 0) {
-        rc = build_tmap(g, c, d, s, &syms, &v->tmaps[L->args[a].tmap - 1], &maps[a]);
-        if (rc != 0) return rc;
+    for (int a = 0; rc == 0 && a < P->n_args; a++) {
+      const hct_plan_arg_t *pa = &P->args[a];
+      if (pa->kind == HCT_PLAN_TMAP) {
+        rc = bind_tmap(g, c, &P->tmaps[pa->index], d, s, &maps[a]);
         args[a] = &maps[a];
-      } else if (L->args[a].is_pointer) {
-        ptrs[a] = resolve_pointer(c, d, s, extra, n_extra, L->args[a].text + 1);
-        args[a] = &ptrs[a];
-      } else {
-        if ((rc = hct__expr_eval(L->args[a].text, &syms, &val)) != 0) return rc;
-        ints[a] = (int)val;
+      } else if (pa->kind == HCT_PLAN_INT) {
+        ints[a] = pa->value;
         args[a] = &ints[a];
+      } else {
+        ptrs[a] = bind_pointer(&v->launches[l], a, pa, d, s, extra, n_extra);
+        args[a] = &ptrs[a];
       }
     }
-    /* A first launch with pdl overlaps whatever ran before it on the
-     * stream (the previous read in a timed graph, or an engine's previous
-     * kernel): such a kernel may read only weights before its wait. */
-    int64_t pdl = 0;
-    if ((rc = hct__expr_eval(L->pdl, &syms, &pdl)) != 0) return rc;
-    rc = pdl ? hct__gpu_launch_pdl(g, c->fn[l], grid, block, (unsigned)smem, args)
-             : hct__gpu_launch(g, c->fn[l], grid, block, (unsigned)smem, args);
-    if (rc != 0) return rc;
+    if (rc == 0)
+      rc = P->pdl ? hct__gpu_launch_pdl(g, c->fn[l], P->grid, P->block, P->smem, args)
+                  : hct__gpu_launch(g, c->fn[l], P->grid, P->block, P->smem, args);
   }
-  return 0;
+  free(plan);
+  return rc;
 }
 
 /* An input of a run: what the kernel before it on the stream writes in an

@@ -1,6 +1,6 @@
 /*
  * fake_cuda.c: a stand-in for libcuda.so.1, so that libhctune's loader
- * (daemon/client_cuda.c, daemon/client_kernel.c) runs end to end without a
+ * (client/cuda.c, client/kernel.c) runs end to end without a
  * GPU.  tests/test_kernel_fake.c compiles it at run time into a folder on
  * LD_LIBRARY_PATH.  One card (sm_90, 132 SMs, 232,448 bytes of opt-in shared
  * memory) with no context current until one is pushed; memory is host
@@ -17,15 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda.h>
-
-#undef cuCtxPushCurrent
-#undef cuCtxPopCurrent
-#undef cuDevicePrimaryCtxRelease
-#undef cuMemAlloc
-#undef cuMemFree
-#undef cuMemsetD32
-#undef cuDeviceGetUuid
+/* hctune's own declaration of the driver's types (no toolkit needed): the
+ * functions below carry the versioned names the loader looks up. */
+#include "cuda_abi.h"
 
 static FILE *logf_;
 static void say(const char *fmt, ...) {

@@ -1,17 +1,17 @@
 /*
  * client.c: libhctune's client, the code an inference engine links.
  *
- * It depends on libc, jansson, common/error.c and common/names.c only
- * (lib/libhctune.so is built from them alone): no SQLite, no libuv in an
- * engine's process.  Every wait is bounded by the caller's deadline,
+ * The library (client/ with the files of common/ and jit/ it stands on,
+ * Makefile's LOWER_SRC) needs libc, libdl, pthread and jansson only: no
+ * SQLite, no libuv in an engine's process.  Every wait is bounded by the caller's deadline,
  * whatever the peer sends: a reply line is read into a buffer bounded by
  * the longest reply of its verb, scanned once, and the clock is checked
  * after every read, so a peer that streams bytes without a newline costs
  * the timeout and no more.  A reply that is not a valid answer to this
  * request (another id, a missing or empty field, an unknown source, class
  * or error code, a token range that does not hold T) is never taken: the
- * engine gets the op's baseline from the table below, HCT_FALLBACK, and
- * the reason in hct_last_error().
+ * engine gets the op's baseline (its manifest's, client/baseline.c),
+ * HCT_FALLBACK, and the reason in hct_last_error().
  *
  * A hct_client_t belongs to one thread at a time.
  */
@@ -30,8 +30,7 @@
 
 #include <jansson.h>
 
-#include "client_kernel.h"
-#include "daemon.h"
+#include "client.h"
 
 /* After the daemon failed to answer, calls fall back at once for this long
  * before trying to reconnect, so a stalled daemon costs an engine one
@@ -60,67 +59,11 @@ struct hct_client_s {
   char why[512]; /* why the last call fell back */
 };
 
-/*
- * The baselines known without the daemon: an engine must start on a safe
- * variant even when no daemon runs.  These are the ops' `class: baseline`
- * variants of kernels-src/<op>/manifest.json, copied here because the
- * client reads no files.  Keep them in step when an op is added.
- */
-static const struct {
-  const char *op;
-  const char *variant;
-} builtin_baselines[] = {
-    {"hc_read", "v1"},
-    {"hc_read_prefill", "pair_simt"},
-};
-
-const char *hct__builtin_baseline(const char *op) {
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(builtin_baselines); i++)
-    if (strcmp(builtin_baselines[i].op, op) == 0) return builtin_baselines[i].variant;
-  return NULL;
-}
-
 static void copy(char *dst, const char *src, size_t len) {
   size_t n = strlen(src);
   if (n >= len) n = len - 1;
   memcpy(dst, src, n);
   dst[n] = '\0';
-}
-
-int hct__socket_paths(const char *explicit_path, char paths[][108], int max) {
-  const char *one = explicit_path;
-  if (one == NULL || one[0] == '\0') one = getenv("HCTUNE_SOCKET");
-  char tmp[4096];
-  const char *cand[HCT_MAX_SOCKETS];
-  int n = 0;
-  if (one != NULL && one[0] != '\0') {
-    cand[n++] = one;
-  } else {
-    const char *x = getenv("XDG_RUNTIME_DIR");
-    if (x != NULL && x[0] != '\0') {
-      snprintf(tmp, sizeof tmp, "%s/hctune.sock", x);
-      cand[n++] = tmp;
-    }
-    cand[n++] = "/run/hctune/hctune.sock";
-  }
-  if (n > max) n = max;
-  for (int i = 0; i < n; i++) {
-    if (strlen(cand[i]) >= SOCK_LEN)
-      return hct__error(HCT_ERANGE, "socket path '%s': longer than %zu bytes", cand[i],
-                        SOCK_LEN - 1);
-    copy(paths[i], cand[i], SOCK_LEN);
-  }
-  return n;
-}
-
-int hct__socket_path(const char *explicit_path, char *buf, size_t len) {
-  char paths[HCT_MAX_SOCKETS][SOCK_LEN];
-  int n = hct__socket_paths(explicit_path, paths, HCT_MAX_SOCKETS);
-  if (n < 0) return n;
-  if (strlen(paths[0]) >= len)
-    return hct__error(HCT_ERANGE, "socket path '%s': longer than %zu bytes", paths[0], len - 1);
-  copy(buf, paths[0], len);
-  return 0;
 }
 
 static int64_t now_us(void) {
@@ -773,7 +716,7 @@ static int choose(hct_client_t *c, const char *op, int tokens, const char *devic
   if (rc < 0) return rc;
   if (rc == 1) {
     /* A variant or point the manifest does not have is refused (one line
-     * on stderr), never passed on (daemon/client_force.c). */
+     * on stderr), never passed on (client/force.c). */
     if (hct__force_check(op, forced, fparams) == HCT_EINVAL) return HCT_EINVAL;
     fill_baseline(out, forced, HCT_SOURCE_ENV, "", tokens);
     if (fparams[0] != '\0') copy(out->params, fparams, sizeof out->params);
@@ -803,9 +746,13 @@ static int choose(hct_client_t *c, const char *op, int tokens, const char *devic
   if (j == 1) {
     /* The daemon's own answer that it cannot: its code, and the baseline
      * in `out` for an engine that needs something to run. */
-    const char *base = hct__builtin_baseline(op);
-    if (base != NULL) fill_baseline(out, base, HCT_SOURCE_DEFAULT, hct__parity_name(HCT_PARITY_BASELINE), tokens);
-    else memset(out, 0, sizeof *out);
+    char msg[600], base[64];
+    copy(msg, hct_last_error(), sizeof msg);
+    if (hct__baseline_here(op, base, sizeof base) == 0)
+      fill_baseline(out, base, HCT_SOURCE_DEFAULT, hct__parity_name(HCT_PARITY_BASELINE), tokens);
+    else
+      memset(out, 0, sizeof *out);
+    hct__error(code, "%s", msg); /* the daemon's reason, not the lookup's */
     return code;
   }
   /* Whatever sent it is not following the protocol: nothing more it says
@@ -817,10 +764,10 @@ fallback: {
     /* hct__error writes the buffer hct_last_error() reads: copy it first. */
     char msg[600];
     copy(msg, hct_last_error(), sizeof msg);
-    const char *base = hct__builtin_baseline(op);
-    if (base == NULL) {
+    char base[64];
+    if (hct__baseline_here(op, base, sizeof base) < 0) {
       memset(out, 0, sizeof *out);
-      return hct__error(HCT_ENOENT, "op '%s': %s, and the op has no built-in baseline", op, msg);
+      return hct__error(HCT_ENOENT, "%s, and %s", msg, hct_last_error());
     }
     hct__error(rc, "%s: fell back to %s's baseline %s", msg, op, base);
     fill_baseline(out, base, HCT_SOURCE_DEFAULT, hct__parity_name(HCT_PARITY_BASELINE), tokens);
@@ -845,39 +792,6 @@ int hct_choose_sized(hct_client_t *c, const char *op, int tokens, const char *de
 int(hct_choose)(hct_client_t *c, const char *op, int tokens, const char *device,
                 const char *parity, hct_choice_t *out) {
   return hct_choose_sized(c, op, tokens, device, parity, out, CHOICE_V0_SIZE);
-}
-
-static int b64_value(int ch) {
-  if (ch >= 'A' && ch <= 'Z') return ch - 'A';
-  if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
-  if (ch >= '0' && ch <= '9') return ch - '0' + 52;
-  if (ch == '+') return 62;
-  if (ch == '/') return 63;
-  return -1;
-}
-
-int hct__base64_decode(const char *s, size_t n, unsigned char **out, size_t *out_len) {
-  if (n % 4 != 0) return hct__error(HCT_EPROTO, "module image: base64 length %zu is not a multiple of 4", n);
-  unsigned char *b = malloc(n / 4 * 3 + 1);
-  if (b == NULL) return hct__error(HCT_ENOMEM, "module image: out of memory");
-  size_t o = 0;
-  for (size_t i = 0; i < n; i += 4) {
-    int v[4];
-    for (int k = 0; k < 4; k++) {
-      v[k] = s[i + k] == '=' && i + 4 == n && k >= 2 ? 0 : b64_value((unsigned char)s[i + k]);
-      if (v[k] < 0) {
-        free(b);
-        return hct__error(HCT_EPROTO, "module image: bad base64 at byte %zu", i + (size_t)k);
-      }
-    }
-    uint32_t x = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-    b[o++] = (unsigned char)(x >> 16);
-    if (!(i + 4 == n && s[i + 2] == '=')) b[o++] = (unsigned char)(x >> 8);
-    if (!(i + 4 == n && s[i + 3] == '=')) b[o++] = (unsigned char)x;
-  }
-  *out = b;
-  *out_len = o;
-  return 0;
 }
 
 

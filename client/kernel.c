@@ -1,5 +1,5 @@
 /*
- * client_kernel.c: libhctune loads and launches what hctune chose.
+ * kernel.c: libhctune loads and launches what hctune chose.
  *
  * hct_kernel_load() asks the daemon, for every T of the range, which
  * variant to run (hct_choose) and, once per distinct variant and point, for
@@ -17,9 +17,10 @@
  * forced or pinned variant.
  *
  * The plan is the manifest's own representation (hct_launch_t,
- * hct_scratch_t and hct_tmap_spec_t of jit/jit.h, expressions evaluated by
- * jit/expr.c): from the daemon's module reply when it carries one, else
- * from the op's manifest read here.  Tensor maps over scratch are encoded
+ * hct_scratch_t and hct_tmap_spec_t of jit/jit.h): from the daemon's
+ * module reply when it carries one, else from the op's manifest read here;
+ * jit/plan.c evaluates it for each T, as it does for the tuner, and this
+ * file binds the result to the card (functions, scratch, tensor maps).  Tensor maps over scratch are encoded
  * once at load, those over the engine's buffers at each launch (from the
  * addresses it passes; a capture records their bytes).
  */
@@ -29,10 +30,8 @@
 
 #include <jansson.h>
 
-#include "client_kernel.h"
-#include "daemon.h"
+#include "client.h"
 
-#define MAX_SCRATCH 4
 /* Distinct answers (variant and point) one kernel holds. */
 #define MAX_IMPLS 16
 
@@ -45,7 +44,7 @@ typedef struct impl_s {
   char why[256];                    /* why it was compiled here */
   hct_launch_t launches[HCT_MAX_LAUNCHES];
   int n_launches;
-  hct_scratch_t scratch[MAX_SCRATCH];
+  hct_scratch_t scratch[HCT_MAX_SCRATCH];
   int n_scratch;
   hct_tmap_spec_t tmaps[HCT_MAX_TMAPS];
   int n_tmaps;
@@ -54,8 +53,8 @@ typedef struct impl_s {
                                        came from is freed after the load */
   void *module;
   void *fn[HCT_MAX_LAUNCHES];
-  uint64_t scratch_ptr[MAX_SCRATCH];
-  size_t scratch_bytes[MAX_SCRATCH];
+  uint64_t scratch_ptr[HCT_MAX_SCRATCH];
+  size_t scratch_bytes[HCT_MAX_SCRATCH];
 } impl_t;
 
 /* Distinct runs of T with one answer each that one kernel holds. */
@@ -66,13 +65,12 @@ typedef struct span_s {
   int tlo, thi, impl;
 } span_t;
 
-/* What one T runs: its impl and the launches evaluated for T. */
+/* What one T runs: its impl, and the impl's plan evaluated for T
+ * (jit/plan.c) and bound to its functions and scratch. */
 typedef struct at_s {
   int impl;
-  hct_elaunch_t launches[HCT_MAX_LAUNCHES];
-  int n_launches;
-  hct_ezero_t zeros[MAX_SCRATCH];
-  int n_zeros;
+  hct_plan_t plan;
+  hct_ebound_t bound;
 } at_t;
 
 struct hct_kernel_s {
@@ -114,39 +112,6 @@ static int span_add(hct_kernel_t *k, int tlo, int thi, int impl) {
                       k->op, MAX_SPANS, k->tmin, k->tmax);
   k->spans[k->n_spans++] = (span_t){tlo, thi, impl};
   return 0;
-}
-
-void hct__card_symbols(hct_symtab_t *syms, int arch_num, int sm_count, int64_t smem_optin,
-                       int warp, int hip) {
-  hct__symtab_set(syms, "SMEM_OPTIN", smem_optin);
-  hct__symtab_set(syms, "SM_COUNT", sm_count);
-  hct__symtab_set(syms, "WARP", warp);
-  hct__symtab_set(syms, "ARCH", arch_num);
-  hct__symtab_set(syms, "HIP", hip);
-}
-
-int hct__point_default(const hct_op_t *op, const hct_variant_t *v, const hct_symtab_t *card,
-                       int tokens, hct_point_t *pt) {
-  hct_point_t pts[64];
-  int n = hct__param_points(v, pts, (int)HCT_ARRAY_SIZE(pts));
-  for (int i = 0; i < n; i++) {
-    hct_symtab_t syms;
-    hct__point_symtab(op, v, &pts[i], &syms);
-    for (int k = 0; card != NULL && k < card->n; k++)
-      hct__symtab_set(&syms, card->syms[k].name, card->syms[k].value);
-    hct__symtab_set(&syms, "T", tokens);
-    /* The one constraint rule, partial: a figure not given (no card) leaves
-     * its constraint undecided, which does not refuse; an evaluation error
-     * fails the point. */
-    char why[256];
-    if (hct__constraints_hold(v, &syms, 1, why, sizeof why)) {
-      *pt = pts[i];
-      hct__error_clear();
-      return 0;
-    }
-  }
-  return hct__error(HCT_ENOENT, "variant '%s' of '%s': no parameter point fits T=%d here",
-                    v->name, op->name, tokens);
 }
 
 /* ---- arguments and buffers ----------------------------------------------- */
@@ -194,7 +159,7 @@ static void plan_from_manifest(impl_t *im, const hct_op_t *m, const hct_variant_
                                const hct_point_t *pt, const hct_ecard_t *card) {
   memcpy(im->launches, v->launches, sizeof(hct_launch_t) * (size_t)v->n_launches);
   im->n_launches = v->n_launches;
-  im->n_scratch = HCT_MIN(v->n_scratch, MAX_SCRATCH);
+  im->n_scratch = HCT_MIN(v->n_scratch, HCT_MAX_SCRATCH);
   memcpy(im->scratch, v->scratch, sizeof(hct_scratch_t) * (size_t)im->n_scratch);
   im->n_tmaps = v->n_tmaps;
   memcpy(im->tmaps, v->tmaps, sizeof(hct_tmap_spec_t) * (size_t)v->n_tmaps);
@@ -241,53 +206,35 @@ const char *hct__dtype_name(hct_dtype_t t) {
   return "?";
 }
 
-/*
- * The plan from a module reply's "entries" (docs/protocol.md): symbols,
- * buffers, scratch, launches with their expressions.  HCT_ENOENT when the
- * reply has no plan (a daemon older than plans): the manifest's is used.
- */
-static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
-  json_t *syms = json_object_get(e, "symbols"), *bufs = json_object_get(e, "buffers"),
-         *scr = json_object_get(e, "scratch"), *ls = json_object_get(e, "launches");
-  if (!json_is_object(syms) || !json_is_array(bufs) || !json_is_array(scr) || !json_is_array(ls))
-    return HCT_ENOENT;
-  if (json_array_size(ls) > HCT_MAX_LAUNCHES || json_array_size(scr) > MAX_SCRATCH ||
-      json_array_size(bufs) > HCT_MAX_BUFFERS || json_object_size(syms) > 48)
-    return hct__error(HCT_EPROTO, "module plan: more launches, scratch, buffers or symbols than "
-                                  "this library holds");
-  memset(&im->syms, 0, sizeof im->syms);
-  const char *name;
-  json_t *val;
-  json_object_foreach(syms, name, val) {
-    if (!json_is_integer(val) || strlen(name) > 31)
-      return hct__error(HCT_EPROTO, "module plan: symbol '%s' is not an integer", name);
-    hct__symtab_set(&im->syms, name, json_integer_value(val));
-  }
-  /* The card's figures are this process's own: the context it loads into. */
-  hct__card_symbols(&im->syms, k->card.arch_num, k->card.sm_count, k->card.smem_optin, 32, 0);
-  own_symbols(im);
+/* The reply's buffers, once per kernel (every impl of an op has the same). */
+static int reply_buffers(hct_kernel_t *k, json_t *bufs) {
   int rc = 0;
-  if (k->n_buffers == 0) {
-    for (size_t i = 0; rc == 0 && i < json_array_size(bufs); i++) {
-      json_t *b = json_array_get(bufs, i);
-      hct_buffer_t *kb = &k->buffers[i];
-      char role[16] = "", dtype[8] = "";
-      rc = copy_text(kb->name, sizeof kb->name, json_object_get(b, "name"), "buffer name");
-      if (rc == 0) rc = copy_text(kb->elems, sizeof kb->elems, json_object_get(b, "elems"), "buffer elems");
-      if (rc == 0) rc = copy_text(role, sizeof role, json_object_get(b, "role"), "buffer role");
-      if (rc == 0) rc = copy_text(dtype, sizeof dtype, json_object_get(b, "dtype"), "buffer dtype");
-      int found = 0;
-      for (size_t r = 0; rc == 0 && r < HCT_ARRAY_SIZE(role_names); r++)
-        if (strcmp(role, role_names[r].name) == 0) kb->role = role_names[r].role, found |= 1;
-      for (size_t d = 0; rc == 0 && d < HCT_ARRAY_SIZE(dtype_names); d++)
-        if (strcmp(dtype, dtype_names[d].name) == 0) kb->dtype = dtype_names[d].dtype, found |= 2;
-      if (rc == 0 && found != 3)
-        rc = hct__error(HCT_EPROTO, "module plan: buffer '%s' has role '%s', dtype '%s'", kb->name,
-                        role, dtype);
-    }
-    if (rc < 0) return rc;
-    k->n_buffers = (int)json_array_size(bufs);
+  if (k->n_buffers != 0) return 0;
+  for (size_t i = 0; rc == 0 && i < json_array_size(bufs); i++) {
+    json_t *b = json_array_get(bufs, i);
+    hct_buffer_t *kb = &k->buffers[i];
+    char role[16] = "", dtype[8] = "";
+    rc = copy_text(kb->name, sizeof kb->name, json_object_get(b, "name"), "buffer name");
+    if (rc == 0) rc = copy_text(kb->elems, sizeof kb->elems, json_object_get(b, "elems"), "buffer elems");
+    if (rc == 0) rc = copy_text(role, sizeof role, json_object_get(b, "role"), "buffer role");
+    if (rc == 0) rc = copy_text(dtype, sizeof dtype, json_object_get(b, "dtype"), "buffer dtype");
+    int found = 0;
+    for (size_t r = 0; rc == 0 && r < HCT_ARRAY_SIZE(role_names); r++)
+      if (strcmp(role, role_names[r].name) == 0) kb->role = role_names[r].role, found |= 1;
+    for (size_t d = 0; rc == 0 && d < HCT_ARRAY_SIZE(dtype_names); d++)
+      if (strcmp(dtype, dtype_names[d].name) == 0) kb->dtype = dtype_names[d].dtype, found |= 2;
+    if (rc == 0 && found != 3)
+      rc = hct__error(HCT_EPROTO, "module plan: buffer '%s' has role '%s', dtype '%s'", kb->name,
+                      role, dtype);
   }
+  if (rc < 0) return rc;
+  k->n_buffers = (int)json_array_size(bufs);
+  return 0;
+}
+
+/* The reply's scratch buffers: name, size expression, zero rule. */
+static int reply_scratch(impl_t *im, json_t *scr) {
+  int rc = 0;
   im->n_scratch = (int)json_array_size(scr);
   for (int i = 0; rc == 0 && i < im->n_scratch; i++) {
     json_t *s = json_array_get(scr, (size_t)i);
@@ -302,9 +249,14 @@ static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
       if (strcmp(zero, zero_names[z].name) == 0) ks->zero = zero_names[z].zero, found = 1;
     if (rc == 0 && !found) rc = hct__error(HCT_EPROTO, "module plan: scratch zero '%s'", zero);
   }
-  json_t *tms = json_object_get(e, "tensor_maps");
+  return rc;
+}
+
+/* The reply's tensor maps (none from a daemon older than them). */
+static int reply_tmaps(impl_t *im, json_t *tms) {
+  int rc = 0;
   im->n_tmaps = 0;
-  if (rc == 0 && tms != NULL && (!json_is_array(tms) || json_array_size(tms) > HCT_MAX_TMAPS))
+  if (tms != NULL && (!json_is_array(tms) || json_array_size(tms) > HCT_MAX_TMAPS))
     rc = hct__error(HCT_EPROTO, "module plan: tensor_maps not an array of at most %d",
                     HCT_MAX_TMAPS);
   for (size_t i = 0; rc == 0 && tms != NULL && i < json_array_size(tms); i++) {
@@ -332,6 +284,12 @@ static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
       if (rc == 0) rc = copy_text(kt->box[d], sizeof kt->box[d], json_array_get(box, (size_t)d), "tensor map box");
     }
   }
+  return rc;
+}
+
+/* The reply's launches, their arguments read as the manifest's are. */
+static int reply_launches(impl_t *im, json_t *ls) {
+  int rc = 0;
   im->n_launches = (int)json_array_size(ls);
   for (int i = 0; rc == 0 && i < im->n_launches; i++) {
     json_t *l = json_array_get(ls, (size_t)i);
@@ -364,6 +322,40 @@ static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
     }
     kl->n_args = (int)json_array_size(args);
   }
+  return rc;
+}
+
+/*
+ * The plan from a module reply's "entries" (docs/protocol.md): symbols,
+ * buffers, scratch, tensor maps, launches with their expressions, read
+ * into the manifest's own structures (evaluated by jit/plan.c like a
+ * manifest's).  HCT_ENOENT when the reply has no plan (a daemon older than
+ * plans): the manifest's is used.
+ */
+static int plan_from_reply(hct_kernel_t *k, impl_t *im, json_t *e) {
+  json_t *syms = json_object_get(e, "symbols"), *bufs = json_object_get(e, "buffers"),
+         *scr = json_object_get(e, "scratch"), *ls = json_object_get(e, "launches");
+  if (!json_is_object(syms) || !json_is_array(bufs) || !json_is_array(scr) || !json_is_array(ls))
+    return HCT_ENOENT;
+  if (json_array_size(ls) > HCT_MAX_LAUNCHES || json_array_size(scr) > HCT_MAX_SCRATCH ||
+      json_array_size(bufs) > HCT_MAX_BUFFERS || json_object_size(syms) > 48)
+    return hct__error(HCT_EPROTO, "module plan: more launches, scratch, buffers or symbols than "
+                                  "this library holds");
+  memset(&im->syms, 0, sizeof im->syms);
+  const char *name;
+  json_t *val;
+  json_object_foreach(syms, name, val) {
+    if (!json_is_integer(val) || strlen(name) > 31)
+      return hct__error(HCT_EPROTO, "module plan: symbol '%s' is not an integer", name);
+    hct__symtab_set(&im->syms, name, json_integer_value(val));
+  }
+  /* The card's figures are this process's own: the context it loads into. */
+  hct__card_symbols(&im->syms, k->card.arch_num, k->card.sm_count, k->card.smem_optin, 32, 0);
+  own_symbols(im);
+  int rc = reply_buffers(k, bufs);
+  if (rc == 0) rc = reply_scratch(im, scr);
+  if (rc == 0) rc = reply_tmaps(im, json_object_get(e, "tensor_maps"));
+  if (rc == 0) rc = reply_launches(im, ls);
   return rc;
 }
 
@@ -568,121 +560,45 @@ static int impl_load_daemon(hct_kernel_t *k, impl_t *im, hct_client_t *c, hct_op
 
 /* ---- evaluating for T ------------------------------------------------------- */
 
-static int eval(const char *expr, const hct_symtab_t *s, int64_t lo, int64_t hi, const char *what,
-                const char *entry, int64_t *out) {
-  int rc = hct__expr_eval(expr, s, out);
-  if (rc < 0) return rc;
-  if (*out < lo || *out > hi)
-    return hct__error(HCT_ERANGE, "kernel '%s': %s '%s' = %lld, outside %lld..%lld", entry, what,
-                      expr, (long long)*out, (long long)lo, (long long)hi);
-  return 0;
+/* The plan of impl im as jit/plan.c evaluates it: the launches, scratch
+ * and tensor maps the impl holds (the manifest's or the daemon's reply's),
+ * the engine's buffers, the card's shared memory. */
+static void impl_spec(const hct_kernel_t *k, const impl_t *im, hct_plan_spec_t *spec) {
+  *spec = (hct_plan_spec_t){.label = im->choice.variant,
+                            .buffers = k->buffers,
+                            .n_buffers = k->n_buffers,
+                            .scratch = im->scratch,
+                            .n_scratch = im->n_scratch,
+                            .launches = im->launches,
+                            .n_launches = im->n_launches,
+                            .tmaps = im->tmaps,
+                            .n_tmaps = im->n_tmaps,
+                            .smem_max = k->card.smem_optin};
 }
 
-static int buffer_index(const hct_kernel_t *k, const char *name) {
-  for (int i = 0; i < k->n_buffers; i++)
-    if (strcmp(k->buffers[i].name, name) == 0) return i;
-  return -1;
-}
-
-static int scratch_index(const impl_t *im, const char *name) {
-  for (int i = 0; i < im->n_scratch; i++)
-    if (strcmp(im->scratch[i].name, name) == 0) return i;
-  return -1;
-}
-
-/* Scratch bytes at T, rounded up to whole words plus one (as tuner/run.c
- * sizes them, so a kernel sees the same memory as when it was checked). */
-static int scratch_bytes(const impl_t *im, int i, const hct_symtab_t *s, size_t *bytes) {
-  int64_t b = 0;
-  int rc = eval(im->scratch[i].bytes, s, 0, (int64_t)1 << 34, "scratch bytes", im->scratch[i].name, &b);
-  if (rc == 0) *bytes = (size_t)((b + 3) & ~3LL) + 4;
-  return rc;
-}
-
-/* Tensor map t of a launch at T (syms s) into E->tmaps: checked against
- * the memory it spans (a buffer's bytes at T, a scratch's allocation) and,
- * over scratch, encoded now. */
-static int eval_tmap(const hct_kernel_t *k, const impl_t *im, const hct_tmap_spec_t *t,
-                     const hct_symtab_t *s, const char *entry, hct_elaunch_t *E) {
-  if (E->n_tmaps == HCT_MAX_TMAPS)
-    return hct__error(HCT_ERANGE, "kernel '%s': more than %d tensor map arguments", entry,
-                      HCT_MAX_TMAPS);
-  hct_etmap_t *m = &E->tmaps[E->n_tmaps];
-  memset(m, 0, sizeof *m);
-  const int b = buffer_index(k, t->target), sc = scratch_index(im, t->target);
-  size_t bytes = 0;
-  int64_t n = 0;
-  int rc = 0;
-  if (b >= 0) {
-    if ((rc = hct__expr_eval(k->buffers[b].elems, s, &n)) < 0) return rc;
-    bytes = (size_t)n * hct__dtype_size(k->buffers[b].dtype);
-  } else if (sc >= 0) {
-    bytes = im->scratch_bytes[sc];
-  } else {
-    return hct__error(HCT_EMANIFEST, "kernel '%s': tensor map '%s' over '%s', no buffer or scratch",
-                      entry, t->name, t->target);
-  }
-  if ((rc = hct__tmap_eval(t, s, bytes, &m->dims)) < 0) return rc;
-  m->target = b >= 0 ? b : -1 - sc;
-  if (b < 0) {
-    if ((rc = hct__ecuda_tensor_map(&m->dims, im->scratch_ptr[sc], m->words)) < 0) return rc;
-    m->built = 1;
-  }
-  E->n_tmaps++;
-  return 0;
-}
-
-/* Evaluates T's plan into *at: pure, no allocation (a launch may call it). */
+/* Evaluates T's plan into *at and binds it: pure, no allocation (a launch
+ * may call it).  Tensor maps are checked against a buffer's bytes at T and
+ * a scratch's allocation; those over scratch are encoded now. */
 static int eval_at(const hct_kernel_t *k, int T, at_t *at) {
   at->impl = impl_of(k, T);
   const impl_t *im = &k->impls[at->impl];
   hct_symtab_t s = im->syms;
   hct__symtab_set(&s, "T", T);
-  int rc = 0;
-  at->n_zeros = 0;
-  for (int i = 0; i < im->n_scratch; i++) {
-    size_t b = 0;
-    if ((rc = scratch_bytes(im, i, &s, &b)) < 0) return rc;
-    if (im->scratch[i].zero == HCT_ZERO_EACH_RUN)
-      at->zeros[at->n_zeros++] = (hct_ezero_t){im->scratch_ptr[i], b / 4};
-  }
-  at->n_launches = im->n_launches;
-  for (int l = 0; l < im->n_launches; l++) {
-    const hct_launch_t *L = &im->launches[l];
-    hct_elaunch_t *E = &at->launches[l];
-    int64_t v;
-    for (int d = 0; d < 3; d++) {
-      if ((rc = eval(L->grid[d], &s, 1, 0x7fffffff, "grid", L->entry, &v)) < 0) return rc;
-      E->grid[d] = (unsigned)v;
-      if ((rc = eval(L->block[d], &s, 1, 1024, "block", L->entry, &v)) < 0) return rc;
-      E->block[d] = (unsigned)v;
-    }
-    if ((rc = eval(L->smem, &s, 0, k->card.smem_optin, "shared memory", L->entry, &v)) < 0) return rc;
-    E->smem = (unsigned)v;
-    if ((rc = eval(L->pdl[0] ? L->pdl : "0", &s, INT32_MIN, INT32_MAX, "pdl", L->entry, &v)) < 0)
-      return rc;
-    E->pdl = v != 0;
-    E->fn = im->fn[l];
-    E->n_args = L->n_args;
-    E->n_tmaps = 0;
-    for (int a = 0; a < L->n_args; a++) {
-      if (L->args[a].tmap > 0) {
-        if ((rc = eval_tmap(k, im, &im->tmaps[L->args[a].tmap - 1], &s, L->entry, E)) < 0) return rc;
-        E->kind[a] = HCT_ARG_TMAP;
-        E->ival[a] = E->n_tmaps - 1;
-      } else if (L->args[a].is_pointer) {
-        const char *name = L->args[a].text + 1;
-        int b = buffer_index(k, name), sc = scratch_index(im, name);
-        if (b < 0 && sc < 0)
-          return hct__error(HCT_EMANIFEST, "kernel '%s': argument '@%s' is no buffer or scratch",
-                            L->entry, name);
-        E->kind[a] = b >= 0 ? b : -1 - sc;
-      } else {
-        if ((rc = eval(L->args[a].text, &s, INT32_MIN + 1, INT32_MAX, "argument", L->entry, &v)) < 0)
-          return rc;
-        E->kind[a] = HCT_ARG_INT;
-        E->ival[a] = (int)v;
-      }
+  hct_plan_spec_t spec;
+  impl_spec(k, im, &spec);
+  int rc = hct__plan_eval(&spec, &s, NULL, im->scratch_bytes, &at->plan);
+  if (rc < 0) return rc;
+  hct_ebound_t *b = &at->bound;
+  memcpy(b->fn, im->fn, sizeof b->fn);
+  memcpy(b->scratch, im->scratch_ptr, sizeof b->scratch);
+  for (int l = 0; l < at->plan.n_launches; l++) {
+    const hct_plan_launch_t *P = &at->plan.launches[l];
+    for (int t = 0; t < P->n_tmaps; t++) {
+      const hct_plan_tmap_t *m = &P->tmaps[t];
+      b->built[l][t] = m->over == HCT_PLAN_SCRATCH;
+      if (b->built[l][t] &&
+          (rc = hct__ecuda_tensor_map(&m->dims, im->scratch_ptr[m->index], b->words[l][t])) < 0)
+        return rc;
     }
   }
   return 0;
@@ -693,23 +609,23 @@ static int eval_at(const hct_kernel_t *k, int T, at_t *at) {
 static int impl_finish(hct_kernel_t *k, int i) {
   impl_t *im = &k->impls[i];
   int smax[HCT_MAX_LAUNCHES] = {0};
-  int rc = 0;
+  hct_plan_spec_t spec;
+  impl_spec(k, im, &spec);
+  hct_plan_t *plan = malloc(sizeof *plan);
+  int rc = plan != NULL ? 0 : hct__error(HCT_ENOMEM, "%s: out of memory", k->op);
   for (int T = k->tmin; rc == 0 && T <= k->tmax; T++) {
     if (impl_of(k, T) != i) continue;
     hct_symtab_t s = im->syms;
     hct__symtab_set(&s, "T", T);
-    for (int l = 0; rc == 0 && l < im->n_launches; l++) {
-      int64_t v;
-      rc = eval(im->launches[l].smem, &s, 0, k->card.smem_optin, "shared memory",
-                im->launches[l].entry, &v);
-      if (rc == 0 && v > smax[l]) smax[l] = (int)v;
-    }
-    for (int sc = 0; rc == 0 && sc < im->n_scratch; sc++) {
-      size_t b = 0;
-      rc = scratch_bytes(im, sc, &s, &b);
-      if (rc == 0 && b > im->scratch_bytes[sc]) im->scratch_bytes[sc] = b;
-    }
+    /* Scratch not yet allocated: its tensor maps are checked against its
+     * size at T, which the allocation (the largest) holds. */
+    if ((rc = hct__plan_eval(&spec, &s, NULL, NULL, plan)) < 0) break;
+    for (int l = 0; l < plan->n_launches; l++)
+      if ((int)plan->launches[l].smem > smax[l]) smax[l] = (int)plan->launches[l].smem;
+    for (int sc = 0; sc < plan->n_scratch; sc++)
+      if (plan->scratch_bytes[sc] > im->scratch_bytes[sc]) im->scratch_bytes[sc] = plan->scratch_bytes[sc];
   }
+  free(plan);
   for (int l = 0; rc == 0 && l < im->n_launches; l++)
     rc = hct__ecuda_function(im->module, im->launches[l].entry, smax[l], &im->fn[l]);
   for (int sc = 0; rc == 0 && sc < im->n_scratch; sc++) {
@@ -729,18 +645,8 @@ static int same_answer(const hct_choice_t *a, const hct_choice_t *b) {
          (a->source == HCT_SOURCE_ENV) == (b->source == HCT_SOURCE_ENV);
 }
 
-/* The op's baseline: built in, else the local manifest's. */
-static const char *baseline_here(const char *op, hct_op_t **m) {
-  const char *base = hct__builtin_baseline(op);
-  if (base == NULL && local_manifest(op, m) == 0)
-    for (int i = 0; i < (*m)->n_variants && base == NULL; i++)
-      if ((*m)->variants[i].parity == HCT_PARITY_BASELINE) base = (*m)->variants[i].name;
-  hct__error_clear();
-  return base;
-}
-
 /* The answer for T: HCTUNE_FORCE, else the daemon's, else the baseline. */
-static int answer_for(hct_kernel_t *k, hct_client_t *c, hct_op_t **m, int T, const char *device,
+static int answer_for(hct_kernel_t *k, hct_client_t *c, int T, const char *device,
                       const char *parity, hct_choice_t *ch, char *why, size_t why_len) {
   char variant[64], params[256];
   int rc = hct__force_lookup(k->op, variant, sizeof variant, params, sizeof params);
@@ -762,8 +668,8 @@ static int answer_for(hct_kernel_t *k, hct_client_t *c, hct_op_t **m, int T, con
     return 0;
   }
   memset(ch, 0, sizeof *ch);
-  const char *base = baseline_here(k->op, m);
-  if (base == NULL) return hct__error(HCT_ENOENT, "op '%s': no baseline known here", k->op);
+  char base[64];
+  if ((rc = hct__baseline_here(k->op, base, sizeof base)) < 0) return rc;
   hct__strlcpy(ch->variant, base, sizeof ch->variant);
   hct__strlcpy(ch->params, "{}", sizeof ch->params);
   hct__strlcpy(ch->parity_class, "baseline", sizeof ch->parity_class);
@@ -793,7 +699,7 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
   for (int T = tmin, next; rc == 0 && T <= tmax; T = next) {
     hct_choice_t ch;
     char why[256] = "";
-    if ((rc = answer_for(k, c, &m, T, dev, parity, &ch, why, sizeof why)) < 0) break;
+    if ((rc = answer_for(k, c, T, dev, parity, &ch, why, sizeof why)) < 0) break;
     /* The answer holds up to ch.tmax (a decision's range, or every T for
      * HCTUNE_FORCE and the baseline without a daemon). */
     const int thi = ch.tmin <= T && ch.tmax >= T ? HCT_MIN(ch.tmax, tmax) : T;
@@ -827,8 +733,8 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
             rc = hct__error(rc, "%s", first);
             break;
           }
-          const char *base = baseline_here(op, &m);
-          if (base == NULL) {
+          char base[64];
+          if (hct__baseline_here(op, base, sizeof base) < 0) {
             rc = hct__error(rc, "%s", first);
             break;
           }
@@ -885,9 +791,7 @@ int hct_kernel_launch(hct_kernel_t *k, void *stream, int tokens, const uint64_t 
     int rc = eval_at(k, tokens, &here);
     if (rc < 0) return rc;
   }
-  const impl_t *im = &k->impls[at->impl];
-  return hct__ecuda_enqueue(&k->card, stream, at->zeros, at->n_zeros, at->launches, at->n_launches,
-                            buffers, im->scratch_ptr);
+  return hct__ecuda_enqueue(&k->card, stream, &at->plan, &at->bound, buffers);
 }
 
 int hct_kernel_choice(const hct_kernel_t *k, int tokens, hct_choice_t *out, const char **why) {

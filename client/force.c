@@ -1,5 +1,5 @@
 /*
- * client_force.c: HCTUNE_FORCE, the operator's override, with parameters.
+ * force.c: HCTUNE_FORCE, the operator's override, with parameters.
  *
  *   HCTUNE_FORCE='hc_read=relay{"PDL":1,"GB":0,"G":1,"NG":4,"LT":1},hc_read_prefill=upmix'
  *
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client_kernel.h"
+#include "client.h"
 
 int hct__force_lookup(const char *op, char *variant, size_t vlen, char *params, size_t plen) {
   const char *env = getenv("HCTUNE_FORCE");
