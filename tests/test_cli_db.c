@@ -385,6 +385,27 @@ static void test_show_fits_width(void **state) {
   free(err);
 }
 
+/* Regression (issue 30): `devices --json` printed nothing without a card,
+ * so a script's JSON parser failed on empty input.  Now: [] and exit 1 (a
+ * GPU machine: its cards, exit 0). */
+static void test_devices_json_empty(void **state) {
+  fixture_t *f = *state;
+  char *out, *err;
+  int st = run(f, "devices --json", &out, &err);
+  json_t *arr = json_loads(out, 0, NULL);
+  assert_true(json_is_array(arr));
+  if (st == 1) {
+    assert_string_equal(out, "[]\n");
+    assert_true(strlen(err) > 0); /* the reason, on stderr */
+  } else {
+    assert_int_equal(st, 0);
+    assert_true(json_array_size(arr) > 0);
+  }
+  json_decref(arr);
+  free(out);
+  free(err);
+}
+
 static void test_corrupt_db(void **state) {
   fixture_t *f = *state;
   FILE *fp = fopen(f->path, "wb");
@@ -419,6 +440,7 @@ int main(void) {
     cmocka_unit_test_setup_teardown(test_list_stale, setup, teardown),
     cmocka_unit_test_setup_teardown(test_corrupt_db, setup, teardown),
     cmocka_unit_test_setup_teardown(test_show_fits_width, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_devices_json_empty, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

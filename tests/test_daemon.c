@@ -228,8 +228,107 @@ static void test_list_devices_status(void **state) {
   assert_true(json_integer_value(json_object_get(j, "clients")) >= 1);
   assert_true(json_number_value(json_object_get(j, "uptime_s")) > 0);
   assert_true(json_is_array(json_object_get(j, "probes")));
+  /* no --fleet-url, no --fleet-db */
+  assert_true(json_is_null(json_object_get(j, "fleet")));
+  assert_true(json_is_null(json_object_get(j, "fleet_db")));
   json_decref(j);
   close(fd);
+}
+
+/* Runs `hctune ARGS`, its stdout in *out (malloc'd); the exit status. */
+static int cli(const char *args, char **out) {
+  char cmd[2048], path[400];
+  snprintf(path, sizeof path, "%s/cli.out", env.dir);
+  snprintf(cmd, sizeof cmd, "'%s/hctune' %s >'%s' 2>/dev/null",
+           getenv("HCT_BIN") ? getenv("HCT_BIN") : "bin", args, path);
+  int st = system(cmd);
+  assert_true(st != -1 && WIFEXITED(st));
+  assert_int_equal(hct__read_file(path, out, NULL), 0);
+  return WEXITSTATUS(st);
+}
+
+/* Regression (issue 30): `hctune query --tokens 4` printed the figures of
+ * T = 3 (the first T of the decision 3-6) as if they were T = 4's.  With
+ * per-T evidence it prints T's own; without, it says they are another T's. */
+static void test_query_measured_T(void **state) {
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(env.db, 0, &db), 0);
+  hct_db_decision_t d = dt_decision(DT_CARD, DT_MODEL, "kl", 9, 12, "v3", "kl", 7.0, 9.0);
+  hct__strlcpy(d.evidence_json, "{\"per_T\":[{\"T\":9,\"us\":7.000,\"baseline_us\":9.000},"
+               "{\"T\":10,\"us\":7.500,\"baseline_us\":9.250}]}", sizeof d.evidence_json);
+  assert_int_equal(hct__db_decisions_replace(db, &d, 1), 0);
+  hct__db_close(db);
+  char args[1024], *out;
+  for (int i = 0; i < 100; i++) { /* the daemon's next reload (--poll-ms 100) */
+    snprintf(args, sizeof args, "query --socket '%s' --op hc_read --parity kl --device %s "
+             "--tokens 10-11 --timeout 2000", env.sock, DT_CARD);
+    assert_int_equal(cli(args, &out), 0);
+    if (strstr(out, "for T=9-12") != NULL) break;
+    free(out);
+    out = NULL;
+    usleep(20000);
+  }
+  assert_non_null(out);
+  /* T = 10: its own figures, nothing more said */
+  assert_non_null(strstr(out, "T=10: v3 {} (kl, source probe, 7.50 us against the baseline's "
+                              "9.25 us, for T=9-12)"));
+  /* T = 11: none of its own; T = 9's, said */
+  assert_non_null(strstr(out, "T=11: v3 {} (kl, source probe, 7.00 us against the baseline's "
+                              "9.00 us measured at T=9, for T=9-12)"));
+  free(out);
+  /* A decision without per-T evidence: which T is unknown, and said. */
+  snprintf(args, sizeof args, "query --socket '%s' --op hc_read --device %s --tokens 3 --json",
+           env.sock, DT_CARD);
+  assert_int_equal(cli(args, &out), 0);
+  assert_non_null(strstr(out, "\"measured_tokens\":null"));
+  free(out);
+  snprintf(args, sizeof args, "query --socket '%s' --op hc_read --device %s --tokens 3",
+           env.sock, DT_CARD);
+  assert_int_equal(cli(args, &out), 0);
+  assert_non_null(strstr(out, "measured at another T of the range"));
+  free(out);
+}
+
+/* `hctune status` says how the live fleet fares: a server that refuses
+ * connections is "unreachable", never pulled, with the reason and without
+ * the URL's password. */
+static void test_status_fleet(void **state) {
+  dt_env_t e;
+  dt_env_init(&e);
+  dt_seed(&e);
+  const char *extra[] = {"--fleet-url", "postgresql://hct:s3cret@127.0.0.1:1/fleet",
+                         "--fleet-model", DT_MODEL, "--fleet-poll-ms", "100", NULL};
+  dt_start(&e, extra);
+  int fd = dt_connect(e.sock);
+  static dt_reader_t r;
+  json_t *f = NULL, *j = NULL;
+  for (int i = 0; i < 200; i++) {
+    json_decref(j);
+    j = ASK(fd, &r, "{\"cmd\":\"status\"}");
+    f = json_object_get(j, "fleet");
+    if (strcmp(dt_str(f, "state"), "unreachable") == 0) break;
+    usleep(10000);
+  }
+  assert_string_equal(dt_str(f, "state"), "unreachable");
+  assert_int_equal(json_integer_value(json_object_get(f, "models")), 1);
+  assert_true(json_is_null(json_object_get(f, "last_pull")));
+  assert_non_null(strstr(dt_str(f, "last_error"), "cannot connect"));
+  assert_null(strstr(dt_str(f, "url"), "s3cret"));
+  assert_null(strstr(dt_str(f, "last_error"), "s3cret"));
+  json_decref(j);
+  close(fd);
+  char cmd[1024], path[400], *out;
+  snprintf(path, sizeof path, "%s/status.out", e.dir);
+  snprintf(cmd, sizeof cmd, "'%s/hctune' status --socket '%s' >'%s'",
+           getenv("HCT_BIN") ? getenv("HCT_BIN") : "bin", e.sock, path);
+  assert_int_equal(system(cmd), 0);
+  assert_int_equal(hct__read_file(path, &out, NULL), 0);
+  assert_non_null(strstr(out, ": unreachable, 1 card model(s), never pulled\n"));
+  assert_non_null(strstr(out, "fleet last error at "));
+  assert_null(strstr(out, "s3cret"));
+  free(out);
+  assert_int_equal(dt_stop(&e), 0);
+  dt_env_remove(&e);
 }
 
 /* ---- errors --------------------------------------------------------------- */
@@ -1028,7 +1127,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_bad_rows),      cmocka_unit_test(test_stale_software_key),
       cmocka_unit_test(test_probe),         cmocka_unit_test(test_authorization),
       cmocka_unit_test(test_sockets),       cmocka_unit_test(test_concurrent),
-      cmocka_unit_test(test_memory),
+      cmocka_unit_test(test_memory),        cmocka_unit_test(test_query_measured_T),
+      cmocka_unit_test(test_status_fleet),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
