@@ -49,6 +49,35 @@ static const char usage[] =
     "  --fleet-db PATH      --verify-fleet: the fleet file to take them from (default:\n"
     "                       the fleet decisions imported into the database)\n";
 
+/*
+ * What to do next when the probe could not start for want of a GPU: the
+ * first thing a person sees after `make probe` on a machine without one
+ * (a laptop, a CI runner), printed after the error line that says what is
+ * missing.  One row per error that means "no GPU here".
+ */
+static const struct {
+  int code;
+  const char *advice;
+} next_steps[] = {
+    {HCT_ENODRIVER, "no NVIDIA or AMD GPU driver on this machine"},
+    {HCT_ENODEV, "the GPU driver loads but lists no card"},
+};
+
+static void advise(int code) {
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(next_steps); i++) {
+    if (next_steps[i].code != code) continue;
+    fprintf(stderr,
+            "hctune probe: %s: probing times kernels on a card, so it needs one.\n"
+            "  Without a GPU, hctune still compiles every variant "
+            "(bin/hctune compile --arch sm_90),\n"
+            "  serves decisions made elsewhere (bin/hctune db import, hctuned --fleet-url),\n"
+            "  and `make check` runs the tests that need no GPU.\n"
+            "  Run `make probe` on the GPU machine (bin/hctune devices lists what this one "
+            "has).\n",
+            next_steps[i].advice);
+  }
+}
+
 int cmd_probe(int argc, char **argv) {
   hct_probe_opts_t o;
   memset(&o, 0, sizeof o);
@@ -102,6 +131,7 @@ int cmd_probe(int argc, char **argv) {
     rc = hct__probe(&o);
   }
   if (rc != 0) {
+    const int code = rc;
     if (o.json) {
       /* The daemon reads stdout: give it the error as the last line too. */
       printf("{\"event\":\"error\",\"code\":\"%s\",\"message\":\"", hct_err_name(rc));
@@ -111,7 +141,9 @@ int cmd_probe(int argc, char **argv) {
       }
       printf("\"}\n");
     }
-    return hct__cli_fail(rc);
+    rc = hct__cli_fail(rc);
+    advise(code);
+    return rc;
   }
   return HCT_EXIT_OK;
 }
