@@ -261,6 +261,9 @@ typedef struct hct_op_s {
                                above it only the search's finalists (the
                                probe times first).  INT_MAX: every count */
   char checks_why[200];     /* "checks.why": the reason, shown by the probe */
+  char flops_expr[160];     /* manifest "flops": floating-point operations of
+                               one call, an expression of T and the constants;
+                               "" when the op declares none */
   hct_variant_t variants[HCT_MAX_VARIANTS];
   int n_variants;
   int has_inputs;           /* the manifest has "inputs" (every rule is then
@@ -274,6 +277,12 @@ typedef struct hct_op_s {
 /* Launches per timed graph at T: timing.batch evaluated over T and the
  * constants; HCT_ERANGE (with a message) outside 1..HCT_MAX_BATCH. */
 int hct__op_batch(const hct_op_t *op, int T);
+/* The floors of one call at T (the report's distance to the card's limit):
+ * the bytes it must move (every input, weight, output and inout buffer
+ * once, docs/manifest.md), and its "flops" (0 when the op declares none).
+ * 0, or an error naming the expression. */
+int hct__op_floor_bytes(const hct_op_t *op, int T, double *bytes);
+int hct__op_flops(const hct_op_t *op, int T, double *flops);
 /* The counts a probe takes when none are named: probe_tokens, else every
  * count of the range when it fits in one token list, else HCT_ERANGE
  * asking for --tokens. */
