@@ -314,6 +314,17 @@ static int load_probe_tokens(ctx_t *c, json_t *root, hct_op_t *op) {
   return 0;
 }
 
+/* "flops": optional, the floating-point operations of one call, an
+ * expression of T and the constants (the report's compute floor,
+ * docs/manifest.md). */
+static int load_flops(ctx_t *c, json_t *root, hct_op_t *op, const hct_symtab_t *names) {
+  json_t *fl = json_object_get(root, "flops");
+  if (fl == NULL) return 0;
+  get_expr(c, fl, op->flops_expr, sizeof op->flops_expr, "flops");
+  check_expr(c, names, op->flops_expr, "flops");
+  return c->err;
+}
+
 /* "checks": {"all_points_up_to": N, "why": "..."}: above N tokens the
  * probe checks only the points the search keeps (tuner/probe.c), because
  * a check there copies gigabytes back per run.  N inside the op's range;
@@ -930,14 +941,7 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
   }
   if (load_probe_tokens(c, root, op) != 0) return c->err;
   if (load_checks(c, root, op) != 0) return c->err;
-  /* "flops": optional, the arithmetic of one call at T (the report's
-   * compute floor, docs/manifest.md). */
-  json_t *fl = json_object_get(root, "flops");
-  if (fl != NULL) {
-    get_expr(c, fl, op->flops_expr, sizeof op->flops_expr, "flops");
-    check_expr(c, &names, op->flops_expr, "flops");
-    if (c->err) return c->err;
-  }
+  if (load_flops(c, root, op, &names) != 0) return c->err;
   op->search = search_defaults;
   if (load_search(c, json_object_get(root, "search"), "search", &op->search) != 0) return c->err;
   json_t *timing = json_object_get(root, "timing");
