@@ -671,6 +671,9 @@ int hct__gpu_sync(hct_gpu_t *g);
 /* Free and total device memory of g's card (cuMemGetInfo, hipMemGetInfo);
  * HCT_EUNSUPPORTED when the driver cannot say. */
 int hct__gpu_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes);
+/* Queues a device-to-device copy of bytes on g's stream, ordered with its
+ * launches and events; HCT_EUNSUPPORTED when the driver has none. */
+int hct__gpu_copy(hct_gpu_t *g, hct_dptr_t dst, hct_dptr_t src, size_t bytes);
 /* Pins host memory [p, p + bytes) (page-aligned) so downloads into it run
  * at the bus's rate (cuMemHostRegister, hipHostRegister); unregister
  * before freeing it.  HCT_EUNSUPPORTED when the driver has neither. */
@@ -716,6 +719,9 @@ typedef struct hct_backend_ops_s {
   void (*free)(hct_gpu_t *g, hct_dptr_t p);
   int (*upload)(hct_gpu_t *g, hct_dptr_t dst, const void *src, size_t bytes);
   int (*download)(hct_gpu_t *g, void *dst, hct_dptr_t src, size_t bytes);
+  /* Queues a device-to-device copy on the gpu's stream (no wait); NULL:
+   * the backend has none (tuner/copy_bw.c then measures nothing). */
+  int (*copy)(hct_gpu_t *g, hct_dptr_t dst, hct_dptr_t src, size_t bytes);
   int (*fill32)(hct_gpu_t *g, hct_dptr_t dst, uint32_t value, size_t count);
   int (*fill16)(hct_gpu_t *g, hct_dptr_t dst, uint16_t value, size_t count);
   int (*module_load)(hct_gpu_t *g, const void *image, size_t size, hct_module_t **out);
