@@ -757,6 +757,60 @@ static void test_floor_measured(void **state) {
   free(nominal);
 }
 
+/* The prefill op gets the same pages: a synthetic probe of hc_read_prefill
+ * on an H100 SXM (its nominal row), decisions at 1.5x the floor; the floor
+ * at T = 8192 is its bytes (R once, the weights, the three outputs) over
+ * 3.35 TB/s, over the flops' 107 GFLOP at 989 TFLOP/s; the fractions 2/3. */
+static void test_prefill_floor(void **state) {
+  (void)state;
+  char path[256];
+  snprintf(path, sizeof path, "%s/prefill.db", dir);
+  hct_db_t *db;
+  if (hct__db_open(path, 0, &db) != 0) fail_msg("%s", hct_last_error());
+  hct_db_keys_t k = keys("GPU-11110000-2222-3333-4444-555566667777");
+  assert_int_equal(hct__db_device_upsert(db, &k, "NVIDIA H100 80GB HBM3", "sm_90", "{}"), 0);
+  static const int Ts[] = {16, 128, 512, 2048, 8192, 32768};
+  const double S = 4, C = 2560, D = 10240, K = 320;
+  for (int par = 0; par < 2; par++) {
+    hct_db_decision_t d[6];
+    memset(d, 0, sizeof d);
+    for (int i = 0; i < 6; i++) {
+      double T = Ts[i];
+      double bytes = T * S * C * 4 + S * C * 2 + 2 * K * D * 2 + T * C * (4 + 2 + 2);
+      double floor_us = fmax(bytes / 3.35e12, 4 * T * K * D / 989e12) * 1e6;
+      hct_db_decision_t *x = &d[i];
+      x->keys = k;
+      strcpy(x->op, "hc_read_prefill");
+      strcpy(x->parity, par ? "kl" : "bitwise");
+      x->tmin = x->tmax = Ts[i];
+      strcpy(x->variant, par ? "pair_mma" : "pair_simt");
+      strcpy(x->params, "{}");
+      strcpy(x->variant_class, par ? "kl" : "baseline");
+      strcpy(x->source, "probe");
+      x->median_us = 1.5 * floor_us;
+      x->baseline_us = 2 * floor_us;
+      x->samples = 6;
+      x->decided_at = hct__unix_time();
+    }
+    assert_int_equal(hct__db_decisions_replace(db, d, 6), 0);
+  }
+  hct__db_close(db);
+  char *page = render(path, "prefill.html");
+  assert_non_null(strstr(page, "data-op=\"hc_read_prefill\""));
+  assert_non_null(strstr(page, "nominal: 3.35 TB/s"));
+  assert_non_null(strstr(page, "over the card's peak"));
+  double bytes = 8192.0 * 4 * 2560 * 4 + 4 * 2560 * 2 + 2 * 320 * 10240 * 2 + 8192.0 * 2560 * 8;
+  double want = bytes / 3.35e12 * 1e6;
+  double got = floor_us(page, 8192);
+  if (!(fabs(got / want - 1) < 0.01)) fail_msg("prefill floor at T=8192: %g us, want %.1f", got, want);
+  for (int i = 0; i < 6; i++)
+    for (int par = 0; par < 2; par++) {
+      double fr = floor_fraction(page, par ? "kl" : "bitwise", Ts[i]);
+      if (!(fabs(fr - 2.0 / 3) < 0.01)) fail_msg("T=%d: fraction %g, want 2/3", Ts[i], fr);
+    }
+  free(page);
+}
+
 /* The styles of the variants' lines (and of the history's T lines): no two
  * the same colour and dash.  The old palette's neighbours were near-identical
  * pastels. */
@@ -877,6 +931,7 @@ int main(void) {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_fixture_in_chromium),
       cmocka_unit_test(test_floor_measured),
+      cmocka_unit_test(test_prefill_floor),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   /* HCT_TEST_KEEP=1 keeps the pages (and DBs) to look at. */
