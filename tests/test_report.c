@@ -815,13 +815,13 @@ static void test_prefill_floor(void **state) {
  * the same colour and dash.  The old palette's neighbours were near-identical
  * pastels. */
 static void check_styles(const char *page, const char *cls) {
-  char seen[64][48];
+  char seen[64][64];
   int n = 0;
   char needle[64];
   snprintf(needle, sizeof needle, "class=\"%s", cls);
   const char *sec_end = strstr(page, "</section>");
   for (const char *p = page; (p = strstr(p, needle)) != NULL && p < sec_end; p++) {
-    char colour[16], dash[24], key[48];
+    char colour[16], dash[24], key[64];
     if (!attr(page, p, "data-colour", colour, sizeof colour)) continue;
     if (!attr(page, p, "data-dash", dash, sizeof dash)) dash[0] = '\0';
     char par[16] = "";
