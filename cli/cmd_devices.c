@@ -18,7 +18,8 @@ static const char usage[] =
     "Lists the cards found by every GPU driver that loads (CUDA, HIP) and their\n"
     "fingerprints: name, UUID, PCI bus, arch, SMs, warp size, L2, opt-in shared\n"
     "memory, memory, clock, driver and compiler versions, model key.\n"
-    "Exit status: 0 with at least one card, 1 with no driver or no card.\n";
+    "Exit status: 0 with at least one card, 1 with no driver or no card (--json\n"
+    "then prints [] on stdout).\n";
 
 static const char *backend_name(const hct_device_t *d) {
   const hct_backend_ops_t *ops = hct__backend(d->backend);
@@ -68,6 +69,9 @@ int cmd_devices(int argc, char **argv) {
   if (devs == NULL) return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory listing cards"));
   int n = hct__devices(devs, 64);
   int status = HCT_EXIT_OK;
+  /* A script reads --json's stdout whatever the exit status: no card is
+   * an empty array there, and the reason still goes to stderr. */
+  if (json && n <= 0) print_json(devs, 0);
   if (n < 0) {
     status = hct__cli_fail(n);
   } else if (n == 0) {

@@ -49,6 +49,64 @@ static const char usage[] =
     "  --fleet-db PATH      --verify-fleet: the fleet file to take them from (default:\n"
     "                       the fleet decisions imported into the database)\n";
 
+/*
+ * What to do next when the probe could not start for want of a GPU: the
+ * first thing a person sees after `make probe` on a machine without one
+ * (a laptop, a CI runner), printed after the error line that says what is
+ * missing.  One row per error that means "no GPU here".
+ */
+static const struct {
+  int code;
+  const char *advice;
+} next_steps[] = {
+    {HCT_ENODRIVER, "no NVIDIA or AMD GPU driver on this machine"},
+    {HCT_ENODEV, "the GPU driver loads but lists no card"},
+};
+
+static void advise(int code) {
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(next_steps); i++) {
+    if (next_steps[i].code != code) continue;
+    fprintf(stderr,
+            "hctune probe: %s: probing times kernels on a card, so it needs one.\n"
+            "  Without a GPU, hctune still compiles every variant "
+            "(bin/hctune compile --arch sm_90),\n"
+            "  serves decisions made elsewhere (bin/hctune db import, hctuned --fleet-url),\n"
+            "  and `make check` runs the tests that need no GPU.\n"
+            "  Run `make probe` on the GPU machine (bin/hctune devices lists what this one "
+            "has).\n",
+            next_steps[i].advice);
+  }
+}
+
+/*
+ * After a probe of one card: its copy bandwidth, recorded with the card
+ * (hct__db_device_copy_bw_set), the rate the report's floors use.  The
+ * probe's worker has exited, so the card is free.  A failure only says so
+ * on stderr: the probe's results stand, and the report falls back to the
+ * model's nominal rate.
+ */
+static void record_copy_bw(const hct_probe_opts_t *o) {
+  hct_device_t dev;
+  double bw = 0;
+  char path[4096], host[256];
+  hct_db_t *db = NULL;
+  int rc = hct__device_find(o->device ? o->device : "0", &dev);
+  if (rc == 0) rc = hct__copy_bw_measure(&dev, &bw);
+  if (rc == 0 && o->db_path) hct__strlcpy(path, o->db_path, sizeof path);
+  else if (rc == 0) rc = hct__default_db_path(path, sizeof path, 1);
+  if (rc == 0) rc = hct__db_open(path, 0, &db);
+  hct__hostname(host, sizeof host);
+  if (rc == 0) rc = hct__db_device_copy_bw_set(db, dev.uuid, host, bw);
+  hct__db_close(db);
+  if (rc != 0) {
+    fprintf(stderr, "hctune probe: copy bandwidth not recorded: %s\n", hct_last_error());
+    return;
+  }
+  if (!o->quiet && !o->json)
+    printf("copy bandwidth of %s: %.2f TB/s (device to device, read + write), recorded\n",
+           dev.name, bw / 1e12);
+}
+
 int cmd_probe(int argc, char **argv) {
   hct_probe_opts_t o;
   memset(&o, 0, sizeof o);
@@ -100,8 +158,10 @@ int cmd_probe(int argc, char **argv) {
     rc = hct__fleet_verify(&vo);
   } else {
     rc = hct__probe(&o);
+    if (rc == 0 && !o.no_decide) record_copy_bw(&o);
   }
   if (rc != 0) {
+    const int code = rc;
     if (o.json) {
       /* The daemon reads stdout: give it the error as the last line too. */
       printf("{\"event\":\"error\",\"code\":\"%s\",\"message\":\"", hct_err_name(rc));
@@ -111,7 +171,9 @@ int cmd_probe(int argc, char **argv) {
       }
       printf("\"}\n");
     }
-    return hct__cli_fail(rc);
+    rc = hct__cli_fail(rc);
+    advise(code);
+    return rc;
   }
   return HCT_EXIT_OK;
 }

@@ -16,7 +16,9 @@ static const char usage[] =
     "\n"
     "Asks the daemon which variant of OP to run for T tokens (a count, or a\n"
     "list such as 1-8 or 1,2,4), through libhctune as an engine does: an\n"
-    "absent or slow daemon gives the op's baseline, marked 'fallback'.\n"
+    "absent or slow daemon gives the op's baseline, marked 'fallback'.  The\n"
+    "figures shown are T's own; when the decision has none for T, the line\n"
+    "says at which T they were measured.\n"
     "\n"
     "options:\n"
     "  --device D      card UUID, the start of one (as 'hctune list' prints it:\n"
@@ -26,7 +28,8 @@ static const char usage[] =
     "  --socket PATH   daemon socket (default: $HCTUNE_SOCKET, else\n"
     "                  $XDG_RUNTIME_DIR/hctune.sock, then /run/hctune/hctune.sock)\n"
     "  --timeout MS    per answer (default 50; --raw: at least 1000)\n"
-    "  --json          one JSON object per token count\n"
+    "  --json          one JSON object per token count (measured_tokens: the T\n"
+    "                  whose figures median_us and baseline_us are, null unknown)\n"
     "  --raw JSON      send one request line as is and print the replies (a probe's\n"
     "                  progress lines, then its final reply: give it --timeout 3600000);\n"
     "                  exits 1 when the reply says \"ok\": false\n";
@@ -48,20 +51,79 @@ static int raw_request(hct_client_t *c, const char *raw, int timeout_ms) {
   return HCT_EXIT_OK;
 }
 
-static void print_choice(const char *op, int t, int rc, const hct_choice_t *ch, int json) {
+/*
+ * The T whose figures a choice carries.  A decision holds a range of T
+ * (3-6) but its median_us and baseline_us are those of one T of it, the
+ * first probed; the per-T figures ride in its evidence (parity.per_T).
+ * hct_choose gives an engine only the first, so the command asks the
+ * daemon for the whole answer once more: when it lists T itself, those
+ * figures replace the choice's; else measured_T says which T they are.
+ */
+typedef struct figures_s {
+  int measured_T; /* 0: unknown (no evidence of it) */
+  double us, baseline_us;
+} figures_t;
+
+static void per_T_figures(json_t *reply, int t, const hct_choice_t *ch, figures_t *fg) {
+  json_t *per = json_object_get(json_object_get(json_object_get(reply, "evidence"), "parity"),
+                                "per_T");
+  size_t i;
+  json_t *e;
+  json_array_foreach(per, i, e) {
+    int T = (int)json_integer_value(json_object_get(e, "T"));
+    double us = json_number_value(json_object_get(e, "us"));
+    if (T == t) {
+      fg->measured_T = T;
+      fg->us = us;
+      fg->baseline_us = json_number_value(json_object_get(e, "baseline_us"));
+      return;
+    }
+    /* per_T rounds to 3 decimals: the choice's own T matches within it */
+    if (fg->measured_T == 0 && us > 0 && us - ch->median_us < 0.001 && ch->median_us - us < 0.001)
+      fg->measured_T = T;
+  }
+}
+
+static void figures_of(hct_client_t *c, const char *op, int t, const char *device,
+                       const char *parity, int timeout_ms, const hct_choice_t *ch,
+                       figures_t *fg) {
+  fg->us = ch->median_us;
+  fg->baseline_us = ch->baseline_us;
+  fg->measured_T = ch->tmin == ch->tmax ? t : 0;
+  if (ch->median_us <= 0 || ch->tmin == ch->tmax) return;
+  json_t *q = json_pack("{s:s, s:s, s:i}", "cmd", "choose", "op", op, "tokens", t);
+  if (q != NULL && device != NULL) json_object_set_new(q, "device", json_string(device));
+  if (q != NULL && parity != NULL) json_object_set_new(q, "parity", json_string(parity));
+  char *line = q != NULL ? json_dumps(q, JSON_COMPACT) : NULL;
+  json_decref(q);
+  json_t *r = NULL;
+  if (line != NULL && hct__client_ask(c, line, timeout_ms, NULL, &r, NULL, NULL) == 0)
+    per_T_figures(r, t, ch, fg);
+  hct__error_clear();
+  json_decref(r);
+  free(line);
+}
+
+static void print_choice(const char *op, int t, int rc, const hct_choice_t *ch,
+                         const figures_t *fg, int json) {
   if (json) {
     printf("{\"op\":\"%s\",\"tokens\":%d,\"variant\":\"%s\",\"params\":%s,\"class\":\"%s\","
            "\"source\":\"%s\",\"fallback\":%s,\"model\":\"%s\",\"valid_tokens\":[%d,%d],"
-           "\"stale\":%s,\"median_us\":%.3f,\"baseline_us\":%.3f}\n",
+           "\"stale\":%s,\"median_us\":%.3f,\"baseline_us\":%.3f,\"measured_tokens\":",
            op, t, ch->variant, ch->params, ch->parity_class, hct_source_name(ch->source),
            rc == HCT_FALLBACK ? "true" : "false", ch->model, ch->tmin, ch->tmax,
-           ch->stale ? "true" : "false", ch->median_us, ch->baseline_us);
+           ch->stale ? "true" : "false", fg->us, fg->baseline_us);
+    if (fg->measured_T > 0) printf("%d}\n", fg->measured_T);
+    else printf("null}\n");
     return;
   }
   printf("%s T=%d: %s %s (%s, source %s", op, t, ch->variant, ch->params,
          ch->parity_class[0] ? ch->parity_class : "class unknown", hct_source_name(ch->source));
-  if (ch->median_us > 0)
-    printf(", %.2f us against the baseline's %.2f us", ch->median_us, ch->baseline_us);
+  if (fg->us > 0) {
+    printf(", %.2f us against the baseline's %.2f us", fg->us, fg->baseline_us);
+    if (fg->measured_T == 0) printf(" measured at another T of the range");
+    else if (fg->measured_T != t) printf(" measured at T=%d", fg->measured_T);
+  }
   if (ch->tmin != ch->tmax) printf(", for T=%d-%d", ch->tmin, ch->tmax);
   if (ch->source == HCT_SOURCE_FLEET && ch->model[0]) printf(", measured on %s", ch->model);
   printf(")%s%s\n", ch->stale ? " stale: the daemon could not re-read its database" : "",
@@ -122,7 +184,10 @@ int cmd_query(int argc, char **argv) {
       status = HCT_EXIT_FAIL;
       break;
     }
-    print_choice(op, t, rc, &ch, json);
+    figures_t fg = {ch.tmin == ch.tmax ? t : 0, ch.median_us, ch.baseline_us};
+    if (rc == 0) /* a fallback's message is still to be printed */
+      figures_of(c, op, t, device, parity, timeout_ms < 1000 ? 1000 : timeout_ms, &ch, &fg);
+    print_choice(op, t, rc, &ch, &fg, json);
     if (rc == HCT_FALLBACK && !warned) fprintf(stderr, "hctune query: %s\n", hct_last_error());
     if (rc == HCT_FALLBACK) warned = 1;
   }

@@ -14,10 +14,36 @@ static const char usage[] =
     "usage: hctune status [--socket PATH] [--timeout MS] [--json]\n"
     "\n"
     "Asks the daemon for its status: version, database, decisions, clients,\n"
-    "limits and probes running.  Exits 1 when no daemon answers.\n";
+    "limits, probes running and its fleet: the --fleet-db file, or the live\n"
+    "fleet of --fleet-url (connected or not, the last pull, the last error).\n"
+    "Exits 1 when no daemon answers.\n";
 
 static long long num(json_t *o, const char *key) {
   return (long long)json_integer_value(json_object_get(o, key));
+}
+
+/* The fleet's lines: the file of --fleet-db, the live fleet of
+ * --fleet-url (its state, last pull, last error), or that there is none. */
+static void print_fleet(json_t *r) {
+  const char *file = json_string_value(json_object_get(r, "fleet_db"));
+  json_t *f = json_object_get(r, "fleet");
+  if (file != NULL) printf("fleet file %s\n", file);
+  if (!json_is_object(f)) {
+    if (file == NULL) printf("fleet: none (no --fleet-url, no --fleet-db)\n");
+    return;
+  }
+  const char *pull = json_string_value(json_object_get(f, "last_pull"));
+  const char *err = json_string_value(json_object_get(f, "last_error"));
+  const char *err_at = json_string_value(json_object_get(f, "last_error_at"));
+  printf("fleet %s: %s, %lld card model(s), ", json_string_value(json_object_get(f, "url")),
+         json_string_value(json_object_get(f, "state")), num(f, "models"));
+  if (pull != NULL)
+    printf("last pull %s (revision %lld, %lld decisions stored by the last change)\n", pull,
+           num(f, "revision"), num(f, "decisions"));
+  else
+    printf("never pulled\n");
+  if (err != NULL && err[0] != '\0') printf("fleet last error%s%s: %s\n", err_at ? " at " : "",
+                                           err_at ? err_at : "", err);
 }
 
 int cmd_status(int argc, char **argv) {
@@ -65,6 +91,7 @@ int cmd_status(int argc, char **argv) {
              json_is_true(json_object_get(b, "kept")) ? "serving the manifest read before"
                                                       : "not served",
              json_string_value(json_object_get(b, "why")));
+    print_fleet(r);
   }
   free(text);
   json_decref(r);

@@ -107,6 +107,14 @@ typedef struct hct_rp_section_s {
   hct_db_fault_t *faults;
   int nfaults;
   int failed_timings;         /* timing trials with a fault status */
+  /* The distance to the card's limit (docs/report.md): */
+  double copy_bw;             /* bytes/s; 0 unknown (no floors) */
+  double peak_flops;          /* flop/s; 0 unknown */
+  int bw_measured;            /* 1: this card's probe measured copy_bw */
+  char limits_note[160];      /* where they come from ("nominal: ...") */
+  int has_flops;              /* the manifest declares "flops" */
+  double *floor_us;           /* [index into Ts]: the floor, NAN none */
+  int *floor_compute;         /* [index into Ts]: 1 when flops set it */
 } hct_rp_section_t;
 
 typedef struct hct_report_s {
@@ -129,6 +137,10 @@ int hct__report_load(hct_db_t *db, const hct_report_filter_t *f, hct_report_t *r
 void hct__report_free(hct_report_t *r);
 /* Index of T in s->Ts, -1 when absent. */
 int hct__report_T_index(const hct_rp_section_t *s, int T);
+
+/* The floor at Ts[k] over winner w's median: 1 at the card's limit, less
+ * the farther from it; NAN when either is unknown. */
+double hct__report_floor_fraction(const hct_rp_section_t *s, int k, const hct_rp_win_t *w);
 
 /* Writes the page.  Errors are the stream's (checked by the caller). */
 void hct__report_html(FILE *f, const hct_report_t *r);

@@ -86,6 +86,52 @@ typedef struct caps_s {
   int runs, fam, ser, tm, Ts;
 } caps_t;
 
+/*
+ * The card's limits when its probe measured none: per model, by the name
+ * the driver gives.  The H200's copy rate is the device-to-device copy
+ * measured on 2026-11-30 (docs/ops/hc_read.md, "Floors"); the rest are the
+ * vendors' nominal figures.  Peak: dense bf16 tensor-core throughput
+ * (no sparsity), nominal.  A card not listed gets no floor.
+ */
+static const struct {
+  const char *name;
+  double copy_bw;   /* bytes/s */
+  double peak;      /* flop/s */
+  const char *note;
+} nominal_limits[] = {
+    {"NVIDIA H200", 4.27e12, 989e12,
+     "nominal: 4.27 TB/s copy (an H200 measured 2026-11-30), 989 TFLOP/s bf16"},
+    {"NVIDIA H100 80GB HBM3", 3.35e12, 989e12, "nominal: 3.35 TB/s, 989 TFLOP/s bf16 (H100 SXM)"},
+    {"NVIDIA H100 PCIe", 2.0e12, 756e12, "nominal: 2.0 TB/s, 756 TFLOP/s bf16 (H100 PCIe)"},
+    {"NVIDIA A100-SXM4-80GB", 2.04e12, 312e12, "nominal: 2.04 TB/s, 312 TFLOP/s bf16 (A100 SXM)"},
+};
+
+/* The card's copy bandwidth and peak: what its probe measured
+ * (fingerprint "copy_bytes_per_s", hct__db_device_copy_bw_set), else the
+ * nominal table; fp may be NULL. */
+static void card_limits(hct_rp_section_t *s, const char *fp) {
+  json_t *j = fp != NULL ? json_loads(fp, 0, NULL) : NULL;
+  double bw = json_number_value(json_object_get(j, "copy_bytes_per_s"));
+  const char *at = json_string_value(json_object_get(j, "copy_measured_at"));
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(nominal_limits); i++)
+    if (strcmp(nominal_limits[i].name, s->name) == 0) {
+      s->copy_bw = nominal_limits[i].copy_bw;
+      s->peak_flops = nominal_limits[i].peak;
+      hct__strlcpy(s->limits_note, nominal_limits[i].note, sizeof s->limits_note);
+    }
+  if (isfinite(bw) && bw > 1e9 && bw < 1e15) {
+    s->copy_bw = bw;
+    s->bw_measured = 1;
+    snprintf(s->limits_note, sizeof s->limits_note, "measured: %.2f TB/s copy by hctune probe%s%s",
+             bw / 1e12, at ? " " : "", at ? at : "");
+    if (s->peak_flops > 0) {
+      size_t n = strlen(s->limits_note);
+      snprintf(s->limits_note + n, sizeof s->limits_note - n, "; peak nominal");
+    }
+  }
+  json_decref(j);
+}
+
 static int section_for(builder_t *b, const char *uuid, const char *op, const hct_db_keys_t *k,
                        int *out) {
   hct_report_t *r = b->r;
@@ -111,7 +157,9 @@ static int section_for(builder_t *b, const char *uuid, const char *op, const hct
     if (strcmp(b->devs[i].uuid, uuid) == 0) {
       hct__strlcpy(s->name, b->devs[i].name, sizeof s->name);
       hct__strlcpy(s->arch, b->devs[i].arch, sizeof s->arch);
+      card_limits(s, b->devs[i].fingerprint_json);
     }
+  if (s->copy_bw == 0) card_limits(s, NULL);
   *out = r->nsec++;
   return 0;
 }
@@ -401,30 +449,63 @@ static void per_T_figures(const char *evidence, int T, hct_rp_win_t *w) {
 
 /* ---- one section ---------------------------------------------------------- */
 
-static int build_section(hct_report_t *r, hct_rp_section_t *s, json_t *arr) {
-  caps_t c = {0};
-  int err = 0;
-  hct_op_t *man = NULL;
-  if (r->kernels_dir[0] && hct__manifest_load(r->kernels_dir, s->op, &man) != 0) man = NULL;
-  hct__error_clear();
+/* The manifest's figures of the section, and its baseline as a family
+ * even before a trial names it. */
+static int from_manifest(hct_rp_section_t *s, caps_t *c, const hct_op_t *man) {
   s->have_manifest = man != NULL;
   s->timing_cold = man ? man->timing_cold : 1;
   s->batch = man ? man->batch : 0;
   s->kl_mean_factor = man ? man->kl_mean_factor : NAN;
   s->kl_abs_floor = man ? man->kl_abs_floor : NAN;
   s->maxerr_factor = man ? man->maxerr_factor : NAN;
-  /* The manifest's baseline is a family even before a trial names it. */
+  int err = 0;
   for (int i = 0; man && i < man->n_variants && err == 0; i++)
     if (man->variants[i].parity == HCT_PARITY_BASELINE) {
       int fam;
-      err = family_for(s, &c, man, man->variants[i].name, &fam);
+      err = family_for(s, c, man, man->variants[i].name, &fam);
     }
+  return err;
+}
 
-  size_t n = json_array_size(arr);
-  ptrial_t *ptrials = calloc(n ? n : 1, sizeof *ptrials);
-  int np = 0;
-  if (ptrials == NULL) err = hct__error(HCT_ENOMEM, "out of memory reading trials");
-  for (size_t i = 0; i < n && err == 0; i++) {
+/* One timing trial of the section into s->tm; failed ones are counted. */
+static int add_timing(hct_rp_section_t *s, caps_t *c, const hct_op_t *man, json_t *t,
+                      const char *params, int T) {
+  const char *st = jstr(t, "status");
+  double med = jnum(t, "median_us");
+  if ((strcmp(st, "pass") != 0 && strcmp(st, "pruned") != 0) || !(med > 0)) {
+    s->failed_timings++;
+    return 0;
+  }
+  hct_rp_timing_t m = {0};
+  m.id = json_integer_value(json_object_get(t, "id"));
+  m.T = T;
+  m.cold = json_integer_value(json_object_get(t, "cold")) != 0;
+  m.pruned = strcmp(st, "pruned") == 0;
+  m.median = med;
+  m.lo = jnum(t, "ci_lo_us");
+  m.hi = jnum(t, "ci_hi_us");
+  /* An interval that does not hold the median, or spans more than 100x
+   * around it (no timing does), is not drawn: it would flatten the plot. */
+  if (!(m.lo > 0 && m.lo <= med && m.lo * 100 >= med)) m.lo = med;
+  if (!(m.hi >= med && m.hi <= med * 100)) m.hi = med;
+  m.samples = (int)json_integer_value(json_object_get(t, "samples"));
+  json_t *dec = json_object_get(json_object_get(t, "figures"), "decides");
+  m.deciding = !(json_is_integer(dec) && json_integer_value(dec) == 0);
+  int err = series_for(s, c, man, jstr(t, "variant"), params, &m.series);
+  if (err == 0)
+    err = run_index(s, c, jstr(t, "run_id"), json_integer_value(json_object_get(t, "created_at")),
+                    m.id, &m.run);
+  if (err == 0) err = GROW(s->tm, c->tm, s->ntm);
+  if (err == 0) s->tm[s->ntm++] = m;
+  return err;
+}
+
+/* The section's trials: timings into s->tm, parity checks into pt[*np]
+ * (for parity_of). */
+static int read_trials(hct_rp_section_t *s, caps_t *c, const hct_op_t *man, json_t *arr,
+                       ptrial_t *pt, int *np) {
+  int err = 0;
+  for (size_t i = 0; i < json_array_size(arr) && err == 0; i++) {
     json_t *t = json_array_get(arr, i);
     if (strcmp(jstr(t, "uuid"), s->uuid) != 0 || strcmp(jstr(t, "op"), s->op) != 0) continue;
     const char *kind = jstr(t, "kind");
@@ -433,66 +514,47 @@ static int build_section(hct_report_t *r, hct_rp_section_t *s, json_t *arr) {
     json_int_t T = json_integer_value(json_object_get(t, "tokens"));
     if (T < 1 || T > INT_MAX) continue;
     if (strcmp(kind, "parity") == 0) {
-      ptrials[np].t = t;
-      err = series_for(s, &c, man, jstr(t, "variant"), params, &ptrials[np++].series);
-      continue;
+      pt[*np].t = t;
+      err = series_for(s, c, man, jstr(t, "variant"), params, &pt[(*np)++].series);
+    } else if (strcmp(kind, "timing") == 0) {
+      err = add_timing(s, c, man, t, params, (int)T);
     }
-    if (strcmp(kind, "timing") != 0) continue;
-    const char *st = jstr(t, "status");
-    double med = jnum(t, "median_us");
-    if ((strcmp(st, "pass") != 0 && strcmp(st, "pruned") != 0) || !(med > 0)) {
-      s->failed_timings++;
-      continue;
-    }
-    hct_rp_timing_t m = {0};
-    m.id = json_integer_value(json_object_get(t, "id"));
-    m.T = (int)T;
-    m.cold = json_integer_value(json_object_get(t, "cold")) != 0;
-    m.pruned = strcmp(st, "pruned") == 0;
-    m.median = med;
-    m.lo = jnum(t, "ci_lo_us");
-    m.hi = jnum(t, "ci_hi_us");
-    /* An interval that does not hold the median, or spans more than 100x
-     * around it (no timing does), is not drawn: it would flatten the plot. */
-    if (!(m.lo > 0 && m.lo <= med && m.lo * 100 >= med)) m.lo = med;
-    if (!(m.hi >= med && m.hi <= med * 100)) m.hi = med;
-    m.samples = (int)json_integer_value(json_object_get(t, "samples"));
-    json_t *dec = json_object_get(json_object_get(t, "figures"), "decides");
-    m.deciding = !(json_is_integer(dec) && json_integer_value(dec) == 0);
-    if ((err = series_for(s, &c, man, jstr(t, "variant"), params, &m.series)) != 0) break;
-    if ((err = run_index(s, &c, jstr(t, "run_id"),
-                         json_integer_value(json_object_get(t, "created_at")), m.id, &m.run)) != 0)
-      break;
-    if ((err = GROW(s->tm, c.tm, s->ntm)) != 0) break;
-    s->tm[s->ntm++] = m;
   }
+  return err;
+}
 
-  /* Runs in time order, and the trials' indexes with them. */
-  if (err == 0 && s->nruns > 1) {
-    int *order = malloc((size_t)s->nruns * sizeof *order);
-    hct_rp_run_t *sorted = malloc((size_t)s->nruns * sizeof *sorted);
-    if (order == NULL || sorted == NULL) err = hct__error(HCT_ENOMEM, "out of memory");
-    for (int i = 0; err == 0 && i < s->nruns; i++) {
-      int rank = 0;
-      for (int j = 0; j < s->nruns; j++)
-        rank += s->runs[j].started < s->runs[i].started ||
-                (s->runs[j].started == s->runs[i].started &&
-                 (s->runs[j].first_id < s->runs[i].first_id ||
-                  (s->runs[j].first_id == s->runs[i].first_id && j < i)));
-      order[i] = rank;
-      sorted[rank] = s->runs[i];
-    }
-    if (err == 0) {
-      memcpy(s->runs, sorted, (size_t)s->nruns * sizeof *sorted);
-      for (int i = 0; i < s->ntm; i++) s->tm[i].run = order[s->tm[i].run];
-    }
-    free(order);
-    free(sorted);
+/* Runs in time order, and the trials' indexes with them. */
+static int order_runs(hct_rp_section_t *s) {
+  if (s->nruns < 2) return 0;
+  int err = 0;
+  int *order = malloc((size_t)s->nruns * sizeof *order);
+  hct_rp_run_t *sorted = malloc((size_t)s->nruns * sizeof *sorted);
+  if (order == NULL || sorted == NULL) err = hct__error(HCT_ENOMEM, "out of memory");
+  for (int i = 0; err == 0 && i < s->nruns; i++) {
+    int rank = 0;
+    for (int j = 0; j < s->nruns; j++)
+      rank += s->runs[j].started < s->runs[i].started ||
+              (s->runs[j].started == s->runs[i].started &&
+               (s->runs[j].first_id < s->runs[i].first_id ||
+                (s->runs[j].first_id == s->runs[i].first_id && j < i)));
+    order[i] = rank;
+    sorted[rank] = s->runs[i];
   }
-  /* At each T, the newest run that timed it in the deciding mode: the
-   * T's first, then each T's newest run beside it (newest[i] for Ts[i]). */
+  if (err == 0) {
+    memcpy(s->runs, sorted, (size_t)s->nruns * sizeof *sorted);
+    for (int i = 0; i < s->ntm; i++) s->tm[i].run = order[s->tm[i].run];
+  }
+  free(order);
+  free(sorted);
+  return err;
+}
+
+/* At each T, the newest run that timed it in the deciding mode is the one
+ * plotted; then the T's of the decisions join, in order. */
+static int mark_plotted(hct_rp_section_t *s, caps_t *c, const hct_op_t *man) {
+  int err = 0;
   for (int i = 0; err == 0 && i < s->ntm; i++)
-    if (s->tm[i].deciding) err = add_T(s, &c, s->tm[i].T);
+    if (s->tm[i].deciding) err = add_T(s, c, s->tm[i].T);
   int *newest = calloc(s->nT ? (size_t)s->nT : 1, sizeof *newest);
   if (err == 0 && newest == NULL) err = hct__error(HCT_ENOMEM, "out of memory");
   for (int i = 0; err == 0 && i < s->ntm; i++) {
@@ -504,59 +566,114 @@ static int build_section(hct_report_t *r, hct_rp_section_t *s, json_t *arr) {
     s->tm[i].plotted = k >= 0 && s->tm[i].run + 1 == newest[k];
   }
   free(newest);
-
-  /* Decisions and faults of this card and op. */
   for (int i = 0; err == 0 && i < s->ndec; i++) {
     int sr;
     char params[256];
     canon_text(s->dec[i].params, params, sizeof params);
-    err = series_for(s, &c, man, s->dec[i].variant, params, &sr);
-    if (err == 0) err = add_decision_Ts(s, &c, &s->dec[i]);
+    err = series_for(s, c, man, s->dec[i].variant, params, &sr);
+    if (err == 0) err = add_decision_Ts(s, c, &s->dec[i]);
   }
   if (err == 0 && s->nT > 1) qsort(s->Ts, (size_t)s->nT, sizeof *s->Ts, int_cmp);
+  return err;
+}
 
-  /* The winners of each class at each T shown. */
+/* Decision d as the winner w at T (the newest of two for one T). */
+static void take_win(hct_rp_section_t *s, const hct_db_decision_t *d, int T, hct_rp_win_t *w) {
+  /* Two decisions of one T (kept apart by a key this report does not
+   * read, such as the software they were made with): the newest. */
+  if (w->set && w->decided_at > d->decided_at) return;
+  if (w->set && w->family >= 0) s->fam[w->family].wins--;
+  w->set = 1;
+  hct__strlcpy(w->variant, d->variant, sizeof w->variant);
+  canon_text(d->params, w->params, sizeof w->params);
+  hct__strlcpy(w->variant_class, d->variant_class, sizeof w->variant_class);
+  w->median = d->median_us;
+  w->lo = d->ci_lo_us;
+  w->hi = d->ci_hi_us;
+  w->baseline = d->baseline_us;
+  w->samples = d->samples;
+  w->decided_at = d->decided_at;
+  per_T_figures(d->evidence_json, T, w);
+  w->series = w->family = w->trial = -1;
+  for (int j = 0; j < s->nser; j++)
+    if (strcmp(s->fam[s->ser[j].family].variant, w->variant) == 0 &&
+        strcmp(s->ser[j].params, w->params) == 0)
+      w->series = j, w->family = s->ser[j].family;
+  for (int j = 0; j < s->ntm; j++)
+    if (s->tm[j].plotted && s->tm[j].deciding && s->tm[j].T == T &&
+        s->tm[j].series == w->series && (w->trial < 0 || s->tm[j].id > s->tm[w->trial].id))
+      w->trial = j;
+  if (w->family >= 0) s->fam[w->family].wins++;
+}
+
+/* The winners of each class at each T shown. */
+static int find_winners(hct_rp_section_t *s) {
   static const char *const parity_names[HCT_RP_NPAR] = {"bitwise", "kl"};
-  for (int p = 0; p < HCT_RP_NPAR && err == 0; p++) {
+  for (int p = 0; p < HCT_RP_NPAR; p++) {
     s->win[p] = calloc(s->nT ? (size_t)s->nT : 1, sizeof *s->win[p]);
-    if (s->win[p] == NULL) {
-      err = hct__error(HCT_ENOMEM, "out of memory");
-      break;
-    }
+    if (s->win[p] == NULL) return hct__error(HCT_ENOMEM, "out of memory");
     for (int i = 0; i < s->ndec; i++) {
       const hct_db_decision_t *d = &s->dec[i];
       if (strcmp(d->parity, parity_names[p]) != 0) continue;
-      for (int k = 0; k < s->nT; k++) {
-        if (s->Ts[k] < d->tmin || s->Ts[k] > d->tmax) continue;
-        hct_rp_win_t *w = &s->win[p][k];
-        /* Two decisions of one T (kept apart by a key this report does not
-         * read, such as the software they were made with): the newest. */
-        if (w->set && w->decided_at > d->decided_at) continue;
-        if (w->set && w->family >= 0) s->fam[w->family].wins--;
-        w->set = 1;
-        hct__strlcpy(w->variant, d->variant, sizeof w->variant);
-        canon_text(d->params, w->params, sizeof w->params);
-        hct__strlcpy(w->variant_class, d->variant_class, sizeof w->variant_class);
-        w->median = d->median_us;
-        w->lo = d->ci_lo_us;
-        w->hi = d->ci_hi_us;
-        w->baseline = d->baseline_us;
-        w->samples = d->samples;
-        w->decided_at = d->decided_at;
-        per_T_figures(d->evidence_json, s->Ts[k], w);
-        w->series = w->family = w->trial = -1;
-        for (int j = 0; j < s->nser; j++)
-          if (strcmp(s->fam[s->ser[j].family].variant, w->variant) == 0 &&
-              strcmp(s->ser[j].params, w->params) == 0)
-            w->series = j, w->family = s->ser[j].family;
-        for (int j = 0; j < s->ntm; j++)
-          if (s->tm[j].plotted && s->tm[j].deciding && s->tm[j].T == s->Ts[k] &&
-              s->tm[j].series == w->series && (w->trial < 0 || s->tm[j].id > s->tm[w->trial].id))
-            w->trial = j;
-        if (w->family >= 0) s->fam[w->family].wins++;
-      }
+      for (int k = 0; k < s->nT; k++)
+        if (s->Ts[k] >= d->tmin && s->Ts[k] <= d->tmax) take_win(s, d, s->Ts[k], &s->win[p][k]);
     }
   }
+  return 0;
+}
+
+/*
+ * The floor of each T shown: the bytes the op must move over the card's
+ * copy bandwidth, or its flops over the card's peak when the manifest
+ * declares them and that takes longer (hct__op_floor_bytes, hct__op_flops).
+ * No manifest, or no bandwidth for the card: no floors (NAN).
+ */
+static int compute_floors(hct_rp_section_t *s, const hct_op_t *man) {
+  s->floor_us = calloc(s->nT ? (size_t)s->nT : 1, sizeof *s->floor_us);
+  s->floor_compute = calloc(s->nT ? (size_t)s->nT : 1, sizeof *s->floor_compute);
+  if (s->floor_us == NULL || s->floor_compute == NULL)
+    return hct__error(HCT_ENOMEM, "out of memory");
+  for (int k = 0; k < s->nT; k++) {
+    double bytes = 0, flops = 0;
+    s->floor_us[k] = NAN;
+    if (man == NULL || !(s->copy_bw > 0)) continue;
+    if (hct__op_floor_bytes(man, s->Ts[k], &bytes) != 0 ||
+        hct__op_flops(man, s->Ts[k], &flops) != 0) {
+      hct__error_clear(); /* a floor left out, not a report refused */
+      continue;
+    }
+    double mem = bytes / s->copy_bw * 1e6;
+    double cmp = flops > 0 && s->peak_flops > 0 ? flops / s->peak_flops * 1e6 : 0;
+    s->floor_us[k] = fmax(mem, cmp);
+    s->floor_compute[k] = cmp > mem;
+  }
+  if (man != NULL) s->has_flops = man->flops_expr[0] != '\0';
+  return 0;
+}
+
+double hct__report_floor_fraction(const hct_rp_section_t *s, int k, const hct_rp_win_t *w) {
+  if (s->floor_us == NULL || k < 0 || k >= s->nT || !w->set) return NAN;
+  double med = w->trial >= 0 ? s->tm[w->trial].median : w->median;
+  return med > 0 && s->floor_us[k] > 0 ? s->floor_us[k] / med : NAN;
+}
+
+/* ---- one section ---------------------------------------------------------- */
+
+static int build_section(hct_report_t *r, hct_rp_section_t *s, json_t *arr) {
+  caps_t c = {0};
+  hct_op_t *man = NULL;
+  if (r->kernels_dir[0] && hct__manifest_load(r->kernels_dir, s->op, &man) != 0) man = NULL;
+  hct__error_clear();
+  int err = from_manifest(s, &c, man);
+  size_t n = json_array_size(arr);
+  ptrial_t *ptrials = calloc(n ? n : 1, sizeof *ptrials);
+  int np = 0;
+  if (err == 0 && ptrials == NULL) err = hct__error(HCT_ENOMEM, "out of memory reading trials");
+  if (err == 0) err = read_trials(s, &c, man, arr, ptrials, &np);
+  if (err == 0) err = order_runs(s);
+  if (err == 0) err = mark_plotted(s, &c, man);
+  if (err == 0) err = find_winners(s);
+  if (err == 0) err = compute_floors(s, man);
   if (err == 0) {
     label_series(s);
     parity_of(s, man, ptrials, np);
@@ -657,6 +774,8 @@ void hct__report_free(hct_report_t *r) {
     free(s->tm);
     free(s->Ts);
     for (int p = 0; p < HCT_RP_NPAR; p++) free(s->win[p]);
+    free(s->floor_us);
+    free(s->floor_compute);
     free(s->dec);
     hct__db_faults_free(s->faults, s->nfaults);
   }

@@ -28,22 +28,73 @@ static const char *class_name(int k) {
   return k >= HCT_RP_BASELINE && k <= HCT_RP_KL ? class_names[k] : "unknown class";
 }
 
-/* Colours of the variants: distinct on white and for the common colour
- * blindnesses as far as twelve hues allow (the lines are labelled by
- * name, so colour is never the only cue).  The baseline is always dark
- * grey and dashed. */
-static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
-                                      "#17becf", "#8c564b", "#e377c2", "#7f7f00", "#393b79",
-                                      "#637939", "#843c39"};
+/* Colours of the variants: Okabe and Ito's seven, told apart in the
+ * common colour blindnesses (their yellow darkened to read on white).
+ * Colour is never the only cue: each variant also has its dash pattern
+ * and its marker (style_of), and every line is labelled by name.  The
+ * baseline is always dark grey with long dashes. */
+static const char *const palette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
+                                      "#E69F00", "#56B4E9", "#8F7F00"};
+/* Dash patterns (never the baseline's "7 4") and markers, cycled at other
+ * periods than the colours: 28 lines before a colour and dash repeat. */
+static const char *const dashes[] = {"", "5 2", "1.5 2.5", "9 3 2 3"};
+enum { MK_CIRCLE, MK_SQUARE, MK_TRIANGLE, MK_TRIANGLE_DOWN, MK_N };
 #define BASELINE_COLOUR "#3a3a3a"
+#define BASELINE_DASH "7 4"
+#define FLOOR_COLOUR "#000000"
 #define BITWISE_COLOUR "#1d4ed8"
 #define KL_COLOUR "#c2410c"
 
+/* The style of the k-th line of a plot that is not the baseline. */
+typedef struct style_s {
+  const char *colour, *dash;
+  int marker;
+} style_t;
+
+static style_t style_of(int k) {
+  /* Lines k and k + 7m share a colour; their dashes differ by 9m mod 4
+   * (m mod 4), their markers by 7m mod 4: distinct for m = 1..3. */
+  const int nc = (int)HCT_ARRAY_SIZE(palette);
+  style_t st = {palette[k % nc], dashes[(k + 2 * (k / nc)) % (int)HCT_ARRAY_SIZE(dashes)],
+                k % MK_N};
+  return st;
+}
+
+static style_t family_style(const hct_rp_section_t *s, int fam) {
+  if (fam < 0) return (style_t){"#888888", "", MK_CIRCLE};
+  if (fam == s->baseline) return (style_t){BASELINE_COLOUR, BASELINE_DASH, MK_CIRCLE};
+  return style_of(fam - (s->baseline >= 0 && s->baseline < fam));
+}
+
 static const char *family_colour(const hct_rp_section_t *s, int fam) {
-  if (fam < 0) return "#888888";
-  if (fam == s->baseline) return BASELINE_COLOUR;
-  int k = fam - (s->baseline >= 0 && s->baseline < fam);
-  return palette[k % (int)HCT_ARRAY_SIZE(palette)];
+  return family_style(s, fam).colour;
+}
+
+/* A marker of size r at (x, y): filled with `fill` ("white": hollow). */
+static void marker(FILE *f, int mk, double x, double y, double r, const char *fill,
+                   const char *stroke) {
+  switch (mk) {
+  case MK_SQUARE:
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" ", x - r * 0.9,
+            y - r * 0.9, r * 1.8, r * 1.8);
+    break;
+  case MK_TRIANGLE:
+    fprintf(f, "<path d=\"M%.1f %.1fl%.1f %.1fh%.1fz\" ", x, y - r * 1.15, r * 1.1, r * 1.9,
+            -r * 2.2);
+    break;
+  case MK_TRIANGLE_DOWN:
+    fprintf(f, "<path d=\"M%.1f %.1fl%.1f %.1fh%.1fz\" ", x, y + r * 1.15, r * 1.1, -r * 1.9,
+            -r * 2.2);
+    break;
+  default:
+    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" ", x, y, r);
+  }
+  fprintf(f, "fill=\"%s\" stroke=\"%s\"/>", fill, stroke);
+}
+
+/* stroke-dasharray="..." for a pattern, "" for a solid line. */
+static void dash_attr(FILE *f, const char *dash) {
+  if (dash[0]) fprintf(f, " stroke-dasharray=\"%s\"", dash);
 }
 
 static void num(double v, char *buf, size_t len) { hct__svg_num(v, buf, len); }
@@ -166,6 +217,9 @@ static void summary_class(FILE *f, const hct_rp_section_t *s, int par, int k) {
     }
     fprintf(f, " (%s&#8201;&micro;s)", d);
   }
+  double frac = hct__report_floor_fraction(s, k, w);
+  if (isfinite(frac))
+    fprintf(f, ", <span class=\"floorfrac\">%.0f%% of the floor's speed</span>", 100 * frac);
   int ru = runner_up(s, par, s->Ts[k], w->family);
   if (ru >= 0 && w->median > 0) {
     char y[32], z[32];
@@ -238,148 +292,176 @@ static hct_svg_plot_t t_frame(const hct_rp_section_t *s, double h, double top, d
   return p;
 }
 
-static void time_plot(FILE *f, const hct_rp_section_t *s) {
-  hct_svg_plot_t p = t_frame(s, 548, 78, 80);
-  double lo = INFINITY, hi = 0;
+/* The range of times the plot shows: every plotted trial's interval, the
+ * winners, the floors. */
+static int time_range(const hct_rp_section_t *s, double *lo, double *hi) {
+  *lo = INFINITY;
+  *hi = 0;
   for (int i = 0; i < s->ntm; i++)
     if (s->tm[i].plotted) {
-      lo = fmin(lo, s->tm[i].lo);
-      hi = fmax(hi, s->tm[i].hi);
+      *lo = fmin(*lo, s->tm[i].lo);
+      *hi = fmax(*hi, s->tm[i].hi);
     }
   for (int par = 0; par < HCT_RP_NPAR; par++)
     for (int k = 0; k < s->nT; k++)
       if (s->win[par][k].set && s->win[par][k].median > 0) {
-        lo = fmin(lo, s->win[par][k].median);
-        hi = fmax(hi, s->win[par][k].median);
+        *lo = fmin(*lo, s->win[par][k].median);
+        *hi = fmax(*hi, s->win[par][k].median);
       }
-  if (!(hi > 0)) return;
-  /* Times that span more than 3x read better on a log scale: a 10% gap is
-   * the same height at 3 us and at 30 us. */
-  int use_log = hi > 3 * lo;
-  hct__svg_axis_fit(&p.y, lo, hi, use_log, p.bottom, p.top);
+  if (!(*hi > 0)) return 0;
+  for (int k = 0; s->floor_us != NULL && k < s->nT; k++)
+    if (s->floor_us[k] > 0) *lo = fmin(*lo, s->floor_us[k]);
+  return 1;
+}
 
-  char title[160];
-  snprintf(title, sizeof title, "%s: median time per call against T", s->op);
-  hct__svg_begin(f, &p, "plot time", title);
-  double xt[64];
-  int xn = 0;
-  for (int k = 0; k < s->nT && xn < 64; k++)
-    if (s->nT <= 24 || k % ((s->nT + 23) / 24) == 0) xt[xn++] = s->Ts[k];
-  hct__svg_axes(f, &p, xt, xn, "T (tokens per call)",
-                use_log ? "median time per call, us (log scale)" : "median time per call, us");
-
-  /* The winners' strip above the plot: who wins at each T, by how much. */
-  double col = s->nT > 1 ? (p.x.px1 - p.x.px0) / (s->nT - 1) : 200;
-  if (col >= 64 || s->nT == 1) {
-    fprintf(f, "<g class=\"strip\"><text class=\"rowlabel\" x=\"%.1f\" y=\"%.1f\" "
-               "text-anchor=\"end\">bitwise</text><text class=\"rowlabel\" x=\"%.1f\" y=\"%.1f\" "
-               "text-anchor=\"end\">kl</text>",
-            p.left - 6, p.top - 46.0, p.left - 6, p.top - 18.0);
-    for (int k = 0; k < s->nT; k++) {
-      double x = hct__svg_map(&p.x, s->Ts[k]);
-      for (int par = 0; par < HCT_RP_NPAR; par++) {
-        const hct_rp_win_t *w = &s->win[par][k];
-        double y = p.top - (par == 0 ? 52.0 : 24.0);
-        if (!w->set) continue;
-        char sp[32];
-        num(speedup(w), sp, sizeof sp);
-        fprintf(f, "<text class=\"stripname\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                   "fill=\"%s\">",
-                x, y, family_colour(s, w->family));
-        hct__html_escape(f, w->variant, 14);
-        fprintf(f, "</text><text class=\"stripspeed\" x=\"%.1f\" y=\"%.1f\" "
-                   "text-anchor=\"middle\">%s&#215;</text>",
-                x, y + 12, sp);
-      }
+/* The winners' strip above the plot: who wins at each T, by how much. */
+static void winners_strip(FILE *f, const hct_rp_section_t *s, const hct_svg_plot_t *p) {
+  double col = s->nT > 1 ? (p->x.px1 - p->x.px0) / (s->nT - 1) : 200;
+  if (col < 64 && s->nT > 1) return;
+  fprintf(f, "<g class=\"strip\"><text class=\"rowlabel\" x=\"%.1f\" y=\"%.1f\" "
+             "text-anchor=\"end\">bitwise</text><text class=\"rowlabel\" x=\"%.1f\" y=\"%.1f\" "
+             "text-anchor=\"end\">kl</text>",
+          p->left - 6, p->top - 46.0, p->left - 6, p->top - 18.0);
+  for (int k = 0; k < s->nT; k++) {
+    double x = hct__svg_map(&p->x, s->Ts[k]);
+    for (int par = 0; par < HCT_RP_NPAR; par++) {
+      const hct_rp_win_t *w = &s->win[par][k];
+      double y = p->top - (par == 0 ? 52.0 : 24.0);
+      if (!w->set) continue;
+      char sp[32];
+      num(speedup(w), sp, sizeof sp);
+      fprintf(f, "<text class=\"stripname\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                 "fill=\"%s\">",
+              x, y, family_colour(s, w->family));
+      hct__html_escape(f, w->variant, 14);
+      fprintf(f, "</text><text class=\"stripspeed\" x=\"%.1f\" y=\"%.1f\" "
+                 "text-anchor=\"middle\">%s&#215;</text>",
+              x, y + 12, sp);
     }
-    fputs("</g>\n", f);
   }
+  fputs("</g>\n", f);
+}
 
-  /* One line per variant through its fastest point at each T; the
-   * variants that win somewhere in full colour, the rest faded. */
-  double lab_y[64];
-  int lab_fam[64], nlab = 0;
+/* One timing trial as a mark with its interval: the variant's marker,
+ * hollow when pruned; the other cache mode's (not deciding) as small
+ * diamonds beside. */
+static void trial_mark(FILE *f, const hct_rp_section_t *s, const hct_svg_plot_t *p,
+                       const hct_rp_timing_t *m, style_t st) {
+  double x = hct__svg_map(&p->x, m->T), y = hct__svg_map(&p->y, m->median);
+  if (!m->deciding) x += 7;
+  fprintf(f, "<g class=\"trial%s%s\" data-trial=\"%lld\" data-t=\"%d\" data-median=\"%.4g\" "
+             "data-variant=\"",
+          m->deciding ? "" : " other-mode", m->pruned ? " pruned" : "", (long long)m->id, m->T,
+          m->median);
+  esc(f, s->fam[s->ser[m->series].family].variant);
+  fputs("\" data-params=\"", f);
+  esc(f, s->ser[m->series].params);
+  fputs("\">", f);
+  mark_title(f, s, m);
+  double y0 = hct__svg_map(&p->y, m->lo), y1 = hct__svg_map(&p->y, m->hi);
+  if (y0 - y1 > 1.5)
+    fprintf(f, "<line class=\"ci\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
+               "stroke=\"%s\"/>",
+            x, x, y0, y1, st.colour);
+  if (!m->deciding)
+    fprintf(f, "<path d=\"M%.1f %.1fl3.5 3.5l-3.5 3.5l-3.5 -3.5z\" fill=\"white\" "
+               "stroke=\"%s\"/>",
+            x, y - 3.5, st.colour);
+  else
+    marker(f, st.marker, x, y, m->pruned ? 2.5 : 3.4, m->pruned ? "white" : st.colour, st.colour);
+  fputs("</g>", f);
+}
+
+/* One line per variant through its fastest point at each T, in its
+ * colour, dash and marker; the variants that win somewhere in full
+ * colour, the rest faded.  Each line's right end goes to lab_y/lab_fam. */
+static void variant_lines(FILE *f, const hct_rp_section_t *s, const hct_svg_plot_t *p,
+                          double *lab_y, int *lab_fam, int *nlab) {
   for (int fam = 0; fam < s->nfam; fam++) {
     int pts = 0;
     double ly = 0;
-    const char *col_f = family_colour(s, fam);
+    style_t st = family_style(s, fam);
     int strong = s->fam[fam].wins > 0 || fam == s->baseline;
     fprintf(f, "<g class=\"variant%s\" data-variant=\"", strong ? " strong" : " faded");
     esc(f, s->fam[fam].variant);
-    fputs("\">", f);
+    fprintf(f, "\" data-colour=\"%s\" data-dash=\"%s\">", st.colour, st.dash);
     for (int k = 0; k < s->nT; k++) {
       int b = family_best(s, fam, s->Ts[k]);
       if (b < 0) continue;
-      double x = hct__svg_map(&p.x, s->Ts[k]), y = hct__svg_map(&p.y, s->tm[b].median);
-      if (pts == 0) fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" %s points=\"", col_f,
-                            fam == s->baseline ? "stroke-dasharray=\"7 4\"" : "");
+      double x = hct__svg_map(&p->x, s->Ts[k]), y = hct__svg_map(&p->y, s->tm[b].median);
+      if (pts == 0) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\"", st.colour);
+        dash_attr(f, st.dash);
+        fputs(" points=\"", f);
+      }
       fprintf(f, "%s%.1f,%.1f", pts ? " " : "", x, y);
       pts++;
       ly = y;
     }
     if (pts) fputs("\"/>", f);
-    /* Every trial as a mark with its interval; pruned ones hollow, the
-     * other cache mode's (not deciding) as small diamonds. */
-    for (int i = 0; i < s->ntm; i++) {
-      const hct_rp_timing_t *m = &s->tm[i];
-      if (!m->plotted || s->ser[m->series].family != fam) continue;
-      double x = hct__svg_map(&p.x, m->T), y = hct__svg_map(&p.y, m->median);
-      if (!m->deciding) x += 7;
-      fprintf(f, "<g class=\"trial%s%s\" data-trial=\"%lld\" data-t=\"%d\" data-median=\"%.4g\" "
-                 "data-variant=\"",
-              m->deciding ? "" : " other-mode", m->pruned ? " pruned" : "", (long long)m->id,
-              m->T, m->median);
-      esc(f, s->fam[fam].variant);
-      fputs("\" data-params=\"", f);
-      esc(f, s->ser[m->series].params);
-      fputs("\">", f);
-      mark_title(f, s, m);
-      double y0 = hct__svg_map(&p.y, m->lo), y1 = hct__svg_map(&p.y, m->hi);
-      if (y0 - y1 > 1.5)
-        fprintf(f, "<line class=\"ci\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
-                   "stroke=\"%s\"/>",
-                x, x, y0, y1, col_f);
-      if (!m->deciding)
-        fprintf(f, "<path d=\"M%.1f %.1fl3.5 3.5l-3.5 3.5l-3.5 -3.5z\" fill=\"white\" "
-                   "stroke=\"%s\"/>",
-                x, y - 3.5, col_f);
-      else
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"%s\" stroke=\"%s\"/>", x, y,
-                m->pruned ? 2.5 : 3.2, m->pruned ? "white" : col_f, col_f);
-      fputs("</g>", f);
-    }
+    for (int i = 0; i < s->ntm; i++)
+      if (s->tm[i].plotted && s->ser[s->tm[i].series].family == fam)
+        trial_mark(f, s, p, &s->tm[i], st);
     fputs("</g>\n", f);
-    if (pts && nlab < 64) {
-      lab_y[nlab] = ly;
-      lab_fam[nlab++] = fam;
+    if (pts && *nlab < 64) {
+      lab_y[*nlab] = ly;
+      lab_fam[(*nlab)++] = fam;
     }
   }
+}
 
-  /* The winners, ringed in the colour of their class. */
+/* The card's floor at each T (report_data.c's compute_floors): a black
+ * line the variants cannot go under (a hot timing may: its weights sit in
+ * L2). */
+static void floor_line(FILE *f, const hct_rp_section_t *s, const hct_svg_plot_t *p) {
+  int pts = 0;
+  double ly = 0;
+  for (int k = 0; s->floor_us != NULL && k < s->nT; k++) {
+    if (!(s->floor_us[k] > 0)) continue;
+    double x = hct__svg_map(&p->x, s->Ts[k]);
+    ly = hct__svg_map(&p->y, s->floor_us[k]);
+    if (pts == 0)
+      fprintf(f, "<g class=\"floor\"><title>the floor: %s</title><polyline fill=\"none\" "
+                 "stroke=\"%s\" stroke-width=\"1.6\" stroke-dasharray=\"2 3 8 3\" points=\"",
+              s->limits_note, FLOOR_COLOUR);
+    fprintf(f, "%s%.1f,%.1f", pts++ ? " " : "", x, ly);
+  }
+  if (pts)
+    fprintf(f, "\"/><text class=\"floorlabel\" x=\"%.1f\" y=\"%.1f\" dy=\"1.1em\">floor%s"
+               "</text></g>\n",
+            p->right - 70, ly, s->bw_measured ? "" : " (nominal)");
+}
+
+/* The winners, ringed in the colour of their class. */
+static void winner_rings(FILE *f, const hct_rp_section_t *s, const hct_svg_plot_t *p) {
   for (int par = 0; par < HCT_RP_NPAR; par++)
     for (int k = 0; k < s->nT; k++) {
       const hct_rp_win_t *w = &s->win[par][k];
       if (!w->set) continue;
       double med = w->trial >= 0 ? s->tm[w->trial].median : w->median;
-      double x = hct__svg_map(&p.x, s->Ts[k]), y = hct__svg_map(&p.y, med);
+      double x = hct__svg_map(&p->x, s->Ts[k]), y = hct__svg_map(&p->y, med);
+      double frac = hct__report_floor_fraction(s, k, w);
       fprintf(f, "<g class=\"winner\" data-parity=\"%s\" data-t=\"%d\" data-variant=\"",
               parity_names[par], s->Ts[k]);
       esc(f, w->variant);
       fputs("\" data-params=\"", f);
       esc(f, w->params);
+      if (isfinite(frac)) fprintf(f, "\" data-floor-fraction=\"%.3f", frac);
       fprintf(f, "\"><title>%s winner at T=%d: ", parity_names[par], s->Ts[k]);
       esc(f, w->variant);
       fputs(" ", f);
       esc(f, w->params);
+      if (isfinite(frac)) fprintf(f, ", %.0f%% of the floor's speed", 100 * frac);
       fprintf(f, "</title><circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"none\" stroke=\"%s\" "
                  "stroke-width=\"2.2\"%s/></g>",
               x, y, par == 0 ? 7 : 11, par == 0 ? BITWISE_COLOUR : KL_COLOUR,
               par == 0 ? "" : " stroke-dasharray=\"3 2\"");
     }
+}
 
-  /* The key to the marks, under the axis title, so the picture reads
-   * without the text around it. */
-  double key_y = p.h - 14, key_x = p.left;
+/* The key to the marks, under the axis title, so the picture reads
+ * without the text around it. */
+static void time_key(FILE *f, const hct_rp_section_t *s, const hct_svg_plot_t *p) {
   fprintf(f, "<g class=\"key\" transform=\"translate(%.1f %.1f)\">"
              "<circle cx=\"4\" cy=\"0\" r=\"3.2\" fill=\"#555\"/>"
              "<text x=\"12\" dy=\"0.32em\">trial, %s (decides), bar: 95%% CI</text>"
@@ -393,37 +475,81 @@ static void time_plot(FILE *f, const hct_rp_section_t *s) {
              "stroke-width=\"2.2\" stroke-dasharray=\"3 2\"/><text x=\"568\" "
              "dy=\"0.32em\">kl winner</text>"
              "<line x1=\"640\" x2=\"668\" y1=\"0\" y2=\"0\" stroke=\"%s\" stroke-width=\"2\" "
-             "stroke-dasharray=\"7 4\"/><text x=\"674\" dy=\"0.32em\">baseline</text></g>\n",
-          key_x, key_y, s->timing_cold ? "cold" : "hot", s->timing_cold ? "hot" : "cold",
+             "stroke-dasharray=\"" BASELINE_DASH "\"/><text x=\"674\" dy=\"0.32em\">baseline"
+             "</text>",
+          p->left, p->h - 14, s->timing_cold ? "cold" : "hot", s->timing_cold ? "hot" : "cold",
           BITWISE_COLOUR, KL_COLOUR, BASELINE_COLOUR);
+  if (s->floor_us != NULL && s->copy_bw > 0)
+    fprintf(f, "<line x1=\"736\" x2=\"764\" y1=\"0\" y2=\"0\" stroke=\"%s\" stroke-width=\"1.6\" "
+               "stroke-dasharray=\"2 3 8 3\"/><text x=\"770\" dy=\"0.32em\">floor</text>",
+            FLOOR_COLOUR);
+  fputs("</g>\n", f);
+}
 
-  /* Each line named at its right end, names pushed apart to stay legible. */
-  for (int i = 1; i < nlab; i++)
-    for (int j = i; j > 0 && lab_y[j] < lab_y[j - 1]; j--) {
-      double t = lab_y[j];
-      lab_y[j] = lab_y[j - 1];
-      lab_y[j - 1] = t;
-      int u = lab_fam[j];
-      lab_fam[j] = lab_fam[j - 1];
-      lab_fam[j - 1] = u;
+/* Sorts label positions (and their payload) by y, for hct__svg_spread. */
+static void sort_labels(double *y, int *what, int n) {
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && y[j] < y[j - 1]; j--) {
+      double t = y[j];
+      y[j] = y[j - 1];
+      y[j - 1] = t;
+      int u = what[j];
+      what[j] = what[j - 1];
+      what[j - 1] = u;
     }
+}
+
+/* Each line named at its right end, with its marker, names pushed apart to
+ * stay legible. */
+static void line_labels(FILE *f, const hct_rp_section_t *s, const hct_svg_plot_t *p,
+                        double *lab_y, int *lab_fam, int nlab) {
+  sort_labels(lab_y, lab_fam, nlab);
   double orig[64];
   memcpy(orig, lab_y, sizeof(double) * (size_t)nlab);
-  hct__svg_spread(lab_y, nlab, 13, p.top, p.bottom);
+  hct__svg_spread(lab_y, nlab, 13, p->top, p->bottom);
   fputs("<g class=\"labels\">", f);
   for (int i = 0; i < nlab; i++) {
     int fam = lab_fam[i];
+    style_t st = family_style(s, fam);
     int strong = s->fam[fam].wins > 0 || fam == s->baseline;
     fprintf(f, "<line class=\"leader\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
                "stroke=\"%s\"/>",
-            p.right - 4, p.right + 8, orig[i], lab_y[i], family_colour(s, fam));
+            p->right - 4, p->right + 8, orig[i], lab_y[i], st.colour);
+    marker(f, st.marker, p->right + 14, lab_y[i], 3.2, st.colour, st.colour);
     fprintf(f, "<text class=\"linelabel%s\" x=\"%.1f\" y=\"%.1f\" dy=\"0.32em\" fill=\"%s\">",
-            strong ? " strong" : "", p.right + 11, lab_y[i], family_colour(s, fam));
+            strong ? " strong" : "", p->right + 21, lab_y[i], st.colour);
     hct__html_escape(f, s->fam[fam].variant, 20);
     fprintf(f, " <tspan class=\"cl\">%s</tspan></text>",
             s->fam[fam].klass == HCT_RP_UNKNOWN ? "" : class_name(s->fam[fam].klass));
   }
   fputs("</g>\n", f);
+}
+
+static void time_plot(FILE *f, const hct_rp_section_t *s) {
+  hct_svg_plot_t p = t_frame(s, 548, 78, 80);
+  double lo, hi;
+  if (!time_range(s, &lo, &hi)) return;
+  /* Times that span more than 3x read better on a log scale: a 10% gap is
+   * the same height at 3 us and at 30 us. */
+  int use_log = hi > 3 * lo;
+  hct__svg_axis_fit(&p.y, lo, hi, use_log, p.bottom, p.top);
+  char title[160];
+  snprintf(title, sizeof title, "%s: median time per call against T", s->op);
+  hct__svg_begin(f, &p, "plot time", title);
+  double xt[64];
+  int xn = 0;
+  for (int k = 0; k < s->nT && xn < 64; k++)
+    if (s->nT <= 24 || k % ((s->nT + 23) / 24) == 0) xt[xn++] = s->Ts[k];
+  hct__svg_axes(f, &p, xt, xn, "T (tokens per call)",
+                use_log ? "median time per call, us (log scale)" : "median time per call, us");
+  winners_strip(f, s, &p);
+  double lab_y[64];
+  int lab_fam[64], nlab = 0;
+  variant_lines(f, s, &p, lab_y, lab_fam, &nlab);
+  floor_line(f, s, &p);
+  winner_rings(f, s, &p);
+  time_key(f, s, &p);
+  line_labels(f, s, &p, lab_y, lab_fam, nlab);
   hct__svg_end(f);
 }
 
@@ -491,15 +617,10 @@ static void speedup_plot(FILE *f, const hct_rp_section_t *s) {
 
 /* ---- plot 3: the winners' medians across probes ----------------------- */
 
-/* Colours of T, light to dark, so neighbouring counts look related. */
-static const char *T_colour(int k, int n) {
-  static const char *const ramp[] = {"#fde725", "#b5de2b", "#6ece58", "#35b779", "#1f9e89",
-                                     "#26828e", "#31688e", "#3e4989", "#482878", "#440154"};
-  int nr = (int)HCT_ARRAY_SIZE(ramp);
-  /* Skip the palest yellows: they vanish on white. */
-  int i = n <= 1 ? nr - 1 : 2 + (int)lround((double)k * (nr - 3) / (n - 1));
-  return ramp[HCT_MIN(i, nr - 1)];
-}
+/* The lines of T: each its own colour, dash and marker (style_of).  A
+ * light-to-dark ramp made neighbouring counts near-identical pastels; a
+ * reader must tell T = 3 from T = 4, so they are as distinct as the
+ * variants are. */
 
 /* The trial a winner's line stands on in probe r, -1 when r did not time
  * it at that T. */
@@ -559,10 +680,13 @@ static void history_panel(FILE *f, const hct_rp_section_t *s, int par, double x0
   for (int k = 0; k < s->nT; k++) {
     const hct_rp_win_t *w = &s->win[par][k];
     if (!w->set || w->series < 0) continue;
-    const char *c = T_colour(k, s->nT);
-    fprintf(f, "<g class=\"history\" data-parity=\"%s\" data-t=\"%d\"><polyline fill=\"none\" "
-               "stroke=\"%s\" points=\"",
-            parity_names[par], s->Ts[k], c);
+    style_t st = style_of(k);
+    const char *c = st.colour;
+    fprintf(f, "<g class=\"history\" data-parity=\"%s\" data-t=\"%d\" data-colour=\"%s\" "
+               "data-dash=\"%s\"><polyline fill=\"none\" stroke=\"%s\"",
+            parity_names[par], s->Ts[k], c, st.dash, c);
+    dash_attr(f, st.dash);
+    fputs(" points=\"", f);
     double ly = 0;
     int pts = 0;
     for (int r = 0; r < s->nruns; r++) {
@@ -577,10 +701,11 @@ static void history_panel(FILE *f, const hct_rp_section_t *s, int par, double x0
       if (i < 0) continue;
       char a[32];
       num(s->tm[i].median, a, sizeof a);
-      fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>T=%d ",
-              hct__svg_map(&p.x, r), hct__svg_map(&p.y, s->tm[i].median), c, s->Ts[k]);
+      fprintf(f, "<g><title>T=%d ", s->Ts[k]);
       esc(f, w->variant);
-      fprintf(f, ": %s us</title></circle>", a);
+      fprintf(f, ": %s us</title>", a);
+      marker(f, st.marker, hct__svg_map(&p.x, r), hct__svg_map(&p.y, s->tm[i].median), 3.2, c, c);
+      fputs("</g>", f);
     }
     fputs("</g>\n", f);
     if (pts && nlab < 64) {
@@ -588,25 +713,20 @@ static void history_panel(FILE *f, const hct_rp_section_t *s, int par, double x0
       lab_k[nlab++] = k;
     }
   }
-  for (int i = 1; i < nlab; i++)
-    for (int j = i; j > 0 && lab_y[j] < lab_y[j - 1]; j--) {
-      double t = lab_y[j];
-      lab_y[j] = lab_y[j - 1];
-      lab_y[j - 1] = t;
-      int u = lab_k[j];
-      lab_k[j] = lab_k[j - 1];
-      lab_k[j - 1] = u;
-    }
+  sort_labels(lab_y, lab_k, nlab);
   memcpy(orig, lab_y, sizeof(double) * (size_t)nlab);
   hct__svg_spread(lab_y, nlab, 12.5, p.top, p.bottom + 8);
   for (int i = 0; i < nlab; i++) {
     const hct_rp_win_t *w = &s->win[par][lab_k[i]];
-    const char *c = T_colour(lab_k[i], s->nT);
+    style_t st = style_of(lab_k[i]);
+    const char *c = st.colour;
     fprintf(f, "<line class=\"leader\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
-               "stroke=\"%s\"/><text class=\"linelabel\" x=\"%.1f\" y=\"%.1f\" dy=\"0.32em\" "
+               "stroke=\"%s\"/>",
+            p.right - 6, p.right + 6, orig[i], lab_y[i], c);
+    marker(f, st.marker, p.right + 11, lab_y[i], 3, c, c);
+    fprintf(f, "<text class=\"linelabel\" x=\"%.1f\" y=\"%.1f\" dy=\"0.32em\" "
                "fill=\"%s\">T=%d ",
-            p.right - 6, p.right + 6, orig[i], lab_y[i], c, p.right + 9, lab_y[i], c,
-            s->Ts[lab_k[i]]);
+            p.right + 17, lab_y[i], c, s->Ts[lab_k[i]]);
     hct__html_escape(f, w->variant, 16);
     fputs("</text>", f);
   }
@@ -743,6 +863,11 @@ static void parity_plot(FILE *f, const hct_rp_section_t *s) {
                "points bit-exact in every check.</p>\n",
             nbit_ok, nbit);
   if (n == 0) return;
+  /* The chart's own heading: without it the bars read as part of the
+   * table under them. */
+  fprintf(f, "<h4 class=\"klhead\"><span class=\"cls kl\">kl</span> points: the worst "
+             "figure of each as a share of its limit (%d point%s)</h4>\n",
+          n, n == 1 ? "" : "s");
   hct_svg_plot_t p = {0};
   p.w = 1040;
   p.h = 56 + 19.0 * n;
@@ -792,6 +917,128 @@ static void parity_plot(FILE *f, const hct_rp_section_t *s) {
   hct__svg_end(f);
 }
 
+/* ---- the distance to the card's limit ---------------------------------- */
+
+/* Each T's floor and each class's winner against it. */
+static void floor_table(FILE *f, const hct_rp_section_t *s) {
+  fputs("<table class=\"floor\"><thead><tr><th class=\"n\">T</th><th class=\"n\">floor "
+        "&micro;s</th><th>bound by</th><th>bitwise winner</th><th class=\"n\">&micro;s</th>"
+        "<th class=\"n\">fraction of floor</th><th>kl winner</th><th class=\"n\">&micro;s</th>"
+        "<th class=\"n\">fraction of floor</th></tr></thead><tbody>\n",
+        f);
+  for (int k = 0; k < s->nT; k++) {
+    char fl[32];
+    num(s->floor_us[k], fl, sizeof fl);
+    fprintf(f, "<tr data-t=\"%d\"><td class=\"n\">%d</td><td class=\"n\">%s</td><td>%s</td>",
+            s->Ts[k], s->Ts[k], s->floor_us[k] > 0 ? fl : "-",
+            !(s->floor_us[k] > 0) ? "-" : s->floor_compute[k] ? "flops" : "bytes");
+    for (int par = 0; par < HCT_RP_NPAR; par++) {
+      const hct_rp_win_t *w = &s->win[par][k];
+      double frac = hct__report_floor_fraction(s, k, w);
+      double med = !w->set ? NAN : w->trial >= 0 ? s->tm[w->trial].median : w->median;
+      char m[32];
+      num(med, m, sizeof m);
+      fputs("<td>", f);
+      if (w->set) esc(f, w->variant);
+      else fputs("-", f);
+      fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n frac\" data-parity=\"%s\"",
+              w->set ? m : "-", parity_names[par]);
+      if (isfinite(frac)) fprintf(f, " data-fraction=\"%.4f\">%.0f%%</td>", frac, 100 * frac);
+      else fputs(">-</td>", f);
+    }
+    fputs("</tr>\n", f);
+  }
+  fputs("</tbody></table>\n", f);
+}
+
+/* Each class's winner as a fraction of the floor's speed, one bar per T
+ * and class: 1 is the card's limit. */
+static void floor_plot(FILE *f, const hct_rp_section_t *s) {
+  double hi = 1;
+  for (int par = 0; par < HCT_RP_NPAR; par++)
+    for (int k = 0; k < s->nT; k++) {
+      double fr = hct__report_floor_fraction(s, k, &s->win[par][k]);
+      if (isfinite(fr)) hi = fmax(hi, fmin(fr, 4));
+    }
+  hct_svg_plot_t p = t_frame(s, 260, 24, 52);
+  hct__svg_axis_fit(&p.y, 0, hi * 1.08, 0, p.bottom, p.top);
+  char title[160];
+  snprintf(title, sizeof title, "%s: each class's winner as a fraction of the floor", s->op);
+  hct__svg_begin(f, &p, "plot floor", title);
+  double xt[64];
+  int xn = 0;
+  for (int k = 0; k < s->nT && xn < 64; k++)
+    if (s->nT <= 24 || k % ((s->nT + 23) / 24) == 0) xt[xn++] = s->Ts[k];
+  hct__svg_axes(f, &p, xt, xn, "T (tokens per call)", "floor / winner's time (1 = the limit)");
+  double y1 = hct__svg_map(&p.y, 1);
+  fprintf(f, "<line class=\"one\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>"
+             "<text class=\"onelabel\" x=\"%.1f\" y=\"%.1f\" dy=\"0.32em\">1 = the floor</text>",
+          p.left, p.right, y1, y1, p.right + 6, y1);
+  double span = s->nT > 1 ? (p.x.px1 - p.x.px0) / (s->nT - 1) : 120;
+  double bw = fmin(34, span * 0.36);
+  for (int k = 0; k < s->nT; k++)
+    for (int par = 0; par < HCT_RP_NPAR; par++) {
+      double fr = hct__report_floor_fraction(s, k, &s->win[par][k]);
+      if (!isfinite(fr)) continue;
+      double x = hct__svg_map(&p.x, s->Ts[k]), bx = x + (par == 0 ? -bw - 1 : 1);
+      double top = hct__svg_map(&p.y, fmin(fr, p.y.hi));
+      fprintf(f, "<g class=\"floorbar\" data-parity=\"%s\" data-t=\"%d\" "
+                 "data-fraction=\"%.4f\"><title>%s winner at T=%d: %.0f%% of the floor's "
+                 "speed</title><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                 "fill=\"%s\"%s/>",
+              parity_names[par], s->Ts[k], fr, parity_names[par], s->Ts[k], 100 * fr, bx, top, bw,
+              p.bottom - top, par == 0 ? BITWISE_COLOUR : "white",
+              par == 0 ? "" : " stroke=\"" KL_COLOUR "\" stroke-width=\"2\"");
+      if (bw >= 18)
+        fprintf(f, "<text class=\"barlabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">"
+                   "%.0f%%</text>",
+                bx + bw / 2, top - 4, 100 * fr);
+      fputs("</g>", f);
+    }
+  fprintf(f, "<g class=\"legend\"><rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" "
+             "fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">bitwise winner</text>"
+             "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"white\" "
+             "stroke=\"%s\" stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\">kl winner</text></g>",
+          p.right + 6, p.top + 4, BITWISE_COLOUR, p.right + 24, p.top + 14, p.right + 6,
+          p.top + 24, KL_COLOUR, p.right + 24, p.top + 34);
+  hct__svg_end(f);
+}
+
+/* What the floor is made of, then the plot and the table; or why there is
+ * none. */
+static void floor_part(FILE *f, const hct_rp_section_t *s) {
+  fputs("<h3 class=\"floorhead\">Distance to the card's limit</h3>\n", f);
+  if (!s->have_manifest || !(s->copy_bw > 0) || s->nT == 0) {
+    fputs("<p class=\"empty nofloor\">No floor: ", f);
+    if (!s->have_manifest) fputs("the op's manifest was not found.", f);
+    else if (s->nT == 0) fputs("nothing was timed.", f);
+    else {
+      fputs("this card's probe measured no copy bandwidth and ", f);
+      esc(f, s->name[0] ? s->name : "its model");
+      fputs(" has no nominal entry (docs/report.md).", f);
+    }
+    fputs("</p>\n", f);
+    return;
+  }
+  char bw[32], pk[32];
+  num(s->copy_bw / 1e12, bw, sizeof bw);
+  num(s->peak_flops / 1e12, pk, sizeof pk);
+  fprintf(f, "<p class=\"note limits\" data-measured=\"%d\">The floor of a call is the bytes "
+             "it must move (every input, weight and output buffer of the manifest once) over "
+             "the card's copy bandwidth, %s&#8201;TB/s",
+          s->bw_measured, bw);
+  if (s->has_flops && s->peak_flops > 0)
+    fprintf(f, ", or its flops (the manifest's <code>flops</code>) over the card's peak, "
+               "%s&#8201;TFLOP/s, where that takes longer", pk);
+  fputs(" (", f);
+  esc(f, s->limits_note);
+  fputs("). The fraction of floor is the floor over the winner's median: 100% is the card's "
+        "limit. A hot timing may pass it (its weights stay in L2).</p>\n",
+        f);
+  floor_plot(f, s);
+  floor_table(f, s);
+}
+
 static void faults_table(FILE *f, const hct_rp_section_t *s) {
   fputs("<table class=\"faults\"><thead><tr><th>variant</th><th>parameters</th><th>T</th>"
         "<th>reason</th><th>when</th><th>detail</th></tr></thead><tbody>\n",
@@ -820,7 +1067,8 @@ static void faults_table(FILE *f, const hct_rp_section_t *s) {
 
 /* ---- a section and the page --------------------------------------------- */
 
-static void section(FILE *f, const hct_rp_section_t *s, int idx) {
+/* The section's heading, the card's line, and its faults up front. */
+static void section_head(FILE *f, const hct_rp_section_t *s, int idx) {
   fprintf(f, "<section class=\"card-op\" id=\"s%d\" data-op=\"", idx);
   esc(f, s->op);
   fputs("\" data-uuid=\"", f);
@@ -836,14 +1084,12 @@ static void section(FILE *f, const hct_rp_section_t *s, int idx) {
     esc(f, s->arch);
     fputs(" &middot; ", f);
   }
-  fputs("host ", f);
-  esc(f, s->host[0] ? s->host : "-");
-  fputs(" &middot; driver ", f);
-  esc(f, s->driver[0] ? s->driver : "-");
-  fputs(" &middot; compiler ", f);
-  esc(f, s->compiler[0] ? s->compiler : "-");
-  fputs(" &middot; hctune ", f);
-  esc(f, s->hctune[0] ? s->hctune : "-");
+  static const char *const keys[] = {"host", "driver", "compiler", "hctune"};
+  const char *vals[] = {s->host, s->driver, s->compiler, s->hctune};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(keys); i++) {
+    fprintf(f, "%s%s ", i ? " &middot; " : "", keys[i]);
+    esc(f, vals[i][0] ? vals[i] : "-");
+  }
   char when[32];
   iso(s->nruns ? s->runs[s->nruns - 1].started : 0, when, sizeof when);
   if (s->nruns)
@@ -853,79 +1099,94 @@ static void section(FILE *f, const hct_rp_section_t *s, int idx) {
     fprintf(f, " &middot; timed %s, %d launches per graph", s->timing_cold ? "cold" : "hot",
             s->batch);
   fputs("</p>\n", f);
+  if (s->nfaults == 0) return;
   /* What failed, up front: the count per reason, linked to the table. */
-  if (s->nfaults) {
-    fprintf(f, "<p class=\"faultline\"><a href=\"#faults%d\">%d candidate%s quarantined</a> (",
-            idx, s->nfaults, s->nfaults == 1 ? "" : "s");
-    for (int i = 0; i < s->nfaults; i++) {
-      int seen = 0, n = 0;
-      for (int j = 0; j < s->nfaults; j++)
-        if (strcmp(s->faults[j].reason, s->faults[i].reason) == 0) {
-          seen |= j < i;
-          n++;
-        }
-      if (seen) continue;
-      fprintf(f, "%s%d ", i ? ", " : "", n);
-      esc(f, s->faults[i].reason);
-    }
-    fputs(")</p>\n", f);
+  fprintf(f, "<p class=\"faultline\"><a href=\"#faults%d\">%d candidate%s quarantined</a> (", idx,
+          s->nfaults, s->nfaults == 1 ? "" : "s");
+  for (int i = 0; i < s->nfaults; i++) {
+    int seen = 0, n = 0;
+    for (int j = 0; j < s->nfaults; j++)
+      if (strcmp(s->faults[j].reason, s->faults[i].reason) == 0) {
+        seen |= j < i;
+        n++;
+      }
+    if (seen) continue;
+    fprintf(f, "%s%d ", i ? ", " : "", n);
+    esc(f, s->faults[i].reason);
   }
+  fputs(")</p>\n", f);
+}
 
+/* Who wins, the plots against T, the distance to the limit, the history. */
+static void section_timings(FILE *f, const hct_rp_section_t *s) {
   if (s->nT == 0) {
     fputs("<p class=\"empty\">No timing trials and no decisions for this card and op.</p>\n", f);
-  } else {
-    fputs("<h3>Who wins at each T</h3>\n<p class=\"note\">The winner of each class is the "
-          "probe's decision: the fastest variant whose 95% interval is clear of the "
-          "baseline's by the margin. <i>bitwise</i>: the baseline's exact bits; <i>kl</i>: "
-          "within the kl limits (a bitwise variant qualifies too).</p>\n",
-          f);
-    summary(f, s);
-    fputs("<h3>Time per call against T</h3>\n<p class=\"note\">Each line is a variant "
-          "through its fastest parameter point; every dot is a timing trial with its 95% "
-          "interval (hollow: pruned early as clearly slower; diamonds: the other cache mode, "
-          "recorded beside and not deciding). Rings: "
-          "<span class=\"cls bitwise\">bitwise</span> winner (solid), "
-          "<span class=\"cls kl\">kl</span> winner (dashed). The baseline is the dashed grey "
-          "line; faded lines win nowhere.</p>\n",
-          f);
-    time_plot(f, s);
-    fputs("<h3>Speedup over the baseline</h3>\n", f);
-    speedup_plot(f, s);
-    if (s->nruns >= 2) {
-      fputs("<h3>Over time</h3>\n<p class=\"note\">The medians that today's winner at "
-            "each T measured in every probe of this card that timed it: a line that climbs is a "
-            "kernel that got slower (a driver or compiler update, a throttled card).</p>\n",
-            f);
-      history_plot(f, s);
-    }
+    return;
   }
-  fprintf(f, "<h3>Decisions</h3>\n");
-  if (s->ndec) decisions_table(f, s);
-  else fputs("<p class=\"empty\">No decisions recorded.</p>\n", f);
+  fputs("<h3>Who wins at each T</h3>\n<p class=\"note\">The winner of each class is the "
+        "probe's decision: the fastest variant whose 95% interval is clear of the "
+        "baseline's by the margin. <i>bitwise</i>: the baseline's exact bits; <i>kl</i>: "
+        "within the kl limits (a bitwise variant qualifies too).</p>\n",
+        f);
+  summary(f, s);
+  fputs("<h3>Time per call against T</h3>\n<p class=\"note\">Each line is a variant "
+        "through its fastest parameter point, in its own colour, dash pattern and marker; "
+        "every mark is a timing trial with its 95% interval (hollow: pruned early as clearly "
+        "slower; diamonds: the other cache mode, recorded beside and not deciding). Rings: "
+        "<span class=\"cls bitwise\">bitwise</span> winner (solid), "
+        "<span class=\"cls kl\">kl</span> winner (dashed). The baseline is the long-dashed "
+        "grey line, the card's floor the black dash-dot one; faded lines win nowhere.</p>\n",
+        f);
+  time_plot(f, s);
+  fputs("<h3>Speedup over the baseline</h3>\n", f);
+  speedup_plot(f, s);
+  floor_part(f, s);
+  if (s->nruns >= 2) {
+    fputs("<h3>Over time</h3>\n<p class=\"note\">The medians that today's winner at "
+          "each T measured in every probe of this card that timed it: a line that climbs is a "
+          "kernel that got slower (a driver or compiler update, a throttled card).</p>\n",
+          f);
+    history_plot(f, s);
+  }
+}
+
+/* Parity: the limits, the kl points' chart under its own heading, the
+ * table of every point. */
+static void section_parity(FILE *f, const hct_rp_section_t *s) {
   int checked = 0;
   for (int i = 0; i < s->nser; i++) checked += s->ser[i].checks > 0;
   fputs("<h3>Parity against the limits of each class</h3>\n", f);
-  if (checked) {
-    char a[32], b[32], c[32];
-    snprintf(a, sizeof a, "%.3g", s->kl_mean_factor);
-    snprintf(b, sizeof b, "%.3g", s->kl_abs_floor);
-    snprintf(c, sizeof c, "%.3g", s->maxerr_factor);
-    if (s->have_manifest)
-      fprintf(f, "<p class=\"note\">bitwise: every element's bits equal the baseline's. kl: "
-                 "kl_mean at most max(%s &times; the baseline's, %s) and max_err_ratio at most "
-                 "%s &times; the baseline's in the same check; inout buffers exact; 16-bit "
-                 "images exact. Worst figure per point over the newest probe that checked "
-                 "it.</p>\n",
-              a, b, c);
-    else
-      fputs("<p class=\"note\">The op's manifest was not found: classes and kl limits are "
-            "unknown here.</p>\n",
-            f);
-    parity_plot(f, s);
-    parity_table(f, s);
-  } else {
+  if (!checked) {
     fputs("<p class=\"empty\">No parity checks recorded.</p>\n", f);
+    return;
   }
+  char a[32], b[32], c[32];
+  snprintf(a, sizeof a, "%.3g", s->kl_mean_factor);
+  snprintf(b, sizeof b, "%.3g", s->kl_abs_floor);
+  snprintf(c, sizeof c, "%.3g", s->maxerr_factor);
+  if (s->have_manifest)
+    fprintf(f, "<p class=\"note\">bitwise: every element's bits equal the baseline's. kl: "
+               "kl_mean at most max(%s &times; the baseline's, %s) and max_err_ratio at most "
+               "%s &times; the baseline's in the same check; inout buffers exact; 16-bit "
+               "images exact. Worst figure per point over the newest probe that checked "
+               "it.</p>\n",
+            a, b, c);
+  else
+    fputs("<p class=\"note\">The op's manifest was not found: classes and kl limits are "
+          "unknown here.</p>\n",
+          f);
+  parity_plot(f, s);
+  fputs("<h4>Every checked point</h4>\n", f);
+  parity_table(f, s);
+}
+
+static void section(FILE *f, const hct_rp_section_t *s, int idx) {
+  section_head(f, s, idx);
+  section_timings(f, s);
+  fprintf(f, "<h3>Decisions</h3>\n");
+  if (s->ndec) decisions_table(f, s);
+  else fputs("<p class=\"empty\">No decisions recorded.</p>\n", f);
+  section_parity(f, s);
   fprintf(f, "<h3 id=\"faults%d\">Faults</h3>\n", idx);
   if (s->failed_timings)
     fprintf(f, "<p class=\"note\">%d timing trial%s ended in a fault.</p>\n", s->failed_timings,
@@ -938,7 +1199,7 @@ static void section(FILE *f, const hct_rp_section_t *s, int idx) {
 static const char css[] =
     "body{font:15px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif;"
     "color:#1b1b1b;background:#fff;margin:0 auto;padding:18px 28px;max-width:1120px}"
-    "h1{font-size:24px;margin:4px 0}h2{font-size:20px;margin:28px 0 2px;border-top:2px solid "
+    "h1{font-size:24px;margin:4px 0}h4{font-size:14px;margin:14px 0 4px}h2{font-size:20px;margin:28px 0 2px;border-top:2px solid "
     "#ddd;padding-top:14px}h3{font-size:16px;margin:20px 0 6px}"
     ".uuid,.meta,.note,.ci,.params{color:#555}.uuid{font-size:13px;font-weight:normal}"
     ".meta,.note{font-size:13px;margin:2px 0 8px}"
@@ -957,7 +1218,8 @@ static const char css[] =
     "svg .ci{stroke-width:1.2}svg .linelabel{font-size:12.5px}svg .linelabel.strong{"
     "font-weight:700}svg .linelabel .cl{font-size:10.5px;font-weight:normal;fill:#777}"
     "svg .leader{stroke-width:.8;opacity:.6}svg .one{stroke:#444;stroke-dasharray:4 3}"
-    "svg .barlabel{font-size:11.5px;font-weight:600}svg .limit{stroke:#b91c1c;stroke-width:1.5;"
+    "svg .barlabel{font-size:11.5px;font-weight:600}svg .floorlabel{font-size:11.5px;"
+    "font-weight:600;fill:#000}.floorfrac{color:#333}svg .limit{stroke:#b91c1c;stroke-width:1.5;"
     "stroke-dasharray:4 3}svg .limitlabel{fill:#b91c1c;font-size:11px}svg .paneltitle{font-size:14px;"
     "font-weight:600}svg .paneltitle .bitwise{fill:" BITWISE_COLOUR "}svg .paneltitle .kl{fill:"
     KL_COLOUR "}"

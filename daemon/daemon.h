@@ -473,6 +473,21 @@ void hct__snapshot_host_cards(hct_daemon_t *d);
  * thread of its own, into the DB that the snapshot reads; end stops it. */
 int hct__fleet_pull_begin(hct_daemon_t *d, const hct_daemon_opts_t *o);
 void hct__fleet_pull_end(hct_daemon_t *d);
+/* The live fleet's connection as the status verb shows it. */
+typedef struct hct_fleet_state_s {
+  char url[512];          /* without its password */
+  char state[16];         /* connecting, connected, unreachable, idle */
+  int models;             /* card models pulled */
+  int poll_ms;
+  int64_t last_pull_at;   /* unix time of the last pull that succeeded; 0 none */
+  int64_t revision;       /* the fleet's revision then */
+  int decisions;          /* stored by the last pull that changed anything */
+  char last_error[512];   /* the last failure, "" none (kept after recovery) */
+  int64_t last_error_at;
+} hct_fleet_state_t;
+/* 1 with *out filled when hctuned runs with --fleet-url, else 0.  Loop
+ * thread. */
+int hct__fleet_pull_state(const hct_daemon_t *d, hct_fleet_state_t *out);
 /* SIGHUP: re-reads the manifests and the DB. */
 void hct__snapshot_reread(hct_daemon_t *d);
 /* Module's binary read, on any thread: its own read-only connection. */

@@ -57,9 +57,30 @@ struct hct_fleet_pull_s {
   int pulled;             /* a set was stored by this daemon */
   int down;               /* the server was unreachable when last tried */
   char problem[512];      /* the last reason logged, to log each once */
+  /* What `hctune status` shows (the status verb, loop thread), written by
+   * the pull thread: under mu. */
+  uv_mutex_t mu;
+  int mu_ready;
+  hct_fleet_state_t st;
 };
 
 #ifndef HCT_NO_PG
+/* The pull thread's news for the status verb. */
+static void note(hct_fleet_pull_t *p, const char *state, const char *error, int pulled,
+                 int decisions) {
+  uv_mutex_lock(&p->mu);
+  hct__strlcpy(p->st.state, state, sizeof p->st.state);
+  if (error != NULL) {
+    hct__strlcpy(p->st.last_error, error, sizeof p->st.last_error);
+    p->st.last_error_at = hct__unix_time();
+  }
+  if (pulled) {
+    p->st.last_pull_at = hct__unix_time();
+    p->st.revision = p->revision;
+    if (decisions >= 0) p->st.decisions = decisions;
+  }
+  uv_mutex_unlock(&p->mu);
+}
 
 /* Logs `what` unless it was the last thing said. */
 static void say_once(hct_fleet_pull_t *p, hct_log_level_t lvl, const char *what) {
@@ -77,6 +98,7 @@ static void unreachable(hct_fleet_pull_t *p, const char *why) {
     hct__strlcpy(p->problem, "", sizeof p->problem);
   }
   p->down = 1;
+  note(p, "unreachable", why, 0, 0);
   hct__pg_close(p->pg);
   p->pg = NULL;
 }
@@ -106,6 +128,7 @@ static int connect_and_listen(hct_fleet_pull_t *p) {
   else hct__log(HCT_LOG_INFO, "fleet '%s': connected, pulling the decisions of %d card model(s)",
                 p->shown, p->n_models);
   p->down = 0;
+  note(p, "connected", NULL, 0, 0);
   return 0;
 }
 
@@ -117,6 +140,7 @@ static int pull_once(hct_fleet_pull_t *p) {
   if (rc < 0) return rc;
   if (p->pulled && rev == p->revision) {
     hct__fleet_free(&set);
+    note(p, "connected", NULL, 1, -1);
     return 0;
   }
   if (p->db == NULL) rc = hct__db_open(p->db_path, 0, &p->db);
@@ -128,6 +152,7 @@ static int pull_once(hct_fleet_pull_t *p) {
     p->revision = rev;
     p->pulled = 1;
     hct__strlcpy(p->problem, "", sizeof p->problem);
+    note(p, "connected", NULL, 1, st.decisions);
   } else {
     /* A DB this daemon may not write keeps what it had. */
     rc = hct__error_prefixed(rc, "cannot keep the pulled fleet decisions");
@@ -164,6 +189,7 @@ static void pull_thread(void *arg) {
           continue;
         }
         say_once(p, HCT_LOG_ERROR, hct_last_error());
+        note(p, "connected", hct_last_error(), 0, 0);
       }
     }
     PGconn *c = hct__pg_conn(p->pg);
@@ -222,6 +248,14 @@ static int pull_start(const char *url, const char *db_path, const char *const *m
   hct__pg_url_shown(url, p->shown, sizeof p->shown);
   hct__strlcpy(p->db_path, db_path, sizeof p->db_path);
   p->poll_ms = poll_ms > 0 ? poll_ms : 30000;
+  if (uv_mutex_init(&p->mu) != 0) {
+    free(p);
+    return hct__error(HCT_EIO, "fleet: cannot make a mutex");
+  }
+  p->mu_ready = 1;
+  hct__strlcpy(p->st.url, p->shown, sizeof p->st.url);
+  hct__strlcpy(p->st.state, "connecting", sizeof p->st.state);
+  p->st.poll_ms = p->poll_ms;
   for (int i = 0; i < n; i++) {
     int dup = 0;
     for (int j = 0; j < p->n_models; j++) dup |= strcmp(p->models[j], models[i]) == 0;
@@ -239,13 +273,19 @@ static int pull_start(const char *url, const char *db_path, const char *const *m
   if (p->n_models == 0) {
     hct__log(HCT_LOG_WARN, "fleet '%s': no card models to pull (no cards found on this host; "
              "name them with --fleet-model): not connecting", p->shown);
-    pull_stop(p);
+    /* Kept, without a thread, for the status verb to say so. */
+    hct__strlcpy(p->st.state, "idle", sizeof p->st.state);
+    hct__strlcpy(p->st.last_error, "no card models to pull (no cards found on this host; "
+                 "name them with --fleet-model)", sizeof p->st.last_error);
+    p->st.last_error_at = hct__unix_time();
+    *out = p;
     return 0;
   }
   if (uv_thread_create(&p->thread, pull_thread, p) != 0) {
     pull_stop(p);
     return hct__error(HCT_EIO, "fleet: cannot start the pull thread");
   }
+  p->st.models = p->n_models;
   p->started = 1;
   *out = p;
   return 0;
@@ -277,6 +317,7 @@ static void pull_stop(hct_fleet_pull_t *p) {
     if (p->wake[i] >= 0) close(p->wake[i]);
     if (p->done[i] >= 0) close(p->done[i]);
   }
+  if (p->mu_ready) uv_mutex_destroy(&p->mu);
   free(p);
 }
 
@@ -301,4 +342,14 @@ int hct__fleet_pull_begin(hct_daemon_t *d, const hct_daemon_opts_t *o) {
 void hct__fleet_pull_end(hct_daemon_t *d) {
   pull_stop(d->fleet_pull);
   d->fleet_pull = NULL;
+}
+
+int hct__fleet_pull_state(const hct_daemon_t *d, hct_fleet_state_t *out) {
+  hct_fleet_pull_t *p = d->fleet_pull;
+  memset(out, 0, sizeof *out);
+  if (p == NULL) return 0;
+  uv_mutex_lock(&p->mu);
+  *out = p->st;
+  uv_mutex_unlock(&p->mu);
+  return 1;
 }

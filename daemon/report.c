@@ -89,6 +89,21 @@ int hct__req_devices(hct_conn_t *c, hct_req_t *r) {
   return 0;
 }
 
+/* The live fleet (--fleet-url) as the status verb shows it; null without
+ * one.  Times are ISO 8601, null when it never happened. */
+static json_t *fleet_json(const hct_daemon_t *d) {
+  hct_fleet_state_t st;
+  if (!hct__fleet_pull_state(d, &st)) return json_null();
+  char pull[40] = "", err[40] = "";
+  if (st.last_pull_at > 0) hct__iso_time(st.last_pull_at, pull, sizeof pull);
+  if (st.last_error_at > 0) hct__iso_time(st.last_error_at, err, sizeof err);
+  return json_pack("{s:s, s:s, s:i, s:i, s:o, s:I, s:i, s:s, s:o}", "url", st.url, "state",
+                   st.state, "models", st.models, "poll_ms", st.poll_ms, "last_pull",
+                   pull[0] ? json_string(pull) : json_null(), "revision",
+                   (json_int_t)st.revision, "decisions", st.decisions, "last_error",
+                   st.last_error, "last_error_at", err[0] ? json_string(err) : json_null());
+}
+
 int hct__req_status(hct_conn_t *c, hct_req_t *r) {
   hct_daemon_t *d = c->d;
   int nd, np, nv;
@@ -113,6 +128,10 @@ int hct__req_status(hct_conn_t *c, hct_req_t *r) {
   if (o != NULL) json_object_set_new(o, "limits", lim);
   else json_decref(lim);
   if (o != NULL) json_object_set_new(o, "broken_ops", hct__opset_broken_json(d->ops));
+  /* --fleet-db's file, and the live fleet's connection. */
+  if (o != NULL) json_object_set_new(o, "fleet_db", d->fleet_db[0] ? json_string(d->fleet_db)
+                                                                    : json_null());
+  if (o != NULL) json_object_set_new(o, "fleet", fleet_json(d));
   hct__reply_json(c, r->id, o);
   return 0;
 }

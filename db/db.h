@@ -65,7 +65,15 @@ typedef struct hct_db_keys_s {
 /* ---- devices ------------------------------------------------------------ */
 
 /* Records (or refreshes last_seen of) a card; fingerprint_json is the whole
- * fingerprint as a JSON object. */
+ * fingerprint as a JSON object.  A copy bandwidth recorded before is kept
+ * in it unless the new fingerprint has one. */
+/* Records the device-to-device copy bandwidth the probe measured on a
+ * card already recorded (bytes per second, read + write counted once, as
+ * the report's floors use it), with the time, in its fingerprint
+ * ("copy_bytes_per_s", "copy_measured_at").  HCT_ENOENT for a card not
+ * recorded. */
+int hct__db_device_copy_bw_set(hct_db_t *db, const char *uuid, const char *host,
+                               double bytes_per_s);
 int hct__db_device_upsert(hct_db_t *db, const hct_db_keys_t *k, const char *name,
                           const char *arch, const char *fingerprint_json);
 

@@ -111,6 +111,45 @@ static int list_rows(hct_db_t *db, const char *sql, size_t size,
 
 /* ---- devices ------------------------------------------------------------ */
 
+/* The new fingerprint, keeping the copy bandwidth measured before
+ * (hct__db_device_copy_bw_set) unless the new one brings its own: a probe
+ * records the fingerprint first and measures after, and one that could not
+ * measure keeps the last figure. */
+#define KEEP_COPY_BW                                                                          \
+  "CASE WHEN json_valid(excluded.fingerprint_json) AND json_valid(devices.fingerprint_json)"  \
+  " AND json_extract(excluded.fingerprint_json, '$.copy_bytes_per_s') IS NULL"                \
+  " AND json_extract(devices.fingerprint_json, '$.copy_bytes_per_s') IS NOT NULL"             \
+  " THEN json_set(excluded.fingerprint_json,"                                                 \
+  " '$.copy_bytes_per_s', json_extract(devices.fingerprint_json, '$.copy_bytes_per_s'),"      \
+  " '$.copy_measured_at', json_extract(devices.fingerprint_json, '$.copy_measured_at'))"      \
+  " ELSE excluded.fingerprint_json END"
+
+int hct__db_device_copy_bw_set(hct_db_t *db, const char *uuid, const char *host,
+                               double bytes_per_s) {
+  if (!(bytes_per_s > 0) || bytes_per_s > 1e16)
+    return hct__error(HCT_ERANGE, "card '%s': copy bandwidth %g bytes/s is not a measurement",
+                      uuid, bytes_per_s);
+  char when[40];
+  hct__iso_time(hct__unix_time(), when, sizeof when);
+  sqlite3_stmt *st;
+  int err = prepare(db,
+                    "UPDATE devices SET fingerprint_json = json_set(CASE WHEN"
+                    " json_valid(fingerprint_json) THEN fingerprint_json ELSE '{}' END,"
+                    " '$.copy_bytes_per_s', ?1, '$.copy_measured_at', ?2)"
+                    " WHERE uuid = ?3 AND host = ?4",
+                    &st);
+  if (err) return err;
+  sqlite3_bind_double(st, 1, bytes_per_s);
+  bind_text(st, 2, when);
+  bind_text(st, 3, uuid);
+  bind_text(st, 4, host);
+  err = step_done(db, st, "cannot record the copy bandwidth");
+  if (err == 0 && sqlite3_changes(hct__db_sqlite(db)) == 0)
+    return hct__error(HCT_ENOENT, "card '%s' on host '%s': not recorded (probe it first)", uuid,
+                      host);
+  return err;
+}
+
 int hct__db_device_upsert(hct_db_t *db, const hct_db_keys_t *k, const char *name,
                           const char *arch, const char *fingerprint_json) {
   sqlite3_stmt *st;
@@ -121,7 +160,7 @@ int hct__db_device_upsert(hct_db_t *db, const hct_db_keys_t *k, const char *name
                     " driver_version = excluded.driver_version,"
                     " compiler_version = excluded.compiler_version,"
                     " hctune_version = excluded.hctune_version, name = excluded.name,"
-                    " arch = excluded.arch, fingerprint_json = excluded.fingerprint_json,"
+                    " arch = excluded.arch, fingerprint_json = " KEEP_COPY_BW ","
                     " last_seen = excluded.last_seen",
                     &st);
   if (err) return err;

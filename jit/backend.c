@@ -218,6 +218,10 @@ int hct__gpu_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes) {
   return DISPATCH(g, mem_info, g, free_bytes, total_bytes);
 }
 
+int hct__gpu_copy(hct_gpu_t *g, hct_dptr_t dst, hct_dptr_t src, size_t bytes) {
+  return DISPATCH(g, copy, g, dst, src, bytes);
+}
+
 int hct__gpu_host_register(hct_gpu_t *g, void *p, size_t bytes) {
   return DISPATCH(g, host_register, g, p, bytes);
 }

@@ -502,6 +502,17 @@ static int cuda_download(hct_gpu_t *gpu, void *dst, hct_dptr_t src, size_t bytes
   return 0;
 }
 
+/* Queued, not waited for: the caller times it between events. */
+static int cuda_copy(hct_gpu_t *gpu, hct_dptr_t dst, hct_dptr_t src, size_t bytes) {
+  cuda_gpu_t *g = (cuda_gpu_t *)gpu;
+  if (hct__cu.cuMemcpyDtoDAsync_v2 == NULL)
+    return hct__error(HCT_EUNSUPPORTED, "cuda: the driver has no cuMemcpyDtoDAsync_v2");
+  ENTER(gpu);
+  CU_TRY(cuMemcpyDtoDAsync_v2((CUdeviceptr)dst, (CUdeviceptr)src, bytes, g->stream),
+         "cuMemcpyDtoDAsync");
+  return 0;
+}
+
 static int cuda_fill32(hct_gpu_t *gpu, hct_dptr_t dst, uint32_t value, size_t count) {
   cuda_gpu_t *g = (cuda_gpu_t *)gpu;
   ENTER(gpu);
@@ -783,6 +794,7 @@ const hct_backend_ops_t hct__cuda_backend = {
     .upload = cuda_upload,
     .download = cuda_download,
     .fill32 = cuda_fill32,
+    .copy = cuda_copy,
     .fill16 = cuda_fill16,
     .module_load = cuda_module_load,
     .module_unload = cuda_module_unload,

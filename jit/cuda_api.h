@@ -65,6 +65,8 @@ enum { OPT = 0, REQ = 1 };
      "cuMemsetD32Async", REQ)                                                             \
   XX(CUresult, cuMemsetD16Async, (CUdeviceptr, unsigned short, size_t, CUstream),         \
      "cuMemsetD16Async", REQ)                                                             \
+  XX(CUresult, cuMemcpyDtoDAsync_v2, (CUdeviceptr, CUdeviceptr, size_t, CUstream),        \
+     "cuMemcpyDtoDAsync_v2", OPT)                                                         \
   XX(CUresult, cuModuleLoadData, (CUmodule *, const void *), "cuModuleLoadData", REQ)     \
   XX(CUresult, cuModuleUnload, (CUmodule), "cuModuleUnload", REQ)                         \
   XX(CUresult, cuModuleGetFunction, (CUfunction *, CUmodule, const char *),               \

@@ -262,6 +262,9 @@ typedef struct hct_op_s {
                                above it only the search's finalists (the
                                probe times first).  INT_MAX: every count */
   char checks_why[200];     /* "checks.why": the reason, shown by the probe */
+  char flops_expr[160];     /* manifest "flops": floating-point operations of
+                               one call, an expression of T and the constants;
+                               "" when the op declares none */
   hct_variant_t variants[HCT_MAX_VARIANTS];
   int n_variants;
   int has_inputs;           /* the manifest has "inputs" (every rule is then
@@ -275,6 +278,12 @@ typedef struct hct_op_s {
 /* Launches per timed graph at T: timing.batch evaluated over T and the
  * constants; HCT_ERANGE (with a message) outside 1..HCT_MAX_BATCH. */
 int hct__op_batch(const hct_op_t *op, int T);
+/* The floors of one call at T (the report's distance to the card's limit):
+ * the bytes it must move (every input, weight, output and inout buffer
+ * once, docs/manifest.md), and its "flops" (0 when the op declares none).
+ * 0, or an error naming the expression. */
+int hct__op_floor_bytes(const hct_op_t *op, int T, double *bytes);
+int hct__op_flops(const hct_op_t *op, int T, double *flops);
 /* The counts a probe takes when none are named: probe_tokens, else every
  * count of the range when it fits in one token list, else HCT_ERANGE
  * asking for --tokens. */
@@ -689,6 +698,9 @@ int hct__gpu_sync(hct_gpu_t *g);
 /* Free and total device memory of g's card (cuMemGetInfo, hipMemGetInfo);
  * HCT_EUNSUPPORTED when the driver cannot say. */
 int hct__gpu_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes);
+/* Queues a device-to-device copy of bytes on g's stream, ordered with its
+ * launches and events; HCT_EUNSUPPORTED when the driver has none. */
+int hct__gpu_copy(hct_gpu_t *g, hct_dptr_t dst, hct_dptr_t src, size_t bytes);
 /* Pins host memory [p, p + bytes) (page-aligned) so downloads into it run
  * at the bus's rate (cuMemHostRegister, hipHostRegister); unregister
  * before freeing it.  HCT_EUNSUPPORTED when the driver has neither. */
@@ -734,6 +746,9 @@ struct hct_backend_ops_s {
   void (*free)(hct_gpu_t *g, hct_dptr_t p);
   int (*upload)(hct_gpu_t *g, hct_dptr_t dst, const void *src, size_t bytes);
   int (*download)(hct_gpu_t *g, void *dst, hct_dptr_t src, size_t bytes);
+  /* Queues a device-to-device copy on the gpu's stream (no wait); NULL:
+   * the backend has none (tuner/copy_bw.c then measures nothing). */
+  int (*copy)(hct_gpu_t *g, hct_dptr_t dst, hct_dptr_t src, size_t bytes);
   int (*fill32)(hct_gpu_t *g, hct_dptr_t dst, uint32_t value, size_t count);
   int (*fill16)(hct_gpu_t *g, hct_dptr_t dst, uint16_t value, size_t count);
   int (*module_load)(hct_gpu_t *g, const void *image, size_t size, hct_module_t **out);

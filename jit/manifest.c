@@ -60,7 +60,7 @@ static int check_keys(ctx_t *c, json_t *obj, const char *field, const char *cons
 static const char *const keys_top[] = {"op",     "description", "selftest",     "tokens",
                                        "constants", "buffers",  "inputs",       "reference",
                                        "kl",     "timing",      "probe_tokens", "checks",
-                                       "search", "variants"};
+                                       "search", "flops",       "variants"};
 static const char *const keys_buffer[] = {"name", "dtype", "role", "elems", "row"};
 static const char *const keys_input[] = {"buffer", "mean", "sd", "fan_in"};
 static const char *const keys_reference[] = {"template", "rows", "scratch", "launches"};
@@ -360,6 +360,17 @@ static int load_probe_tokens(ctx_t *c, json_t *root, hct_op_t *op) {
   return 0;
 }
 
+/* "flops": optional, the floating-point operations of one call, an
+ * expression of T and the constants (the report's compute floor,
+ * docs/manifest.md). */
+static int load_flops(ctx_t *c, json_t *root, hct_op_t *op, const hct_symtab_t *names) {
+  json_t *fl = json_object_get(root, "flops");
+  if (fl == NULL) return 0;
+  get_expr(c, fl, op->flops_expr, sizeof op->flops_expr, "flops");
+  check_expr(c, names, op->flops_expr, "flops");
+  return c->err;
+}
+
 /* "checks": {"all_points_up_to": N, "why": "..."}: above N tokens the
  * probe checks only the points the search keeps (tuner/probe.c), because
  * a check there copies gigabytes back per run.  N inside the op's range;
@@ -587,6 +598,47 @@ int hct__op_batch(const hct_op_t *op, int T) {
     return hct__error(HCT_ERANGE, "op '%s': timing.batch '%s' is %lld at T=%d, outside 1..%d", op->name,
                       op->batch_expr, (long long)b, T, HCT_MAX_BATCH);
   return (int)b;
+}
+
+/* One expression of the op over T and its constants, as a double (the
+ * report's floors: counts past 2^53 lose only digits it does not show). */
+static int op_eval(const hct_op_t *op, const char *expr, const char *what, int T, double *out) {
+  hct_symtab_t syms = op->constants;
+  hct__symtab_set(&syms, "T", T);
+  int64_t v = 0;
+  int rc = hct__expr_eval(expr, &syms, &v);
+  if (rc != 0) {
+    char cause[512];
+    snprintf(cause, sizeof cause, "%s", hct_last_error());
+    return hct__error(rc, "op '%s': %s '%s' at T=%d: %s", op->name, what, expr, T, cause);
+  }
+  *out = (double)v;
+  return 0;
+}
+
+int hct__op_floor_bytes(const hct_op_t *op, int T, double *bytes) {
+  /* What a call must move at least: each buffer the kernels read or write
+   * once.  An inout buffer (resid) is read, and written back only with
+   * its optional partner (pending), which the timing does not pass; an
+   * optional buffer is absent. */
+  static const int counted[] = {[HCT_BUF_INPUT] = 1, [HCT_BUF_WEIGHT] = 1, [HCT_BUF_OUTPUT] = 1,
+                                [HCT_BUF_INOUT] = 1, [HCT_BUF_OPTIONAL] = 0};
+  *bytes = 0;
+  for (int i = 0; i < op->n_buffers; i++) {
+    const hct_buffer_t *b = &op->buffers[i];
+    if ((size_t)b->role >= HCT_ARRAY_SIZE(counted) || !counted[b->role]) continue;
+    double n;
+    int rc = op_eval(op, b->elems, "buffer elems", T, &n);
+    if (rc < 0) return rc;
+    *bytes += n * (double)hct__dtype_size(b->dtype);
+  }
+  return 0;
+}
+
+int hct__op_flops(const hct_op_t *op, int T, double *flops) {
+  *flops = 0;
+  if (op->flops_expr[0] == '\0') return 0;
+  return op_eval(op, op->flops_expr, "flops", T, flops);
 }
 
 int hct__op_probe_tokens(const hct_op_t *op, hct_tokens_t *out) {
@@ -1148,6 +1200,9 @@ static int load_json(ctx_t *c, json_t *root, hct_op_t *op) {
   if (load_kl(c, root, op) != 0) return c->err;
   if (load_probe_tokens(c, root, op) != 0) return c->err;
   if (load_checks(c, root, op) != 0) return c->err;
+  hct_symtab_t names = op->constants;
+  hct__symtab_set(&names, "T", 1);
+  if (load_flops(c, root, op, &names) != 0) return c->err;
   op->search = search_defaults;
   if (load_search(c, json_object_get(root, "search"), "search", &op->search) != 0) return c->err;
   if (load_timing(c, root, op) != 0) return c->err;

@@ -305,12 +305,15 @@ static void test_seeded(void **state) {
   free(out);
   free(err);
 
-  /* show: the decided trial is marked, its seed and figures printed */
+  /* show: the decided trial is marked, its params summarized, its card
+   * and op (one on every row) said once above the table */
   snprintf(args, sizeof args, "show --db '%s' --device GPU-8d1c --tokens 2", f->path);
   assert_int_equal(run(f, args, &out, &err), 0);
-  assert_non_null(strstr(out, "987654321"));
-  assert_non_null(strstr(out, "max_abs=0"));
-  assert_non_null(strstr(out, "\n*"));
+  assert_non_null(strstr(out, "card GPU-8d1c2e3f\nop hc_read\n"));
+  assert_non_null(strstr(out, "\n*1 "));
+  assert_non_null(strstr(out, "ROWS=4"));
+  assert_non_null(strstr(out, "n=77"));
+  assert_null(strstr(out, "{\"ROWS\""));
   free(out);
   free(err);
   snprintf(args, sizeof args, "show --db '%s' --tokens 3", f->path);
@@ -327,15 +330,78 @@ static void test_seeded(void **state) {
   json_decref(arr);
   free(out);
   free(err);
-  /* show says which check caught a candidate, and what it found. */
+  /* show says which check caught a candidate, and what it found (at a
+   * width that holds it). */
   snprintf(args, sizeof args, "show --db '%s' --op selftest", f->path);
-  assert_int_equal(run(f, args, &out, &err), 0);
+  assert_int_equal(cli_run("COLUMNS=200 ", f->bin, f->dir, args, &out, &err), 0);
   const char *row = strstr(out, "wrongset");
   assert_non_null(row);
   assert_non_null(strstr(row, " timed "));
   assert_non_null(strstr(strstr(row, " timed ") + 6, "timed"));
   assert_non_null(strstr(out, "the outputs of its timed launches (32 rotating sets) are wrong"));
   assert_null(strstr(out, "second line"));
+  free(out);
+  free(err);
+}
+
+/* The longest line of a text. */
+static int widest_line(const char *s) {
+  int w = 0;
+  while (*s) {
+    int n = (int)strcspn(s, "\n");
+    if (n > w) w = n;
+    s += n + (s[n] == '\n');
+  }
+  return w;
+}
+
+/* Regression (issue 30): show on a real probe's DB printed 240-column rows
+ * with the parameters' JSON cut mid-key.  The table now fits $COLUMNS, or
+ * 80 when stdout is not a terminal, and --json keeps every field. */
+static void test_show_fits_width(void **state) {
+  fixture_t *f = *state;
+  char args[1024], *out, *err;
+  snprintf(args, sizeof args, "cp tests/fixtures/h200-probe.db '%s'", f->path);
+  assert_int_equal(system(args), 0);
+  snprintf(args, sizeof args, "show --db '%s' --op hc_read", f->path);
+  assert_int_equal(cli_run("COLUMNS= ", f->bin, f->dir, args, &out, &err), 0);
+  assert_true(widest_line(out) <= 80);
+  assert_true(cli_lines(out) > 1000);
+  assert_non_null(strstr(out, "PDL=1"));
+  assert_non_null(strstr(out, "--json has every field"));
+  free(out);
+  free(err);
+  assert_int_equal(cli_run("COLUMNS=100 ", f->bin, f->dir, args, &out, &err), 0);
+  assert_true(widest_line(out) <= 100);
+  assert_true(widest_line(out) > 80);
+  free(out);
+  free(err);
+  /* wide enough: nothing is cut */
+  assert_int_equal(cli_run("COLUMNS=400 ", f->bin, f->dir, args, &out, &err), 0);
+  assert_null(strstr(out, "cut to the width"));
+  assert_non_null(strstr(out, "mixed_bf16=(kl "));
+  assert_non_null(strstr(out, "PDL=1 GB=0 G=1 NG=4 LT=1"));
+  free(out);
+  free(err);
+}
+
+/* Regression (issue 30): `devices --json` printed nothing without a card,
+ * so a script's JSON parser failed on empty input.  Now: [] and exit 1 (a
+ * GPU machine: its cards, exit 0). */
+static void test_devices_json_empty(void **state) {
+  fixture_t *f = *state;
+  char *out, *err;
+  int st = run(f, "devices --json", &out, &err);
+  json_t *arr = json_loads(out, 0, NULL);
+  assert_true(json_is_array(arr));
+  if (st == 1) {
+    assert_string_equal(out, "[]\n");
+    assert_true(strlen(err) > 0); /* the reason, on stderr */
+  } else {
+    assert_int_equal(st, 0);
+    assert_true(json_array_size(arr) > 0);
+  }
+  json_decref(arr);
   free(out);
   free(err);
 }
@@ -373,6 +439,8 @@ int main(void) {
     cmocka_unit_test_setup_teardown(test_seeded, setup, teardown),
     cmocka_unit_test_setup_teardown(test_list_stale, setup, teardown),
     cmocka_unit_test_setup_teardown(test_corrupt_db, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_show_fits_width, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_devices_json_empty, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,38 +39,48 @@ static void test_errors(void **state) {
     const char *args;
     int status;
     const char *needle;
+    int advice; /* lines after the error's: what to do without a GPU */
   } cases[] = {
-      {"probe --op no_such_op", 1, "op 'no_such_op'"},
-      {"probe --op ../etc", 1, "not a valid op name"},
-      {"probe --tokens 0", 2, "outside 1..1048576"},
-      {"probe --tokens 1-65", 2, "more than 64 token counts"},
-      {"probe --tokens 1-32,100-132", 2, "more than 64 token counts"},
-      {"probe --tokens 2-1", 2, "token list '2-1'"},
-      {"probe --tokens x", 2, "not a number"},
-      {"probe --tokens 9", 1, "token count 9: op 'hc_read' supports 1..8"},
-      {"probe --device 7", 1, "no gpu driver found"},
-      {"probe --device all", 1, "no gpu driver found"},
-      {"probe --device 0,1", 1, "no gpu driver found"},
-      {"probe --device all --verify-fleet", 2, "names several cards"},
-      {"probe --outlier-pct 5", 2, "--outlier-pct needs --device all"},
-      {"probe --device all --outlier-pct x", 2, "--outlier-pct 'x'"},
-      {"probe --check-sets 0", 2, "--check-sets '0'"},
-      {"probe --margin 90", 2, "--margin '90'"},
-      {"probe --bogus", 2, "unknown option '--bogus'"},
-      {"probe --db", 2, "needs a value"},
-      {"probe extra", 2, "unexpected argument 'extra'"},
-      {"bench --tokens 1", 2, "--variants is required"},
-      {"bench --variants v1 --tokens 1-100", 2, "more than 64 token counts"},
-      {"bench --variants v1 --tokens 32768", 1, "token count 32768: op 'hc_read' supports 1..8"},
-      {"verify-decisions --limit 0.5", 2, "--limit '0.5'"},
-      {"nosuchcommand", 2, "'nosuchcommand' is not a command"},
+      {"probe --op no_such_op", 1, "op 'no_such_op'", 0},
+      {"probe --op ../etc", 1, "not a valid op name", 0},
+      {"probe --tokens 0", 2, "outside 1..1048576", 0},
+      {"probe --tokens 1-65", 2, "more than 64 token counts", 0},
+      {"probe --tokens 1-32,100-132", 2, "more than 64 token counts", 0},
+      {"probe --tokens 2-1", 2, "token list '2-1'", 0},
+      {"probe --tokens x", 2, "not a number", 0},
+      {"probe --tokens 9", 1, "token count 9: op 'hc_read' supports 1..8", 0},
+      /* No GPU here: the error's line, then what to do next (issue 30). */
+      {"probe --device 7", 1, "no gpu driver found", 1},
+      {"probe --device all", 1, "no gpu driver found", 1},
+      {"probe --device 0,1", 1, "no gpu driver found", 1},
+      {"probe --device all --verify-fleet", 2, "names several cards", 0},
+      {"probe --outlier-pct 5", 2, "--outlier-pct needs --device all", 0},
+      {"probe --device all --outlier-pct x", 2, "--outlier-pct 'x'", 0},
+      {"probe --check-sets 0", 2, "--check-sets '0'", 0},
+      {"probe --margin 90", 2, "--margin '90'", 0},
+      {"probe --bogus", 2, "unknown option '--bogus'", 0},
+      {"probe --db", 2, "needs a value", 0},
+      {"probe extra", 2, "unexpected argument 'extra'", 0},
+      {"bench --tokens 1", 2, "--variants is required", 0},
+      {"bench --variants v1 --tokens 1-100", 2, "more than 64 token counts", 0},
+      {"bench --variants v1 --tokens 32768", 1, "token count 32768: op 'hc_read' supports 1..8", 0},
+      {"verify-decisions --limit 0.5", 2, "--limit '0.5'", 0},
+      {"nosuchcommand", 2, "'nosuchcommand' is not a command", 0},
   };
   for (size_t i = 0; i < HCT_ARRAY_SIZE(cases); i++) {
     char *err = NULL;
     int st = run(cases[i].args, &err);
-    if (st != cases[i].status || cli_lines(err) != 1 || strstr(err, cases[i].needle) == NULL)
-      fail_msg("hctune %s: status %d (want %d), stderr '%s' (want one line with '%s')",
-               cases[i].args, st, cases[i].status, err, cases[i].needle);
+    const char *nl = strchr(err, '\n');
+    int first = nl != NULL ? (int)(nl - err) : (int)strlen(err);
+    int found = (int)(strstr(err, cases[i].needle) - err);
+    if (st != cases[i].status || strstr(err, cases[i].needle) == NULL || found >= first ||
+        (cases[i].advice ? cli_lines(err) != 6 : cli_lines(err) != 1))
+      fail_msg("hctune %s: status %d (want %d), stderr '%s' (want '%s' in its first line "
+               "of %d)", cases[i].args, st, cases[i].status, err, cases[i].needle,
+               cases[i].advice ? 6 : 1);
+    if (cases[i].advice && (strstr(err, "hctune compile --arch sm_90") == NULL ||
+                            strstr(err, "`make probe` on the GPU machine") == NULL))
+      fail_msg("hctune %s: no advice for a machine without a GPU: '%s'", cases[i].args, err);
     free(err);
   }
 }

@@ -239,8 +239,110 @@ static void test_list_devices_status(void **state) {
   assert_true(json_integer_value(json_object_get(j, "clients")) >= 1);
   assert_true(json_number_value(json_object_get(j, "uptime_s")) > 0);
   assert_true(json_is_array(json_object_get(j, "probes")));
+  /* no --fleet-url, no --fleet-db */
+  assert_true(json_is_null(json_object_get(j, "fleet")));
+  assert_true(json_is_null(json_object_get(j, "fleet_db")));
   json_decref(j);
   close(fd);
+}
+
+/* Runs `hctune ARGS` in e's folder, its stdout in *out (malloc'd); the
+ * exit status. */
+static int cli(const dt_env_t *e, const char *args, char **out) {
+  char cmd[2048], path[400];
+  snprintf(path, sizeof path, "%s/cli.out", e->dir);
+  snprintf(cmd, sizeof cmd, "'%s/hctune' %s >'%s' 2>/dev/null",
+           getenv("HCT_BIN") ? getenv("HCT_BIN") : "bin", args, path);
+  int st = system(cmd);
+  assert_true(st != -1 && WIFEXITED(st));
+  assert_int_equal(hct__read_file(path, out, NULL), 0);
+  return WEXITSTATUS(st);
+}
+
+/* Regression (issue 30): `hctune query --tokens 4` printed the figures of
+ * T = 3 (the first T of the decision 3-6) as if they were T = 4's.  With
+ * per-T evidence it prints T's own; without, it says they are another T's.
+ * A daemon of its own: the shared one's DB is rewritten by other tests. */
+static void test_query_measured_T(void **state) {
+  dt_env_t e;
+  dt_env_init(&e);
+  dt_seed(&e);
+  hct_db_t *db;
+  assert_int_equal(hct__db_open(e.db, 0, &db), 0);
+  /* Faster than the bitwise v1 of 5-8 (4 us), so the kl answer is v3's. */
+  hct_db_decision_t d = dt_decision(DT_CARD, DT_MODEL, "kl", 5, 8, "v3", "kl", 3.0, 9.0);
+  hct__strlcpy(d.evidence_json, "{\"per_T\":[{\"T\":5,\"us\":3.000,\"baseline_us\":9.000},"
+               "{\"T\":6,\"us\":3.500,\"baseline_us\":9.250}]}", sizeof d.evidence_json);
+  assert_int_equal(hct__db_decisions_replace(db, &d, 1), 0);
+  hct__db_close(db);
+  dt_start(&e, NULL);
+  char args[1024], *out;
+  snprintf(args, sizeof args, "query --socket '%s' --op hc_read --parity kl --device %s "
+           "--tokens 6-7 --timeout 2000", e.sock, DT_CARD);
+  assert_int_equal(cli(&e, args, &out), 0);
+  /* T = 6: its own figures, nothing more said */
+  if (strstr(out, "T=6: v3 {} (kl, source probe, 3.50 us against the baseline's 9.25 us, "
+                  "for T=5-8)") == NULL ||
+      /* T = 7: none of its own; T = 5's, said */
+      strstr(out, "T=7: v3 {} (kl, source probe, 3.00 us against the baseline's 9.00 us "
+                  "measured at T=5, for T=5-8)") == NULL)
+    fail_msg("query printed:\n%s", out);
+  free(out);
+  /* A decision without per-T evidence: which T is unknown, and said. */
+  snprintf(args, sizeof args, "query --socket '%s' --op hc_read --device %s --tokens 3 --json",
+           e.sock, DT_CARD);
+  assert_int_equal(cli(&e, args, &out), 0);
+  assert_non_null(strstr(out, "\"measured_tokens\":null"));
+  free(out);
+  snprintf(args, sizeof args, "query --socket '%s' --op hc_read --device %s --tokens 3",
+           e.sock, DT_CARD);
+  assert_int_equal(cli(&e, args, &out), 0);
+  assert_non_null(strstr(out, "measured at another T of the range"));
+  free(out);
+  assert_int_equal(dt_stop(&e), 0);
+  dt_env_remove(&e);
+}
+
+/* `hctune status` says how the live fleet fares: a server that refuses
+ * connections is "unreachable", never pulled, with the reason and without
+ * the URL's password. */
+static void test_status_fleet(void **state) {
+  dt_env_t e;
+  dt_env_init(&e);
+  dt_seed(&e);
+  const char *extra[] = {"--fleet-url", "postgresql://hct:s3cret@127.0.0.1:1/fleet",
+                         "--fleet-model", DT_MODEL, "--fleet-poll-ms", "100", NULL};
+  dt_start(&e, extra);
+  int fd = dt_connect(e.sock);
+  static dt_reader_t r;
+  json_t *f = NULL, *j = NULL;
+  for (int i = 0; i < 200; i++) {
+    json_decref(j);
+    j = ASK(fd, &r, "{\"cmd\":\"status\"}");
+    f = json_object_get(j, "fleet");
+    if (strcmp(dt_str(f, "state"), "unreachable") == 0) break;
+    usleep(10000);
+  }
+  assert_string_equal(dt_str(f, "state"), "unreachable");
+  assert_int_equal(json_integer_value(json_object_get(f, "models")), 1);
+  assert_true(json_is_null(json_object_get(f, "last_pull")));
+  assert_non_null(strstr(dt_str(f, "last_error"), "cannot connect"));
+  assert_null(strstr(dt_str(f, "url"), "s3cret"));
+  assert_null(strstr(dt_str(f, "last_error"), "s3cret"));
+  json_decref(j);
+  close(fd);
+  char cmd[1024], path[400], *out;
+  snprintf(path, sizeof path, "%s/status.out", e.dir);
+  snprintf(cmd, sizeof cmd, "'%s/hctune' status --socket '%s' >'%s'",
+           getenv("HCT_BIN") ? getenv("HCT_BIN") : "bin", e.sock, path);
+  assert_int_equal(system(cmd), 0);
+  assert_int_equal(hct__read_file(path, &out, NULL), 0);
+  assert_non_null(strstr(out, ": unreachable, 1 card model(s), never pulled\n"));
+  assert_non_null(strstr(out, "fleet last error at "));
+  assert_null(strstr(out, "s3cret"));
+  free(out);
+  assert_int_equal(dt_stop(&e), 0);
+  dt_env_remove(&e);
 }
 
 /* ---- errors --------------------------------------------------------------- */
@@ -1045,7 +1147,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_bad_rows),      cmocka_unit_test(test_stale_software_key),
       cmocka_unit_test(test_probe),         cmocka_unit_test(test_authorization),
       cmocka_unit_test(test_sockets),       cmocka_unit_test(test_concurrent),
-      cmocka_unit_test(test_memory),
+      cmocka_unit_test(test_memory),        cmocka_unit_test(test_query_measured_T),
+      cmocka_unit_test(test_status_fleet),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -26,6 +26,7 @@
 
 #include "client.h"
 #include "daemon_test.h"
+#include "tuner.h"
 
 static char logpath[256];
 
@@ -401,6 +402,26 @@ static void test_hc_engine_runs(void **state) {
   assert_int_equal(WEXITSTATUS(st), 2);
 }
 
+/* The probe's copy bandwidth (tuner/copy_bw.c) on the fake: the size it
+ * chose (a quarter of the free memory, under 256 MiB), the copies queued
+ * between events 1 ms apart, each byte counted read and written. */
+static void test_copy_bw(void **state) {
+  setenv("FAKE_CUDA_MEM_FREE", "268435456", 1);
+  hct_device_t dev;
+  if (hct__device_find("0", &dev) != 0) fail_msg("%s", hct_last_error());
+  free(take_log());
+  double bw = 0;
+  if (hct__copy_bw_measure(&dev, &bw) != 0) fail_msg("%s", hct_last_error());
+  unsetenv("FAKE_CUDA_MEM_FREE");
+  char *log = take_log();
+  int copies = 0;
+  for (const char *p = log; (p = strstr(p, "copy 67108864\n")) != NULL; p++) copies++;
+  assert_int_equal(copies, 1 + 3 * 20); /* the warm-up, 3 rounds of 20 */
+  free(log);
+  /* 20 copies of 64 MiB, read and written, in the fake's 1 ms */
+  assert_true(bw == 2.0 * 67108864 * 20 / 1e-3);
+}
+
 int main(int argc, char **argv) {
   /* The fake driver must be found by dlopen("libcuda.so.1"): build it and
    * run this program again with its folder first on LD_LIBRARY_PATH. */
@@ -458,6 +479,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_hc_engine_runs),
       cmocka_unit_test(test_daemon_plan),
       cmocka_unit_test(test_python_kernel),
+      cmocka_unit_test(test_copy_bw),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

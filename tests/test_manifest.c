@@ -700,6 +700,50 @@ static void test_checks_field(void **state) {
   }
 }
 
+/* "flops" (optional, an expression of T) and the floor's bytes: what the
+ * report measures a winner against (issue 30). */
+static void test_flops_and_floor_bytes(void **state) {
+  (void)state;
+  write_manifest("t", "{\"op\":\"t\",\"tokens\":[1,64],\"constants\":{\"N\":1024},"
+                 "\"flops\":\"2*T*N\","
+                 "\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\",\"elems\":\"T*N\"},"
+                 "{\"name\":\"w\",\"dtype\":\"bf16\",\"role\":\"weight\",\"elems\":\"N\"},"
+                 "{\"name\":\"p\",\"dtype\":\"f32\",\"role\":\"optional\",\"elems\":\"T*N\"},"
+                 "{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T\"}],"
+                 "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}");
+  hct_op_t *op;
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  double bytes, flops;
+  assert_int_equal(hct__op_floor_bytes(op, 4, &bytes), 0);
+  assert_true(bytes == 4.0 * 4 * 1024 + 2.0 * 1024 + 4.0 * 4); /* the optional one absent */
+  assert_int_equal(hct__op_flops(op, 4, &flops), 0);
+  assert_true(flops == 2.0 * 4 * 1024);
+  hct__manifest_free(op);
+  /* absent: no flops */
+  write_manifest("t", GOOD_HEAD "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}");
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  assert_int_equal(hct__op_flops(op, 4, &flops), 0);
+  assert_true(flops == 0);
+  hct__manifest_free(op);
+  static const char *const bad[] = {"\"flops\":\"T*Q\",", "\"flops\":[1],"};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(bad); i++) {
+    char text[4096];
+    snprintf(text, sizeof text, GOOD_HEAD "%s\"variants\":[" GOOD_VARIANT("base", "baseline", "null") "]}", bad[i]);
+    write_manifest("t", text);
+    op = NULL;
+    int rc = hct__manifest_load(tmpdir, "t", &op);
+    if (rc != HCT_EMANIFEST || strstr(hct_last_error(), "flops") == NULL)
+      fail_msg("case %zu: rc %d, message '%s' does not name flops", i, rc, hct_last_error());
+  }
+  /* The prefill op's: 4*T*K*D, 107 GFLOP at T = 8192 (docs/ops/hc_read.md). */
+  char dir[1024];
+  if (hct__kernels_dir(dir, sizeof dir) != 0) return;
+  if (hct__manifest_load(dir, "hc_read_prefill", &op) != 0) fail_msg("%s", hct_last_error());
+  assert_int_equal(hct__op_flops(op, 8192, &flops), 0);
+  assert_true(flops == 4.0 * 8192 * 320 * 10240);
+  hct__manifest_free(op);
+}
+
 /* "search": op level, inherited and overridden by a variant. */
 static void test_search_field(void **state) {
   (void)state;
@@ -828,7 +872,8 @@ int main(void) {
       cmocka_unit_test(test_manifest_inputs_reference_errors),
       cmocka_unit_test(test_shipped_folder_copied),   cmocka_unit_test(test_competing_class),
       cmocka_unit_test(test_probe_tokens_and_batch),
-      cmocka_unit_test(test_checks_field), cmocka_unit_test(test_search_field),
+      cmocka_unit_test(test_checks_field),
+      cmocka_unit_test(test_flops_and_floor_bytes), cmocka_unit_test(test_search_field),
       cmocka_unit_test(test_manifest_tmaps),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

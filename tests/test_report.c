@@ -668,6 +668,171 @@ static const char *fixture(void) {
   return path;
 }
 
+/* ---- the distance to the card's limit -------------------------------------- */
+
+/* The fraction of floor of class par at T in a page or DOM: data-fraction
+ * of the floor table's cell; NAN when absent. */
+static double floor_fraction(const char *page, const char *par, int T) {
+  char row[64], cell[96], v[32];
+  snprintf(row, sizeof row, "<tr data-t=\"%d\">", T);
+  const char *r = strstr(page, "<table class=\"floor\">");
+  if (r != NULL) r = strstr(r, row);
+  snprintf(cell, sizeof cell, "class=\"n frac\" data-parity=\"%s\"", par);
+  const char *c = r != NULL ? strstr(r, cell) : NULL;
+  const char *end = r != NULL ? strstr(r, "</tr>") : NULL;
+  if (c == NULL || c > end || !attr(page, c, "data-fraction", v, sizeof v)) return NAN;
+  return atof(v);
+}
+
+/* The floor (us) the table gives at T. */
+static double floor_us(const char *page, int T) {
+  char row[64];
+  snprintf(row, sizeof row, "<tr data-t=\"%d\"><td class=\"n\">%d</td><td class=\"n\">", T, T);
+  const char *r = strstr(page, "<table class=\"floor\">");
+  r = r != NULL ? strstr(r, row) : NULL;
+  return r != NULL ? atof(r + strlen(row)) : NAN;
+}
+
+/* The fixture's page: the floor column at every T, nominal for an H200
+ * without a measurement, the decode read's floor its bytes over 4.27 TB/s
+ * (13.11 MB of weights, 20 KB of w_norm, 40 KB of resid and 20 KB of
+ * outputs per token: 3.09 us at T = 1). */
+static void check_floor(const char *page) {
+  if (strstr(page, "<table class=\"floor\">") == NULL) fail_msg("no floor table");
+  if (strstr(page, "fraction of floor</th>") == NULL) fail_msg("no 'fraction of floor' column");
+  for (int T = 1; T <= 8; T++)
+    for (int par = 0; par < 2; par++) {
+      double fr = floor_fraction(page, par ? "kl" : "bitwise", T);
+      if (!(fr > 0.05 && fr < 1.0))
+        fail_msg("T=%d %s: fraction of floor %g, not in (0.05, 1)", T, par ? "kl" : "bitwise", fr);
+    }
+  double f1 = floor_us(page, 1);
+  double want = (13107200.0 + 20480 + 40960 + 10240 + 5120 + 5120) / 4.27e12 * 1e6;
+  if (!(fabs(f1 - want) < 0.01)) fail_msg("floor at T=1: %g us, want %.3f", f1, want);
+  if (strstr(page, "data-measured=\"0\"") == NULL || strstr(page, "nominal: 4.27 TB/s") == NULL)
+    fail_msg("an H200 without a measured copy bandwidth: the page does not say 'nominal'");
+  if (strstr(page, "class=\"floor\"><title>") == NULL) fail_msg("no floor line in the time plot");
+  if (strstr(page, "class=\"klhead\"") == NULL) fail_msg("the kl parity chart has no heading");
+}
+
+/* A copy of the fixture with a measured copy bandwidth: the page says
+ * "measured", every fraction scales by the nominal rate over it, and a
+ * later probe's fingerprint (without one) keeps it. */
+static void test_floor_measured(void **state) {
+  (void)state;
+  char db[256], cmd[600];
+  snprintf(db, sizeof db, "%s/measured.db", dir);
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", fixture(), db);
+  assert_int_equal(system(cmd), 0);
+  char *nominal = render(db, "nominal.html");
+  hct_db_t *h;
+  assert_int_equal(hct__db_open(db, 0, &h), 0);
+  hct_db_device_t *devs;
+  int n;
+  assert_int_equal(hct__db_devices_list(h, &devs, &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(hct__db_device_copy_bw_set(h, devs[0].uuid, devs[0].host, 3.0e12), 0);
+  assert_int_equal(hct__db_device_copy_bw_set(h, "GPU-none", devs[0].host, 3.0e12), HCT_ENOENT);
+  assert_int_equal(hct__db_device_copy_bw_set(h, devs[0].uuid, devs[0].host, -1), HCT_ERANGE);
+  /* the next probe records the card again: the measurement stays */
+  hct_db_keys_t k = {0};
+  hct__strlcpy(k.host, devs[0].host, sizeof k.host);
+  hct__strlcpy(k.uuid, devs[0].uuid, sizeof k.uuid);
+  hct__strlcpy(k.model_key, devs[0].model_key, sizeof k.model_key);
+  assert_int_equal(hct__db_device_upsert(h, &k, devs[0].name, devs[0].arch,
+                                         devs[0].fingerprint_json),
+                   0);
+  hct__db_devices_free(devs, n);
+  hct__db_close(h);
+  char *page = render(db, "measured.html");
+  assert_non_null(strstr(page, "data-measured=\"1\""));
+  assert_non_null(strstr(page, "measured: 3.00 TB/s copy by hctune probe"));
+  for (int T = 1; T <= 8; T++) {
+    double a = floor_fraction(nominal, "bitwise", T), b = floor_fraction(page, "bitwise", T);
+    if (!(fabs(b / a - 4.27 / 3.0) < 0.01))
+      fail_msg("T=%d: fraction %g measured, %g nominal: not 4.27/3 apart", T, b, a);
+  }
+  free(page);
+  free(nominal);
+}
+
+/* The prefill op gets the same pages: a synthetic probe of hc_read_prefill
+ * on an H100 SXM (its nominal row), decisions at 1.5x the floor; the floor
+ * at T = 8192 is its bytes (R once, the weights, the three outputs) over
+ * 3.35 TB/s, over the flops' 107 GFLOP at 989 TFLOP/s; the fractions 2/3. */
+static void test_prefill_floor(void **state) {
+  (void)state;
+  char path[256];
+  snprintf(path, sizeof path, "%s/prefill.db", dir);
+  hct_db_t *db;
+  if (hct__db_open(path, 0, &db) != 0) fail_msg("%s", hct_last_error());
+  hct_db_keys_t k = keys("GPU-11110000-2222-3333-4444-555566667777");
+  assert_int_equal(hct__db_device_upsert(db, &k, "NVIDIA H100 80GB HBM3", "sm_90", "{}"), 0);
+  static const int Ts[] = {16, 128, 512, 2048, 8192, 32768};
+  const double S = 4, C = 2560, D = 10240, K = 320;
+  for (int par = 0; par < 2; par++) {
+    hct_db_decision_t d[6];
+    memset(d, 0, sizeof d);
+    for (int i = 0; i < 6; i++) {
+      double T = Ts[i];
+      double bytes = T * S * C * 4 + S * C * 2 + 2 * K * D * 2 + T * C * (4 + 2 + 2);
+      double floor_us = fmax(bytes / 3.35e12, 4 * T * K * D / 989e12) * 1e6;
+      hct_db_decision_t *x = &d[i];
+      x->keys = k;
+      strcpy(x->op, "hc_read_prefill");
+      strcpy(x->parity, par ? "kl" : "bitwise");
+      x->tmin = x->tmax = Ts[i];
+      strcpy(x->variant, par ? "pair_mma" : "pair_simt");
+      strcpy(x->params, "{}");
+      strcpy(x->variant_class, par ? "kl" : "baseline");
+      strcpy(x->source, "probe");
+      x->median_us = 1.5 * floor_us;
+      x->baseline_us = 2 * floor_us;
+      x->samples = 6;
+      x->decided_at = hct__unix_time();
+    }
+    assert_int_equal(hct__db_decisions_replace(db, d, 6), 0);
+  }
+  hct__db_close(db);
+  char *page = render(path, "prefill.html");
+  assert_non_null(strstr(page, "data-op=\"hc_read_prefill\""));
+  assert_non_null(strstr(page, "nominal: 3.35 TB/s"));
+  assert_non_null(strstr(page, "over the card's peak"));
+  double bytes = 8192.0 * 4 * 2560 * 4 + 4 * 2560 * 2 + 2 * 320 * 10240 * 2 + 8192.0 * 2560 * 8;
+  double want = bytes / 3.35e12 * 1e6;
+  double got = floor_us(page, 8192);
+  if (!(fabs(got / want - 1) < 0.01)) fail_msg("prefill floor at T=8192: %g us, want %.1f", got, want);
+  for (int i = 0; i < 6; i++)
+    for (int par = 0; par < 2; par++) {
+      double fr = floor_fraction(page, par ? "kl" : "bitwise", Ts[i]);
+      if (!(fabs(fr - 2.0 / 3) < 0.01)) fail_msg("T=%d: fraction %g, want 2/3", Ts[i], fr);
+    }
+  free(page);
+}
+
+/* The styles of the variants' lines (and of the history's T lines): no two
+ * the same colour and dash.  The old palette's neighbours were near-identical
+ * pastels. */
+static void check_styles(const char *page, const char *cls) {
+  char seen[64][64];
+  int n = 0;
+  char needle[64];
+  snprintf(needle, sizeof needle, "class=\"%s", cls);
+  const char *sec_end = strstr(page, "</section>");
+  for (const char *p = page; (p = strstr(p, needle)) != NULL && p < sec_end; p++) {
+    char colour[16], dash[24], key[64];
+    if (!attr(page, p, "data-colour", colour, sizeof colour)) continue;
+    if (!attr(page, p, "data-dash", dash, sizeof dash)) dash[0] = '\0';
+    char par[16] = "";
+    attr(page, p, "data-parity", par, sizeof par);
+    snprintf(key, sizeof key, "%s %s %s", par, colour, dash);
+    for (int i = 0; i < n; i++)
+      if (strcmp(seen[i], key) == 0) fail_msg("two %s lines styled '%s'", cls, key);
+    if (n < 64) hct__strlcpy(seen[n++], key, sizeof seen[0]);
+  }
+  if (n < 2) fail_msg("fewer than two %s lines with a style", cls);
+}
+
 static void test_fixture_in_chromium(void **state) {
   (void)state;
   const char *fx = fixture();
@@ -699,6 +864,9 @@ static void test_fixture_in_chromium(void **state) {
   /* On the text, the same checks as in the DOM. */
   check_marks(page, fx);
   check_winners(page, fx);
+  check_floor(page);
+  check_styles(page, "variant");
+  check_styles(page, "history");
   free(page);
   if (UNDER_ASAN) {
     printf("chromium part skipped under the sanitizers: it ran in the plain pass (the browser "
@@ -727,6 +895,7 @@ static void test_fixture_in_chromium(void **state) {
   check_marks(text, fx);
   int nwin = check_winners(text, fx);
   assert_true(nwin >= 16);
+  check_floor(text);
   free(text);
   char arg[600];
   snprintf(arg, sizeof arg, "--screenshot='%s'", shot);
@@ -760,6 +929,8 @@ int main(void) {
       cmocka_unit_test(test_hostile),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_fixture_in_chromium),
+      cmocka_unit_test(test_floor_measured),
+      cmocka_unit_test(test_prefill_floor),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   /* HCT_TEST_KEEP=1 keeps the pages (and DBs) to look at. */

@@ -445,6 +445,11 @@ typedef struct hct_probe_opts_s {
  */
 int hct__probe(const hct_probe_opts_t *opts);
 
+/* The card's device-to-device copy rate, bytes per second with each byte
+ * counted read and written (tuner/copy_bw.c): the best of 3 rounds of 20
+ * copies of up to 256 MiB.  0, or an error code (then *bytes_per_s = 0). */
+int hct__copy_bw_measure(const hct_device_t *dev, double *bytes_per_s);
+
 /* ---- verify-only adoption of fleet decisions (tuner/fleet_verify.c) ------- */
 
 typedef struct hct_fleet_verify_opts_s {

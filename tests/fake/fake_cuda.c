@@ -314,6 +314,12 @@ CUresult cuDeviceGetPCIBusId(char *s, int len, CUdevice d) {
 CUresult cuStreamDestroy_v2(CUstream s) { return CUDA_SUCCESS; }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *h, size_t n, CUstream s) { memcpy((void *)d, h, n); return CUDA_SUCCESS; }
 CUresult cuMemcpyDtoHAsync_v2(void *h, CUdeviceptr d, size_t n, CUstream s) { memcpy(h, (void *)d, n); return CUDA_SUCCESS; }
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
+  NEED_CTX();
+  say("copy %zu", n);
+  memcpy((void *)d, (const void *)s, n);
+  return CUDA_SUCCESS;
+}
 CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) {
   for (size_t i = 0; i < n; i++) ((unsigned short *)d)[i] = v;
   return CUDA_SUCCESS;
