@@ -44,17 +44,24 @@ IDENT = re.compile(r'^(hct__?[a-z0-9_]+|HCT_[A-Z0-9_]+|HCTUNE_[A-Z0-9_]+|cmd_[a-
 
 def code_spans(text):
     """(line number, token) for every whitespace-separated word of every
-    inline code span, outside fenced code blocks."""
-    fenced = False
-    for n, line in enumerate(text.split('\n'), 1):
+    inline code span (which may run over a line break, not a blank line),
+    outside fenced code blocks."""
+    lines, fenced = [], False
+    for line in text.split('\n'):
         if line.lstrip().startswith('```'):
             fenced = not fenced
-            continue
-        if fenced:
-            continue
-        for span in re.findall(r'`([^`]+)`', line):
-            for word in span.split():
-                yield n, word
+            lines.append('')
+        else:
+            lines.append('' if fenced else line)
+    # Paragraph by paragraph, as Markdown pairs backticks.
+    first = 1
+    for para in '\n'.join(lines).split('\n\n'):
+        for m in re.finditer(r'`([^`]+)`', para):
+            line = first + para.count('\n', 0, m.start(1))
+            for k, part in enumerate(m.group(1).split('\n')):
+                for word in part.split():
+                    yield line + k, word
+        first += para.count('\n') + 2
 
 
 def looks_like_path(tok):
