@@ -30,6 +30,10 @@
 #include "jit.h"
 #include "stats.h"
 
+/* The comparison kernels' layout (kernels-src/common/parity_check.cu),
+ * shared with them: hct_pc_result_t, HCT_PC_FIRST. */
+#include "../kernels-src/common/hct_parity.h"
+
 /* ---- host buffer sets (tuner/hostset.c) --------------------------------- */
 
 /*
@@ -117,6 +121,9 @@ typedef struct hct_parity_figs_s {
   size_t elems;
   size_t mismatches;      /* bitwise: elements whose bits differ */
   size_t first_mismatch;  /* index of the first differing element */
+  size_t n_first;         /* of first_idx: min(mismatches, HCT_PC_FIRST) */
+  size_t first_idx[HCT_PC_FIRST];  /* the first differing elements, ascending */
+  uint32_t first_got[HCT_PC_FIRST], first_want[HCT_PC_FIRST]; /* their bits */
   size_t unwritten;       /* elements still holding the poison pattern */
   size_t nonfinite;       /* NaN or Inf that are not the poison */
   double rel_err;         /* ||out - ref|| / ||ref|| (normwise, L2) */
@@ -186,7 +193,8 @@ int hct__search_halving(const hct_search_t *cfg, const int *ids, int n, const in
 #define HCT_POISON_16 0x7fd3   /* bf16 and f16: a NaN in both */
 
 /* Compares `out` (device result, dtype of b->spec) with `ref` (same dtype),
- * bit for bit; fills mismatches, first_mismatch, unwritten. */
+ * bit for bit; fills mismatches, first_mismatch, the first HCT_PC_FIRST
+ * mismatches (n_first, first_idx, first_got, first_want), unwritten. */
 void hct__parity_bitwise(const hct_hbuf_t *b, const void *out, const void *ref,
                          hct_parity_figs_t *f);
 /* Compares `out` with b->ref in float64: rel_err, max_err_ratio, KL,
@@ -213,6 +221,36 @@ double hct__parity_distance(const hct_hbuf_t *b, const void *a, const void *base
  * each run checked against it costs one expm1 an element, not four
  * transcendentals.  Call again after the reference changes. */
 int hct__parity_prepare(hct_hostset_t *hs);
+/*
+ * The same figures computed on the card (kernels-src/common/parity_check.cu,
+ * tuner/parity_card.c runs it): hct__pc_plan says how a buffer's check is
+ * launched, from its sizes alone, so the host, the card and the CPU
+ * emulator's test (tests/emu/parity_card_emu.cc) launch the same grids;
+ * hct__parity_from_card turns what comes back into the figures with the
+ * formulas hct__parity_metrics ends with.
+ */
+typedef struct hct_pc_plan_s {
+  int dt;                   /* HCT_PC_F32 ..., hct_dtype_t's value */
+  int image;                /* HCT_PC_IMAGE_*: b is an image (of `src`) */
+  uint64_t n, e_chunk;      /* hct_pc_elems: elements, a block's share */
+  unsigned e_blocks;
+  uint64_t slices, slice;   /* the reference's layout (none: r_blocks 0) */
+  uint64_t r_chunk;
+  unsigned r_blocks;        /* hct_pc_ref's blocks, 0 without a reference */
+  uint64_t per_slice, len, nkl; /* KL rows: per slice, elements, count */
+  unsigned kl_blocks;       /* hct_pc_rows' blocks (0: no KL row) */
+  int have_ref;             /* b->ref present (the host's rule for rows) */
+} hct_pc_plan_t;
+void hct__pc_plan(const hct_hbuf_t *b, int image, hct_pc_plan_t *p);
+/* The figures of b from the card's result: bitwise ones when `bitwise`
+ * (a variant's output was compared), float64 ones from the sums, the image
+ * count when p->image. */
+void hct__parity_from_card(const hct_hbuf_t *b, const hct_pc_plan_t *p, const hct_pc_result_t *r,
+                           int bitwise, hct_parity_figs_t *f);
+/* The image kind of buffer i of hs (HCT_PC_IMAGE_*) and the buffer it is
+ * an image of (*src; -1 when none). */
+int hct__parity_image_of(const hct_hostset_t *hs, int i, int *src);
+
 /* The figures as a JSON object text. */
 void hct__parity_json(const hct_parity_figs_t *f, char *buf, size_t len);
 
