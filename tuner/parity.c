@@ -134,6 +134,15 @@ void hct__parity_bitwise(const hct_hbuf_t *b, const void *out, const void *ref,
   free(res);
 }
 
+void hct__parity_take_bitwise(hct_parity_figs_t *f, const hct_parity_figs_t *fb) {
+  f->mismatches = fb->mismatches;
+  f->first_mismatch = fb->first_mismatch;
+  f->n_first = fb->n_first;
+  memcpy(f->first_idx, fb->first_idx, sizeof f->first_idx);
+  memcpy(f->first_got, fb->first_got, sizeof f->first_got);
+  memcpy(f->first_want, fb->first_want, sizeof f->first_want);
+}
+
 /*
  * KL(p || q) with p = softmax(r), q = softmax(o), for one row, in a form
  * that stays exact to float64 for tiny differences: with d = o - r and

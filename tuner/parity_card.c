@@ -37,12 +37,13 @@ int hct__pcheck_job(const hct_op_t *op, hct_backend_kind_t backend, const char *
   return 0;
 }
 
-static const char *const entries[4] = {"hct_pc_elems", "hct_pc_ref", "hct_pc_rows", "hct_pc_reduce"};
+static const char *const entries[HCT_PC_KERNELS] = {"hct_pc_elems", "hct_pc_ref", "hct_pc_rows", "hct_pc_reduce",
+                                                     "hct_pc_copy"};
 
 int hct__pcheck_load(hct_gpu_t *g, const void *image, size_t size, hct_pcheck_t *pc) {
   memset(pc, 0, sizeof *pc);
   int rc = hct__gpu_module_load(g, image, size, &pc->mod);
-  for (int k = 0; rc == 0 && k < 4; k++) rc = hct__gpu_function(pc->mod, entries[k], &pc->fn[k]);
+  for (int k = 0; rc == 0 && k < HCT_PC_KERNELS; k++) rc = hct__gpu_function(pc->mod, entries[k], &pc->fn[k]);
   if (rc != 0) {
     hct__pcheck_unload(g, pc);
     return hct__error(rc, "the parity check's kernels: %s", hct_last_error());
@@ -140,4 +141,49 @@ void hct__pcheck_ref_free(hct_gpu_t *g, hct_pcref_t *d) {
   if (d->ref_p) hct__gpu_free(g, d->ref_p);
   if (d->rows) hct__gpu_free(g, d->rows);
   memset(d, 0, sizeof *d);
+}
+
+/* Outputs and inouts: what a run writes and a check compares. */
+static int is_out(const hct_hbuf_t *b) {
+  return b->spec->role == HCT_BUF_OUTPUT || b->spec->role == HCT_BUF_INOUT;
+}
+
+int hct__pcheck_set_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hostset_t *hs, const hct_devset_t *d,
+                         const hct_pcref_t dref[], const hct_dptr_t want[], hct_parity_figs_t f[]) {
+  memset(f, 0, sizeof *f * HCT_MAX_BUFFERS);
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < hs->n; i++) {
+    const hct_hbuf_t *b = &hs->bufs[i];
+    if (!is_out(b) || d->ptr[i] == 0) continue;
+    int src;
+    int image = hct__parity_image_of(hs, i, &src);
+    hct_dptr_t srcp = image != HCT_PC_IMAGE_NONE ? d->ptr[src] : 0;
+    if (srcp == 0) image = HCT_PC_IMAGE_NONE;
+    rc = hct__pcheck_figs(g, pc, b, b->ref ? &dref[i] : NULL, d->ptr[i], want ? want[i] : 0, srcp,
+                          image, &f[i]);
+  }
+  return rc;
+}
+
+int hct__pcheck_keep(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hostset_t *hs, const hct_devset_t *d,
+                     hct_dptr_t kept[]) {
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < hs->n; i++) {
+    if (!is_out(&hs->bufs[i]) || d->ptr[i] == 0) continue;
+    if (kept[i] == 0) rc = hct__gpu_alloc(g, d->bytes[i], &kept[i]);
+    uint64_t n = d->bytes[i] / 2;
+    hct_dptr_t dst = kept[i], src = d->ptr[i];
+    unsigned grid[3] = {(unsigned)HCT_MIN((n + HCT_PC_THREADS - 1) / HCT_PC_THREADS, (uint64_t)4096), 1, 1},
+             block[3] = {HCT_PC_THREADS, 1, 1};
+    void *args[] = {&dst, &src, &n};
+    if (rc == 0 && n > 0) rc = hct__gpu_launch(g, pc->fn[4], grid, block, 0, args);
+  }
+  return rc;
+}
+
+void hct__pcheck_kept_free(hct_gpu_t *g, hct_dptr_t kept[]) {
+  for (int i = 0; i < HCT_MAX_BUFFERS; i++) {
+    if (kept[i]) hct__gpu_free(g, kept[i]);
+    kept[i] = 0;
+  }
 }

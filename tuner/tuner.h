@@ -197,6 +197,8 @@ int hct__search_halving(const hct_search_t *cfg, const int *ids, int n, const in
  * mismatches (n_first, first_idx, first_got, first_want), unwritten. */
 void hct__parity_bitwise(const hct_hbuf_t *b, const void *out, const void *ref,
                          hct_parity_figs_t *f);
+/* Copies the bitwise figures of fb (hct__parity_bitwise's) into f. */
+void hct__parity_take_bitwise(hct_parity_figs_t *f, const hct_parity_figs_t *fb);
 /* Compares `out` with b->ref in float64: rel_err, max_err_ratio, KL,
  * argmax, unwritten, nonfinite. */
 void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t *f);
@@ -251,38 +253,6 @@ void hct__parity_from_card(const hct_hbuf_t *b, const hct_pc_plan_t *p, const hc
  * an image of (*src; -1 when none). */
 int hct__parity_image_of(const hct_hostset_t *hs, int i, int *src);
 
-/* ---- the same figures on the card (tuner/parity_card.c) ------------------ */
-
-/* The comparison kernels, loaded on a GPU, and their work memory. */
-typedef struct hct_pcheck_s {
-  hct_module_t *mod;
-  hct_function_t *fn[4];     /* hct_pc_elems, _ref, _rows, _reduce */
-  hct_dptr_t work;           /* partials, rows' figures, the result */
-  size_t work_bytes;
-} hct_pcheck_t;
-/* A buffer's float64 reference on the card: ref, its rows' softmax, the
- * token rows (0 where the host has none). */
-typedef struct hct_pcref_s {
-  hct_dptr_t ref, ref_p, rows;
-} hct_pcref_t;
-/* The compile job of kernels-src/common/parity_check.cu for backend and
- * arch: an op of its own beside `op`'s folder, which *holder keeps (free
- * it after the job). */
-int hct__pcheck_job(const hct_op_t *op, hct_backend_kind_t backend, const char *arch,
-                    hct_op_t **holder, hct_compile_job_t *job);
-int hct__pcheck_load(hct_gpu_t *g, const void *image, size_t size, hct_pcheck_t *pc);
-void hct__pcheck_unload(hct_gpu_t *g, hct_pcheck_t *pc);
-/* Uploads b's reference (ref, ref_p after hct__parity_prepare, rows). */
-int hct__pcheck_ref_upload(hct_gpu_t *g, const hct_hbuf_t *b, hct_pcref_t *d);
-void hct__pcheck_ref_free(hct_gpu_t *g, hct_pcref_t *d);
-/* The figures of b whose output lies at `out` on the card: bit for bit
- * against `want` (0: none), as an image of the f32 `src` when `image`
- * (HCT_PC_IMAGE_*), in float64 against `ref` (NULL when b has none).  The
- * same figures as hct__parity_bitwise, hct__parity_metrics and
- * hct__parity_images give on the host (sums to rounding). */
-int hct__pcheck_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hbuf_t *b, const hct_pcref_t *ref,
-                     hct_dptr_t out, hct_dptr_t want, hct_dptr_t src, int image, hct_parity_figs_t *f);
-
 /* The figures as a JSON object text. */
 void hct__parity_json(const hct_parity_figs_t *f, char *buf, size_t len);
 
@@ -309,6 +279,52 @@ typedef struct hct_devset_s {
   hct_dptr_t ptr[HCT_MAX_BUFFERS];
   size_t bytes[HCT_MAX_BUFFERS];
 } hct_devset_t;
+
+/* ---- the same figures on the card (tuner/parity_card.c) ------------------ */
+
+/* The comparison kernels, loaded on a GPU, and their work memory. */
+#define HCT_PC_KERNELS 5
+typedef struct hct_pcheck_s {
+  hct_module_t *mod;
+  hct_function_t *fn[HCT_PC_KERNELS]; /* hct_pc_elems, _ref, _rows, _reduce, _copy */
+  hct_dptr_t work;           /* partials, rows' figures, the result */
+  size_t work_bytes;
+} hct_pcheck_t;
+/* A buffer's float64 reference on the card: ref, its rows' softmax, the
+ * token rows (0 where the host has none). */
+typedef struct hct_pcref_s {
+  hct_dptr_t ref, ref_p, rows;
+} hct_pcref_t;
+/* The compile job of kernels-src/common/parity_check.cu for backend and
+ * arch: an op of its own beside `op`'s folder, which *holder keeps (free
+ * it after the job). */
+int hct__pcheck_job(const hct_op_t *op, hct_backend_kind_t backend, const char *arch,
+                    hct_op_t **holder, hct_compile_job_t *job);
+int hct__pcheck_load(hct_gpu_t *g, const void *image, size_t size, hct_pcheck_t *pc);
+void hct__pcheck_unload(hct_gpu_t *g, hct_pcheck_t *pc);
+/* Uploads b's reference (ref, ref_p after hct__parity_prepare, rows). */
+int hct__pcheck_ref_upload(hct_gpu_t *g, const hct_hbuf_t *b, hct_pcref_t *d);
+void hct__pcheck_ref_free(hct_gpu_t *g, hct_pcref_t *d);
+/* The figures of b whose output lies at `out` on the card: bit for bit
+ * against `want` (0: none), as an image of the f32 `src` when `image`
+ * (HCT_PC_IMAGE_*), in float64 against `ref` (NULL when b has none).  The
+ * same figures as hct__parity_bitwise, hct__parity_metrics and
+ * hct__parity_images give on the host (sums to rounding). */
+int hct__pcheck_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hbuf_t *b, const hct_pcref_t *ref,
+                     hct_dptr_t out, hct_dptr_t want, hct_dptr_t src, int image, hct_parity_figs_t *f);
+
+/* The figures of every output and inout of hs from the run whose buffers
+ * are d, on the card: what figures_of in tuner/worker_serve.c gives on the
+ * host (want[i]: the outputs they must equal bit for bit, or 0; want
+ * NULL: none; dref[i]: buffer i's reference on the card). */
+int hct__pcheck_set_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hostset_t *hs, const hct_devset_t *d,
+                         const hct_pcref_t dref[], const hct_dptr_t want[], hct_parity_figs_t f[]);
+/* Copies the outputs and inouts of d into kept[] (allocated where 0; enqueued
+ * on the stream), so the next run cannot overwrite them. */
+int hct__pcheck_keep(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hostset_t *hs, const hct_devset_t *d,
+                     hct_dptr_t kept[]);
+/* Frees kept[0..HCT_MAX_BUFFERS) and zeroes them. */
+void hct__pcheck_kept_free(hct_gpu_t *g, hct_dptr_t kept[]);
 
 /* A candidate's scratch memory for T tokens. */
 typedef struct hct_scratchset_s {

@@ -283,3 +283,12 @@ hct_pc_reduce(const hct_pc_part_t *eparts, hct_u64 ne, const hct_pc_part_t *rpar
   R.kl_rows = nkl;
   *res = R;
 }
+
+/* dst = src, n 16-bit words (every dtype is a whole number of them): the
+ * worker keeps a run's outputs on the card with it (the reference's, for
+ * the candidates after it; a candidate's first run, for its twin). */
+HCT_ENTRY void __launch_bounds__(HCT_PC_THREADS)
+hct_pc_copy(hct_u16 *dst, const hct_u16 *src, hct_u64 n) {
+  const hct_u64 step = (hct_u64)gridDim.x * blockDim.x;
+  for (hct_u64 e = (hct_u64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) dst[e] = src[e];
+}
