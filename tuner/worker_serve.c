@@ -774,6 +774,13 @@ static int req_check(worker_t *W, json_t *req, json_t *reply) {
 static int check_on_host(worker_t *W, json_t *req, json_t *reply) {
   snprintf(W->pcheck_off, sizeof W->pcheck_off, "the figures on the card failed: %s", hct_last_error());
   hct__log(HCT_LOG_WARN, "worker: checks compare on the host from now on: %s", W->pcheck_off);
+  /* Its memory back: the reference and outputs kept on the card, the
+   * kernels' work buffer (the reference candidate runs again, on the host's
+   * terms, as in->ref_card no longer matches). */
+  if (W->in.gpu != NULL)
+    for (int k = 0; k < 2; k++) runset_card_free(W->in.gpu, &W->in.set[k]);
+  W->in.ref_id = -1;
+  hct__pcheck_unload(W->gpu, &W->pcheck);
   W->pcheck_state = -1;
   hct__error_clear();
   return req_check(W, req, reply);
