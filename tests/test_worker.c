@@ -1052,6 +1052,9 @@ static int card_vs_host(const char *exe, const hct_device_t *dev, const char *op
   hct_binary_store_t store;
   hct__db_binary_store(db, &store);
   assert_rc(hct__compile_all(jobs, op->n_variants + 1, &store, NULL, NULL), 0);
+  /* Variant 0, the baseline, is every other check's reference. */
+  if (jobs[0].status != 0) fail_msg("%s %s: %s", opname, op->variants[0].name, jobs[0].error);
+  if (jobs[op->n_variants].status != 0) fail_msg("%s reference: %s", opname, jobs[op->n_variants].error);
   hct_worker_t *w[2];
   for (int h = 0; h < 2; h++) {
     if (h) setenv("HCTUNE_CHECK_ON_HOST", "1", 1);
