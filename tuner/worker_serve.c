@@ -532,7 +532,10 @@ static int card_after_run(worker_t *W, runs_t *r, int k) {
   if (rc == 0) rc = hct__pcheck_set_figs(W->gpu, &W->pcheck, &set->hs, &in->dev, set->dref, want, r->figs[k]);
   const int keep = (k == RUN_FIRST && (r->keep || r->twin)) || (k == RUN_FRESH && r->keep);
   if (rc == 0 && keep) rc = hct__pcheck_keep(W->gpu, &W->pcheck, &set->hs, &in->dev, r->kept[k == RUN_FRESH]);
-  return rc;
+  /* Named, so that a fault of the comparison kernels (which ends the worker
+   * like a candidate's) is not read as the candidate's own. */
+  if (rc != 0) return hct__error(rc, "the figures on the card after run %d: %s", k, hct_last_error());
+  return 0;
 }
 
 static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int producer, int twin,
