@@ -71,46 +71,95 @@ static int work_room(hct_gpu_t *g, hct_pcheck_t *pc, size_t bytes) {
 
 static size_t up8(size_t n) { return (n + 7) & ~(size_t)7; }
 
+/* The work memory's layout: the elements' partials, the reference's, the
+ * rows' KL and agreement, the result. */
+typedef struct work_layout_s {
+  size_t eparts, rparts, kl, agree, res, bytes;
+} work_layout_t;
+
+static work_layout_t layout_of(const hct_pc_plan_t *p) {
+  work_layout_t w;
+  w.eparts = 0;
+  w.rparts = w.eparts + (size_t)p->e_blocks * sizeof(hct_pc_part_t);
+  w.kl = w.rparts + (size_t)(p->r_blocks ? p->r_blocks : 1) * sizeof(hct_pc_part_t);
+  w.agree = w.kl + up8((size_t)(p->nkl ? p->nkl : 1) * sizeof(double));
+  w.res = w.agree + up8((size_t)(p->nkl ? p->nkl : 1) * sizeof(uint32_t));
+  w.bytes = w.res + sizeof(hct_pc_result_t);
+  return w;
+}
+
+size_t hct__pc_work_bytes(const hct_pc_plan_t *p, size_t *res_off) {
+  const work_layout_t w = layout_of(p);
+  *res_off = w.res;
+  return w.bytes;
+}
+
+static void arg_u(hct_pc_launch_t *l, uint64_t v) {
+  l->u[l->nargs] = v;
+  l->args[l->nargs] = &l->u[l->nargs];
+  l->nargs++;
+}
+
+static void arg_i(hct_pc_launch_t *l, int v) {
+  l->i[l->nargs] = v;
+  l->args[l->nargs] = &l->i[l->nargs];
+  l->nargs++;
+}
+
+static hct_pc_launch_t *launch_new(hct_pc_launch_t L[], int *n, int kernel, unsigned blocks, unsigned threads) {
+  hct_pc_launch_t *l = &L[(*n)++];
+  memset(l, 0, sizeof *l);
+  l->kernel = kernel;
+  l->grid[0] = blocks;
+  l->block[0] = threads;
+  l->grid[1] = l->grid[2] = l->block[1] = l->block[2] = 1;
+  return l;
+}
+
+/* In the order of each kernel's parameters in parity_check.cu (the CPU
+ * emulator's test launches these very lists). */
+int hct__pc_launches(const hct_pc_plan_t *p, const hct_pc_ptrs_t *x, hct_pc_launch_t L[4]) {
+  const work_layout_t w = layout_of(p);
+  int n = 0;
+  hct_pc_launch_t *l = launch_new(L, &n, HCT_PC_K_ELEMS, p->e_blocks, HCT_PC_THREADS);
+  arg_u(l, x->out), arg_u(l, x->want), arg_u(l, x->src), arg_u(l, p->n), arg_i(l, p->dt);
+  arg_i(l, p->image), arg_u(l, p->e_chunk), arg_u(l, x->work + w.eparts);
+  if (p->r_blocks > 0) {
+    l = launch_new(L, &n, HCT_PC_K_REF, p->r_blocks, HCT_PC_THREADS);
+    arg_u(l, x->out), arg_i(l, p->dt), arg_u(l, x->ref), arg_u(l, x->rows), arg_u(l, p->slices);
+    arg_u(l, p->slice), arg_u(l, p->r_chunk), arg_u(l, x->work + w.rparts);
+  }
+  if (p->kl_blocks > 0) {
+    l = launch_new(L, &n, HCT_PC_K_ROWS, p->kl_blocks, HCT_PC_ROW_THREADS);
+    arg_u(l, x->out), arg_i(l, p->dt), arg_u(l, x->ref), arg_u(l, x->ref_p), arg_u(l, x->rows);
+    arg_u(l, p->slice), arg_u(l, p->per_slice), arg_u(l, p->len), arg_u(l, p->nkl);
+    arg_u(l, x->work + w.kl), arg_u(l, x->work + w.agree);
+  }
+  l = launch_new(L, &n, HCT_PC_K_REDUCE, 1, 1);
+  arg_u(l, x->work + w.eparts), arg_u(l, p->e_blocks), arg_u(l, x->work + w.rparts), arg_u(l, p->r_blocks);
+  arg_u(l, x->work + w.kl), arg_u(l, x->work + w.agree), arg_u(l, p->nkl), arg_u(l, x->out);
+  /* The reduction reads the first mismatches' bits in want: out without one. */
+  arg_u(l, x->want ? x->want : x->out), arg_i(l, p->dt), arg_u(l, x->work + w.res);
+  return n;
+}
+
 int hct__pcheck_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hbuf_t *b, const hct_pcref_t *ref,
                      hct_dptr_t out, hct_dptr_t want, hct_dptr_t src, int image, hct_parity_figs_t *f) {
   hct_pc_plan_t p;
   hct__pc_plan(b, image, &p);
   if (p.have_ref && (ref == NULL || ref->ref == 0 || (p.nkl > 0 && ref->ref_p == 0)))
     return hct__error(HCT_EINVAL, "parity check of '%s': its reference is not on the card", b->spec->name);
-  const size_t ep = (size_t)p.e_blocks * sizeof(hct_pc_part_t);
-  const size_t rp = (size_t)(p.r_blocks ? p.r_blocks : 1) * sizeof(hct_pc_part_t);
-  const size_t kl = up8((size_t)(p.nkl ? p.nkl : 1) * sizeof(double));
-  const size_t ag = up8((size_t)(p.nkl ? p.nkl : 1) * sizeof(uint32_t));
-  int rc = work_room(g, pc, ep + rp + kl + ag + sizeof(hct_pc_result_t));
+  size_t res_off;
+  int rc = work_room(g, pc, hct__pc_work_bytes(&p, &res_off));
   if (rc != 0) return rc;
-  hct_dptr_t eparts = pc->work, rparts = eparts + ep, kls = rparts + rp, agree = kls + kl,
-             res = agree + ag;
-  hct_dptr_t dref = ref ? ref->ref : 0, dref_p = ref ? ref->ref_p : 0, drows = ref ? ref->rows : 0;
-  int dt = p.dt, img = image;
-  uint64_t n = p.n, e_chunk = p.e_chunk, slices = p.slices, slice = p.slice, r_chunk = p.r_chunk,
-           per_slice = p.per_slice, len = p.len, nkl = p.nkl, ne = p.e_blocks, nr = p.r_blocks;
-  hct_dptr_t wantp = want ? want : out; /* the reduction reads bits there */
-  const unsigned one[3] = {1, 1, 1};
-  unsigned grid[3] = {p.e_blocks, 1, 1}, block[3] = {HCT_PC_THREADS, 1, 1};
-  void *a_elems[] = {&out, &want, &src, &n, &dt, &img, &e_chunk, &eparts};
-  rc = hct__gpu_launch(g, pc->fn[0], grid, block, 0, a_elems);
-  if (rc == 0 && p.r_blocks > 0) {
-    grid[0] = p.r_blocks;
-    void *a_ref[] = {&out, &dt, &dref, &drows, &slices, &slice, &r_chunk, &rparts};
-    rc = hct__gpu_launch(g, pc->fn[1], grid, block, 0, a_ref);
-  }
-  if (rc == 0 && p.kl_blocks > 0) {
-    grid[0] = p.kl_blocks;
-    block[0] = HCT_PC_ROW_THREADS;
-    void *a_rows[] = {&out, &dt, &dref, &dref_p, &drows, &slice, &per_slice, &len, &nkl, &kls, &agree};
-    rc = hct__gpu_launch(g, pc->fn[2], grid, block, 0, a_rows);
-  }
-  if (rc == 0) {
-    void *a_red[] = {&eparts, &ne, &rparts, &nr, &kls, &agree, &nkl, &out, &wantp, &dt, &res};
-    rc = hct__gpu_launch(g, pc->fn[3], one, one, 0, a_red);
-  }
+  const hct_pc_ptrs_t x = {out, want, src, ref ? ref->ref : 0, ref ? ref->ref_p : 0, ref ? ref->rows : 0,
+                           pc->work};
+  hct_pc_launch_t L[4];
+  const int n = hct__pc_launches(&p, &x, L);
+  for (int k = 0; rc == 0 && k < n; k++)
+    rc = hct__gpu_launch(g, pc->fn[L[k].kernel], L[k].grid, L[k].block, 0, L[k].args);
   hct_pc_result_t r;
-  if (rc == 0) rc = hct__gpu_download(g, &r, res, sizeof r); /* waits for the stream */
+  if (rc == 0) rc = hct__gpu_download(g, &r, pc->work + res_off, sizeof r); /* waits for the stream */
   if (rc == 0) hct__parity_from_card(b, &p, &r, want != 0, f);
   return rc;
 }
@@ -176,7 +225,7 @@ int hct__pcheck_keep(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hostset_t *hs, co
     unsigned grid[3] = {(unsigned)HCT_MIN((n + HCT_PC_THREADS - 1) / HCT_PC_THREADS, (uint64_t)4096), 1, 1},
              block[3] = {HCT_PC_THREADS, 1, 1};
     void *args[] = {&dst, &src, &n};
-    if (rc == 0 && n > 0) rc = hct__gpu_launch(g, pc->fn[4], grid, block, 0, args);
+    if (rc == 0 && n > 0) rc = hct__gpu_launch(g, pc->fn[HCT_PC_K_COPY], grid, block, 0, args);
   }
   return rc;
 }

@@ -290,6 +290,29 @@ typedef struct hct_pcheck_s {
   hct_dptr_t work;           /* partials, rows' figures, the result */
   size_t work_bytes;
 } hct_pcheck_t;
+/* The kernels, in hct_pcheck_t.fn's order. */
+enum { HCT_PC_K_ELEMS, HCT_PC_K_REF, HCT_PC_K_ROWS, HCT_PC_K_REDUCE, HCT_PC_K_COPY };
+/* Where a check's data lie on the card, and its work memory (at least
+ * hct__pc_work_bytes). */
+typedef struct hct_pc_ptrs_s {
+  hct_dptr_t out, want, src, ref, ref_p, rows, work;
+} hct_pc_ptrs_t;
+/* One launch as data: args point into the struct itself (do not copy it
+ * once built), as cuLaunchKernel and hipModuleLaunchKernel take them. */
+typedef struct hct_pc_launch_s {
+  int kernel;                /* HCT_PC_K_* */
+  unsigned grid[3], block[3];
+  int nargs;
+  uint64_t u[12];
+  int32_t i[12];
+  void *args[12];
+} hct_pc_launch_t;
+/* The work memory plan p needs; *res_off: where its result lies there. */
+size_t hct__pc_work_bytes(const hct_pc_plan_t *p, size_t *res_off);
+/* The launches of plan p over x, in order, into L; returns how many (2 to
+ * 4).  hct__pcheck_figs runs them; tests/emu/parity_card_emu.cc runs the
+ * same lists on the CPU emulator. */
+int hct__pc_launches(const hct_pc_plan_t *p, const hct_pc_ptrs_t *x, hct_pc_launch_t L[4]);
 /* A buffer's float64 reference on the card: ref, its rows' softmax, the
  * token rows (0 where the host has none). */
 typedef struct hct_pcref_s {

@@ -43,35 +43,67 @@ inline double __dmul_rn(double a, double b) { return a * b; }
 
 /* ---- the card's figures, through the emulator ----------------------------- */
 
+/* Runs one launch of hct__pc_launches: its argument list read back in the
+ * order and types of the kernel's parameters, so that a list the GPU path
+ * would pass wrongly (order, width) gives wrong figures here. */
+static void run_launch(const hct_pc_launch_t &L) {
+  /* A 64-bit parameter must be passed as one, an int as an int. */
+  auto U = [&](int k) {
+    if (L.args[k] != &L.u[k]) fail_msg("kernel %d: argument %d is no 64-bit value", L.kernel, k);
+    return (hct_u64)L.u[k];
+  };
+  auto P = [&](int k) { return (void *)(uintptr_t)U(k); };
+  auto I = [&](int k) {
+    if (L.args[k] != &L.i[k]) fail_msg("kernel %d: argument %d is no int", L.kernel, k);
+    return L.i[k];
+  };
+  dim3 g, b;
+  g.x = L.grid[0];
+  b.x = L.block[0];
+  switch (L.kernel) {
+  case HCT_PC_K_ELEMS:
+    assert_int_equal(L.nargs, 8);
+    emu::launch(g, b, 0, hct_pc_elems, (const void *)P(0), (const void *)P(1), (const float *)P(2), U(3), I(4),
+                I(5), U(6), (hct_pc_part_t *)P(7));
+    break;
+  case HCT_PC_K_REF:
+    assert_int_equal(L.nargs, 8);
+    emu::launch(g, b, 0, hct_pc_ref, (const void *)P(0), I(1), (const double *)P(2), (const int *)P(3), U(4),
+                U(5), U(6), (hct_pc_part_t *)P(7));
+    break;
+  case HCT_PC_K_ROWS:
+    assert_int_equal(L.nargs, 11);
+    emu::launch(g, b, 0, hct_pc_rows, (const void *)P(0), I(1), (const double *)P(2), (const double *)P(3),
+                (const int *)P(4), U(5), U(6), U(7), U(8), (double *)P(9), (hct_u32 *)P(10));
+    break;
+  case HCT_PC_K_REDUCE:
+    assert_int_equal(L.nargs, 11);
+    emu::launch(g, b, 0, hct_pc_reduce, (const hct_pc_part_t *)P(0), U(1), (const hct_pc_part_t *)P(2), U(3),
+                (const double *)P(4), (const hct_u32 *)P(5), U(6), (const void *)P(7), (const void *)P(8), I(9),
+                (hct_pc_result_t *)P(10));
+    break;
+  default:
+    fail_msg("launch of kernel %d", L.kernel);
+  }
+}
+
+/* The figures as tuner/parity_card.c makes them, host pointers standing
+ * for the card's: the same plan, launches and conversion. */
 static void card_figs(const hct_hbuf_t *b, const void *out, const void *want, const float *src,
                       int image, hct_parity_figs_t *f) {
   hct_pc_plan_t p;
   hct__pc_plan(b, image, &p);
-  std::vector<hct_pc_part_t> ep(p.e_blocks), rp(p.r_blocks > 0 ? p.r_blocks : 1);
-  std::vector<double> kl(p.nkl > 0 ? p.nkl : 1);
-  std::vector<hct_u32> agree(p.nkl > 0 ? p.nkl : 1);
-  memset(ep.data(), 0x5a, ep.size() * sizeof ep[0]); /* garbage where not written */
-  memset(rp.data(), 0, rp.size() * sizeof rp[0]);
-  auto d = [](unsigned x) {
-    dim3 r;
-    r.x = x;
-    return r;
-  };
-  emu::launch(d(p.e_blocks), d(HCT_PC_THREADS), 0, hct_pc_elems, out, want, src, (hct_u64)p.n, p.dt,
-              image, (hct_u64)p.e_chunk, ep.data());
-  const int *rows = (const int *)b->rows;
-  if (p.r_blocks > 0)
-    emu::launch(d(p.r_blocks), d(HCT_PC_THREADS), 0, hct_pc_ref, out, p.dt, (const double *)b->ref, rows,
-                (hct_u64)p.slices, (hct_u64)p.slice, (hct_u64)p.r_chunk, rp.data());
-  if (p.kl_blocks > 0)
-    emu::launch(d(p.kl_blocks), d(HCT_PC_ROW_THREADS), 0, hct_pc_rows, out, p.dt, (const double *)b->ref,
-                (const double *)b->ref_p, rows, (hct_u64)p.slice, (hct_u64)p.per_slice, (hct_u64)p.len,
-                (hct_u64)p.nkl, kl.data(), agree.data());
+  size_t res_off;
+  const size_t bytes = hct__pc_work_bytes(&p, &res_off);
+  std::vector<uint64_t> work((bytes + 7) / 8);
+  memset(work.data(), 0x5a, bytes); /* garbage where nothing writes */
+  const hct_pc_ptrs_t x = {(uintptr_t)out, (uintptr_t)want, (uintptr_t)src, (uintptr_t)b->ref,
+                           (uintptr_t)b->ref_p, (uintptr_t)b->rows, (uintptr_t)work.data()};
+  hct_pc_launch_t L[4];
+  const int n = hct__pc_launches(&p, &x, L);
+  for (int k = 0; k < n; k++) run_launch(L[k]);
   hct_pc_result_t res;
-  memset(&res, 0xa5, sizeof res);
-  emu::launch(d(1), d(1), 0, hct_pc_reduce, (const hct_pc_part_t *)ep.data(), (hct_u64)p.e_blocks,
-              (const hct_pc_part_t *)rp.data(), (hct_u64)p.r_blocks, (const double *)kl.data(),
-              (const hct_u32 *)agree.data(), (hct_u64)p.nkl, out, want != nullptr ? want : out, p.dt, &res);
+  memcpy(&res, (const char *)work.data() + res_off, sizeof res);
   hct__parity_from_card(b, &p, &res, want != nullptr, f);
 }
 
