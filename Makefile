@@ -183,6 +183,24 @@ $(O)/tests/fake_worker: $(O)/tests/fake/fake_worker.o $(INTERNAL) $(LIB)/libhctu
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_DEPS) $(LDLIBS_SYS)
 
+# test_parity_card: the comparison kernels (kernels-src/common/
+# parity_check.cu) on the CPU emulator (tests/emu/emu.h) against
+# tuner/parity.c.  C++ as the emulator is, so built by its own rule; a test
+# program like the others for tests/run.sh and make check.
+CXX ?= g++
+CXXFLAGS_EMU := -std=c++17 -O1 -g -Wall -Wextra -Werror -Wno-unused-function -Wno-unused-parameter \
+                -ffp-contract=off -pthread
+ifeq ($(BUILD),asan)
+  CXXFLAGS_EMU += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+$(O)/tests/test_parity_card: tests/emu/parity_card_emu.cc tests/emu/emu.h tests/test_main.h \
+    kernels-src/common/parity_check.cu kernels-src/common/hct_parity.h kernels-src/common/hct_kernel.h \
+    kernels-src/common/hct_convert.h tuner/tuner.h $(INTERNAL) $(LIB)/libhctune.a
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) -Itests/emu -Ikernels-src/common $(CXXFLAGS_EMU) \
+	  $(LDFLAGS) -o $@ $< $(INTERNAL) $(LIB)/libhctune.a -lcmocka $(LDLIBS_DEPS) $(LDLIBS_SYS)
+tests: $(O)/tests/test_parity_card
+
 # The CPU cross-check of hc_read's reference rounds every product and sum
 # apart, as its GPU template does (kernels-src/common/hc_read_ref.h).
 $(O)/tests/ref_hc_read.o: CFLAGS += -ffp-contract=off

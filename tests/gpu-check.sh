@@ -118,6 +118,54 @@ else
   bad "probe --stale: $(cat "$tmp/stale.out" "$tmp/stale.err" | tail -5)"
 fi
 
+# 4c. Issue 29: the probe's checks make their figures on the card; the same
+# probe with the host's figures (HCTUNE_CHECK_ON_HOST=1), both from one
+# seed (HCTUNE_PROBE_SEED) into databases of their own, must record the same
+# figures for every parity trial both ran on the same inputs: counts and
+# indices equal, errors to 1e-12 relative, KL to 1e-6 (the device's expm1).
+for side in card host; do
+  if [ $side = host ]; then export HCTUNE_CHECK_ON_HOST=1; fi
+  HCTUNE_PROBE_SEED=29 HCTUNE_DB="$tmp/$side.db" "$bin/hctune" probe --tokens 1-8 \
+    > "$tmp/probe_$side.out" 2> "$tmp/probe_$side.err" || bad "probe with the figures on the $side: $(tail -2 "$tmp/probe_$side.err")"
+  unset HCTUNE_CHECK_ON_HOST
+  HCTUNE_DB="$tmp/$side.db" "$bin/hctune" show --op hc_read --json > "$tmp/trials_$side.json" 2>> "$tmp/err"
+done
+python3 - "$tmp/trials_card.json" "$tmp/trials_host.json" <<'PY' && ok "figures on the card equal the host's" || bad "figures on the card differ from the host's"
+import json, math, sys
+def trials(path):
+    out = {}
+    for tr in json.load(open(path)):
+        if tr.get("kind") != "parity" or not tr.get("figures"): continue
+        figs = tr["figures"]
+        if isinstance(figs, str): figs = json.loads(figs)
+        out[(tr["variant"], json.dumps(tr.get("params")), tr["tokens"], tr["pending"], str(tr.get("seed")))] = figs
+    return out
+card, host = trials(sys.argv[1]), trials(sys.argv[2])
+both = sorted(set(card) & set(host))
+if len(both) < 20: print("only", len(both), "trials in both probes"); sys.exit(1)
+def num(v):
+    return float("inf") if v in ("inf", None) else float("-inf") if v == "-inf" else float("nan") if v == "nan" else float(v)
+bad = 0
+for key in both:
+    for buf, h in host[key].items():
+        c = card[key].get(buf)
+        if not isinstance(h, dict): continue
+        if c is None: print(key, buf, "missing on the card"); bad += 1; continue
+        for f, hv in h.items():
+            cv = c.get(f)
+            if isinstance(hv, (int, list)) and not isinstance(hv, bool) and f not in ("rel_err", "max_err_ratio", "kl_mean", "kl_max", "argmax_agree"):
+                if hv != cv: print(key, buf, f, "host", hv, "card", cv); bad += 1
+                continue
+            a, b = num(hv), num(cv)
+            if math.isinf(a) or math.isinf(b) or math.isnan(a) or math.isnan(b):
+                if not (a == b or (math.isnan(a) and math.isnan(b))): print(key, buf, f, hv, cv); bad += 1
+                continue
+            tol = max(1e-6 * abs(a), 1e-18) if f.startswith("kl") else 1e-12 * abs(a)
+            if abs(a - b) > tol: print(key, buf, f, "host", hv, "card", cv); bad += 1
+print(len(both), "trials compared,", bad, "differences")
+sys.exit(1 if bad else 0)
+PY
+
 # 5. A deliberately wrong variant is rejected for parity.
 if [ -d "$root/tests/kernels-src/hc_read_wrongtest" ]; then
   "$bin/hctune" probe --op hc_read_wrongtest --tokens 1-2 > "$tmp/wrong.out" 2> "$tmp/wrong.err"

@@ -290,6 +290,45 @@ static void test_references_compile(void **state) {
   assert_true(done >= 3);
 }
 
+/* The comparison kernels of a check on the card (kernels-src/common/
+ * parity_check.cu, tuner/parity_card.c) compile through the product's path
+ * for sm_90 and, where hiprtc loads, gfx90a (wave 64) and gfx1030: the
+ * worker falls back to the host's figures where they do not, so a
+ * template that stopped compiling would only show as slow checks.  Their
+ * results are tests/emu/parity_card_emu.cc's to check. */
+static void test_parity_check_compiles(void **state) {
+  (void)state;
+  SKIP_IF_SANITIZED();
+  if (!need_nvrtc()) skip();
+  char v[64];
+  const int hip = hct__compiler_version(HCT_BACKEND_HIP, v, sizeof v) == 0;
+  hct__error_clear();
+  hct_op_t *op = NULL;
+  if (hct__manifest_load(kernels, "hc_read", &op) != 0) fail_msg("hc_read: %s", hct_last_error());
+  static const struct {
+    hct_backend_kind_t backend;
+    const char *arch;
+  } targets[] = {{HCT_BACKEND_CUDA, "sm_90"}, {HCT_BACKEND_HIP, "gfx90a"}, {HCT_BACKEND_HIP, "gfx1030"}};
+  int done = 0;
+  for (size_t t = 0; t < HCT_ARRAY_SIZE(targets); t++) {
+    if (targets[t].backend == HCT_BACKEND_HIP && !hip) continue;
+    int arch_num, warp;
+    if (!arch_known(targets[t].backend, targets[t].arch, &arch_num, &warp)) continue;
+    hct_compile_job_t job;
+    hct_op_t *holder = NULL;
+    assert_int_equal(hct__pcheck_job(op, targets[t].backend, targets[t].arch, &holder, &job), 0);
+    hct__compile_one(&job);
+    if (job.status != 0) fail_msg("parity_check.cu for %s: %s", targets[t].arch, job.error);
+    printf("parity_check.cu for %s: %.0f ms, %d registers, %d bytes spilled\n", targets[t].arch,
+           job.compile_ms, job.regs, job.spill_bytes);
+    hct__compile_job_clear(&job);
+    free(holder);
+    done++;
+  }
+  hct__manifest_free(op);
+  assert_true(done >= 1);
+}
+
 /* The edges of every product op's space for the card we tune on (sm_90,
  * the H200): a point's defines change the code, and the largest tiles,
  * stages and warps are where registers and shared memory run out.  The
@@ -516,6 +555,7 @@ int main(void) {
       cmocka_unit_test(test_space_sm90),
       cmocka_unit_test(test_edge_points),
       cmocka_unit_test(test_references_compile),
+      cmocka_unit_test(test_parity_check_compiles),
       cmocka_unit_test(test_json),
       cmocka_unit_test(test_broken_template),
       cmocka_unit_test(test_bad_usage),

@@ -975,6 +975,149 @@ static void test_gpu_selftest_through_worker(void **state) {
   free(G);
 }
 
+/* ---- issue 29: the figures on the card against the host's ----------------- */
+
+/* Host and card figures of one buffer: counts, indices and bits exactly;
+ * the normwise and worst errors to 1e-12 relative (the card adds in a
+ * block tree); KL to 1e-6 relative or 1e-18 absolute (the card's expm1 and
+ * log1p are the device library's, not glibc's). */
+static void same_figs(const char *what, const hct_parity_figs_t *h, const hct_parity_figs_t *c) {
+  const size_t hc[] = {h->elems, h->mismatches, h->first_mismatch, h->unwritten, h->nonfinite,
+                       h->is_image, h->image_mismatches, h->n_first},
+               cc[] = {c->elems, c->mismatches, c->first_mismatch, c->unwritten, c->nonfinite,
+                       c->is_image, c->image_mismatches, c->n_first};
+  static const char *const names[] = {"elems", "mismatches", "first_mismatch", "unwritten", "nonfinite",
+                                      "is_image", "image_mismatches", "n_first"};
+  for (size_t k = 0; k < HCT_ARRAY_SIZE(hc); k++)
+    if (hc[k] != cc[k]) fail_msg("%s: %s: host %zu, card %zu", what, names[k], hc[k], cc[k]);
+  for (size_t k = 0; k < h->n_first && k < HCT_PC_FIRST; k++)
+    if (h->first_idx[k] != c->first_idx[k] || h->first_got[k] != c->first_got[k] ||
+        h->first_want[k] != c->first_want[k])
+      fail_msg("%s: mismatch %zu: host [%zu %x %x], card [%zu %x %x]", what, k, h->first_idx[k],
+               h->first_got[k], h->first_want[k], c->first_idx[k], c->first_got[k], c->first_want[k]);
+  const double hd[] = {h->rel_err, h->max_err_ratio, h->kl_mean, h->kl_max, h->argmax_agree},
+               cd[] = {c->rel_err, c->max_err_ratio, c->kl_mean, c->kl_max, c->argmax_agree};
+  static const char *const dnames[] = {"rel_err", "max_err_ratio", "kl_mean", "kl_max", "argmax_agree"};
+  for (size_t k = 0; k < HCT_ARRAY_SIZE(hd); k++) {
+    const double rel = k == 2 || k == 3 ? 1e-6 : 1e-12, abs_ok = k == 2 || k == 3 ? 1e-18 : 0.0;
+    if (isinf(hd[k]) || isinf(cd[k]) ? hd[k] != cd[k]
+                                     : !(fabs(hd[k] - cd[k]) <= fmax(rel * fabs(hd[k]), abs_ok)))
+      fail_msg("%s: %s: host %.17g, card %.17g", what, dnames[k], hd[k], cd[k]);
+  }
+}
+
+static void same_check(const char *what, const hct_worker_check_t *h, const hct_worker_check_t *c) {
+  char w[256];
+  if (h->n != c->n || h->n_more != c->n_more || h->deterministic != c->deterministic ||
+      h->nondet_mismatches != c->nondet_mismatches || h->nondet_first != c->nondet_first)
+    fail_msg("%s: buffers %d/%d, later runs %d/%d, deterministic %d/%d (%zu/%zu at %zu/%zu), host/card",
+             what, h->n, c->n, h->n_more, c->n_more, h->deterministic, c->deterministic,
+             h->nondet_mismatches, c->nondet_mismatches, h->nondet_first, c->nondet_first);
+  for (int i = 0; i < h->n; i++) {
+    snprintf(w, sizeof w, "%s: run 0 '%s'", what, h->name[i]);
+    same_figs(w, &h->figs[i], &c->figs[i]);
+    snprintf(w, sizeof w, "%s: reference '%s'", what, h->name[i]);
+    if (h->has_ref) same_figs(w, &h->ref_figs[i], &c->ref_figs[i]);
+    for (int k = 0; k < h->n_more; k++) {
+      snprintf(w, sizeof w, "%s: run %d '%s'", what, h->more[k].run, h->name[i]);
+      same_figs(w, &h->more[k].figs[i], &c->more[k].figs[i]);
+    }
+  }
+}
+
+/* Every variant of `opname` (its first point) checked at each T by two
+ * workers, one computing the figures on the card (and saying so), one on
+ * the host (HCTUNE_CHECK_ON_HOST), with every later run: the same figures
+ * (same_check).  Returns the checks compared. */
+static int card_vs_host(const char *exe, const hct_device_t *dev, const char *opname, const int *Ts,
+                        int nT) {
+  const char *k = getenv("HCTUNE_KERNELS");
+  char kdir[1024], dbpath[512];
+  hct__strlcpy(kdir, k ? k : "kernels-src", sizeof kdir);
+  hct_op_t *op = NULL;
+  assert_rc(hct__manifest_load(kdir, opname, &op), 0);
+  snprintf(dbpath, sizeof dbpath, "%s/card_%s.db", tmpdir, opname);
+  hct_db_t *db = NULL;
+  assert_rc(hct__db_open(dbpath, 0, &db), 0);
+  hct_compile_job_t *jobs = calloc((size_t)op->n_variants + 1, sizeof *jobs);
+  assert_non_null(jobs);
+  for (int i = 0; i < op->n_variants; i++) {
+    jobs[i].backend = dev->backend;
+    hct__strlcpy(jobs[i].arch, dev->arch, sizeof jobs[i].arch);
+    jobs[i].op = op;
+    jobs[i].variant = &op->variants[i];
+    hct__point_first(&op->variants[i], &jobs[i].point);
+  }
+  assert_rc(hct__reference_job(op, dev->backend, dev->arch, &jobs[op->n_variants]), 0);
+  hct_binary_store_t store;
+  hct__db_binary_store(db, &store);
+  assert_rc(hct__compile_all(jobs, op->n_variants + 1, &store, NULL, NULL), 0);
+  /* Variant 0, the baseline, is every other check's reference. */
+  if (jobs[0].status != 0) fail_msg("%s %s: %s", opname, op->variants[0].name, jobs[0].error);
+  if (jobs[op->n_variants].status != 0) fail_msg("%s reference: %s", opname, jobs[op->n_variants].error);
+  hct_worker_t *w[2];
+  for (int h = 0; h < 2; h++) {
+    if (h) setenv("HCTUNE_CHECK_ON_HOST", "1", 1);
+    assert_rc(hct__worker_start(exe, &w[h]), 0);
+    unsetenv("HCTUNE_CHECK_ON_HOST");
+    assert_rc(hct__worker_open(w[h], dev->uuid), 0);
+    assert_rc(hct__worker_reference(w[h], kdir, opname, jobs[op->n_variants].key, dbpath), 0);
+    for (int i = 0; i < op->n_variants; i++) {
+      if (jobs[i].status != 0) continue;
+      char params[256];
+      hct__point_json(&op->variants[i], &jobs[i].point, params, sizeof params);
+      assert_rc(hct__worker_load(w[h], i, kdir, opname, op->variants[i].name, params, jobs[i].key, dbpath), 0);
+    }
+  }
+  static hct_worker_check_t ck[2];
+  const int all = HCT_CHECK_REPEAT | HCT_CHECK_TWIN | HCT_CHECK_PRODUCER;
+  int compared = 0;
+  for (int t = 0; t < nT; t++) {
+    for (int i = 0; i < op->n_variants; i++) {
+      if (jobs[i].status != 0) continue;
+      int rc[2];
+      for (int h = 0; h < 2; h++)
+        rc[h] = hct__worker_check(w[h], i, i == 0 ? -1 : 0, Ts[t], 0, 29 + (uint64_t)Ts[t], all, 0, &ck[h]);
+      char what[160];
+      snprintf(what, sizeof what, "%s %s at T=%d", opname, op->variants[i].name, Ts[t]);
+      if (rc[0] != rc[1]) fail_msg("%s: card %s, host %s", what, hct_err_name(rc[0]), hct_err_name(rc[1]));
+      if (rc[0] == HCT_EUNSUPPORTED) continue;
+      assert_rc(rc[0], 0);
+      if (ck[0].checked_on_host[0] != '\0') fail_msg("%s: not on the card: %s", what, ck[0].checked_on_host);
+      assert_true(ck[1].checked_on_host[0] != '\0');
+      same_check(what, &ck[1], &ck[0]);
+      printf("%s: same figures (run 0 %.1f ms on the card, %.1f ms with the host's figures)\n", what,
+             ck[0].run_ms, ck[1].run_ms);
+      compared++;
+    }
+  }
+  for (int h = 0; h < 2; h++) hct__worker_stop(w[h]);
+  for (int i = 0; i <= op->n_variants; i++) hct__compile_job_clear(&jobs[i]);
+  free(jobs);
+  hct__db_close(db);
+  hct__manifest_free(op);
+  return compared;
+}
+
+/* Issue 29 on a GPU: the figures a check makes on the card are the host's
+ * on real probe outputs, for the decode and prefill ops (sizes not
+ * multiples of a block, a partial M tile, images), every variant. */
+static void test_gpu_card_figs_match_host(void **state) {
+  (void)state;
+  hct_device_t dev;
+  if (hct__device_find("0", &dev) != 0) {
+    printf("skipped: no GPU: %s\n", hct_last_error());
+    skip();
+  }
+  const char *bin = getenv("HCT_BIN");
+  char exe[1024];
+  snprintf(exe, sizeof exe, "%s/hctune", bin ? bin : "bin");
+  static const int decode_T[] = {1, 3, 8}, prefill_T[] = {16, 130, 1024};
+  int n = card_vs_host(exe, &dev, "hc_read", decode_T, 3);
+  n += card_vs_host(exe, &dev, "hc_read_prefill", prefill_T, 3);
+  assert_true(n >= 6);
+}
+
 /* The worker's memory rule for one 'time' request: the input sets and the
  * scratch of the first k candidates within the budget, k as large as it
  * goes; 0 when the sets alone or with the first candidate are too much.
@@ -1033,6 +1176,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_hctune_worker),
       cmocka_unit_test(test_hctune_worker_dies_with_parent),
       cmocka_unit_test(test_gpu_selftest_through_worker),
+      cmocka_unit_test(test_gpu_card_figs_match_host),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   uv_library_shutdown(); /* the pool threads that ran NVRTC end before exit (cli/main.c) */

@@ -47,7 +47,8 @@ static int is_float(hct_dtype_t dt) { return dt == HCT_DT_F32 || dt == HCT_DT_BF
 #define CMP_CHUNK (1u << 20)
 
 typedef struct cmp_chunk_s {
-  size_t mismatches, first, unwritten, bad_images;
+  size_t mismatches, unwritten, bad_images;
+  size_t nfirst, first[HCT_PC_FIRST];   /* the chunk's first mismatches */
 } cmp_chunk_t;
 
 typedef struct cmp_ctx_s {
@@ -78,14 +79,12 @@ static void cmp_chunks(void *arg, int begin, int end) {
         mis += o[e] != r[e];
       }
     }
-    size_t first = 0;
-    if (mis > 0) {
-      const size_t w = c->wide ? 4 : 2;
-      const char *o = c->out, *r = c->ref;
-      for (first = e0; first < e1 && memcmp(o + first * w, r + first * w, w) == 0; first++) {
-      }
-    }
-    c->res[ch] = (cmp_chunk_t){mis, first, unw, 0};
+    cmp_chunk_t *res = &c->res[ch];
+    *res = (cmp_chunk_t){.mismatches = mis, .unwritten = unw};
+    const size_t w = c->wide ? 4 : 2;
+    const char *o = c->out, *r = c->ref;
+    for (size_t e = e0; mis > 0 && e < e1 && res->nfirst < HCT_PC_FIRST; e++)
+      if (memcmp(o + e * w, r + e * w, w) != 0) res->first[res->nfirst++] = e;
   }
 }
 
@@ -107,6 +106,10 @@ void hct__parity_bitwise(const hct_hbuf_t *b, const void *out, const void *ref,
   f->elems = b->elems;
   f->mismatches = 0;
   f->first_mismatch = 0;
+  f->n_first = 0;
+  memset(f->first_idx, 0, sizeof f->first_idx);
+  memset(f->first_got, 0, sizeof f->first_got);
+  memset(f->first_want, 0, sizeof f->first_want);
   f->unwritten = 0;
   cmp_ctx_t c = {out, ref, NULL, b->elems, hct__dtype_size(dt) == 4, 0, NULL};
   int n;
@@ -118,11 +121,26 @@ void hct__parity_bitwise(const hct_hbuf_t *b, const void *out, const void *ref,
     return;
   }
   for (int k = 0; k < n; k++) {
-    if (res[k].mismatches > 0 && f->mismatches == 0) f->first_mismatch = res[k].first;
     f->mismatches += res[k].mismatches;
     f->unwritten += res[k].unwritten;
+    for (size_t j = 0; j < res[k].nfirst && f->n_first < HCT_PC_FIRST; j++) {
+      const size_t e = res[k].first[j];
+      f->first_idx[f->n_first] = e;
+      f->first_got[f->n_first] = raw_bits(dt, out, e);
+      f->first_want[f->n_first++] = raw_bits(dt, ref, e);
+    }
   }
+  f->first_mismatch = f->n_first > 0 ? f->first_idx[0] : 0;
   free(res);
+}
+
+void hct__parity_take_bitwise(hct_parity_figs_t *f, const hct_parity_figs_t *fb) {
+  f->mismatches = fb->mismatches;
+  f->first_mismatch = fb->first_mismatch;
+  f->n_first = fb->n_first;
+  memcpy(f->first_idx, fb->first_idx, sizeof f->first_idx);
+  memcpy(f->first_got, fb->first_got, sizeof f->first_got);
+  memcpy(f->first_want, fb->first_want, sizeof f->first_want);
 }
 
 /*
@@ -190,6 +208,33 @@ int hct__parity_prepare(hct_hostset_t *hs) {
   return 0;
 }
 
+/* KL rows of a layout (len elements; *per_slice of them a slice). */
+static size_t kl_rows(const layout_t *L, size_t *per_slice) {
+  *per_slice = L->len > 0 && L->len <= L->slice ? L->slice / L->len : 0;
+  return *per_slice * L->slices;
+}
+
+/* The normwise and worst errors from their sums, and the KL and argmax
+ * figures from the rows' (`have_ref` 0: no reference, so no row agrees):
+ * the one place these formulas live, for the host's figures and the
+ * card's (hct__parity_from_card). */
+static void finish_errors(hct_parity_figs_t *f, double se, double sr, double maxe, double maxr) {
+  const int bad = f->unwritten > 0 || f->nonfinite > 0;
+  f->rel_err = bad ? INFINITY : sr > 0.0 ? sqrt(se / sr) : se > 0.0 ? INFINITY : 0.0;
+  f->max_err_ratio = bad ? INFINITY : maxr > 0.0 ? maxe / maxr : maxe > 0.0 ? INFINITY : 0.0;
+}
+
+static void finish_rows(hct_parity_figs_t *f, size_t rows, int have_ref, double kl_sum,
+                        double kl_max, size_t agree) {
+  f->kl_mean = 0.0;
+  f->kl_max = 0.0;
+  f->argmax_agree = rows ? 0.0 : 1.0;
+  if (rows == 0 || !have_ref) return;
+  f->kl_mean = kl_sum / (double)rows;
+  f->kl_max = kl_max;
+  f->argmax_agree = (double)agree / (double)rows;
+}
+
 static size_t argmax(const double *v, size_t n) {
   size_t k = 0;
   for (size_t i = 1; i < n; i++)
@@ -229,18 +274,14 @@ void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t
       maxr = fmax(maxr, fabs(r));
     }
   }
-  const int bad = f->unwritten > 0 || f->nonfinite > 0;
-  f->rel_err = bad ? INFINITY : sr > 0.0 ? sqrt(se / sr) : se > 0.0 ? INFINITY : 0.0;
-  f->max_err_ratio = bad ? INFINITY : maxr > 0.0 ? maxe / maxr : maxe > 0.0 ? INFINITY : 0.0;
+  finish_errors(f, se, sr, maxe, maxr);
 
   /* Rows: KL and argmax need the row in float64; a bad row counts as
    * infinite KL and as an argmax disagreement. */
   const size_t len = L.len;
-  const size_t per_slice = len > 0 && len <= L.slice ? L.slice / len : 0;
-  const size_t rows = per_slice * L.slices;
-  f->kl_mean = 0.0;
-  f->kl_max = 0.0;
-  f->argmax_agree = rows ? 0.0 : 1.0;
+  size_t per_slice;
+  const size_t rows = kl_rows(&L, &per_slice);
+  finish_rows(f, rows, 0, 0.0, 0.0, 0);
   if (rows == 0 || b->ref == NULL) return;
   double *ov = malloc(2 * len * sizeof *ov), *pv = ov + len;
   if (ov == NULL) {
@@ -248,7 +289,7 @@ void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t
     return;
   }
   size_t agree = 0;
-  double sum = 0.0;
+  double sum = 0.0, kmax = 0.0;
   for (size_t r = 0; r < rows; r++) {
     const size_t sl = r / per_slice, within = (r % per_slice) * len;
     const double *rv = b->ref + r * len;
@@ -264,12 +305,11 @@ void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t
     if (b->ref_p == NULL && !row_bad) row_softmax(rv, len, pv);
     const double kl = row_bad ? INFINITY : row_kl(p, rv, ov, len);
     sum += kl;
-    f->kl_max = fmax(f->kl_max, kl);
+    kmax = fmax(kmax, kl);
     if (!row_bad && argmax(ov, len) == argmax(rv, len)) agree++;
   }
   free(ov);
-  f->kl_mean = sum / (double)rows;
-  f->argmax_agree = (double)agree / (double)rows;
+  finish_rows(f, rows, 1, sum, kmax, agree);
 }
 
 /* JSON has no Inf or NaN: those print as null. */
@@ -346,6 +386,75 @@ void hct__parity_images(const hct_hostset_t *hs, void *const outs[], hct_parity_
     free(res);
     figs[i].is_image = 1;
     figs[i].image_mismatches = bad;
+  }
+}
+
+int hct__parity_image_of(const hct_hostset_t *hs, int i, int *src) {
+  *src = image_source(hs, i);
+  if (*src < 0) return HCT_PC_IMAGE_NONE;
+  return hs->bufs[i].spec->dtype == HCT_DT_BF16 ? HCT_PC_IMAGE_BF16 : HCT_PC_IMAGE_F16;
+}
+
+/* ---- the same figures from the card (kernels-src/common/parity_check.cu) - */
+
+/* The kernels take hct_dtype_t's values as their dtype codes. */
+_Static_assert(HCT_DT_F32 == HCT_PC_F32 && HCT_DT_BF16 == HCT_PC_BF16 && HCT_DT_F16 == HCT_PC_F16 &&
+                   HCT_DT_U32 == HCT_PC_U32 && HCT_DT_I32 == HCT_PC_I32,
+               "hct_parity.h's dtype codes must be hct_dtype_t's");
+
+/* Blocks for n elements: about four elements a thread, at most
+ * HCT_PC_MAX_BLOCKS; at least one, so the reduction always has a partial. */
+static unsigned pc_blocks(uint64_t n, uint64_t *chunk) {
+  const uint64_t per = (uint64_t)HCT_PC_THREADS * 4;
+  uint64_t blocks = (n + per - 1) / per;
+  blocks = blocks < 1 ? 1 : blocks > HCT_PC_MAX_BLOCKS ? HCT_PC_MAX_BLOCKS : blocks;
+  *chunk = (n + blocks - 1) / blocks;
+  return (unsigned)blocks;
+}
+
+void hct__pc_plan(const hct_hbuf_t *b, int image, hct_pc_plan_t *p) {
+  memset(p, 0, sizeof *p);
+  p->dt = (int)b->spec->dtype;
+  p->image = image;
+  p->n = b->elems;
+  p->e_blocks = pc_blocks(p->n, &p->e_chunk);
+  const layout_t L = layout_of(b);
+  p->have_ref = b->ref != NULL;
+  p->slices = L.slices;
+  p->slice = L.slice;
+  p->len = L.len;
+  size_t per_slice;
+  const size_t rows = kl_rows(&L, &per_slice);
+  p->per_slice = per_slice;
+  if (!p->have_ref) return;
+  p->r_blocks = pc_blocks(p->slices * p->slice, &p->r_chunk);
+  p->nkl = rows;
+  p->kl_blocks = (unsigned)((rows + HCT_PC_ROW_THREADS - 1) / HCT_PC_ROW_THREADS);
+}
+
+void hct__parity_from_card(const hct_hbuf_t *b, const hct_pc_plan_t *p, const hct_pc_result_t *r,
+                           int bitwise, hct_parity_figs_t *f) {
+  memset(f, 0, sizeof *f);
+  f->elems = b->elems;
+  if (bitwise) {
+    f->mismatches = (size_t)r->mismatches;
+    f->n_first = (size_t)HCT_MIN(r->nfirst, (uint64_t)HCT_PC_FIRST);
+    for (size_t j = 0; j < f->n_first; j++) {
+      f->first_idx[j] = (size_t)r->first_idx[j];
+      f->first_got[j] = r->first_got[j];
+      f->first_want[j] = r->first_want[j];
+    }
+    f->first_mismatch = f->n_first > 0 ? f->first_idx[0] : 0;
+  }
+  f->unwritten = (size_t)r->unwritten;
+  f->nonfinite = (size_t)r->nonfinite;
+  finish_errors(f, r->se, r->sr, r->maxe, r->maxr);
+  size_t per_slice;
+  const layout_t L = layout_of(b);
+  finish_rows(f, kl_rows(&L, &per_slice), p->have_ref, r->kl_sum, r->kl_max, (size_t)r->agree);
+  if (p->image != HCT_PC_IMAGE_NONE) {
+    f->is_image = 1;
+    f->image_mismatches = (size_t)r->image_bad;
   }
 }
 

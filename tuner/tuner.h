@@ -30,6 +30,10 @@
 #include "jit.h"
 #include "stats.h"
 
+/* The comparison kernels' layout (kernels-src/common/parity_check.cu),
+ * shared with them: hct_pc_result_t, HCT_PC_FIRST. */
+#include "../kernels-src/common/hct_parity.h"
+
 /* ---- host buffer sets (tuner/hostset.c) --------------------------------- */
 
 /*
@@ -117,6 +121,9 @@ typedef struct hct_parity_figs_s {
   size_t elems;
   size_t mismatches;      /* bitwise: elements whose bits differ */
   size_t first_mismatch;  /* index of the first differing element */
+  size_t n_first;         /* of first_idx: min(mismatches, HCT_PC_FIRST) */
+  size_t first_idx[HCT_PC_FIRST];  /* the first differing elements, ascending */
+  uint32_t first_got[HCT_PC_FIRST], first_want[HCT_PC_FIRST]; /* their bits */
   size_t unwritten;       /* elements still holding the poison pattern */
   size_t nonfinite;       /* NaN or Inf that are not the poison */
   double rel_err;         /* ||out - ref|| / ||ref|| (normwise, L2) */
@@ -186,9 +193,12 @@ int hct__search_halving(const hct_search_t *cfg, const int *ids, int n, const in
 #define HCT_POISON_16 0x7fd3   /* bf16 and f16: a NaN in both */
 
 /* Compares `out` (device result, dtype of b->spec) with `ref` (same dtype),
- * bit for bit; fills mismatches, first_mismatch, unwritten. */
+ * bit for bit; fills mismatches, first_mismatch, the first HCT_PC_FIRST
+ * mismatches (n_first, first_idx, first_got, first_want), unwritten. */
 void hct__parity_bitwise(const hct_hbuf_t *b, const void *out, const void *ref,
                          hct_parity_figs_t *f);
+/* Copies the bitwise figures of fb (hct__parity_bitwise's) into f. */
+void hct__parity_take_bitwise(hct_parity_figs_t *f, const hct_parity_figs_t *fb);
 /* Compares `out` with b->ref in float64: rel_err, max_err_ratio, KL,
  * argmax, unwritten, nonfinite. */
 void hct__parity_metrics(const hct_hbuf_t *b, const void *out, hct_parity_figs_t *f);
@@ -213,6 +223,36 @@ double hct__parity_distance(const hct_hbuf_t *b, const void *a, const void *base
  * each run checked against it costs one expm1 an element, not four
  * transcendentals.  Call again after the reference changes. */
 int hct__parity_prepare(hct_hostset_t *hs);
+/*
+ * The same figures computed on the card (kernels-src/common/parity_check.cu,
+ * tuner/parity_card.c runs it): hct__pc_plan says how a buffer's check is
+ * launched, from its sizes alone, so the host, the card and the CPU
+ * emulator's test (tests/emu/parity_card_emu.cc) launch the same grids;
+ * hct__parity_from_card turns what comes back into the figures with the
+ * formulas hct__parity_metrics ends with.
+ */
+typedef struct hct_pc_plan_s {
+  int dt;                   /* HCT_PC_F32 ..., hct_dtype_t's value */
+  int image;                /* HCT_PC_IMAGE_*: b is an image (of `src`) */
+  uint64_t n, e_chunk;      /* hct_pc_elems: elements, a block's share */
+  unsigned e_blocks;
+  uint64_t slices, slice;   /* the reference's layout (none: r_blocks 0) */
+  uint64_t r_chunk;
+  unsigned r_blocks;        /* hct_pc_ref's blocks, 0 without a reference */
+  uint64_t per_slice, len, nkl; /* KL rows: per slice, elements, count */
+  unsigned kl_blocks;       /* hct_pc_rows' blocks (0: no KL row) */
+  int have_ref;             /* b->ref present (the host's rule for rows) */
+} hct_pc_plan_t;
+void hct__pc_plan(const hct_hbuf_t *b, int image, hct_pc_plan_t *p);
+/* The figures of b from the card's result: bitwise ones when `bitwise`
+ * (a variant's output was compared), float64 ones from the sums, the image
+ * count when p->image. */
+void hct__parity_from_card(const hct_hbuf_t *b, const hct_pc_plan_t *p, const hct_pc_result_t *r,
+                           int bitwise, hct_parity_figs_t *f);
+/* The image kind of buffer i of hs (HCT_PC_IMAGE_*) and the buffer it is
+ * an image of (*src; -1 when none). */
+int hct__parity_image_of(const hct_hostset_t *hs, int i, int *src);
+
 /* The figures as a JSON object text. */
 void hct__parity_json(const hct_parity_figs_t *f, char *buf, size_t len);
 
@@ -239,6 +279,75 @@ typedef struct hct_devset_s {
   hct_dptr_t ptr[HCT_MAX_BUFFERS];
   size_t bytes[HCT_MAX_BUFFERS];
 } hct_devset_t;
+
+/* ---- the same figures on the card (tuner/parity_card.c) ------------------ */
+
+/* The comparison kernels, loaded on a GPU, and their work memory. */
+#define HCT_PC_KERNELS 5
+typedef struct hct_pcheck_s {
+  hct_module_t *mod;
+  hct_function_t *fn[HCT_PC_KERNELS]; /* hct_pc_elems, _ref, _rows, _reduce, _copy */
+  hct_dptr_t work;           /* partials, rows' figures, the result */
+  size_t work_bytes;
+} hct_pcheck_t;
+/* The kernels, in hct_pcheck_t.fn's order. */
+enum { HCT_PC_K_ELEMS, HCT_PC_K_REF, HCT_PC_K_ROWS, HCT_PC_K_REDUCE, HCT_PC_K_COPY };
+/* Where a check's data lie on the card, and its work memory (at least
+ * hct__pc_work_bytes). */
+typedef struct hct_pc_ptrs_s {
+  hct_dptr_t out, want, src, ref, ref_p, rows, work;
+} hct_pc_ptrs_t;
+/* One launch as data: args point into the struct itself (do not copy it
+ * once built), as cuLaunchKernel and hipModuleLaunchKernel take them. */
+typedef struct hct_pc_launch_s {
+  int kernel;                /* HCT_PC_K_* */
+  unsigned grid[3], block[3];
+  int nargs;
+  uint64_t u[12];
+  int32_t i[12];
+  void *args[12];
+} hct_pc_launch_t;
+/* The work memory plan p needs; *res_off: where its result lies there. */
+size_t hct__pc_work_bytes(const hct_pc_plan_t *p, size_t *res_off);
+/* The launches of plan p over x, in order, into L; returns how many (2 to
+ * 4).  hct__pcheck_figs runs them; tests/emu/parity_card_emu.cc runs the
+ * same lists on the CPU emulator. */
+int hct__pc_launches(const hct_pc_plan_t *p, const hct_pc_ptrs_t *x, hct_pc_launch_t L[4]);
+/* A buffer's float64 reference on the card: ref, its rows' softmax, the
+ * token rows (0 where the host has none). */
+typedef struct hct_pcref_s {
+  hct_dptr_t ref, ref_p, rows;
+} hct_pcref_t;
+/* The compile job of kernels-src/common/parity_check.cu for backend and
+ * arch: an op of its own beside `op`'s folder, which *holder keeps (free
+ * it after the job). */
+int hct__pcheck_job(const hct_op_t *op, hct_backend_kind_t backend, const char *arch,
+                    hct_op_t **holder, hct_compile_job_t *job);
+int hct__pcheck_load(hct_gpu_t *g, const void *image, size_t size, hct_pcheck_t *pc);
+void hct__pcheck_unload(hct_gpu_t *g, hct_pcheck_t *pc);
+/* Uploads b's reference (ref, ref_p after hct__parity_prepare, rows). */
+int hct__pcheck_ref_upload(hct_gpu_t *g, const hct_hbuf_t *b, hct_pcref_t *d);
+void hct__pcheck_ref_free(hct_gpu_t *g, hct_pcref_t *d);
+/* The figures of b whose output lies at `out` on the card: bit for bit
+ * against `want` (0: none), as an image of the f32 `src` when `image`
+ * (HCT_PC_IMAGE_*), in float64 against `ref` (NULL when b has none).  The
+ * same figures as hct__parity_bitwise, hct__parity_metrics and
+ * hct__parity_images give on the host (sums to rounding). */
+int hct__pcheck_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hbuf_t *b, const hct_pcref_t *ref,
+                     hct_dptr_t out, hct_dptr_t want, hct_dptr_t src, int image, hct_parity_figs_t *f);
+
+/* The figures of every output and inout of hs from the run whose buffers
+ * are d, on the card: what figures_of in tuner/worker_serve.c gives on the
+ * host (want[i]: the outputs they must equal bit for bit, or 0; want
+ * NULL: none; dref[i]: buffer i's reference on the card). */
+int hct__pcheck_set_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hostset_t *hs, const hct_devset_t *d,
+                         const hct_pcref_t dref[], const hct_dptr_t want[], hct_parity_figs_t f[]);
+/* Copies the outputs and inouts of d into kept[] (allocated where 0; enqueued
+ * on the stream), so the next run cannot overwrite them. */
+int hct__pcheck_keep(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hostset_t *hs, const hct_devset_t *d,
+                     hct_dptr_t kept[]);
+/* Frees kept[0..HCT_MAX_BUFFERS) and zeroes them. */
+void hct__pcheck_kept_free(hct_gpu_t *g, hct_dptr_t kept[]);
 
 /* A candidate's scratch memory for T tokens. */
 typedef struct hct_scratchset_s {

@@ -614,7 +614,7 @@ int hct__json_double_value(json_t *j, double *out) {
 }
 
 json_t *hct__figs_to_json(const hct_parity_figs_t *f) {
-  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "is_image",
+  json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "is_image",
                    (json_int_t)f->is_image, "image_mismatches", (json_int_t)f->image_mismatches, "elems",
                    (json_int_t)f->elems, "mismatches", (json_int_t)f->mismatches, "first_mismatch",
                    (json_int_t)f->first_mismatch, "unwritten", (json_int_t)f->unwritten,
@@ -622,6 +622,35 @@ json_t *hct__figs_to_json(const hct_parity_figs_t *f) {
                    "max_err_ratio", hct__json_double(f->max_err_ratio), "kl_mean",
                    hct__json_double(f->kl_mean), "kl_max", hct__json_double(f->kl_max), "argmax_agree",
                    hct__json_double(f->argmax_agree));
+  /* The first mismatches, [index, got bits, want bits] each: what a report
+   * shows of a wrong output now that checks leave the outputs on the card. */
+  if (j != NULL && f->n_first > 0) {
+    json_t *first = json_array();
+    for (size_t k = 0; k < f->n_first && k < HCT_PC_FIRST; k++)
+      json_array_append_new(first, json_pack("[I, I, I]", (json_int_t)f->first_idx[k],
+                                             (json_int_t)f->first_got[k], (json_int_t)f->first_want[k]));
+    json_object_set_new(j, "first", first);
+  }
+  return j;
+}
+
+/* "first", optional (added after the first protocol). */
+static int first_from_json(json_t *j, hct_parity_figs_t *f) {
+  json_t *first = json_object_get(j, "first"), *e;
+  size_t k;
+  if (first == NULL) return 0;
+  if (!json_is_array(first) || json_array_size(first) > HCT_PC_FIRST)
+    return hct__error(HCT_EPROTO, "parity figures: 'first' must be an array of at most %d", HCT_PC_FIRST);
+  json_array_foreach(first, k, e) {
+    json_int_t idx, got, want;
+    if (json_unpack(e, "[III]", &idx, &got, &want) != 0 || idx < 0 || got < 0 || want < 0)
+      return hct__error(HCT_EPROTO, "parity figures: 'first' entry %zu is not [index, got, want]", k);
+    f->first_idx[k] = (size_t)idx;
+    f->first_got[k] = (uint32_t)got;
+    f->first_want[k] = (uint32_t)want;
+  }
+  f->n_first = json_array_size(first);
+  return 0;
 }
 
 int hct__figs_from_json(json_t *j, hct_parity_figs_t *f) {
@@ -658,7 +687,7 @@ int hct__figs_from_json(json_t *j, hct_parity_figs_t *f) {
                                (double *)((char *)f + reals[i].off)) != 0)
       return hct__error(HCT_EPROTO, "parity figures: '%s' missing or not a number", reals[i].key);
   }
-  return 0;
+  return first_from_json(j, f);
 }
 
 /* ---- typed requests ---------------------------------------------------------- */
@@ -798,6 +827,8 @@ int hct__worker_check(hct_worker_t *w, int cand, int ref, int T, int pending, ui
     }
     const char *skip = json_string_value(json_object_get(reply, "producer_skipped"));
     if (skip) hct__strlcpy(out->producer_skipped, skip, sizeof out->producer_skipped);
+    const char *host = json_string_value(json_object_get(reply, "checked_on_host"));
+    if (host) hct__strlcpy(out->checked_on_host, host, sizeof out->checked_on_host);
     if (rc != 0) {
       /* A reply that does not parse is the worker's fault, like garbage. */
       hct__strlcpy(saved, hct_last_error(), sizeof saved);

@@ -188,7 +188,8 @@ int hct__json_double_value(json_t *j, double *out);
 /* Parity figures (tuner.h) as the JSON object of a check reply, and back:
  * {"elems", "mismatches", "first_mismatch", "unwritten", "nonfinite",
  * "rel_err", "max_err_ratio", "kl_mean", "kl_max", "argmax_agree"}
- * (reals as hct__json_double).  from_json returns HCT_EPROTO naming a
+ * (reals as hct__json_double), and "first": [[index, got bits, want bits]]
+ * for the first HCT_PC_FIRST mismatches when there are any.  from_json returns HCT_EPROTO naming a
  * missing field. */
 json_t *hct__figs_to_json(const hct_parity_figs_t *f);
 int hct__figs_from_json(json_t *j, hct_parity_figs_t *f);
@@ -240,6 +241,8 @@ typedef struct hct_worker_check_s {
   size_t nondet_mismatches, nondet_first;
   char producer_skipped[128];  /* "" when the producer run happened or was
                                   not asked for */
+  char checked_on_host[256];   /* "": the figures were made on the card
+                                  (tuner/parity_card.c); else why not */
 } hct_worker_check_t;
 
 /* What a check runs beyond the first run (hct__worker_check's flags). */

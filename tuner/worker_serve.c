@@ -40,6 +40,11 @@ typedef struct runset_s {
   void *ref_out[HCT_MAX_BUFFERS];
   json_t *ref_figs;         /* the reference's figures against float64 */
   hct_parity_figs_t ref_f[HCT_MAX_BUFFERS]; /* the same, as figures */
+  /* Checks on the card (tuner/parity_card.c): the float64 reference and
+   * the reference candidate's outputs there, instead of ref_out. */
+  hct_pcref_t dref[HCT_MAX_BUFFERS];
+  int dref_ok;
+  hct_dptr_t ref_dev[HCT_MAX_BUFFERS];
 } runset_t;
 
 /* The inputs of the last check, kept for the next: the probe checks every
@@ -55,6 +60,7 @@ typedef struct inset_s {
   runset_t set[2];
   int ref_id;               /* candidate whose outputs set[].ref_out hold, or -1 */
   int ref_repeat;           /* they include set[1]'s */
+  int ref_card;             /* they are on the card (ref_dev), not ref_out */
   hct_gpu_t *gpu;           /* where `dev` lives */
   hct_devset_t dev;         /* the device copy every candidate runs on */
   int dev_ok;
@@ -76,6 +82,9 @@ typedef struct worker_s {
   hct_producer_t producer;  /* the producer check's kernel, loaded once */
   int producer_loaded;
   char producer_broken[256]; /* why it cannot run here, once known */
+  hct_pcheck_t pcheck;      /* the comparison kernels, once loaded */
+  int pcheck_state;         /* 0: not tried, 1: loaded, -1: host figures */
+  char pcheck_off[256];     /* why checks compare on the host, once known */
   struct timed_s *timed;    /* the last 'time' request's allocation, for 'verify' */
   hct_db_t *db;             /* read-only, kept open: opening checks it */
   char dbpath[1024];
@@ -299,8 +308,17 @@ static void runset_clear(runset_t *r) {
   memset(r, 0, sizeof *r);
 }
 
+/* The card's copies of a set's reference and reference outputs. */
+static void runset_card_free(hct_gpu_t *g, runset_t *r) {
+  for (int i = 0; i < HCT_MAX_BUFFERS; i++) hct__pcheck_ref_free(g, &r->dref[i]);
+  r->dref_ok = 0;
+  hct__pcheck_kept_free(g, r->ref_dev);
+}
+
 static void inset_clear(worker_t *W) {
   inset_t *in = &W->in;
+  if (in->gpu != NULL)
+    for (int k = 0; k < 2; k++) runset_card_free(in->gpu, &in->set[k]);
   if (in->staged) hct__producer_unstage(in->gpu, &W->producer);
   if (in->dev_ok) hct__devset_free(in->gpu, &in->dev);
   for (int k = 0; k < 2; k++) runset_clear(&in->set[k]);
@@ -343,8 +361,7 @@ static void figures_of(const hct_hostset_t *hs, void *outs[], void *ref[],
     } else {
       hct__parity_metrics(&hs->bufs[i], outs[i], &f[i]);
     }
-    f[i].mismatches = fb.mismatches;
-    f[i].first_mismatch = fb.first_mismatch;
+    hct__parity_take_bitwise(&f[i], &fb);
   }
   hct__parity_images(hs, outs, f);
 }
@@ -361,6 +378,18 @@ static json_t *figures(const hct_hostset_t *hs, void *outs[], void *ref[],
   hct_parity_figs_t f[HCT_MAX_BUFFERS];
   figures_of(hs, outs, ref, ref_f, f);
   return figures_json(hs, outs, f);
+}
+
+/* Marks (non-NULL) for the outputs and inouts a run leaves on the card, in
+ * the shape figures_json reads.  Loop thread only: one static array. */
+static void **card_outs(const hct_hostset_t *hs, const hct_devset_t *d) {
+  static void *marks[HCT_MAX_BUFFERS];
+  static char mark;
+  for (int i = 0; i < HCT_MAX_BUFFERS; i++) {
+    const int out = i < hs->n && (hs->bufs[i].spec->role == HCT_BUF_OUTPUT || hs->bufs[i].spec->role == HCT_BUF_INOUT);
+    marks[i] = out && d->ptr[i] ? &mark : NULL;
+  }
+  return marks;
 }
 
 /* Makes W->in set 0 the input set (op, T, pending, seed): inputs and
@@ -436,14 +465,77 @@ static int inset_fresh(worker_t *W) {
 enum { RUN_FIRST, RUN_FRESH, RUN_AGAIN, RUN_PRODUCER, RUN_TWIN, N_RUNS };
 static const int run_set[N_RUNS] = {0, 1, 0, 0, 0};
 
+/* A session's runs: their outputs on the host (out), or with `card` their
+ * figures, computed on the card right after each run (figs; kept[0] and
+ * kept[1] hold runs 0 and 1's outputs there when the reference's, or run 0's
+ * for the twin to be compared with). */
 typedef struct runs_s {
   void *out[N_RUNS][HCT_MAX_BUFFERS];
   uint8_t done[N_RUNS];
   double first_ms;
+  int card;
+  const hct_dptr_t *want[2];   /* per set: the outputs to equal, or NULL */
+  int keep;                    /* keep runs 0 and 1 (the reference's) */
+  int twin;                    /* run 4 comes: keep run 0 */
+  int card_failed;             /* the figures on the card failed, not a run */
+  hct_parity_figs_t figs[N_RUNS][HCT_MAX_BUFFERS];
+  hct_dptr_t kept[2][HCT_MAX_BUFFERS];
 } runs_t;
 
-static void runs_free(runs_t *r) {
+/* g NULL: after a sticky error, nothing on the GPU is freed. */
+static void runs_free(hct_gpu_t *g, runs_t *r) {
   for (int k = 0; k < N_RUNS; k++) outs_free(r->out[k]);
+  for (int k = 0; g != NULL && k < 2; k++) hct__pcheck_kept_free(g, r->kept[k]);
+}
+
+/* The comparison kernels loaded (W->pcheck_state 1), or the reason checks
+ * compare on the host (W->pcheck_off): HCTUNE_CHECK_ON_HOST set (the GPU
+ * test compares both paths so), or the template does not compile or load
+ * here.  Compiled in the worker, once: no cache entry, about a second. */
+static void pcheck_ready(worker_t *W, const hct_op_t *op) {
+  if (W->pcheck_state != 0) return;
+  W->pcheck_state = -1;
+  const char *env = getenv("HCTUNE_CHECK_ON_HOST");
+  if (env != NULL && env[0] != '\0' && strcmp(env, "0") != 0) {
+    snprintf(W->pcheck_off, sizeof W->pcheck_off, "HCTUNE_CHECK_ON_HOST is set");
+    return;
+  }
+  hct_op_t *holder = NULL;
+  hct_compile_job_t job;
+  int rc = hct__pcheck_job(op, W->dev.backend, W->dev.arch, &holder, &job);
+  if (rc == 0) {
+    hct__compile_one(&job);
+    rc = job.status;
+    if (rc != 0) hct__error(rc, "%s", job.error);
+  }
+  if (rc == 0) rc = hct__pcheck_load(W->gpu, job.image, job.image_size, &W->pcheck);
+  if (rc == 0) W->pcheck_state = 1;
+  else snprintf(W->pcheck_off, sizeof W->pcheck_off, "the parity check kernels: %s", hct_last_error());
+  if (rc != 0) hct__log(HCT_LOG_WARN, "worker: checks compare on the host: %s", W->pcheck_off);
+  hct__compile_job_clear(&job);
+  free(holder);
+}
+
+/* Run k's figures on the card, while its outputs are still in the device
+ * set, and the copies the runs after it need. */
+static int card_after_run(worker_t *W, runs_t *r, int k) {
+  inset_t *in = &W->in;
+  runset_t *set = &in->set[run_set[k]];
+  int rc = 0;
+  if (!set->dref_ok) {
+    for (int i = 0; rc == 0 && i < set->hs.n; i++)
+      rc = hct__pcheck_ref_upload(W->gpu, &set->hs.bufs[i], &set->dref[i]);
+    set->dref_ok = rc == 0;
+  }
+  /* The twin is compared bit for bit with run 0 (deterministic()). */
+  const hct_dptr_t *want = k == RUN_TWIN ? r->kept[0] : r->want[run_set[k]];
+  if (rc == 0) rc = hct__pcheck_set_figs(W->gpu, &W->pcheck, &set->hs, &in->dev, set->dref, want, r->figs[k]);
+  const int keep = (k == RUN_FIRST && (r->keep || r->twin)) || (k == RUN_FRESH && r->keep);
+  if (rc == 0 && keep) rc = hct__pcheck_keep(W->gpu, &W->pcheck, &set->hs, &in->dev, r->kept[k == RUN_FRESH]);
+  /* Named, so that a fault of the comparison kernels (which ends the worker
+   * like a candidate's) is not read as the candidate's own. */
+  if (rc != 0) return hct__error(rc, "the figures on the card after run %d: %s", k, hct_last_error());
+  return 0;
 }
 
 static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int producer, int twin,
@@ -452,6 +544,7 @@ static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int produce
   hct_scratchset_t s;
   *timed_out_run = -1;
   int rc = inset_device(W);
+  r->twin = twin;
   if (rc == 0) rc = hct__session_begin(W->gpu, c, in->T, &s);
   if (rc != 0) return rc;
   for (int k = 0; rc == 0 && k < N_RUNS; k++) {
@@ -463,7 +556,7 @@ static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int produce
       if ((rc = hct__session_begin(W->gpu, c, in->T, &s)) != 0) return rc;
     }
     const hct_hostset_t *hs = &in->set[run_set[k]].hs;
-    if ((rc = outs_alloc(hs, r->out[k])) != 0) break;
+    if (!r->card && (rc = outs_alloc(hs, r->out[k])) != 0) break;
     uint32_t flag = 0;
     uint64_t t0 = hct__now_ns();
     rc = hct__session_run(W->gpu, c, hs, &in->dev, &s, k == RUN_PRODUCER ? &W->producer : NULL,
@@ -471,6 +564,7 @@ static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int produce
     if (k == RUN_FIRST) r->first_ms = (double)(hct__now_ns() - t0) / 1e6;
     r->done[k] = rc == 0;
     if (rc == 0 && flag != 0 && *timed_out_run < 0) *timed_out_run = k;
+    if (rc == 0 && r->card && (rc = card_after_run(W, r, k)) != 0) r->card_failed = 1;
   }
   /* After a sticky error the context is gone: free nothing on the GPU. */
   if (!is_sticky(rc)) hct__scratch_free(W->gpu, &s);
@@ -505,17 +599,27 @@ static int keep_ref(worker_t *W, int id, runs_t *r, int repeat) {
   for (int k = 0; k < 2; k++) {
     runset_t *set = &in->set[k];
     outs_free(set->ref_out);
+    hct__pcheck_kept_free(W->gpu, set->ref_dev);
     json_decref(set->ref_figs);
     set->ref_figs = NULL;
   }
   int runs[2] = {RUN_FIRST, RUN_FRESH};
   for (int k = 0; k < (repeat ? 2 : 1); k++) {
     runset_t *set = &in->set[k];
+    if (r->card) {
+      /* The outputs stay on the card; the figures were made there. */
+      memcpy(set->ref_dev, r->kept[k], sizeof set->ref_dev);
+      memset(r->kept[k], 0, sizeof r->kept[k]);
+      memcpy(set->ref_f, r->figs[runs[k]], sizeof set->ref_f);
+      set->ref_figs = figures_json(&set->hs, card_outs(&set->hs, &in->dev), set->ref_f);
+      continue;
+    }
     memcpy(set->ref_out, r->out[runs[k]], sizeof set->ref_out);
     memset(r->out[runs[k]], 0, sizeof r->out[runs[k]]);
     figures_of(&set->hs, set->ref_out, NULL, NULL, set->ref_f);
     set->ref_figs = figures_json(&set->hs, set->ref_out, set->ref_f);
   }
+  in->ref_card = r->card;
   in->ref_id = id;
   in->ref_repeat = repeat;
   return 0;
@@ -526,11 +630,13 @@ static int keep_ref(worker_t *W, int id, runs_t *r, int repeat) {
  * count. */
 static int deterministic(const inset_t *in, runs_t *r, json_t *reply) {
   const hct_hostset_t *hs = &in->set[0].hs;
+  void *const *outs = r->card ? card_outs(hs, &in->dev) : r->out[RUN_FIRST];
   for (int i = 0; i < hs->n; i++) {
-    if (r->out[RUN_FIRST][i] == NULL || r->out[RUN_TWIN][i] == NULL) continue;
+    if (outs[i] == NULL || (!r->card && r->out[RUN_TWIN][i] == NULL)) continue;
     hct_parity_figs_t f;
     memset(&f, 0, sizeof f);
-    hct__parity_bitwise(&hs->bufs[i], r->out[RUN_TWIN][i], r->out[RUN_FIRST][i], &f);
+    if (r->card) f = r->figs[RUN_TWIN][i]; /* against run 0's kept copy */
+    else hct__parity_bitwise(&hs->bufs[i], r->out[RUN_TWIN][i], r->out[RUN_FIRST][i], &f);
     if (f.mismatches == 0) continue;
     json_object_set_new(reply, "nondeterministic_buffer", json_string(hs->bufs[i].spec->name));
     json_object_set_new(reply, "nondeterministic_mismatches", json_integer((json_int_t)f.mismatches));
@@ -539,6 +645,17 @@ static int deterministic(const inset_t *in, runs_t *r, json_t *reply) {
   }
   return 1;
 }
+
+/* Run `run`'s figures as JSON: made on the card after the run, or on the
+ * host from its outputs (against the reference candidate's, when
+ * `with_ref`). */
+static json_t *run_figures(worker_t *W, runs_t *r, int run, int with_ref) {
+  runset_t *set = &W->in.set[run_set[run]];
+  if (r->card) return figures_json(&set->hs, card_outs(&set->hs, &W->in.dev), r->figs[run]);
+  return figures(&set->hs, r->out[run], with_ref ? set->ref_out : NULL, with_ref ? set->ref_f : NULL);
+}
+
+static int check_on_host(worker_t *W, json_t *req, json_t *reply);
 
 /*
  * check: candidate `cand` at T on the inputs drawn from `seed` (pending:
@@ -588,30 +705,43 @@ static int req_check(worker_t *W, json_t *req, json_t *reply) {
       with_producer = 1;
   }
 
+  /* Figures on the card where its kernels load, else on the host. */
+  pcheck_ready(W, c->c.op);
+  const int card = W->pcheck_state == 1;
+  if (!card) json_object_set_new(reply, "checked_on_host", json_string(W->pcheck_off));
   int timed_out;
-  runs_t r;
-  memset(&r, 0, sizeof r);
-  if (ref != NULL && (in->ref_id != ref->id || (repeat && !in->ref_repeat))) {
+  /* Calloc'd: five runs' figures are some 20 KB. */
+  runs_t *rp = calloc(1, sizeof *rp);
+  if (rp == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  rp->card = card;
+  if (ref != NULL && (in->ref_id != ref->id || (repeat && !in->ref_repeat) || in->ref_card != card)) {
     /* The reference's runs on these inputs, kept for the next candidates. */
     in->ref_id = -1;
-    rc = run_session(W, &ref->c, (int)repeat, 0, 0, &r, &timed_out);
-    if (rc == 0) rc = keep_ref(W, ref->id, &r, (int)repeat);
-    runs_free(&r);
-    memset(&r, 0, sizeof r);
+    rp->keep = 1;
+    rc = run_session(W, &ref->c, (int)repeat, 0, 0, rp, &timed_out);
+    if (rc == 0) rc = keep_ref(W, ref->id, rp, (int)repeat);
+    const int card_failed = rp->card_failed;
+    runs_free(is_sticky(rc) ? NULL : W->gpu, rp);
+    memset(rp, 0, sizeof *rp);
+    rp->card = card;
     if (rc != 0) {
+      free(rp);
+      if (card_failed && !is_sticky(rc)) return check_on_host(W, req, reply);
       json_object_set_new(reply, "cand", json_integer(ref->id));
       return hct__error(rc, "reference %s at T=%lld: %s", ref->c.label, (long long)T, hct_last_error());
     }
   }
-  rc = run_session(W, &c->c, (int)repeat, with_producer, twin != 0, &r, &timed_out);
-  json_object_set_new(reply, "run_ms", json_real(r.first_ms));
+  /* Without a reference this candidate becomes the next ones' (keep). */
+  rp->keep = ref == NULL;
+  rp->want[0] = ref ? in->set[0].ref_dev : NULL;
+  rp->want[1] = ref ? in->set[1].ref_dev : NULL;
+  rc = run_session(W, &c->c, (int)repeat, with_producer, twin != 0, rp, &timed_out);
+  json_object_set_new(reply, "run_ms", json_real(rp->first_ms));
   if (rc == 0 && timed_out >= 0)
     rc = hct__error(HCT_ETIMEDOUT, "%s at T=%lld: a grid barrier timed out in run %d (not every block was resident)",
                     c->c.label, (long long)T, timed_out);
   if (rc == 0) {
-    void **ref0 = ref ? in->set[0].ref_out : NULL, **ref1 = ref ? in->set[1].ref_out : NULL;
-    json_object_set_new(reply, "buffers",
-                        figures(&in->set[0].hs, r.out[RUN_FIRST], ref0, ref ? in->set[0].ref_f : NULL));
+    json_object_set_new(reply, "buffers", run_figures(W, rp, RUN_FIRST, ref != NULL));
     if (ref != NULL) json_object_set(reply, "ref_buffers", in->set[0].ref_figs);
     json_t *more = json_array();
     static const struct {
@@ -620,23 +750,43 @@ static int req_check(worker_t *W, json_t *req, json_t *reply) {
     } later[] = {{RUN_FRESH, "repeat"}, {RUN_AGAIN, "repeat"}, {RUN_PRODUCER, "producer"}};
     for (size_t k = 0; k < HCT_ARRAY_SIZE(later); k++) {
       int run = later[k].run;
-      if (!r.done[run]) continue;
+      if (!rp->done[run]) continue;
       const runset_t *set = &in->set[run_set[run]];
       json_t *o = json_pack("{s:s, s:i, s:o}", "check", later[k].check, "run", run, "buffers",
-                            figures(&set->hs, r.out[run], ref ? (run_set[run] ? ref1 : ref0) : NULL,
-                                    ref ? set->ref_f : NULL));
+                            run_figures(W, rp, run, ref != NULL));
       if (ref != NULL) json_object_set(o, "ref_buffers", set->ref_figs);
       json_array_append_new(more, o);
     }
     json_object_set_new(reply, "more", more);
-    if (r.done[RUN_TWIN])
-      json_object_set_new(reply, "deterministic", json_boolean(deterministic(in, &r, reply)));
+    if (rp->done[RUN_TWIN])
+      json_object_set_new(reply, "deterministic", json_boolean(deterministic(in, rp, reply)));
     /* A check without a reference makes this candidate the reference of
      * the next ones on these inputs (the probe checks the baseline so). */
-    if (ref == NULL) keep_ref(W, c->id, &r, (int)repeat);
+    if (ref == NULL) keep_ref(W, c->id, rp, (int)repeat);
   }
-  runs_free(&r);
+  const int card_failed = rp->card_failed;
+  runs_free(is_sticky(rc) ? NULL : W->gpu, rp);
+  free(rp);
+  if (rc != 0 && card_failed && !is_sticky(rc)) return check_on_host(W, req, reply);
   return rc;
+}
+
+/* The figures on the card failed without the GPU failing (out of memory for
+ * the kept copies, say): no candidate's fault, so the check runs again with
+ * the host's figures, as every check after it does in this worker. */
+static int check_on_host(worker_t *W, json_t *req, json_t *reply) {
+  snprintf(W->pcheck_off, sizeof W->pcheck_off, "the figures on the card failed: %s", hct_last_error());
+  hct__log(HCT_LOG_WARN, "worker: checks compare on the host from now on: %s", W->pcheck_off);
+  /* Its memory back: the reference and outputs kept on the card, the
+   * kernels' work buffer (the reference candidate runs again, on the host's
+   * terms, as in->ref_card no longer matches). */
+  if (W->in.gpu != NULL)
+    for (int k = 0; k < 2; k++) runset_card_free(W->in.gpu, &W->in.set[k]);
+  W->in.ref_id = -1;
+  hct__pcheck_unload(W->gpu, &W->pcheck);
+  W->pcheck_state = -1;
+  hct__error_clear();
+  return req_check(W, req, reply);
 }
 
 /* ---- time ---------------------------------------------------------------- */
@@ -1256,6 +1406,7 @@ int hct__worker_serve(void) {
   hct__hostbuf_release(); /* unpinned while the GPU is still open */
   hct__hostbuf_pin(NULL, NULL, NULL);
   if (W.producer_loaded) hct__producer_unload(W.gpu, &W.producer);
+  if (W.pcheck_state == 1) hct__pcheck_unload(W.gpu, &W.pcheck);
   for (int i = 0; i < MAX_CANDS; i++)
     if (W.cands[i].used) hct__run_unload(W.gpu, &W.cands[i].c);
   free(W.cands);
