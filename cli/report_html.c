@@ -553,6 +553,28 @@ static void time_plot(FILE *f, const hct_rp_section_t *s) {
   hct__svg_end(f);
 }
 
+/* The frame of a bar chart over T, two bars (bitwise, kl) a count: axes
+ * from 0 to ymax, the T ticks (at most 24 labelled), a line at 1 with its
+ * label.  Returns each bar's width. */
+static double bars_begin(FILE *f, const hct_rp_section_t *s, int height, double ymax,
+                         const char *cls, const char *title, const char *ylabel,
+                         const char *onelabel, hct_svg_plot_t *p) {
+  *p = t_frame(s, height, 24, 52);
+  hct__svg_axis_fit(&p->y, 0, ymax, 0, p->bottom, p->top);
+  hct__svg_begin(f, p, cls, title);
+  double xt[64];
+  int xn = 0;
+  for (int k = 0; k < s->nT && xn < 64; k++)
+    if (s->nT <= 24 || k % ((s->nT + 23) / 24) == 0) xt[xn++] = s->Ts[k];
+  hct__svg_axes(f, p, xt, xn, "T (tokens per call)", ylabel);
+  double y1 = hct__svg_map(&p->y, 1);
+  fprintf(f, "<line class=\"one\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>"
+             "<text class=\"onelabel\" x=\"%.1f\" y=\"%.1f\" dy=\"0.32em\">%s</text>",
+          p->left, p->right, y1, y1, p->right + 6, y1, onelabel);
+  double span = s->nT > 1 ? (p->x.px1 - p->x.px0) / (s->nT - 1) : 120;
+  return fmin(34, span * 0.36);
+}
+
 /* ---- plot 2: speedup of each class's winner against the baseline ------ */
 
 static void speedup_plot(FILE *f, const hct_rp_section_t *s) {
@@ -567,22 +589,11 @@ static void speedup_plot(FILE *f, const hct_rp_section_t *s) {
       }
     }
   if (!any) return;
-  hct_svg_plot_t p = t_frame(s, 300, 24, 52);
-  hct__svg_axis_fit(&p.y, 0, hi * 1.12, 0, p.bottom, p.top);
   char title[160];
   snprintf(title, sizeof title, "%s: speedup of each class's winner over the baseline", s->op);
-  hct__svg_begin(f, &p, "plot speedup", title);
-  double xt[64];
-  int xn = 0;
-  for (int k = 0; k < s->nT && xn < 64; k++)
-    if (s->nT <= 24 || k % ((s->nT + 23) / 24) == 0) xt[xn++] = s->Ts[k];
-  hct__svg_axes(f, &p, xt, xn, "T (tokens per call)", "speedup over the baseline (x)");
-  double y1 = hct__svg_map(&p.y, 1);
-  fprintf(f, "<line class=\"one\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>"
-             "<text class=\"onelabel\" x=\"%.1f\" y=\"%.1f\" dy=\"0.32em\">1&#215; = baseline</text>",
-          p.left, p.right, y1, y1, p.right + 6, y1);
-  double span = s->nT > 1 ? (p.x.px1 - p.x.px0) / (s->nT - 1) : 120;
-  double bw = fmin(34, span * 0.36);
+  hct_svg_plot_t p;
+  double bw = bars_begin(f, s, 300, hi * 1.12, "plot speedup", title, "speedup over the baseline (x)",
+                         "1&#215; = baseline", &p);
   for (int k = 0; k < s->nT; k++) {
     double x = hct__svg_map(&p.x, s->Ts[k]);
     for (int par = 0; par < HCT_RP_NPAR; par++) {
@@ -960,22 +971,11 @@ static void floor_plot(FILE *f, const hct_rp_section_t *s) {
       double fr = hct__report_floor_fraction(s, k, &s->win[par][k]);
       if (isfinite(fr)) hi = fmax(hi, fmin(fr, 4));
     }
-  hct_svg_plot_t p = t_frame(s, 260, 24, 52);
-  hct__svg_axis_fit(&p.y, 0, hi * 1.08, 0, p.bottom, p.top);
   char title[160];
   snprintf(title, sizeof title, "%s: each class's winner as a fraction of the floor", s->op);
-  hct__svg_begin(f, &p, "plot floor", title);
-  double xt[64];
-  int xn = 0;
-  for (int k = 0; k < s->nT && xn < 64; k++)
-    if (s->nT <= 24 || k % ((s->nT + 23) / 24) == 0) xt[xn++] = s->Ts[k];
-  hct__svg_axes(f, &p, xt, xn, "T (tokens per call)", "floor / winner's time (1 = the limit)");
-  double y1 = hct__svg_map(&p.y, 1);
-  fprintf(f, "<line class=\"one\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>"
-             "<text class=\"onelabel\" x=\"%.1f\" y=\"%.1f\" dy=\"0.32em\">1 = the floor</text>",
-          p.left, p.right, y1, y1, p.right + 6, y1);
-  double span = s->nT > 1 ? (p.x.px1 - p.x.px0) / (s->nT - 1) : 120;
-  double bw = fmin(34, span * 0.36);
+  hct_svg_plot_t p;
+  double bw = bars_begin(f, s, 260, hi * 1.08, "plot floor", title,
+                         "floor / winner's time (1 = the limit)", "1 = the floor", &p);
   for (int k = 0; k < s->nT; k++)
     for (int par = 0; par < HCT_RP_NPAR; par++) {
       double fr = hct__report_floor_fraction(s, k, &s->win[par][k]);

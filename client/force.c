@@ -110,8 +110,8 @@ static int force_check_manifest(const char *op, const char *variant, const char 
     for (int i = 0; i < m->n_variants && off < sizeof names; i++)
       off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", i ? ", " : "",
                               m->variants[i].name);
-    rc = refuse("HCTUNE_FORCE: op '%s' has no variant '%s' in '%s/%s/manifest.json' (it has %s)",
-                op, variant, dir, op, names);
+    rc = refuse("HCTUNE_FORCE: op '%s' has no variant '%s' in '%s/manifest.json' (it has %s)",
+                op, variant, m->dir, names);
   } else if (params[0] != '\0') {
     hct_point_t pt;
     if (hct__point_parse(v, params, &pt) < 0) {

@@ -51,6 +51,15 @@ void hct__log(hct_log_level_t lvl, const char *fmt, ...) HCT_PRINTF(2, 3);
 int hct__default_db_path(char *buf, size_t len, int create_dirs);
 /* mkdir -p of the folder holding `path`. */
 int hct__mkdir_parents(const char *path);
+/* A vendor library's result code and the HCT_E* code it means: a
+ * backend's table of them, looked up by hct__code_map (`otherwise` for a
+ * code the table does not list). */
+typedef struct hct_code_map_s {
+  int native;
+  int code;
+} hct_code_map_t;
+int hct__code_map(const hct_code_map_t *map, size_t n, int native, int otherwise);
+
 /* Reads a whole file into a malloc'd NUL-terminated buffer. */
 int hct__read_file(const char *path, char **out, size_t *len);
 /* Reads a file that must be a regular file of at most `max` bytes, never

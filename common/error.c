@@ -70,3 +70,9 @@ void hct__error_print(const char *prog, int code) {
   else
     fprintf(stderr, "%s: %s\n", prog, hct_strerror(code));
 }
+
+int hct__code_map(const hct_code_map_t *map, size_t n, int native, int otherwise) {
+  for (size_t i = 0; i < n; i++)
+    if (map[i].native == native) return map[i].code;
+  return otherwise;
+}

@@ -53,10 +53,7 @@ static const hct_vendor_sym_t nv_syms[] = {HCT_NVRTC_SYMBOLS(HCT_NV_ROW)};
 
 /* ---- error codes ------------------------------------------------------- */
 
-static const struct {
-  int native;
-  int code;
-} nvrtc_codes[] = {
+static const hct_code_map_t nvrtc_codes[] = {
     {NVRTC_ERROR_OUT_OF_MEMORY, HCT_ENOMEM},
     {NVRTC_ERROR_INVALID_INPUT, HCT_EINVAL},
     {NVRTC_ERROR_INVALID_PROGRAM, HCT_EINVAL},
@@ -70,9 +67,7 @@ static const struct {
 
 int hct__nvrtc_result_code(int r) {
   if (r == NVRTC_SUCCESS) return 0;
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(nvrtc_codes); i++)
-    if (nvrtc_codes[i].native == r) return nvrtc_codes[i].code;
-  return HCT_ECOMPILE;
+  return hct__code_map(nvrtc_codes, HCT_ARRAY_SIZE(nvrtc_codes), r, HCT_ECOMPILE);
 }
 
 static int nv_fail(nvrtcResult r, const char *what) {

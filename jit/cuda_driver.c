@@ -26,10 +26,7 @@ static const hct_vendor_sym_t cu_syms[] = {HCT_CU_SYMBOLS(HCT_CU_ROW)};
  * candidate), a hang, a resource limit, or a broken setup.  Codes not
  * listed are HCT_EGPU.
  */
-static const struct {
-  int native;
-  int code;
-} cu_codes[] = {
+static const hct_code_map_t cu_codes[] = {
     {CUDA_ERROR_INVALID_VALUE, HCT_EINVAL},
     {CUDA_ERROR_OUT_OF_MEMORY, HCT_ENOMEM},
     {CUDA_ERROR_NOT_INITIALIZED, HCT_ENODRIVER},
@@ -69,9 +66,7 @@ static const struct {
 
 int hct__cuda_result_code(int r) {
   if (r == CUDA_SUCCESS) return 0;
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(cu_codes); i++)
-    if (cu_codes[i].native == r) return cu_codes[i].code;
-  return HCT_EGPU;
+  return hct__code_map(cu_codes, HCT_ARRAY_SIZE(cu_codes), r, HCT_EGPU);
 }
 
 /* Records "cuda: <what>: <driver's message> (<CUDA_ERROR_NAME>)". */

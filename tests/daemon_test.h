@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -235,8 +236,16 @@ static inline pid_t dt_exec(dt_env_t *e, const char *const *extra) {
   snprintf(exe, sizeof exe, "%s/hctuned", bin != NULL ? bin : "bin");
   pid_t pid = fork();
   if (pid == 0) {
+    /* A test that fails longjmps past its dt_stop: the daemon then dies
+     * with the test program, and never holds the runner's output pipe
+     * (stdout goes to the log too), which would keep tests/run.sh
+     * waiting for an end of file that never comes. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     int fd = open(e->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) dup2(fd, 2);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
     if (e->nofile > 0) {
       struct rlimit rl = {(rlim_t)e->nofile, (rlim_t)e->nofile};
       setrlimit(RLIMIT_NOFILE, &rl);

@@ -78,9 +78,22 @@ run_one() {
   fi
   if [ "$filter" = "-" ]; then unset HCT_TEST_FILTER; else export HCT_TEST_FILTER=$filter; fi
   start=$(date +%s)
-  # One at a time, the output streams as it comes; else it is kept whole.
-  timeout -k 5 "$limit" "$dir/$name" 2>&1 | if [ "$jobs" -le 1 ]; then tee "$log"; else cat >"$log"; fi
-  rc=${PIPESTATUS[0]}
+  # The program writes its log itself, through no pipe: a child it leaves
+  # behind (a daemon of a failed test) must not keep this runner waiting
+  # for an end of file.  It runs in a session of its own, and whatever is
+  # left of that session when it ends is killed.  One at a time, the log
+  # is followed as it grows.
+  setsid -w timeout -k 5 "$limit" "$dir/$name" >>"$log" 2>&1 </dev/null &
+  pid=$!
+  follow=""
+  if [ "$jobs" -le 1 ]; then
+    tail -n +1 -f --pid=$pid "$log" &
+    follow=$!
+  fi
+  wait $pid
+  rc=$?
+  pkill -KILL -s $pid 2>/dev/null
+  [ -n "$follow" ] && wait $follow
   secs=$(($(date +%s) - start))
   [ $rc -eq 124 ] && say "$name: timed out after ${limit}s"
   p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
