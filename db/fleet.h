@@ -102,7 +102,7 @@ typedef struct hct_fleet_decision_s {
   char driver_version[32], compiler_version[32], hctune_version[16];
   char software_key[33];
   char *software_json;      /* malloc'd, never NULL */
-  char op[32], parity[16];
+  char op[32], parity[HCT_PARITY_LEN];
   int64_t tmin, tmax;
   char variant[32], params[256], variant_class[16];
   char template_hash[33], binary_key[33], source[16];

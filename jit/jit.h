@@ -354,6 +354,9 @@ int hct__variant_in_decision(const hct_op_t *op, const hct_variant_t *v, hct_par
  */
 const hct_variant_t *hct__op_family(const hct_op_t *op, const char *head);
 int hct__variant_in_family(const hct_op_t *op, const hct_variant_t *v, const hct_variant_t *head);
+/* Whether v takes part in the decisions of `parity` ("bitwise", "kl" or
+ * "bits:<head>"): hct__variant_in_decision or hct__variant_in_family. */
+int hct__variant_in_parity(const hct_op_t *op, const hct_variant_t *v, const char *parity);
 const hct_variant_t *hct__op_parity_variant(const hct_op_t *op, const char *parity);
 size_t hct__dtype_size(hct_dtype_t t);
 

@@ -1475,6 +1475,17 @@ int hct__variant_in_family(const hct_op_t *op, const hct_variant_t *v, const hct
   return 0;
 }
 
+int hct__variant_in_parity(const hct_op_t *op, const hct_variant_t *v, const char *parity) {
+  const char *head = hct__parity_family(parity);
+  hct_parity_t cls = HCT_PARITY_BITWISE;
+  if (head != NULL) {
+    const hct_variant_t *h = hct__op_family(op, head);
+    return h != NULL && hct__variant_in_family(op, v, h);
+  }
+  if (hct__parity_from_name(parity, &cls) < 0) hct__error_clear();
+  return hct__variant_in_decision(op, v, cls);
+}
+
 const hct_variant_t *hct__op_parity_variant(const hct_op_t *op, const char *parity) {
   const char *head = hct__parity_family(parity);
   if (head == NULL) return hct__op_baseline(op);
