@@ -165,6 +165,7 @@ extern const char hct__fleet_schema_sql[];
  *   'l' UTF-8 text, newlines and tabs allowed (logs)
  *   'j' a JSON object                'J' a JSON object, or ""
  *   'e' one of `choices` (a NULL-terminated list)
+ *   'p' a decision's parity: "bitwise", "kl" or "bits:<variant>"
  *   'i' an integer in [lo, hi]       'r' a finite real in [0, 1e12]
  * Text goes into a char[size] at `off` (size = its capacity, the longest
  * accepted text is size - 1), or, when `heap`, into a malloc'd char * at
