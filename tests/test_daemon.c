@@ -316,6 +316,15 @@ static void test_query_measured_T(void **state) {
   assert_int_equal(cli(&e, args, &out), 0);
   assert_non_null(strstr(out, "measured at another T of the range"));
   free(out);
+  /* Issue 29: query --parity names a bit family: its decision at T = 2,
+   * its head without one at T = 6. */
+  snprintf(args, sizeof args, "query --socket '%s' --op hc_read --parity bits:v3 --device %s "
+           "--tokens 2,6", e.sock, DT_CARD);
+  assert_int_equal(cli(&e, args, &out), 0);
+  if (strstr(out, "T=2: v4 {} (kl, source probe") == NULL ||
+      strstr(out, "T=6: v3 {} (kl, source default") == NULL)
+    fail_msg("query --parity bits:v3 printed:\n%s", out);
+  free(out);
   assert_int_equal(dt_stop(&e), 0);
   dt_env_remove(&e);
 }
