@@ -420,6 +420,11 @@ static int local_point(const hct_op_t *m, const hct_ecard_t *card, const hct_cho
   if (*v == NULL)
     return hct__error(HCT_ENOENT, "op '%s': variant '%s' is not in the manifest here", m->name,
                       ch->variant);
+  /* A card below the variant's min_arch cannot run it: an error the engine
+   * sees (a bit family's head has no stand-in, issue 29). */
+  if (card->arch_num < (*v)->min_arch)
+    return hct__error(HCT_EUNSUPPORTED, "op '%s': variant '%s' needs sm_%d, card %s is sm_%d",
+                      m->name, (*v)->name, (*v)->min_arch, card->uuid, card->arch_num);
   if (ch->params[0] != '\0' && strcmp(ch->params, "{}") != 0) return hct__point_parse(*v, ch->params, pt);
   hct_symtab_t cs = {0};
   hct__card_symbols(&cs, card->arch_num, card->sm_count, card->smem_optin, 32, 0);
