@@ -1,7 +1,9 @@
 /*
  * answer.c: the answer policy, the one place that decides what an engine
  * is told to run: a live pin, else the card's own decision, else one of a
- * card of the same model (the fleet), else the op's baseline.  A decision
+ * card of the same model (the fleet), else the op's baseline (for a bit
+ * family, parity "bits:<head>", the decisions of that family and then
+ * its head: issue 29).  A decision
  * is served only while its software key is what this host would compile
  * now (jit/softkey.c); a stale one is answered with the baseline, "stale":
  * true and the reason.  The verbs choose and module both resolve through it.  Loop thread only; it reads
@@ -342,12 +344,14 @@ static void log_first_answer(hct_conn_t *c, const hct_req_t *r, const choice_t *
     hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d-%d, pinned", r->op, dev, ch->pin->variant,
              ch->pin->tmin, ch->pin->tmax);
   } else {
+    /* The default: the baseline, or a bit family's head (issue 29). */
+    const char *what = hct__parity_family(r->parity) != NULL ? "the family's head" : "the baseline";
     if (ch->stale[0] != '\0')
-      hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, the baseline (the decision is stale: %s)",
-               r->op, dev, ch->base, r->tokens, ch->stale);
+      hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, %s (the decision is stale: %s)", r->op, dev,
+               ch->base, r->tokens, what, ch->stale);
     else
-      hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, the baseline (no decision)", r->op, dev,
-               ch->base, r->tokens);
+      hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, %s (no decision)", r->op, dev, ch->base,
+               r->tokens, what);
   }
 }
 
