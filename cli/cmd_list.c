@@ -75,7 +75,8 @@ void hct__table_free(hct_table_t *t) {
 static const char usage[] =
     "usage: hctune list [--db PATH] [--json] [--faults | --pins]\n"
     "\n"
-    "Shows the recorded decisions: for each card, op, parity class and token\n"
+    "Shows the recorded decisions: for each card, op, parity (bitwise, kl, or a\n"
+    "bit family bits:VARIANT) and token\n"
     "range, the variant chosen, its time per call against the baseline's, and\n"
     "where the decision came from; after 'probe --device all', a model's pooled\n"
     "rows (CARD \"pooled (MODEL)\") beside each card's own.\n"

@@ -187,16 +187,15 @@ static int reprobe(verify_t *V, int i, const hct_device_t *dev) {
 }
 
 /* One row of decision d at T: the chosen variant's new median against the
- * best of its class (and, with --exhaustive, of its own family). */
+ * best of its class or bit family (and, with --exhaustive, of its own
+ * variant's points). */
 static void report_T(verify_t *V, const hct_db_decision_t *d, const hct_op_t *op, int T) {
-  hct_parity_t cls = HCT_PARITY_BITWISE;
-  hct__parity_from_name(d->parity, &cls);
   const hct_timed_row_t *chosen = NULL, *best = NULL, *family = NULL;
   for (int k = 0; k < V->rows.n; k++) {
     const hct_timed_row_t *r = &V->rows.r[k];
     if (r->T != T || r->pruned) continue;
     const hct_variant_t *v = hct__variant_find(op, r->variant);
-    if (v == NULL || !hct__variant_in_decision(op, v, cls)) continue;
+    if (v == NULL || !hct__variant_in_parity(op, v, d->parity)) continue;
     /* A candidate a check put out is no one's best. */
     if (rejection_of(&V->rej, r->variant, r->params) != NULL) continue;
     if (strcmp(r->variant, d->variant) == 0 && strcmp(r->params, d->params) == 0) chosen = r;

@@ -774,8 +774,10 @@ static void decisions_table(FILE *f, const hct_rp_section_t *s) {
     num(d->baseline_us, e, sizeof e);
     num(d->median_us > 0 ? d->baseline_us / d->median_us : NAN, sp, sizeof sp);
     iso(d->decided_at, when, sizeof when);
+    /* A bit family's rows (parity "bits:<head>", issue 29) share one
+     * style: the family's name is no CSS class. */
     fputs("<tr><td><span class=\"cls ", f);
-    esc(f, d->parity);
+    esc(f, hct__parity_family(d->parity) != NULL ? "family" : d->parity);
     fputs("\">", f);
     esc(f, d->parity);
     if (d->tmin == d->tmax) fprintf(f, "</span></td><td class=\"nw\">%d</td><td>", d->tmin);

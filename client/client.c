@@ -369,10 +369,7 @@ static int check_args(const char *op, int tokens, const char *device, const char
     return hct__error(HCT_EINVAL, "tokens %d: want 1 to %d", tokens, HCT_MAX_TOKENS);
   if (device != NULL && strlen(device) > 255)
     return hct__error(HCT_EINVAL, "device '%.40s...': longer than 255 characters", device);
-  hct_parity_t asked;
-  if (parity != NULL &&
-      (hct__parity_from_name(parity, &asked) < 0 || asked == HCT_PARITY_BASELINE))
-    return hct__error(HCT_EINVAL, "parity '%s': want 'bitwise' or 'kl'", parity);
+  if (parity != NULL && hct__parity_asked_ok(parity) < 0) return HCT_EINVAL;
   return 0;
 }
 
@@ -746,10 +743,10 @@ static int choose(hct_client_t *c, const char *op, int tokens, const char *devic
   if (j == 1) {
     /* The daemon's own answer that it cannot: its code, and the baseline
      * in `out` for an engine that needs something to run. */
-    char msg[600], base[64];
+    char msg[600], base[64], cls[16];
     copy(msg, hct_last_error(), sizeof msg);
-    if (hct__baseline_here(op, base, sizeof base) == 0)
-      fill_baseline(out, base, HCT_SOURCE_DEFAULT, hct__parity_name(HCT_PARITY_BASELINE), tokens);
+    if (hct__default_here(op, parity, base, sizeof base, cls, sizeof cls) == 0)
+      fill_baseline(out, base, HCT_SOURCE_DEFAULT, cls, tokens);
     else
       memset(out, 0, sizeof *out);
     hct__error(code, "%s", msg); /* the daemon's reason, not the lookup's */
@@ -764,13 +761,15 @@ fallback: {
     /* hct__error writes the buffer hct_last_error() reads: copy it first. */
     char msg[600];
     copy(msg, hct_last_error(), sizeof msg);
-    char base[64];
-    if (hct__baseline_here(op, base, sizeof base) < 0) {
+    char base[64], cls[16];
+    if (hct__default_here(op, parity, base, sizeof base, cls, sizeof cls) < 0) {
       memset(out, 0, sizeof *out);
       return hct__error(HCT_ENOENT, "%s, and %s", msg, hct_last_error());
     }
-    hct__error(rc, "%s: fell back to %s's baseline %s", msg, op, base);
-    fill_baseline(out, base, HCT_SOURCE_DEFAULT, hct__parity_name(HCT_PARITY_BASELINE), tokens);
+    /* A bit family falls back to its head, never the baseline (issue 29). */
+    hct__error(rc, "%s: fell back to %s's %s %s", msg, op,
+               hct__parity_family(parity) != NULL ? "family head" : "baseline", base);
+    fill_baseline(out, base, HCT_SOURCE_DEFAULT, cls, tokens);
     return HCT_FALLBACK;
   }
 }

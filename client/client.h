@@ -19,11 +19,14 @@
 
 /* ---- the client (client/client.c) --------------------------------------- */
 
-/* The op's baseline known without the daemon (client/baseline.c): the
- * variant of class baseline in the op's manifest under the library's
- * kernels folder; HCT_ENOENT with the reason when there is none (no
- * manifest for the op, no kernels folder). */
-int hct__baseline_here(const char *op, char *variant, size_t len);
+/* What the library serves for `parity` without a daemon's decision
+ * (client/baseline.c), from the op's manifest under the library's kernels
+ * folder: the variant of class baseline, or for a bit family "bits:<head>"
+ * (issue 29) the head; HCT_ENOENT with the reason when there is none (no
+ * manifest for the op, no kernels folder, no such family).  cls (may be
+ * NULL) gets its class ("baseline", or the class the head competes in). */
+int hct__default_here(const char *op, const char *parity, char *variant, size_t len, char *cls,
+                      size_t cls_len);
 
 /* Sends one raw request line (no newline) and returns the first reply line
  * that is not a progress line (malloc'd), waiting at most timeout_ms;

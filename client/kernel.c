@@ -123,8 +123,7 @@ static int check_load_args(const char *op, int tmin, int tmax, const char *parit
     return hct__error(HCT_EINVAL, "tokens %d-%d: want 1 <= tmin <= tmax", tmin, tmax);
   if (tmax > HCT_MAX_TOKENS)
     return hct__error(HCT_ERANGE, "tokens %d-%d: at most %d", tmin, tmax, HCT_MAX_TOKENS);
-  if (parity != NULL && strcmp(parity, "bitwise") != 0 && strcmp(parity, "kl") != 0)
-    return hct__error(HCT_EINVAL, "parity '%s': want 'bitwise' or 'kl'", parity);
+  if (parity != NULL && hct__parity_asked_ok(parity) < 0) return HCT_EINVAL;
   return 0;
 }
 
@@ -421,6 +420,11 @@ static int local_point(const hct_op_t *m, const hct_ecard_t *card, const hct_cho
   if (*v == NULL)
     return hct__error(HCT_ENOENT, "op '%s': variant '%s' is not in the manifest here", m->name,
                       ch->variant);
+  /* A card below the variant's min_arch cannot run it: an error the engine
+   * sees (a bit family's head has no stand-in, issue 29). */
+  if (card->arch_num < (*v)->min_arch)
+    return hct__error(HCT_EUNSUPPORTED, "op '%s': variant '%s' needs sm_%d, card %s is sm_%d",
+                      m->name, (*v)->name, (*v)->min_arch, card->uuid, card->arch_num);
   if (ch->params[0] != '\0' && strcmp(ch->params, "{}") != 0) return hct__point_parse(*v, ch->params, pt);
   hct_symtab_t cs = {0};
   hct__card_symbols(&cs, card->arch_num, card->sm_count, card->smem_optin, 32, 0);
@@ -669,10 +673,11 @@ static int answer_for(hct_kernel_t *k, hct_client_t *c, int T, const char *devic
   }
   memset(ch, 0, sizeof *ch);
   char base[64];
-  if ((rc = hct__baseline_here(k->op, base, sizeof base)) < 0) return rc;
+  if ((rc = hct__default_here(k->op, parity, base, sizeof base, ch->parity_class,
+                              sizeof ch->parity_class)) < 0)
+    return rc;
   hct__strlcpy(ch->variant, base, sizeof ch->variant);
   hct__strlcpy(ch->params, "{}", sizeof ch->params);
-  hct__strlcpy(ch->parity_class, "baseline", sizeof ch->parity_class);
   ch->source = HCT_SOURCE_DEFAULT;
   snprintf(why, why_len, "no daemon client given");
   return 0;
@@ -733,15 +738,17 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
             rc = hct__error(rc, "%s", first);
             break;
           }
+          /* A bit family's default is its head (issue 29): the
+           * baseline's bits are not what the engine asked for. */
           char base[64];
-          if (hct__baseline_here(op, base, sizeof base) < 0) {
+          memset(&im->choice, 0, sizeof im->choice);
+          if (hct__default_here(op, parity, base, sizeof base, im->choice.parity_class,
+                                sizeof im->choice.parity_class) < 0) {
             rc = hct__error(rc, "%s", first);
             break;
           }
-          memset(&im->choice, 0, sizeof im->choice);
           hct__strlcpy(im->choice.variant, base, sizeof im->choice.variant);
           hct__strlcpy(im->choice.params, "{}", sizeof im->choice.params);
-          hct__strlcpy(im->choice.parity_class, "baseline", sizeof im->choice.parity_class);
           im->choice.source = HCT_SOURCE_DEFAULT;
           size_t wl = strlen(why);
           snprintf(why + wl, sizeof why - wl, "%s%.200s", wl ? "; " : "", first);

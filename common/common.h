@@ -150,6 +150,23 @@ typedef enum { HCT_PARITY_BASELINE, HCT_PARITY_BITWISE, HCT_PARITY_KL } hct_pari
 const char *hct__parity_name(hct_parity_t p);
 /* The class named s: 0, or HCT_EINVAL with a message naming s. */
 int hct__parity_from_name(const char *s, hct_parity_t *out);
+/*
+ * Bit families (issue 29): an engine that needs the exact bits of one
+ * variant, the family's head (a manifest's "families"), asks for parity
+ * "bits:<head>", e.g. "bits:pair_mma".  Decisions of the family carry the
+ * same string.  HCT_PARITY_LEN holds it with a head of up to 31
+ * characters (a variant's name) and the NUL.
+ */
+#define HCT_PARITY_LEN 40
+#define HCT_FAMILY_PREFIX "bits:"
+/* The head's name in family parity s ("bits:<head>"), or NULL when s does
+ * not start with the prefix; says nothing of whether the name is
+ * well-formed (hct__parity_asked_ok does). */
+const char *hct__parity_family(const char *s);
+/* Whether s is a parity an engine may ask for, and a decision be recorded
+ * for: "bitwise", "kl", or "bits:" and a variant's name (1 to 31 of
+ * [A-Za-z0-9_.-]).  0, or HCT_EINVAL with one line naming s. */
+int hct__parity_asked_ok(const char *s);
 /* The source named s ("probe" ...; hct_source_name() is the other way):
  * 0, or HCT_EPROTO with a message naming s. */
 int hct__source_from_name(const char *s, hct_source_t *out);

@@ -36,6 +36,36 @@ int hct__parity_from_name(const char *s, hct_parity_t *out) {
                     s != NULL ? s : "(none)");
 }
 
+const char *hct__parity_family(const char *s) {
+  size_t n = sizeof HCT_FAMILY_PREFIX - 1;
+  return s != NULL && strncmp(s, HCT_FAMILY_PREFIX, n) == 0 ? s + n : NULL;
+}
+
+/* The characters of a variant's name in a family parity: what manifests
+ * name their variants with, nothing that needs quoting anywhere. */
+static int name_char(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         ch == '_' || ch == '.' || ch == '-';
+}
+
+int hct__parity_asked_ok(const char *s) {
+  hct_parity_t cls;
+  const char *head = hct__parity_family(s);
+  if (head == NULL) {
+    if (s != NULL && hct__parity_from_name(s, &cls) == 0 && cls != HCT_PARITY_BASELINE) return 0;
+    return hct__error(HCT_EINVAL, "parity '%.48s': want 'bitwise', 'kl' or 'bits:<variant>'",
+                      s != NULL ? s : "(none)");
+  }
+  size_t n = 0;
+  while (head[n] != '\0' && name_char(head[n])) n++;
+  if (n == 0 || head[n] != '\0' || n > 31)
+    return hct__error(HCT_EINVAL,
+                      "parity '%.48s': a family is 'bits:' and a variant's name (1 to 31 "
+                      "letters, digits, '_', '.' or '-')",
+                      s);
+  return 0;
+}
+
 const char *hct_source_name(hct_source_t s) {
   return (unsigned)s < HCT_ARRAY_SIZE(source_names) ? source_names[s] : "unknown";
 }

@@ -1,7 +1,9 @@
 /*
  * answer.c: the answer policy, the one place that decides what an engine
  * is told to run: a live pin, else the card's own decision, else one of a
- * card of the same model (the fleet), else the op's baseline.  A decision
+ * card of the same model (the fleet), else the op's baseline (for a bit
+ * family, parity "bits:<head>", the decisions of that family and then
+ * its head: issue 29).  A decision
  * is served only while its software key is what this host would compile
  * now (jit/softkey.c); a stale one is answered with the baseline, "stale":
  * true and the reason.  The verbs choose and module both resolve through it.  Loop thread only; it reads
@@ -24,7 +26,10 @@ typedef struct choice_s {
   const char *body;              /* rendered reply of dec, card's own */
   size_t body_len;
   int fleet;
-  const char *base;              /* default: the baseline's name */
+  const char *base;              /* default: the baseline's name, or a
+                                    bit family's head (issue 29) */
+  const char *base_class;        /* its class in the reply: "baseline", or
+                                    the class the head competes in */
   char base_params[256];
   const char *model;             /* fleet: the model key matched */
   char stale[256];               /* why the decision found is not served */
@@ -129,9 +134,56 @@ static const hct_db_decision_t *faster(const hct_db_decision_t *a, const hct_db_
   return b->median_us > 0 && b->median_us < a->median_us ? b : a;
 }
 
+/* Whether the default for a bit family, its head h, can run on a card of
+ * `arch` ("sm_80", "gfx942"; NULL or "": unknown, the engine's load will
+ * say): the head's min_arch on NVIDIA, its "hip" elsewhere. */
+static int head_runs(const hct_variant_t *h, const char *arch) {
+  if (arch == NULL || arch[0] == '\0') return 1;
+  if (strncmp(arch, "sm_", 3) == 0) return atoi(arch + 3) >= h->min_arch;
+  return h->hip;
+}
+
+/* The arch field of a model key ("nvidia|NVIDIA H200|sm_90|132|143"), or
+ * "" when there is none. */
+static void model_arch(const char *model, char *arch, size_t len) {
+  const char *p = model != NULL ? strchr(model, '|') : NULL;
+  p = p != NULL ? strchr(p + 1, '|') : NULL;
+  arch[0] = '\0';
+  if (p != NULL) snprintf(arch, len, "%.*s", (int)strcspn(p + 1, "|"), p + 1);
+}
+
+/* The default answer when no decision serves: the baseline, or for a bit
+ * family (parity "bits:<head>", issue 29) its head at its default point,
+ * never the baseline, whose bits are not the family's: a card the head
+ * cannot run on is an error the engine sees. */
+static int resolve_default(hct_daemon_t *d, const hct_req_t *r, const hct_op_t *op, choice_t *ch,
+                           const char *model) {
+  const hct_variant_t *v = hct__op_parity_variant(op, r->parity);
+  if (v == NULL && hct__parity_family(r->parity) != NULL) return HCT_ENOENT;
+  if (v == NULL) return hct__error(HCT_EMANIFEST, "op '%s': its manifest has no baseline", r->op);
+  ch->base_class = hct__parity_name(HCT_PARITY_BASELINE);
+  if (v->parity != HCT_PARITY_BASELINE) {
+    const hct_db_device_t *dev = ch->device != NULL ? hct__index_device(d->ix, ch->device) : NULL;
+    char arch[64] = "";
+    if (dev != NULL) hct__strlcpy(arch, dev->arch, sizeof arch);
+    else model_arch(model, arch, sizeof arch);
+    if (!head_runs(v, arch))
+      return hct__error(HCT_EUNSUPPORTED,
+                        "op '%s': parity '%s' is %s's bits, which card %s (%s) cannot run (min_arch "
+                        "%d): no other variant has them",
+                        r->op, r->parity, v->name, ch->device != NULL ? ch->device : "(none)", arch,
+                        v->min_arch);
+    ch->base_class = hct__parity_name(hct__variant_competes(op, v));
+  }
+  ch->base = v->name;
+  default_params(op, v, r->tokens, ch->base_params, sizeof ch->base_params);
+  return 0;
+}
+
 /* Resolves a choose or module request.  "kl" may use either class: the DB
  * keeps the best bitwise and the best of all as separate decisions, so the
- * faster of the two wins. */
+ * faster of the two wins.  A bit family ("bits:<head>") is looked up under
+ * its own name, alone. */
 static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
   /* Decisions of a self-test op may sit in the database (a probe of it
    * records them like any other): they are never served. */
@@ -144,6 +196,7 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
   memset(ch, 0, sizeof *ch);
   const char *bitwise = hct__parity_name(HCT_PARITY_BITWISE), *kl_name = hct__parity_name(HCT_PARITY_KL);
   int kl = strcmp(r->parity, kl_name) == 0;
+  if (hct__parity_family(r->parity) != NULL) bitwise = r->parity;
   ch->device = r->device != NULL ? r->device : hct__index_default_device(d->ix);
   ch->pin = hct__index_pin(d->ix, ch->device, r->op, r->tokens, hct__unix_time());
   if (ch->pin != NULL) return 0;
@@ -201,13 +254,7 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
     }
   }
   const hct_op_t *op = hct__op_get(d, r->op);
-  if (op != NULL) {
-    const hct_variant_t *v = hct__op_baseline(op);
-    if (v == NULL) return hct__error(HCT_EMANIFEST, "op '%s': its manifest has no baseline", r->op);
-    ch->base = v->name;
-    default_params(op, v, r->tokens, ch->base_params, sizeof ch->base_params);
-    return 0;
-  }
+  if (op != NULL) return resolve_default(d, r, op, ch, model);
   /* No manifest here: no baseline is known either (the baseline is the
    * manifest's), and the client falls back to the one its own manifest
    * names. */
@@ -250,7 +297,7 @@ static json_t *choice_json(hct_daemon_t *d, const hct_req_t *r, const choice_t *
   }
   json_t *o = json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:o, s:o, s:[i,i], s:{}}", "ok", 1,
                         "variant", ch->base, "params", hct__params_json(ch->base_params), "class",
-                        hct__parity_name(HCT_PARITY_BASELINE), "source",
+                        ch->base_class, "source",
                         hct_source_name(HCT_SOURCE_DEFAULT), "template_hash", "", "device",
                         ch->device != NULL ? json_string(ch->device) : json_null(), "model",
                         model_of(d, ch->device), "tokens", r->tokens, r->tokens, "evidence");
@@ -297,12 +344,14 @@ static void log_first_answer(hct_conn_t *c, const hct_req_t *r, const choice_t *
     hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d-%d, pinned", r->op, dev, ch->pin->variant,
              ch->pin->tmin, ch->pin->tmax);
   } else {
+    /* The default: the baseline, or a bit family's head (issue 29). */
+    const char *what = hct__parity_family(r->parity) != NULL ? "the family's head" : "the baseline";
     if (ch->stale[0] != '\0')
-      hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, the baseline (the decision is stale: %s)",
-               r->op, dev, ch->base, r->tokens, ch->stale);
+      hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, %s (the decision is stale: %s)", r->op, dev,
+               ch->base, r->tokens, what, ch->stale);
     else
-      hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, the baseline (no decision)", r->op, dev,
-               ch->base, r->tokens);
+      hct__log(HCT_LOG_INFO, "%s on %s: %s for T=%d, %s (no decision)", r->op, dev, ch->base,
+               r->tokens, what);
   }
 }
 

@@ -302,13 +302,15 @@ int hct__req_parse(const char *line, size_t len, hct_req_t *req) {
     if (v->fields[i].required && kv_get(kv, n, v->fields[i].name) == NULL)
       return hct__error(HCT_EPROTO, "missing field '%s' for '%s'", v->fields[i].name, v->name);
 
-  /* Engines ask for "bitwise" or "kl"; "baseline" is a class a variant has,
-   * never one asked for. */
-  hct_parity_t asked = HCT_PARITY_BITWISE;
+  /* Engines ask for "bitwise", "kl" or a bit family "bits:<head>" (issue
+   * 29); "baseline" is a class a variant has, never one asked for.  Whether
+   * the op has the family is the answer's to say (daemon/answer.c). */
   if (req->parity == NULL) {
     req->parity = hct__parity_name(HCT_PARITY_BITWISE);
-  } else if (hct__parity_from_name(req->parity, &asked) < 0 || asked == HCT_PARITY_BASELINE) {
-    return hct__error(HCT_EINVAL, "field 'parity' of '%s': '%.16s' is not 'bitwise' or 'kl'",
+  } else if (hct__parity_asked_ok(req->parity) < 0) {
+    hct__error_clear();
+    return hct__error(HCT_EINVAL,
+                      "field 'parity' of '%s': '%.48s' is not 'bitwise', 'kl' or 'bits:<variant>'",
                       v->name, req->parity);
   }
   return 0;

@@ -27,6 +27,7 @@
 #define OP_LEN 31
 #define DEV_LEN 255
 #define VAR_LEN 31
+#define PARITY_LEN (HCT_PARITY_LEN - 1) /* "bits:" and a variant's name */
 
 static const hct_verb_spec_t verbs[] = {
     {"choose", HCT_REQ_CHOOSE, HCT_REQ_READ, H(hct__req_choose),
@@ -34,7 +35,7 @@ static const hct_verb_spec_t verbs[] = {
       {"tokens", HCT_F_INT, 1, 0},
       {"device", HCT_F_STR, 0, DEV_LEN},
       {"model", HCT_F_STR, 0, DEV_LEN},
-      {"parity", HCT_F_STR, 0, 16}}},
+      {"parity", HCT_F_STR, 0, PARITY_LEN}}},
     {"list", HCT_REQ_LIST, HCT_REQ_READ, H(hct__req_list),
      {{"device", HCT_F_STR, 0, DEV_LEN}, {"op", HCT_F_STR, 0, OP_LEN}}},
     {"devices", HCT_REQ_DEVICES, HCT_REQ_READ, H(hct__req_devices), {{0}}},
@@ -55,7 +56,7 @@ static const hct_verb_spec_t verbs[] = {
       {"tokens", HCT_F_INT, 1, 0},
       {"device", HCT_F_STR, 0, DEV_LEN},
       {"model", HCT_F_STR, 0, DEV_LEN},
-      {"parity", HCT_F_STR, 0, 16}}},
+      {"parity", HCT_F_STR, 0, PARITY_LEN}}},
 };
 
 const hct_verb_spec_t *hct__verb_find(const char *name) {

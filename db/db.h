@@ -158,7 +158,7 @@ int hct__db_trials_json(hct_db_t *db, const char *uuid, const char *op, const ch
 typedef struct hct_db_decision_s {
   hct_db_keys_t keys;
   char op[32];
-  char parity[16];         /* "bitwise" or "kl": the class asked for */
+  char parity[HCT_PARITY_LEN]; /* "bitwise", "kl" or "bits:<head>": what was asked for */
   int tmin, tmax;          /* token range, inclusive */
   char variant[32];
   char params[256];

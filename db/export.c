@@ -74,7 +74,6 @@ const char hct__fleet_schema_sql[] =
 
 /* ---- columns -------------------------------------------------------------- */
 
-static const char *const parities[] = {"bitwise", "kl", NULL};
 static const char *const classes[] = {"baseline", "bitwise", "kl", NULL};
 static const char *const sources[] = {"probe", "fleet", NULL};
 static const char *const flag_kinds[] = {"outlier", "conflict", NULL};
@@ -154,7 +153,7 @@ static const hct_fleet_col_t decision_cols[] = {
     TXT(hct_fleet_decision_t, software_key, 'H', 0),
     HEAP(hct_fleet_decision_t, software_json, 'J', 319),
     TXT(hct_fleet_decision_t, op, 'n', 1),
-    ENUM(hct_fleet_decision_t, parity, parities),
+    TXT(hct_fleet_decision_t, parity, 'p', 1),
     INT(hct_fleet_decision_t, tmin, 1, HCT_MAX_TOKENS),
     INT(hct_fleet_decision_t, tmax, 1, HCT_MAX_TOKENS),
     TXT(hct_fleet_decision_t, variant, 'n', 1),
@@ -318,6 +317,16 @@ int hct__fleet_check_text(const hct_fleet_col_t *c, const char *s, size_t len, c
           return HCT_EINVAL;
         }
       return 0;
+    case 'p': {
+      /* A decision's parity: "bitwise", "kl" or a bit family "bits:<name>"
+       * (issue 29), the one rule engines' requests pass too. */
+      char buf[HCT_PARITY_LEN];
+      snprintf(buf, sizeof buf, "%.*s", (int)len, s);
+      if (hct__parity_asked_ok(buf) == 0) return 0;
+      hct__error_clear();
+      snprintf(why, wlen, "'%.*s' is not 'bitwise', 'kl' or 'bits:<variant>'", (int)HCT_MIN(len, 40), s);
+      return HCT_EINVAL;
+    }
     case 'e':
       for (const char *const *p = c->choices; *p; p++)
         if (strlen(*p) == len && memcmp(*p, s, len) == 0) return 0;

@@ -102,7 +102,7 @@ typedef struct hct_fleet_decision_s {
   char driver_version[32], compiler_version[32], hctune_version[16];
   char software_key[33];
   char *software_json;      /* malloc'd, never NULL */
-  char op[32], parity[16];
+  char op[32], parity[HCT_PARITY_LEN];
   int64_t tmin, tmax;
   char variant[32], params[256], variant_class[16];
   char template_hash[33], binary_key[33], source[16];
@@ -165,6 +165,7 @@ extern const char hct__fleet_schema_sql[];
  *   'l' UTF-8 text, newlines and tabs allowed (logs)
  *   'j' a JSON object                'J' a JSON object, or ""
  *   'e' one of `choices` (a NULL-terminated list)
+ *   'p' a decision's parity: "bitwise", "kl" or "bits:<variant>"
  *   'i' an integer in [lo, hi]       'r' a finite real in [0, 1e12]
  * Text goes into a char[size] at `off` (size = its capacity, the longest
  * accepted text is size - 1), or, when `heap`, into a malloc'd char * at

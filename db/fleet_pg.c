@@ -320,6 +320,11 @@ static const char *const migrations[] = {
   " template_hash TEXT NOT NULL, detail TEXT NOT NULL,"
   " key_driver TEXT NOT NULL, key_compiler TEXT NOT NULL, key_hctune TEXT NOT NULL);"
   "CREATE INDEX flags_key ON hctune.flags (model_key, key_driver, key_compiler, key_hctune);",
+  /* 3: bit families (issue 29): a decision's parity may also be
+   * "bits:<variant>", the rule of hct__parity_asked_ok. */
+  "ALTER TABLE hctune.decisions DROP CONSTRAINT IF EXISTS decisions_parity_check;"
+  "ALTER TABLE hctune.decisions ADD CONSTRAINT decisions_parity_check CHECK"
+  " (parity IN ('bitwise', 'kl') OR parity ~ '^bits:[A-Za-z0-9_.-]{1,31}$');",
 };
 
 _Static_assert(HCT_ARRAY_SIZE(migrations) == HCT_PG_SCHEMA_VERSION,

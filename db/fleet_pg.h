@@ -37,7 +37,7 @@ typedef struct hct_pg_s hct_pg_t;
 
 /* Schema versions of the server (table hctune.schema); the migrations are
  * in db/fleet_pg.c, append only. */
-#define HCT_PG_SCHEMA_VERSION 2
+#define HCT_PG_SCHEMA_VERSION 3
 /* The channel a recompute announces on; the payload is the card model key
  * whose decisions changed. */
 #define HCT_PG_CHANNEL "hctune_decisions"

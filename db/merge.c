@@ -694,25 +694,79 @@ static int baseline_at(const ctx_t *X, int T) {
   return best;
 }
 
-/* The winner at T for class k (0 bitwise, 1 kl): hct__pick_winner over the
- * baseline and the candidates the class admits, as the probe does.  res
- * and idx hold ncand entries. */
-static int winner_at(const ctx_t *X, int T, int allow_kl, double margin, int *base_out,
+/* Whether input decision d belongs to the group being merged (its model,
+ * environment and op). */
+static int in_group(const ctx_t *X, const hct_fleet_decision_t *d) {
+  char env[128];
+  env_of(d->driver_version, d->compiler_version, d->hctune_version, env, sizeof env);
+  return strcmp(d->model_key, X->g->model_key) == 0 && strcmp(d->op, X->g->op) == 0 &&
+         strcmp(env, X->g->env) == 0;
+}
+
+/*
+ * Whether `variant` is in bit family `family` ("bits:<head>", issue 29):
+ * the head, or a variant some card's probe decided the family for (the
+ * probe decides a family only for variants bit-equal to its head that
+ * passed every check there).  db/ has no manifest, so a member that won
+ * the family on no card is not pooled (KNOWN-GAP: the variants table
+ * carries classes, not bitwise references); what is pooled is the
+ * family's bits, never another's.
+ */
+static int family_member(const ctx_t *X, const char *family, const char *variant) {
+  if (strcmp(hct__parity_family(family), variant) == 0) return 1;
+  for (int f = 0; f < X->nin; f++)
+    for (int i = 0; i < X->in[f].n_decisions; i++) {
+      const hct_fleet_decision_t *d = &X->in[f].decisions[i];
+      if (strcmp(d->parity, family) == 0 && strcmp(d->variant, variant) == 0 && in_group(X, d))
+        return 1;
+    }
+  return 0;
+}
+
+/* The bit families the inputs decided for this group: distinct parities
+ * "bits:<head>" of its decisions, into fam[max]; returns the count. */
+static int group_families(const ctx_t *X, const char **fam, int max) {
+  int n = 0;
+  for (int f = 0; f < X->nin; f++)
+    for (int i = 0; i < X->in[f].n_decisions; i++) {
+      const hct_fleet_decision_t *d = &X->in[f].decisions[i];
+      if (hct__parity_family(d->parity) == NULL || !in_group(X, d)) continue;
+      int seen = 0;
+      for (int j = 0; j < n && !seen; j++) seen = strcmp(fam[j], d->parity) == 0;
+      if (!seen && n < max) fam[n++] = d->parity;
+    }
+  return n;
+}
+
+/* Whether candidate c takes part in decision `parity`: bitwise admits the
+ * incumbent baseline and bitwise variants, kl kl ones too, a family its
+ * members. */
+static int admitted(const ctx_t *X, int c, int base, const char *parity) {
+  const cand_t *cd = &X->cands[c];
+  if (hct__parity_family(parity) != NULL) return family_member(X, parity, cd->first->variant);
+  return c == base || strcmp(cd->vclass, "bitwise") == 0 ||
+         (strcmp(parity, "kl") == 0 && strcmp(cd->vclass, "kl") == 0);
+}
+
+/* The winner at T of decision `parity` ("bitwise", "kl", "bits:<head>"):
+ * hct__pick_winner over the candidates it admits, against the baseline
+ * (a family: its head's candidate timed on the most cards), as the probe
+ * does.  res and idx hold ncand entries. */
+static int winner_at(const ctx_t *X, int T, const char *parity, double margin, int *base_out,
                      hct_timing_res_t *res, int *idx) {
   int base = baseline_at(X, T);
   *base_out = base;
   if (base < 0) return -1;
-  int m = 0, inc = -1, a, b;
+  const char *head = hct__parity_family(parity);
+  int m = 0, inc = -1, inc_cards = 0, a, b;
   cells_at(X, T, &a, &b);
   for (int i = a; i < b; i++) {
     const cell_t *x = X->by_T[i];
     const cand_t *cd = &X->cands[x->cand];
-    if (cd->quarantined) continue;
-    int is_base = x->cand == base;
-    if (!is_base && strcmp(cd->vclass, "bitwise") != 0 &&
-        !(allow_kl && strcmp(cd->vclass, "kl") == 0))
-      continue;
-    if (is_base) inc = m;
+    if (cd->quarantined || !admitted(X, x->cand, base, parity)) continue;
+    int is_inc = head == NULL ? x->cand == base
+                              : strcmp(cd->first->variant, head) == 0 && x->cards > inc_cards;
+    if (is_inc) inc = m, inc_cards = x->cards;
     memset(&res[m], 0, sizeof res[m]);
     res[m].s = x->s;
     idx[m++] = x->cand;
@@ -731,14 +785,10 @@ static int winner_at(const ctx_t *X, int T, int allow_kl, double margin, int *ba
 static void group_span(ctx_t *X, int *lo, int *hi) {
   *lo = X->tlist[0];
   *hi = X->tlist[X->ntl - 1];
-  char env[128];
   for (int f = 0; f < X->nin; f++)
     for (int i = 0; i < X->in[f].n_decisions; i++) {
       const hct_fleet_decision_t *d = &X->in[f].decisions[i];
-      env_of(d->driver_version, d->compiler_version, d->hctune_version, env, sizeof env);
-      if (strcmp(d->model_key, X->g->model_key) != 0 || strcmp(d->op, X->g->op) != 0 ||
-          strcmp(env, X->g->env) != 0)
-        continue;
+      if (!in_group(X, d)) continue;
       if (d->tmin < *lo) *lo = (int)d->tmin;
       if (d->tmax > *hi) *hi = (int)d->tmax;
     }
@@ -810,7 +860,9 @@ static int add_range(ctx_t *X, const decide_t *D, const hct_cover_t *r, const ch
 }
 
 static int decide(ctx_t *X) {
-  static const char *const classes[] = {"bitwise", "kl"};
+  /* The classes, then the bit families the inputs decided (issue 29). */
+  const char *parities[2 + 16] = {"bitwise", "kl"};
+  const int nparity = 2 + group_families(X, parities + 2, 16);
   double margin = X->o->min_margin > 0 ? X->o->min_margin : HCT_MIN_MARGIN_DEFAULT;
   if (X->ntl < 1) return 0;
   const size_t n = (size_t)X->ntl + 1;
@@ -830,16 +882,16 @@ static int decide(ctx_t *X) {
   for (int i = 0; i < X->ncard; i++) D.kept += !X->cards[i].outlier;
   int lo = 0, hi = 0;
   if (err == 0) group_span(X, &lo, &hi);
-  for (int k = 0; err == 0 && k < 2; k++) {
+  for (int k = 0; err == 0 && k < nparity; k++) {
     for (int i = 0; i < X->ntl; i++) {
-      D.win[i] = winner_at(X, X->tlist[i], k == 1, margin, &D.base[i], D.res, D.idx);
+      D.win[i] = winner_at(X, X->tlist[i], parities[k], margin, &D.base[i], D.res, D.idx);
       D.label[i] = D.win[i] >= 0 ? X->cands[D.win[i]].label : NULL;
     }
     /* Every count timed is a representative one: the ranges are the
      * probe's over the counts the cards measured. */
     int nr = hct__cover_ranges(X->tlist, D.label, X->ntl, X->tlist, X->ntl, lo, hi, D.ranges, X->ntl);
     if (nr < 0) err = nr;
-    for (int r = 0; err == 0 && r < nr && r < X->ntl; r++) err = add_range(X, &D, &D.ranges[r], classes[k]);
+    for (int r = 0; err == 0 && r < nr && r < X->ntl; r++) err = add_range(X, &D, &D.ranges[r], parities[k]);
   }
   free(D.win);
   free(D.base);

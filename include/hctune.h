@@ -115,7 +115,9 @@ typedef enum {
 typedef struct hct_choice_s {
   char variant[64];
   char params[256];       /* JSON object text, e.g. {"ROWS":4} */
-  char parity_class[16];  /* "baseline", "bitwise", "kl" */
+  char parity_class[16];  /* "baseline", "bitwise", "kl": the chosen
+                             variant's class (a bit family's head and
+                             members report the class the head competes in) */
   char template_hash[40];
   hct_source_t source;
   double median_us;       /* winner's time per call, 0 when unknown */
@@ -148,8 +150,14 @@ int hct_connect(const char *path, int timeout_ms, hct_client_t **out);
  * Which variant of `op` to run for `tokens` tokens on `device` (a card UUID
  * such as "GPU-8d1c...", a card model key "nvidia|NVIDIA H200|sm_90|132|143",
  * or NULL for the first card the daemon knows).  `parity` is "bitwise"
- * (NULL means that) or "kl".
- * Returns 0 with the daemon's answer; HCT_FALLBACK with the op's baseline
+ * (NULL means that: the baseline's bits), "kl", or a bit family
+ * "bits:<variant>" the op's manifest declares ("families"), e.g.
+ * "bits:pair_mma": only variants whose bits equal that variant's, and
+ * without a decision or a daemon the family's head itself, never the
+ * baseline (a card the head cannot run: HCT_EUNSUPPORTED from the daemon,
+ * an error from hct_kernel_load; a family the op does not declare:
+ * HCT_ENOENT).
+ * Returns 0 with the daemon's answer; HCT_FALLBACK with the op's baseline (a bit family's head)
  * (source HCT_SOURCE_DEFAULT, params "{}", tokens [T, T]) when the daemon
  * is absent, dead or slower than the timeout, or when what came back is
  * not a valid answer to this request (another id, a missing or empty
@@ -255,7 +263,9 @@ typedef struct hct_kernel_s hct_kernel_t;
  * Loads op for tokens tmin..tmax.  `c` may be NULL (no daemon: steps 1, 3,
  * 4 above); `device` NULL asks the daemon about the card of the caller's
  * context (its UUID), which is what an engine wants; `parity` as for
- * hct_choose.  Returns 0 when every T runs what the daemon served,
+ * hct_choose (a bit family's fallback, compiled here, is its head, never
+ * the baseline: a card the head cannot run fails the load).  Returns 0
+ * when every T runs what the daemon served,
  * HCT_FALLBACK when some T runs a binary compiled here (hct_kernel_choice
  * says which and why), negative on failure (HCT_ENODRIVER, HCT_ENODEV
  * without a GPU; HCT_EINVAL for bad arguments or a refused HCTUNE_FORCE;

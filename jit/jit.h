@@ -66,6 +66,7 @@ int hct__expr_eval(const char *expr, const hct_symtab_t *syms, int64_t *out);
 #define HCT_MAX_ARGS 16
 #define HCT_MAX_SCRATCH 4
 #define HCT_MAX_VARIANTS 32
+#define HCT_MAX_FAMILIES 8
 #define HCT_MAX_BUFFERS 16
 #define HCT_MAX_CONSTRAINTS 8
 
@@ -270,6 +271,10 @@ typedef struct hct_op_s {
   int has_inputs;           /* the manifest has "inputs" (every rule is then
                                in buffers[].rule) */
   hct_reference_t reference;
+  /* "families" (issue 29): heads of the bit families an engine may ask
+   * for as parity "bits:<head>" */
+  char families[HCT_MAX_FAMILIES][32];
+  int n_families;
 } hct_op_t;
 
 /* The largest batch of launches a timed graph may hold (the worker's). */
@@ -338,6 +343,21 @@ hct_parity_t hct__variant_competes(const hct_op_t *op, const hct_variant_t *v);
 /* 1 when v takes part in the decision of class `decision` (bitwise or kl):
  * what competes in kl is in the kl decision only, the rest in both. */
 int hct__variant_in_decision(const hct_op_t *op, const hct_variant_t *v, hct_parity_t decision);
+/*
+ * Bit families (issue 29, manifest "families"): the head variant of family
+ * `head` when the op declares it, else NULL.  A variant is in the family
+ * when it is the head or its chain of bitwise references reaches the head
+ * (its bits are the head's).  hct__op_parity_variant: the variant an
+ * engine asking for `parity` gets without a decision: the family's head
+ * for "bits:<head>" (NULL and HCT_ENOENT when the op has no such family),
+ * else the baseline.
+ */
+const hct_variant_t *hct__op_family(const hct_op_t *op, const char *head);
+int hct__variant_in_family(const hct_op_t *op, const hct_variant_t *v, const hct_variant_t *head);
+/* Whether v takes part in the decisions of `parity` ("bitwise", "kl" or
+ * "bits:<head>"): hct__variant_in_decision or hct__variant_in_family. */
+int hct__variant_in_parity(const hct_op_t *op, const hct_variant_t *v, const char *parity);
+const hct_variant_t *hct__op_parity_variant(const hct_op_t *op, const char *parity);
 size_t hct__dtype_size(hct_dtype_t t);
 
 /*

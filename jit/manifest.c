@@ -60,7 +60,7 @@ static int check_keys(ctx_t *c, json_t *obj, const char *field, const char *cons
 static const char *const keys_top[] = {"op",     "description", "selftest",     "tokens",
                                        "constants", "buffers",  "inputs",       "reference",
                                        "kl",     "timing",      "probe_tokens", "checks",
-                                       "search", "flops",       "variants"};
+                                       "search", "flops",       "variants",     "families"};
 static const char *const keys_buffer[] = {"name", "dtype", "role", "elems", "row"};
 static const char *const keys_input[] = {"buffer", "mean", "sd", "fan_in"};
 static const char *const keys_reference[] = {"template", "rows", "scratch", "launches"};
@@ -1170,6 +1170,33 @@ static int check_points(ctx_t *c, const hct_op_t *op, const hct_variant_t *v, co
 }
 
 /* "variants": each one, then their cross-checks and their points. */
+/* "families" (issue 29): the variants whose bits define a family an
+ * engine may ask for ("bits:<head>").  Each must be a variant of the op
+ * other than the baseline (whose bits are "bitwise" already), named once.
+ * Read after the variants, whose names it checks. */
+static int load_families(ctx_t *c, json_t *root, hct_op_t *op) {
+  json_t *jf = json_object_get(root, "families"), *x;
+  size_t i;
+  if (jf == NULL) return 0;
+  if (!json_is_array(jf)) return bad(c, "families", "not an array of variant names");
+  json_array_foreach(jf, i, x) {
+    char field[64], cause[160];
+    snprintf(field, sizeof field, "families[%zu]", i);
+    if (!json_is_string(x)) return bad(c, field, "not a string");
+    const char *name = json_string_value(x);
+    const hct_variant_t *v = hct__variant_find(op, name);
+    if (op->n_families == HCT_MAX_FAMILIES) return bad(c, "families", "too many");
+    snprintf(cause, sizeof cause, "'%.40s' names no variant of this op", name);
+    if (v == NULL) return bad(c, field, cause);
+    snprintf(cause, sizeof cause, "'%.40s' is the baseline: its bits are parity 'bitwise'", name);
+    if (v->parity == HCT_PARITY_BASELINE) return bad(c, field, cause);
+    snprintf(cause, sizeof cause, "'%.40s' named twice", name);
+    if (hct__op_family(op, name) != NULL) return bad(c, field, cause);
+    hct__strlcpy(op->families[op->n_families++], v->name, sizeof op->families[0]);
+  }
+  return 0;
+}
+
 static int load_variants(ctx_t *c, json_t *root, hct_op_t *op) {
   json_t *vars = json_object_get(root, "variants");
   size_t i;
@@ -1181,6 +1208,7 @@ static int load_variants(ctx_t *c, json_t *root, hct_op_t *op) {
     if (c->err) return c->err;
   }
   if (check_variants(c, op) != 0) return c->err;
+  if (load_families(c, root, op) != 0) return c->err;
   for (int a = 0; a < op->n_variants; a++) {
     char field[64];
     snprintf(field, sizeof field, "variant '%s'", op->variants[a].name);
@@ -1429,6 +1457,43 @@ hct_parity_t hct__variant_competes(const hct_op_t *op, const hct_variant_t *v) {
 int hct__variant_in_decision(const hct_op_t *op, const hct_variant_t *v, hct_parity_t decision) {
   hct_parity_t cls = hct__variant_competes(op, v);
   return cls != HCT_PARITY_KL || decision == HCT_PARITY_KL;
+}
+
+const hct_variant_t *hct__op_family(const hct_op_t *op, const char *head) {
+  for (int f = 0; head != NULL && f < op->n_families; f++)
+    if (strcmp(op->families[f], head) == 0) return hct__variant_find(op, head);
+  return NULL;
+}
+
+int hct__variant_in_family(const hct_op_t *op, const hct_variant_t *v, const hct_variant_t *head) {
+  /* The head, or bits equal to bits equal to ... the head's. */
+  const hct_variant_t *r = v;
+  for (int steps = 0; r != NULL && steps <= op->n_variants; steps++) {
+    if (r == head) return 1;
+    r = hct__variant_reference(op, r);
+  }
+  return 0;
+}
+
+int hct__variant_in_parity(const hct_op_t *op, const hct_variant_t *v, const char *parity) {
+  const char *head = hct__parity_family(parity);
+  hct_parity_t cls = HCT_PARITY_BITWISE;
+  if (head != NULL) {
+    const hct_variant_t *h = hct__op_family(op, head);
+    return h != NULL && hct__variant_in_family(op, v, h);
+  }
+  if (hct__parity_from_name(parity, &cls) < 0) hct__error_clear();
+  return hct__variant_in_decision(op, v, cls);
+}
+
+const hct_variant_t *hct__op_parity_variant(const hct_op_t *op, const char *parity) {
+  const char *head = hct__parity_family(parity);
+  if (head == NULL) return hct__op_baseline(op);
+  const hct_variant_t *v = hct__op_family(op, head);
+  if (v == NULL)
+    hct__error(HCT_ENOENT, "parity '%.48s': op '%s' has no family '%.31s' (its manifest's \"families\")",
+               parity, op->name, head);
+  return v;
 }
 
 void hct__point_first(const hct_variant_t *v, hct_point_t *pt) {

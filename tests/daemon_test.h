@@ -56,7 +56,8 @@ static inline void dt_die(const char *what) {
   exit(1);
 }
 
-/* The manifest of a small hc_read: v1 baseline, v2 bitwise, v3 kl. */
+/* The manifest of a small hc_read: v1 baseline, v2 bitwise, v3 kl, v4
+ * bitwise against v3, v5 kl for sm_100 and up; bit families of v3 and v5. */
 static const char dt_manifest[] =
     "{\"op\":\"hc_read\",\"tokens\":[1,8],\"constants\":{\"N\":1024},"
     "\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\",\"elems\":\"T*N\"},"
@@ -70,8 +71,14 @@ static const char dt_manifest[] =
     "\"launches\":[{\"entry\":\"k2\",\"grid\":[\"cdiv(T*N,256*R)\"],\"block\":[256],\"smem\":\"R*1024\","
     "\"args\":[\"@x\",\"@y\",\"T\"]}]},"
     "{\"name\":\"v3\",\"template\":\"v3.cu\",\"class\":\"kl\",\"reference\":null,"
-    "\"launches\":[{\"entry\":\"k3\",\"grid\":[\"SM_COUNT\"],\"block\":[128],\"args\":[\"@x\",\"@y\",\"T\"]}]}"
-    "]}";
+    "\"launches\":[{\"entry\":\"k3\",\"grid\":[\"SM_COUNT\"],\"block\":[128],\"args\":[\"@x\",\"@y\",\"T\"]}]},"
+    "{\"name\":\"v4\",\"template\":\"v3.cu\",\"class\":\"bitwise\",\"reference\":\"v3\","
+    "\"launches\":[{\"entry\":\"k4\",\"grid\":[\"SM_COUNT\"],\"block\":[128],\"args\":[\"@x\",\"@y\",\"T\"]}]},"
+    "{\"name\":\"v5\",\"template\":\"v3.cu\",\"class\":\"kl\",\"reference\":null,\"min_arch\":100,"
+    "\"launches\":[{\"entry\":\"k5\",\"grid\":[\"SM_COUNT\"],\"block\":[128],\"args\":[\"@x\",\"@y\",\"T\"]}]}"
+    "],"
+    /* Issue 29: v3's bits (v4 has them) and v5's (no card here runs v5). */
+    "\"families\":[\"v3\",\"v5\"]}";
 
 static inline void dt_write(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
@@ -142,6 +149,7 @@ static inline void dt_seed_card(hct_db_t *db, const char *uuid, const char *name
  * The seeded decisions of DT_CARD for hc_read:
  *   bitwise  T 1-4 v2 (2.0 us)   T 5-8 v1 (4.0 us, the baseline wins)
  *   kl       T 1-4 v3 (1.5 us)   T 5-8 v3 (4.5 us, slower than bitwise v1)
+ *   bits:v3  T 1-4 v4 (1.8 us)   (none above: v3, the family's head)
  */
 static inline void dt_seed(const dt_env_t *e) {
   hct_db_t *db;
@@ -155,6 +163,8 @@ static inline void dt_seed(const dt_env_t *e) {
                              dt_decision(DT_CARD, DT_MODEL, "kl", 5, 8, "v3", "kl", 4.5, 4.0)};
   if (hct__db_decisions_replace(db, bw, 2) < 0) dt_die("decisions_replace bitwise");
   if (hct__db_decisions_replace(db, kl, 2) < 0) dt_die("decisions_replace kl");
+  hct_db_decision_t fam = dt_decision(DT_CARD, DT_MODEL, "bits:v3", 1, 4, "v4", "kl", 1.8, 5.0);
+  if (hct__db_decisions_replace(db, &fam, 1) < 0) dt_die("decisions_replace bits:v3");
   hct_op_t *op;
   if (hct__manifest_load(e->kernels, "hc_read", &op) < 0) dt_die("manifest_load");
   hct_binary_store_t store;

@@ -319,6 +319,20 @@ static void test_baseline_from_manifest(void **state) {
   hct_choice_t ch;
   assert_int_equal(hct_choose(c, "renamed", 8, NULL, NULL, &ch), HCT_FALLBACK);
   assert_string_equal(ch.variant, "pair_simt");
+  /* Issue 29: an engine asking for pair_mma's bits falls back to pair_mma
+   * (the family's head), never to the SIMT baseline; a family the op does
+   * not declare, or a malformed one, is an error. */
+  assert_int_equal(hct_choose(c, "renamed", 8, NULL, "bits:pair_mma", &ch), HCT_FALLBACK);
+  if (strcmp(ch.variant, "pair_mma") != 0 || ch.source != HCT_SOURCE_DEFAULT)
+    fail_msg("bits:pair_mma fell back to '%s' (%s): %s", ch.variant, hct_source_name(ch.source),
+             hct_last_error());
+  assert_string_equal(ch.parity_class, "kl");
+  assert_non_null(strstr(hct_last_error(), "family head pair_mma"));
+  assert_int_equal(hct_choose(c, "renamed", 8, NULL, "bits:upmix", &ch), HCT_ENOENT);
+  assert_non_null(strstr(hct_last_error(), "no family 'upmix'"));
+  assert_int_equal(hct_choose(c, "renamed", 8, NULL, "bits:", &ch), HCT_EINVAL);
+  assert_int_equal(hct_choose(c, "renamed", 8, NULL, "bitwise", &ch), HCT_FALLBACK);
+  assert_string_equal(ch.variant, "pair_simt");
   assert_int_equal(hct_choose(c, "hc_read", 8, NULL, NULL, &ch), HCT_ENOENT);
   assert_non_null(strstr(hct_last_error(), "hc_read"));
   unsetenv("HCTUNE_KERNELS");

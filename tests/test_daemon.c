@@ -147,6 +147,20 @@ static void test_choose(void **state) {
   assert_string_equal(ch.params, "{\"R\":2}");
   assert_true(ch.median_us == 2.0 && ch.baseline_us == 5.0);
   assert_string_equal(ch.template_hash, "0123456789abcdef0123456789abcdef");
+  /* Issue 29: a bit family is answered from its own decisions, never the
+   * faster kl one (v3, 1.5 us, is the head itself: its decision is v4's);
+   * without a decision by its head, not the baseline; a card that cannot
+   * run the head (v5: sm_100, this card is sm_90) is an error; a family
+   * the op does not declare, or a malformed one, too. */
+  expect_choice(c, 2, DT_CARD, "bits:v3", 0, "v4", HCT_SOURCE_PROBE, "kl");
+  expect_choice(c, 6, DT_CARD, "bits:v3", 0, "v3", HCT_SOURCE_DEFAULT, "kl");
+  expect_choice(c, 3, DT_MODEL, "bits:v3", 0, "v4", HCT_SOURCE_FLEET, "kl");
+  expect_choice(c, 3, "GPU-ffff", "bits:v3", 0, "v3", HCT_SOURCE_DEFAULT, "kl");
+  assert_int_equal(hct_choose(c, "hc_read", 2, DT_CARD, "bits:v5", &ch), HCT_EUNSUPPORTED);
+  assert_non_null(strstr(hct_last_error(), "min_arch 100"));
+  assert_int_equal(hct_choose(c, "hc_read", 2, DT_CARD, "bits:v2", &ch), HCT_ENOENT);
+  assert_non_null(strstr(hct_last_error(), "no family 'v2'"));
+  assert_int_equal(hct_choose(c, "hc_read", 2, DT_CARD, "bits:a b", &ch), HCT_EINVAL);
   /* An op unknown to the daemon is an error, not a fallback. */
   assert_int_equal(hct_choose(c, "no_such_op", 1, DT_CARD, NULL, &ch), HCT_ENOENT);
   assert_non_null(strstr(hct_last_error(), "no_such_op"));
@@ -213,11 +227,14 @@ static void test_list_devices_status(void **state) {
   json_decref(j);
   j = ASK(fd, &r, "{\"cmd\":\"list\",\"device\":\"" DT_CARD "\",\"op\":\"hc_read\"}");
   json_t *arr = json_object_get(j, "decisions");
-  assert_int_equal(json_array_size(arr), 4);
-  int kl = 0;
-  for (size_t i = 0; i < json_array_size(arr); i++)
+  assert_int_equal(json_array_size(arr), 5);
+  int kl = 0, fam = 0;
+  for (size_t i = 0; i < json_array_size(arr); i++) {
     kl += strcmp(dt_str(json_array_get(arr, i), "parity"), "kl") == 0;
+    fam += strcmp(dt_str(json_array_get(arr, i), "parity"), "bits:v3") == 0;
+  }
   assert_int_equal(kl, 2);
+  assert_int_equal(fam, 1); /* issue 29: a family's decisions are listed with its name */
   json_decref(j);
   j = ASK(fd, &r, "{\"cmd\":\"list\",\"op\":\"other\"}");
   assert_int_equal(json_array_size(json_object_get(j, "decisions")), 0);
@@ -298,6 +315,15 @@ static void test_query_measured_T(void **state) {
            e.sock, DT_CARD);
   assert_int_equal(cli(&e, args, &out), 0);
   assert_non_null(strstr(out, "measured at another T of the range"));
+  free(out);
+  /* Issue 29: query --parity names a bit family: its decision at T = 2,
+   * its head without one at T = 6. */
+  snprintf(args, sizeof args, "query --socket '%s' --op hc_read --parity bits:v3 --device %s "
+           "--tokens 2,6", e.sock, DT_CARD);
+  assert_int_equal(cli(&e, args, &out), 0);
+  if (strstr(out, "T=2: v4 {} (kl, source probe") == NULL ||
+      strstr(out, "T=6: v3 {} (kl, source default") == NULL)
+    fail_msg("query --parity bits:v3 printed:\n%s", out);
   free(out);
   assert_int_equal(dt_stop(&e), 0);
   dt_env_remove(&e);

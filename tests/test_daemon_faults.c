@@ -384,7 +384,7 @@ static void test_commands(void **state) {
   char args[1000], out[8192];
   snprintf(args, sizeof args, "status --socket '%s'", e.sock);
   assert_int_equal(hctune(args, out, sizeof out), 0);
-  assert_non_null(strstr(out, "4 decisions"));
+  assert_non_null(strstr(out, "5 decisions")); /* bitwise 2, kl 2, bits:v3 1 */
   snprintf(args, sizeof args, "status --socket '%s' --json", e.sock);
   assert_int_equal(hctune(args, out, sizeof out), 0);
   json_t *j = json_loads(out, 0, NULL);

@@ -159,6 +159,15 @@ static void make_host_faulty(const char *dbpath, const char *host, const char *m
     d.median_us = 8;
     d.baseline_us = 10;
     assert_int_equal(hct__db_decisions_replace(db, &d, 1), 0);
+    /* Issue 29: the card's decision of the bit family of relay's bits,
+     * relay itself (v3, 6 us, is in the family here too, but fails its
+     * check on one card: a conflict, out of the pool; persist, 7 us, is
+     * faster than relay and not in the family). */
+    strcpy(d.parity, "bits:relay");
+    strcpy(d.variant, v3_fails && card == 0 ? "relay" : "v3");
+    strcpy(d.params, v3_fails && card == 0 ? cands[2].params : V3_PARAMS);
+    strcpy(d.variant_class, "kl");
+    assert_int_equal(hct__db_decisions_replace(db, &d, 1), 0);
   }
   hct__db_close(db);
 }
@@ -281,8 +290,17 @@ static void test_merged_decisions(void **state) {
     if (b->tmin == T) assert_true(fabs(b->median_us - 8.0 * (1 + 0.01 * T)) < 1e-9);
     if (b->tmin == T) assert_true(fabs(b->baseline_us - 10.0 * (1 + 0.01 * T)) < 1e-9);
   }
-  /* One range per class and model. */
-  assert_int_equal(m.n_decisions, 4);
+  /* Issue 29: the bit family of relay's bits, pooled over its members
+   * only: relay, never persist (faster, not relay's bits) nor v3 (in the
+   * family, out of the pool by its failed check on GPU-host1-0). */
+  for (int T = 1; T <= 4; T++) {
+    const hct_fleet_decision_t *f = find_dec(&m, MODEL_A, "bits:relay", T);
+    if (f == NULL) fail_msg("no merged bits:relay decision at T=%d", T);
+    assert_string_equal(f->variant, "relay");
+    assert_string_equal(f->source, "fleet");
+  }
+  /* One range per class, family and model. */
+  assert_int_equal(m.n_decisions, 6);
   const hct_fleet_decision_t *b = find_dec(&m, MODEL_A, "bitwise", 1);
   assert_int_equal(b->tmin, 1);
   assert_int_equal(b->tmax, 4);
@@ -519,7 +537,7 @@ static void test_cli_merge_import(void **state) {
   if (st != 0) fail_msg("%s: %d %s", args, st, err);
   json_t *j = json_loads(out, 0, NULL);
   assert_non_null(j);
-  assert_int_equal(json_integer_value(json_object_get(j, "decisions")), 4);
+  assert_int_equal(json_integer_value(json_object_get(j, "decisions")), 6);
   assert_int_equal(json_array_size(json_object_get(j, "flags")), 3);
   json_decref(j);
   free(out);
@@ -528,7 +546,7 @@ static void test_cli_merge_import(void **state) {
   st = cli(args, &out, &err);
   if (st != 0) fail_msg("%s: %d %s", args, st, err);
   j = json_loads(out, 0, NULL);
-  assert_int_equal(json_integer_value(json_object_get(j, "decisions")), 4);
+  assert_int_equal(json_integer_value(json_object_get(j, "decisions")), 6);
   assert_true(json_integer_value(json_object_get(j, "trials")) > 100);
   json_decref(j);
   free(out);
@@ -538,7 +556,7 @@ static void test_cli_merge_import(void **state) {
   assert_int_equal(st, 0);
   j = json_loads(out, 0, NULL);
   assert_int_equal(json_integer_value(json_object_get(j, "trials")), 0);
-  assert_int_equal(json_integer_value(json_object_get(j, "decisions")), 4);
+  assert_int_equal(json_integer_value(json_object_get(j, "decisions")), 6);
   json_decref(j);
   free(out);
   free(err);
@@ -547,14 +565,18 @@ static void test_cli_merge_import(void **state) {
   hct_db_decision_t *d;
   int n;
   assert_int_equal(hct__db_decisions_list(db, &d, &n), 0);
-  assert_int_equal(n, 4);
+  assert_int_equal(n, 6);
+  int fam = 0;
   for (int i = 0; i < n; i++) {
+    /* Issue 29: the family's decisions travel export -> merge -> import. */
+    if (strcmp(d[i].parity, "bits:relay") == 0 && strcmp(d[i].variant, "relay") == 0) fam++;
     assert_string_equal(d[i].source, "fleet");
     char key[33], json[320];
     softkey_of(d[i].variant, key, json, sizeof json);
     assert_string_equal(d[i].software_key, key);
     assert_string_equal(d[i].software_json, json);
   }
+  assert_int_equal(fam, 2); /* one per model */
   free(d);
   hct__db_close(db);
 
@@ -565,7 +587,7 @@ static void test_cli_merge_import(void **state) {
   st = cli(args, &out, &err);
   if (st != 0) fail_msg("%s: %d %s", args, st, err);
   j = json_loads(out, 0, NULL);
-  assert_int_equal(json_integer_value(json_object_get(j, "decisions_local")), 2);
+  assert_int_equal(json_integer_value(json_object_get(j, "decisions_local")), 4);
   assert_int_equal(json_integer_value(json_object_get(j, "trials")), 0);
   assert_true(json_integer_value(json_object_get(j, "trials_local")) > 50);
   json_decref(j);
@@ -580,7 +602,7 @@ static void test_cli_merge_import(void **state) {
   if (st != 0) fail_msg("%s: %d %s", args, st, err);
   j = json_loads(out, 0, NULL);
   assert_int_equal(json_integer_value(json_object_get(j, "cards")), 1);
-  assert_int_equal(json_integer_value(json_object_get(j, "decisions")), 1);
+  assert_int_equal(json_integer_value(json_object_get(j, "decisions")), 2);
   json_decref(j);
   free(out);
   free(err);
@@ -671,7 +693,13 @@ static const hostile_t hostile_sql[] = {
     {"bad_json", "UPDATE trials SET params = '{\"a\":1'", "column 'params': not a JSON object"},
     {"dup_json_key", "UPDATE trials SET params = '{\"a\":1,\"a\":2}'", "not a JSON object"},
     {"bad_kind", "UPDATE trials SET kind = 'rm -rf'", "column 'kind': not a name"},
-    {"bad_enum", "UPDATE decisions SET parity = 'fast'", "column 'parity': 'fast' is not one"},
+    {"bad_enum", "UPDATE decisions SET variant_class = 'fast'", "column 'variant_class': 'fast' is not one"},
+    /* Issue 29: a parity is bitwise, kl or a well-formed bit family. */
+    {"bad_parity", "UPDATE decisions SET parity = 'fast' WHERE parity = 'bitwise'",
+     "column 'parity': 'fast' is not 'bitwise', 'kl' or 'bits:<variant>'"},
+    {"bad_family", "UPDATE decisions SET parity = 'bits:a b' WHERE parity = 'bitwise'",
+     "column 'parity': 'bits:a b' is not 'bitwise', 'kl' or 'bits:<variant>'"},
+    {"empty_family", "UPDATE decisions SET parity = 'bits:' WHERE parity = 'bitwise'", "column 'parity': 'bits:' is not"},
     {"bad_uid", "UPDATE trials SET uid = 'x' || substr(uid, 2)", "column 'uid'"},
     {"bad_name", "UPDATE trials SET variant = '../v1'", "column 'variant': not a name"},
     {"meta_format", "UPDATE meta SET value = 'other' WHERE key = 'format'", "format 'other'"},
@@ -820,7 +848,7 @@ static void test_import_rolls_back(void **state) {
   assert_int_equal(sqlite3_prepare_v2(h, "SELECT uid FROM decisions LIMIT 1", -1, &st, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_step(st), SQLITE_ROW);
   char sql[200];
-  snprintf(sql, sizeof sql, "UPDATE decisions SET uid = '%s' WHERE uuid = 'GPU-host1-1'",
+  snprintf(sql, sizeof sql, "UPDATE decisions SET uid = '%s' WHERE uuid = 'GPU-host1-1' AND parity = 'bitwise'",
            (const char *)sqlite3_column_text(st, 0));
   sqlite3_finalize(st);
   sqlite3_close(h);
@@ -1090,7 +1118,8 @@ static void test_verify_adopts(void **state) {
   char local[160];
   path_in(local, sizeof local, "verify1.db");
   hct_db_decision_t d;
-  assert_int_equal(count_own(local, "GPU-new-0", &d), 2);
+  /* bitwise, kl and the bit family bits:relay (issue 29) */
+  assert_int_equal(count_own(local, "GPU-new-0", &d), 3);
   assert_string_equal(d.source, "fleet");
   assert_string_equal(d.keys.model_key, MODEL_A);
   assert_non_null(strstr(d.evidence_json, "\"verified\""));

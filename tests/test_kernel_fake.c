@@ -7,6 +7,8 @@
  * current), its scratch, and every launch's grid, block, shared memory,
  * PDL flag and arguments as the manifest says for T; a forced relay point
  * with PDL and its "zero once" scratch; a forced point with tensor maps;
+ * a bit family loaded as its head without a daemon, refused below its
+ * min_arch;
  * argument errors; the frees.  What
  * the fake cannot tell (the kernels' results, graphs) is gpu-engine.sh's.
  */
@@ -140,6 +142,33 @@ static void test_baseline_end_to_end(void **state) {
   assert_non_null(strstr(log, fr));
   assert_non_null(strstr(log, "release"));
   free(log);
+}
+
+/* Issue 29: without a daemon a bit family is loaded as its head, compiled
+ * here (pair_mma for bits:pair_mma, never the SIMT baseline); a card below
+ * the head's min_arch (pair_mma: sm_80) is an error the engine sees. */
+static void test_family_head_without_daemon(void **state) {
+  if (!have_nvrtc()) skip();
+  unsetenv("HCTUNE_FORCE");
+  free(take_log());
+  hct_kernel_t *k = NULL;
+  int rc = hct_kernel_load(NULL, "hc_read_prefill", 16, 16, NULL, "bits:pair_mma", &k);
+  if (rc != HCT_FALLBACK) fail_msg("bits:pair_mma: rc %d: %s", rc, hct_last_error());
+  hct_choice_t ch;
+  assert_int_equal(hct_kernel_choice(k, 16, &ch, NULL), HCT_FALLBACK);
+  assert_string_equal(ch.variant, "pair_mma");
+  assert_int_equal(ch.source, HCT_SOURCE_DEFAULT);
+  hct_kernel_free(k);
+  free(take_log());
+  setenv("FAKE_CUDA_MAJOR", "7", 1);
+  k = NULL;
+  rc = hct_kernel_load(NULL, "hc_read_prefill", 16, 16, NULL, "bits:pair_mma", &k);
+  unsetenv("FAKE_CUDA_MAJOR");
+  free(take_log());
+  if (rc != HCT_EUNSUPPORTED || k != NULL)
+    fail_msg("bits:pair_mma on sm_70: rc %d (want EUNSUPPORTED): %s", rc, hct_last_error());
+  assert_non_null(strstr(hct_last_error(), "'pair_mma' needs sm_80"));
+  assert_int_equal(hct_kernel_load(NULL, "hc_read_prefill", 16, 16, NULL, "bits:", &k), HCT_EINVAL);
 }
 
 static void test_forced_relay_pdl(void **state) {
@@ -473,6 +502,7 @@ int main(int argc, char **argv) {
   hct__strlcpy(logpath, getenv("FAKE_CUDA_LOG"), sizeof logpath);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_baseline_end_to_end),
+      cmocka_unit_test(test_family_head_without_daemon),
       cmocka_unit_test(test_forced_relay_pdl),
       cmocka_unit_test(test_large_range),
       cmocka_unit_test(test_forced_tmaps),

@@ -605,6 +605,74 @@ static void test_competing_class(void **state) {
   hct__manifest_free(op);
 }
 
+/* Issue 29: "families" names heads of bit families; a variant is in the
+ * family when its bitwise chain reaches the head, and the parity strings
+ * an engine may ask for are checked in one place. */
+static void test_families(void **state) {
+  (void)state;
+#define FAM_VARIANTS                                                                         \
+  "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") ","                              \
+  GOOD_VARIANT("bw", "bitwise", "\"base\"") "," GOOD_VARIANT("mma", "kl", "null") ","          \
+  GOOD_VARIANT("upmix", "bitwise", "\"mma\"") "," GOOD_VARIANT("up2", "bitwise", "\"upmix\"") \
+  "," GOOD_VARIANT("other", "kl", "null") "]"
+  write_manifest("t", GOOD_HEAD "\"families\":[\"mma\"]," FAM_VARIANTS "}");
+  hct_op_t *op;
+  if (hct__manifest_load(tmpdir, "t", &op) != 0) fail_msg("%s", hct_last_error());
+  assert_int_equal(op->n_families, 1);
+  const hct_variant_t *head = hct__op_family(op, "mma");
+  assert_non_null(head);
+  assert_null(hct__op_family(op, "other"));
+  static const struct {
+    const char *name;
+    int in;
+  } members[] = {{"base", 0}, {"bw", 0}, {"mma", 1}, {"upmix", 1}, {"up2", 1}, {"other", 0}};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(members); i++)
+    if (hct__variant_in_family(op, hct__variant_find(op, members[i].name), head) != members[i].in)
+      fail_msg("%s: in family mma %d, want %d", members[i].name,
+               hct__variant_in_family(op, hct__variant_find(op, members[i].name), head),
+               members[i].in);
+  /* Without a decision a family is served by its head, bitwise by the
+   * baseline; a family the op does not declare is an error. */
+  assert_string_equal(hct__op_parity_variant(op, "bits:mma")->name, "mma");
+  assert_string_equal(hct__op_parity_variant(op, "bitwise")->name, "base");
+  assert_null(hct__op_parity_variant(op, "bits:other"));
+  assert_non_null(strstr(hct_last_error(), "no family 'other'"));
+  hct__manifest_free(op);
+
+  static const struct {
+    const char *families, *cause;
+  } bad[] = {
+      {"[\"nope\"]", "families[0]: 'nope' names no variant of this op"},
+      {"[\"base\"]", "families[0]: 'base' is the baseline"},
+      {"[\"mma\",\"mma\"]", "families[1]: 'mma' named twice"},
+      {"[3]", "families[0]: not a string"},
+      {"\"mma\"", "families: not an array"},
+  };
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(bad); i++) {
+    char text[4096];
+    snprintf(text, sizeof text, "%s\"families\":%s,%s}", GOOD_HEAD, bad[i].families, FAM_VARIANTS);
+    write_manifest("t", text);
+    hct_op_t *o = NULL;
+    if (hct__manifest_load(tmpdir, "t", &o) == 0) fail_msg("families %s loaded", bad[i].families);
+    if (strstr(hct_last_error(), bad[i].cause) == NULL || strchr(hct_last_error(), '\n') != NULL)
+      fail_msg("families %s: '%s', want '%s' on one line", bad[i].families, hct_last_error(),
+               bad[i].cause);
+  }
+#undef FAM_VARIANTS
+
+  static const struct {
+    const char *parity;
+    int ok;
+  } asked[] = {{"bitwise", 1}, {"kl", 1},           {"bits:pair_mma", 1}, {"baseline", 0},
+               {"bits:", 0},   {"bits:a b", 0},     {"bits:a\"b", 0},     {"BITWISE", 0},
+               {"", 0},        {"bits:0123456789012345678901234567890123", 0}};
+  for (size_t i = 0; i < HCT_ARRAY_SIZE(asked); i++)
+    if ((hct__parity_asked_ok(asked[i].parity) == 0) != asked[i].ok)
+      fail_msg("parity '%s': accepted %d, want %d", asked[i].parity,
+               hct__parity_asked_ok(asked[i].parity) == 0, asked[i].ok);
+  hct__error_clear();
+}
+
 /* "probe_tokens" and a "timing.batch" that is an expression of T. */
 static void test_probe_tokens_and_batch(void **state) {
   (void)state;
@@ -874,7 +942,7 @@ int main(void) {
       cmocka_unit_test(test_probe_tokens_and_batch),
       cmocka_unit_test(test_checks_field),
       cmocka_unit_test(test_flops_and_floor_bytes), cmocka_unit_test(test_search_field),
-      cmocka_unit_test(test_manifest_tmaps),
+      cmocka_unit_test(test_manifest_tmaps),  cmocka_unit_test(test_families),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[300];

@@ -9,6 +9,10 @@
  *   - a bitwise variant whose reference is a kl variant (upmix against
  *     mma) is checked and verified against the reference's first-values
  *     point, competes in kl only, and its decision says kl;
+ *   - issue 29: the op's bit family of mma ("families") is decided too,
+ *     parity "bits:mma": its winner is a variant bit-equal to mma that
+ *     passed its checks (upmix), never a faster one that is not (bigk) or
+ *     one that failed its check (wrongfast);
  *   - a variant whose reference fails its class is never checked, and says
  *     why in an "unsupported" trial;
  *   - with no --tokens, the op's probe_tokens are probed; decisions cover
@@ -75,6 +79,8 @@ static const char manifest[] =
     "\"launches\":[{\"entry\":\"st_reference\",\"grid\":[\"cdiv(ROW,256)\",\"NROWS\",1],\"block\":[256,1,1],"
     "\"args\":[\"@rows\",\"@x\",\"@ref.y\"]}]},"
     "\"timing\":{\"mode\":\"cold\",\"batch\":\"max(2, min(32, 512 / T))\"},"
+    /* Issue 29: mma's bits are a family an engine may ask for. */
+    "\"families\":[\"mma\"],"
     "\"variants\":["
     VARIANT("base", "baseline", "null", "base.cu", "st_base", "", "") ","
     VARIANT("fam", "bitwise", "\"base\"", "good.cu", "st_good",
@@ -82,6 +88,7 @@ static const char manifest[] =
             "\"search\":{\"strategy\":\"halving\"},") ","
     VARIANT("mma", "kl", "null", "good.cu", "st_good", "{\"name\":\"Q0\",\"values\":[4,3]}", "") ","
     VARIANT("upmix", "bitwise", "\"mma\"", "good.cu", "st_good", "{\"name\":\"U0\",\"values\":[2]}", "") ","
+    VARIANT("wrongfast", "bitwise", "\"mma\"", "good.cu", "st_good", "", "") ","
     VARIANT("wrongk", "kl", "null", "good.cu", "st_good", "", "") ","
     VARIANT("wdep", "bitwise", "\"wrongk\"", "good.cu", "st_good", "{\"name\":\"W0\",\"values\":[2]}", "") ","
     VARIANT("bigk", "kl", "null", "good.cu", "st_good", "", "")
@@ -232,7 +239,10 @@ static void test_probe_flow(void **state) {
   assert_int_equal(hct__db_decisions_list(db, &d, &nd), 0);
   /* bitwise: the family's best point everywhere, one range over the op. */
   const hct_db_decision_t *b = decision(d, nd, "bitwise", 3000);
-  assert_non_null(b);
+  if (b == NULL) {
+    for (int i = 0; i < nd; i++) fprintf(stderr, "%s %d-%d %s\n", d[i].parity, d[i].tmin, d[i].tmax, d[i].variant);
+    fail_msg("no bitwise decision at 3000:\n%s", err);
+  }
   assert_string_equal(b->variant, "fam");
   assert_string_equal(b->params, "{\"P0\":2,\"P1\":2}");
   assert_true(b->tmin == 1 && b->tmax == 4096);
@@ -249,6 +259,20 @@ static void test_probe_flow(void **state) {
   assert_true(k2->tmin == 65 && k2->tmax == 4096);
   for (int i = 0; i < nd; i++)
     if (strcmp(d[i].parity, "bitwise") == 0) assert_string_not_equal(d[i].variant, "upmix");
+  /* Issue 29: the family of mma's bits, decided over the whole op by the
+   * same range rule: upmix (bit-equal to mma, 40 us against mma's 43 and
+   * 46) everywhere; never bigk (30 us from T = 256, but not mma's bits),
+   * fam (the baseline's bits) or wrongfast (mma's bits by its manifest,
+   * 20 us, but it failed its check). */
+  const hct_db_decision_t *f1 = decision(d, nd, "bits:mma", 1), *f2 = decision(d, nd, "bits:mma", 4096);
+  if (f1 == NULL || f2 == NULL) fail_msg("no decision of parity bits:mma at T = 1 or 4096");
+  assert_string_equal(f1->variant, "upmix");
+  assert_string_equal(f2->variant, "upmix");
+  assert_true(f1->tmin == 1 && f2->tmax == 4096);
+  for (int i = 0; i < nd; i++)
+    if (strcmp(d[i].parity, "bits:mma") == 0 && strcmp(d[i].variant, "upmix") != 0 &&
+        strcmp(d[i].variant, "mma") != 0)
+      fail_msg("bits:mma decided for %s at T=%d-%d", d[i].variant, d[i].tmin, d[i].tmax);
   free(d);
 
   /* wdep's trials say why it was not checked. */

@@ -226,7 +226,8 @@ static int check_winners(const char *page, const char *db) {
                                       " WHERE NOT EXISTS (SELECT 1 FROM decisions e WHERE"
                                       " e.uuid = d.uuid AND e.op = d.op AND e.parity = d.parity"
                                       " AND e.tmin <= d.tmax AND e.tmax >= d.tmin"
-                                      " AND e.decided_at > d.decided_at)",
+                                      " AND e.decided_at > d.decided_at)"
+                                      " AND parity IN ('bitwise', 'kl')",
                                       -1, &st, NULL),
                    SQLITE_OK);
   int want = 0;
@@ -415,6 +416,24 @@ static void make_two_probes(const char *path) {
     }
     assert_int_equal(hct__db_decisions_replace(db, d, 8), 0);
   }
+  /* Issue 29: a bit family's decision (relay's bits), listed in the
+   * decisions table, never drawn as a class's winner. */
+  hct_db_decision_t fam;
+  memset(&fam, 0, sizeof fam);
+  fam.keys = k;
+  strcpy(fam.op, "hc_read");
+  strcpy(fam.parity, "bits:relay");
+  fam.tmin = 1;
+  fam.tmax = 8;
+  strcpy(fam.variant, cands[5].variant);
+  strcpy(fam.params, cands[5].params);
+  strcpy(fam.variant_class, "bitwise");
+  strcpy(fam.source, "probe");
+  fam.median_us = us_of(5, 1, 1);
+  fam.baseline_us = us_of(0, 1, 1);
+  fam.samples = 12;
+  fam.decided_at = hct__unix_time();
+  assert_int_equal(hct__db_decisions_replace(db, &fam, 1), 0);
   add_fault(db, &k, "splitk", "{\"CPW\":1,\"PDL\":0,\"PF\":0,\"RPB\":4,\"SPLIT\":20,\"UW\":8}", 3,
             "parity", "T=3 seed 77: 'mixed' 0 mismatches, kl 4.1e-09 over the limit 1.25e-10");
   add_fault(db, &k, "persist_bw", "{\"NB\":128,\"PDL\":0,\"TP\":2}", 8, "timeout",
@@ -440,6 +459,7 @@ static void test_two_probes(void **state) {
   char *page = render(db, "two.html");
   check_marks(page, db);
   assert_int_equal(check_winners(page, db), 16);
+  assert_non_null(strstr(page, "<tr><td><span class=\"cls family\">bits:relay</span></td><td class=\"nw\">1&ndash;8</td><td>relay</td>"));
   /* One summary line per T, the over-time plot, both faults, parity rows. */
   assert_int_equal(count(page, "<li data-t=\""), 8);
   assert_non_null(strstr(page, "class=\"plot history\""));

@@ -1,5 +1,7 @@
 /*
- * probe_decide.c: deciding and recording: the winner per probed count by
+ * probe_decide.c: deciding and recording: the winner per probed count of
+ * each decision (the classes bitwise and kl, and the op's bit families,
+ * issue 29) by
  * the one winner rule (hct__pick_winner), ranges by the one range rule
  * (hct__cover_ranges, tuner/stats.c), and the decisions into the DB.
  */
@@ -9,22 +11,59 @@
 
 #include "probe_internal.h"
 
-/* The winner at the k-th token count among candidates whose class is
- * allowed, by the one rule the tests check (hct__pick_winner): the fastest
- * one that beats the baseline significantly, else the baseline; -1 when
- * the baseline was not timed there.  With verified_only, only candidates
- * whose timed launches' outputs were verified at k (and the baseline, the
- * reference they are verified against) take part: what is decided for. */
-int hct__probe_winner_at(probe_t *P, int k, int allow_kl, int verified_only) {
+int hct__probe_n_decisions(const probe_t *P) { return 2 + P->op->n_families; }
+
+const char *hct__probe_decision_parity(const probe_t *P, int dk, char *buf, size_t len) {
+  if (dk < 2) hct__strlcpy(buf, hct__parity_name(dk == 0 ? HCT_PARITY_BITWISE : HCT_PARITY_KL), len);
+  else snprintf(buf, len, HCT_FAMILY_PREFIX "%s", P->op->families[dk - 2]);
+  return buf;
+}
+
+/* The candidate of a bit family's head at its default point (the one the
+ * family's members are checked against, and what an engine asking for the
+ * family gets without a decision), or -1 when the probe has none. */
+static int head_cand(const probe_t *P, const hct_variant_t *head) {
+  hct_point_t first;
+  hct__point_first(head, &first);
+  for (int i = 0; i < P->n; i++)
+    if (P->cands[i].c.v == head && memcmp(&P->cands[i].job.point, &first, sizeof first) == 0)
+      return i;
+  return -1;
+}
+
+/* Whether candidate c takes part in decision dk: its class's rule for
+ * bitwise and kl; for a bit family, the head or a variant whose bits are
+ * the head's, and none that failed a check at any count (its bits against
+ * the head's at every checked count are its admission). */
+static int in_decision(const probe_t *P, const cand_t *c, int dk) {
+  char parity[HCT_PARITY_LEN];
+  hct__probe_decision_parity(P, dk, parity, sizeof parity);
+  if (!hct__variant_in_parity(P->op, c->c.v, parity)) return 0;
+  if (dk < 2) return 1;
+  for (int k = 0; k < P->tokens.n; k++)
+    if (c->failed[k]) return 0;
+  return 1;
+}
+
+/* The winner at the k-th token count of decision dk (0 bitwise, 1 kl,
+ * 2 + f the op's bit family f), by the one rule the tests check
+ * (hct__pick_winner): the fastest one that beats the incumbent
+ * significantly, else the incumbent: the baseline for the classes, the
+ * family head's default point for a family; -1 when the baseline was not
+ * timed there.  With verified_only, only candidates whose timed launches'
+ * outputs were verified at k (and the baseline, the reference they are
+ * verified against) take part: what is decided for. */
+int hct__probe_winner_at(probe_t *P, int k, int dk, int verified_only) {
   if (!P->cands[P->baseline].timed[k]) return -1;
+  const int inc = dk < 2 ? P->baseline
+                         : head_cand(P, hct__op_family(P->op, P->op->families[dk - 2]));
   int m = 0, incumbent = -1;
   for (int i = 0; i < P->n; i++) {
     const cand_t *c = &P->cands[i];
     if (c->dead || !c->timed[k]) continue;
     if (verified_only && !c->verified[k] && i != P->baseline) continue;
-    if (c->ref_only || !hct__variant_in_decision(P->op, c->c.v, allow_kl ? HCT_PARITY_KL : HCT_PARITY_BITWISE))
-      continue;
-    if (i == P->baseline) incumbent = m;
+    if (c->ref_only || !in_decision(P, c, dk)) continue;
+    if (i == inc) incumbent = m;
     memset(&P->pick[m], 0, sizeof P->pick[m]);
     P->pick[m].s = c->timing[k];
     P->pick_of[m++] = i;
@@ -49,10 +88,6 @@ void hct__probe_trim(probe_t *P, const cand_t *c, int first, int last, int *lo, 
   *hi = b;
 }
 
-/* The classes a decision is made for, the second also taking the first's
- * variants. */
-static const hct_parity_t classes[] = {HCT_PARITY_BITWISE, HCT_PARITY_KL};
-
 /* The decision ranges of one class: the winner per probed count (win[],
  * indexed like P->tokens), each count covering the counts up to the
  * geometric midpoints to its neighbours among the op's representative
@@ -66,7 +101,7 @@ typedef struct class_ranges_s {
   int n;
 } class_ranges_t;
 
-static int class_ranges(probe_t *P, hct_parity_t cls, class_ranges_t *R) {
+static int class_ranges(probe_t *P, int dk, class_ranges_t *R) {
   const char *label[HCT_MAX_TOKEN_LIST];
   hct_tokens_t rep;
   /* An op without probe_tokens whose range is too large for a list: the
@@ -74,7 +109,7 @@ static int class_ranges(probe_t *P, hct_parity_t cls, class_ranges_t *R) {
   if (hct__op_probe_tokens(P->op, &rep) != 0) rep = P->tokens;
   hct__error_clear();
   for (int kT = 0; kT < P->tokens.n; kT++) {
-    R->win[kT] = hct__probe_winner_at(P, kT, cls == HCT_PARITY_KL, 1);
+    R->win[kT] = hct__probe_winner_at(P, kT, dk, 1);
     label[kT] = R->win[kT] >= 0 ? P->cands[R->win[kT]].c.label : NULL;
   }
   int nr = hct__cover_ranges(P->tokens.t, label, P->tokens.n, rep.t, rep.n, P->op->tmin,
@@ -92,15 +127,15 @@ static int class_ranges(probe_t *P, hct_parity_t cls, class_ranges_t *R) {
 
 /* ---- the decisions ------------------------------------------------------- */
 
-/* The decision row of range q of class cls, and its line in result's
+/* The decision row of range q of decision dk, and its line in result's
  * "decisions" (jdec). */
-static void decision_of(probe_t *P, hct_parity_t cls, const class_ranges_t *R, int q,
+static void decision_of(probe_t *P, int dk, const class_ranges_t *R, int q,
                         hct_db_decision_t *x, json_t *jdec) {
   const int kT = R->r[q].first, kend = R->r[q].last;
   const cand_t *c = &P->cands[R->win[kT]], *b = &P->cands[P->baseline];
   x->keys = P->keys;
   hct__strlcpy(x->op, P->op->name, sizeof x->op);
-  hct__strlcpy(x->parity, hct__parity_name(cls), sizeof x->parity);
+  hct__probe_decision_parity(P, dk, x->parity, sizeof x->parity);
   x->tmin = R->lo[q];
   x->tmax = R->hi[q];
   hct__strlcpy(x->variant, c->c.v->name, sizeof x->variant);
@@ -139,14 +174,14 @@ int hct__probe_decide(probe_t *P, json_t *result) {
   class_ranges_t *R = calloc(1, sizeof *R);
   hct_db_decision_t *d = calloc(HCT_MAX_TOKEN_LIST, sizeof *d);
   if (R == NULL || d == NULL) rc = hct__error(HCT_ENOMEM, "out of memory");
-  for (int k = 0; rc == 0 && k < 2; k++) {
-    int nr = class_ranges(P, classes[k], R);
+  for (int k = 0; rc == 0 && k < hct__probe_n_decisions(P); k++) {
+    int nr = class_ranges(P, k, R);
     if (nr < 0) {
       rc = nr;
       break;
     }
     memset(d, 0, HCT_MAX_TOKEN_LIST * sizeof *d);
-    for (int q = 0; q < nr; q++) decision_of(P, classes[k], R, q, &d[q], jdec);
+    for (int q = 0; q < nr; q++) decision_of(P, k, R, q, &d[q], jdec);
     if (nr > 0 && !P->o->no_decide) rc = hct__db_decisions_replace(P->db, d, nr);
   }
   free(R);

@@ -198,7 +198,7 @@ int hct__probe_check_at(probe_t *P, int T, int i, int *ok);
 
 /*
  * After the k-th count's winners are verified, before they are decided
- * for: each (of both classes) checked at the counts its decision would
+ * for: each (of every decision) checked at the counts its decision would
  * serve that no probe checked it at (hct__probe_check_at).  One that fails
  * is out, flagged in out[] (indexed like P->cands), and *again set: the
  * count is timed again for the next winner.  Returns 0 or the error that
@@ -224,10 +224,16 @@ int hct__probe_time_T(probe_t *P, int k, int search);
 /* A range made of probed counts first..last, lo..hi, ended before the
  * first count (outward from them) its winner c does not support. */
 void hct__probe_trim(probe_t *P, const cand_t *c, int first, int last, int *lo, int *hi);
-/* The winner at the k-th count in a class (hct__pick_winner), or -1. */
-int hct__probe_winner_at(probe_t *P, int k, int allow_kl, int verified_only);
-/* The decisions of both classes into the DB (unless no_decide) and into
- * result's "decisions". */
+/* The decisions a probe makes: dk 0 bitwise, 1 kl, 2 + f the op's bit
+ * family f (manifest "families", issue 29, parity "bits:<head>").
+ * hct__probe_n_decisions: how many; hct__probe_decision_parity: dk's
+ * parity string, written into buf[len] and returned. */
+int hct__probe_n_decisions(const probe_t *P);
+const char *hct__probe_decision_parity(const probe_t *P, int dk, char *buf, size_t len);
+/* The winner at the k-th count of decision dk (hct__pick_winner), or -1. */
+int hct__probe_winner_at(probe_t *P, int k, int dk, int verified_only);
+/* The decisions of both classes and of every bit family into the DB
+ * (unless no_decide) and into result's "decisions". */
 int hct__probe_decide(probe_t *P, json_t *result);
 
 #endif /* HCT_PROBE_INTERNAL_H */

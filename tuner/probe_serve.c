@@ -111,8 +111,8 @@ static int serve_one(probe_t *P, const hct_tokens_t *rep, int k, int i, int *ok)
 
 int hct__probe_serve_T(probe_t *P, int k, uint8_t *out, int *again) {
   const hct_tokens_t rep = representatives(P);
-  for (int kl = 0; kl <= 1; kl++) {
-    const int w = hct__probe_winner_at(P, k, kl, 1);
+  for (int dk = 0; dk < hct__probe_n_decisions(P); dk++) {
+    const int w = hct__probe_winner_at(P, k, dk, 1);
     int ok = 1;
     if (w < 0) continue;
     int rc = serve_one(P, &rep, k, w, &ok);

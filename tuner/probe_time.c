@@ -95,9 +95,20 @@ int hct__probe_time_grouped(probe_t *P, const int *ids, int n, int T, json_t *op
   return rc;
 }
 
+/* A candidate's rank in the timing's pruning (a candidate is pruned only
+ * by a faster one of at most its rank): 1 for what competes in kl alone,
+ * 0 for the rest, bit families' members included (issue 29: upmix, kl by
+ * its class, must not be pruned out of pair_mma's family by wgmma). */
+static int prune_rank(const probe_t *P, const cand_t *c) {
+  if (c->competes != HCT_PARITY_KL) return 0;
+  for (int f = 0; f < P->op->n_families; f++)
+    if (hct__variant_in_family(P->op, c->c.v, hct__op_family(P->op, P->op->families[f]))) return 0;
+  return 1;
+}
+
 /*
  * After a deciding timing in groups (hct__probe_time_grouped): the baseline, the
- * winners of both classes and the references their bits are verified
+ * winners of both classes and of the bit families, and the references their bits are verified
  * against, timed again together in one request: their figures replace the
  * groups' (interleaved, so comparable), and theirs is the allocation
  * verify_T replays.  Only they are in_timing: a candidate outside them
@@ -109,8 +120,8 @@ static int time_contenders(probe_t *P, int kT, json_t *opts, int batch, int dead
   const int T = P->tokens.t[kT];
   uint8_t want[MAX_CANDS] = {0};
   want[P->baseline] = 1;
-  for (int kl = 0; kl <= 1; kl++) {
-    int w = hct__probe_winner_at(P, kT, kl, 0);
+  for (int dk = 0; dk < hct__probe_n_decisions(P); dk++) {
+    int w = hct__probe_winner_at(P, kT, dk, 0);
     for (int r = w; r >= 0; r = P->cands[r].ref) want[r] = 1;
   }
   int ids[MAX_CANDS], n = 0, failed = -1, groups = 0;
@@ -119,7 +130,7 @@ static int time_contenders(probe_t *P, int kT, json_t *opts, int batch, int dead
     P->cands[i].in_timing[kT] = 0;
     if (!want[i] || P->cands[i].dead) continue;
     ids[n++] = i;
-    json_array_append_new(ranks, json_integer(P->cands[i].competes == HCT_PARITY_KL));
+    json_array_append_new(ranks, json_integer(prune_rank(P, &P->cands[i])));
   }
   json_object_set_new(opts, "ranks", ranks);
   json_object_set_new(opts, "prune_factor", json_real(-1.0));
@@ -188,7 +199,7 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
     json_t *ranks = json_array();
     uint8_t rank[MAX_CANDS];
     for (int k = 0; k < n; k++) {
-      rank[k] = P->cands[ids[k]].competes == HCT_PARITY_KL;
+      rank[k] = (uint8_t)prune_rank(P, &P->cands[ids[k]]);
       json_array_append_new(ranks, json_integer(rank[k]));
     }
     json_object_set_new(opts, "ranks", ranks);
@@ -281,7 +292,7 @@ static int verify_ref(probe_t *P, int k, int i, uint8_t *want, int *changed) {
 
 /*
  * Verifies after timing at the k-th count, before any decision: the
- * winners of both classes (every timed candidate with verify_all), whose
+ * winners of every decision (every timed candidate with verify_all), whose
  * timed launches' outputs must pass hct__probe_timed_ok.  One that fails is recorded
  * ("timed"), quarantined and out everywhere, and the winners are chosen
  * again, until every winner is verified.  A bitwise candidate is verified
@@ -302,7 +313,8 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
       cand_t *c = &P->cands[i];
       if (i == P->baseline || c->dead || !c->timed[k] || c->verified[k]) continue;
       want[i] = P->o->verify_all;
-      for (int kl = 0; kl <= 1 && !want[i]; kl++) want[i] = hct__probe_winner_at(P, k, kl, 0) == i;
+      for (int dk = 0; dk < hct__probe_n_decisions(P) && !want[i]; dk++)
+        want[i] = hct__probe_winner_at(P, k, dk, 0) == i;
     }
     /* Bits equal to a reference's are verified only once the reference's
      * own timed outputs are: its reference is wanted first (verify_ref). */
@@ -388,7 +400,7 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
 
 /* Times every candidate that passed at T in the mode the manifest decides
  * by (after the search, with `search`: hct__probe_check_late has run it already);
- * then the baseline and the winners of both classes in the other mode,
+ * then the baseline and the winners of every decision in the other mode,
  * recorded beside them, so a winner that only wins with cold (or warm)
  * caches shows.  The second pass times at most three candidates. */
 int hct__probe_time_T(probe_t *P, int k, int search) {
@@ -398,8 +410,8 @@ int hct__probe_time_T(probe_t *P, int k, int search) {
   if (rc != 0 || P->o->one_mode) return rc;
   uint8_t only[MAX_CANDS] = {0};
   only[P->baseline] = 1;
-  for (int kl = 0; kl <= 1; kl++) {
-    int w = hct__probe_winner_at(P, k, kl, 1);
+  for (int dk = 0; dk < hct__probe_n_decisions(P); dk++) {
+    int w = hct__probe_winner_at(P, k, dk, 1);
     if (w >= 0) only[w] = 1;
   }
   return time_pass(P, k, !cold, 0, only);

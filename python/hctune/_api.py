@@ -37,9 +37,19 @@ def _check_tokens(tokens, what):
         raise TypeError("%s: want an int, got %s" % (what, type(tokens).__name__))
 
 
+def _family_head_ok(name):
+    return 0 < len(name) <= 31 and all(ch.isascii() and (ch.isalnum() or ch in "_.-") for ch in name)
+
+
 def _check_parity(parity):
-    if parity not in (None, "bitwise", "kl"):
-        raise ValueError("parity %r: want 'bitwise' or 'kl'" % (parity,))
+    """None, "bitwise", "kl", or a bit family "bits:<variant>" (issue 29:
+    the exact bits of one variant, e.g. "bits:pair_mma"), as the library
+    checks it; whether the op has the family is the answer's to say."""
+    if parity in (None, "bitwise", "kl"):
+        return
+    if isinstance(parity, str) and parity.startswith("bits:") and _family_head_ok(parity[5:]):
+        return
+    raise ValueError("parity %r: want 'bitwise', 'kl' or 'bits:<variant>'" % (parity,))
 
 
 class _Closing:

@@ -64,6 +64,14 @@ class TestFallback(unittest.TestCase):
         self.assertEqual((ch.variant, ch.params, ch.parity_class, ch.source, ch.fallback),
                          ("v1", {}, "baseline", "default", True))
         self.assertEqual(c.choose("hc_read_prefill", 64, parity="kl").variant, "pair_simt")
+        # Issue 29: a bit family passes through; without a daemon its head
+        # answers, never the baseline.
+        ch = c.choose("hc_read_prefill", 64, parity="bits:pair_mma")
+        self.assertEqual((ch.variant, ch.parity_class, ch.source, ch.fallback),
+                         ("pair_mma", "kl", "default", True))
+        with self.assertRaises(hctune.Error) as e:
+            c.choose("hc_read_prefill", 64, parity="bits:upmix")
+        self.assertEqual(e.exception.name, "ENOENT")
         c.close()
         c.close()  # twice is fine
 
@@ -78,6 +86,9 @@ class TestFallback(unittest.TestCase):
             self.assertEqual(e.exception.name, "EINVAL")
             with self.assertRaises(ValueError):
                 c.choose("hc_read", 1, parity="exact")
+            for bad in ("bits:", "bits:a b", "bits:" + "x" * 32, "baseline"):
+                with self.assertRaises(ValueError):
+                    c.choose("hc_read", 1, parity=bad)
             with self.assertRaises(TypeError):
                 c.choose(b"hc_read", 1)
             with self.assertRaises(TypeError):

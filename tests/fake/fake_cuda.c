@@ -51,7 +51,9 @@ CUresult cuCtxSynchronize(void) { say("ctx_sync current=%d", depth > 0 && stack[
 CUresult cuDeviceGet(CUdevice *d, int i) { *d = i; return i == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE; }
 CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   switch (a) {
-  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+    *v = getenv("FAKE_CUDA_MAJOR") != NULL ? atoi(getenv("FAKE_CUDA_MAJOR")) : 9;
+    break;
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
   case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
   case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;

@@ -54,7 +54,8 @@
  *              3 * |p_i - (i + 2)| us (its best point has p_i = i + 2),
  *              plus 1 us for a variant whose name starts with "slow"; a
  *              variant whose name starts with "big" 60 us below T = 256
- *              and 30 us from there up (a winner that changes with T)
+ *              and 30 us from there up (a winner that changes with T); one
+ *              named "wrongfast..." 20 us (were it ever timed)
  *   verify     passes
  *   time       with $FAKE_WORKER_TIME_FITS = N, a request of more than N
  *              candidates is refused as the real worker refuses one that
@@ -156,6 +157,7 @@ static double cost_of(json_int_t c, json_int_t T) {
   const char *v = cand_variant(c);
   if (strcmp(v, "base") == 0) return 100.0;
   if (strncmp(v, "big", 3) == 0) return T < 256 ? 60.0 : 30.0;
+  if (strncmp(v, "wrongfast", 9) == 0) return 20.0;
   json_t *p = json_loads(json_string_value(json_object_get(cand_info(c), "params")), 0, NULL);
   double us = 40.0 + (strncmp(v, "slow", 4) == 0);
   const char *key;
