@@ -24,7 +24,7 @@
  *     while stream 0 norms group 1), so TG trades the pipeline's depth
  *     (T/TG + 3 stage times) against each stage's parallelism: searched;
  *   - the up stage runs UPT tokens a pass (each w_up chunk widened once for
- *     them) and the lane holding a row's sum takes its sigmoid: one pass
+ *     them) and the lanes holding a row's sum take its sigmoids: one pass
  *     and one __syncthreads fewer than relay.
  * Every sum is still the spec's: the same fmaf chain a (row, lane), the
  * same butterflies, norm and mix (tests/emu/relay_t_emu.cc runs

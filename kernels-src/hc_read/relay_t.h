@@ -260,8 +260,8 @@ HCT_DEV void rt_gather(float *resid, const float *pending, const float *lo, floa
  * after its first): chunk by chunk, the weights widened once for the NTK
  * tokens; per token the butterfly's levels 16 and 8 as the additions they
  * are, then levels 4, 2, 1 by shuffles inside the group of eight; and the
- * gate, by the lane that holds the sum (relay took the sigmoid in a pass of
- * its own behind a __syncthreads: the same value, one barrier more). */
+ * gates (relay took the sigmoid in a pass of its own behind a
+ * __syncthreads: the same values, one barrier more). */
 template <int NTK>
 HCT_DEV void rt_up_tokens(int t0, const hct_u4 *w4, const hct_f4 *los, float *gt, int ir, int ul) {
   float va[NTK][4], vb[NTK][4];
@@ -288,6 +288,14 @@ HCT_DEV void rt_up_tokens(int t0, const hct_u4 *w4, const hct_f4 *los, float *gt
       vb[u][k < 4 ? k : 0] = b;
     }
   }
+  /* The gates: after the shuffles every lane of the group of eight holds the
+   * row's sum (an xor butterfly gives all its lanes the same bits: IEEE
+   * addition commutes), so lane ul takes token ul's two sigmoids, and a
+   * warp runs two sigmoid sequences a pass, as relay's separate sweep did
+   * a thread, with no barrier.  (Taken by lane 0 alone, inside the loop, a
+   * warp ran 2 x NTK of them, and the expf beside the dots' registers
+   * spilled 8 to 36 bytes, NVRTC sm_90.) */
+  float sa = 0.0f, sb = 0.0f;
 #pragma unroll
   for (int u = 0; u < NTK; ++u) {
     float ua = (va[u][0] + va[u][2]) + (va[u][1] + va[u][3]); /* the butterfly's levels 16 and 8 */
@@ -298,10 +306,14 @@ HCT_DEV void rt_up_tokens(int t0, const hct_u4 *w4, const hct_f4 *los, float *gt
     ub += hct_shfl_xor(ub, 2);
     ua += hct_shfl_xor(ua, 1);
     ub += hct_shfl_xor(ub, 1);
-    if (ul == 0) {
-      gt[(t0 + u) * RT_NR + ir] = hcr_sigmoid(ua);
-      gt[(t0 + u) * RT_NR + ir + RT_NR / 2] = hcr_sigmoid(ub);
+    if (u == ul) {
+      sa = ua;
+      sb = ub;
     }
+  }
+  if (ul < NTK) {
+    gt[(t0 + ul) * RT_NR + ir] = hcr_sigmoid(sa);
+    gt[(t0 + ul) * RT_NR + ir + RT_NR / 2] = hcr_sigmoid(sb);
   }
 }
 
