@@ -110,6 +110,16 @@ inline float shfl_xor(float v, int mask) {
   return r;
 }
 
+/* Lane src's value of v, across the warp (__shfl). */
+inline float shfl_idx(float v, int src) {
+  const int t = lin(cur), w = t / 32, lane = t % 32;
+  warp_buf[(size_t)w * 32 + lane] = v;
+  arrive(warp_bar[w]);
+  const float r = warp_buf[(size_t)w * 32 + (src & 31)];
+  arrive(warp_bar[w]);
+  return r;
+}
+
 /* Runs one block to the end; aborts on a deadlock. */
 inline void run_block() {
   const int n = (int)(block_dim.x * block_dim.y * block_dim.z);
@@ -184,6 +194,10 @@ inline void *dyn_base() {
 #define HCT_DYN_SHARED(type, name) type *name = (type *)emu::dyn_base()
 
 inline float __shfl_xor(float v, int mask) { return emu::shfl_xor(v, mask); }
+inline float __shfl(float v, int src, int width) {
+  (void)width;
+  return emu::shfl_idx(v, src);
+}
 inline float __uint_as_float(unsigned u) {
   float f;
   memcpy(&f, &u, 4);
