@@ -5,9 +5,13 @@
  * templates the library compiles its fallback from), never a table of
  * names copied into C that a new or changed op would leave behind.
  *
+ * Its point at T is the daemon's rule (hct__point_default without card
+ * figures), so an answer without a daemon, the daemon's default answer and
+ * HCTUNE_FORCE naming the baseline are one answer (issue 30).
+ *
  * hct_choose falls back on every call while no daemon answers, so the
- * name is remembered per (kernels folder, op) after the first read: a
- * manifest is parsed once per process, not once per call.  Any thread.
+ * manifest is kept per (kernels folder, op) after the first read: it is
+ * parsed once per process, not once per call.  Any thread.
  */
 #include <limits.h>
 #include <pthread.h>
@@ -19,53 +23,71 @@
  * slower). */
 #define MAX_KNOWN 32
 
+/* A manifest read once and kept for the process's life: the answers
+ * point into it and nothing frees it. */
 typedef struct known_s {
   char dir[PATH_MAX];
   char op[32];
-  char variant[64];
+  hct_op_t *m;
 } known_t;
 
 static known_t known[MAX_KNOWN];
 static int n_known;
 static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int remembered(const char *dir, const char *op, char *variant, size_t len) {
-  int found = 0;
+static hct_op_t *remembered(const char *dir, const char *op) {
+  hct_op_t *m = NULL;
   pthread_mutex_lock(&known_lock);
-  for (int i = 0; i < n_known && !found; i++)
-    if (strcmp(known[i].op, op) == 0 && strcmp(known[i].dir, dir) == 0) {
-      hct__strlcpy(variant, known[i].variant, len);
-      found = 1;
-    }
+  for (int i = 0; i < n_known && m == NULL; i++)
+    if (strcmp(known[i].op, op) == 0 && strcmp(known[i].dir, dir) == 0) m = known[i].m;
   pthread_mutex_unlock(&known_lock);
-  return found;
+  return m;
 }
 
-static void remember(const char *dir, const char *op, const char *variant) {
+/* Keeps m (returns 1) or, with no room left, leaves it to the caller (0). */
+static int remember(const char *dir, const char *op, hct_op_t *m) {
+  int kept = 0;
   pthread_mutex_lock(&known_lock);
   if (n_known < MAX_KNOWN) {
     known_t *k = &known[n_known++];
     hct__strlcpy(k->dir, dir, sizeof k->dir);
     hct__strlcpy(k->op, op, sizeof k->op);
-    hct__strlcpy(k->variant, variant, sizeof k->variant);
+    k->m = m;
+    kept = 1;
   }
   pthread_mutex_unlock(&known_lock);
+  return kept;
+}
+
+int hct__default_answer_here(const char *op, const char *variant, int tokens, char *name,
+                             size_t name_len, char *params, size_t params_len) {
+  char dir[PATH_MAX];
+  if (params != NULL) hct__strlcpy(params, "{}", params_len);
+  int rc = hct__kernels_dir(dir, sizeof dir);
+  if (rc < 0) return hct__error(HCT_ENOENT, "op '%s': no baseline known here: %s", op, hct_last_error());
+  hct_op_t *m = remembered(dir, op), *mine = NULL;
+  if (m == NULL) {
+    if ((rc = hct__manifest_load(dir, op, &m)) < 0)
+      return hct__error(HCT_ENOENT, "op '%s': no baseline known here: %s", op, hct_last_error());
+    if (!remember(dir, op, m)) mine = m;
+  }
+  const hct_variant_t *v = variant != NULL ? hct__variant_find(m, variant) : hct__op_baseline(m);
+  if (v == NULL) {
+    rc = variant != NULL ? hct__error(HCT_ENOENT, "op '%s': no variant '%s' here", op, variant)
+                         : hct__error(HCT_ENOENT, "op '%s': its manifest has no baseline", op);
+  } else {
+    if (name != NULL) hct__strlcpy(name, v->name, name_len);
+    /* The rule the daemon's default answer uses (daemon/answer.c): the
+     * first point whose constraints hold at T, without card figures. */
+    hct_point_t pt;
+    if (params != NULL && tokens > 0 && hct__point_default(m, v, NULL, tokens, &pt) == 0)
+      hct__point_json(v, &pt, params, params_len);
+    hct__error_clear();
+  }
+  hct__manifest_free(mine);
+  return rc;
 }
 
 int hct__baseline_here(const char *op, char *variant, size_t len) {
-  char dir[PATH_MAX];
-  int rc = hct__kernels_dir(dir, sizeof dir);
-  if (rc < 0) return hct__error(HCT_ENOENT, "op '%s': no baseline known here: %s", op, hct_last_error());
-  if (remembered(dir, op, variant, len)) return 0;
-  hct_op_t *m = NULL;
-  if ((rc = hct__manifest_load(dir, op, &m)) < 0)
-    return hct__error(HCT_ENOENT, "op '%s': no baseline known here: %s", op, hct_last_error());
-  const hct_variant_t *v = hct__op_baseline(m);
-  if (v != NULL) {
-    hct__strlcpy(variant, v->name, len);
-    remember(dir, op, v->name);
-  }
-  hct__manifest_free(m);
-  if (v == NULL) return hct__error(HCT_ENOENT, "op '%s': its manifest has no baseline", op);
-  return 0;
+  return hct__default_answer_here(op, NULL, 0, variant, len, NULL, 0);
 }

@@ -24,6 +24,13 @@
  * kernels folder; HCT_ENOENT with the reason when there is none (no
  * manifest for the op, no kernels folder). */
 int hct__baseline_here(const char *op, char *variant, size_t len);
+/* The answer of `variant` of op (NULL: its baseline) at T without a
+ * daemon: its name in `name` and, in `params` (both may be NULL), its first
+ * point whose constraints hold at T without card figures (hct__point_default,
+ * the daemon's rule), "{}" when none does.  HCT_ENOENT as above, or for a
+ * variant the manifest here does not have. */
+int hct__default_answer_here(const char *op, const char *variant, int tokens, char *name,
+                             size_t name_len, char *params, size_t params_len);
 
 /* Sends one raw request line (no newline) and returns the first reply line
  * that is not a progress line (malloc'd), waiting at most timeout_ms;

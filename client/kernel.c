@@ -663,6 +663,10 @@ static int answer_for(hct_kernel_t *k, hct_client_t *c, int T, const char *devic
   }
   if (c != NULL) {
     rc = hct_choose(c, k->op, T, device, parity, ch);
+    /* The daemon does not know the card of the caller's context (it runs
+     * where the driver does not list it): the engine still starts, on the
+     * baseline in *ch, and hct_kernel_choice says why. */
+    if (rc == HCT_ENODEV && device == k->card.uuid && ch->variant[0] != '\0') rc = HCT_FALLBACK;
     if (rc < 0) return rc;
     if (rc == HCT_FALLBACK) hct__strlcpy(why, hct_last_error(), why_len);
     return 0;

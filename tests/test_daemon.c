@@ -140,9 +140,18 @@ static void test_choose(void **state) {
   /* A card the DB has not seen, named by its model: the fleet's answer. */
   expect_choice(c, 3, DT_MODEL, NULL, 0, "v2", HCT_SOURCE_FLEET, "bitwise");
   expect_choice(c, 3, DT_MODEL, "kl", 0, "v3", HCT_SOURCE_FLEET, "kl");
-  /* An unknown card without a model: the baseline. */
-  expect_choice(c, 3, "GPU-ffff", NULL, 0, "v1", HCT_SOURCE_DEFAULT, "baseline");
+  /* Regression (issue 30): an unknown card without a model was answered
+   * with the baseline as if it were one; now it is the daemon's error, the
+   * baseline still in *out, the message naming the cards it knows. */
+  expect_choice(c, 3, "GPU-ffff", NULL, HCT_ENODEV, "v1", HCT_SOURCE_DEFAULT, "baseline");
+  assert_non_null(strstr(hct_last_error(), "'GPU-ffff'"));
+  assert_non_null(strstr(hct_last_error(), DT_CARD));
   hct_choice_t ch;
+  /* A prefix of the card's UUID is the card, named whole in the answer. */
+  assert_int_equal(hct_choose(c, "hc_read", 2, "GPU-aaaa0000", NULL, &ch), 0);
+  assert_string_equal(ch.variant, "v2");
+  assert_string_equal(ch.device, DT_CARD);
+  assert_int_equal(ch.measured_tokens, 0); /* no per-T evidence in the seed */
   assert_int_equal(hct_choose(c, "hc_read", 1, DT_CARD, NULL, &ch), 0);
   assert_string_equal(ch.params, "{\"R\":2}");
   assert_true(ch.median_us == 2.0 && ch.baseline_us == 5.0);
@@ -183,11 +192,19 @@ static void test_choose_raw(void **state) {
   assert_string_equal(dt_str(j, "source"), "fleet");
   assert_string_equal(dt_str(j, "variant"), "v1");
   json_decref(j);
-  /* Default answers carry the baseline's first parameter point. */
-  j = ASK(fd, &r, "{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":100,\"device\":\"x\"}");
+  /* Default answers carry the baseline's first parameter point, and the
+   * card they answer for, with no figures (measured_tokens null). */
+  j = ASK(fd, &r, "{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":100,\"device\":\"aaaa0000\"}");
   assert_string_equal(dt_str(j, "source"), "default");
   assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "params"), "W")), 4);
+  assert_string_equal(dt_str(j, "device"), DT_CARD);
+  assert_true(json_is_null(json_object_get(j, "measured_tokens")));
   assert_null(json_object_get(j, "id"));
+  json_decref(j);
+  /* A card it does not know, without a model: an error reply, ENODEV. */
+  j = ASK(fd, &r, "{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":1,\"device\":\"x\"}");
+  assert_true(json_is_false(json_object_get(j, "ok")));
+  assert_string_equal(dt_str(json_object_get(j, "error"), "code"), "ENODEV");
   json_decref(j);
   close(fd);
 
@@ -502,12 +519,12 @@ static void test_pins(void **state) {
   j = ASK(fd, &r, line);
   assert_true(json_is_true(json_object_get(j, "ok")));
   json_decref(j);
-  expect_choice(c, 50, "GPU-any", NULL, 0, "v2", HCT_SOURCE_PIN, "bitwise");
+  expect_choice(c, 50, DT_CARD, NULL, 0, "v2", HCT_SOURCE_PIN, "bitwise");
   j = ASK(fd, &r, "{\"cmd\":\"list\",\"op\":\"hc_read\"}");
   assert_int_equal(json_array_size(json_object_get(j, "pins")), 2);
   json_decref(j);
   sleep(2);
-  expect_choice(c, 50, "GPU-any", NULL, 0, "v1", HCT_SOURCE_DEFAULT, "baseline");
+  expect_choice(c, 50, DT_CARD, NULL, 0, "v1", HCT_SOURCE_DEFAULT, "baseline");
 
   /* Pins survive a restart. */
   assert_int_equal(dt_stop(&env), 0);

@@ -31,6 +31,8 @@ class _Choice(ctypes.Structure):
         ("tmin", ctypes.c_int),
         ("tmax", ctypes.c_int),
         ("stale", ctypes.c_int),
+        ("measured_tokens", ctypes.c_int),
+        ("device", ctypes.c_char * 256),
     ]
 
 
