@@ -179,6 +179,7 @@ static int host_cards_in_child(const hct_child_msg_t *req) {
   }
   int n = hct__devices(cards, 16);
   if (n < 0) printf("%s\n", hct_last_error());
+  fflush(stdout); /* the child ends with _exit */
   for (int i = 0; i < n; i++) {
     hct__device_model_key(&cards[i], models[i], sizeof models[i]);
     f[ans.n++] = (hct_child_field_t){cards[i].uuid, strlen(cards[i].uuid)};

@@ -245,10 +245,12 @@ void hct__snapshot_host_cards(hct_daemon_t *d) {
     snprintf(d->host_cards[k].uuid, sizeof d->host_cards[k].uuid, "%.*s", (int)u->n, u->p);
     snprintf(d->host_cards[k].model, sizeof d->host_cards[k].model, "%.*s", (int)m->n, m->p);
   }
-  /* The child says why it found none (no driver) on its output. */
+  /* The child says why it found none (no driver) on its output's line. */
+  const char *why = res.output != NULL ? res.output : "";
+  int why_len = (int)strcspn(why, "\n");
   if (d->n_host_cards == 0)
-    hct__log(HCT_LOG_INFO, "no cards found on this host%s%.300s: every card served is another "
-             "host's", res.output != NULL ? ": " : "", res.output != NULL ? res.output : "");
+    hct__log(HCT_LOG_INFO, "no cards found on this host%s%.*s: every card served is another "
+             "host's", why_len ? ": " : "", why_len < 400 ? why_len : 400, why);
   hct__child_result_free(&res);
 }
 
