@@ -29,8 +29,9 @@ static const char usage[] =
     "  --socket PATH   daemon socket (default: $HCTUNE_SOCKET, else\n"
     "                  $XDG_RUNTIME_DIR/hctune.sock, then /run/hctune/hctune.sock)\n"
     "  --timeout MS    per answer (default 50; --raw: at least 1000)\n"
-    "  --json          one JSON object per token count (measured_tokens: the T\n"
-    "                  whose figures median_us and baseline_us are, null unknown)\n"
+    "  --json          one JSON object per token count (device: the card the\n"
+    "                  daemon answered for; measured_tokens: the T whose figures\n"
+    "                  median_us and baseline_us are, null unknown)\n"
     "  --raw JSON      send one request line as is and print the replies (a probe's\n"
     "                  progress lines, then its final reply: give it --timeout 3600000);\n"
     "                  exits 1 when the reply says \"ok\": false\n";

@@ -273,7 +273,9 @@ typedef struct hct_kernel_s hct_kernel_t;
  * context (its UUID), which is what an engine wants; `parity` as for
  * hct_choose.  Returns 0 when every T runs what the daemon served,
  * HCT_FALLBACK when some T runs a binary compiled here (hct_kernel_choice
- * says which and why), negative on failure (HCT_ENODRIVER, HCT_ENODEV
+ * says which and why; also when the daemon does not know the card of the
+ * caller's context, HCT_ENODEV from hct_choose: the engine starts on the
+ * baseline all the same), negative on failure (HCT_ENODRIVER, HCT_ENODEV
  * without a GPU; HCT_EINVAL for bad arguments or a refused HCTUNE_FORCE;
  * HCT_ERANGE for tmax above 1048576, hctune's ceiling on token counts;
  * HCT_ENOCOMPILER without NVRTC when a compile is needed), *out NULL then.
