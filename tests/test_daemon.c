@@ -263,17 +263,22 @@ static void test_list_devices_status(void **state) {
   close(fd);
 }
 
-/* Runs `hctune ARGS` in e's folder, its stdout in *out (malloc'd); the
- * exit status. */
-static int cli(const dt_env_t *e, const char *args, char **out) {
+/* Runs `hctune ARGS` in e's folder, its stdout (and with `err`, its
+ * stderr) in *out (malloc'd); the exit status. */
+static int cli_run(const dt_env_t *e, const char *args, int err, char **out) {
   char cmd[2048], path[400];
   snprintf(path, sizeof path, "%s/cli.out", e->dir);
-  snprintf(cmd, sizeof cmd, "'%s/hctune' %s >'%s' 2>/dev/null",
-           getenv("HCT_BIN") ? getenv("HCT_BIN") : "bin", args, path);
+  snprintf(cmd, sizeof cmd, "'%s/hctune' %s >'%s' %s",
+           getenv("HCT_BIN") ? getenv("HCT_BIN") : "bin", args, path, err ? "2>&1" : "2>/dev/null");
   int st = system(cmd);
   assert_true(st != -1 && WIFEXITED(st));
   assert_int_equal(hct__read_file(path, out, NULL), 0);
   return WEXITSTATUS(st);
+}
+
+static int cli(const dt_env_t *e, const char *args, char **out) { return cli_run(e, args, 0, out); }
+static int cli_all(const dt_env_t *e, const char *args, char **out) {
+  return cli_run(e, args, 1, out);
 }
 
 /* Regression (issue 30): `hctune query --tokens 4` printed the figures of
@@ -318,18 +323,6 @@ static void test_query_measured_T(void **state) {
   free(out);
   assert_int_equal(dt_stop(&e), 0);
   dt_env_remove(&e);
-}
-
-/* Runs `hctune ARGS` with stdout and stderr in *out: the exit status. */
-static int cli_all(const dt_env_t *e, const char *args, char **out) {
-  char cmd[2048], path[400];
-  snprintf(path, sizeof path, "%s/cli.out", e->dir);
-  snprintf(cmd, sizeof cmd, "'%s/hctune' %s >'%s' 2>&1",
-           getenv("HCT_BIN") ? getenv("HCT_BIN") : "bin", args, path);
-  int st = system(cmd);
-  assert_true(st != -1 && WIFEXITED(st));
-  assert_int_equal(hct__read_file(path, out, NULL), 0);
-  return WEXITSTATUS(st);
 }
 
 /* Regression (issue 30): a UUID prefix the CLI accepted and a card that
