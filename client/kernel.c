@@ -24,6 +24,7 @@
  * once at load, those over the engine's buffers at each launch (from the
  * addresses it passes; a capture records their bytes).
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -798,15 +799,28 @@ int hct_kernel_launch(hct_kernel_t *k, void *stream, int tokens, const uint64_t 
   return hct__ecuda_enqueue(&k->card, stream, &at->plan, &at->bound, buffers);
 }
 
-int hct_kernel_choice(const hct_kernel_t *k, int tokens, hct_choice_t *out, const char **why) {
-  if (k == NULL || out == NULL) return hct__error(HCT_EINVAL, "hct_kernel_choice: no kernel or output");
+/* hct_choice_t as the function hct_kernel_choice() was built against:
+ * the fields before measured_tokens (issue 30 appended it and device). */
+#define CHOICE_V1_SIZE offsetof(hct_choice_t, measured_tokens)
+
+int hct_kernel_choice_sized(const hct_kernel_t *k, int tokens, hct_choice_t *out, size_t out_size,
+                            const char **why) {
+  if (k == NULL || out == NULL || out_size < CHOICE_V1_SIZE)
+    return hct__error(HCT_EINVAL, "hct_kernel_choice: no kernel, no output, or an output of %zu "
+                      "bytes", out_size);
   if (tokens < k->tmin || tokens > k->tmax)
     return hct__error(HCT_ERANGE, "%s: tokens %d outside the kernel's %d-%d", k->op, tokens, k->tmin,
                       k->tmax);
   const impl_t *im = &k->impls[impl_of(k, tokens)];
-  *out = im->choice;
+  memcpy(out, &im->choice, out_size < sizeof im->choice ? out_size : sizeof im->choice);
   if (why != NULL) *why = im->why;
   return im->local ? HCT_FALLBACK : 0;
+}
+
+/* The entry point of programs built before hct_kernel_choice_sized, whose
+ * hct_choice_t ends at `stale`: never a byte past it. */
+int(hct_kernel_choice)(const hct_kernel_t *k, int tokens, hct_choice_t *out, const char **why) {
+  return hct_kernel_choice_sized(k, tokens, out, CHOICE_V1_SIZE, why);
 }
 
 int hct_kernel_buffer_count(const hct_kernel_t *k) {

@@ -294,11 +294,19 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
 int hct_kernel_launch(hct_kernel_t *k, void *stream, int tokens, const uint64_t *buffers,
                       int n_buffers);
 
-/* What runs at `tokens`: the choice (source HCT_SOURCE_ENV when forced)
+/* What runs at `tokens`: the choice (source HCT_SOURCE_ENV when forced;
+ * as much of it as the caller's struct has room for, as hct_choose_sized)
  * and, in *why (may be NULL; owned by the kernel), why it was compiled here
  * ("" when the daemon served it).  Returns 0 (served by the daemon),
  * HCT_FALLBACK (compiled here) or a negative code. */
-int hct_kernel_choice(const hct_kernel_t *k, int tokens, hct_choice_t *out, const char **why);
+int hct_kernel_choice_sized(const hct_kernel_t *k, int tokens, hct_choice_t *out, size_t out_size,
+                            const char **why);
+#define hct_kernel_choice(k, tokens, out, why) \
+  hct_kernel_choice_sized((k), (tokens), (out), sizeof *(out), (why))
+/* The entry point of programs built before measured_tokens and device were
+ * appended (the name in parentheses is the function): fills the fields up
+ * to `stale`. */
+int(hct_kernel_choice)(const hct_kernel_t *k, int tokens, hct_choice_t *out, const char **why);
 
 typedef struct hct_buffer_info_s {
   char name[32];   /* "resid" */

@@ -219,7 +219,8 @@ class Kernel(_Closing):
         _check_tokens(tokens, "tokens")
         out = _lib._Choice()
         why = ctypes.c_char_p()
-        rc = check(lib.hct_kernel_choice(self._handle(), tokens, ctypes.byref(out), ctypes.byref(why)),
+        rc = check(lib.hct_kernel_choice_sized(self._handle(), tokens, ctypes.byref(out),
+                                               ctypes.sizeof(out), ctypes.byref(why)),
                    "hct_kernel_choice")
         return _choice(out, rc == _lib.FALLBACK), (why.value or b"").decode(errors="replace")
 
