@@ -22,15 +22,17 @@ static const char usage[] =
     "\n"
     "options:\n"
     "  --device D      card UUID, the start of one (as 'hctune list' prints it:\n"
-    "                  it must name one card the daemon knows), or a model key\n"
-    "                  (default: the daemon's first card)\n"
+    "                  the daemon resolves it against the cards it knows; none\n"
+    "                  or several is an error), or a model key (default: the\n"
+    "                  daemon's default card)\n"
     "  --parity P      bitwise (default), kl, or bits:VARIANT: the exact bits of\n"
     "                  one variant, a family the op's manifest declares\n"
     "  --socket PATH   daemon socket (default: $HCTUNE_SOCKET, else\n"
     "                  $XDG_RUNTIME_DIR/hctune.sock, then /run/hctune/hctune.sock)\n"
     "  --timeout MS    per answer (default 50; --raw: at least 1000)\n"
-    "  --json          one JSON object per token count (measured_tokens: the T\n"
-    "                  whose figures median_us and baseline_us are, null unknown)\n"
+    "  --json          one JSON object per token count (device: the card the\n"
+    "                  daemon answered for; measured_tokens: the T whose figures\n"
+    "                  median_us and baseline_us are, null unknown)\n"
     "  --raw JSON      send one request line as is and print the replies (a probe's\n"
     "                  progress lines, then its final reply: give it --timeout 3600000);\n"
     "                  exits 1 when the reply says \"ok\": false\n";
@@ -53,35 +55,29 @@ static int raw_request(hct_client_t *c, const char *raw, int timeout_ms) {
 }
 
 /*
- * The T whose figures a choice carries.  A decision holds a range of T
- * (3-6) but its median_us and baseline_us are those of one T of it, the
- * first probed; the per-T figures ride in its evidence (parity.per_T).
- * hct_choose gives an engine only the first, so the command asks the
- * daemon for the whole answer once more: when it lists T itself, those
- * figures replace the choice's; else measured_T says which T they are.
+ * The figures a choice carries for T.  A decision holds a range of T
+ * (3-6) but its median_us and baseline_us are those of one T of it, which
+ * the daemon names (measured_tokens); the per-T figures ride in its
+ * evidence (parity.per_T).  hct_choose gives an engine only the first, so
+ * the command asks the daemon for the whole answer once more: when it
+ * lists T itself, those figures replace the choice's.
  */
 typedef struct figures_s {
   int measured_T; /* 0: unknown (no evidence of it) */
   double us, baseline_us;
 } figures_t;
 
-static void per_T_figures(json_t *reply, int t, const hct_choice_t *ch, figures_t *fg) {
+static void per_T_figures(json_t *reply, int t, figures_t *fg) {
   json_t *per = json_object_get(json_object_get(json_object_get(reply, "evidence"), "parity"),
                                 "per_T");
   size_t i;
   json_t *e;
   json_array_foreach(per, i, e) {
-    int T = (int)json_integer_value(json_object_get(e, "T"));
-    double us = json_number_value(json_object_get(e, "us"));
-    if (T == t) {
-      fg->measured_T = T;
-      fg->us = us;
-      fg->baseline_us = json_number_value(json_object_get(e, "baseline_us"));
-      return;
-    }
-    /* per_T rounds to 3 decimals: the choice's own T matches within it */
-    if (fg->measured_T == 0 && us > 0 && us - ch->median_us < 0.001 && ch->median_us - us < 0.001)
-      fg->measured_T = T;
+    if ((int)json_integer_value(json_object_get(e, "T")) != t) continue;
+    fg->measured_T = t;
+    fg->us = json_number_value(json_object_get(e, "us"));
+    fg->baseline_us = json_number_value(json_object_get(e, "baseline_us"));
+    return;
   }
 }
 
@@ -90,8 +86,8 @@ static void figures_of(hct_client_t *c, const char *op, int t, const char *devic
                        figures_t *fg) {
   fg->us = ch->median_us;
   fg->baseline_us = ch->baseline_us;
-  fg->measured_T = ch->tmin == ch->tmax ? t : 0;
-  if (ch->median_us <= 0 || ch->tmin == ch->tmax) return;
+  fg->measured_T = ch->measured_tokens;
+  if (ch->median_us <= 0 || ch->tmin == ch->tmax || ch->measured_tokens == t) return;
   json_t *q = json_pack("{s:s, s:s, s:i}", "cmd", "choose", "op", op, "tokens", t);
   if (q != NULL && device != NULL) json_object_set_new(q, "device", json_string(device));
   if (q != NULL && parity != NULL) json_object_set_new(q, "parity", json_string(parity));
@@ -99,7 +95,7 @@ static void figures_of(hct_client_t *c, const char *op, int t, const char *devic
   json_decref(q);
   json_t *r = NULL;
   if (line != NULL && hct__client_ask(c, line, timeout_ms, NULL, &r, NULL, NULL) == 0)
-    per_T_figures(r, t, ch, fg);
+    per_T_figures(r, t, fg);
   hct__error_clear();
   json_decref(r);
   free(line);
@@ -109,10 +105,11 @@ static void print_choice(const char *op, int t, int rc, const hct_choice_t *ch,
                          const figures_t *fg, int json) {
   if (json) {
     printf("{\"op\":\"%s\",\"tokens\":%d,\"variant\":\"%s\",\"params\":%s,\"class\":\"%s\","
-           "\"source\":\"%s\",\"fallback\":%s,\"model\":\"%s\",\"valid_tokens\":[%d,%d],"
-           "\"stale\":%s,\"median_us\":%.3f,\"baseline_us\":%.3f,\"measured_tokens\":",
+           "\"source\":\"%s\",\"fallback\":%s,\"device\":\"%s\",\"model\":\"%s\","
+           "\"valid_tokens\":[%d,%d],\"stale\":%s,\"median_us\":%.3f,\"baseline_us\":%.3f,"
+           "\"measured_tokens\":",
            op, t, ch->variant, ch->params, ch->parity_class, hct_source_name(ch->source),
-           rc == HCT_FALLBACK ? "true" : "false", ch->model, ch->tmin, ch->tmax,
+           rc == HCT_FALLBACK ? "true" : "false", ch->device, ch->model, ch->tmin, ch->tmax,
            ch->stale ? "true" : "false", fg->us, fg->baseline_us);
     if (fg->measured_T > 0) printf("%d}\n", fg->measured_T);
     else printf("null}\n");
@@ -163,19 +160,12 @@ int cmd_query(int argc, char **argv) {
     hct_close(c);
     return st;
   }
-  /* The short UUID `list` prints names a card only when the daemon knows
-   * exactly one that starts so: resolved, or an error, never a silent
-   * baseline for a card that does not exist. */
-  char full[256];
-  if (device != NULL) {
-    rc = hct__client_device(c, device, timeout_ms < 1000 ? 1000 : timeout_ms, full, sizeof full);
-    if (rc < 0) {
-      hct_close(c);
-      return hct__cli_fail(rc);
-    }
-    device = full;
-  }
+  /* --device goes to the daemon as given, as an engine's would: the
+   * daemon resolves a prefix (the short UUID `list` prints) against the
+   * cards it knows, and a card it does not know is its error, printed
+   * below, never a silent baseline (issue 30). */
   int status = HCT_EXIT_OK, warned = 0;
+  char said[256] = "";
   for (int k = 0; k < set.n; k++) {
     const int t = set.t[k];
     hct_choice_t ch;
@@ -185,9 +175,14 @@ int cmd_query(int argc, char **argv) {
       status = HCT_EXIT_FAIL;
       break;
     }
-    figures_t fg = {ch.tmin == ch.tmax ? t : 0, ch.median_us, ch.baseline_us};
+    figures_t fg = {ch.measured_tokens, ch.median_us, ch.baseline_us};
     if (rc == 0) /* a fallback's message is still to be printed */
-      figures_of(c, op, t, device, parity, timeout_ms < 1000 ? 1000 : timeout_ms, &ch, &fg);
+      figures_of(c, op, t, ch.device[0] ? ch.device : device, parity,
+                 timeout_ms < 1000 ? 1000 : timeout_ms, &ch, &fg);
+    if (!json && ch.device[0] != '\0' && strcmp(said, ch.device) != 0) {
+      printf("answers for %s%s%s\n", ch.device, ch.model[0] ? ", measured on " : "", ch.model);
+      hct__strlcpy(said, ch.device, sizeof said);
+    }
     print_choice(op, t, rc, &ch, &fg, json);
     if (rc == HCT_FALLBACK && !warned) fprintf(stderr, "hctune query: %s\n", hct_last_error());
     if (rc == HCT_FALLBACK) warned = 1;

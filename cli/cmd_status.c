@@ -14,12 +14,26 @@ static const char usage[] =
     "usage: hctune status [--socket PATH] [--timeout MS] [--json]\n"
     "\n"
     "Asks the daemon for its status: version, database, decisions, clients,\n"
-    "limits, probes running and its fleet: the --fleet-db file, or the live\n"
+    "limits, probes running, the cards it serves (which this host has, which\n"
+    "it does not) and its fleet: the --fleet-db file, or the live\n"
     "fleet of --fleet-url (connected or not, the last pull, the last error).\n"
     "Exits 1 when no daemon answers.\n";
 
 static long long num(json_t *o, const char *key) {
   return (long long)json_integer_value(json_object_get(o, key));
+}
+
+/* "serving 2 cards: GPU-aaa (this host), GPU-bbb (not on this host)": the
+ * daemon's own line, so that a card served that this host does not have is
+ * seen (issue 30). */
+static void print_cards(json_t *cards) {
+  size_t i, n = json_array_size(cards);
+  json_t *c;
+  printf("serving %zu card%s%s", n, n == 1 ? "" : "s", n ? ": " : "");
+  json_array_foreach(cards, i, c)
+    printf("%s%s (%s)", i ? ", " : "", json_string_value(json_object_get(c, "uuid")),
+           json_is_true(json_object_get(c, "this_host")) ? "this host" : "not on this host");
+  printf("\n");
 }
 
 /* The fleet's lines: the file of --fleet-db, the live fleet of
@@ -91,6 +105,7 @@ int cmd_status(int argc, char **argv) {
              json_is_true(json_object_get(b, "kept")) ? "serving the manifest read before"
                                                       : "not served",
              json_string_value(json_object_get(b, "why")));
+    print_cards(json_object_get(r, "cards"));
     print_fleet(r);
   }
   free(text);

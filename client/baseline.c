@@ -1,15 +1,19 @@
 /*
- * baseline.c: the op's baseline as the library knows it without a daemon:
- * the variant of class baseline in the op's own manifest
- * (kernels-src/<op>/manifest.json, found as hct__kernels_dir finds the
- * templates the library compiles its fallback from), never a table of
- * names copied into C that a new or changed op would leave behind.
+ * baseline.c: what the library serves without a daemon's decision, from
+ * the op's own manifest (kernels-src/<op>/manifest.json, found as
+ * hct__kernels_dir finds the templates the library compiles its fallback
+ * from), never a table of names copied into C that a new or changed op
+ * would leave behind: the variant of class baseline, or for a bit family
+ * (parity "bits:<head>", issue 29) the family's head, whose bits and not
+ * the baseline's are what an engine asking for the family needs.
+ *
+ * Its point at T is the daemon's rule (hct__point_default without card
+ * figures), so an answer without a daemon, the daemon's default answer and
+ * HCTUNE_FORCE naming the variant are one answer (issue 30).
  *
  * hct_choose falls back on every call while no daemon answers, so the
- * name is remembered per (kernels folder, op) after the first read: a
- * manifest is parsed once per process, not once per call.  Any thread.
- * For a bit family (parity "bits:<head>", issue 29) the default is the
- * family's head, compiled by the library like the baseline.
+ * manifest is kept per (kernels folder, op) after the first read: it is
+ * parsed once per process, not once per call.  Any thread.
  */
 #include <limits.h>
 #include <pthread.h>
@@ -21,63 +25,86 @@
  * slower). */
 #define MAX_KNOWN 32
 
+/* A manifest read once and kept for the process's life: the answers
+ * point into it and nothing frees it. */
 typedef struct known_s {
   char dir[PATH_MAX];
   char op[32];
-  char parity[HCT_PARITY_LEN];
-  char variant[64];
-  char cls[16];
+  hct_op_t *m;
 } known_t;
 
 static known_t known[MAX_KNOWN];
 static int n_known;
 static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int remembered(const char *dir, const char *op, const char *parity, known_t *out) {
-  int found = 0;
+static hct_op_t *remembered(const char *dir, const char *op) {
+  hct_op_t *m = NULL;
   pthread_mutex_lock(&known_lock);
-  for (int i = 0; i < n_known && !found; i++)
-    if (strcmp(known[i].op, op) == 0 && strcmp(known[i].dir, dir) == 0 &&
-        strcmp(known[i].parity, parity) == 0) {
-      *out = known[i];
-      found = 1;
-    }
+  for (int i = 0; i < n_known && m == NULL; i++)
+    if (strcmp(known[i].op, op) == 0 && strcmp(known[i].dir, dir) == 0) m = known[i].m;
   pthread_mutex_unlock(&known_lock);
-  return found;
+  return m;
 }
 
-static void remember(const known_t *k) {
+/* Keeps m (returns 1) or, with no room left, leaves it to the caller (0). */
+static int remember(const char *dir, const char *op, hct_op_t *m) {
+  int kept = 0;
   pthread_mutex_lock(&known_lock);
-  if (n_known < MAX_KNOWN) known[n_known++] = *k;
-  pthread_mutex_unlock(&known_lock);
-}
-
-int hct__default_here(const char *op, const char *parity, char *variant, size_t len, char *cls,
-                      size_t cls_len) {
-  known_t k;
-  memset(&k, 0, sizeof k);
-  int rc = hct__kernels_dir(k.dir, sizeof k.dir);
-  if (rc < 0) return hct__error(HCT_ENOENT, "op '%s': no baseline known here: %s", op, hct_last_error());
-  hct__strlcpy(k.op, op, sizeof k.op);
-  hct__strlcpy(k.parity, parity != NULL ? parity : "bitwise", sizeof k.parity);
-  if (!remembered(k.dir, op, k.parity, &k)) {
-    hct_op_t *m = NULL;
-    if ((rc = hct__manifest_load(k.dir, op, &m)) < 0)
-      return hct__error(HCT_ENOENT, "op '%s': no baseline known here: %s", op, hct_last_error());
-    /* The baseline, or a bit family's head (issue 29): its bits, never
-     * the baseline's, are what an engine asking for the family needs. */
-    const hct_variant_t *v = hct__op_parity_variant(m, k.parity);
-    if (v != NULL) {
-      hct__strlcpy(k.variant, v->name, sizeof k.variant);
-      hct__strlcpy(k.cls, hct__parity_name(hct__variant_competes(m, v)), sizeof k.cls);
-      remember(&k);
-    } else if (hct__parity_family(k.parity) == NULL) {
-      hct__error(HCT_ENOENT, "op '%s': its manifest has no baseline", op);
-    }
-    hct__manifest_free(m);
-    if (v == NULL) return HCT_ENOENT;
+  if (n_known < MAX_KNOWN) {
+    known_t *k = &known[n_known++];
+    hct__strlcpy(k->dir, dir, sizeof k->dir);
+    hct__strlcpy(k->op, op, sizeof k->op);
+    k->m = m;
+    kept = 1;
   }
-  hct__strlcpy(variant, k.variant, len);
-  if (cls != NULL) hct__strlcpy(cls, k.cls, cls_len);
-  return 0;
+  pthread_mutex_unlock(&known_lock);
+  return kept;
+}
+
+/* The variant served: the one named, else the parity's default (the
+ * baseline, or a family's head); NULL with the error set. */
+static const hct_variant_t *served(const hct_op_t *m, const char *op, const char *parity,
+                                   const char *variant) {
+  if (variant != NULL) {
+    const hct_variant_t *v = hct__variant_find(m, variant);
+    if (v == NULL) hct__error(HCT_ENOENT, "op '%s': no variant '%s' here", op, variant);
+    return v;
+  }
+  const char *p = parity != NULL ? parity : "bitwise";
+  const hct_variant_t *v = hct__op_parity_variant(m, p);
+  if (v == NULL && hct__parity_family(p) == NULL)
+    hct__error(HCT_ENOENT, "op '%s': its manifest has no baseline", op);
+  else if (v == NULL)
+    hct__error(HCT_ENOENT, "op '%s': its manifest declares no family '%s'", op, p);
+  return v;
+}
+
+int hct__default_answer_here(const char *op, const char *parity, const char *variant, int tokens,
+                             hct_default_t *out) {
+  char dir[PATH_MAX];
+  memset(out, 0, sizeof *out);
+  hct__strlcpy(out->params, "{}", sizeof out->params);
+  int rc = hct__kernels_dir(dir, sizeof dir);
+  if (rc < 0) return hct__error(HCT_ENOENT, "op '%s': no baseline known here: %s", op, hct_last_error());
+  hct_op_t *m = remembered(dir, op), *mine = NULL;
+  if (m == NULL) {
+    if ((rc = hct__manifest_load(dir, op, &m)) < 0)
+      return hct__error(HCT_ENOENT, "op '%s': no baseline known here: %s", op, hct_last_error());
+    if (!remember(dir, op, m)) mine = m;
+  }
+  const hct_variant_t *v = served(m, op, parity, variant);
+  if (v == NULL) {
+    rc = HCT_ENOENT;
+  } else {
+    hct__strlcpy(out->variant, v->name, sizeof out->variant);
+    hct__strlcpy(out->cls, hct__parity_name(hct__variant_competes(m, v)), sizeof out->cls);
+    /* The rule the daemon's default answer uses (daemon/answer.c): the
+     * first point whose constraints hold at T, without card figures. */
+    hct_point_t pt;
+    if (tokens > 0 && hct__point_default(m, v, NULL, tokens, &pt) == 0)
+      hct__point_json(v, &pt, out->params, sizeof out->params);
+    hct__error_clear();
+  }
+  hct__manifest_free(mine);
+  return rc;
 }

@@ -324,11 +324,11 @@ static char *put_json_string(char *o, const char *s) {
   return o;
 }
 
-static void fill_baseline(hct_choice_t *out, const char *variant, hct_source_t src,
-                          const char *cls, int tokens) {
+static void fill_baseline(hct_choice_t *out, const char *variant, const char *params,
+                          hct_source_t src, const char *cls, int tokens) {
   memset(out, 0, sizeof *out);
   copy(out->variant, variant, sizeof out->variant);
-  copy(out->params, "{}", sizeof out->params);
+  copy(out->params, params[0] ? params : "{}", sizeof out->params);
   copy(out->parity_class, cls, sizeof out->parity_class);
   out->source = src;
   out->tmin = out->tmax = tokens;
@@ -398,7 +398,9 @@ typedef struct answer_s {
   char cls[16], src[16];
   char thash[40];
   char model[256];
+  char device[256];
   long long tmin, tmax;
+  long long measured;   /* measured_tokens; 0 when null or absent */
   int stale;
   double median, baseline;
   char code[32];        /* ok false */
@@ -542,9 +544,9 @@ static int span_range(span_t v, long long *lo, long long *hi) {
 static int fast_answer(const char *line, answer_t *a) {
   static const char *const keys[] = {"id",     "ok",     "variant", "params", "class",
                                      "source", "template_hash", "model", "tokens", "stale",
-                                     "evidence"};
+                                     "evidence", "device", "measured_tokens"};
   enum { K_ID, K_OK, K_VARIANT, K_PARAMS, K_CLASS, K_SOURCE, K_HASH, K_MODEL, K_TOKENS, K_STALE,
-         K_EVIDENCE, K_N };
+         K_EVIDENCE, K_DEVICE, K_MEASURED, K_N };
   span_t v[K_N] = {{0}};
   const char *end = line + strlen(line);
   if (members(line, end, keys, v, K_N) < 0) return -1;
@@ -570,6 +572,12 @@ static int fast_answer(const char *line, answer_t *a) {
   if (v[K_HASH].p != NULL && span_str(v[K_HASH], a->thash, sizeof a->thash) < 0) return -1;
   if (v[K_MODEL].p != NULL && !span_is(v[K_MODEL], "null") &&
       span_str(v[K_MODEL], a->model, sizeof a->model) < 0)
+    return -1;
+  if (v[K_DEVICE].p != NULL && !span_is(v[K_DEVICE], "null") &&
+      span_str(v[K_DEVICE], a->device, sizeof a->device) < 0)
+    return -1;
+  if (v[K_MEASURED].p != NULL && !span_is(v[K_MEASURED], "null") &&
+      span_int(v[K_MEASURED], &a->measured) < 0)
     return -1;
   /* The daemon writes compact JSON: the params' text is already what
    * jansson's compact dump would give. */
@@ -632,6 +640,9 @@ static int json_answer(const char *line, answer_t *a) {
   jcopy(r, "source", a->src, sizeof a->src, &a->has_source);
   jcopy(r, "template_hash", a->thash, sizeof a->thash, NULL);
   jcopy(r, "model", a->model, sizeof a->model, NULL);
+  jcopy(r, "device", a->device, sizeof a->device, NULL);
+  if (json_is_integer(json_object_get(r, "measured_tokens")))
+    a->measured = (long long)json_integer_value(json_object_get(r, "measured_tokens"));
   json_t *params = json_object_get(r, "params");
   if (json_is_object(params)) {
     a->has_params = 1;
@@ -692,6 +703,9 @@ static int judge(const answer_t *a, long long id, int tokens, hct_choice_t *out,
   copy(out->parity_class, a->cls, sizeof out->parity_class);
   copy(out->template_hash, a->thash, sizeof out->template_hash);
   copy(out->model, a->model, sizeof out->model);
+  copy(out->device, a->device, sizeof out->device);
+  /* The T of the figures, only when it is one of the answer's. */
+  out->measured_tokens = a->measured >= a->tmin && a->measured <= a->tmax ? (int)a->measured : 0;
   out->source = src;
   out->median_us = a->median;
   out->baseline_us = a->baseline;
@@ -715,10 +729,18 @@ static int choose(hct_client_t *c, const char *op, int tokens, const char *devic
     /* A variant or point the manifest does not have is refused (one line
      * on stderr), never passed on (client/force.c). */
     if (hct__force_check(op, forced, fparams) == HCT_EINVAL) return HCT_EINVAL;
-    fill_baseline(out, forced, HCT_SOURCE_ENV, "", tokens);
-    if (fparams[0] != '\0') copy(out->params, fparams, sizeof out->params);
-    out->tmin = 1;
-    out->tmax = HCT_MAX_TOKENS;
+    if (fparams[0] != '\0') {
+      fill_baseline(out, forced, fparams, HCT_SOURCE_ENV, "", tokens);
+      out->tmin = 1;
+      out->tmax = HCT_MAX_TOKENS;
+      return 0;
+    }
+    /* No point given: the variant's default point at T, the rule of every
+     * other path (an op without a manifest here keeps "{}"). */
+    hct_default_t dv;
+    hct__default_answer_here(op, NULL, forced, tokens, &dv);
+    hct__error_clear();
+    fill_baseline(out, forced, dv.params, HCT_SOURCE_ENV, "", tokens);
     return 0;
   }
   int64_t deadline = now_us() + (int64_t)c->timeout_ms * 1000;
@@ -743,10 +765,11 @@ static int choose(hct_client_t *c, const char *op, int tokens, const char *devic
   if (j == 1) {
     /* The daemon's own answer that it cannot: its code, and the baseline
      * in `out` for an engine that needs something to run. */
-    char msg[600], base[64], cls[16];
+    char msg[600];
     copy(msg, hct_last_error(), sizeof msg);
-    if (hct__default_here(op, parity, base, sizeof base, cls, sizeof cls) == 0)
-      fill_baseline(out, base, HCT_SOURCE_DEFAULT, cls, tokens);
+    hct_default_t dv;
+    if (hct__default_answer_here(op, parity, NULL, tokens, &dv) == 0)
+      fill_baseline(out, dv.variant, dv.params, HCT_SOURCE_DEFAULT, dv.cls, tokens);
     else
       memset(out, 0, sizeof *out);
     hct__error(code, "%s", msg); /* the daemon's reason, not the lookup's */
@@ -761,15 +784,15 @@ fallback: {
     /* hct__error writes the buffer hct_last_error() reads: copy it first. */
     char msg[600];
     copy(msg, hct_last_error(), sizeof msg);
-    char base[64], cls[16];
-    if (hct__default_here(op, parity, base, sizeof base, cls, sizeof cls) < 0) {
+    hct_default_t dv;
+    if (hct__default_answer_here(op, parity, NULL, tokens, &dv) < 0) {
       memset(out, 0, sizeof *out);
       return hct__error(HCT_ENOENT, "%s, and %s", msg, hct_last_error());
     }
     /* A bit family falls back to its head, never the baseline (issue 29). */
     hct__error(rc, "%s: fell back to %s's %s %s", msg, op,
-               hct__parity_family(parity) != NULL ? "family head" : "baseline", base);
-    fill_baseline(out, base, HCT_SOURCE_DEFAULT, cls, tokens);
+               hct__parity_family(parity) != NULL ? "family head" : "baseline", dv.variant);
+    fill_baseline(out, dv.variant, dv.params, HCT_SOURCE_DEFAULT, dv.cls, tokens);
     return HCT_FALLBACK;
   }
 }

@@ -19,14 +19,22 @@
 
 /* ---- the client (client/client.c) --------------------------------------- */
 
-/* What the library serves for `parity` without a daemon's decision
- * (client/baseline.c), from the op's manifest under the library's kernels
- * folder: the variant of class baseline, or for a bit family "bits:<head>"
- * (issue 29) the head; HCT_ENOENT with the reason when there is none (no
- * manifest for the op, no kernels folder, no such family).  cls (may be
- * NULL) gets its class ("baseline", or the class the head competes in). */
-int hct__default_here(const char *op, const char *parity, char *variant, size_t len, char *cls,
-                      size_t cls_len);
+/* What the library serves without a daemon's decision (client/baseline.c),
+ * from the op's manifest under the library's kernels folder: `variant`
+ * when not NULL, else for `parity` the variant of class baseline, or for a
+ * bit family "bits:<head>" (issue 29) the head.  Its class (the one it
+ * competes in: "baseline" for the baseline) and its first point whose
+ * constraints hold at T without card figures (hct__point_default, the
+ * daemon's rule; "{}" when none does or T is 0).  HCT_ENOENT with the
+ * reason when there is none (no manifest for the op, no kernels folder, no
+ * such variant or family). */
+typedef struct hct_default_s {
+  char variant[64];
+  char cls[16];
+  char params[256];
+} hct_default_t;
+int hct__default_answer_here(const char *op, const char *parity, const char *variant, int tokens,
+                             hct_default_t *out);
 
 /* Sends one raw request line (no newline) and returns the first reply line
  * that is not a progress line (malloc'd), waiting at most timeout_ms;

@@ -24,6 +24,7 @@
  * once at load, those over the engine's buffers at each launch (from the
  * addresses it passes; a capture records their bytes).
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -667,16 +668,20 @@ static int answer_for(hct_kernel_t *k, hct_client_t *c, int T, const char *devic
   }
   if (c != NULL) {
     rc = hct_choose(c, k->op, T, device, parity, ch);
+    /* The daemon does not know the card of the caller's context (it runs
+     * where the driver does not list it): the engine still starts, on the
+     * baseline in *ch, and hct_kernel_choice says why. */
+    if (rc == HCT_ENODEV && device == k->card.uuid && ch->variant[0] != '\0') rc = HCT_FALLBACK;
     if (rc < 0) return rc;
     if (rc == HCT_FALLBACK) hct__strlcpy(why, hct_last_error(), why_len);
     return 0;
   }
   memset(ch, 0, sizeof *ch);
-  char base[64];
-  if ((rc = hct__default_here(k->op, parity, base, sizeof base, ch->parity_class,
-                              sizeof ch->parity_class)) < 0)
-    return rc;
-  hct__strlcpy(ch->variant, base, sizeof ch->variant);
+  /* T 0: the point is this card's, picked when compiled here ("{}"). */
+  hct_default_t dv;
+  if ((rc = hct__default_answer_here(k->op, parity, NULL, 0, &dv)) < 0) return rc;
+  hct__strlcpy(ch->variant, dv.variant, sizeof ch->variant);
+  hct__strlcpy(ch->parity_class, dv.cls, sizeof ch->parity_class);
   hct__strlcpy(ch->params, "{}", sizeof ch->params);
   ch->source = HCT_SOURCE_DEFAULT;
   snprintf(why, why_len, "no daemon client given");
@@ -740,14 +745,14 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
           }
           /* A bit family's default is its head (issue 29): the
            * baseline's bits are not what the engine asked for. */
-          char base[64];
+          hct_default_t dv;
           memset(&im->choice, 0, sizeof im->choice);
-          if (hct__default_here(op, parity, base, sizeof base, im->choice.parity_class,
-                                sizeof im->choice.parity_class) < 0) {
+          if (hct__default_answer_here(op, parity, NULL, 0, &dv) < 0) {
             rc = hct__error(rc, "%s", first);
             break;
           }
-          hct__strlcpy(im->choice.variant, base, sizeof im->choice.variant);
+          hct__strlcpy(im->choice.variant, dv.variant, sizeof im->choice.variant);
+          hct__strlcpy(im->choice.parity_class, dv.cls, sizeof im->choice.parity_class);
           hct__strlcpy(im->choice.params, "{}", sizeof im->choice.params);
           im->choice.source = HCT_SOURCE_DEFAULT;
           size_t wl = strlen(why);
@@ -801,15 +806,28 @@ int hct_kernel_launch(hct_kernel_t *k, void *stream, int tokens, const uint64_t 
   return hct__ecuda_enqueue(&k->card, stream, &at->plan, &at->bound, buffers);
 }
 
-int hct_kernel_choice(const hct_kernel_t *k, int tokens, hct_choice_t *out, const char **why) {
-  if (k == NULL || out == NULL) return hct__error(HCT_EINVAL, "hct_kernel_choice: no kernel or output");
+/* hct_choice_t as the function hct_kernel_choice() was built against:
+ * the fields before measured_tokens (issue 30 appended it and device). */
+#define CHOICE_V1_SIZE offsetof(hct_choice_t, measured_tokens)
+
+int hct_kernel_choice_sized(const hct_kernel_t *k, int tokens, hct_choice_t *out, size_t out_size,
+                            const char **why) {
+  if (k == NULL || out == NULL || out_size < CHOICE_V1_SIZE)
+    return hct__error(HCT_EINVAL, "hct_kernel_choice: no kernel, no output, or an output of %zu "
+                      "bytes", out_size);
   if (tokens < k->tmin || tokens > k->tmax)
     return hct__error(HCT_ERANGE, "%s: tokens %d outside the kernel's %d-%d", k->op, tokens, k->tmin,
                       k->tmax);
   const impl_t *im = &k->impls[impl_of(k, tokens)];
-  *out = im->choice;
+  memcpy(out, &im->choice, out_size < sizeof im->choice ? out_size : sizeof im->choice);
   if (why != NULL) *why = im->why;
   return im->local ? HCT_FALLBACK : 0;
+}
+
+/* The entry point of programs built before hct_kernel_choice_sized, whose
+ * hct_choice_t ends at `stale`: never a byte past it. */
+int(hct_kernel_choice)(const hct_kernel_t *k, int tokens, hct_choice_t *out, const char **why) {
+  return hct_kernel_choice_sized(k, tokens, out, CHOICE_V1_SIZE, why);
 }
 
 int hct_kernel_buffer_count(const hct_kernel_t *k) {

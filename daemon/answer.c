@@ -32,6 +32,7 @@ typedef struct choice_s {
                                     the class the head competes in */
   char base_params[256];
   const char *model;             /* fleet: the model key matched */
+  const char *card_model;        /* the model key of the card asked about, NULL unknown */
   char stale[256];               /* why the decision found is not served */
 } choice_t;
 
@@ -180,6 +181,37 @@ static int resolve_default(hct_daemon_t *d, const hct_req_t *r, const hct_op_t *
   return 0;
 }
 
+/*
+ * The card a request answers for (issue 30): a model key as given; else
+ * the card its `device` names, a whole UUID or a unique prefix resolved
+ * against the cards the daemon knows (daemon/cards.c), the error reply
+ * when it names none or several; no device: the daemon's default card (the
+ * DB's first, else this host's first), NULL when it knows none.  A card
+ * the daemon does not know named with its `model` (an engine on a card
+ * never probed, that knows what it is) is taken as given: its answer is
+ * its model's.
+ */
+static int which_card(hct_daemon_t *d, const char *asked, const char *model, choice_t *ch) {
+  if (asked != NULL && strchr(asked, '|') != NULL) {
+    ch->device = ch->card_model = asked;
+    return 0;
+  }
+  const char *name = asked != NULL ? asked : hct__index_default_device(d->ix);
+  if (name == NULL && d->n_cards > 0) name = d->cards[0].uuid;
+  if (name == NULL) return 0;
+  const hct_card_t *card;
+  int rc = hct__cards_resolve(d, name, &card);
+  if (rc == HCT_ENODEV && model != NULL) {
+    hct__error_clear();
+    ch->device = asked;
+    return 0;
+  }
+  if (rc < 0) return rc;
+  ch->device = card->uuid;
+  ch->card_model = card->model[0] ? card->model : NULL;
+  return 0;
+}
+
 /* Resolves a choose or module request.  "kl" may use either class: the DB
  * keeps the best bitwise and the best of all as separate decisions, so the
  * faster of the two wins.  A bit family ("bits:<head>") is looked up under
@@ -197,7 +229,8 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
   const char *bitwise = hct__parity_name(HCT_PARITY_BITWISE), *kl_name = hct__parity_name(HCT_PARITY_KL);
   int kl = strcmp(r->parity, kl_name) == 0;
   if (hct__parity_family(r->parity) != NULL) bitwise = r->parity;
-  ch->device = r->device != NULL ? r->device : hct__index_default_device(d->ix);
+  int rc = which_card(d, r->device, r->model, ch);
+  if (rc < 0) return rc;
   ch->pin = hct__index_pin(d->ix, ch->device, r->op, r->tokens, hct__unix_time());
   if (ch->pin != NULL) return 0;
   if (ch->device != NULL) {
@@ -216,14 +249,7 @@ static int resolve(hct_daemon_t *d, const hct_req_t *r, choice_t *ch) {
       return 0;
     }
   }
-  const char *model = r->model;
-  if (model == NULL && ch->device != NULL) {
-    const hct_db_device_t *dev = hct__index_device(d->ix, ch->device);
-    if (dev != NULL) model = dev->model_key;
-    else if (strchr(ch->device, '|') != NULL) model = ch->device;
-    for (int i = 0; model == NULL && i < d->n_host_cards; i++)
-      if (strcmp(d->host_cards[i].uuid, ch->device) == 0) model = d->host_cards[i].model;
-  }
+  const char *model = r->model != NULL ? r->model : ch->card_model;
   if (model != NULL && ch->stale[0] == '\0') {
     const hct_db_decision_t *x = hct__index_fleet(d->ix, model, r->op, bitwise, r->tokens);
     const hct_db_decision_t *y = kl ? hct__index_fleet(d->ix, model, r->op, kl_name, r->tokens) : NULL;
@@ -273,34 +299,45 @@ static const char *variant_class(hct_daemon_t *d, const char *op_name, const cha
   return v != NULL ? hct__parity_name(hct__variant_competes(op, v)) : "";
 }
 
-/* The model key of a card the DB knows, else null. */
-static json_t *model_of(hct_daemon_t *d, const char *device) {
-  const hct_db_device_t *dev = device != NULL ? hct__index_device(d->ix, device) : NULL;
-  return dev != NULL ? json_string(dev->model_key) : json_null();
+/* The model key of the card answered for, else null. */
+static json_t *model_of(const choice_t *ch) {
+  return ch->card_model != NULL ? json_string(ch->card_model) : json_null();
 }
 
-/* The reply object of a choice that is not a cached card decision. */
+/* The reply object of a choice that is not a cached card decision.  Its
+ * `device` is the card answered for: a fleet decision was measured on
+ * another card, which `measured_on` and `model` name.  measured_tokens is
+ * null where no figures come with the answer (a pin, the baseline). */
 static json_t *choice_json(hct_daemon_t *d, const hct_req_t *r, const choice_t *ch) {
-  if (ch->dec != NULL)
-    return hct__decision_json(ch->dec, hct_source_name(ch->fleet ? HCT_SOURCE_FLEET : HCT_SOURCE_PROBE));
+  if (ch->dec != NULL) {
+    json_t *o = hct__decision_json(ch->dec, hct_source_name(ch->fleet ? HCT_SOURCE_FLEET : HCT_SOURCE_PROBE));
+    if (o != NULL && ch->device != NULL) {
+      json_object_set_new(o, "measured_on", json_string(ch->dec->keys.uuid));
+      json_object_set_new(o, "device", json_string(ch->device));
+    }
+    return o;
+  }
   if (ch->pin != NULL) {
     const hct_db_pin_t *p = ch->pin;
     char at[40] = "", until[40] = "";
     hct__iso_time(p->created_at, at, sizeof at);
     if (p->until != 0) hct__iso_time(p->until, until, sizeof until);
-    return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:o, s:[i,i], s:{s:s, s:o}}", "ok", 1,
-                     "variant", p->variant, "params", hct__params_json(p->params), "class",
-                     variant_class(d, r->op, p->variant), "source",
-                     hct_source_name(HCT_SOURCE_PIN), "template_hash", "", "device", p->uuid,
-                     "model", model_of(d, ch->device), "tokens", p->tmin, p->tmax, "evidence",
-                     "pinned_at", at, "until", p->until != 0 ? json_string(until) : json_null());
+    return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:o, s:o, s:[i,i], s:n, s:{s:s, s:o, s:s}}",
+                     "ok", 1, "variant", p->variant, "params", hct__params_json(p->params),
+                     "class", variant_class(d, r->op, p->variant), "source",
+                     hct_source_name(HCT_SOURCE_PIN), "template_hash", "", "device",
+                     ch->device != NULL ? json_string(ch->device) : json_string(p->uuid),
+                     "model", model_of(ch), "tokens", p->tmin, p->tmax, "measured_tokens",
+                     "evidence", "pinned_at", at, "until",
+                     p->until != 0 ? json_string(until) : json_null(), "pinned_for", p->uuid);
   }
-  json_t *o = json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:o, s:o, s:[i,i], s:{}}", "ok", 1,
+  json_t *o = json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:o, s:o, s:[i,i], s:n, s:{}}", "ok", 1,
                         "variant", ch->base, "params", hct__params_json(ch->base_params), "class",
                         ch->base_class, "source",
                         hct_source_name(HCT_SOURCE_DEFAULT), "template_hash", "", "device",
                         ch->device != NULL ? json_string(ch->device) : json_null(), "model",
-                        model_of(d, ch->device), "tokens", r->tokens, r->tokens, "evidence");
+                        model_of(ch), "tokens", r->tokens, r->tokens, "measured_tokens",
+                        "evidence");
   if (o != NULL && ch->stale[0] != '\0') {
     json_object_set_new(o, "stale", json_true());
     json_object_set_new(o, "stale_reason", json_string(ch->stale));

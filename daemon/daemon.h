@@ -338,6 +338,11 @@ struct hct_daemon_s {
   int n_host_cards;
   int host_cards_listed;
   struct hct_fleet_pull_s *fleet_pull; /* --fleet-url: daemon/fleet_pull.c */
+  /* The cards answered for (daemon/cards.c): this host's, the DB's and the
+   * fleet file's, rebuilt whenever a snapshot is put in place. */
+  struct hct_card_s *cards;
+  int n_cards;
+  uint64_t cards_logged;    /* hash of the last "serving N cards" line */
   hct_opset_t *ops;
   int stale;                /* the DB could not be re-read: answers come from the last good one */
   int64_t data_version;
@@ -465,9 +470,39 @@ int hct__snapshot_start(hct_daemon_t *d);
 void hct__snapshot_submit(hct_daemon_t *d, hct_dbjob_t *j);
 /* Watches the DB every poll_ms. */
 void hct__snapshot_watch(hct_daemon_t *d, int poll_ms);
-/* Lists this host's cards (UUID and model key) once, for fleet answers to
- * cards the DB has never seen; a host without a GPU driver has none. */
+/* Lists this host's cards (UUID and model key) once, at start: the cards a
+ * request may name besides the DB's (daemon/cards.c), and the model of a
+ * card the DB has never seen for its fleet answer; a host without a GPU
+ * driver has none. */
 void hct__snapshot_host_cards(hct_daemon_t *d);
+
+/* ---- the cards answered for (daemon/cards.c) ---------------------------- */
+
+/* Where a card is known from; a card may be known from several. */
+enum { HCT_CARD_HOST = 1 << 0, HCT_CARD_DB = 1 << 1, HCT_CARD_FLEET = 1 << 2 };
+
+typedef struct hct_card_s {
+  char uuid[64];
+  char model[256]; /* its model key, "" when no source says */
+  int where;       /* HCT_CARD_* */
+} hct_card_t;
+
+/* Rebuilds d->cards from this host's cards, the snapshot (devices,
+ * decisions, pins) and the fleet file, and logs "serving N cards: ..."
+ * when the set changed.  Loop thread, after a snapshot is put in place. */
+void hct__cards_refresh(hct_daemon_t *d);
+/*
+ * The card a request's `device` names (not NULL): its whole UUID, or a
+ * unique prefix of one (hct__uuid_matches: any case, "GPU-" optional).
+ * 0 with *out; HCT_ENODEV when it names no card, the message listing a few
+ * known ones; HCT_EINVAL when several start with it, naming them.  A
+ * model key ("vendor|name|arch|SMs|GiB") is not a card: the caller keeps
+ * it as given.  Loop thread.
+ */
+int hct__cards_resolve(const hct_daemon_t *d, const char *device, const hct_card_t **out);
+/* The cards for the status verb: [{"uuid","model","this_host","from"}]. */
+json_t *hct__cards_json(const hct_daemon_t *d);
+void hct__cards_free(hct_daemon_t *d);
 
 /* fleet_pull.c: starts pulling from o->fleet_url (a no-op without one) on a
  * thread of its own, into the DB that the snapshot reads; end stops it. */

@@ -141,21 +141,43 @@ static const bucket_t *table_find(const table_t *t, const char *a, const char *o
   }
 }
 
+/*
+ * The T whose figures a decision's median_us and baseline_us are: a
+ * decision holds a range of T (3-6) and the figures of one T of it, the
+ * first probed.  Its T when the range is one T; else the per-T evidence's
+ * entry whose time is the decision's (per_T rounds to 3 decimals); else
+ * null (a decision recorded without per-T evidence).
+ */
+static json_t *measured_tokens(const hct_db_decision_t *d, json_t *parity) {
+  if (d->tmin == d->tmax) return json_integer(d->tmin);
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(parity, "per_T"), i, e) {
+    double us = json_number_value(json_object_get(e, "us"));
+    json_int_t T = json_integer_value(json_object_get(e, "T"));
+    if (us > 0 && us - d->median_us < 0.001 && d->median_us - us < 0.001 && T >= d->tmin &&
+        T <= d->tmax)
+      return json_integer(T);
+  }
+  return json_null();
+}
+
 json_t *hct__decision_json(const hct_db_decision_t *d, const char *source) {
   json_t *params = json_loads(d->params, 0, NULL);
   if (params == NULL) params = json_string(d->params);
   json_t *figs = d->evidence_json[0] ? json_loads(d->evidence_json, 0, NULL) : NULL;
   char when[40] = "";
   if (d->decided_at > 0) hct__iso_time(d->decided_at, when, sizeof when);
+  json_t *measured = d->median_us > 0 ? measured_tokens(d, figs) : json_null();
   json_t *ev = json_pack("{s:f, s:f, s:[f,f], s:i, s:s, s:s, s:o}", "median_us", d->median_us,
                          "baseline_us", d->baseline_us, "ci_us", d->ci_lo_us, d->ci_hi_us,
                          "samples", d->samples, "measured_at", when, "run_id", d->run_id,
                          "parity", figs != NULL ? figs : json_object());
-  return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:[i,i], s:o}", "ok", 1, "variant",
-                   d->variant, "params", params, "class", d->variant_class, "source", source,
-                   "template_hash", d->template_hash, "device", d->keys.uuid, "model",
-                   d->keys.model_key, "tokens", d->tmin, d->tmax, "evidence",
-                   ev != NULL ? ev : json_object());
+  return json_pack("{s:b, s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:[i,i], s:o, s:o}", "ok", 1,
+                   "variant", d->variant, "params", params, "class", d->variant_class, "source",
+                   source, "template_hash", d->template_hash, "device", d->keys.uuid, "model",
+                   d->keys.model_key, "tokens", d->tmin, d->tmax, "measured_tokens", measured,
+                   "evidence", ev != NULL ? ev : json_object());
 }
 
 /* Whether every text is valid UTF-8 (jansson refuses anything else, and a

@@ -131,6 +131,9 @@ int hct__req_status(hct_conn_t *c, hct_req_t *r) {
   /* --fleet-db's file, and the live fleet's connection. */
   if (o != NULL) json_object_set_new(o, "fleet_db", d->fleet_db[0] ? json_string(d->fleet_db)
                                                                     : json_null());
+  /* The cards answered for, each saying whether this host has it: a card
+   * served that is not here is visible (issue 30). */
+  if (o != NULL) json_object_set_new(o, "cards", hct__cards_json(d));
   if (o != NULL) json_object_set_new(o, "fleet", fleet_json(d));
   hct__reply_json(c, r->id, o);
   return 0;

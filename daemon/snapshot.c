@@ -221,23 +221,37 @@ static void fleet_refresh(hct_lane_t *L, int reopen) {
   L->fleet_new = ix;
 }
 
-/* The host's cards, listed once: the one use of the GPU driver in the
- * daemon, at start and only with --fleet-db or --fleet-url. */
+/* The host's cards, listed once at start: the cards a request may name
+ * (daemon/cards.c) and, with --fleet-db or --fleet-url, the models whose
+ * fleet answers they get.  Listed in a child process (hct__child_run, the
+ * handler in cards.c): the GPU runtimes a listing loads (6 MB resident for
+ * HIP's alone on a host without a GPU) and their threads stay out of the
+ * daemon, and a driver that hangs costs the start-up its timeout, no more. */
 void hct__snapshot_host_cards(hct_daemon_t *d) {
   if (d->host_cards_listed) return;
   d->host_cards_listed = 1;
-  hct_device_t cards[16];
-  int nc = hct__devices(cards, 16);
-  if (nc < 0) {
-    hct__log(HCT_LOG_INFO, "no cards found on this host (%s): fleet answers need the model in "
-             "the request", hct_last_error());
+  hct_child_result_t res;
+  hct_child_msg_t req = {NULL, 0};
+  if (hct__child_run("host-cards", &req, 20000, &res) < 0 || res.answer.n % 2 != 0) {
+    hct__log(HCT_LOG_WARN, "cannot list this host's cards: %s: every card served counts as "
+             "another host's", res.answer.n % 2 != 0 ? "garbled answer" : hct_last_error());
     hct__error_clear();
+    hct__child_result_free(&res);
+    return;
   }
-  for (int i = 0; i < nc && i < 16; i++) {
-    hct__strlcpy(d->host_cards[i].uuid, cards[i].uuid, sizeof d->host_cards[i].uuid);
-    hct__device_model_key(&cards[i], d->host_cards[i].model, sizeof d->host_cards[i].model);
-    d->n_host_cards++;
+  for (int i = 0; i + 1 < res.answer.n && d->n_host_cards < (int)HCT_ARRAY_SIZE(d->host_cards); i += 2) {
+    const hct_child_field_t *u = &res.answer.fields[i], *m = &res.answer.fields[i + 1];
+    int k = d->n_host_cards++;
+    snprintf(d->host_cards[k].uuid, sizeof d->host_cards[k].uuid, "%.*s", (int)u->n, u->p);
+    snprintf(d->host_cards[k].model, sizeof d->host_cards[k].model, "%.*s", (int)m->n, m->p);
   }
+  /* The child says why it found none (no driver) on its output's line. */
+  const char *why = res.output != NULL ? res.output : "";
+  int why_len = (int)strcspn(why, "\n");
+  if (d->n_host_cards == 0)
+    hct__log(HCT_LOG_INFO, "no cards found on this host%s%.*s: every card served is another "
+             "host's", why_len ? ": " : "", why_len < 400 ? why_len : 400, why);
+  hct__child_result_free(&res);
 }
 
 /* ---- the DB file ---------------------------------------------------------- */
@@ -364,6 +378,7 @@ static void lane_next(hct_lane_t *L);
 /* Puts what the job found in place: loop thread. */
 static void lane_apply(hct_lane_t *L, int first) {
   hct_daemon_t *d = L->d;
+  int changed = first || L->ix_new != NULL || L->fleet_new != NULL;
   if (L->ops_new != NULL) {
     hct__opset_unref(d->ops);
     d->ops = L->ops_new;
@@ -393,6 +408,7 @@ static void lane_apply(hct_lane_t *L, int first) {
     hct__index_decisions(d->fleet_ix, &n);
     hct__log(HCT_LOG_INFO, "fleet file '%s': %d decisions", d->fleet_db, n);
   }
+  if (changed) hct__cards_refresh(d);
   /* Said once when it starts failing, once when it works again. */
   if (L->stale && !d->stale)
     hct__log(HCT_LOG_WARN, "cannot re-read the database (answering from the last good copy, "
@@ -524,8 +540,8 @@ int hct__snapshot_start(hct_daemon_t *d) {
     if ((rc = fleet_load(d->fleet_db, d->ops, &L->fleet_new, &fst)) < 0) return rc;
     L->fleet_mtime_ns = mtime_ns(&fst);
     L->fleet_size = (int64_t)fst.st_size;
-    hct__snapshot_host_cards(d);
   }
+  hct__snapshot_host_cards(d);
   lane_apply(L, 1);
   return 0;
 }
@@ -581,4 +597,5 @@ void hct__snapshot_free(hct_daemon_t *d) {
   d->ix = NULL;
   hct__index_free(d->fleet_ix);
   d->fleet_ix = NULL;
+  hct__cards_free(d);
 }

@@ -130,6 +130,14 @@ typedef struct hct_choice_s {
                              may reuse it for any T in [tmin, tmax] */
   int stale;              /* 1: the daemon could not re-read its changed DB and
                              answered from the last copy it read */
+  /* -- appended after 0.1.0's second set (issue 30) -- */
+  int measured_tokens;    /* the T whose figures median_us and baseline_us are
+                             (a decision over T=3-6 carries one T's); 0 when
+                             unknown or there are none (baseline, pin, no daemon) */
+  char device[256];       /* the card the daemon answered for: the whole UUID
+                             of the card `device` named (a prefix resolved),
+                             the model key asked for, or the daemon's default
+                             card; "" without a daemon's answer */
 } hct_choice_t;
 
 /*
@@ -147,27 +155,35 @@ typedef struct hct_choice_s {
 int hct_connect(const char *path, int timeout_ms, hct_client_t **out);
 
 /*
- * Which variant of `op` to run for `tokens` tokens on `device` (a card UUID
- * such as "GPU-8d1c...", a card model key "nvidia|NVIDIA H200|sm_90|132|143",
- * or NULL for the first card the daemon knows).  `parity` is "bitwise"
- * (NULL means that: the baseline's bits), "kl", or a bit family
- * "bits:<variant>" the op's manifest declares ("families"), e.g.
- * "bits:pair_mma": only variants whose bits equal that variant's, and
- * without a decision or a daemon the family's head itself, never the
- * baseline (a card the head cannot run: HCT_EUNSUPPORTED from the daemon,
- * an error from hct_kernel_load; a family the op does not declare:
+ * Which variant of `op` to run for `tokens` tokens on `device`: a card UUID
+ * such as "GPU-8d1c...", or a prefix of one that names one card the daemon
+ * knows (its DB's cards, its fleet's, this host's; any case, "GPU-" may be
+ * left out: the rule of `hctune query --device`); a card model key
+ * "nvidia|NVIDIA H200|sm_90|132|143"; or NULL for the daemon's default card
+ * (its DB's first, else this host's first).  out->device names the card
+ * answered for.  `parity` is "bitwise" (NULL means that: the baseline's
+ * bits), "kl", or a bit family "bits:<variant>" the op's manifest declares
+ * ("families"), e.g. "bits:pair_mma": only variants whose bits equal that
+ * variant's, and without a decision or a daemon the family's head itself,
+ * never the baseline (a card the head cannot run: HCT_EUNSUPPORTED from the
+ * daemon, an error from hct_kernel_load; a family the op does not declare:
  * HCT_ENOENT).
- * Returns 0 with the daemon's answer; HCT_FALLBACK with the op's baseline (a bit family's head)
- * (source HCT_SOURCE_DEFAULT, params "{}", tokens [T, T]) when the daemon
+ * Returns 0 with the daemon's answer; HCT_FALLBACK with the op's baseline
+ * (a bit family's head; source HCT_SOURCE_DEFAULT, its first parameter
+ * point whose constraints hold at T without card figures, as the daemon's
+ * own default answer has it, tokens [T, T]) when the daemon
  * is absent, dead or slower than the timeout, or when what came back is
  * not a valid answer to this request (another id, a missing or empty
  * field, an unknown class, source or error code, a token range without T):
  * hct_last_error() says which.  It never blocks longer than the timeout,
  * whatever the peer sends, and after such a failure it falls back at once
- * for a second before it tries the daemon again.  HCTUNE_FORCE="op=variant[,op=variant]" wins over
- * the daemon (0, source HCT_SOURCE_ENV, tokens [1, 1048576]).  Negative:
- * HCT_EINVAL for bad arguments or a malformed HCTUNE_FORCE; the daemon's
- * own error (a known code: HCT_ENOENT for an op it does not know, ...),
+ * for a second before it tries the daemon again.  HCTUNE_FORCE="op=variant[{params}][,...]" wins over
+ * the daemon (0, source HCT_SOURCE_ENV; with params, tokens [1, 1048576];
+ * without, the variant's default point at T as above, tokens [T, T]).
+ * Negative: HCT_EINVAL for bad arguments or a malformed HCTUNE_FORCE; the
+ * daemon's own error (a known code: HCT_ENOENT for an op it does not know,
+ * HCT_ENODEV for a device that names no card it knows, HCT_EINVAL for a
+ * prefix several of its cards start with; the message names them),
  * with the op's baseline in *out when the library finds the op's manifest
  * (the variant of class baseline in kernels-src/<op>/manifest.json, found
  * beside the library or by $HCTUNE_KERNELS); HCT_ENOENT when falling back
@@ -267,7 +283,9 @@ typedef struct hct_kernel_s hct_kernel_t;
  * the baseline: a card the head cannot run fails the load).  Returns 0
  * when every T runs what the daemon served,
  * HCT_FALLBACK when some T runs a binary compiled here (hct_kernel_choice
- * says which and why), negative on failure (HCT_ENODRIVER, HCT_ENODEV
+ * says which and why; also when the daemon does not know the card of the
+ * caller's context, HCT_ENODEV from hct_choose: the engine starts on the
+ * baseline all the same), negative on failure (HCT_ENODRIVER, HCT_ENODEV
  * without a GPU; HCT_EINVAL for bad arguments or a refused HCTUNE_FORCE;
  * HCT_ERANGE for tmax above 1048576, hctune's ceiling on token counts;
  * HCT_ENOCOMPILER without NVRTC when a compile is needed), *out NULL then.
@@ -286,11 +304,19 @@ int hct_kernel_load(hct_client_t *c, const char *op, int tmin, int tmax, const c
 int hct_kernel_launch(hct_kernel_t *k, void *stream, int tokens, const uint64_t *buffers,
                       int n_buffers);
 
-/* What runs at `tokens`: the choice (source HCT_SOURCE_ENV when forced)
+/* What runs at `tokens`: the choice (source HCT_SOURCE_ENV when forced;
+ * as much of it as the caller's struct has room for, as hct_choose_sized)
  * and, in *why (may be NULL; owned by the kernel), why it was compiled here
  * ("" when the daemon served it).  Returns 0 (served by the daemon),
  * HCT_FALLBACK (compiled here) or a negative code. */
-int hct_kernel_choice(const hct_kernel_t *k, int tokens, hct_choice_t *out, const char **why);
+int hct_kernel_choice_sized(const hct_kernel_t *k, int tokens, hct_choice_t *out, size_t out_size,
+                            const char **why);
+#define hct_kernel_choice(k, tokens, out, why) \
+  hct_kernel_choice_sized((k), (tokens), (out), sizeof *(out), (why))
+/* The entry point of programs built before measured_tokens and device were
+ * appended (the name in parentheses is the function): fills the fields up
+ * to `stale`. */
+int(hct_kernel_choice)(const hct_kernel_t *k, int tokens, hct_choice_t *out, const char **why);
 
 typedef struct hct_buffer_info_s {
   char name[32];   /* "resid" */

@@ -64,8 +64,7 @@ static int all_digits(const char *s) {
   return 1;
 }
 
-/* Does the UUID start with spec?  "GPU-" may be left out of spec. */
-static int uuid_matches(const char *uuid, const char *spec) {
+int hct__uuid_matches(const char *uuid, const char *spec) {
   size_t n = strlen(spec);
   if (strncasecmp(uuid, spec, n) == 0) return 1;
   return strncasecmp(uuid, "GPU-", 4) == 0 && strncasecmp(uuid + 4, spec, n) == 0;
@@ -86,7 +85,7 @@ int hct__device_find(const char *spec, hct_device_t *out) {
     if (i < n) found = (int)i, matches = 1;
   } else {
     for (int i = 0; i < n; i++)
-      if (uuid_matches(all[i].uuid, spec)) found = i, matches++;
+      if (hct__uuid_matches(all[i].uuid, spec)) found = i, matches++;
   }
   int rc = 0;
   if (matches == 1)

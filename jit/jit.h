@@ -439,6 +439,10 @@ void hct__device_model_key(const hct_device_t *d, char *buf, size_t len);
 int hct__devices(hct_device_t *out, int max);
 /* Finds a card by index ("0") or UUID (or a unique prefix of it). */
 int hct__device_find(const char *spec, hct_device_t *out);
+/* Whether card UUID `uuid` starts with `spec`, case-insensitively; "GPU-"
+ * may be left out of spec.  The one prefix rule of a card's name: `hctune
+ * probe --device` and the daemon's choose (daemon/cards.c) both use it. */
+int hct__uuid_matches(const char *uuid, const char *spec);
 
 /* A card's fingerprint: every field of d, its backend's name and its model
  * key, as a new JSON object (NULL on out of memory).  The one rendering, for

@@ -185,6 +185,31 @@ static inline void dt_seed(const dt_env_t *e) {
   hct__db_close(db);
 }
 
+/*
+ * Two cards whose UUIDs share a prefix (issue 30), each with a bitwise
+ * decision v2 for T=1-4 (A's with per-T evidence: its figures are T=2's);
+ * DT_HOST_CARDS makes A this host's card for a daemon started with it in
+ * $HCT_TEST_HOST_CARDS (the stand-in for the driver, daemon/cards.c).
+ */
+#define DT_TWIN_A "GPU-7f92aaaa-0000-0000-0000-000000000001"
+#define DT_TWIN_B "GPU-7f92bbbb-0000-0000-0000-000000000002"
+#define DT_HOST_CARDS DT_TWIN_A "=" DT_MODEL
+
+static inline void dt_seed_twins(const dt_env_t *e) {
+  hct_db_t *db;
+  if (hct__db_open(e->db, 0, &db) < 0) dt_die("db_open");
+  const char *cards[2] = {DT_TWIN_A, DT_TWIN_B};
+  for (int i = 0; i < 2; i++) {
+    dt_seed_card(db, cards[i], i ? "Twin B" : "Twin A");
+    hct_db_decision_t d = dt_decision(cards[i], DT_MODEL, "bitwise", 1, 4, "v2", "bitwise", 2.0, 5.0);
+    if (i == 0)
+      hct__strlcpy(d.evidence_json, "{\"per_T\":[{\"T\":1,\"us\":1.500,\"baseline_us\":4.000},"
+                   "{\"T\":2,\"us\":2.000,\"baseline_us\":5.000}]}", sizeof d.evidence_json);
+    if (hct__db_decisions_replace(db, &d, 1) < 0) dt_die("decisions_replace twins");
+  }
+  hct__db_close(db);
+}
+
 /* A fresh folder (readable by everyone, for the test as user nobody) with
  * the manifest; the DB is left to the caller. */
 static inline void dt_env_init(dt_env_t *e) {

@@ -262,7 +262,8 @@ static void test_absent(void **state) {
   assert_int_equal(hct_choose(c, "hc_read", 4, NULL, NULL, &ch), HCT_FALLBACK);
   assert_string_equal(ch.variant, "v1");
   assert_string_equal(ch.parity_class, "baseline");
-  assert_string_equal(ch.params, "{}");
+  /* The baseline's first point at T, the daemon's rule (issue 30). */
+  assert_string_equal(ch.params, "{\"DOWN_WARPS\":4,\"UP_WARPS\":4}");
   assert_int_equal(ch.source, HCT_SOURCE_DEFAULT);
   assert_non_null(strstr(hct_last_error(), "/nonexistent/hctune.sock"));
   assert_int_equal(hct_choose(c, "hc_read_prefill", 64, "GPU-x", "kl", &ch), HCT_FALLBACK);
@@ -339,6 +340,55 @@ static void test_baseline_from_manifest(void **state) {
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   assert_int_equal(system(cmd), 0);
   hct_close(c);
+}
+
+/*
+ * Regression (issue 30): the baseline had three representations: v1 {}
+ * without a daemon, v1 {"DOWN_WARPS":4,"UP_WARPS":4} from the daemon, and
+ * HCTUNE_FORCE's variant with {}.  Every path now gives the baseline's
+ * first point at T without card figures (hct__point_default): the same
+ * variant, params and token range, for each op at a few T.  The daemon
+ * serves the real kernels-src with no DB (every answer is the default).
+ */
+static void test_baseline_one_answer(void **state) {
+  unsetenv("HCTUNE_FORCE");
+  unsetenv("HCTUNE_KERNELS");
+  dt_env_t e;
+  dt_env_init(&e);
+  assert_int_equal(hct__kernels_dir(e.kernels, sizeof e.kernels), 0);
+  dt_start(&e, NULL);
+  hct_client_t *none, *daemon;
+  assert_int_equal(hct_connect("/nonexistent/hctune.sock", 50, &none), HCT_FALLBACK);
+  assert_int_equal(hct_connect(e.sock, 2000, &daemon), 0);
+  static const struct {
+    const char *op, *base;
+    int T;
+  } cases[] = {{"hc_read", "v1", 1}, {"hc_read", "v1", 4}, {"hc_read", "v1", 8},
+               {"hc_read_prefill", "pair_simt", 16}, {"hc_read_prefill", "pair_simt", 512},
+               {"hc_read_prefill", "pair_simt", 4096}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    hct_choice_t a, b, f;
+    assert_int_equal(hct_choose(none, cases[i].op, cases[i].T, NULL, NULL, &a), HCT_FALLBACK);
+    assert_int_equal(hct_choose(daemon, cases[i].op, cases[i].T, NULL, NULL, &b), 0);
+    char force[128];
+    snprintf(force, sizeof force, "%s=%s", cases[i].op, cases[i].base);
+    setenv("HCTUNE_FORCE", force, 1);
+    assert_int_equal(hct_choose(daemon, cases[i].op, cases[i].T, NULL, NULL, &f), 0);
+    unsetenv("HCTUNE_FORCE");
+    assert_int_equal(b.source, HCT_SOURCE_DEFAULT);
+    assert_int_equal(f.source, HCT_SOURCE_ENV);
+    if (strcmp(a.variant, cases[i].base) != 0 || strcmp(b.variant, a.variant) != 0 ||
+        strcmp(f.variant, a.variant) != 0 || strcmp(b.params, a.params) != 0 ||
+        strcmp(f.params, a.params) != 0 || strcmp(a.params, "{}") == 0 || a.tmin != b.tmin ||
+        a.tmax != b.tmax || f.tmin != a.tmin || f.tmax != a.tmax)
+      fail_msg("%s T=%d: no daemon %s %s [%d,%d], daemon %s %s [%d,%d], forced %s %s [%d,%d]",
+               cases[i].op, cases[i].T, a.variant, a.params, a.tmin, a.tmax, b.variant, b.params,
+               b.tmin, b.tmax, f.variant, f.params, f.tmin, f.tmax);
+  }
+  hct_close(none);
+  hct_close(daemon);
+  assert_int_equal(dt_stop(&e), 0);
+  dt_env_remove(&e);
 }
 
 /* A daemon that listens and never answers: connect succeeds (the kernel
@@ -587,6 +637,7 @@ int main(void) {
       cmocka_unit_test(test_shared_library_deps), cmocka_unit_test(test_not_an_answer),
       cmocka_unit_test(test_abi),           cmocka_unit_test(test_flooding_peer),
       cmocka_unit_test(test_baseline_from_manifest),
+      cmocka_unit_test(test_baseline_one_answer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -140,9 +140,18 @@ static void test_choose(void **state) {
   /* A card the DB has not seen, named by its model: the fleet's answer. */
   expect_choice(c, 3, DT_MODEL, NULL, 0, "v2", HCT_SOURCE_FLEET, "bitwise");
   expect_choice(c, 3, DT_MODEL, "kl", 0, "v3", HCT_SOURCE_FLEET, "kl");
-  /* An unknown card without a model: the baseline. */
-  expect_choice(c, 3, "GPU-ffff", NULL, 0, "v1", HCT_SOURCE_DEFAULT, "baseline");
+  /* Regression (issue 30): an unknown card without a model was answered
+   * with the baseline as if it were one; now it is the daemon's error, the
+   * baseline still in *out, the message naming the cards it knows. */
+  expect_choice(c, 3, "GPU-ffff", NULL, HCT_ENODEV, "v1", HCT_SOURCE_DEFAULT, "baseline");
+  assert_non_null(strstr(hct_last_error(), "'GPU-ffff'"));
+  assert_non_null(strstr(hct_last_error(), DT_CARD));
   hct_choice_t ch;
+  /* A prefix of the card's UUID is the card, named whole in the answer. */
+  assert_int_equal(hct_choose(c, "hc_read", 2, "GPU-aaaa0000", NULL, &ch), 0);
+  assert_string_equal(ch.variant, "v2");
+  assert_string_equal(ch.device, DT_CARD);
+  assert_int_equal(ch.measured_tokens, 0); /* no per-T evidence in the seed */
   assert_int_equal(hct_choose(c, "hc_read", 1, DT_CARD, NULL, &ch), 0);
   assert_string_equal(ch.params, "{\"R\":2}");
   assert_true(ch.median_us == 2.0 && ch.baseline_us == 5.0);
@@ -197,11 +206,19 @@ static void test_choose_raw(void **state) {
   assert_string_equal(dt_str(j, "source"), "fleet");
   assert_string_equal(dt_str(j, "variant"), "v1");
   json_decref(j);
-  /* Default answers carry the baseline's first parameter point. */
-  j = ASK(fd, &r, "{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":100,\"device\":\"x\"}");
+  /* Default answers carry the baseline's first parameter point, and the
+   * card they answer for, with no figures (measured_tokens null). */
+  j = ASK(fd, &r, "{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":100,\"device\":\"aaaa0000\"}");
   assert_string_equal(dt_str(j, "source"), "default");
   assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "params"), "W")), 4);
+  assert_string_equal(dt_str(j, "device"), DT_CARD);
+  assert_true(json_is_null(json_object_get(j, "measured_tokens")));
   assert_null(json_object_get(j, "id"));
+  json_decref(j);
+  /* A card it does not know, without a model: an error reply, ENODEV. */
+  j = ASK(fd, &r, "{\"cmd\":\"choose\",\"op\":\"hc_read\",\"tokens\":1,\"device\":\"x\"}");
+  assert_true(json_is_false(json_object_get(j, "ok")));
+  assert_string_equal(dt_str(json_object_get(j, "error"), "code"), "ENODEV");
   json_decref(j);
   close(fd);
 
@@ -263,17 +280,22 @@ static void test_list_devices_status(void **state) {
   close(fd);
 }
 
-/* Runs `hctune ARGS` in e's folder, its stdout in *out (malloc'd); the
- * exit status. */
-static int cli(const dt_env_t *e, const char *args, char **out) {
+/* Runs `hctune ARGS` in e's folder, its stdout (and with `err`, its
+ * stderr) in *out (malloc'd); the exit status. */
+static int cli_run(const dt_env_t *e, const char *args, int err, char **out) {
   char cmd[2048], path[400];
   snprintf(path, sizeof path, "%s/cli.out", e->dir);
-  snprintf(cmd, sizeof cmd, "'%s/hctune' %s >'%s' 2>/dev/null",
-           getenv("HCT_BIN") ? getenv("HCT_BIN") : "bin", args, path);
+  snprintf(cmd, sizeof cmd, "'%s/hctune' %s >'%s' %s",
+           getenv("HCT_BIN") ? getenv("HCT_BIN") : "bin", args, path, err ? "2>&1" : "2>/dev/null");
   int st = system(cmd);
   assert_true(st != -1 && WIFEXITED(st));
   assert_int_equal(hct__read_file(path, out, NULL), 0);
   return WEXITSTATUS(st);
+}
+
+static int cli(const dt_env_t *e, const char *args, char **out) { return cli_run(e, args, 0, out); }
+static int cli_all(const dt_env_t *e, const char *args, char **out) {
+  return cli_run(e, args, 1, out);
 }
 
 /* Regression (issue 30): `hctune query --tokens 4` printed the figures of
@@ -325,6 +347,92 @@ static void test_query_measured_T(void **state) {
       strstr(out, "T=6: v3 {} (kl, source default") == NULL)
     fail_msg("query --parity bits:v3 printed:\n%s", out);
   free(out);
+  assert_int_equal(dt_stop(&e), 0);
+  dt_env_remove(&e);
+}
+
+/* Regression (issue 30): a UUID prefix the CLI accepted and a card that
+ * does not exist were both answered with a silent baseline by the library,
+ * and the daemon served a card this host does not have without a word.
+ * Now a prefix names the card the same way in the library and the CLI, an
+ * unknown card is ENODEV and an ambiguous prefix EINVAL everywhere, and
+ * status and the log say which cards are not on this host. */
+static void test_device_names(void **state) {
+  dt_env_t e;
+  dt_env_init(&e);
+  dt_seed_twins(&e);
+  setenv("HCT_TEST_HOST_CARDS", DT_HOST_CARDS, 1);
+  dt_start(&e, NULL);
+  unsetenv("HCT_TEST_HOST_CARDS");
+  hct_client_t *c;
+  assert_int_equal(hct_connect(e.sock, 2000, &c), 0);
+  hct_choice_t ch;
+  /* A unique prefix, any case, "GPU-" optional: the whole UUID comes back. */
+  assert_int_equal(hct_choose(c, "hc_read", 2, "GPU-7f92a", NULL, &ch), 0);
+  assert_string_equal(ch.device, DT_TWIN_A);
+  assert_string_equal(ch.variant, "v2");
+  assert_int_equal(ch.measured_tokens, 2); /* the per-T entry of its median */
+  assert_int_equal(hct_choose(c, "hc_read", 2, "7F92BBBB", NULL, &ch), 0);
+  assert_string_equal(ch.device, DT_TWIN_B);
+  assert_int_equal(ch.measured_tokens, 0); /* no per-T evidence: unknown */
+  /* Several cards start with it: EINVAL naming both, the baseline in out. */
+  assert_int_equal(hct_choose(c, "hc_read", 2, "GPU-7f92", NULL, &ch), HCT_EINVAL);
+  assert_non_null(strstr(hct_last_error(), DT_TWIN_A));
+  assert_non_null(strstr(hct_last_error(), DT_TWIN_B));
+  assert_string_equal(ch.variant, "v1");
+  assert_int_equal(ch.source, HCT_SOURCE_DEFAULT);
+  /* None does: ENODEV, the message naming the cards it knows. */
+  assert_int_equal(hct_choose(c, "hc_read", 2, "GPU-nothere", NULL, &ch), HCT_ENODEV);
+  assert_non_null(strstr(hct_last_error(), "'GPU-nothere'"));
+  assert_non_null(strstr(hct_last_error(), DT_TWIN_A));
+  /* NULL: the daemon's default card, named. */
+  assert_int_equal(hct_choose(c, "hc_read", 2, NULL, NULL, &ch), 0);
+  assert_true(strcmp(ch.device, DT_TWIN_A) == 0 || strcmp(ch.device, DT_TWIN_B) == 0);
+  /* A module for a prefix is the card's too. */
+  void *image = NULL;
+  size_t size = 0;
+  assert_int_equal(hct_module(c, "hc_read", 2, "GPU-nothere", NULL, &image, &size, NULL), HCT_ENODEV);
+  hct_close(c);
+
+  /* The CLI: the same prefix names the same card; the others fail. */
+  char args[1024], *out;
+  snprintf(args, sizeof args, "query --socket '%s' --op hc_read --device GPU-7f92a --tokens 2 "
+           "--json", e.sock);
+  assert_int_equal(cli_all(&e, args, &out), 0);
+  if (strstr(out, "\"device\":\"" DT_TWIN_A "\"") == NULL || strstr(out, "\"measured_tokens\":2") == NULL)
+    fail_msg("query printed:\n%s", out);
+  free(out);
+  snprintf(args, sizeof args, "query --socket '%s' --op hc_read --device GPU-nothere --tokens 2", e.sock);
+  assert_int_not_equal(cli_all(&e, args, &out), 0);
+  if (strstr(out, "'GPU-nothere'") == NULL || strstr(out, "no such card") == NULL)
+    fail_msg("query printed:\n%s", out);
+  free(out);
+  snprintf(args, sizeof args, "query --socket '%s' --op hc_read --device GPU-7f92 --tokens 2", e.sock);
+  assert_int_not_equal(cli_all(&e, args, &out), 0);
+  if (strstr(out, "2 cards start with it") == NULL) fail_msg("query printed:\n%s", out);
+  free(out);
+
+  /* Status, `hctune status` and the log: which cards are not here. */
+  int fd = dt_connect(e.sock);
+  static dt_reader_t r;
+  json_t *j = ASK(fd, &r, "{\"cmd\":\"status\"}");
+  json_t *cards = json_object_get(j, "cards");
+  assert_int_equal(json_array_size(cards), 2);
+  for (size_t i = 0; i < 2; i++) {
+    json_t *k = json_array_get(cards, i);
+    int here = strcmp(dt_str(k, "uuid"), DT_TWIN_A) == 0;
+    assert_int_equal(json_is_true(json_object_get(k, "this_host")), here);
+  }
+  json_decref(j);
+  close(fd);
+  snprintf(args, sizeof args, "status --socket '%s'", e.sock);
+  assert_int_equal(cli_all(&e, args, &out), 0);
+  if (strstr(out, "serving 2 cards: ") == NULL || strstr(out, DT_TWIN_A " (this host)") == NULL ||
+      strstr(out, DT_TWIN_B " (not on this host)") == NULL)
+    fail_msg("status printed:\n%s", out);
+  free(out);
+  assert_true(dt_log_has(&e, DT_TWIN_B " (not on this host)"));
+  assert_true(dt_log_has(&e, "serving 2 cards: "));
   assert_int_equal(dt_stop(&e), 0);
   dt_env_remove(&e);
 }
@@ -528,12 +636,12 @@ static void test_pins(void **state) {
   j = ASK(fd, &r, line);
   assert_true(json_is_true(json_object_get(j, "ok")));
   json_decref(j);
-  expect_choice(c, 50, "GPU-any", NULL, 0, "v2", HCT_SOURCE_PIN, "bitwise");
+  expect_choice(c, 50, DT_CARD, NULL, 0, "v2", HCT_SOURCE_PIN, "bitwise");
   j = ASK(fd, &r, "{\"cmd\":\"list\",\"op\":\"hc_read\"}");
   assert_int_equal(json_array_size(json_object_get(j, "pins")), 2);
   json_decref(j);
   sleep(2);
-  expect_choice(c, 50, "GPU-any", NULL, 0, "v1", HCT_SOURCE_DEFAULT, "baseline");
+  expect_choice(c, 50, DT_CARD, NULL, 0, "v1", HCT_SOURCE_DEFAULT, "baseline");
 
   /* Pins survive a restart. */
   assert_int_equal(dt_stop(&env), 0);
@@ -1174,6 +1282,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_probe),         cmocka_unit_test(test_authorization),
       cmocka_unit_test(test_sockets),       cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_memory),        cmocka_unit_test(test_query_measured_T),
+      cmocka_unit_test(test_device_names),
       cmocka_unit_test(test_status_fleet),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -118,14 +118,17 @@ static void test_overlay(void **state) {
   /* A new card of the DB's model: the DB's card of that model wins too. */
   j = choose(fd, &r, "GPU-new", DT_MODEL, 2);
   assert_string_equal(dt_str(j, "variant"), "v2");
-  assert_string_equal(dt_str(j, "device"), DT_CARD);
+  /* The card answered for, and the card it was measured on (issue 30). */
+  assert_string_equal(dt_str(j, "device"), "GPU-new");
+  assert_string_equal(dt_str(j, "measured_on"), DT_CARD);
   json_decref(j);
   /* A model only the fleet file knows: its answer, source fleet, with its
    * provenance. */
   j = choose(fd, &r, "GPU-other", OTHER_MODEL, 3);
   assert_string_equal(dt_str(j, "variant"), "v2");
   assert_string_equal(dt_str(j, "source"), "fleet");
-  assert_string_equal(dt_str(j, "device"), "fleet-00000000000000bb");
+  assert_string_equal(dt_str(j, "device"), "GPU-other");
+  assert_string_equal(dt_str(j, "measured_on"), "fleet-00000000000000bb");
   json_t *ev = json_object_get(j, "evidence");
   assert_true(json_number_value(json_object_get(ev, "median_us")) == 1.25);
   json_t *fl = json_object_get(json_object_get(ev, "parity"), "fleet");

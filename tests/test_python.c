@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "daemon_test.h"
 #include "python_env.h"
 
 static void test_python_package(void **state) {
@@ -33,14 +34,24 @@ static void test_python_package(void **state) {
   assert_int_equal(access(lib, R_OK), 0);
   char preload[1100];
   hct_test_sanitizer_env(lib, preload, sizeof preload);
+  /* A daemon with two cards of one prefix, for the tests of device names
+   * (TestDeviceNames): they must run here, not skip. */
+  dt_env_t e;
+  dt_env_init(&e);
+  dt_seed_twins(&e);
+  setenv("HCT_TEST_HOST_CARDS", DT_HOST_CARDS, 1);
+  dt_start(&e, NULL);
+  unsetenv("HCT_TEST_HOST_CARDS");
   char cwd[1024], cmd[4096];
   assert_non_null(getcwd(cwd, sizeof cwd));
   snprintf(cmd, sizeof cmd,
-           "%sHCTUNE_LIB='%s' PYTHONPATH='%s/python' python3 -m unittest discover -s python/tests "
-           "-v 2>&1",
-           preload, lib, cwd);
+           "%sHCTUNE_LIB='%s' PYTHONPATH='%s/python' HCTUNE_TEST_SOCKET='%s' "
+           "HCTUNE_TEST_REQUIRE_DAEMON=1 python3 -m unittest discover -s python/tests -v 2>&1",
+           preload, lib, cwd, e.sock);
   printf("%s\n", cmd);
   int rc = system(cmd);
+  dt_stop(&e);
+  dt_env_remove(&e);
   assert_int_equal(rc, 0);
 }
 

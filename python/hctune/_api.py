@@ -9,13 +9,20 @@ from ._lib import Error, check, lib, text
 SOURCES = ("probe", "fleet", "pin", "env", "default")
 
 Choice = namedtuple("Choice", "variant params parity_class source template_hash median_us "
-                              "baseline_us fallback model tmin tmax stale")
+                              "baseline_us fallback model tmin tmax stale device measured_tokens")
 Choice.__doc__ = """What hctune answered: variant, params (dict), parity_class, source
 ("probe", "fleet", "pin", "env", "default"), template_hash, median_us,
 baseline_us, fallback (True when it is not the daemon's own answer), model
 (the card model it was measured on, "" when unknown), tmin and tmax (the
-token counts it holds for; 0 when unknown) and stale (the daemon answered
-from an older copy of its database)."""
+token counts it holds for; 0 when unknown), stale (the daemon answered
+from an older copy of its database), device (the card the daemon answered
+for: the whole UUID of the card named, a prefix resolved, or the model key;
+"" without a daemon's answer) and measured_tokens (the T whose figures
+median_us and baseline_us are; 0 when unknown or none).
+
+A device the daemon does not know raises hctune.Error (name "ENODEV"), a
+prefix several of its cards start with hctune.Error ("EINVAL"), each with
+the daemon's message naming the cards."""
 
 BufferInfo = namedtuple("BufferInfo", "name dtype optional written bytes")
 
@@ -29,7 +36,8 @@ def _choice(c, fallback):
     return Choice(c.variant.decode(errors="replace"), params, c.parity_class.decode(),
                   SOURCES[c.source] if 0 <= c.source < len(SOURCES) else "unknown",
                   c.template_hash.decode(errors="replace"), c.median_us, c.baseline_us,
-                  bool(fallback), c.model.decode(errors="replace"), c.tmin, c.tmax, bool(c.stale))
+                  bool(fallback), c.model.decode(errors="replace"), c.tmin, c.tmax, bool(c.stale),
+                  c.device.decode(errors="replace"), c.measured_tokens)
 
 
 def _check_tokens(tokens, what):
@@ -221,7 +229,8 @@ class Kernel(_Closing):
         _check_tokens(tokens, "tokens")
         out = _lib._Choice()
         why = ctypes.c_char_p()
-        rc = check(lib.hct_kernel_choice(self._handle(), tokens, ctypes.byref(out), ctypes.byref(why)),
+        rc = check(lib.hct_kernel_choice_sized(self._handle(), tokens, ctypes.byref(out),
+                                               ctypes.sizeof(out), ctypes.byref(why)),
                    "hct_kernel_choice")
         return _choice(out, rc == _lib.FALLBACK), (why.value or b"").decode(errors="replace")
 

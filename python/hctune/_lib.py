@@ -31,6 +31,8 @@ class _Choice(ctypes.Structure):
         ("tmin", ctypes.c_int),
         ("tmax", ctypes.c_int),
         ("stale", ctypes.c_int),
+        ("measured_tokens", ctypes.c_int),
+        ("device", ctypes.c_char * 256),
     ]
 
 
@@ -185,7 +187,8 @@ _SIGNATURES = {
     "hct_choose_sized": (_I, [_P, _S, _I, _S, _S, ctypes.POINTER(_Choice), ctypes.c_size_t]),
     "hct_kernel_load": (_I, [_P, _S, _I, _I, _S, _S, ctypes.POINTER(_P)]),
     "hct_kernel_launch": (_I, [_P, _P, _I, ctypes.POINTER(ctypes.c_uint64), _I]),
-    "hct_kernel_choice": (_I, [_P, _I, ctypes.POINTER(_Choice), ctypes.POINTER(_S)]),
+    "hct_kernel_choice_sized": (_I, [_P, _I, ctypes.POINTER(_Choice), ctypes.c_size_t,
+                                    ctypes.POINTER(_S)]),
     "hct_kernel_buffer_count": (_I, [_P]),
     "hct_kernel_buffer": (_I, [_P, _I, _I, ctypes.POINTER(_BufferInfo)]),
     "hct_kernel_free": (None, [_P]),

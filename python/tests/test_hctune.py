@@ -61,8 +61,10 @@ class TestFallback(unittest.TestCase):
         self.assertFalse(c.connected)
         self.assertIn(NO_SOCKET, c.why)
         ch = c.choose("hc_read", 4)
+        # The baseline's first point at T, as the daemon's default has it.
         self.assertEqual((ch.variant, ch.params, ch.parity_class, ch.source, ch.fallback),
-                         ("v1", {}, "baseline", "default", True))
+                         ("v1", {"DOWN_WARPS": 4, "UP_WARPS": 4}, "baseline", "default", True))
+        self.assertEqual((ch.device, ch.measured_tokens), ("", 0))
         self.assertEqual(c.choose("hc_read_prefill", 64, parity="kl").variant, "pair_simt")
         # Issue 29: a bit family passes through; without a daemon its head
         # answers, never the baseline.
@@ -142,6 +144,52 @@ class TestFallback(unittest.TestCase):
         self.assertIn("EINVAL", out.stdout, out.stdout + out.stderr)
         self.assertIn("no variant 'v9'", out.stdout)
         self.assertEqual(out.stderr.count("hctune: "), 1, out.stderr)
+
+
+class TestDeviceNames(unittest.TestCase):
+    """Issue 30: a device the daemon does not know raises, a prefix names
+    one card or raises, the answer names the card.  tests/test_python.c
+    starts a daemon with two cards, DT_TWIN_A and DT_TWIN_B of
+    tests/daemon_test.h, and sets HCTUNE_TEST_SOCKET; without it (a plain
+    unittest run) the class is skipped, unless HCTUNE_TEST_REQUIRE_DAEMON
+    says the daemon should be there."""
+
+    TWIN_A = "GPU-7f92aaaa-0000-0000-0000-000000000001"
+    TWIN_B = "GPU-7f92bbbb-0000-0000-0000-000000000002"
+
+    def setUp(self):
+        os.environ.pop("HCTUNE_FORCE", None)
+        self.sock = os.environ.get("HCTUNE_TEST_SOCKET")
+        if not self.sock:
+            if os.environ.get("HCTUNE_TEST_REQUIRE_DAEMON"):
+                self.fail("HCTUNE_TEST_SOCKET is not set: no daemon to ask")
+            self.skipTest("no daemon: HCTUNE_TEST_SOCKET is set by tests/test_python.c")
+        self.c = hctune.Client(self.sock, 2000)
+        self.assertTrue(self.c.connected, self.c.why)
+
+    def tearDown(self):
+        self.c.close()
+
+    def test_prefix_names_the_card(self):
+        ch = self.c.choose("hc_read", 2, device="GPU-7f92a")
+        self.assertEqual((ch.variant, ch.source, ch.device, ch.fallback),
+                         ("v2", "probe", self.TWIN_A, False))
+        self.assertEqual(ch.measured_tokens, 2)
+        self.assertEqual(self.c.choose("hc_read", 2, device="7f92BBBB").device, self.TWIN_B)
+
+    def test_unknown_card_raises(self):
+        with self.assertRaises(hctune.Error) as e:
+            self.c.choose("hc_read", 2, device="GPU-nothere")
+        self.assertEqual(e.exception.name, "ENODEV")
+        self.assertIn("'GPU-nothere'", str(e.exception))
+        self.assertIn(self.TWIN_A, str(e.exception))
+
+    def test_ambiguous_prefix_raises(self):
+        with self.assertRaises(hctune.Error) as e:
+            self.c.choose("hc_read", 2, device="GPU-7f92")
+        self.assertEqual(e.exception.name, "EINVAL")
+        self.assertIn(self.TWIN_A, str(e.exception))
+        self.assertIn(self.TWIN_B, str(e.exception))
 
 
 class TestLoad(unittest.TestCase):
