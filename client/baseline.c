@@ -75,7 +75,8 @@ static const hct_variant_t *served(const hct_op_t *m, const char *op, const char
   if (v == NULL && hct__parity_family(p) == NULL)
     hct__error(HCT_ENOENT, "op '%s': its manifest has no baseline", op);
   else if (v == NULL)
-    hct__error(HCT_ENOENT, "op '%s': its manifest declares no family '%s'", op, p);
+    hct__error(HCT_ENOENT, "op '%s': no family '%s' (its manifest's \"families\" does not name it)",
+               op, hct__parity_family(p));
   return v;
 }
 
