@@ -599,8 +599,12 @@ static void test_daemon(void **state) {
   j = choose(fd, &r, "GPU-fake-crash", "bitwise");
   assert_string_equal(dt_str(j, "source"), "fleet");
   assert_string_equal(dt_str(j, "variant"), "v2");
-  if (strncmp(dt_str(j, "device"), "pooled-", 7) != 0)
-    fail_msg("the crashed card's answer came from '%s', not the model's pool", dt_str(j, "device"));
+  /* The card asked about in "device", the one the figures were measured
+   * on in "measured_on" (docs/protocol.md). */
+  assert_string_equal(dt_str(j, "device"), "GPU-fake-crash");
+  if (strncmp(dt_str(j, "measured_on"), "pooled-", 7) != 0)
+    fail_msg("the crashed card's answer came from '%s', not the model's pool",
+             dt_str(j, "measured_on"));
   char *params = json_dumps(json_object_get(j, "params"), JSON_COMPACT);
   assert_string_equal(params, "{\"R\":2}");
   free(params);
