@@ -575,6 +575,18 @@ static double bars_begin(FILE *f, const hct_rp_section_t *s, int height, double 
   return fmin(34, span * 0.36);
 }
 
+/* The key of a bar chart (the bitwise bars filled, the kl bars as
+ * `kl_style` draws them) and its end. */
+static void bars_end(FILE *f, const hct_svg_plot_t *p, const char *kl_style) {
+  fprintf(f, "<g class=\"legend\"><rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" "
+             "fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">bitwise winner</text>"
+             "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" %s/>"
+             "<text x=\"%.1f\" y=\"%.1f\">kl winner</text></g>",
+          p->right + 6, p->top + 4, BITWISE_COLOUR, p->right + 24, p->top + 14, p->right + 6,
+          p->top + 24, kl_style, p->right + 24, p->top + 34);
+  hct__svg_end(f);
+}
+
 /* ---- plot 2: speedup of each class's winner against the baseline ------ */
 
 static void speedup_plot(FILE *f, const hct_rp_section_t *s) {
@@ -617,13 +629,7 @@ static void speedup_plot(FILE *f, const hct_rp_section_t *s) {
       fputs("</g>", f);
     }
   }
-  fprintf(f, "<g class=\"legend\"><rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" "
-             "fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">bitwise winner</text>"
-             "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-             "<text x=\"%.1f\" y=\"%.1f\">kl winner</text></g>",
-          p.right + 6, p.top + 4, BITWISE_COLOUR, p.right + 24, p.top + 14, p.right + 6,
-          p.top + 24, KL_COLOUR, p.right + 24, p.top + 34);
-  hct__svg_end(f);
+  bars_end(f, &p, "fill=\"" KL_COLOUR "\"");
 }
 
 /* ---- plot 3: the winners' medians across probes ----------------------- */
@@ -997,13 +1003,7 @@ static void floor_plot(FILE *f, const hct_rp_section_t *s) {
                 bx + bw / 2, top - 4, 100 * fr);
       fputs("</g>", f);
     }
-  fprintf(f, "<g class=\"legend\"><rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" "
-             "fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">bitwise winner</text>"
-             "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"white\" "
-             "stroke=\"%s\" stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\">kl winner</text></g>",
-          p.right + 6, p.top + 4, BITWISE_COLOUR, p.right + 24, p.top + 14, p.right + 6,
-          p.top + 24, KL_COLOUR, p.right + 24, p.top + 34);
-  hct__svg_end(f);
+  bars_end(f, &p, "fill=\"white\" stroke=\"" KL_COLOUR "\" stroke-width=\"2\"");
 }
 
 /* What the floor is made of, then the plot and the table; or why there is
