@@ -392,7 +392,9 @@ static int compile_here(const hct_ecard_t *card, const hct_op_t *m, const hct_va
   char path[1200];
   snprintf(path, sizeof path, "%s/%s", m->dir, v->template_file);
   char *source = NULL;
-  int rc = hct__read_file(path, &source, NULL);
+  /* As jit/cache.c reads templates: a regular file under the cap, never a
+   * blocking open of a FIFO put in its place after the manifest's load. */
+  int rc = hct__read_regular(path, HCT_TEMPLATE_MAX, &source, NULL);
   if (rc < 0)
     rc = hct__error(HCT_ETEMPLATE, "template '%s/%s': %s", m->name, v->template_file, hct_last_error());
   else
