@@ -243,15 +243,21 @@ check-deps:
 # compiler-bound tests skip: the sanitizers instrument hctune's C, not
 # NVRTC's), then the fuzzer.  Every pass runs even when one fails, and the
 # last line adds them up, "N passed, N failed, N skipped" alone on a line
-# (cmocka's tests, the fuzzer one more), for a CI runner to read.
+# (cmocka's tests, the fuzzer one more), for a CI runner to read, after a
+# line naming the failed programs when some failed (a CI log's tail shows
+# both); a pass that failed before its tests ran (its build) counts as one
+# failed test.
 CHECK_TALLY := $(CURDIR)/build/check.tally
 check: check-deps
-	@mkdir -p build && rm -f $(CHECK_TALLY); st=0; \
-	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-cpu || st=1; \
-	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-asan || st=1; \
-	 HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) check-fuzz || st=1; \
-	 awk '{p += $$1; f += $$2; s += $$3} END {printf "%d passed, %d failed, %d skipped\n", p, f, s}' \
-	   $(CHECK_TALLY); \
+	@mkdir -p build && : >$(CHECK_TALLY); st=0; \
+	 for pass in check-cpu check-asan check-fuzz; do \
+	   n=$$(wc -l <$(CHECK_TALLY)); \
+	   HCT_TEST_TALLY=$(CHECK_TALLY) $(MAKE) $$pass && continue; \
+	   st=1; [ $$(wc -l <$(CHECK_TALLY)) -gt $$n ] || echo "0 1 0 $$pass(no-tests-ran)" >>$(CHECK_TALLY); \
+	 done; \
+	 awk '{p += $$1; f += $$2; s += $$3; for (i = 4; i <= NF; i++) bad = bad " " $$i} \
+	      END {if (bad != "") print "failed:" bad; \
+	           printf "%d passed, %d failed, %d skipped\n", p, f, s}' $(CHECK_TALLY); \
 	 exit $$st
 
 # The fuzz target needs clang; without it, say so rather than pass silently.
@@ -261,6 +267,7 @@ check-fuzz:
 	   echo "fuzz: skipped: no $(FUZZ_CC) for libFuzzer"; t="0 0 1"; \
 	 elif $(MAKE) fuzz FUZZ_SECONDS=20; then t="1 0 0"; \
 	 else t="0 1 0"; fi; \
+	 [ "$$t" != "0 1 0" ] || t="$$t fuzz"; \
 	 [ -z "$$HCT_TEST_TALLY" ] || echo "$$t" >>"$$HCT_TEST_TALLY"; \
 	 [ "$$t" != "0 1 0" ]
 

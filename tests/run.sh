@@ -11,8 +11,9 @@
 # A program counts as skipped when it ran no test that passed and skipped
 # at least one (cmocka's skip()).  The last two lines are cmocka's tests'
 # tally and the programs' ("programs: N passed, N failed, N skipped").
-# HCT_TEST_TALLY=FILE appends the tests' "PASSED FAILED SKIPPED" to FILE
-# (make check adds up its passes).  HCT_TEST_JOBS=N runs N programs at a
+# HCT_TEST_TALLY=FILE appends the tests' "PASSED FAILED SKIPPED" to FILE,
+# then the failed programs' paths (make check adds up its passes and names
+# what failed).  HCT_TEST_JOBS=N runs N programs at a
 # time (their output is then printed whole as each ends).
 dir=$1
 [ -d "$dir" ] || { echo "run.sh: test folder '$dir' does not exist (build it: make tests)"; exit 2; }
@@ -72,8 +73,8 @@ run_one() {
   log=$work/$name.log
   : >"$log"
   if [ ! -x "$dir/$name" ]; then
-    say "run.sh: no test program '$name' in $dir"
-    echo "fail 0 0 0" >"$work/$name.sum"
+    say "run.sh: no test program '$name' in $dir (it was there when the run began: something rebuilt or removed it)"
+    echo "fail 0 1 0" >"$work/$name.sum"
     return
   fi
   if [ "$filter" = "-" ]; then unset HCT_TEST_FILTER; else export HCT_TEST_FILTER=$filter; fi
@@ -139,7 +140,10 @@ wait
 
 pp=0 pf=0 ps=0 tp=0 tf=0 ts=0 failed=""
 while read -r name filter; do
-  read -r status p f s <"$work/$name.sum"
+  # A program that left no tally (its runner killed) failed, as one test.
+  status=fail p=0 f=1 s=0
+  [ -s "$work/$name.sum" ] && read -r status p f s <"$work/$name.sum"
+  [ "$status" = fail ] && [ "$f" -eq 0 ] && f=1
   case $status in
     pass) pp=$((pp + 1)) ;;
     skip) ps=$((ps + 1)) ;;
@@ -148,7 +152,7 @@ while read -r name filter; do
   tp=$((tp + p)) tf=$((tf + f)) ts=$((ts + s))
 done <"$plan"
 echo "tests: $tp passed, $tf failed, $ts skipped"
-[ -n "$HCT_TEST_TALLY" ] && echo "$tp $tf $ts" >>"$HCT_TEST_TALLY"
+[ -n "$HCT_TEST_TALLY" ] && echo "$tp $tf $ts$(for n in $failed; do printf ' %s' "$dir/$n"; done)" >>"$HCT_TEST_TALLY"
 [ $pf -eq 0 ] || echo "failed:$failed"
 echo "programs: $pp passed, $pf failed, $ps skipped"
 [ $pf -eq 0 ]
