@@ -845,13 +845,19 @@ typedef struct hct_plan_spec_s {
   const hct_tmap_spec_t *tmaps;
   int n_tmaps;
   int64_t smem_max;                 /* the card's SMEM_OPTIN */
+  /* Pointer arguments the caller binds itself, by name without the '@'
+   * (the reference's "rows" and "ref.<output>"): plan arguments of kind
+   * HCT_PLAN_EXTRA, index into this list.  None for a variant. */
+  const char *const *extra;
+  int n_extra;
 } hct_plan_spec_t;
 
 typedef enum {
   HCT_PLAN_BUFFER,                  /* a device pointer: buffer `index` */
   HCT_PLAN_SCRATCH,                 /* a device pointer: scratch `index` */
   HCT_PLAN_INT,                     /* an int: `value` */
-  HCT_PLAN_TMAP                     /* a tensor map: the launch's tmaps[index] */
+  HCT_PLAN_TMAP,                    /* a tensor map: the launch's tmaps[index] */
+  HCT_PLAN_EXTRA                    /* a device pointer: the spec's extra[index] */
 } hct_plan_arg_kind_t;
 
 typedef struct hct_plan_arg_s {

@@ -147,6 +147,11 @@ static int plan_arg(const hct_plan_spec_t *spec, const hct_plan_t *plan, const h
     return rc;
   }
   if (A->is_pointer) {
+    for (int i = 0; i < spec->n_extra; i++)
+      if (strcmp(spec->extra[i], A->text + 1) == 0) {
+        *out = (hct_plan_arg_t){HCT_PLAN_EXTRA, i, 0};
+        return 0;
+      }
     const int b = buffer_index(spec, A->text + 1), sc = scratch_index(spec, A->text + 1);
     if (b < 0 && sc < 0)
       return hct__error(HCT_EMANIFEST, "%s: kernel '%s': argument '%s' is no buffer or scratch",

@@ -246,6 +246,72 @@ static void test_plan_eval(void **state) {
   hct__manifest_free(op);
 }
 
+/* Every shipped op's float64 reference evaluates to a plan whose "@rows"
+ * and "@ref.<output>" arguments are bound by the caller (HCT_PLAN_EXTRA,
+ * in the order tuner/reference.c lists them), and without those names the
+ * evaluation fails naming the argument.  (A plan evaluator that knew only
+ * buffers and scratch once broke every probe on a GPU, at its first
+ * reference run, with no CPU test to see it.) */
+static void test_reference_plan_extras(void **state) {
+  (void)state;
+  char dir[1024];
+  if (hct__kernels_dir(dir, sizeof dir) != 0) skip();
+  char names[32][32];
+  int n = hct__manifest_list(dir, names, 32);
+  assert_true(n > 0);
+  int checked = 0;
+  for (int i = 0; i < n; i++) {
+    hct_op_t *op;
+    if (hct__manifest_load(dir, names[i], &op) != 0) fail_msg("%s", hct_last_error());
+    if (!op->reference.present) {
+      hct__manifest_free(op);
+      continue;
+    }
+    char store[HCT_MAX_BUFFERS][40];
+    const char *extra[HCT_MAX_BUFFERS + 1] = {"rows"};
+    int n_extra = 1;
+    for (int b = 0; b < op->n_buffers; b++)
+      if (op->buffers[b].role == HCT_BUF_OUTPUT || op->buffers[b].role == HCT_BUF_INOUT) {
+        snprintf(store[n_extra], sizeof store[0], "ref.%s", op->buffers[b].name);
+        extra[n_extra] = store[n_extra];
+        n_extra++;
+      }
+    const hct_variant_t *v = &op->reference.v;
+    hct_point_t pt;
+    memset(&pt, 0, sizeof pt);
+    hct_symtab_t syms;
+    hct__point_symtab(op, v, &pt, &syms);
+    hct__symtab_set(&syms, "T", v->tmin > 16 ? v->tmin : 16);
+    hct__symtab_set(&syms, "NROWS", 3);
+    hct__card_symbols(&syms, 90, 132, 232448, 32, 0);
+    hct_plan_spec_t spec;
+    hct__plan_spec(op, v, 232448, &spec);
+    spec.extra = extra;
+    spec.n_extra = n_extra;
+    hct_plan_t *plan = malloc(sizeof *plan);
+    assert_non_null(plan);
+    if (hct__plan_eval(&spec, &syms, NULL, NULL, plan) != 0) fail_msg("%s: %s", op->name, hct_last_error());
+    int bound = 0;
+    for (int l = 0; l < plan->n_launches; l++)
+      for (int a = 0; a < plan->launches[l].n_args; a++) {
+        const char *text = v->launches[l].args[a].text;
+        const hct_plan_arg_t *pa = &plan->launches[l].args[a];
+        if (strcmp(text, "@rows") != 0 && strncmp(text, "@ref.", 5) != 0) continue;
+        assert_int_equal(pa->kind, HCT_PLAN_EXTRA);
+        assert_string_equal(extra[pa->index], text + 1);
+        bound++;
+      }
+    assert_true(bound >= 2); /* the rows, and at least one output */
+    spec.n_extra = 0;
+    assert_int_equal(hct__plan_eval(&spec, &syms, NULL, NULL, plan), HCT_EMANIFEST);
+    assert_non_null(strstr(hct_last_error(), "is no buffer or scratch"));
+    free(plan);
+    hct__manifest_free(op);
+    checked++;
+  }
+  assert_true(checked >= 2); /* hc_read and hc_read_prefill */
+}
+
 static void test_manifest_tmaps(void **state) {
   (void)state;
   write_manifest("t", GOOD_HEAD "\"variants\":[" GOOD_VARIANT("base", "baseline", "null") ","
@@ -934,7 +1000,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_expr_values),     cmocka_unit_test(test_expr_errors),
       cmocka_unit_test(test_manifest_good),   cmocka_unit_test(test_manifest_errors),
-      cmocka_unit_test(test_plan_eval),
+      cmocka_unit_test(test_plan_eval),       cmocka_unit_test(test_reference_plan_extras),
       cmocka_unit_test(test_manifest_list),   cmocka_unit_test(test_shipped_manifests_load),
       cmocka_unit_test(test_fits_and_constraints), cmocka_unit_test(test_manifest_inputs_reference),
       cmocka_unit_test(test_manifest_inputs_reference_errors),

@@ -153,14 +153,15 @@ void hct__scratch_free(hct_gpu_t *g, hct_scratchset_t *s) {
   memset(s, 0, sizeof *s);
 }
 
-/* The device pointer of plan argument a (a buffer, or scratch) of launch
- * L, unless `extra` names it. */
-static hct_dptr_t bind_pointer(const hct_launch_t *L, int a, const hct_plan_arg_t *pa,
-                               const hct_devset_t *d, const hct_scratchset_t *s,
-                               const hct_argptr_t *extra, int n_extra) {
-  for (int i = 0; i < n_extra; i++)
-    if (strcmp(extra[i].name, L->args[a].text + 1) == 0) return extra[i].ptr;
-  return pa->kind == HCT_PLAN_BUFFER ? d->ptr[pa->index] : s->ptr[pa->index];
+/* The device pointer of a pointer argument of the plan: a buffer of the
+ * set, scratch, or one of `extra` (the reference's rows and outputs). */
+static hct_dptr_t bind_pointer(const hct_plan_arg_t *pa, const hct_devset_t *d,
+                               const hct_scratchset_t *s, const hct_argptr_t *extra) {
+  switch (pa->kind) {
+    case HCT_PLAN_BUFFER: return d->ptr[pa->index];
+    case HCT_PLAN_SCRATCH: return s->ptr[pa->index];
+    default: return extra[pa->index].ptr;
+  }
 }
 
 /* Tensor map m over the memory of the set being run: encoded for every
@@ -219,6 +220,13 @@ int hct__run_launches_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t
   hct_plan_spec_t spec;
   hct__plan_spec(c->op, v, hct__gpu_device(g)->smem_optin, &spec);
   spec.label = c->label;
+  const char *extra_names[HCT_MAX_BUFFERS + 1];
+  if (n_extra > (int)(sizeof extra_names / sizeof extra_names[0]))
+    return hct__error(HCT_EINVAL, "%s: %d extra pointers, more than %d", c->label, n_extra,
+                      (int)(sizeof extra_names / sizeof extra_names[0]));
+  for (int i = 0; i < n_extra; i++) extra_names[i] = extra[i].name;
+  spec.extra = extra_names;
+  spec.n_extra = n_extra;
   hct_plan_t *plan = malloc(sizeof *plan);
   if (plan == NULL) return hct__error(HCT_ENOMEM, "%s: out of memory", c->label);
   int rc = hct__plan_eval(&spec, symtab, d->bytes, s->bytes, plan);
@@ -240,7 +248,7 @@ int hct__run_launches_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t
         ints[a] = pa->value;
         args[a] = &ints[a];
       } else {
-        ptrs[a] = bind_pointer(&v->launches[l], a, pa, d, s, extra, n_extra);
+        ptrs[a] = bind_pointer(pa, d, s, extra);
         args[a] = &ptrs[a];
       }
     }
