@@ -246,6 +246,15 @@ static void test_plan_eval(void **state) {
   hct__manifest_free(op);
 }
 
+/* The shipped ops' folder into dir and their names; skips the test where
+ * there is none. */
+static int shipped_ops(char dir[1024], char names[32][32]) {
+  if (hct__kernels_dir(dir, 1024) != 0) skip();
+  int n = hct__manifest_list(dir, names, 32);
+  assert_true(n > 0);
+  return n;
+}
+
 /* Every shipped op's float64 reference evaluates to a plan whose "@rows"
  * and "@ref.<output>" arguments are bound by the caller (HCT_PLAN_EXTRA,
  * in the order tuner/reference.c lists them), and without those names the
@@ -254,11 +263,8 @@ static void test_plan_eval(void **state) {
  * reference run, with no CPU test to see it.) */
 static void test_reference_plan_extras(void **state) {
   (void)state;
-  char dir[1024];
-  if (hct__kernels_dir(dir, sizeof dir) != 0) skip();
-  char names[32][32];
-  int n = hct__manifest_list(dir, names, 32);
-  assert_true(n > 0);
+  char dir[1024], names[32][32];
+  const int n = shipped_ops(dir, names);
   int checked = 0;
   for (int i = 0; i < n; i++) {
     hct_op_t *op;
@@ -936,11 +942,8 @@ static void test_manifest_list(void **state) {
 
 static void test_shipped_manifests_load(void **state) {
   (void)state;
-  char dir[1024];
-  if (hct__kernels_dir(dir, sizeof dir) != 0) skip();
-  char names[32][32];
-  int n = hct__manifest_list(dir, names, 32);
-  assert_true(n >= 0);
+  char dir[1024], names[32][32];
+  const int n = shipped_ops(dir, names);
   for (int i = 0; i < n; i++) {
     hct_op_t *op;
     if (hct__manifest_load(dir, names[i], &op) != 0) fail_msg("%s", hct_last_error());
@@ -969,11 +972,8 @@ static void test_shipped_manifests_load(void **state) {
  * data), and its templates are found in the copy. */
 static void test_shipped_folder_copied(void **state) {
   (void)state;
-  char dir[1024];
-  if (hct__kernels_dir(dir, sizeof dir) != 0) skip();
-  char names[32][32];
-  int n = hct__manifest_list(dir, names, 32);
-  assert_true(n > 0);
+  char dir[1024], names[32][32];
+  const int n = shipped_ops(dir, names);
   for (int i = 0; i < n; i++) {
     char copy[64], cmd[4096], common[600];
     snprintf(copy, sizeof copy, "%.20s_copy", names[i]);
