@@ -9,8 +9,10 @@
  * with PDL and its "zero once" scratch; a forced point with tensor maps;
  * a bit family loaded as its head without a daemon, refused below its
  * min_arch;
- * argument errors; the frees.  What
- * the fake cannot tell (the kernels' results, graphs) is gpu-engine.sh's.
+ * argument errors; the frees; and the tuner's own launches (hctune bench
+ * of each op's baseline, the float64 reference's pointers bound).  What
+ * the fake cannot tell (the kernels' results, graphs) is gpu-engine.sh's
+ * and gpu-check.sh's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -451,6 +453,75 @@ static void test_copy_bw(void **state) {
   assert_true(bw == 2.0 * 67108864 * 20 / 1e-3);
 }
 
+/* The n-th pointer argument (from 0) of the first launch of `entry` in
+ * log, 0 when there is none. */
+static unsigned long long launch_arg(const char *log, const char *entry, int n) {
+  char key[80];
+  snprintf(key, sizeof key, "launch %s ", entry);
+  const char *p = strstr(log, key);
+  if (p == NULL || (p = strstr(p, " args")) == NULL) return 0;
+  p += 5;
+  for (int i = 0; i < n && p != NULL; i++) p = strchr(p + 1, ' ');
+  return p != NULL ? strtoull(p, NULL, 16) : 0;
+}
+
+/* The tuner's launch path on the fake card: `hctune bench` of each
+ * shipped op's baseline (the worker process, its plans, the op's float64
+ * reference with its @rows and @ref.<output> pointers).  Every launch of
+ * the reference and the baseline must be made, so that the check gets as
+ * far as comparing (the fake computes nothing: the comparison itself
+ * fails, saying so).  A plan evaluator that could not bind the
+ * reference's pointers once failed every probe on a GPU while every CPU
+ * test passed; this is the CPU test that sees it. */
+static void test_tuner_launches(void **state) {
+  if (!have_nvrtc()) skip();
+  static const struct {
+    const char *op;
+    int T;
+  } runs[] = {{"hc_read", 1}, {"hc_read_prefill", 16}};
+  const char *bin = getenv("HCT_BIN");
+  for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+    hct_op_t *op;
+    char dir[1024];
+    if (hct__kernels_dir(dir, sizeof dir) != 0) skip();
+    if (hct__manifest_load(dir, runs[r].op, &op) != 0) fail_msg("%s", hct_last_error());
+    const hct_variant_t *base = hct__op_baseline(op);
+    char cmd[3000], err[400], *text = NULL;
+    snprintf(err, sizeof err, "%s.bench", logpath);
+    free(take_log());
+    /* On the host: the fake writes no figures a check on the card could read. */
+    snprintf(cmd, sizeof cmd,
+             "HCTUNE_CHECK_ON_HOST=1 timeout 120 '%s/hctune' bench --op %s --variants %s --tokens %d "
+             "--db '%s.db' > /dev/null 2> '%s'",
+             bin ? bin : "bin", op->name, base->name, runs[r].T, logpath, err);
+    int st = system(cmd);
+    char *log = take_log();
+    assert_int_equal(hct__read_file(err, &text, NULL), 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 1 || strstr(text, "off the float64 reference") == NULL)
+      fail_msg("%s: bench (status 0x%x) did not get as far as comparing:\n%s", op->name, st, text);
+    for (int l = 0; l < op->reference.v.n_launches; l++) {
+      char key[80];
+      snprintf(key, sizeof key, "launch %s ", op->reference.v.launches[l].entry);
+      if (strstr(log, key) == NULL) fail_msg("%s: no launch of the reference's %s", op->name, key + 7);
+    }
+    for (int l = 0; l < base->n_launches; l++) {
+      char key[80];
+      snprintf(key, sizeof key, "%s ", base->launches[l].entry);
+      if (strstr(log, key) == NULL) fail_msg("%s: no launch of the baseline's %s", op->name, key);
+    }
+    if (strcmp(op->name, "hc_read") == 0) {
+      /* @rows and @ref.resid bound, and @ref.resid the same memory in
+       * the norm (which copies R into it) and the mix (which reads it). */
+      assert_true(launch_arg(log, "hc_ref_norm", 0) != 0);
+      assert_true(launch_arg(log, "hc_ref_norm", 4) != 0);
+      assert_true(launch_arg(log, "hc_ref_norm", 4) == launch_arg(log, "hc_ref_mix", 0));
+    }
+    free(log);
+    free(text);
+    hct__manifest_free(op);
+  }
+}
+
 int main(int argc, char **argv) {
   /* The fake driver must be found by dlopen("libcuda.so.1"): build it and
    * run this program again with its folder first on LD_LIBRARY_PATH. */
@@ -510,6 +581,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_daemon_plan),
       cmocka_unit_test(test_python_kernel),
       cmocka_unit_test(test_copy_bw),
+      cmocka_unit_test(test_tuner_launches),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /*
  * fake_cuda.c: a stand-in for libcuda.so.1, so that libhctune's loader
- * (client/cuda.c, client/kernel.c) runs end to end without a
- * GPU.  tests/test_kernel_fake.c compiles it at run time into a folder on
+ * (client/cuda.c, client/kernel.c) and the tuner's worker run end to end
+ * without a GPU.  tests/test_kernel_fake.c compiles it at run time into a folder on
  * LD_LIBRARY_PATH.  One card (sm_90, 132 SMs, 232,448 bytes of opt-in shared
  * memory) with no context current until one is pushed; memory is host
  * memory; modules must be ELF images (or PTX text) and a function must be
@@ -228,6 +228,7 @@ static const struct {
             {"hc_v1_mix", "pppppi"},  {"hc_rl_read", "ppppppppppi"},
             {"hc_pf_norm", "ppppi"}, {"hcp_wg_down", "ttppi"}, {"hcp_wg_reduce", "ppi"},
             {"hcp_wg_up", "tttppppi"},
+            {"hc_ref_norm", "pppppp"}, {"hc_ref_mix", "ppppp"}, /* hc_read's reference */
             {"k2", "ppi"} /* the test daemon's manifest */};
 
 static void log_launch(const char *how, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
