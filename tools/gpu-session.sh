@@ -1,0 +1,62 @@
+#!/bin/bash
+# A GPU session's first call: the GPU tests first, then the measurements,
+# each part in the time left of BUDGET seconds (default 550; a part is
+# skipped, saying so, when under 45 s are left).
+#
+#   tools/gpu-session.sh prepare      here, on the machine without a GPU:
+#                                     make STATIC=1, and build/gpu/ with the
+#                                     GPU test programs and libcmocka
+#   tools/gpu-session.sh run OUTDIR   there, with bin/ lib/ build/gpu carried
+#                                     (the device tool's carry), OUTDIR $OUT
+#
+# Parts, in order: the worker's GPU tests (test_worker's test_gpu_*: the
+# figures made on the card against the host's, the self-test op through
+# the worker), tests/gpu-check.sh, hctune bench of the decode variants at
+# T = 1..8, tests/gpu-prefill.sh, tests/gpu-engine.sh.  A log a part;
+# a summary last.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+case ${1:-} in
+  prepare)
+    make -s -j"$(nproc)" STATIC=1 all || exit 1
+    mkdir -p build/gpu
+    cp build/static/tests/test_worker build/static/tests/fake_worker build/gpu/ || exit 1
+    cp -L "$(cc -print-file-name=libcmocka.so.0)" build/gpu/ 2>/dev/null ||
+      cp -L /usr/lib/x86_64-linux-gnu/libcmocka.so.0 build/gpu/ || exit 1
+    git rev-parse --short HEAD > build/gpu/commit
+    echo "build/gpu ready at $(cat build/gpu/commit): carry bin lib build/gpu"
+    exit 0 ;;
+  run) out=${2:?usage: tools/gpu-session.sh run OUTDIR} ;;
+  *) echo "usage: tools/gpu-session.sh prepare | run OUTDIR" >&2; exit 2 ;;
+esac
+[ -x build/gpu/test_worker ] || { echo "gpu-session: no build/gpu/test_worker: run 'tools/gpu-session.sh prepare' first and carry build/gpu" >&2; exit 2; }
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$root/build/gpu HCT_BIN=$root/bin
+export HCTUNE_KERNELS=$root/kernels-src:$root/tests/kernels-src
+start=$(date +%s)
+{ date -u; cat build/gpu/commit
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+  bin/hctune devices; } > "$out/env.txt" 2>&1
+cat "$out/env.txt"
+part() { # NAME CAP command...
+  local name=$1 cap=$2; shift 2
+  local left=$(( ${BUDGET:-550} - ($(date +%s) - start) ))
+  if [ $left -lt 45 ]; then echo "$name: skipped (${left} s left)"; return; fi
+  [ "$cap" -gt $left ] && cap=$left
+  local t0=$(date +%s)
+  timeout "$cap" "$@" > "$out/$name.txt" 2>&1
+  echo "$name: exit $? in $(( $(date +%s) - t0 )) s (limit $cap s)"
+}
+part worker 150 env HCT_TEST_FILTER='test_gpu_*' build/gpu/test_worker
+part gpucheck 260 tests/gpu-check.sh bin
+part bench 130 env HCTUNE_DB=/tmp/gpu-session-bench.db bin/hctune bench \
+  --variants v1,relay,pipe,persist,relay_t --tokens 1-8
+part prefill 200 tests/gpu-prefill.sh bin
+part engine 200 tests/gpu-engine.sh bin
+echo "== worker"; grep -E "OK \]|FAILED|PASSED|ERROR|skipped" "$out/worker.txt" 2>/dev/null | head -20
+echo "== gpu-check"; grep -E "^ok|^FAILED|passed|skipped" "$out/gpucheck.txt" 2>/dev/null
+echo "== bench"; grep -v "^hctune: \(compile\|check\|time\)" "$out/bench.txt" 2>/dev/null | tail -45
+echo "== prefill"; grep -E "^ok|^FAILED|passed|skipped" "$out/prefill.txt" 2>/dev/null
+echo "== engine"; tail -25 "$out/engine.txt" 2>/dev/null
+exit 0
