@@ -1,5 +1,6 @@
 /*
- * daemon.h: the private header of daemon/: hctuned and the client library.
+ * daemon.h: the private header of daemon/: hctuned, the server engines ask
+ * (the client library they link is client/, which includes nothing here).
  *
  * Files (one concern each, along Redis's lines):
  *   daemon/verbs.c     the one table of verbs: name, rights, handler, fields
@@ -24,6 +25,8 @@
  *   daemon/index.c     decisions, pins and devices of the DB in memory: a hash
  *                      of (card UUID, op, parity) to sorted token ranges, and
  *                      the same by card model for fleet answers
+ *   daemon/cards.c     which card a request means: a UUID, a prefix of one,
+ *                      or the only card (ENODEV, EINVAL otherwise)
  *   daemon/fuzz_request.c  libFuzzer target of the parser (`make fuzz`)
  *
  * One request's path: conn.c reads a line, dispatch.c has proto.c parse it
