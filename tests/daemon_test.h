@@ -345,6 +345,16 @@ static inline void dt_start(dt_env_t *e, const char *const *extra) {
   }
 }
 
+/* A fresh env with the twin cards (dt_seed_twins) and a daemon started on
+ * it that takes A for this host's card. */
+static inline void dt_start_twins(dt_env_t *e) {
+  dt_env_init(e);
+  dt_seed_twins(e);
+  setenv("HCT_TEST_HOST_CARDS", DT_HOST_CARDS, 1);
+  dt_start(e, NULL);
+  unsetenv("HCT_TEST_HOST_CARDS");
+}
+
 /* SIGTERM; returns the exit status (-1 when it had to be killed). */
 static inline int dt_stop(dt_env_t *e) {
   if (e->pid <= 0) return -1;

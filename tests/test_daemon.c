@@ -363,11 +363,7 @@ static void test_query_measured_T(void **state) {
  * status and the log say which cards are not on this host. */
 static void test_device_names(void **state) {
   dt_env_t e;
-  dt_env_init(&e);
-  dt_seed_twins(&e);
-  setenv("HCT_TEST_HOST_CARDS", DT_HOST_CARDS, 1);
-  dt_start(&e, NULL);
-  unsetenv("HCT_TEST_HOST_CARDS");
+  dt_start_twins(&e);
   hct_client_t *c;
   assert_int_equal(hct_connect(e.sock, 2000, &c), 0);
   hct_choice_t ch;

@@ -480,10 +480,10 @@ static void test_tuner_launches(void **state) {
     int T;
   } runs[] = {{"hc_read", 1}, {"hc_read_prefill", 16}};
   const char *bin = getenv("HCT_BIN");
+  char dir[1024];
+  if (hct__kernels_dir(dir, sizeof dir) != 0) skip();
   for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
     hct_op_t *op;
-    char dir[1024];
-    if (hct__kernels_dir(dir, sizeof dir) != 0) skip();
     if (hct__manifest_load(dir, runs[r].op, &op) != 0) fail_msg("%s", hct_last_error());
     const hct_variant_t *base = hct__op_baseline(op);
     char cmd[3000], err[400], *text = NULL;

@@ -37,11 +37,7 @@ static void test_python_package(void **state) {
   /* A daemon with two cards of one prefix, for the tests of device names
    * (TestDeviceNames): they must run here, not skip. */
   dt_env_t e;
-  dt_env_init(&e);
-  dt_seed_twins(&e);
-  setenv("HCT_TEST_HOST_CARDS", DT_HOST_CARDS, 1);
-  dt_start(&e, NULL);
-  unsetenv("HCT_TEST_HOST_CARDS");
+  dt_start_twins(&e);
   char cwd[1024], cmd[4096];
   assert_non_null(getcwd(cwd, sizeof cwd));
   snprintf(cmd, sizeof cmd,
