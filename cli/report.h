@@ -115,6 +115,11 @@ typedef struct hct_rp_section_s {
   int has_flops;              /* the manifest declares "flops" */
   double *floor_us;           /* [index into Ts]: the floor, NAN none */
   int *floor_compute;         /* [index into Ts]: 1 when flops set it */
+  /* Where the newest probe with one spent its time (tuner/probe_clock.c's
+   * breakdown, JSON text as the DB holds it; NULL none). */
+  char *breakdown;
+  char breakdown_run[33];
+  int64_t breakdown_at;
 } hct_rp_section_t;
 
 typedef struct hct_report_s {

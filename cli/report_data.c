@@ -756,6 +756,10 @@ int hct__report_load(hct_db_t *db, const hct_report_filter_t *f, hct_report_t *r
   }
   if (err == 0 && r->nsec > 1) qsort(r->sec, (size_t)r->nsec, sizeof *r->sec, sec_cmp);
   for (int i = 0; err == 0 && i < r->nsec; i++) err = build_section(r, &r->sec[i], arr);
+  for (int i = 0; err == 0 && i < r->nsec; i++) {
+    hct_rp_section_t *s = &r->sec[i];
+    err = hct__db_run_breakdown(db, s->uuid, s->op, &s->breakdown, s->breakdown_run, &s->breakdown_at);
+  }
 
   json_decref(arr);
   free(text);
@@ -777,6 +781,7 @@ void hct__report_free(hct_report_t *r) {
     free(s->floor_us);
     free(s->floor_compute);
     free(s->dec);
+    free(s->breakdown);
     hct__db_faults_free(s->faults, s->nfaults);
   }
   free(r->sec);

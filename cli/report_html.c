@@ -1182,12 +1182,55 @@ static void section_parity(FILE *f, const hct_rp_section_t *s) {
   parity_table(f, s);
 }
 
+/* Where the newest probe of this card and op spent its time (its run's
+ * breakdown, tuner/probe_clock.c): a row per stage that took any, its
+ * share of the whole.  The JSON comes from the file: a field that is not
+ * what it should be is left out, a label escaped. */
+static void breakdown_table(FILE *f, const hct_rp_section_t *s) {
+  json_t *b = s->breakdown ? json_loads(s->breakdown, 0, NULL) : NULL;
+  json_t *list = json_object_get(b, "stages");
+  const double total = json_number_value(json_object_get(b, "total_ms"));
+  if (!json_is_array(list) || !(total > 0) || !isfinite(total)) {
+    json_decref(b);
+    return;
+  }
+  char when[32];
+  iso(s->breakdown_at, when, sizeof when);
+  fprintf(f, "<h3>Where the probe's time went</h3>\n<p class=\"note\">The newest probe that "
+             "recorded it (%s, run <span class=\"uuid\">", when);
+  esc(f, s->breakdown_run);
+  fprintf(f, "</span>): %.1f s in all, every moment in one stage.</p>\n<table class=\"breakdown\">"
+             "<thead><tr><th>stage</th><th class=\"n\">seconds</th><th class=\"n\">share</th><th>count</th></tr></thead>"
+             "<tbody>\n", total / 1e3);
+  size_t i;
+  json_t *x;
+  json_array_foreach(list, i, x) {
+    const char *label = json_string_value(json_object_get(x, "label"));
+    const char *unit = json_string_value(json_object_get(x, "unit"));
+    const double ms = json_number_value(json_object_get(x, "ms"));
+    const json_int_t n = json_integer_value(json_object_get(x, "n"));
+    if (label == NULL || !isfinite(ms) || ms < 0 || (ms < 50 && n <= 0)) continue;
+    fputs("<tr><td>", f);
+    esc(f, label);
+    fprintf(f, "</td><td class=\"n\">%.1f</td><td class=\"n\">%.0f%%</td><td>", ms / 1e3,
+            100.0 * ms / total);
+    if (n > 0) {
+      fprintf(f, "%lld ", (long long)n);
+      esc(f, unit ? unit : "");
+    }
+    fputs("</td></tr>\n", f);
+  }
+  fputs("</tbody></table>\n", f);
+  json_decref(b);
+}
+
 static void section(FILE *f, const hct_rp_section_t *s, int idx) {
   section_head(f, s, idx);
   section_timings(f, s);
   fprintf(f, "<h3>Decisions</h3>\n");
   if (s->ndec) decisions_table(f, s);
   else fputs("<p class=\"empty\">No decisions recorded.</p>\n", f);
+  breakdown_table(f, s);
   section_parity(f, s);
   fprintf(f, "<h3 id=\"faults%d\">Faults</h3>\n", idx);
   if (s->failed_timings)

@@ -100,6 +100,13 @@ int hct__db_run_end(hct_db_t *db, const char *run_id, const char *status);
  * run's args (a JSON object), so the schema stays as it is and a DB of an
  * older hctune reads the same. */
 int hct__db_run_set_parent(hct_db_t *db, const char *run_id, const char *parent_run);
+/* Where the run's time went (tuner/probe_clock.c's breakdown, a JSON
+ * object as text): "breakdown" in the run's args, as parent_run is. */
+int hct__db_run_set_breakdown(hct_db_t *db, const char *run_id, const char *breakdown_json);
+/* The breakdown of the newest run of `op` on card `uuid` that has one:
+ * *json malloc'd (NULL when none), with the run's id and start. */
+int hct__db_run_breakdown(hct_db_t *db, const char *uuid, const char *op, char **json,
+                          char run_id[33], int64_t *started_at);
 
 /* A run as `hctune probe --device all` reads back its cards' runs. */
 typedef struct hct_db_run_s {

@@ -263,6 +263,53 @@ int hct__db_run_set_parent(hct_db_t *db, const char *run_id, const char *parent_
   return err;
 }
 
+int hct__db_run_set_breakdown(hct_db_t *db, const char *run_id, const char *breakdown_json) {
+  sqlite3_stmt *st;
+  /* As parent_run: args kept an object, the breakdown stored as JSON (a
+   * text that is not JSON is refused by json() rather than stored). */
+  int err = prepare(db,
+                    "UPDATE runs SET args = json_set(CASE WHEN json_valid(args) AND"
+                    " json_type(args) = 'object' THEN args WHEN args IS NULL THEN '{}'"
+                    " ELSE json_object('args', args) END, '$.breakdown', json(?)) WHERE id = ?",
+                    &st);
+  if (err) return err;
+  bind_text(st, 1, breakdown_json);
+  bind_text(st, 2, run_id);
+  err = step_done(db, st, "cannot record where the run's time went");
+  if (err == 0 && sqlite3_changes(hct__db_sqlite(db)) == 0)
+    return hct__error(HCT_ENOENT, "database '%s': run '%s': no such run", hct__db_path(db),
+                      run_id);
+  return err;
+}
+
+int hct__db_run_breakdown(hct_db_t *db, const char *uuid, const char *op, char **json,
+                          char run_id[33], int64_t *started_at) {
+  *json = NULL;
+  run_id[0] = '\0';
+  *started_at = 0;
+  sqlite3_stmt *st;
+  int err = prepare(db,
+                    "SELECT id, started_at, json_extract(args, '$.breakdown') FROM runs"
+                    " WHERE uuid = ? AND op = ? AND json_valid(args) AND"
+                    " json_type(args, '$.breakdown') = 'object'"
+                    " ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                    &st);
+  if (err) return err;
+  bind_text(st, 1, uuid);
+  bind_text(st, 2, op);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    col_copy(st, 0, run_id, 33);
+    *started_at = sqlite3_column_int64(st, 1);
+    const char *j = (const char *)sqlite3_column_text(st, 2);
+    *json = j ? strdup(j) : NULL;
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hct__db_fail(db, rc, "cannot read runs");
+  if (rc == SQLITE_ROW && *json == NULL) return hct__error(HCT_ENOMEM, "out of memory reading a run");
+  return 0;
+}
+
 int hct__db_run_children(hct_db_t *db, const char *parent, hct_db_run_t **out, int *n) {
   *out = NULL;
   *n = 0;

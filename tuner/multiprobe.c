@@ -133,6 +133,7 @@ struct multi_s {
   int n_kids;
   int interrupted;
   uint64_t t0;
+  uint64_t compile_ns, agree_ns; /* the host's compile, the agreement */
 };
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
@@ -162,6 +163,11 @@ static void on_json_line(child_t *k, const char *line) {
     c->wall_s = json_real_value(json_object_get(j, "wall_s"));
     const char *rid = json_string_value(json_object_get(j, "run_id"));
     if (rid) hct__strlcpy(c->run_id, rid, sizeof c->run_id);
+    /* Where its time went, kept for the summary (a breakdown too large
+     * for the room is left out rather than cut). */
+    char *b = json_object_get(j, "breakdown") ? json_dumps(json_object_get(j, "breakdown"), JSON_COMPACT) : NULL;
+    if (b && strlen(b) < sizeof c->breakdown) hct__strlcpy(c->breakdown, b, sizeof c->breakdown);
+    free(b);
   } else if (strcmp(ev, "error") == 0) {
     const char *msg = json_string_value(json_object_get(j, "message"));
     hct__strlcpy(c->error, msg ? msg : "error", sizeof c->error);
@@ -538,6 +544,27 @@ static int fan_out(multi_t *M, const char *exe, const char *dbpath, const char *
   return rc;
 }
 
+/* The host's run keeps where its time went, in the shape of a card's
+ * (tuner/probe_clock.c): the compile for every card, the cards' probes at
+ * once (each card's own breakdown is in its run), the agreement. */
+static void record_breakdown(const multi_t *M, hct_db_t *db, const char *parent, uint64_t cards_ns) {
+  const uint64_t total = hct__now_ns() - M->t0;
+  const uint64_t known = M->compile_ns + cards_ns + M->agree_ns;
+  char text[1024];
+  snprintf(text, sizeof text,
+           "{\"total_ms\":%llu,\"stages\":[{\"stage\":\"compile\",\"label\":\"compile\",\"ms\":%llu,\"n\":0,"
+           "\"unit\":\"\"},{\"stage\":\"cards\",\"label\":\"the cards' probes\",\"ms\":%llu,\"n\":%d,"
+           "\"unit\":\"cards\"},{\"stage\":\"agree\",\"label\":\"agreement\",\"ms\":%llu,\"n\":0,"
+           "\"unit\":\"\"},{\"stage\":\"other\",\"label\":\"other\",\"ms\":%llu,\"n\":0,\"unit\":\"\"}]}",
+           (unsigned long long)(total / 1000000), (unsigned long long)(M->compile_ns / 1000000),
+           (unsigned long long)(cards_ns / 1000000), M->o->n_cards, (unsigned long long)(M->agree_ns / 1000000),
+           (unsigned long long)((total > known ? total - known : 0) / 1000000));
+  if (hct__db_run_set_breakdown(db, parent, text) != 0) {
+    hct__log(HCT_LOG_WARN, "where the probe's time went is not recorded: %s", hct_last_error());
+    hct__error_clear();
+  }
+}
+
 static void print_summary(const multi_t *M, const hct_agree_t *ag, double wall) {
   const hct_multi_opts_t *o = M->o;
   double longest = 0;
@@ -551,10 +578,14 @@ static void print_summary(const multi_t *M, const hct_agree_t *ag, double wall) 
       printf("card %d %s (%s): FAILED after %.1f s: %s\n", c->index, c->uuid, c->name, s, c->error);
     else
       printf("card %d %s (%s): %d decisions in %.1f s\n", c->index, c->uuid, c->name, c->decisions, s);
+    json_t *b = c->breakdown[0] ? json_loads(c->breakdown, 0, NULL) : NULL;
+    if (b != NULL) hct__probe_breakdown_print(b, stdout, "  ");
+    json_decref(b);
   }
   if (ag != NULL && ag->report_json != NULL) hct__agree_print(ag, stdout);
-  printf("probe of %d card%s took %.1f s (the longest card %.1f s)\n", o->n_cards,
-         o->n_cards == 1 ? "" : "s", wall, longest);
+  printf("probe of %d card%s took %.1f s (the longest card %.1f s; the host's compile %.1f s, the "
+         "agreement %.1f s)\n", o->n_cards, o->n_cards == 1 ? "" : "s", wall, longest,
+         (double)M->compile_ns / 1e9, (double)M->agree_ns / 1e9);
 }
 
 static json_t *summary_json(const multi_t *M, const hct_agree_t *ag, const char *parent, double wall) {
@@ -565,18 +596,21 @@ static json_t *summary_json(const multi_t *M, const hct_agree_t *ag, const char 
     /* Seconds from the command's start; null for a card never started
      * (an interrupted compile). */
     int ran = c->start_ns != 0;
+    json_t *b = c->breakdown[0] ? json_loads(c->breakdown, 0, NULL) : NULL;
     json_array_append_new(
-        cards, json_pack("{s:i, s:s, s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:s?}", "card", c->index,
+        cards, json_pack("{s:i, s:s, s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:s?, s:o}", "card", c->index,
                          "uuid", c->uuid, "name", c->name, "model", c->model_key, "run_id",
                          c->run_id, "decisions", c->decisions, "start_s",
                          ran ? json_real((double)(c->start_ns - M->t0) / 1e9) : json_null(),
                          "end_s", ran ? json_real((double)(c->end_ns - M->t0) / 1e9) : json_null(),
                          "wall_s", ran ? json_real((double)(c->end_ns - c->start_ns) / 1e9) : json_null(),
-                         "error", c->error[0] ? c->error : NULL));
+                         "error", c->error[0] ? c->error : NULL, "breakdown", b ? b : json_null()));
   }
   json_t *agreement = ag && ag->report_json ? json_loads(ag->report_json, 0, NULL) : NULL;
-  return json_pack("{s:s, s:s, s:o, s:o, s:f}", "event", "multi_result", "run_id", parent,
-                   "cards", cards, "agreement", agreement ? agreement : json_null(), "wall_s", wall);
+  return json_pack("{s:s, s:s, s:o, s:o, s:f, s:I, s:I}", "event", "multi_result", "run_id", parent,
+                   "cards", cards, "agreement", agreement ? agreement : json_null(), "wall_s", wall,
+                   "compile_ms", (json_int_t)(M->compile_ns / 1000000), "agree_ms",
+                   (json_int_t)(M->agree_ns / 1000000));
 }
 
 int hct__multiprobe(const hct_multi_opts_t *o, hct_agree_t *agree_out) {
@@ -631,8 +665,12 @@ int hct__multiprobe(const hct_multi_opts_t *o, hct_agree_t *agree_out) {
   uv_signal_start(&M.sigint, on_signal, SIGINT);
   uv_signal_start(&M.sigterm, on_signal, SIGTERM);
 
+  uint64_t t_stage = hct__now_ns();
   if (!o->no_compile) rc = compile_once(&M, exe, dbpath, op);
+  M.compile_ns = hct__now_ns() - t_stage;
+  t_stage = hct__now_ns();
   if (rc == 0) rc = fan_out(&M, exe, dbpath, parent);
+  const uint64_t cards_ns = hct__now_ns() - t_stage;
   int failed = 0;
   char failed_list[512] = "";
   for (int i = 0; i < o->n_cards; i++) {
@@ -648,11 +686,14 @@ int hct__multiprobe(const hct_multi_opts_t *o, hct_agree_t *agree_out) {
   int nu = 0;
   for (int i = 0; i < o->n_cards && nu < HCT_MULTI_MAX_CARDS; i++)
     if (o->cards[i].error[0] == '\0') uuids[nu++] = o->cards[i].uuid;
+  t_stage = hct__now_ns();
   if (nu > 0 && !M.interrupted) {
     arc = hct__agree(db, kdir, uuids, nu, o->outlier_pct, parent, !M.p->no_decide, &ag);
     if (arc != 0) hct__log(HCT_LOG_ERROR, "agreement of the cards: %s", hct_last_error());
   }
+  M.agree_ns = hct__now_ns() - t_stage;
   double wall = (double)(hct__now_ns() - M.t0) / 1e9;
+  record_breakdown(&M, db, parent, cards_ns);
   if (M.p->json) {
     json_t *j = summary_json(&M, &ag, parent, wall);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;

@@ -51,6 +51,7 @@ typedef struct hct_multi_card_s {
   int decisions;             /* rows of its result event */
   double wall_s;             /* as the child reported it */
   char run_id[33];           /* of its result event */
+  char breakdown[4096];      /* its result's breakdown (JSON), "" none */
   char error[512];           /* its error event's message, else "" */
 } hct_multi_card_t;
 

@@ -160,6 +160,7 @@ static int skip_quarantined(probe_t *P) {
  * still in play. */
 static int start_worker(probe_t *P) {
   int rc;
+  hct__probe_count(P, HCT_PS_WORKER, 1);
   if ((rc = hct__worker_start(NULL, &P->w)) != 0) return rc;
   if ((rc = hct__worker_open(P->w, P->dev.uuid)) != 0) return rc;
   if ((rc = hct__worker_reference(P->w, P->kdir, P->op->name, P->ref_job.key, P->dbpath)) != 0)
@@ -201,9 +202,11 @@ static int probe_count(probe_t *P, int k, int sets) {
   if (T > P->op->checks_all_up_to && !o->check_only) return hct__probe_check_late(P, k, sets);
   hct__probe_progress(P, "check", k, nT, "T=%d: parity of every candidate, %d input sets with and without pending",
                       T, sets);
-  for (int pending = 0; pending <= 1; pending++)
-    for (int s = 0; s < sets; s++)
-      if ((rc = hct__probe_check_T(P, k, pending, NULL)) != 0) return rc;
+  const int was = hct__probe_stage(P, HCT_PS_CHECK_ALL);
+  for (int pending = 0; rc == 0 && pending <= 1; pending++)
+    for (int s = 0; rc == 0 && s < sets; s++) rc = hct__probe_check_T(P, k, pending, NULL);
+  hct__probe_stage(P, was);
+  if (rc != 0) return rc;
   for (int i = 0; i < P->n; i++) {
     char why[256];
     cand_t *c = &P->cands[i];
@@ -220,8 +223,12 @@ static int probe_run(probe_t *P) {
   const hct_probe_opts_t *o = P->o;
   int rc;
   if ((rc = skip_quarantined(P)) != 0) return rc;
-  if ((rc = hct__probe_compile(P)) != 0) return rc;
-  if ((rc = start_worker(P)) != 0) return rc;
+  int was = hct__probe_stage(P, HCT_PS_COMPILE);
+  rc = hct__probe_compile(P);
+  hct__probe_stage(P, HCT_PS_WORKER);
+  if (rc == 0) rc = start_worker(P);
+  hct__probe_stage(P, was);
+  if (rc != 0) return rc;
   const int sets = o->check_sets > 0 ? o->check_sets : 1;
   for (int k = 0; k < P->tokens.n; k++)
     if ((rc = probe_count(P, k, sets)) != 0) return rc;
@@ -229,19 +236,36 @@ static int probe_run(probe_t *P) {
   return 0;
 }
 
+/* The breakdown into the run's row. */
+static int record_breakdown(probe_t *P, const json_t *b) {
+  char *text = b ? json_dumps(b, JSON_COMPACT) : NULL;
+  int rc = text ? hct__db_run_set_breakdown(P->db, P->run_id, text) : hct__error(HCT_ENOMEM, "out of memory");
+  free(text);
+  return rc;
+}
+
 /* Decided, the run ended "done" and the result shown.  An error of the
  * decisions or of the run's end leaves the run as it is. */
 static int probe_finish(probe_t *P) {
   const hct_probe_opts_t *o = P->o;
-  json_t *result = json_pack("{s:s, s:s, s:s, s:s, s:s, s:f}", "event", "result", "op", P->op->name,
-                             "device", P->dev.uuid, "name", P->dev.name, "run_id", P->run_id,
-                             "wall_s", (double)(hct__now_ns() - P->t0) / 1e9);
+  json_t *result = json_pack("{s:s, s:s, s:s, s:s, s:s}", "event", "result", "op", P->op->name,
+                             "device", P->dev.uuid, "name", P->dev.name, "run_id", P->run_id);
+  int was = hct__probe_stage(P, HCT_PS_DECIDE);
   int rc = o->check_only ? 0 : hct__probe_decide(P, result);
+  hct__probe_stage(P, HCT_PS_RECORD);
+  /* The breakdown closes here: the run's record is its last write. */
+  json_decref(P->breakdown);
+  P->breakdown = hct__probe_breakdown_json(P);
+  if (rc == 0) rc = record_breakdown(P, P->breakdown);
   if (rc == 0) rc = hct__db_run_end(P->db, P->run_id, "done");
+  hct__probe_stage(P, was);
+  json_object_set_new(result, "wall_s", json_real((double)(hct__now_ns() - P->t0) / 1e9));
+  json_object_set(result, "breakdown", P->breakdown);
   if (o->json) {
     hct__probe_result_json(result);
   } else if (rc == 0 && !o->no_table && !o->check_only) {
     hct__probe_table(P);
+    hct__probe_breakdown_print(P->breakdown, stdout, "");
     printf("probe took %.1f s; results in %s\n", (double)(hct__now_ns() - P->t0) / 1e9, P->dbpath);
   }
   json_decref(result);
@@ -255,6 +279,10 @@ static void probe_fail(probe_t *P, int rc) {
   if (P->db == NULL || !P->run_id[0]) return;
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", hct_last_error());
+  /* Where the time went up to the failure: kept with the run too. */
+  json_t *b = hct__probe_breakdown_json(P);
+  record_breakdown(P, b);
+  json_decref(b);
   hct__db_run_end(P->db, P->run_id, rc == HCT_EINTERRUPTED ? "interrupted" : "failed");
   hct__error(rc, "%s", saved);
 }
@@ -268,6 +296,7 @@ static void probe_close(probe_t *P) {
   hct__worker_stop(P->w);
   if (P->db) hct__db_close(P->db);
   if (P->op) hct__manifest_free(P->op);
+  json_decref(P->breakdown);
 }
 
 /* The probe's stages, in order; see the top of this file. */
@@ -294,6 +323,7 @@ int hct__probe(const hct_probe_opts_t *o) {
   P.o = o;
   P.tty = isatty(2);
   P.t0 = hct__now_ns();
+  hct__probe_clock_start(&P);
   struct sigaction sa, old_int, old_term;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_interrupt;

@@ -209,6 +209,7 @@ int hct__probe_compile(probe_t *P) {
     if (i == P->baseline)
       return hct__error(HCT_ECOMPILE, "baseline %s: %s", c->c.label, c->job.error);
   }
+  hct__probe_count(P, HCT_PS_COMPILE, nj + 1 - hits);
   hct__probe_compiled(P, nj + 1, hits, failed, wall, cpu_ms);
   return 0;
 }

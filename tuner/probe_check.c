@@ -36,7 +36,7 @@ static int reference_missing(probe_t *P, int i, int k, int T, int pending, uint6
   hct__strlcpy(t.status, "unsupported", sizeof t.status);
   t.seed = seed;
   t.log = log;
-  int rc = hct__db_trial_add(P->db, &t, NULL);
+  int rc = hct__probe_trial_add(P, &t);
   if (k >= 0) c->failed[k] = 1;
   hct__probe_progress(P, "reject", 0, 0, "%s: %s", c->c.label, log);
   hct__probe_rejected(P, c, T, "parity", log);
@@ -55,14 +55,23 @@ typedef struct check_call_s {
   uint8_t passed_here[MAX_CANDS]; /* passed this check */
 } check_call_t;
 
+/* One check call in the worker, counted in the current stage's checks,
+ * its input set's time moved to the breakdown's inputs. */
+static int worker_check(probe_t *P, int cand, int ref, const check_call_t *K, int flags, int timeout_ms,
+                        hct_worker_check_t *out) {
+  int rc = hct__worker_check(P->w, cand, ref, K->T, K->pending, K->seed, flags, timeout_ms, out);
+  hct__probe_worker_took(P);
+  hct__probe_count(P, P->clock.cur, 1);
+  return rc;
+}
+
 /* The baseline on a fresh input set, judged against the float64
  * reference: the first call on an input set draws it and computes the
  * reference in the worker, so it gets time for that. */
 static int check_baseline(probe_t *P, check_call_t *K, hct_worker_check_t *ck) {
   cand_t *base = &P->cands[P->baseline];
   verdict_t vd;
-  int rc = hct__worker_check(P->w, P->baseline, -1, K->T, K->pending, K->seed, check_flags(base),
-                             120000, ck);
+  int rc = worker_check(P, P->baseline, -1, K, check_flags(base), 120000, ck);
   if (rc != 0) {
     int r = hct__probe_cand_failed(P, P->baseline, "parity", rc, K->T, K->pending, K->seed);
     return r != 0 ? r : rc;
@@ -78,7 +87,7 @@ static int check_baseline(probe_t *P, check_call_t *K, hct_worker_check_t *ck) {
   hct__strlcpy(t.status, "pass", sizeof t.status);
   t.seed = K->seed;
   t.figures_json = vd.figures;
-  return hct__db_trial_add(P->db, &t, NULL);
+  return hct__probe_trial_add(P, &t);
 }
 
 /*
@@ -92,8 +101,7 @@ static int check_ready(probe_t *P, check_call_t *K, const cand_t *c) {
   int rc;
   if (P->fresh_worker) {
     hct_worker_check_t warm;
-    rc = hct__worker_check(P->w, P->baseline, -1, K->T, K->pending, K->seed,
-                           check_flags(&P->cands[P->baseline]), 120000, &warm);
+    rc = worker_check(P, P->baseline, -1, K, check_flags(&P->cands[P->baseline]), 120000, &warm);
     if (rc != 0) {
       int r = hct__probe_cand_failed(P, P->baseline, "parity", rc, K->T, K->pending, K->seed);
       return r != 0 ? r : rc;
@@ -103,8 +111,7 @@ static int check_ready(probe_t *P, check_call_t *K, const cand_t *c) {
   }
   if (K->passed_here[c->ref] && c->ref != K->holds) {
     hct_worker_check_t own;
-    rc = hct__worker_check(P->w, c->ref, -1, K->T, K->pending, K->seed, HCT_CHECK_REPEAT,
-                           K->deadline, &own);
+    rc = worker_check(P, c->ref, -1, K, HCT_CHECK_REPEAT, K->deadline, &own);
     if (rc == 0) {
       K->holds = c->ref;
       return 0;
@@ -128,7 +135,7 @@ static int check_one(probe_t *P, check_call_t *K, int i) {
      * out at this T only, unchecked ("unsupported": no failure). */
     return reference_missing(P, i, K->k, K->T, K->pending, K->seed);
   hct_worker_check_t ck;
-  rc = hct__worker_check(P->w, i, c->ref, K->T, K->pending, K->seed, check_flags(c), K->deadline, &ck);
+  rc = worker_check(P, i, c->ref, K, check_flags(c), K->deadline, &ck);
   if (rc != 0) {
     if (K->holds == i) K->holds = -1;
     return hct__probe_cand_failed(P, i, "parity", rc, K->T, K->pending, K->seed);
@@ -149,13 +156,12 @@ static int check_one(probe_t *P, check_call_t *K, int i) {
   t.figures_json = vd.figures;
   const int pass = strcmp(vd.status, "pass") == 0;
   if (!pass) t.log = log;
-  if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
+  if ((rc = hct__probe_trial_add(P, &t)) != 0) return rc;
   if (pass) {
     K->passed_here[i] = 1;
     return 0;
   }
-  hct_qcand_t q = hct__probe_qcand(P, c);
-  if ((rc = hct__quarantine_add(P->db, &q, K->T, vd.status, log)) != 0) return rc;
+  if ((rc = hct__probe_quarantine(P, c, K->T, vd.status, log)) != 0) return rc;
   c->dead = 1;
   hct__worker_unload(P->w, i);
   hct__probe_progress(P, "reject", 0, 0, "%s: %s check: %s: %s", c->c.label, vd.check, vd.status, log);
@@ -268,7 +274,10 @@ int hct__probe_check_late(probe_t *P, int k, int sets) {
   for (int round = 0; n_only > 0; round++) {
     hct__probe_progress(P, "check", round, 0, "T=%d: %d finalists and references (of %d points in play), every check "
              "with and without pending", T, n_only, in_play);
-    if ((rc = check_all_runs(P, k, sets, only)) != 0) return rc;
+    const int was = hct__probe_stage(P, HCT_PS_CHECK_LATE);
+    rc = check_all_runs(P, k, sets, only);
+    hct__probe_stage(P, was);
+    if (rc != 0) return rc;
     /* A family short of passing finalists: the next of its ranking. */
     memset(only, 0, sizeof only);
     n_only = 0;
@@ -314,7 +323,7 @@ int hct__probe_check_late(probe_t *P, int k, int sets) {
     hct__probe_trial_init(P, c, &t, "parity", T, 0);
     hct__strlcpy(t.status, "unchecked", sizeof t.status);
     t.log = log;
-    if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) return rc;
+    if ((rc = hct__probe_trial_add(P, &t)) != 0) return rc;
   }
   hct__probe_progress(P, "check", 0, 0, "T=%d: %d points left unchecked (not decided for here)", T, unchecked);
   return P->o->check_only ? 0 : hct__probe_time_T(P, k, 0);

@@ -182,7 +182,13 @@ int hct__probe_decide(probe_t *P, json_t *result) {
     }
     memset(d, 0, HCT_MAX_TOKEN_LIST * sizeof *d);
     for (int q = 0; q < nr; q++) decision_of(P, k, R, q, &d[q], jdec);
-    if (nr > 0 && !P->o->no_decide) rc = hct__db_decisions_replace(P->db, d, nr);
+    hct__probe_count(P, HCT_PS_DECIDE, nr);
+    if (nr > 0 && !P->o->no_decide) {
+      const int was = hct__probe_stage(P, HCT_PS_RECORD);
+      rc = hct__db_decisions_replace(P->db, d, nr);
+      hct__probe_count(P, HCT_PS_RECORD, nr);
+      hct__probe_stage(P, was);
+    }
   }
   free(R);
   free(d);

@@ -23,6 +23,8 @@
  *   tuner/probe_record.c   trials and faults into the DB, a candidate that
  *                          failed (quarantine, a fresh worker)
  *   tuner/probe_output.c   progress lines, the decision table
+ *   tuner/probe_clock.c    where the time goes: every moment of the probe
+ *                          in one stage, the breakdown at its end
  *
  * Loop thread only: a probe is one thread, its GPU calls go to a worker
  * process (tuner/worker.c).
@@ -31,11 +33,41 @@
 #define HCT_PROBE_INTERNAL_H
 
 #include <jansson.h>
+#include <stdio.h>
 
 #include "db.h"
 #include "tuner.h"
 
 #define MAX_CANDS 256
+
+/* The stages of a probe's breakdown (tuner/probe_clock.c), in the order
+ * its table lists them. */
+typedef enum {
+  HCT_PS_COMPILE,        /* compiling, the cache's lookups */
+  HCT_PS_WORKER,         /* starting the worker (and restarting it after a
+                            fault): the card opened, binaries loaded */
+  HCT_PS_INPUTS,         /* the worker drawing an input set and running
+                            the float64 reference on it */
+  HCT_PS_CHECK_ALL,      /* checks of every point at a count */
+  HCT_PS_CHECK_LATE,     /* checks of the search's finalists (above
+                            checks.all_points_up_to) */
+  HCT_PS_CHECK_SERVE,    /* checks at the counts a decision serves */
+  HCT_PS_SEARCH,         /* a family's search rounds */
+  HCT_PS_TIMING,         /* the deciding timing and the other mode */
+  HCT_PS_VERIFY,         /* the timed launches' outputs checked */
+  HCT_PS_DECIDE,         /* winners, ranges, decisions */
+  HCT_PS_RECORD,         /* writing trials, faults, decisions */
+  HCT_PS_OTHER,          /* the rest: opening, candidates, output */
+  HCT_PS_N
+} hct_pstage_t;
+
+typedef struct probe_clock_s {
+  int cur;               /* the stage now */
+  uint64_t since;        /* when it was entered (or last settled) */
+  uint64_t ns[HCT_PS_N];
+  int n[HCT_PS_N];       /* what each stage counts (its unit) */
+  double worker_ms[HCT_WP_N]; /* inside the worker, every call summed */
+} probe_clock_t;
 
 /* Per token count arrays are indexed like the probe's token set (k, where
  * T = P->tokens.t[k]), not by T: the set is short, its counts may be large. */
@@ -97,6 +129,8 @@ typedef struct probe_s {
   int tty;
   uint64_t t0;
   hct_rng_t rng;
+  probe_clock_t clock;   /* where the time goes (probe_clock.c) */
+  json_t *breakdown;     /* the clock's JSON, once the probe ended */
 } probe_t;
 
 /* The worst figures of a candidate over the outputs of one run. */
@@ -116,6 +150,26 @@ typedef struct verdict_s {
 /* HCT_EINTERRUPTED with its message after Ctrl-C (or SIGTERM), else 0:
  * every stage asks between candidates. */
 int hct__probe_check_interrupt(const probe_t *P);
+
+/* ---- tuner/probe_clock.c ------------------------------------------------- */
+
+/* Starts the clock at P->t0 in the stage "other". */
+void hct__probe_clock_start(probe_t *P);
+/* Enters `stage` (hct_pstage_t) and returns the stage it left, which the
+ * caller enters again when done. */
+int hct__probe_stage(probe_t *P, int stage);
+/* Adds n to what `stage` counts. */
+void hct__probe_count(probe_t *P, int stage, int n);
+/* After a worker call: its input set's time (the reply's "phase_ms")
+ * moved from the current stage to inputs and references, its other
+ * phases summed. */
+void hct__probe_worker_took(probe_t *P);
+/* hct__db_trial_add in the stage "record". */
+int hct__probe_trial_add(probe_t *P, const hct_db_trial_t *t);
+/* The breakdown up to now (a new reference): total_s, stages, worker_s. */
+json_t *hct__probe_breakdown_json(probe_t *P);
+/* (hct__probe_breakdown_print, the table, is tuner.h's: multiprobe.c
+ * prints each card's.) */
 
 /* ---- tuner/probe_output.c ------------------------------------------------ */
 
@@ -147,6 +201,9 @@ int hct__probe_record_failure(probe_t *P, cand_t *c, const char *kind, const cha
 void hct__probe_rejected(probe_t *P, const cand_t *c, int T, const char *check, const char *why);
 /* The quarantine's identity of candidate c. */
 hct_qcand_t hct__probe_qcand(probe_t *P, const cand_t *c);
+/* Quarantines c at T for `reason` (hct__quarantine_add), in the stage
+ * "record". */
+int hct__probe_quarantine(probe_t *P, const cand_t *c, int T, const char *reason, const char *log);
 /* Candidate i's call failed with rc: recorded, quarantined, a fresh worker
  * when this one died.  0 to go on, or the error that ends the probe. */
 int hct__probe_cand_failed(probe_t *P, int i, const char *kind, int rc, int T, int pending,

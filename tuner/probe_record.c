@@ -58,10 +58,17 @@ int hct__probe_record_failure(probe_t *P, cand_t *c, const char *kind, const cha
   t.seed = seed;
   t.figures_json = figures;
   t.log = log;
-  int rc = hct__db_trial_add(P->db, &t, NULL);
-  if (rc != 0) return rc;
-  hct_qcand_t q = {&P->keys, P->op->name, c->c.v->name, c->c.params, c->job.template_hash};
-  return hct__quarantine_add(P->db, &q, T, reason, log);
+  int rc = hct__probe_trial_add(P, &t);
+  return rc != 0 ? rc : hct__probe_quarantine(P, c, T, reason, log);
+}
+
+int hct__probe_quarantine(probe_t *P, const cand_t *c, int T, const char *reason, const char *log) {
+  hct_qcand_t q = hct__probe_qcand(P, c);
+  const int was = hct__probe_stage(P, HCT_PS_RECORD);
+  int rc = hct__quarantine_add(P->db, &q, T, reason, log);
+  hct__probe_count(P, HCT_PS_RECORD, 1);
+  hct__probe_stage(P, was);
+  return rc;
 }
 
 /* Tells the caller (hctune verify-decisions, bench) that a candidate is
@@ -136,7 +143,10 @@ int hct__probe_cand_failed(probe_t *P, int i, const char *kind, int rc, int T, i
     char key[16];
     snprintf(key, sizeof key, "cand%d", i);
     if (c->dead) hct__worker_forget(P->w, key);
+    const int was = hct__probe_stage(P, HCT_PS_WORKER);
     int rr = hct__worker_recover(P->w, dropped_cb, P);
+    hct__probe_count(P, HCT_PS_WORKER, 1);
+    hct__probe_stage(P, was);
     if (rr != 0) return rr;
     P->fresh_worker = 1;
     if (P->cands[P->baseline].dead)

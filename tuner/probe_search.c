@@ -80,7 +80,7 @@ static int search_time(void *arg, int round, const int *ids, int n, int samples,
                  hct_err_name(r->err), round, samples);
         hct__probe_trial_timed(&t, r, NULL);
         t.figures_json = figs;
-        rc = hct__db_trial_add(P->db, &t, NULL);
+        rc = hct__probe_trial_add(P, &t);
         continue;
       }
       out[where[q]] = r->s;
@@ -88,7 +88,7 @@ static int search_time(void *arg, int round, const int *ids, int n, int samples,
       snprintf(figs, sizeof figs, "{\"batch\":%d,\"search\":{\"strategy\":\"halving\",\"round\":%d,"
                "\"samples\":%d},\"seconds\":%.3f,\"decides\":0}", batch, round, samples, r->seconds);
       t.figures_json = figs;
-      rc = hct__db_trial_add(P->db, &t, NULL);
+      rc = hct__probe_trial_add(P, &t);
     }
     free(res);
     return rc;
@@ -106,7 +106,16 @@ static int search_time(void *arg, int round, const int *ids, int n, int samples,
  * baseline, and a reference some bitwise candidate is verified against,
  * are never searched out.  --exhaustive (verify-decisions) skips it all.
  */
+static int search_T(probe_t *P, int k);
+
 int hct__probe_search_T(probe_t *P, int k) {
+  const int was = hct__probe_stage(P, HCT_PS_SEARCH);
+  int rc = search_T(P, k);
+  hct__probe_stage(P, was);
+  return rc;
+}
+
+static int search_T(probe_t *P, int k) {
   for (int i = 0; i < P->n; i++) P->cands[i].rank_k = -1;
   if (P->o->exhaustive) return 0;
   for (int vi = 0; vi < P->op->n_variants; vi++) {

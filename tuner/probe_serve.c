@@ -109,7 +109,16 @@ static int serve_one(probe_t *P, const hct_tokens_t *rep, int k, int i, int *ok)
   return rc;
 }
 
+static int serve_T(probe_t *P, int k, uint8_t *out, int *again);
+
 int hct__probe_serve_T(probe_t *P, int k, uint8_t *out, int *again) {
+  const int was = hct__probe_stage(P, HCT_PS_CHECK_SERVE);
+  int rc = serve_T(P, k, out, again);
+  hct__probe_stage(P, was);
+  return rc;
+}
+
+static int serve_T(probe_t *P, int k, uint8_t *out, int *again) {
   const hct_tokens_t rep = representatives(P);
   for (int dk = 0; dk < hct__probe_n_decisions(P); dk++) {
     const int w = hct__probe_winner_at(P, k, dk, 1);

@@ -12,6 +12,7 @@
 #include "probe_internal.h"
 
 static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete);
+static int time_other(probe_t *P, int k, int cold);
 
 /* Records the timing trials of ids[0..n) from res, and with `decides`
  * their figures for the decisions (pruned: not decided for).  `extra`
@@ -31,7 +32,7 @@ static int record_times(probe_t *P, int kT, const int *ids, int n, const hct_tim
       snprintf(figs, sizeof figs, "{\"error_code\":\"%s\"}", hct_err_name(r->err));
       hct__probe_trial_timed(&t, r, NULL);
       t.figures_json = figs;
-      if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
+      if ((rc = hct__probe_trial_add(P, &t)) != 0) break;
       if (decides) c->timed[kT] = 0;
       continue;
     }
@@ -46,7 +47,7 @@ static int record_times(probe_t *P, int kT, const int *ids, int n, const hct_tim
              r->clock_checked, isfinite(r->s.rel_ci) ? r->s.rel_ci : -1.0, r->seconds, r->s.max,
              decides, extra ? ",\"" : "", extra ? extra : "", extra ? "\":1" : "");
     t.figures_json = figs;
-    if ((rc = hct__db_trial_add(P->db, &t, NULL)) != 0) break;
+    if ((rc = hct__probe_trial_add(P, &t)) != 0) break;
   }
   return rc;
 }
@@ -76,6 +77,8 @@ int hct__probe_time_grouped(probe_t *P, const int *ids, int n, int T, json_t *op
       json_object_set_new(opts, "ranks", slice);
     }
     rc = hct__worker_time(P->w, ids + done, m, T, seed, opts, deadline, res + done, failed);
+    hct__probe_worker_took(P);
+    hct__probe_count(P, P->clock.cur, 1);
     const int fits = rc == HCT_ENOMEM ? hct__worker_time_fits(P->w) : -1;
     if (fits > 0 && fits < m) {
       hct__probe_progress(P, "time", done, n, "T=%d: %d of %d candidates fit the card's memory at once: timed in groups",
@@ -238,7 +241,11 @@ static int time_pass(probe_t *P, int kT, int cold, int decides, const uint8_t *o
      * launches the winners made while being timed. */
     uint8_t out[MAX_CANDS] = {0}, out_k[MAX_CANDS] = {0};
     int incomplete = 0;
-    if (rc == 0 && decides) rc = verify_T(P, kT, out, &incomplete);
+    if (rc == 0 && decides) {
+      const int was = hct__probe_stage(P, HCT_PS_VERIFY);
+      rc = verify_T(P, kT, out, &incomplete);
+      hct__probe_stage(P, was);
+    }
     /* Then, the winners where their decisions reach (issue 29); a check
      * request ends the timing's allocation, so after the verification. */
     if (rc == 0 && decides && !incomplete) rc = hct__probe_serve_T(P, kT, out, &incomplete);
@@ -348,6 +355,8 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
              P->cands[vref].c.label);
     int failed = -1;
     rc = hct__worker_verify(P->w, ids, n, vref, 60000 + 2000 * n, vr, &failed);
+    hct__probe_worker_took(P);
+    hct__probe_count(P, HCT_PS_VERIFY, n);
     if (rc != 0) {
       /* One candidate's replay failed: it is out (and a dead worker
        * restarted, the timing's allocation with it: the others stay
@@ -377,7 +386,7 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
         hct__strlcpy(t.status, "pass", sizeof t.status);
         t.cold = P->op->timing_cold;
         t.figures_json = figs;
-        rc = hct__db_trial_add(P->db, &t, NULL);
+        rc = hct__probe_trial_add(P, &t);
         c->verified[k] = 1;
         continue;
       }
@@ -406,13 +415,21 @@ static int verify_T(probe_t *P, int k, uint8_t *out, int *incomplete) {
 int hct__probe_time_T(probe_t *P, int k, int search) {
   int cold = P->op->timing_cold;
   int rc = search ? hct__probe_search_T(P, k) : 0;
+  const int was = hct__probe_stage(P, HCT_PS_TIMING);
   if (rc == 0) rc = time_pass(P, k, cold, 1, NULL);
-  if (rc != 0 || P->o->one_mode) return rc;
+  if (rc == 0 && !P->o->one_mode) rc = time_other(P, k, !cold);
+  hct__probe_stage(P, was);
+  return rc;
+}
+
+/* The baseline and the winners of every decision timed in the other mode
+ * (not deciding), recorded beside the deciding figures. */
+static int time_other(probe_t *P, int k, int cold) {
   uint8_t only[MAX_CANDS] = {0};
   only[P->baseline] = 1;
   for (int dk = 0; dk < hct__probe_n_decisions(P); dk++) {
     int w = hct__probe_winner_at(P, k, dk, 1);
     if (w >= 0) only[w] = 1;
   }
-  return time_pass(P, k, !cold, 0, only);
+  return time_pass(P, k, cold, 0, only);
 }

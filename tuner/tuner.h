@@ -554,6 +554,12 @@ typedef struct hct_probe_opts_s {
  */
 int hct__probe(const hct_probe_opts_t *opts);
 
+/* Where a probe's time went, as the table `hctune probe` ends with: the
+ * breakdown of its result (tuner/probe_clock.c; "breakdown" in --json's
+ * result and in the run's args), each line after `indent`. */
+struct json_t;
+void hct__probe_breakdown_print(const struct json_t *breakdown, FILE *f, const char *indent);
+
 /* The card's device-to-device copy rate, bytes per second with each byte
  * counted read and written (tuner/copy_bw.c): the best of 3 rounds of 20
  * copies of up to 256 MiB.  0, or an error code (then *bytes_per_s = 0). */

@@ -54,6 +54,7 @@ struct hct_worker_s {
   /* setup requests to replay: [{"key":..., "req":..., "timeout":...}] */
   json_t *setup;
   int time_fits;            /* the last 'time' refusal's "fits", or -1 */
+  hct_worker_phases_t phases; /* the last reply's "phase_ms" */
 };
 
 typedef struct write_req_s {
@@ -441,6 +442,7 @@ int hct__worker_call(hct_worker_t *w, json_t *req, int timeout_ms, json_t **repl
   if (!w->running)
     return hct__error(HCT_EWORKER, "worker is not running (%s): cannot send '%s'", w->exit_text,
                       cmd);
+  memset(&w->phases, 0, sizeof w->phases);
   int64_t id = w->next_id++;
   if (json_object_set_new(req, "id", json_integer(id)) != 0)
     return hct__error(HCT_ENOMEM, "out of memory calling worker %d", w->pid);
@@ -463,6 +465,7 @@ int hct__worker_call(hct_worker_t *w, json_t *req, int timeout_ms, json_t **repl
     json_t *r = w->reply;
     w->reply = NULL;
     rc = 0;
+    hct__worker_phases_of(r, &w->phases);
     if (!json_is_true(json_object_get(r, "ok"))) {
       const char *name = json_string_value(json_object_get(r, "error"));
       const char *msg = json_string_value(json_object_get(r, "message"));
@@ -887,6 +890,20 @@ int hct__worker_verify(hct_worker_t *w, const int *cands, int n, int ref, int ti
 }
 
 int hct__worker_time_fits(const hct_worker_t *w) { return w->time_fits; }
+
+const char *const hct__worker_phase_names[HCT_WP_N] = {"inputs", "runs", "figures", "memory"};
+
+void hct__worker_phases_of(json_t *reply, hct_worker_phases_t *out) {
+  memset(out, 0, sizeof *out);
+  json_t *ph = json_object_get(reply, "phase_ms");
+  for (int k = 0; json_is_object(ph) && k < HCT_WP_N; k++) {
+    double ms = json_number_value(json_object_get(ph, hct__worker_phase_names[k]));
+    /* A worker's figures are data: nothing negative or absurd is added. */
+    out->ms[k] = ms > 0 && ms < 1e9 ? ms : 0;
+  }
+}
+
+void hct__worker_phases(const hct_worker_t *w, hct_worker_phases_t *out) { *out = w->phases; }
 
 int hct__worker_time(hct_worker_t *w, const int *cands, int n, int T, uint64_t seed,
                      json_t *opts, int timeout_ms, hct_timing_res_t *res, int *failed) {

@@ -194,6 +194,26 @@ int hct__json_double_value(json_t *j, double *out);
 json_t *hct__figs_to_json(const hct_parity_figs_t *f);
 int hct__figs_from_json(json_t *j, hct_parity_figs_t *f);
 
+/*
+ * Where a call's time went inside the worker (issue 34): a reply may carry
+ * "phase_ms": {"inputs": ms, "runs": ms, "figures": ms, "memory": ms}:
+ * drawing inputs, running the float64 reference and uploading a new input
+ * set (inputs); the candidates' runs, their uploads, launches and syncs
+ * (runs); the comparisons after each run (figures); device allocations and
+ * frees of sessions and kept copies (memory).  What is not in them is the
+ * protocol and the request's own bookkeeping.  The probe's breakdown
+ * (tuner/probe_clock.c) adds them up.
+ */
+enum { HCT_WP_INPUTS, HCT_WP_RUNS, HCT_WP_FIGURES, HCT_WP_MEMORY, HCT_WP_N };
+extern const char *const hct__worker_phase_names[HCT_WP_N];
+typedef struct hct_worker_phases_s {
+  double ms[HCT_WP_N];
+} hct_worker_phases_t;
+/* The phases of the last call's reply (zeros when it carried none). */
+void hct__worker_phases(const hct_worker_t *w, hct_worker_phases_t *out);
+/* A reply's "phase_ms" read into out (missing or malformed entries: 0). */
+void hct__worker_phases_of(json_t *reply, hct_worker_phases_t *out);
+
 /* ---- typed requests (tuner/worker.c) --------------------------------------- */
 
 /*

@@ -86,6 +86,8 @@ typedef struct worker_s {
   int pcheck_state;         /* 0: not tried, 1: loaded, -1: host figures */
   char pcheck_off[256];     /* why checks compare on the host, once known */
   struct timed_s *timed;    /* the last 'time' request's allocation, for 'verify' */
+  double phase[HCT_WP_N];   /* where the request being answered spent its
+                               time (worker.h's "phase_ms") */
   hct_db_t *db;             /* read-only, kept open: opening checks it */
   char dbpath[1024];
   int quit;
@@ -93,6 +95,11 @@ typedef struct worker_s {
 
 /* Errors after which the GPU context cannot be used again. */
 static int is_sticky(int rc) { return rc == HCT_EFAULT || rc == HCT_EHANG || rc == HCT_EGPU; }
+
+/* Adds the time since t0 to phase k of the request being answered. */
+static void phase_add(worker_t *W, int k, uint64_t t0) {
+  W->phase[k] += (double)(hct__now_ns() - t0) / 1e6;
+}
 
 /* ---- request fields ------------------------------------------------------ */
 
@@ -398,6 +405,7 @@ static int inset_get(worker_t *W, const hct_op_t *op, int T, int pending, uint64
   inset_t *in = &W->in;
   if (in->valid && in->op == op && in->T == T && in->pending == pending && in->seed == seed)
     return 0;
+  const uint64_t t0 = hct__now_ns();
   inset_clear(W);
   const hct_cand_t *ref = NULL;
   int rc = op_reference(W, op, &ref);
@@ -413,6 +421,7 @@ static int inset_get(worker_t *W, const hct_op_t *op, int T, int pending, uint64
     if (!is_sticky(rc)) inset_clear(W);
     return rc;
   }
+  phase_add(W, HCT_WP_INPUTS, t0);
   in->valid = 1;
   in->op = op;
   in->T = T;
@@ -428,6 +437,7 @@ static int inset_fresh(worker_t *W) {
   inset_t *in = &W->in;
   runset_t *a = &in->set[0], *b = &in->set[1];
   if (b->valid) return 0;
+  const uint64_t t0 = hct__now_ns();
   const hct_cand_t *ref = NULL;
   int rc = op_reference(W, in->op, &ref);
   if (rc != 0 || (rc = hct__hostset_init(&b->hs, in->op, in->T, in->pending)) != 0) return rc;
@@ -446,6 +456,7 @@ static int inset_fresh(worker_t *W) {
     if (!is_sticky(rc)) runset_clear(b);
     return rc;
   }
+  phase_add(W, HCT_WP_INPUTS, t0);
   return 0;
 }
 
@@ -522,16 +533,22 @@ static int card_after_run(worker_t *W, runs_t *r, int k) {
   inset_t *in = &W->in;
   runset_t *set = &in->set[run_set[k]];
   int rc = 0;
+  uint64_t t0 = hct__now_ns();
   if (!set->dref_ok) {
     for (int i = 0; rc == 0 && i < set->hs.n; i++)
       rc = hct__pcheck_ref_upload(W->gpu, &set->hs.bufs[i], &set->dref[i]);
     set->dref_ok = rc == 0;
+    phase_add(W, HCT_WP_INPUTS, t0);
+    t0 = hct__now_ns();
   }
   /* The twin is compared bit for bit with run 0 (deterministic()). */
   const hct_dptr_t *want = k == RUN_TWIN ? r->kept[0] : r->want[run_set[k]];
   if (rc == 0) rc = hct__pcheck_set_figs(W->gpu, &W->pcheck, &set->hs, &in->dev, set->dref, want, r->figs[k]);
+  phase_add(W, HCT_WP_FIGURES, t0);
+  t0 = hct__now_ns();
   const int keep = (k == RUN_FIRST && (r->keep || r->twin)) || (k == RUN_FRESH && r->keep);
   if (rc == 0 && keep) rc = hct__pcheck_keep(W->gpu, &W->pcheck, &set->hs, &in->dev, r->kept[k == RUN_FRESH]);
+  if (keep) phase_add(W, HCT_WP_MEMORY, t0);
   /* Named, so that a fault of the comparison kernels (which ends the worker
    * like a candidate's) is not read as the candidate's own. */
   if (rc != 0) return hct__error(rc, "the figures on the card after run %d: %s", k, hct_last_error());
@@ -545,29 +562,37 @@ static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int produce
   *timed_out_run = -1;
   int rc = inset_device(W);
   r->twin = twin;
+  uint64_t t0 = hct__now_ns();
   if (rc == 0) rc = hct__session_begin(W->gpu, c, in->T, &s);
+  phase_add(W, HCT_WP_MEMORY, t0);
   if (rc != 0) return rc;
   for (int k = 0; rc == 0 && k < N_RUNS; k++) {
     if ((k == RUN_FRESH || k == RUN_AGAIN) && !repeat) continue;
     if (k == RUN_PRODUCER && !producer) continue;
     if (k == RUN_TWIN) {
       if (!twin) continue;
+      t0 = hct__now_ns();
       hct__scratch_free(W->gpu, &s);
-      if ((rc = hct__session_begin(W->gpu, c, in->T, &s)) != 0) return rc;
+      rc = hct__session_begin(W->gpu, c, in->T, &s);
+      phase_add(W, HCT_WP_MEMORY, t0);
+      if (rc != 0) return rc;
     }
     const hct_hostset_t *hs = &in->set[run_set[k]].hs;
     if (!r->card && (rc = outs_alloc(hs, r->out[k])) != 0) break;
     uint32_t flag = 0;
-    uint64_t t0 = hct__now_ns();
+    t0 = hct__now_ns();
     rc = hct__session_run(W->gpu, c, hs, &in->dev, &s, k == RUN_PRODUCER ? &W->producer : NULL,
                           r->out[k], c->v->grid_barrier ? &flag : NULL);
     if (k == RUN_FIRST) r->first_ms = (double)(hct__now_ns() - t0) / 1e6;
+    phase_add(W, HCT_WP_RUNS, t0);
     r->done[k] = rc == 0;
     if (rc == 0 && flag != 0 && *timed_out_run < 0) *timed_out_run = k;
     if (rc == 0 && r->card && (rc = card_after_run(W, r, k)) != 0) r->card_failed = 1;
   }
   /* After a sticky error the context is gone: free nothing on the GPU. */
+  t0 = hct__now_ns();
   if (!is_sticky(rc)) hct__scratch_free(W->gpu, &s);
+  phase_add(W, HCT_WP_MEMORY, t0);
   return rc;
 }
 
@@ -721,7 +746,9 @@ static int req_check(worker_t *W, json_t *req, json_t *reply) {
     rc = run_session(W, &ref->c, (int)repeat, 0, 0, rp, &timed_out);
     if (rc == 0) rc = keep_ref(W, ref->id, rp, (int)repeat);
     const int card_failed = rp->card_failed;
+    uint64_t t0 = hct__now_ns();
     runs_free(is_sticky(rc) ? NULL : W->gpu, rp);
+    phase_add(W, HCT_WP_MEMORY, t0);
     memset(rp, 0, sizeof *rp);
     rp->card = card;
     if (rc != 0) {
@@ -741,6 +768,8 @@ static int req_check(worker_t *W, json_t *req, json_t *reply) {
     rc = hct__error(HCT_ETIMEDOUT, "%s at T=%lld: a grid barrier timed out in run %d (not every block was resident)",
                     c->c.label, (long long)T, timed_out);
   if (rc == 0) {
+    /* On the host path the figures are made here, from the outputs. */
+    const uint64_t tf = hct__now_ns();
     json_object_set_new(reply, "buffers", run_figures(W, rp, RUN_FIRST, ref != NULL));
     if (ref != NULL) json_object_set(reply, "ref_buffers", in->set[0].ref_figs);
     json_t *more = json_array();
@@ -763,9 +792,12 @@ static int req_check(worker_t *W, json_t *req, json_t *reply) {
     /* A check without a reference makes this candidate the reference of
      * the next ones on these inputs (the probe checks the baseline so). */
     if (ref == NULL) keep_ref(W, c->id, rp, (int)repeat);
+    phase_add(W, HCT_WP_FIGURES, tf);
   }
   const int card_failed = rp->card_failed;
+  const uint64_t tm = hct__now_ns();
   runs_free(is_sticky(rc) ? NULL : W->gpu, rp);
+  phase_add(W, HCT_WP_MEMORY, tm);
   free(rp);
   if (rc != 0 && card_failed && !is_sticky(rc)) return check_on_host(W, req, reply);
   return rc;
@@ -1125,10 +1157,12 @@ static int req_time(worker_t *W, json_t *req, json_t *reply) {
     tt->ids[k] = q.cs[k]->id;
   }
   size_t set_bytes = 0;
+  const uint64_t t0 = hct__now_ns();
   if ((rc = time_inputs(W, &q, tt, &set_bytes, reply)) != 0) {
     timed_free(W, tt, 0);
     return rc;
   }
+  phase_add(W, HCT_WP_INPUTS, t0);
   tt->sets = calloc((size_t)tt->nsets, sizeof *tt->sets);
   tt->scr = calloc((size_t)n, sizeof *tt->scr);
   tt->graphs = calloc((size_t)n, sizeof *tt->graphs);
@@ -1222,19 +1256,23 @@ static int req_verify(worker_t *W, json_t *req, json_t *reply) {
   if (kref < 0) return hct__error(HCT_ENOENT, "request 'verify': reference %lld was not timed", (long long)ref_id);
   if (!t->ref_done) {
     /* On set 0 (its data is the host's), before any replay below. */
+    const uint64_t t0 = hct__now_ns();
     const hct_cand_t *refc = NULL;
     if ((rc = op_reference(W, t->hs.op, &refc)) != 0 ||
         (rc = hct__reference_run(W->gpu, refc, &t->hs, &t->sets[0], 0)) != 0 ||
         (rc = hct__parity_prepare(&t->hs)) != 0)
       return rc;
     t->ref_done = 1;
+    phase_add(W, HCT_WP_INPUTS, t0);
   }
   if (t->base_id != ref_id) {
     if (t->base_out == NULL && (t->base_out = calloc((size_t)t->used_sets * HCT_MAX_BUFFERS, sizeof *t->base_out)) == NULL)
       return hct__error(HCT_ENOMEM, "out of memory");
     for (int s = 0; s < t->used_sets; s++) outs_free(t->base_out + (size_t)s * HCT_MAX_BUFFERS);
     json_object_set_new(reply, "cand", json_integer(ref_id));
+    const uint64_t t0 = hct__now_ns();
     if ((rc = replay(W, t, kref, 0, t->base_out)) != 0) return rc;
+    phase_add(W, HCT_WP_RUNS, t0);
     t->base_id = (int)ref_id;
   }
   void **out = calloc((size_t)t->used_sets * HCT_MAX_BUFFERS, sizeof *out);
@@ -1249,7 +1287,10 @@ static int req_verify(worker_t *W, json_t *req, json_t *reply) {
       break;
     }
     json_object_set_new(reply, "cand", json_integer(id));
+    uint64_t t0 = hct__now_ns();
     if ((rc = replay(W, t, k, 1, out)) != 0) break;
+    phase_add(W, HCT_WP_RUNS, t0);
+    t0 = hct__now_ns();
     size_t mism = 0, unwr = 0, nonfin = 0, img = 0;
     double dist = 0;
     int worst = -1, worst_bad = 0;
@@ -1292,6 +1333,7 @@ static int req_verify(worker_t *W, json_t *req, json_t *reply) {
     json_object_set_new(o, "ref_first", figures(&t->hs, t->base_out, NULL, NULL));
     json_array_append_new(results, o);
     for (int s = 0; s < t->used_sets; s++) outs_free(out + (size_t)s * HCT_MAX_BUFFERS);
+    phase_add(W, HCT_WP_FIGURES, t0);
   }
   free(out);
   if (rc == 0) json_object_del(reply, "cand");
@@ -1321,6 +1363,18 @@ static const struct {
     {"quit", req_quit, 0},
 };
 
+/* The request's phases into its reply ("phase_ms", worker.h), when it
+ * spent time in any. */
+static void phase_reply(worker_t *W, json_t *reply) {
+  json_t *ph = NULL;
+  for (int k = 0; k < HCT_WP_N; k++) {
+    if (!(W->phase[k] > 0)) continue;
+    if (ph == NULL) ph = json_object();
+    json_object_set_new(ph, hct__worker_phase_names[k], json_real(W->phase[k]));
+  }
+  if (ph != NULL) json_object_set_new(reply, "phase_ms", ph);
+}
+
 /* Answers one request line; returns 1 when the worker must exit after a
  * fatal error, 0 otherwise. */
 static int serve_line(worker_t *W, const char *line) {
@@ -1346,10 +1400,12 @@ static int serve_line(worker_t *W, const char *line) {
         timed_free(W, W->timed, 0);
         W->timed = NULL;
       }
+      memset(W->phase, 0, sizeof W->phase);
       if ((requests[i].flags & NEED_GPU) && W->gpu == NULL)
         rc = hct__error(HCT_EINVAL, "'%s' needs 'open' first", cmd);
       else
         rc = requests[i].fn(W, req, reply);
+      phase_reply(W, reply);
       break;
     }
   }
