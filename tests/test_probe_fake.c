@@ -33,7 +33,18 @@
  *     (the range's ends, a partial tile after and before a whole one): a
  *     variant wrong only off its tiles wins every probed count of a
  *     sparse op and is served at none; where every count is probed
- *     (decode) no count is checked after the timing.
+ *     (decode) no count is checked after the timing;
+ *   - issue 34: the same for a kl variant and for a member of a bit
+ *     family (checked against the family's head), each the fastest of
+ *     its decision at every probed count and wrong off 16-row tiles:
+ *     served at no T; the winners of every decision at a count are
+ *     checked on one input set per pending (the baseline once); a decode
+ *     variant wrong after its first runs (the repeat check) or only in
+ *     its timed launches (the verification) is never decided for;
+ *   - issue 34: the probe ends with where its time went: --json's result
+ *     has a breakdown whose stages add up to its total and whose checks
+ *     are the worker's check requests, the text ends with its table, the
+ *     run keeps it and hctune report shows it.
  * Skips without NVRTC or cuda.h.  Needs HCT_BIN (tests/run.sh).
  */
 #include <setjmp.h>
@@ -48,6 +59,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "cli.h"
 #include "common.h"
@@ -573,6 +585,224 @@ static void test_probe_serves_checked(void **state) {
   free(log);
 }
 
+/* Issue 34's sparse op: the fastest kl variant (tiledk) and the fastest
+ * member of the bit family of mma (tiledfam, its bits checked against
+ * mma's) are both wrong at every T that is not a multiple of 16, right at
+ * every probed count; famgood is an honest member of the family, good an
+ * honest bitwise one.  With `planted` 0 only the honest ones. */
+#define SERVE_KL_MANIFEST(planted)                                                                  \
+  "{\"selftest\":true,\"tokens\":[16,4096],\"probe_tokens\":[16,256,4096],\"families\":[\"mma\"],"   \
+  "\"constants\":{\"ROW\":1024},"                                                                    \
+  "\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\",\"elems\":\"T*ROW\"},"         \
+  "{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T*ROW\",\"row\":\"ROW\"}],"    \
+  "\"inputs\":[{\"buffer\":\"x\",\"mean\":0.0,\"sd\":1.0}],"                                        \
+  "\"reference\":{\"template\":\"reference.cu\",\"rows\":{\"sample\":64,\"why\":\"a test op\"},"    \
+  "\"launches\":[{\"entry\":\"st_reference\",\"grid\":[\"cdiv(ROW,256)\",\"NROWS\",1],"             \
+  "\"block\":[256,1,1],\"args\":[\"@rows\",\"@x\",\"@ref.y\"]}]},"                                  \
+  "\"timing\":{\"mode\":\"cold\",\"batch\":\"max(2, min(32, 512 / T))\"},"                          \
+  "\"variants\":["                                                                                  \
+  VARIANT("base", "baseline", "null", "base.cu", "st_base", "", "") ","                             \
+  VARIANT("good", "bitwise", "\"base\"", "good.cu", "st_good", "{\"name\":\"G0\",\"values\":[3]}", "") "," \
+  VARIANT("mma", "kl", "null", "good.cu", "st_good", "{\"name\":\"Q0\",\"values\":[4,3]}", "") ","     \
+  VARIANT("famgood", "bitwise", "\"mma\"", "good.cu", "st_good", "{\"name\":\"F0\",\"values\":[2]}", "") \
+  planted "]}"
+#define PLANTED_KL                                                                                  \
+  "," VARIANT("tiledk", "kl", "null", "good.cu", "st_good", "", "") ","                             \
+  VARIANT("tiledfam", "bitwise", "\"mma\"", "good.cu", "st_good", "", "")
+
+/* The variant decided at T for parity, or NULL. */
+static const char *decided(const hct_db_decision_t *d, int nd, const char *parity, int T) {
+  const hct_db_decision_t *x = decision(d, nd, parity, T);
+  return x ? x->variant : NULL;
+}
+
+static void test_probe_serves_checked_kl_family(void **state) {
+  (void)state;
+  if (!have_tools()) skip();
+  serve_setup("tilesk", SERVE_KL_MANIFEST(PLANTED_KL));
+  char *log = NULL, want[128];
+  hct_db_decision_t *d = NULL;
+  int nd = 0;
+  serve_probe("tilesk", &log, &d, &nd);
+  const int tk = cand_id(log, "tiledk", "{}"), tf = cand_id(log, "tiledfam", "{}");
+  const int base = cand_id(log, "base", "{}"), mma = cand_id(log, "mma", "{\"Q0\":4}");
+  assert_true(tk >= 0 && tf >= 0 && base >= 0 && mma >= 0);
+  /* Each won a probed count, passed there, and was caught where a decision
+   * would have served it: a partial tile (T = 17, the first after 16). */
+  snprintf(want, sizeof want, "verify ref %d cands", base);
+  if (strstr(log, want) == NULL) fail_msg("nothing verified against the baseline:\n%s", log);
+  snprintf(want, sizeof want, "check %d ref %d T 17 pending 0\n", tk, base);
+  if (strstr(log, want) == NULL) fail_msg("tiledk was not checked at T=17 against the baseline:\n%s", log);
+  snprintf(want, sizeof want, "check %d ref %d T 17 pending 0\n", tf, mma);
+  if (strstr(log, want) == NULL) fail_msg("tiledfam was not checked at T=17 against mma's head:\n%s", log);
+  /* Served nowhere, in any decision; every T of the op has a kl and a
+   * family decision, by an honest variant. */
+  for (int i = 0; i < nd; i++)
+    if (strncmp(d[i].variant, "tiled", 5) == 0)
+      fail_msg("%s T=%lld..%lld serves %s", d[i].parity, (long long)d[i].tmin, (long long)d[i].tmax, d[i].variant);
+  for (int T = 16; T <= 4096; T++) {
+    const char *k = decided(d, nd, "kl", T), *f = decided(d, nd, "bits:mma", T), *b = decided(d, nd, "bitwise", T);
+    if (k == NULL || f == NULL || b == NULL) fail_msg("T=%d: a decision is missing (kl %s, bits:mma %s, bitwise %s)",
+                                                      T, k ? k : "-", f ? f : "-", b ? b : "-");
+    if (strcmp(f, "famgood") != 0 && strcmp(f, "mma") != 0) fail_msg("T=%d: bits:mma serves %s", T, f);
+  }
+  free(d);
+  free(log);
+}
+
+/* The baseline's checks at T with and without pending in the worker's log. */
+static int base_checks_at(const char *log, int base, int T) {
+  char want[96];
+  int n = 0;
+  for (int pending = 0; pending <= 1; pending++) {
+    snprintf(want, sizeof want, "check %d ref -1 T %d pending %d\n", base, T, pending);
+    n += count(log, want);
+  }
+  return n;
+}
+
+/* Issue 34: one input set per (count, pending) for every decision's winner. */
+static void test_probe_serve_one_set(void **state) {
+  (void)state;
+  if (!have_tools()) skip();
+  serve_setup("tilesok", SERVE_KL_MANIFEST(""));
+  char *log = NULL;
+  hct_db_decision_t *d = NULL;
+  int nd = 0;
+  serve_probe("tilesok", &log, &d, &nd);
+  const int base = cand_id(log, "base", "{}");
+  assert_true(base >= 0);
+  /* Two winners (good: bitwise; famgood: kl and the family), three
+   * decisions, checked together at the counts they serve: the baseline
+   * once with and once without pending at each. */
+  static const int counts[] = {17, 63, 64, 65, 1023, 1024, 1025, 4095};
+  for (size_t j = 0; j < HCT_ARRAY_SIZE(counts); j++) {
+    const int n = base_checks_at(log, base, counts[j]);
+    if (n != 2) fail_msg("T=%d: the baseline checked %d times (one input set per pending wanted):\n%s", counts[j], n, log);
+  }
+  assert_string_equal(decided(d, nd, "bitwise", 100), "good");
+  assert_string_equal(decided(d, nd, "kl", 100), "famgood");
+  assert_string_equal(decided(d, nd, "bits:mma", 3000), "famgood");
+  free(d);
+  free(log);
+}
+
+/* Issue 34's decode planted variants: every count probed (T = 1..8), each
+ * the fastest; firstruns wrong on its third run in an allocation (only
+ * the repeat check sees it), firstruns16 right in every check and wrong
+ * in its timed launches (only the verification sees it). */
+static void test_probe_decode_first_runs(void **state) {
+  (void)state;
+  if (!have_tools()) skip();
+  serve_setup("densefr",
+              "{\"selftest\":true,\"tokens\":[1,8],\"constants\":{\"ROW\":1024},"
+              "\"buffers\":[{\"name\":\"x\",\"dtype\":\"f32\",\"role\":\"input\",\"elems\":\"T*ROW\"},"
+              "{\"name\":\"y\",\"dtype\":\"f32\",\"role\":\"output\",\"elems\":\"T*ROW\",\"row\":\"ROW\"}],"
+              "\"inputs\":[{\"buffer\":\"x\",\"mean\":0.0,\"sd\":1.0}],"
+              "\"reference\":{\"template\":\"reference.cu\",\"rows\":{\"sample\":64,\"why\":\"a test op\"},"
+              "\"launches\":[{\"entry\":\"st_reference\",\"grid\":[\"cdiv(ROW,256)\",\"NROWS\",1],"
+              "\"block\":[256,1,1],\"args\":[\"@rows\",\"@x\",\"@ref.y\"]}]},"
+              "\"timing\":{\"mode\":\"cold\",\"batch\":32},\"variants\":["
+              VARIANT("base", "baseline", "null", "base.cu", "st_base", "", "") ","
+              VARIANT("good", "bitwise", "\"base\"", "good.cu", "st_good", "{\"name\":\"G0\",\"values\":[3]}", "") ","
+              VARIANT("firstruns", "bitwise", "\"base\"", "good.cu", "st_good", "", "") ","
+              VARIANT("firstruns16", "bitwise", "\"base\"", "good.cu", "st_good", "", "") "]}");
+  char *log = NULL, *tj = NULL, path[256];
+  hct_db_decision_t *d = NULL;
+  int nd = 0;
+  serve_probe("densefr", &log, &d, &nd);
+  for (int i = 0; i < nd; i++)
+    if (strncmp(d[i].variant, "firstruns", 9) == 0)
+      fail_msg("%s T=%lld..%lld serves %s", d[i].parity, (long long)d[i].tmin, (long long)d[i].tmax, d[i].variant);
+  for (int T = 1; T <= 8; T++) assert_string_equal(decided(d, nd, "bitwise", T), "good");
+  /* Each caught by the check that can see it, and said so. */
+  hct_db_t *db;
+  snprintf(path, sizeof path, "%s/densefr.db", dir);
+  assert_int_equal(hct__db_open(path, HCT_DB_READONLY, &db), 0);
+  assert_int_equal(hct__db_trials_json(db, NULL, "densefr", "firstruns", 0, &tj), 0);
+  if (strstr(tj, "\"status\": \"repeat\"") == NULL) fail_msg("firstruns not caught by the repeat check: %.2000s", tj);
+  free(tj);
+  assert_int_equal(hct__db_trials_json(db, NULL, "densefr", "firstruns16", 0, &tj), 0);
+  if (strstr(tj, "\"status\": \"timed\"") == NULL) fail_msg("firstruns16 not caught in its timed launches: %.2000s", tj);
+  free(tj);
+  hct__db_close(db);
+  free(d);
+  free(log);
+}
+
+/* The integer at "key": in text, or -1. */
+static long long json_int_at(const char *text, const char *key) {
+  const char *p = strstr(text, key);
+  return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+/* Issue 34: where the probe's time went, in --json, the text, the run's
+ * record and the report. */
+static void test_probe_breakdown(void **state) {
+  (void)state;
+  if (!have_tools()) skip();
+  budget_setup();
+  char *out = NULL, *err = NULL, *log = NULL, args[512], path[256];
+  snprintf(path, sizeof path, "%s/worker.log", dir);
+  unlink(path);
+  snprintf(args, sizeof args, "probe --op budget --json --db '%s/bd.db'", dir);
+  int st = hctune(args, &out, &err);
+  if (st != 0) fail_msg("hctune probe --json: status %d: %s", st, err);
+  assert_int_equal(hct__read_file(path, &log, NULL), 0);
+  const char *res = strstr(out, "{\"event\":\"result\"");
+  if (res == NULL) fail_msg("no result event:\n%s", out);
+  json_t *r = json_loads(res, JSON_DISABLE_EOF_CHECK, NULL), *b = json_object_get(r, "breakdown");
+  if (!json_is_object(b)) fail_msg("the result has no breakdown: %s", res);
+  /* Every stage's milliseconds add up to the total (each rounded). */
+  long long sum = 0, total = json_integer_value(json_object_get(b, "total_ms")), checks = 0;
+  size_t i;
+  json_t *x;
+  json_array_foreach(json_object_get(b, "stages"), i, x) {
+    const char *stage = json_string_value(json_object_get(x, "stage"));
+    sum += json_integer_value(json_object_get(x, "ms"));
+    if (strncmp(stage, "checks_", 7) == 0) checks += json_integer_value(json_object_get(x, "n"));
+    /* Above checks.all_points_up_to the finalists' own stage, and the
+     * range ends' (this op's counts 1, 16, 256, 4096 serve 2..4095). */
+    if (strcmp(stage, "checks_finalists") == 0 || strcmp(stage, "checks_ranges") == 0 ||
+        strcmp(stage, "checks_all") == 0 || strcmp(stage, "timing") == 0 || strcmp(stage, "search") == 0 ||
+        strcmp(stage, "verify") == 0 || strcmp(stage, "record") == 0)
+      if (json_integer_value(json_object_get(x, "n")) <= 0) fail_msg("stage %s counted nothing: %s", stage, res);
+  }
+  if (i != 12 || llabs(sum - total) > 12) fail_msg("%zu stages add up to %lld ms of %lld: %s", i, sum, total, res);
+  if (checks != count(log, "check ")) fail_msg("%lld checks in the breakdown, %d in the worker's log", checks, count(log, "check "));
+  json_decref(r);
+  free(out);
+  free(err);
+  /* The text ends with its table; the run keeps it; the report shows it. */
+  snprintf(args, sizeof args, "probe --op budget --db '%s/bd.db'", dir);
+  if ((st = hctune(args, &out, &err)) != 0) fail_msg("hctune probe: status %d: %s", st, err);
+  if (strstr(out, "where the time went (") == NULL || strstr(out, "  checks, every point ") == NULL ||
+      strstr(out, "  checks, range ends ") == NULL)
+    fail_msg("no breakdown table at the end:\n%s", out);
+  free(out);
+  free(err);
+  hct_db_t *db;
+  snprintf(path, sizeof path, "%s/bd.db", dir);
+  assert_int_equal(hct__db_open(path, HCT_DB_READONLY, &db), 0);
+  char *bj = NULL, run[33];
+  int64_t at = 0;
+  assert_int_equal(hct__db_run_breakdown(db, "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f", "budget", &bj, run, &at), 0);
+  hct__db_close(db);
+  if (bj == NULL || json_int_at(bj, "\"total_ms\":") < 0) fail_msg("the run keeps no breakdown: %s", bj ? bj : "(none)");
+  free(bj);
+  snprintf(args, sizeof args, "report --db '%s/bd.db' --out '%s/bd.html'", dir, dir);
+  if ((st = hctune(args, &out, &err)) != 0) fail_msg("hctune report: status %d: %s", st, err);
+  char *html = NULL;
+  snprintf(path, sizeof path, "%s/bd.html", dir);
+  assert_int_equal(hct__read_file(path, &html, NULL), 0);
+  if (strstr(html, "Where the probe's time went") == NULL || strstr(html, "<td>checks, range ends</td>") == NULL)
+    fail_msg("the report does not show where the time went");
+  free(html);
+  free(out);
+  free(err);
+  free(log);
+}
+
 int main(void) {
   if ((bin_dir = hct_test_bin("test_probe_fake")) == NULL) return 1;
   const struct CMUnitTest tests[] = {
@@ -580,6 +810,10 @@ int main(void) {
       cmocka_unit_test(test_probe_late_checks),
       cmocka_unit_test(test_probe_memory_groups),
       cmocka_unit_test(test_probe_serves_checked),
+      cmocka_unit_test(test_probe_serves_checked_kl_family),
+      cmocka_unit_test(test_probe_serve_one_set),
+      cmocka_unit_test(test_probe_decode_first_runs),
+      cmocka_unit_test(test_probe_breakdown),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -20,7 +20,7 @@ static int check_flags(const cand_t *c) {
 
 /*
  * Candidate i cannot be checked at count T (the k-th probed count, or
- * k < 0: a count a decision serves, hct__probe_check_at): its reference (a
+ * k < 0: a count a decision serves, hct__probe_check_group): its reference (a
  * variant it must equal bit for bit) did not pass its own class there.  A
  * trial says why ("unsupported": no failure of its own, nothing
  * quarantined), and it is out at that probed count only.
@@ -44,7 +44,7 @@ static int reference_missing(probe_t *P, int i, int k, int T, int pending, uint6
 }
 
 /* One check call of the k-th count (k < 0: of a count no probe timed,
- * hct__probe_check_at): the input set's seed, the check's
+ * hct__probe_check_group): the input set's seed, the check's
  * deadline, and which candidate's outputs the worker holds as the
  * reference of the next check (holds; -1: none). */
 typedef struct check_call_s {
@@ -53,6 +53,8 @@ typedef struct check_call_s {
   int deadline;
   int holds;
   uint8_t passed_here[MAX_CANDS]; /* passed this check */
+  uint8_t judged[MAX_CANDS];      /* checked on this input set already
+                                     (hct__probe_check_group) */
 } check_call_t;
 
 /* One check call in the worker, counted in the current stage's checks,
@@ -329,10 +331,27 @@ int hct__probe_check_late(probe_t *P, int k, int sets) {
   return P->o->check_only ? 0 : hct__probe_time_T(P, k, 0);
 }
 
-/* One input set at T (with or without pending) for hct__probe_check_at:
- * the baseline, then the chain chain[n-1] .. chain[0] (the references of
- * chain[0] from the top); *ok 1 when each passed. */
-static int check_chain(probe_t *P, int T, int pending, const int *chain, int n, int *ok) {
+/* The chain of candidate i from the top: the references its bits are
+ * checked against, the farthest first, then i; the baseline left out. */
+static int chain_of(probe_t *P, int i, int *chain) {
+  int n = 0;
+  for (int r = i; r >= 0 && r != P->baseline && n < MAX_CANDS; r = P->cands[r].ref) chain[n++] = r;
+  for (int a = 0, b = n - 1; a < b; a++, b--) {
+    const int t = chain[a];
+    chain[a] = chain[b];
+    chain[b] = t;
+  }
+  return n;
+}
+
+/*
+ * One input set at T (with or without pending) for hct__probe_check_group:
+ * the baseline, then each member's chain from the top, every candidate
+ * judged once on these inputs however many members share it (a bit
+ * family's head for its members, the baseline for all); ok[q] cleared for
+ * a member that, or whose reference, failed or cannot run at T.
+ */
+static int check_set(probe_t *P, int T, int pending, const int *who, int n, uint8_t *ok) {
   check_call_t *K = calloc(1, sizeof *K);
   if (K == NULL) return hct__error(HCT_ENOMEM, "out of memory");
   K->k = -1;
@@ -341,30 +360,41 @@ static int check_chain(probe_t *P, int T, int pending, const int *chain, int n, 
   K->seed = hct__rng_next(&P->rng);
   hct_worker_check_t ck;
   int rc = check_baseline(P, K, &ck);
-  *ok = rc == 0;
-  for (int j = n - 1; rc == 0 && *ok && j >= 0; j--) {
-    char why[256];
-    const cand_t *c = &P->cands[chain[j]];
-    *ok = !c->dead && hct__run_supports(&c->c, &P->dev, T, why, sizeof why);
-    if (*ok && (rc = check_one(P, K, chain[j])) == 0) *ok = K->passed_here[chain[j]];
+  K->judged[P->baseline] = 1;
+  for (int q = 0; rc == 0 && q < n; q++) {
+    int chain[MAX_CANDS];
+    const int m = chain_of(P, who[q], chain);
+    for (int j = 0; rc == 0 && ok[q] && j < m; j++) {
+      char why[256];
+      const int c = chain[j];
+      if (!K->judged[c]) {
+        K->judged[c] = 1;
+        if (!P->cands[c].dead && hct__run_supports(&P->cands[c].c, &P->dev, T, why, sizeof why))
+          rc = check_one(P, K, c);
+      }
+      ok[q] = K->passed_here[c];
+    }
   }
   free(K);
   return rc;
 }
 
-int hct__probe_check_at(probe_t *P, int T, int i, int *ok) {
-  char why[256];
-  *ok = 1;
+int hct__probe_check_group(probe_t *P, int T, const int *who, int n, uint8_t *ok) {
+  char why[256], names[512] = "";
+  for (int q = 0; q < n; q++) ok[q] = 1;
   /* Nothing to check against where the baseline cannot run. */
   if (!hct__run_supports(&P->cands[P->baseline].c, &P->dev, T, why, sizeof why)) return 0;
-  int chain[MAX_CANDS], n = 0;
-  for (int r = i; r >= 0 && r != P->baseline && n < MAX_CANDS; r = P->cands[r].ref) chain[n++] = r;
-  hct__probe_progress(P, "check", 0, 0, "T=%d: %s, served there by a decision, with and without pending",
-                      T, P->cands[i].c.label);
+  for (int q = 0, o = 0; q < n && o < (int)sizeof names - 1; q++)
+    o += snprintf(names + o, sizeof names - (size_t)o, "%s%s", q ? ", " : "", P->cands[who[q]].c.label);
+  hct__probe_progress(P, "check", 0, 0, "T=%d: %s, served there by %s, with and without pending", T, names,
+                      n == 1 ? "a decision" : "decisions");
   int rc = 0;
-  for (int pending = 0; rc == 0 && *ok && pending <= 1; pending++) {
+  for (int pending = 0; rc == 0 && pending <= 1; pending++) {
+    int any = 0;
+    for (int q = 0; q < n; q++) any |= ok[q];
+    if (!any) break;
     if ((rc = hct__probe_check_interrupt(P)) != 0) break;
-    rc = check_chain(P, T, pending, chain, n, ok);
+    rc = check_set(P, T, pending, who, n, ok);
   }
   return rc;
 }

@@ -101,7 +101,7 @@ typedef struct cand_s {
                             --points left it out): checked and timed, never
                             decided for */
   hct_parity_t competes; /* hct__variant_competes: the decisions it is in */
-  int served_ok[8];      /* counts no probe timed where it passed every
+  int served_ok[32];     /* counts no probe timed where it passed every
                             check as a count's winner (probe_serve.c) */
   int n_served_ok;
 } cand_t;
@@ -241,22 +241,25 @@ int hct__probe_check_T(probe_t *P, int k, int pending, const uint8_t *only);
 int hct__probe_check_late(probe_t *P, int k, int sets);
 
 /*
- * Issue 29: checks cover what is served.  Candidate i (and the references
- * its bits are checked against, from the top) through every check of
- * check_T at a count T no probe timed, with and without pending, each on a
- * fresh input set checked on the baseline first.  *ok 1 when every one
- * passed (or the baseline cannot run at T: nothing to check against); a
- * candidate that fails is recorded, quarantined and out everywhere, as at
- * a probed count.  Returns 0 or the error that ends the probe.
+ * Issue 29: checks cover what is served.  The candidates who[0..n) (each
+ * with the references its bits are checked against, from the top) through
+ * every check of check_T at a count T no probe timed, with and without
+ * pending, on one fresh input set each shared by all of them (issue 34:
+ * one input set and one float64 reference per (T, pending), the baseline
+ * and a shared reference checked once), the baseline first.  ok[q] 1 when
+ * who[q] passed every one (or the baseline cannot run at T: nothing to
+ * check against); a candidate that fails is recorded, quarantined and out
+ * everywhere, as at a probed count.  Returns 0 or the error that ends the
+ * probe.
  */
-int hct__probe_check_at(probe_t *P, int T, int i, int *ok);
+int hct__probe_check_group(probe_t *P, int T, const int *who, int n, uint8_t *ok);
 
 /* ---- tuner/probe_serve.c ------------------------------------------------- */
 
 /*
  * After the k-th count's winners are verified, before they are decided
  * for: each (of every decision) checked at the counts its decision would
- * serve that no probe checked it at (hct__probe_check_at).  One that fails
+ * serve that no probe checked it at (hct__probe_check_group).  One that fails
  * is out, flagged in out[] (indexed like P->cands), and *again set: the
  * count is timed again for the next winner.  Returns 0 or the error that
  * ends the probe.

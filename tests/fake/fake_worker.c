@@ -48,15 +48,22 @@
  *              where the probe checks only finalists), or starts with
  *              "tiled" and T is not a multiple of 16 (right on whole
  *              tiles only: every probed count of a sparse op, none of the
- *              partial tiles a decision serves between them)
+ *              partial tiles a decision serves between them); a variant
+ *              whose name starts with "firstruns" (but not "firstruns16")
+ *              is right on its first runs and wrong on run 2 of the
+ *              repeat check (the first inputs again, as selftest's
+ *              firstruns: only "repeat" catches it)
  *   time       times of a cost function: the variant named "base" 100 us,
  *              every other 40 + sum over its parameters p_i of
  *              3 * |p_i - (i + 2)| us (its best point has p_i = i + 2),
  *              plus 1 us for a variant whose name starts with "slow"; a
  *              variant whose name starts with "big" 60 us below T = 256
  *              and 30 us from there up (a winner that changes with T); one
- *              named "wrongfast..." 20 us (were it ever timed)
- *   verify     passes
+ *              named "wrongfast..." or "firstruns..." 20 us (were it ever
+ *              timed), "tiled..." 35 us (the fastest honest-looking one)
+ *   verify     passes, but for a variant whose name starts with
+ *              "firstruns16": right in every check, wrong in the launches
+ *              it is timed on (5 mismatches), as selftest's firstruns16
  *   time       with $FAKE_WORKER_TIME_FITS = N, a request of more than N
  *              candidates is refused as the real worker refuses one that
  *              does not fit the card's memory: ENOMEM, "fits": N (a
@@ -157,7 +164,8 @@ static double cost_of(json_int_t c, json_int_t T) {
   const char *v = cand_variant(c);
   if (strcmp(v, "base") == 0) return 100.0;
   if (strncmp(v, "big", 3) == 0) return T < 256 ? 60.0 : 30.0;
-  if (strncmp(v, "wrongfast", 9) == 0) return 20.0;
+  if (strncmp(v, "wrongfast", 9) == 0 || strncmp(v, "firstruns", 9) == 0) return 20.0;
+  if (strncmp(v, "tiled", 5) == 0) return 35.0;
   json_t *p = json_loads(json_string_value(json_object_get(cand_info(c), "params")), 0, NULL);
   double us = 40.0 + (strncmp(v, "slow", 4) == 0);
   const char *key;
@@ -231,9 +239,13 @@ static int probe_mode(json_t *req, json_t *id, const char *cmd) {
     if (ref >= 0) json_object_set_new(r, "ref_buffers", json_pack("{s:o}", "y", figs(1024 * T, 0)));
     json_object_set_new(r, "run_ms", json_real(0.5));
     json_t *more = json_array();
+    /* Wrong from its third run in an allocation: run 2, the first inputs
+     * again (selftest's firstruns). */
+    const int later = strncmp(cand_variant(c), "firstruns", 9) == 0 && strncmp(cand_variant(c), "firstruns16", 11) != 0;
     if (json_integer_value(json_object_get(req, "repeat")) != 0)
       for (int run = 1; run <= 2; run++) {
-        json_t *o = json_pack("{s:s, s:i, s:{s:O}}", "check", "repeat", "run", run, "buffers", "y", f);
+        json_t *g = later && run == 2 ? figs(1024 * T, 1) : json_incref(f);
+        json_t *o = json_pack("{s:s, s:i, s:{s:o}}", "check", "repeat", "run", run, "buffers", "y", g);
         if (ref >= 0) json_object_set_new(o, "ref_buffers", json_pack("{s:o}", "y", figs(1024 * T, 0)));
         json_array_append_new(more, o);
       }
@@ -280,8 +292,10 @@ static int probe_mode(json_t *req, json_t *id, const char *cmd) {
       json_int_t c = json_integer_value(json_array_get(cands, i));
       fprintf(plog, " %lld", (long long)c);
       json_t *f = figs(1024, 0);
+      /* Right in every check, wrong in its timed launches. */
+      const int timed_wrong = strncmp(cand_variant(c), "firstruns16", 11) == 0;
       json_array_append_new(res, json_pack("{s:I, s:i, s:I, s:I, s:I, s:I, s:f, s:i, s:s, s:{s:O}, s:{s:O}}",
-                                           "cand", c, "sets", 2, "mismatches", (json_int_t)0,
+                                           "cand", c, "sets", 2, "mismatches", (json_int_t)(timed_wrong ? 5 : 0),
                                            "unwritten", (json_int_t)0, "nonfinite", (json_int_t)0,
                                            "image_mismatches", (json_int_t)0, "max_dist", 0.0,
                                            "worst_set", -1, "worst_buffer", "", "first", "y", f,
