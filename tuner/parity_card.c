@@ -139,7 +139,7 @@ int hct__pc_launches(const hct_pc_plan_t *p, const hct_pc_ptrs_t *x, hct_pc_laun
   arg_u(l, x->work + w.eparts), arg_u(l, p->e_blocks), arg_u(l, x->work + w.rparts), arg_u(l, p->r_blocks);
   arg_u(l, x->work + w.kl), arg_u(l, x->work + w.agree), arg_u(l, p->nkl), arg_u(l, x->out);
   /* The reduction reads the first mismatches' bits in want: out without one. */
-  arg_u(l, x->want ? x->want : x->out), arg_i(l, p->dt), arg_u(l, x->work + w.res);
+  arg_u(l, x->want ? x->want : x->out), arg_i(l, p->dt), arg_u(l, x->res ? x->res : x->work + w.res);
   return n;
 }
 
@@ -153,7 +153,7 @@ int hct__pcheck_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hbuf_t *b, const 
   int rc = work_room(g, pc, hct__pc_work_bytes(&p, &res_off));
   if (rc != 0) return rc;
   const hct_pc_ptrs_t x = {out, want, src, ref ? ref->ref : 0, ref ? ref->ref_p : 0, ref ? ref->rows : 0,
-                           pc->work};
+                           pc->work, 0};
   hct_pc_launch_t L[4];
   const int n = hct__pc_launches(&p, &x, L);
   for (int k = 0; rc == 0 && k < n; k++)
@@ -197,20 +197,76 @@ static int is_out(const hct_hbuf_t *b) {
   return b->spec->role == HCT_BUF_OUTPUT || b->spec->role == HCT_BUF_INOUT;
 }
 
+int hct__pcheck_set_plan(const hct_hostset_t *hs, const hct_devset_t *d, const hct_pcref_t dref[],
+                         hct_pc_setplan_t *sp) {
+  memset(sp, 0, sizeof *sp);
+  size_t res_off;
+  for (int i = 0; i < hs->n; i++) {
+    const hct_hbuf_t *b = &hs->bufs[i];
+    if (!is_out(b) || d->ptr[i] == 0) continue;
+    const int q = sp->n;
+    int src;
+    sp->image[q] = hct__parity_image_of(hs, i, &src);
+    sp->src[q] = sp->image[q] != HCT_PC_IMAGE_NONE && d->ptr[src] != 0 ? src : -1;
+    if (sp->src[q] < 0) sp->image[q] = HCT_PC_IMAGE_NONE;
+    hct__pc_plan(b, sp->image[q], &sp->plan[q]);
+    if (sp->plan[q].have_ref && (dref[i].ref == 0 || (sp->plan[q].nkl > 0 && dref[i].ref_p == 0)))
+      return hct__error(HCT_EINVAL, "parity check of '%s': its reference is not on the card", b->spec->name);
+    sp->partials = HCT_MAX(sp->partials, up8(hct__pc_work_bytes(&sp->plan[q], &res_off)));
+    sp->which[sp->n++] = i;
+  }
+  return 0;
+}
+
+int hct__pcheck_room(hct_gpu_t *g, hct_pcheck_t *pc, size_t bytes) { return work_room(g, pc, bytes); }
+
+int hct__pcheck_set_enqueue(hct_gpu_t *g, hct_pcheck_t *pc, const hct_pc_setplan_t *sp, const hct_hostset_t *hs,
+                            const hct_devset_t *d, const hct_pcref_t dref[], const hct_dptr_t want[],
+                            hct_dptr_t res) {
+  if (pc->work_bytes < sp->partials)
+    return hct__error(HCT_EINVAL, "parity check: %zu bytes of work memory, %zu needed", pc->work_bytes, sp->partials);
+  int rc = 0;
+  for (int q = 0; rc == 0 && q < sp->n; q++) {
+    const int i = sp->which[q];
+    const hct_pcref_t *ref = hs->bufs[i].ref ? &dref[i] : NULL;
+    const hct_pc_ptrs_t x = {d->ptr[i], want ? want[i] : 0, sp->src[q] >= 0 ? d->ptr[sp->src[q]] : 0,
+                             ref ? ref->ref : 0, ref ? ref->ref_p : 0, ref ? ref->rows : 0, pc->work,
+                             res + (hct_dptr_t)((size_t)q * sizeof(hct_pc_result_t))};
+    hct_pc_launch_t L[4];
+    const int nl = hct__pc_launches(&sp->plan[q], &x, L);
+    for (int k = 0; rc == 0 && k < nl; k++)
+      rc = hct__gpu_launch(g, pc->fn[L[k].kernel], L[k].grid, L[k].block, 0, L[k].args);
+  }
+  return rc;
+}
+
+void hct__pcheck_set_finish(const hct_pc_setplan_t *sp, const hct_hostset_t *hs, const hct_pc_result_t *r,
+                            const hct_dptr_t want[], hct_parity_figs_t f[]) {
+  memset(f, 0, sizeof *f * HCT_MAX_BUFFERS);
+  for (int q = 0; q < sp->n; q++) {
+    const int i = sp->which[q];
+    hct__parity_from_card(&hs->bufs[i], &sp->plan[q], &r[q], want != NULL && want[i] != 0, &f[i]);
+  }
+}
+
+/*
+ * Every output's comparisons queued one after the other over the same
+ * work memory (the stream orders them: a buffer's partials are reduced
+ * before the next buffer's overwrite them), each result in a slot of its
+ * own after the largest work area, and all the results brought back in
+ * one copy: one wait for the card a run, not one a buffer (issue 34).
+ */
 int hct__pcheck_set_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hostset_t *hs, const hct_devset_t *d,
                          const hct_pcref_t dref[], const hct_dptr_t want[], hct_parity_figs_t f[]) {
   memset(f, 0, sizeof *f * HCT_MAX_BUFFERS);
-  int rc = 0;
-  for (int i = 0; rc == 0 && i < hs->n; i++) {
-    const hct_hbuf_t *b = &hs->bufs[i];
-    if (!is_out(b) || d->ptr[i] == 0) continue;
-    int src;
-    int image = hct__parity_image_of(hs, i, &src);
-    hct_dptr_t srcp = image != HCT_PC_IMAGE_NONE ? d->ptr[src] : 0;
-    if (srcp == 0) image = HCT_PC_IMAGE_NONE;
-    rc = hct__pcheck_figs(g, pc, b, b->ref ? &dref[i] : NULL, d->ptr[i], want ? want[i] : 0, srcp,
-                          image, &f[i]);
-  }
+  hct_pc_setplan_t sp;
+  int rc = hct__pcheck_set_plan(hs, d, dref, &sp);
+  if (rc != 0 || sp.n == 0) return rc;
+  rc = work_room(g, pc, sp.partials + (size_t)sp.n * sizeof(hct_pc_result_t));
+  if (rc == 0) rc = hct__pcheck_set_enqueue(g, pc, &sp, hs, d, dref, want, pc->work + sp.partials);
+  hct_pc_result_t r[HCT_MAX_BUFFERS];
+  if (rc == 0) rc = hct__gpu_download(g, r, pc->work + sp.partials, (size_t)sp.n * sizeof r[0]); /* waits */
+  if (rc == 0) hct__pcheck_set_finish(&sp, hs, r, want, f);
   return rc;
 }
 

@@ -109,6 +109,16 @@ static int scratch_size(const hct_cand_t *c, int i, const hct_symtab_t *syms, si
   return rc;
 }
 
+int hct__scratch_sizes(const hct_cand_t *c, const hct_device_t *dev, int T, size_t bytes[4]) {
+  hct_symtab_t syms;
+  hct__run_symtab(c, dev, T, &syms);
+  for (int i = 0; i < c->v->n_scratch && i < 4; i++) {
+    int rc = scratch_size(c, i, &syms, &bytes[i]);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
 int hct__scratch_bytes(const hct_cand_t *c, const hct_device_t *dev, int T, size_t *out) {
   hct_symtab_t syms;
   hct__run_symtab(c, dev, T, &syms);
@@ -276,21 +286,48 @@ int hct__devset_upload_inputs(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_
   return 0;
 }
 
-int hct__session_begin(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_t *s) {
-  int rc = hct__scratch_alloc(g, c, T, s);
-  if (rc != 0) return rc;
+int hct__session_prepare(hct_gpu_t *g, const hct_cand_t *c, hct_scratchset_t *s) {
+  int rc = 0;
   /* Scratch is poisoned: a variant must not depend on what a previous
    * allocation left there, only on what it zeroes itself. */
   for (int i = 0; rc == 0 && i < c->v->n_scratch; i++)
     rc = hct__gpu_fill32(g, s->ptr[i], HCT_POISON_F32, s->bytes[i] / 4);
-  if (rc == 0) rc = hct__scratch_zero_once(g, c, s);
+  return rc == 0 ? hct__scratch_zero_once(g, c, s) : rc;
+}
+
+int hct__session_begin(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_t *s) {
+  int rc = hct__scratch_alloc(g, c, T, s);
+  if (rc != 0) return rc;
+  rc = hct__session_prepare(g, c, s);
   if (rc != 0) hct__scratch_free(g, s);
   return rc;
 }
 
-int hct__session_run(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
-                     hct_scratchset_t *s, const hct_producer_t *pre, void *outs[],
-                     uint32_t *barrier_flag) {
+int hct__devset_copy_inputs(hct_gpu_t *g, const hct_hostset_t *hs, const hct_devset_t *from, hct_devset_t *d) {
+  for (int i = 0; i < hs->n; i++) {
+    if (d->ptr[i] == 0 || from->ptr[i] == 0 || !is_input(hs->bufs[i].spec->role)) continue;
+    int rc = hct__gpu_copy(g, d->ptr[i], from->ptr[i], d->bytes[i]);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+int hct__devset_inputs_alloc(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d) {
+  memset(d, 0, sizeof *d);
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < hs->n; i++) {
+    const hct_hbuf_t *b = &hs->bufs[i];
+    if (b->data == NULL || !is_input(b->spec->role)) continue;
+    d->bytes[i] = b->elems * hct__dtype_size(b->spec->dtype);
+    rc = hct__gpu_alloc(g, d->bytes[i], &d->ptr[i]);
+    if (rc == 0) rc = hct__gpu_upload(g, d->ptr[i], b->data, d->bytes[i]);
+  }
+  if (rc != 0) hct__devset_free(g, d);
+  return rc;
+}
+
+int hct__session_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
+                         hct_scratchset_t *s, const hct_producer_t *pre, const hct_devset_t *from) {
   int rc = 0;
   for (int i = 0; rc == 0 && i < hs->n; i++)
     if (d->ptr[i] && hs->bufs[i].spec->role == HCT_BUF_OUTPUT) rc = poison(g, &hs->bufs[i], d->ptr[i]);
@@ -302,9 +339,27 @@ int hct__session_run(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs,
       if (d->ptr[i] && is_input(hs->bufs[i].spec->role)) rc = poison(g, &hs->bufs[i], d->ptr[i]);
     if (rc == 0) rc = hct__producer_enqueue(g, pre);
   } else if (rc == 0) {
-    rc = hct__devset_upload_inputs(g, hs, d);
+    rc = from != NULL ? hct__devset_copy_inputs(g, hs, from, d) : HCT_EUNSUPPORTED;
+    /* A driver without device copies: from the host, as before. */
+    if (rc == HCT_EUNSUPPORTED) {
+      hct__error_clear();
+      rc = hct__devset_upload_inputs(g, hs, d);
+    }
   }
-  if (rc == 0) rc = hct__run_launches(g, c, hs, d, s);
+  return rc == 0 ? hct__run_launches(g, c, hs, d, s) : rc;
+}
+
+int hct__session_barrier_word(const hct_cand_t *c, const hct_scratchset_t *s, hct_dptr_t *out) {
+  *out = 0;
+  for (int i = 0; i < c->v->n_scratch && i < 4; i++)
+    if (strcmp(c->v->scratch[i].name, "ws") == 0) *out = s->ptr[i];
+  return *out != 0;
+}
+
+int hct__session_run(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
+                     hct_scratchset_t *s, const hct_producer_t *pre, const hct_devset_t *from,
+                     void *outs[], uint32_t *barrier_flag) {
+  int rc = hct__session_enqueue(g, c, hs, d, s, pre, from);
   if (rc == 0) rc = hct__gpu_sync(g);
   for (int i = 0; rc == 0 && i < hs->n; i++) {
     hct_buf_role_t role = hs->bufs[i].spec->role;
@@ -327,7 +382,7 @@ int hct__run_on(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_
   hct_scratchset_t s;
   int rc = hct__session_begin(g, c, hs->T, &s);
   if (rc != 0) return rc;
-  rc = hct__session_run(g, c, hs, d, &s, NULL, outs, barrier_flag);
+  rc = hct__session_run(g, c, hs, d, &s, NULL, NULL, outs, barrier_flag);
   hct__scratch_free(g, &s);
   return rc;
 }

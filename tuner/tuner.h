@@ -293,9 +293,12 @@ typedef struct hct_pcheck_s {
 /* The kernels, in hct_pcheck_t.fn's order. */
 enum { HCT_PC_K_ELEMS, HCT_PC_K_REF, HCT_PC_K_ROWS, HCT_PC_K_REDUCE, HCT_PC_K_COPY };
 /* Where a check's data lie on the card, and its work memory (at least
- * hct__pc_work_bytes). */
+ * hct__pc_work_bytes); res: where the result goes (0: in the work memory,
+ * at the offset hct__pc_work_bytes gives), so that the results of several
+ * buffers, each checked in its turn over the same work memory, come back
+ * in one copy. */
 typedef struct hct_pc_ptrs_s {
-  hct_dptr_t out, want, src, ref, ref_p, rows, work;
+  hct_dptr_t out, want, src, ref, ref_p, rows, work, res;
 } hct_pc_ptrs_t;
 /* One launch as data: args point into the struct itself (do not copy it
  * once built), as cuLaunchKernel and hipModuleLaunchKernel take them. */
@@ -342,6 +345,29 @@ int hct__pcheck_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hbuf_t *b, const 
  * NULL: none; dref[i]: buffer i's reference on the card). */
 int hct__pcheck_set_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hostset_t *hs, const hct_devset_t *d,
                          const hct_pcref_t dref[], const hct_dptr_t want[], hct_parity_figs_t f[]);
+/* The same in steps, so that the comparisons of a check's every run are
+ * queued behind its runs and their results come back in one copy (issue
+ * 34): the plans of hs's outputs (which buffers, images, the work memory
+ * their partials need); the work memory grown to at least `bytes` (its
+ * partials and the result slots after them: grow it before queueing, a
+ * grown area is a new one); one run's comparisons queued, their sp->n
+ * results into res on the card (res: in the work memory, after
+ * sp->partials); the figures from the results brought back. */
+typedef struct hct_pc_setplan_s {
+  int n;
+  int which[HCT_MAX_BUFFERS];   /* the buffers compared, in order */
+  int image[HCT_MAX_BUFFERS], src[HCT_MAX_BUFFERS];
+  hct_pc_plan_t plan[HCT_MAX_BUFFERS];
+  size_t partials;              /* work bytes before the result slots */
+} hct_pc_setplan_t;
+int hct__pcheck_set_plan(const hct_hostset_t *hs, const hct_devset_t *d, const hct_pcref_t dref[],
+                         hct_pc_setplan_t *sp);
+int hct__pcheck_room(hct_gpu_t *g, hct_pcheck_t *pc, size_t bytes);
+int hct__pcheck_set_enqueue(hct_gpu_t *g, hct_pcheck_t *pc, const hct_pc_setplan_t *sp, const hct_hostset_t *hs,
+                            const hct_devset_t *d, const hct_pcref_t dref[], const hct_dptr_t want[],
+                            hct_dptr_t res);
+void hct__pcheck_set_finish(const hct_pc_setplan_t *sp, const hct_hostset_t *hs, const hct_pc_result_t *r,
+                            const hct_dptr_t want[], hct_parity_figs_t f[]);
 /* Copies the outputs and inouts of d into kept[] (allocated where 0; enqueued
  * on the stream), so the next run cannot overwrite them. */
 int hct__pcheck_keep(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hostset_t *hs, const hct_devset_t *d,
@@ -354,6 +380,31 @@ typedef struct hct_scratchset_s {
   hct_dptr_t ptr[4];
   size_t bytes[4];
 } hct_scratchset_t;
+
+/* ---- device buffers a worker's checks reuse (tuner/devpool.c) ---------- */
+
+#define HCT_DEVPOOL_SLOTS 64
+#define HCT_DEVPOOL_IDLE_MAX ((size_t)8 << 30) /* idle bytes kept at most */
+typedef struct hct_devpool_s {
+  struct {
+    hct_dptr_t ptr;
+    size_t bytes;
+    int in_use;
+    uint64_t stamp;           /* when given back (the oldest go first) */
+  } slot[HCT_DEVPOOL_SLOTS];
+  size_t idle;                /* bytes of the buffers not in use */
+  uint64_t clock;
+  long allocated, reused;     /* takes that allocated, that reused */
+} hct_devpool_t;
+/* A buffer of exactly `bytes` (a kept one of that size, else a new one;
+ * an allocation that fails gives the idle ones back and tries once more).
+ * Its contents are undefined, as fresh memory's. */
+int hct__devpool_take(hct_devpool_t *pool, hct_gpu_t *g, size_t bytes, hct_dptr_t *out);
+/* Gives p back to be taken again (one the pool did not hand out is
+ * freed); 0 is allowed. */
+void hct__devpool_give(hct_devpool_t *pool, hct_gpu_t *g, hct_dptr_t p);
+/* Frees every buffer not in use. */
+void hct__devpool_flush(hct_devpool_t *pool, hct_gpu_t *g);
 
 /* The names every launch expression may use: op constants, the point, T,
  * and the device's SMEM_OPTIN, SM_COUNT, WARP, ARCH, HIP (1 on HIP). */
@@ -481,9 +532,32 @@ int hct__producer_enqueue(hct_gpu_t *g, const hct_producer_t *p);
  * hct__scratch_free.
  */
 int hct__session_begin(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_t *s);
+/* What begin does to scratch it did not allocate itself (a worker's pooled
+ * buffers, tuner/devpool.c): poisoned, the "once" buffers zeroed. */
+int hct__session_prepare(hct_gpu_t *g, const hct_cand_t *c, hct_scratchset_t *s);
+/* The bytes of each of c's scratch buffers at T (c->v->n_scratch of them),
+ * as hct__scratch_alloc sizes them. */
+int hct__scratch_sizes(const hct_cand_t *c, const hct_device_t *dev, int T, size_t bytes[4]);
+/* `from` (may be NULL): device copies of hs's inputs (hct__devset_copy_inputs)
+ * that each run copies into d on the card instead of uploading them from
+ * the host: at T = 32768 resid and pending are 2.7 GB a run. */
 int hct__session_run(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
-                     hct_scratchset_t *s, const hct_producer_t *pre, void *outs[],
-                     uint32_t *barrier_flag);
+                     hct_scratchset_t *s, const hct_producer_t *pre, const hct_devset_t *from,
+                     void *outs[], uint32_t *barrier_flag);
+/* hct__session_run up to its launches, queued, not waited for: the
+ * outputs poisoned, the scratch zeroed, the inputs put in, the launches
+ * made.  A worker's check queues its figures after it (issue 34). */
+int hct__session_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
+                         hct_scratchset_t *s, const hct_producer_t *pre, const hct_devset_t *from);
+/* 1 with *out the address of the grid barrier's timeout flag (word 0 of
+ * the scratch "ws", kernels-src/common/hct_grid.h), 0 when c has none. */
+int hct__session_barrier_word(const hct_cand_t *c, const hct_scratchset_t *s, hct_dptr_t *out);
+/* The inputs of hs (input, inout and optional buffers present in both)
+ * copied from the device set `from` into d, queued on the stream. */
+int hct__devset_copy_inputs(hct_gpu_t *g, const hct_hostset_t *hs, const hct_devset_t *from, hct_devset_t *d);
+/* A device set holding only hs's inputs (the pristine copy for
+ * hct__session_run's `from`), uploaded from the host. */
+int hct__devset_inputs_alloc(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d);
 
 /*
  * Runs the candidate once on buffers already uploaded with

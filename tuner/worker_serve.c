@@ -45,6 +45,10 @@ typedef struct runset_s {
   hct_pcref_t dref[HCT_MAX_BUFFERS];
   int dref_ok;
   hct_dptr_t ref_dev[HCT_MAX_BUFFERS];
+  /* The set's inputs as drawn, on the card: every run copies them into the
+   * device set there (a run writes resid; issue 34: at T = 32768 resid and
+   * pending are 2.7 GB, uploaded from the host five times a check). */
+  hct_devset_t pristine;
 } runset_t;
 
 /* The inputs of the last check, kept for the next: the probe checks every
@@ -88,6 +92,7 @@ typedef struct worker_s {
   struct timed_s *timed;    /* the last 'time' request's allocation, for 'verify' */
   double phase[HCT_WP_N];   /* where the request being answered spent its
                                time (worker.h's "phase_ms") */
+  hct_devpool_t pool;       /* device buffers the checks reuse (devpool.c) */
   hct_db_t *db;             /* read-only, kept open: opening checks it */
   char dbpath[1024];
   int quit;
@@ -315,17 +320,38 @@ static void runset_clear(runset_t *r) {
   memset(r, 0, sizeof *r);
 }
 
-/* The card's copies of a set's reference and reference outputs. */
-static void runset_card_free(hct_gpu_t *g, runset_t *r) {
+/* Kept copies of outputs given back to the pool. */
+static void kept_give(worker_t *W, hct_dptr_t kept[]) {
+  for (int i = 0; i < HCT_MAX_BUFFERS; i++) {
+    hct__devpool_give(&W->pool, W->gpu, kept[i]);
+    kept[i] = 0;
+  }
+}
+
+/* Room for the outputs and inouts of d in kept[] (hct__pcheck_keep fills
+ * them), from the pool where empty. */
+static int kept_take(worker_t *W, const hct_hostset_t *hs, const hct_devset_t *d, hct_dptr_t kept[]) {
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < hs->n; i++) {
+    const hct_buf_role_t r = hs->bufs[i].spec->role;
+    if ((r == HCT_BUF_OUTPUT || r == HCT_BUF_INOUT) && d->ptr[i] != 0 && kept[i] == 0)
+      rc = hct__devpool_take(&W->pool, W->gpu, d->bytes[i], &kept[i]);
+  }
+  return rc;
+}
+
+/* The card's copies of a set's reference, reference outputs and inputs. */
+static void runset_card_free(worker_t *W, hct_gpu_t *g, runset_t *r) {
   for (int i = 0; i < HCT_MAX_BUFFERS; i++) hct__pcheck_ref_free(g, &r->dref[i]);
   r->dref_ok = 0;
-  hct__pcheck_kept_free(g, r->ref_dev);
+  kept_give(W, r->ref_dev);
+  hct__devset_free(g, &r->pristine);
 }
 
 static void inset_clear(worker_t *W) {
   inset_t *in = &W->in;
   if (in->gpu != NULL)
-    for (int k = 0; k < 2; k++) runset_card_free(in->gpu, &in->set[k]);
+    for (int k = 0; k < 2; k++) runset_card_free(W, in->gpu, &in->set[k]);
   if (in->staged) hct__producer_unstage(in->gpu, &W->producer);
   if (in->dev_ok) hct__devset_free(in->gpu, &in->dev);
   for (int k = 0; k < 2; k++) runset_clear(&in->set[k]);
@@ -416,6 +442,7 @@ static int inset_get(worker_t *W, const hct_op_t *op, int T, int pending, uint64
   /* The reference runs on the device copy every candidate runs on, just
    * uploaded (inset_clear dropped the last one). */
   if ((rc = hct__inputs_fill(&a->hs, seed)) != 0 || (rc = inset_device(W)) != 0 ||
+      (rc = hct__devset_inputs_alloc(W->gpu, &a->hs, &a->pristine)) != 0 ||
       (rc = hct__reference_run(W->gpu, ref, &a->hs, &in->dev, 1)) != 0 ||
       (rc = hct__parity_prepare(&a->hs)) != 0) {
     if (!is_sticky(rc)) inset_clear(W);
@@ -451,9 +478,13 @@ static int inset_fresh(worker_t *W) {
   /* Set 1's inputs go into the device copy for its reference; every run
    * uploads its own inputs again, and the weights there are the same. */
   if ((rc = hct__inputs_fill(&b->hs, seed)) != 0 || (rc = inset_device(W)) != 0 ||
+      (rc = hct__devset_inputs_alloc(W->gpu, &b->hs, &b->pristine)) != 0 ||
       (rc = hct__reference_run(W->gpu, ref, &b->hs, &in->dev, 0)) != 0 ||
       (rc = hct__parity_prepare(&b->hs)) != 0) {
-    if (!is_sticky(rc)) runset_clear(b);
+    if (!is_sticky(rc)) {
+      runset_card_free(W, W->gpu, b);
+      runset_clear(b);
+    }
     return rc;
   }
   phase_add(W, HCT_WP_INPUTS, t0);
@@ -494,9 +525,36 @@ typedef struct runs_s {
 } runs_t;
 
 /* g NULL: after a sticky error, nothing on the GPU is freed. */
-static void runs_free(hct_gpu_t *g, runs_t *r) {
+static void runs_free(worker_t *W, hct_gpu_t *g, runs_t *r) {
   for (int k = 0; k < N_RUNS; k++) outs_free(r->out[k]);
-  for (int k = 0; g != NULL && k < 2; k++) hct__pcheck_kept_free(g, r->kept[k]);
+  for (int k = 0; g != NULL && k < 2; k++) kept_give(W, r->kept[k]);
+}
+
+/* The set's inputs on the card, or NULL where there are none (the runs
+ * upload them from the host then). */
+static const hct_devset_t *pristine_of(const runset_t *set) {
+  for (int i = 0; i < HCT_MAX_BUFFERS; i++)
+    if (set->pristine.ptr[i] != 0) return &set->pristine;
+  return NULL;
+}
+
+/* A session's scratch from the pool, on hct__session_begin's terms
+ * (poisoned, its "once" buffers zeroed): the twin and the next check of
+ * the same candidate take the same buffers again (devpool.c). */
+static int session_open(worker_t *W, const hct_cand_t *c, int T, hct_scratchset_t *s) {
+  size_t bytes[4] = {0};
+  memset(s, 0, sizeof *s);
+  int rc = hct__scratch_sizes(c, &W->dev, T, bytes);
+  for (int i = 0; rc == 0 && i < c->v->n_scratch && i < 4; i++) {
+    rc = hct__devpool_take(&W->pool, W->gpu, bytes[i], &s->ptr[i]);
+    s->bytes[i] = bytes[i];
+  }
+  return rc == 0 ? hct__session_prepare(W->gpu, c, s) : rc;
+}
+
+static void session_close(worker_t *W, hct_scratchset_t *s) {
+  for (int i = 0; i < 4; i++) hct__devpool_give(&W->pool, W->gpu, s->ptr[i]);
+  memset(s, 0, sizeof *s);
 }
 
 /* The comparison kernels loaded (W->pcheck_state 1), or the reason checks
@@ -527,71 +585,171 @@ static void pcheck_ready(worker_t *W, const hct_op_t *op) {
   free(holder);
 }
 
-/* Run k's figures on the card, while its outputs are still in the device
- * set, and the copies the runs after it need. */
-static int card_after_run(worker_t *W, runs_t *r, int k) {
-  inset_t *in = &W->in;
-  runset_t *set = &in->set[run_set[k]];
+/* The float64 reference of the set on the card, once a set. */
+static int set_on_card(worker_t *W, runset_t *set) {
+  if (set->dref_ok) return 0;
+  const uint64_t t0 = hct__now_ns();
   int rc = 0;
-  uint64_t t0 = hct__now_ns();
-  if (!set->dref_ok) {
-    for (int i = 0; rc == 0 && i < set->hs.n; i++)
-      rc = hct__pcheck_ref_upload(W->gpu, &set->hs.bufs[i], &set->dref[i]);
-    set->dref_ok = rc == 0;
-    phase_add(W, HCT_WP_INPUTS, t0);
-    t0 = hct__now_ns();
-  }
-  /* The twin is compared bit for bit with run 0 (deterministic()). */
-  const hct_dptr_t *want = k == RUN_TWIN ? r->kept[0] : r->want[run_set[k]];
-  if (rc == 0) rc = hct__pcheck_set_figs(W->gpu, &W->pcheck, &set->hs, &in->dev, set->dref, want, r->figs[k]);
-  phase_add(W, HCT_WP_FIGURES, t0);
-  t0 = hct__now_ns();
-  const int keep = (k == RUN_FIRST && (r->keep || r->twin)) || (k == RUN_FRESH && r->keep);
-  if (rc == 0 && keep) rc = hct__pcheck_keep(W->gpu, &W->pcheck, &set->hs, &in->dev, r->kept[k == RUN_FRESH]);
-  if (keep) phase_add(W, HCT_WP_MEMORY, t0);
-  /* Named, so that a fault of the comparison kernels (which ends the worker
-   * like a candidate's) is not read as the candidate's own. */
-  if (rc != 0) return hct__error(rc, "the figures on the card after run %d: %s", k, hct_last_error());
-  return 0;
+  for (int i = 0; rc == 0 && i < set->hs.n; i++) rc = hct__pcheck_ref_upload(W->gpu, &set->hs.bufs[i], &set->dref[i]);
+  set->dref_ok = rc == 0;
+  phase_add(W, HCT_WP_INPUTS, t0);
+  return rc;
 }
 
-static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int producer, int twin,
-                       runs_t *r, int *timed_out_run) {
+/*
+ * A session's runs with their figures made on the card (issue 34): every
+ * run's comparisons queued right behind it, each result into a slot of its
+ * own, the grid barrier's flag of each run copied beside them, and all of
+ * it brought back in one copy at the end.  Only run 0 is waited for on its
+ * own (its time is the check's run_ms, and a fault in it is the
+ * candidate's before any comparison ran); a fault in a later run shows at
+ * the end, and is the candidate's as well: a fault of the comparison
+ * kernels would end the baseline's check first, which the probe makes
+ * before any other on every input set.  Before, each run waited for the
+ * card three to six times (its sync, each buffer's result, the flag): some
+ * thirty waits a check.
+ */
+static int card_session(worker_t *W, const hct_cand_t *c, int repeat, int producer, int twin, runs_t *r,
+                        int *timed_out_run) {
   inset_t *in = &W->in;
   hct_scratchset_t s;
+  hct_pc_setplan_t sp[2];
+  memset(&s, 0, sizeof s);
+  memset(sp, 0, sizeof sp);
   *timed_out_run = -1;
-  int rc = inset_device(W);
   r->twin = twin;
+  int rc = inset_device(W);
+  if (rc == 0) rc = set_on_card(W, &in->set[0]);
+  if (rc == 0 && repeat) rc = set_on_card(W, &in->set[1]);
+  for (int k = 0; rc == 0 && k < (repeat ? 2 : 1); k++)
+    rc = hct__pcheck_set_plan(&in->set[k].hs, &in->dev, in->set[k].dref, &sp[k]);
+  /* The work memory grown before anything is queued on it: the partials,
+   * then a slot per (run, buffer), then a flag per run. */
+  const size_t partials = HCT_MAX(sp[0].partials, sp[1].partials);
+  const size_t slot = sizeof(hct_pc_result_t) * HCT_MAX_BUFFERS, all = slot * N_RUNS + 8 * N_RUNS;
+  if (rc == 0) rc = hct__pcheck_room(W->gpu, &W->pcheck, partials + all);
+  if (rc != 0) {
+    r->card_failed = !is_sticky(rc);
+    return rc;
+  }
+  const hct_dptr_t res = W->pcheck.work + partials, flags = res + slot * N_RUNS;
   uint64_t t0 = hct__now_ns();
-  if (rc == 0) rc = hct__session_begin(W->gpu, c, in->T, &s);
+  rc = session_open(W, c, in->T, &s);
   phase_add(W, HCT_WP_MEMORY, t0);
-  if (rc != 0) return rc;
+  uint8_t queued[N_RUNS] = {0}, flagged[N_RUNS] = {0};
   for (int k = 0; rc == 0 && k < N_RUNS; k++) {
     if ((k == RUN_FRESH || k == RUN_AGAIN) && !repeat) continue;
     if (k == RUN_PRODUCER && !producer) continue;
     if (k == RUN_TWIN) {
       if (!twin) continue;
       t0 = hct__now_ns();
-      hct__scratch_free(W->gpu, &s);
-      rc = hct__session_begin(W->gpu, c, in->T, &s);
+      session_close(W, &s);
+      rc = session_open(W, c, in->T, &s);
       phase_add(W, HCT_WP_MEMORY, t0);
-      if (rc != 0) return rc;
+      if (rc != 0) break;
+    }
+    runset_t *set = &in->set[run_set[k]];
+    t0 = hct__now_ns();
+    rc = hct__session_enqueue(W->gpu, c, &set->hs, &in->dev, &s, k == RUN_PRODUCER ? &W->producer : NULL,
+                              pristine_of(set));
+    if (rc == 0 && k == RUN_FIRST) {
+      rc = hct__gpu_sync(W->gpu);
+      r->first_ms = (double)(hct__now_ns() - t0) / 1e6;
+    }
+    hct_dptr_t word;
+    if (rc == 0 && c->v->grid_barrier && hct__session_barrier_word(c, &s, &word)) {
+      rc = hct__gpu_copy(W->gpu, flags + 8 * (hct_dptr_t)k, word, sizeof(uint32_t));
+      flagged[k] = rc == 0;
+    }
+    phase_add(W, HCT_WP_RUNS, t0);
+    if (rc != 0) break;
+    /* The twin is compared bit for bit with run 0 (deterministic()). */
+    const hct_dptr_t *want = k == RUN_TWIN ? r->kept[0] : r->want[run_set[k]];
+    t0 = hct__now_ns();
+    int crc = hct__pcheck_set_enqueue(W->gpu, &W->pcheck, &sp[run_set[k]], &set->hs, &in->dev, set->dref, want,
+                                      res + slot * (hct_dptr_t)k);
+    phase_add(W, HCT_WP_FIGURES, t0);
+    t0 = hct__now_ns();
+    const int keep = (k == RUN_FIRST && (r->keep || r->twin)) || (k == RUN_FRESH && r->keep);
+    if (crc == 0 && keep) crc = kept_take(W, &set->hs, &in->dev, r->kept[k == RUN_FRESH]);
+    if (crc == 0 && keep) crc = hct__pcheck_keep(W->gpu, &W->pcheck, &set->hs, &in->dev, r->kept[k == RUN_FRESH]);
+    phase_add(W, HCT_WP_MEMORY, t0);
+    if (crc != 0) {
+      /* Named, so that a failure of the comparison kernels (which ends the
+       * worker like a candidate's) is not read as the candidate's own. */
+      rc = hct__error(crc, "the figures on the card after run %d: %s", k, hct_last_error());
+      r->card_failed = 1;
+      break;
+    }
+    queued[k] = 1;
+  }
+  /* Every result and flag back at once: the end of the session's work. */
+  hct_pc_result_t *out = rc == 0 ? malloc(all) : NULL;
+  if (rc == 0 && out == NULL) rc = hct__error(HCT_ENOMEM, "out of memory");
+  t0 = hct__now_ns();
+  if (rc == 0) rc = hct__gpu_download(W->gpu, out, res, all);
+  phase_add(W, HCT_WP_RUNS, t0);
+  for (int k = 0; rc == 0 && k < N_RUNS; k++) {
+    if (!queued[k]) continue;
+    const runset_t *set = &in->set[run_set[k]];
+    const hct_dptr_t *want = k == RUN_TWIN ? r->kept[0] : r->want[run_set[k]];
+    hct__pcheck_set_finish(&sp[run_set[k]], &set->hs, out + (size_t)k * HCT_MAX_BUFFERS, want, r->figs[k]);
+    uint32_t flag;
+    memcpy(&flag, (const char *)out + slot * N_RUNS + 8 * (size_t)k, sizeof flag);
+    if (flagged[k] && flag != 0 && *timed_out_run < 0) *timed_out_run = k;
+    r->done[k] = 1;
+  }
+  free(out);
+  /* After a sticky error the context is gone: free nothing on the GPU. */
+  t0 = hct__now_ns();
+  if (!is_sticky(rc)) session_close(W, &s);
+  phase_add(W, HCT_WP_MEMORY, t0);
+  return rc;
+}
+
+static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int producer, int twin,
+                       runs_t *r, int *timed_out_run) {
+  if (r->card) return card_session(W, c, repeat, producer, twin, r, timed_out_run);
+  inset_t *in = &W->in;
+  hct_scratchset_t s;
+  *timed_out_run = -1;
+  int rc = inset_device(W);
+  r->twin = twin;
+  uint64_t t0 = hct__now_ns();
+  memset(&s, 0, sizeof s);
+  if (rc == 0) rc = session_open(W, c, in->T, &s);
+  phase_add(W, HCT_WP_MEMORY, t0);
+  if (rc != 0) {
+    if (!is_sticky(rc)) session_close(W, &s);
+    return rc;
+  }
+  for (int k = 0; rc == 0 && k < N_RUNS; k++) {
+    if ((k == RUN_FRESH || k == RUN_AGAIN) && !repeat) continue;
+    if (k == RUN_PRODUCER && !producer) continue;
+    if (k == RUN_TWIN) {
+      if (!twin) continue;
+      t0 = hct__now_ns();
+      session_close(W, &s);
+      rc = session_open(W, c, in->T, &s);
+      phase_add(W, HCT_WP_MEMORY, t0);
+      if (rc != 0) break;
     }
     const hct_hostset_t *hs = &in->set[run_set[k]].hs;
-    if (!r->card && (rc = outs_alloc(hs, r->out[k])) != 0) break;
+    if ((rc = outs_alloc(hs, r->out[k])) != 0) break;
     uint32_t flag = 0;
     t0 = hct__now_ns();
+    const runset_t *set = &in->set[run_set[k]];
     rc = hct__session_run(W->gpu, c, hs, &in->dev, &s, k == RUN_PRODUCER ? &W->producer : NULL,
+                          pristine_of(set),
                           r->out[k], c->v->grid_barrier ? &flag : NULL);
     if (k == RUN_FIRST) r->first_ms = (double)(hct__now_ns() - t0) / 1e6;
     phase_add(W, HCT_WP_RUNS, t0);
     r->done[k] = rc == 0;
     if (rc == 0 && flag != 0 && *timed_out_run < 0) *timed_out_run = k;
-    if (rc == 0 && r->card && (rc = card_after_run(W, r, k)) != 0) r->card_failed = 1;
   }
   /* After a sticky error the context is gone: free nothing on the GPU. */
   t0 = hct__now_ns();
-  if (!is_sticky(rc)) hct__scratch_free(W->gpu, &s);
+  if (!is_sticky(rc)) session_close(W, &s);
   phase_add(W, HCT_WP_MEMORY, t0);
   return rc;
 }
@@ -624,7 +782,7 @@ static int keep_ref(worker_t *W, int id, runs_t *r, int repeat) {
   for (int k = 0; k < 2; k++) {
     runset_t *set = &in->set[k];
     outs_free(set->ref_out);
-    hct__pcheck_kept_free(W->gpu, set->ref_dev);
+    kept_give(W, set->ref_dev);
     json_decref(set->ref_figs);
     set->ref_figs = NULL;
   }
@@ -747,7 +905,7 @@ static int req_check(worker_t *W, json_t *req, json_t *reply) {
     if (rc == 0) rc = keep_ref(W, ref->id, rp, (int)repeat);
     const int card_failed = rp->card_failed;
     uint64_t t0 = hct__now_ns();
-    runs_free(is_sticky(rc) ? NULL : W->gpu, rp);
+    runs_free(W, is_sticky(rc) ? NULL : W->gpu, rp);
     phase_add(W, HCT_WP_MEMORY, t0);
     memset(rp, 0, sizeof *rp);
     rp->card = card;
@@ -796,7 +954,7 @@ static int req_check(worker_t *W, json_t *req, json_t *reply) {
   }
   const int card_failed = rp->card_failed;
   const uint64_t tm = hct__now_ns();
-  runs_free(is_sticky(rc) ? NULL : W->gpu, rp);
+  runs_free(W, is_sticky(rc) ? NULL : W->gpu, rp);
   phase_add(W, HCT_WP_MEMORY, tm);
   free(rp);
   if (rc != 0 && card_failed && !is_sticky(rc)) return check_on_host(W, req, reply);
@@ -813,7 +971,7 @@ static int check_on_host(worker_t *W, json_t *req, json_t *reply) {
    * kernels' work buffer (the reference candidate runs again, on the host's
    * terms, as in->ref_card no longer matches). */
   if (W->in.gpu != NULL)
-    for (int k = 0; k < 2; k++) runset_card_free(W->in.gpu, &W->in.set[k]);
+    for (int k = 0; k < 2; k++) runset_card_free(W, W->in.gpu, &W->in.set[k]);
   W->in.ref_id = -1;
   hct__pcheck_unload(W->gpu, &W->pcheck);
   W->pcheck_state = -1;
@@ -1401,6 +1559,13 @@ static int serve_line(worker_t *W, const char *line) {
         W->timed = NULL;
       }
       memset(W->phase, 0, sizeof W->phase);
+      if (requests[i].fn == req_time && W->gpu != NULL) {
+        /* A timing takes the card's memory by what is free (time_fit):
+         * the checks' input set (never used after a timing: the probe's
+         * next check draws another) and the pool's idle buffers go back. */
+        inset_clear(W);
+        hct__devpool_flush(&W->pool, W->gpu);
+      }
       if ((requests[i].flags & NEED_GPU) && W->gpu == NULL)
         rc = hct__error(HCT_EINVAL, "'%s' needs 'open' first", cmd);
       else
@@ -1459,6 +1624,7 @@ int hct__worker_serve(void) {
   }
   timed_free(&W, W.timed, 0);
   inset_clear(&W);
+  if (W.gpu != NULL) hct__devpool_flush(&W.pool, W.gpu);
   hct__hostbuf_release(); /* unpinned while the GPU is still open */
   hct__hostbuf_pin(NULL, NULL, NULL);
   if (W.producer_loaded) hct__producer_unload(W.gpu, &W.producer);

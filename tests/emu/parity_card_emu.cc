@@ -97,13 +97,21 @@ static void card_figs(const hct_hbuf_t *b, const void *out, const void *want, co
   const size_t bytes = hct__pc_work_bytes(&p, &res_off);
   std::vector<uint64_t> work((bytes + 7) / 8);
   memset(work.data(), 0x5a, bytes); /* garbage where nothing writes */
+  /* Every other call, the result in a slot of its own (x.res), as
+   * hct__pcheck_set_figs places each buffer's: the reduction must write
+   * there and nowhere else. */
+  static int slot;
+  slot = !slot;
+  std::vector<uint64_t> own((sizeof(hct_pc_result_t) + 7) / 8 + 1);
+  memset(own.data(), 0x5a, own.size() * 8);
   const hct_pc_ptrs_t x = {(uintptr_t)out, (uintptr_t)want, (uintptr_t)src, (uintptr_t)b->ref,
-                           (uintptr_t)b->ref_p, (uintptr_t)b->rows, (uintptr_t)work.data()};
+                           (uintptr_t)b->ref_p, (uintptr_t)b->rows, (uintptr_t)work.data(),
+                           slot ? (uintptr_t)own.data() : 0};
   hct_pc_launch_t L[4];
   const int n = hct__pc_launches(&p, &x, L);
   for (int k = 0; k < n; k++) run_launch(L[k]);
   hct_pc_result_t res;
-  memcpy(&res, (const char *)work.data() + res_off, sizeof res);
+  memcpy(&res, slot ? (const char *)own.data() : (const char *)work.data() + res_off, sizeof res);
   hct__parity_from_card(b, &p, &res, want != nullptr, f);
 }
 
