@@ -1029,6 +1029,9 @@ static void same_check(const char *what, const hct_worker_check_t *h, const hct_
  * workers, one computing the figures on the card (and saying so), one on
  * the host (HCTUNE_CHECK_ON_HOST), with every later run: the same figures
  * (same_check).  Returns the checks compared. */
+static int verify_vs_host(hct_worker_t *w[2], const hct_device_t *dev, const hct_op_t *op,
+                          const hct_compile_job_t *jobs, const char *opname, int T);
+
 static int card_vs_host(const char *exe, const hct_device_t *dev, const char *opname, const int *Ts,
                         int nT) {
   const char *k = getenv("HCTUNE_KERNELS");
@@ -1090,6 +1093,7 @@ static int card_vs_host(const char *exe, const hct_device_t *dev, const char *op
              ck[0].run_ms, ck[1].run_ms);
       compared++;
     }
+    compared += verify_vs_host(w, dev, op, jobs, opname, Ts[t]);
   }
   for (int h = 0; h < 2; h++) hct__worker_stop(w[h]);
   for (int i = 0; i <= op->n_variants; i++) hct__compile_job_clear(&jobs[i]);
@@ -1099,9 +1103,63 @@ static int card_vs_host(const char *exe, const hct_device_t *dev, const char *op
   return compared;
 }
 
+/* Issue 34 on a GPU: the verification of timed launches made on the card
+ * (verify_card: the reference candidate's outputs kept there, the
+ * distance by hct_pc_dist) gives the host's figures: every candidate at T
+ * timed in each of the two workers (the same seed: the same sets), then
+ * verified against variant 0's timed outputs; every count, the worst set,
+ * the distance and the figures on set 0 the same.  Returns the candidates
+ * compared. */
+static int verify_vs_host(hct_worker_t *w[2], const hct_device_t *dev, const hct_op_t *op,
+                          const hct_compile_job_t *jobs, const char *opname, int T) {
+  int ids[64], n = 0;
+  for (int i = 0; i < op->n_variants && n < 64; i++) {
+    char why[256];
+    hct_cand_t c;
+    memset(&c, 0, sizeof c);
+    c.op = op;
+    c.v = &op->variants[i];
+    c.point = jobs[i].point;
+    if (jobs[i].status == 0 && hct__run_supports(&c, dev, T, why, sizeof why)) ids[n++] = i;
+  }
+  if (n < 2 || ids[0] != 0) return 0;
+  static hct_timing_res_t res[2][64];
+  static hct_worker_verify_t v[2][64];
+  json_t *opts = json_pack("{s:i, s:i, s:f, s:f}", "min_samples", 2, "max_rounds", 2, "max_seconds", 1.0,
+                           "prune_factor", -1.0);
+  for (int h = 0; h < 2; h++) {
+    int failed = -1;
+    assert_rc(hct__worker_time(w[h], ids, n, T, 34 + (uint64_t)T, opts, 0, res[h], &failed), 0);
+    assert_rc(hct__worker_verify(w[h], ids + 1, n - 1, 0, 0, v[h], &failed), 0);
+  }
+  json_decref(opts);
+  for (int q = 0; q < n - 1; q++) {
+    const hct_worker_verify_t *hv = &v[1][q], *cv = &v[0][q];
+    char what[200];
+    snprintf(what, sizeof what, "%s %s at T=%d, verified", opname, op->variants[ids[q + 1]].name, T);
+    if (hv->sets != cv->sets || hv->mismatches != cv->mismatches || hv->unwritten != cv->unwritten ||
+        hv->nonfinite != cv->nonfinite || hv->image_mismatches != cv->image_mismatches ||
+        hv->worst_set != cv->worst_set || !(hv->max_dist == cv->max_dist) || hv->n != cv->n)
+      fail_msg("%s: host/card: sets %d/%d, mismatches %zu/%zu, unwritten %zu/%zu, nonfinite %zu/%zu, images "
+               "%zu/%zu, worst set %d/%d, distance %.17g/%.17g", what, hv->sets, cv->sets, hv->mismatches,
+               cv->mismatches, hv->unwritten, cv->unwritten, hv->nonfinite, cv->nonfinite, hv->image_mismatches,
+               cv->image_mismatches, hv->worst_set, cv->worst_set, hv->max_dist, cv->max_dist);
+    for (int i = 0; i < hv->n; i++) {
+      char w2[256];
+      snprintf(w2, sizeof w2, "%s: set 0 '%s'", what, hv->name[i]);
+      same_figs(w2, &hv->first[i], &cv->first[i]);
+      snprintf(w2, sizeof w2, "%s: the reference's set 0 '%s'", what, hv->name[i]);
+      same_figs(w2, &hv->ref_first[i], &cv->ref_first[i]);
+    }
+    printf("%s: same figures (%d sets, distance %.3g)\n", what, cv->sets, cv->max_dist);
+  }
+  return n - 1;
+}
+
 /* Issue 29 on a GPU: the figures a check makes on the card are the host's
  * on real probe outputs, for the decode and prefill ops (sizes not
- * multiples of a block, a partial M tile, images), every variant. */
+ * multiples of a block, a partial M tile, images), every variant; and
+ * (issue 34) so are those of the verification of their timed launches. */
 static void test_gpu_card_figs_match_host(void **state) {
   (void)state;
   hct_device_t dev;

@@ -37,8 +37,8 @@ int hct__pcheck_job(const hct_op_t *op, hct_backend_kind_t backend, const char *
   return 0;
 }
 
-static const char *const entries[HCT_PC_KERNELS] = {"hct_pc_elems", "hct_pc_ref", "hct_pc_rows", "hct_pc_reduce",
-                                                     "hct_pc_copy"};
+static const char *const entries[HCT_PC_KERNELS] = {"hct_pc_elems", "hct_pc_ref",  "hct_pc_rows",
+                                                     "hct_pc_reduce", "hct_pc_copy", "hct_pc_dist"};
 
 int hct__pcheck_load(hct_gpu_t *g, const void *image, size_t size, hct_pcheck_t *pc) {
   memset(pc, 0, sizeof *pc);
@@ -142,6 +142,45 @@ int hct__pc_launches(const hct_pc_plan_t *p, const hct_pc_ptrs_t *x, hct_pc_laun
   arg_u(l, x->want ? x->want : x->out), arg_i(l, p->dt), arg_u(l, x->res ? x->res : x->work + w.res);
   return n;
 }
+
+size_t hct__pc_dist_work_bytes(uint64_t n) {
+  hct_hbuf_t b;
+  hct_buffer_t spec;
+  memset(&b, 0, sizeof b);
+  memset(&spec, 0, sizeof spec);
+  spec.dtype = HCT_DT_F32;
+  b.spec = &spec;
+  b.elems = n;
+  hct_pc_plan_t p;
+  hct__pc_plan(&b, HCT_PC_IMAGE_NONE, &p);
+  return (size_t)p.e_blocks * sizeof(hct_pc_part_t);
+}
+
+int hct__pc_dist_launches(uint64_t n, hct_dptr_t out, hct_dptr_t base, hct_dptr_t work, hct_dptr_t res,
+                          hct_pc_launch_t L[2]) {
+  /* The blocks of the element pass over n f32 elements (hct__pc_plan). */
+  hct_hbuf_t b;
+  hct_buffer_t spec;
+  memset(&b, 0, sizeof b);
+  memset(&spec, 0, sizeof spec);
+  spec.dtype = HCT_DT_F32;
+  b.spec = &spec;
+  b.elems = n;
+  hct_pc_plan_t p;
+  hct__pc_plan(&b, HCT_PC_IMAGE_NONE, &p);
+  int k = 0;
+  hct_pc_launch_t *l = launch_new(L, &k, HCT_PC_K_DIST, p.e_blocks, HCT_PC_THREADS);
+  arg_u(l, out), arg_u(l, base), arg_u(l, n), arg_u(l, p.e_chunk), arg_u(l, work);
+  /* The reduction with no element partials and no rows: only the maxima
+   * of the distance's partials, read as the reference's. */
+  l = launch_new(L, &k, HCT_PC_K_REDUCE, 1, 1);
+  arg_u(l, work), arg_u(l, 0), arg_u(l, work), arg_u(l, p.e_blocks);
+  arg_u(l, work), arg_u(l, work), arg_u(l, 0), arg_u(l, out);
+  arg_u(l, out), arg_i(l, HCT_PC_F32), arg_u(l, res);
+  return k;
+}
+
+double hct__pc_distance_of(const hct_pc_result_t *r) { return r->maxr > 0 ? r->maxe / r->maxr : r->maxe; }
 
 int hct__pcheck_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hbuf_t *b, const hct_pcref_t *ref,
                      hct_dptr_t out, hct_dptr_t want, hct_dptr_t src, int image, hct_parity_figs_t *f) {

@@ -163,7 +163,8 @@ static int start_worker(probe_t *P) {
   hct__probe_count(P, HCT_PS_WORKER, 1);
   if ((rc = hct__worker_start(NULL, &P->w)) != 0) return rc;
   if ((rc = hct__worker_open(P->w, P->dev.uuid)) != 0) return rc;
-  if ((rc = hct__worker_reference(P->w, P->kdir, P->op->name, P->ref_job.key, P->dbpath)) != 0)
+  if ((rc = hct__worker_reference_with(P->w, P->kdir, P->op->name, P->ref_job.key, P->dbpath,
+                                       P->pcheck_job.status == 0 ? P->pcheck_job.key : NULL)) != 0)
     return hct__error(rc, "op '%s': reference: %s", P->op->name, hct_last_error());
   for (int i = 0; i < P->n; i++) {
     cand_t *c = &P->cands[i];
@@ -282,6 +283,9 @@ static void probe_fail(probe_t *P, int rc) {
   /* Where the time went up to the failure: kept with the run too. */
   json_t *b = hct__probe_breakdown_json(P);
   record_breakdown(P, b);
+  /* Where the time went up to here, on stderr: a probe stopped because it
+   * took too long says where it was taking it. */
+  if (!P->o->json && !P->o->quiet) hct__probe_breakdown_print(b, stderr, "");
   json_decref(b);
   hct__db_run_end(P->db, P->run_id, rc == HCT_EINTERRUPTED ? "interrupted" : "failed");
   hct__error(rc, "%s", saved);
@@ -290,6 +294,8 @@ static void probe_fail(probe_t *P, int rc) {
 static void probe_close(probe_t *P) {
   for (int i = 0; i < P->n; i++) hct__compile_job_clear(&P->cands[i].job);
   hct__compile_job_clear(&P->ref_job);
+  hct__compile_job_clear(&P->pcheck_job);
+  free(P->pcheck_holder);
   free(P->cands);
   free(P->pick);
   free(P->pick_of);

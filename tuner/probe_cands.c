@@ -153,8 +153,10 @@ static void compile_progress(void *arg, const hct_compile_job_t *job, int done, 
 }
 
 int hct__probe_compile(probe_t *P) {
-  /* One more job: the reference, compiled with them on the thread pool. */
-  hct_compile_job_t *jobs = calloc(MAX_CANDS + 1, sizeof *jobs);
+  /* Two more jobs, compiled with them on the thread pool: the reference,
+   * and the comparison kernels the worker would otherwise compile itself
+   * (issue 34: about a second a worker, and the cache keeps it). */
+  hct_compile_job_t *jobs = calloc(MAX_CANDS + 2, sizeof *jobs);
   int *which = calloc(MAX_CANDS, sizeof *which);
   int nj = 0;
   if (jobs == NULL || which == NULL) {
@@ -168,14 +170,28 @@ int hct__probe_compile(probe_t *P) {
       jobs[nj++] = P->cands[i].job;
     }
   jobs[nj] = P->ref_job;
+  int extra = 1;
+  if (P->pcheck_holder == NULL &&
+      hct__pcheck_job(P->op, P->dev.backend, P->dev.arch, &P->pcheck_holder, &P->pcheck_job) == 0)
+    jobs[nj + extra++] = P->pcheck_job;
+  hct__error_clear();
   hct_binary_store_t store;
   hct__db_binary_store(P->db, &store);
   uint64_t t0 = hct__now_ns();
-  int rc = hct__compile_all(jobs, nj + 1, &store, compile_progress, P);
+  int rc = hct__compile_all(jobs, nj + extra, &store, compile_progress, P);
   double wall = (double)(hct__now_ns() - t0) / 1e6;
   int hits = jobs[nj].cache_hit, failed = 0;
   double cpu_ms = jobs[nj].cache_hit ? 0 : jobs[nj].compile_ms;
   P->ref_job = jobs[nj];
+  if (extra > 1) {
+    /* One that fails is the worker's to compile again (and to fall back
+     * to the host's figures): never the probe's end. */
+    P->pcheck_job = jobs[nj + 1];
+    hits += jobs[nj + 1].cache_hit;
+    cpu_ms += jobs[nj + 1].cache_hit ? 0 : jobs[nj + 1].compile_ms;
+    if (P->pcheck_job.status != 0)
+      hct__log(HCT_LOG_WARN, "the parity check kernels: %s (the worker compiles them)", P->pcheck_job.error);
+  }
   for (int k = 0; k < nj; k++) {
     P->cands[which[k]].job = jobs[k];
     hits += jobs[k].cache_hit;
@@ -209,7 +225,7 @@ int hct__probe_compile(probe_t *P) {
     if (i == P->baseline)
       return hct__error(HCT_ECOMPILE, "baseline %s: %s", c->c.label, c->job.error);
   }
-  hct__probe_count(P, HCT_PS_COMPILE, nj + 1 - hits);
-  hct__probe_compiled(P, nj + 1, hits, failed, wall, cpu_ms);
+  hct__probe_count(P, HCT_PS_COMPILE, nj + extra - hits);
+  hct__probe_compiled(P, nj + extra, hits, failed, wall, cpu_ms);
   return 0;
 }

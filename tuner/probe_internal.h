@@ -111,6 +111,10 @@ typedef struct probe_s {
   hct_op_t *op;
   hct_compile_job_t ref_job; /* the op's float64 reference, compiled with
                                 the candidates, run in the worker */
+  hct_compile_job_t pcheck_job; /* the comparison kernels (parity_check.cu),
+                                   compiled with them too (status 0: the
+                                   worker loads them, else compiles them) */
+  hct_op_t *pcheck_holder;   /* the op struct pcheck_job points into */
   hct_device_t dev;
   hct_db_t *db;
   hct_db_keys_t keys;

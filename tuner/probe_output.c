@@ -68,7 +68,7 @@ void hct__probe_compiled(probe_t *P, int binaries, int hits, int failed, double 
            "\"wall_ms\":%.1f,\"compile_ms\":%.1f}\n", binaries, hits, failed, wall_ms, cpu_ms);
     fflush(stdout);
   } else if (!P->o->quiet) {
-    fprintf(stderr, "hctune: compiled %d binaries in %.2f s (%d from the cache, %d failed; the op's reference among them)\n",
+    fprintf(stderr, "hctune: compiled %d binaries in %.2f s (%d from the cache, %d failed; the op's reference and the comparison kernels among them)\n",
             binaries, wall_ms / 1e3, hits, failed);
   }
 }

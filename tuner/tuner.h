@@ -283,15 +283,15 @@ typedef struct hct_devset_s {
 /* ---- the same figures on the card (tuner/parity_card.c) ------------------ */
 
 /* The comparison kernels, loaded on a GPU, and their work memory. */
-#define HCT_PC_KERNELS 5
+#define HCT_PC_KERNELS 6
 typedef struct hct_pcheck_s {
   hct_module_t *mod;
-  hct_function_t *fn[HCT_PC_KERNELS]; /* hct_pc_elems, _ref, _rows, _reduce, _copy */
+  hct_function_t *fn[HCT_PC_KERNELS]; /* hct_pc_elems, _ref, _rows, _reduce, _copy, _dist */
   hct_dptr_t work;           /* partials, rows' figures, the result */
   size_t work_bytes;
 } hct_pcheck_t;
 /* The kernels, in hct_pcheck_t.fn's order. */
-enum { HCT_PC_K_ELEMS, HCT_PC_K_REF, HCT_PC_K_ROWS, HCT_PC_K_REDUCE, HCT_PC_K_COPY };
+enum { HCT_PC_K_ELEMS, HCT_PC_K_REF, HCT_PC_K_ROWS, HCT_PC_K_REDUCE, HCT_PC_K_COPY, HCT_PC_K_DIST };
 /* Where a check's data lie on the card, and its work memory (at least
  * hct__pc_work_bytes); res: where the result goes (0: in the work memory,
  * at the offset hct__pc_work_bytes gives), so that the results of several
@@ -316,6 +316,15 @@ size_t hct__pc_work_bytes(const hct_pc_plan_t *p, size_t *res_off);
  * 4).  hct__pcheck_figs runs them; tests/emu/parity_card_emu.cc runs the
  * same lists on the CPU emulator. */
 int hct__pc_launches(const hct_pc_plan_t *p, const hct_pc_ptrs_t *x, hct_pc_launch_t L[4]);
+/* The launches of the normwise distance of two f32 outputs of n elements
+ * (hct__parity_distance's maxima, issue 34): hct_pc_dist over n, its
+ * partials at `work` (at least hct__pc_dist_work_bytes), reduced into the
+ * result at res (maxe: the largest difference, maxr: the largest |base|;
+ * hct__pc_distance_of turns them into the distance).  Returns 2. */
+size_t hct__pc_dist_work_bytes(uint64_t n);
+int hct__pc_dist_launches(uint64_t n, hct_dptr_t out, hct_dptr_t base, hct_dptr_t work, hct_dptr_t res,
+                          hct_pc_launch_t L[2]);
+double hct__pc_distance_of(const hct_pc_result_t *r);
 /* A buffer's float64 reference on the card: ref, its rows' softmax, the
  * token rows (0 where the host has none). */
 typedef struct hct_pcref_s {

@@ -739,8 +739,15 @@ int hct__worker_load(hct_worker_t *w, int cand, const char *kernels_dir, const c
 
 int hct__worker_reference(hct_worker_t *w, const char *kernels_dir, const char *op,
                           const char *binary_key, const char *db_path) {
+  return hct__worker_reference_with(w, kernels_dir, op, binary_key, db_path, NULL);
+}
+
+int hct__worker_reference_with(hct_worker_t *w, const char *kernels_dir, const char *op,
+                               const char *binary_key, const char *db_path, const char *pcheck_key) {
   json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "cmd", "reference", "op", op, "binary_key",
                           binary_key, "db", db_path);
+  if (req != NULL && pcheck_key != NULL && pcheck_key[0] != '\0')
+    json_object_set_new(req, "pcheck_key", json_string(pcheck_key));
   char key[64];
   snprintf(key, sizeof key, "reference:%s", op);
   return setup_new(w, key, req, kernels_dir);

@@ -231,6 +231,13 @@ int hct__worker_unload(hct_worker_t *w, int cand);
  * recorded as the setup request "reference:<op>". */
 int hct__worker_reference(hct_worker_t *w, const char *kernels_dir, const char *op,
                           const char *binary_key, const char *db_path);
+/* The same, with the comparison kernels' binary too (pcheck_key, NULL:
+ * none; kernels-src/common/parity_check.cu compiled by the parent with
+ * the candidates, so the worker need not compile it, issue 34): loaded
+ * with the reference, or left for the worker to compile when it cannot
+ * be. */
+int hct__worker_reference_with(hct_worker_t *w, const char *kernels_dir, const char *op,
+                               const char *binary_key, const char *db_path, const char *pcheck_key);
 
 /* One later run of a check's session: "repeat" (run 1 on fresh inputs,
  * run 2 on the first inputs again) or "producer" (run 3, right after the

@@ -13,6 +13,11 @@
  *                  the normwise and worst errors;
  *   hct_pc_rows    one thread a KL row: KL of the row softmax and argmax
  *                  agreement, in the host's order, element by element;
+ *   hct_pc_dist    over every element of an f32 output and the same
+ *                  output of another run (issue 34: the verification of
+ *                  timed launches on the card): the largest |out - base|
+ *                  (infinite where either is NaN) and the largest |base|,
+ *                  tuner/parity.c's hct__parity_distance;
  *   hct_pc_reduce  one thread: the blocks' partials and the rows' figures
  *                  added in a fixed order, and the first mismatches' bits.
  *
@@ -282,6 +287,35 @@ hct_pc_reduce(const hct_pc_part_t *eparts, hct_u64 ne, const hct_pc_part_t *rpar
   }
   R.kl_rows = nkl;
   *res = R;
+}
+
+/* Block b over elements [b * chunk, (b + 1) * chunk) of two f32 outputs:
+ * the largest |out - base| into maxe (infinite where the difference is NaN:
+ * a NaN output, or the poison), the largest |base| into maxr of parts[b];
+ * the reduction's rparts then give hct__parity_distance's two maxima. */
+HCT_ENTRY void __launch_bounds__(HCT_PC_THREADS)
+hct_pc_dist(const float *out, const float *base, hct_u64 n, hct_u64 chunk, hct_pc_part_t *parts) {
+  __shared__ double s_max[2][HCT_PC_THREADS];
+  const int t = (int)threadIdx.x;
+  const hct_u64 b0 = (hct_u64)blockIdx.x * chunk, b1 = b0 + chunk < n ? b0 + chunk : n;
+  double maxe = 0.0, maxr = 0.0;
+  for (hct_u64 e = b0 + (hct_u64)t; e < b1; e += HCT_PC_THREADS) {
+    const double d = fabs((double)out[e] - (double)base[e]), r = fabs((double)base[e]);
+    maxe = d != d ? HCT_PC_INF : fmax(maxe, d);
+    maxr = fmax(maxr, r);
+  }
+  s_max[0][t] = maxe;
+  s_max[1][t] = maxr;
+  __syncthreads();
+  if (t != 0) return;
+  for (int k = 1; k < HCT_PC_THREADS; k++) {
+    s_max[0][0] = fmax(s_max[0][0], s_max[0][k]);
+    s_max[1][0] = fmax(s_max[1][0], s_max[1][k]);
+  }
+  hct_pc_part_t *p = &parts[blockIdx.x];
+  p->se = p->sr = 0.0;
+  p->maxe = s_max[0][0];
+  p->maxr = s_max[1][0];
 }
 
 /* dst = src, n 16-bit words (every dtype is a whole number of them): the

@@ -82,6 +82,10 @@ static void run_launch(const hct_pc_launch_t &L) {
                 (const double *)P(4), (const hct_u32 *)P(5), U(6), (const void *)P(7), (const void *)P(8), I(9),
                 (hct_pc_result_t *)P(10));
     break;
+  case HCT_PC_K_DIST:
+    assert_int_equal(L.nargs, 5);
+    emu::launch(g, b, 0, hct_pc_dist, (const float *)P(0), (const float *)P(1), U(2), U(3), (hct_pc_part_t *)P(4));
+    break;
   default:
     fail_msg("launch of kernel %d", L.kernel);
   }
@@ -404,8 +408,52 @@ static void test_copy(void **state) {
   for (int k = 0; k < 8; k++) assert_int_equal(dst[n + k], 0xbeef);
 }
 
+/* Issue 34: the normwise distance of two f32 outputs (the verification of
+ * timed launches on the card) through hct__pc_dist_launches, against
+ * hct__parity_distance: equal to the bit (maxima in any order are), for
+ * close outputs, a far element, a NaN (infinite) and the poison, over
+ * sizes that are no multiple of a block. */
+static void test_distance(void **state) {
+  (void)state;
+  static const hct_u64 sizes[] = {1, 1000, 70001};
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+    const hct_u64 n = sizes[z];
+    for (int kase = 0; kase < 4; kase++) {
+      std::vector<float> a(n), base(n);
+      for (hct_u64 i = 0; i < n; i++) {
+        base[i] = (float)((double)((i * 2654435761u) % 1000) / 250.0 - 2.0);
+        a[i] = base[i] + (float)((double)((i * 40503u) % 7) * 1e-6);
+      }
+      if (kase == 1) a[n / 2] = base[n / 2] + 3.5f;
+      uint32_t u = kase == 2 ? 0x7fc00000u : (uint32_t)HCT_POISON_F32;
+      if (kase >= 2) memcpy(&a[n - 1], &u, 4);
+      hct_buffer_t spec;
+      memset(&spec, 0, sizeof spec);
+      spec.dtype = HCT_DT_F32;
+      hct_hbuf_t hb;
+      memset(&hb, 0, sizeof hb);
+      hb.spec = &spec;
+      hb.elems = n;
+      const double host = hct__parity_distance(&hb, a.data(), base.data());
+      std::vector<uint64_t> work((hct__pc_dist_work_bytes(n) + 7) / 8 + 1), res((sizeof(hct_pc_result_t) + 7) / 8);
+      memset(work.data(), 0x5a, work.size() * 8);
+      hct_pc_launch_t L[2];
+      const int nl = hct__pc_dist_launches(n, (uintptr_t)a.data(), (uintptr_t)base.data(), (uintptr_t)work.data(),
+                                           (uintptr_t)res.data(), L);
+      assert_int_equal(nl, 2);
+      for (int k = 0; k < nl; k++) run_launch(L[k]);
+      hct_pc_result_t r;
+      memcpy(&r, res.data(), sizeof r);
+      const double card = hct__pc_distance_of(&r);
+      if (!(host == card)) fail_msg("n %llu, case %d: host %.17g, card %.17g", (unsigned long long)n, kase, host, card);
+      if (kase >= 2 && !isinf(card)) fail_msg("n %llu: a NaN output must be infinitely far", (unsigned long long)n);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_distance),
       cmocka_unit_test(test_equal),     cmocka_unit_test(test_flipped_bits),
       cmocka_unit_test(test_many_in_one_thread), cmocka_unit_test(test_unwritten), cmocka_unit_test(test_nonfinite),
       cmocka_unit_test(test_whole_buffer_and_kl), cmocka_unit_test(test_images),
