@@ -133,6 +133,9 @@ typedef struct probe_s {
   int tty;
   uint64_t t0;
   hct_rng_t rng;
+  int time_T;            /* the count the timing seed is for (0: none) */
+  uint64_t time_seed;    /* one seed a count for every timing there: the
+                            worker draws its inputs once (issue 34) */
   probe_clock_t clock;   /* where the time goes (probe_clock.c) */
   json_t *breakdown;     /* the clock's JSON, once the probe ended */
 } probe_t;

@@ -65,7 +65,14 @@ static int record_times(probe_t *P, int kT, const int *ids, int n, const hct_tim
  */
 int hct__probe_time_grouped(probe_t *P, const int *ids, int n, int T, json_t *opts, int deadline,
                         hct_timing_res_t *res, int *failed, int *groups) {
-  const uint64_t seed = hct__rng_next(&P->rng);
+  /* Every timing of a count on the same inputs (the search's rounds, the
+   * deciding pass, the contenders, the other mode): the worker draws them
+   * once and keeps them from one request to the next. */
+  if (P->time_T != T) {
+    P->time_T = T;
+    P->time_seed = hct__rng_next(&P->rng);
+  }
+  const uint64_t seed = P->time_seed;
   json_t *ranks = json_incref(json_object_get(opts, "ranks"));
   int done = 0, size = n, rc = 0;
   *groups = 0;

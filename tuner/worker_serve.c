@@ -1090,6 +1090,11 @@ typedef struct timed_s {
   int dref_ok;
   hct_parity_figs_t ref_first[HCT_MAX_BUFFERS];
   int card_off;                 /* the card's path failed: the host's */
+  hct_devset_t *reuse_sets;     /* the last timing's, while taken over */
+  int reuse_n;
+  uint64_t seed;                /* what hs was drawn from, and how: the */
+  int cold;                     /* next 'time' of the same reuses hs and */
+  const hct_op_t *op;           /* the sets' memory (reuse_sets) */
 } timed_t;
 
 static void timed_free(worker_t *W, timed_t *t, int sticky) {
@@ -1103,6 +1108,8 @@ static void timed_free(worker_t *W, timed_t *t, int sticky) {
   for (int s = 0; t->base_out && s < t->used_sets; s++) outs_free(t->base_out + (size_t)s * HCT_MAX_BUFFERS);
   free(t->base_out);
   for (int s = 0; !sticky && t->base_dev && s < t->used_sets; s++) kept_give(W, t->base_dev[s]);
+  for (int s = 0; !sticky && t->reuse_sets && s < t->reuse_n; s++) hct__devset_free(W->gpu, &t->reuse_sets[s]);
+  free(t->reuse_sets);
   for (int i = 0; !sticky && i < HCT_MAX_BUFFERS; i++) hct__pcheck_ref_free(W->gpu, &t->dref[i]);
   free(t->base_dev);
   free(t->sets);
@@ -1157,13 +1164,15 @@ int hct__time_fits(uint64_t sets_bytes, const size_t *scratch, int n, uint64_t b
  * cannot say), the reply's "fits" saying how many of the first candidates
  * do; none fitting names the first.
  */
-static int time_fit(worker_t *W, wcand_t **cs, int n, int T, uint64_t sets_bytes, int nsets,
+static int time_fit(worker_t *W, wcand_t **cs, int n, int T, uint64_t sets_bytes, int nsets, uint64_t held,
                     json_t *reply) {
   size_t free_b = 0, total_b = 0, scratch[MAX_CANDS];
   if (hct__gpu_mem_info(W->gpu, &free_b, &total_b) != 0) {
     hct__error_clear();
     free_b = (size_t)W->dev.mem_bytes;
   }
+  /* Sets this request reuses are held already: free as far as it goes. */
+  free_b += (size_t)held;
   const uint64_t budget = (uint64_t)(HCT_TIME_MEM_SHARE * (double)free_b);
   uint64_t all = sets_bytes;
   for (int k = 0; k < n; k++) {
@@ -1250,10 +1259,11 @@ static int time_pruning(json_t *req, time_req_t *q, uint8_t *no_prune, uint8_t *
  * sets it needs (cold: over 4x the L2 in all), once the card is known to
  * hold them and every candidate's scratch (time_fit).  *set_bytes gets one
  * set's size. */
-static int time_inputs(worker_t *W, const time_req_t *q, timed_t *tt, size_t *set_bytes,
+static int time_inputs(worker_t *W, const time_req_t *q, timed_t *tt, size_t *set_bytes, uint64_t held,
                        json_t *reply) {
   hct_hostset_t *hsp = &tt->hs;
-  int rc = hct__hostset_init(hsp, q->cs[0]->c.op, (int)q->T, 0);
+  const int reused = hsp->n > 0;
+  int rc = reused ? 0 : hct__hostset_init(hsp, q->cs[0]->c.op, (int)q->T, 0);
   if (rc != 0) return rc;
   *set_bytes = 0;
   for (int i = 0; i < hsp->n; i++)
@@ -1264,9 +1274,16 @@ static int time_inputs(worker_t *W, const time_req_t *q, timed_t *tt, size_t *se
   tt->nsets = nsets;
   tt->used_sets = (int)HCT_MIN(nsets, q->batch);
   /* Before drawing gigabytes of inputs: whether the card holds it all. */
-  rc = time_fit(W, (wcand_t **)q->cs, q->n, (int)q->T, (uint64_t)*set_bytes * (uint64_t)nsets, nsets,
+  rc = time_fit(W, (wcand_t **)q->cs, q->n, (int)q->T, (uint64_t)*set_bytes * (uint64_t)nsets, nsets, held,
                 reply);
-  return rc != 0 ? rc : hct__inputs_fill(hsp, (uint64_t)q->seed);
+  return rc != 0 || reused ? rc : hct__inputs_fill(hsp, (uint64_t)q->seed);
+}
+
+/* 1 when d holds device memory (a set reused from the last timing). */
+static int devset_held(const hct_devset_t *d) {
+  for (int i = 0; i < HCT_MAX_BUFFERS; i++)
+    if (d->ptr[i] != 0) return 1;
+  return 0;
 }
 
 /* The device sets uploaded (rotated), and each candidate's batch of
@@ -1274,8 +1291,10 @@ static int time_inputs(worker_t *W, const time_req_t *q, timed_t *tt, size_t *se
  * whose capture fails is named in the reply's "cand". */
 static int time_capture(worker_t *W, const time_req_t *q, timed_t *tt, json_t *reply) {
   int rc;
+  /* Reused sets are uploaded again: the last timing's launches changed
+   * what the inouts hold, and every timing starts from the drawn data. */
   for (int s = 0; s < tt->nsets; s++)
-    if ((rc = hct__devset_alloc(W->gpu, &tt->hs, &tt->sets[s])) != 0 ||
+    if ((!devset_held(&tt->sets[s]) && (rc = hct__devset_alloc(W->gpu, &tt->hs, &tt->sets[s])) != 0) ||
         (rc = upload_rotated(W->gpu, &tt->hs, &tt->sets[s], s)) != 0)
       return rc;
   for (int k = 0; k < q->n; k++) {
@@ -1323,28 +1342,73 @@ static int time_reply(const time_req_t *q, const timed_t *tt, size_t set_bytes,
  * total is over 4x the L2), replayed in rounds.  A sticky error of one
  * candidate ends the worker; its id is in the reply's "cand".
  */
+/*
+ * The last timing's drawn inputs and its sets' memory, taken over by a
+ * timing of the same op, T, seed and mode (issue 34: the probe times a
+ * count's search rounds, its deciding pass and its other mode on one seed;
+ * at T = 32768 each drew 1.3 GB of inputs again): the host set kept, the
+ * device sets kept to be uploaded again; the rest given back.
+ */
+static void reuse_sets(worker_t *W, timed_t *prev, const time_req_t *q, timed_t *tt, uint64_t *held) {
+  *held = 0;
+  if (prev == NULL || prev->op != q->cs[0]->c.op || prev->T != (int)q->T || prev->seed != (uint64_t)q->seed ||
+      prev->cold != (int)q->cold || prev->hs.n == 0)
+    return;
+  tt->hs = prev->hs;
+  memset(&prev->hs, 0, sizeof prev->hs);
+  tt->reuse_sets = prev->sets;
+  tt->reuse_n = prev->nsets;
+  for (int s = 0; s < prev->nsets; s++)
+    for (int i = 0; i < HCT_MAX_BUFFERS; i++) *held += prev->sets[s].bytes[i];
+  prev->sets = NULL;
+  prev->nsets = 0;
+}
+
 static int req_time(worker_t *W, json_t *req, json_t *reply) {
   time_req_t q;
+  timed_t *prev = W->timed;
+  W->timed = NULL;
   int rc = time_args(W, req, &q);
-  if (rc != 0) return rc;
+  if (rc != 0) {
+    timed_free(W, prev, 0);
+    return rc;
+  }
   const int n = q.n;
   timed_t *tt = calloc(1, sizeof *tt);
-  if (tt == NULL) return hct__error(HCT_ENOMEM, "out of memory");
+  if (tt == NULL) {
+    timed_free(W, prev, 0);
+    return hct__error(HCT_ENOMEM, "out of memory");
+  }
   tt->T = (int)q.T;
   tt->n = n;
   tt->base_id = -1;
+  tt->seed = (uint64_t)q.seed;
+  tt->cold = (int)q.cold;
+  tt->op = q.cs[0]->c.op;
   for (int k = 0; k < n; k++) {
     tt->cs[k] = q.cs[k];
     tt->ids[k] = q.cs[k]->id;
   }
+  uint64_t held = 0;
+  reuse_sets(W, prev, &q, tt, &held);
+  timed_free(W, prev, 0);
   size_t set_bytes = 0;
   const uint64_t t0 = hct__now_ns();
-  if ((rc = time_inputs(W, &q, tt, &set_bytes, reply)) != 0) {
+  if ((rc = time_inputs(W, &q, tt, &set_bytes, held, reply)) != 0) {
     timed_free(W, tt, 0);
     return rc;
   }
   phase_add(W, HCT_WP_INPUTS, t0);
   tt->sets = calloc((size_t)tt->nsets, sizeof *tt->sets);
+  /* Reused sets' memory, as many as this timing needs (the same count:
+   * the same op, T and mode); any left over given back. */
+  for (int s = 0; tt->sets != NULL && s < tt->reuse_n; s++) {
+    if (s < tt->nsets) tt->sets[s] = tt->reuse_sets[s];
+    else hct__devset_free(W->gpu, &tt->reuse_sets[s]);
+  }
+  free(tt->reuse_sets);
+  tt->reuse_sets = NULL;
+  tt->reuse_n = 0;
   tt->scr = calloc((size_t)n, sizeof *tt->scr);
   tt->graphs = calloc((size_t)n, sizeof *tt->graphs);
   hct_timing_res_t *res = calloc((size_t)n, sizeof *res);
@@ -1748,7 +1812,8 @@ static int serve_line(worker_t *W, const char *line) {
       hct__error_clear();
       /* 'verify' refers to the 'time' just before it; anything else
        * gives that allocation back. */
-      if (requests[i].fn != req_verify && W->timed != NULL) {
+      if (requests[i].fn != req_verify && requests[i].fn != req_time && W->timed != NULL) {
+        /* (A 'time' takes over what it can reuse, reuse_sets.) */
         timed_free(W, W->timed, 0);
         W->timed = NULL;
       }
