@@ -82,35 +82,6 @@ static void advise(int code) {
   }
 }
 
-/*
- * After a probe of one card: its copy bandwidth, recorded with the card
- * (hct__db_device_copy_bw_set), the rate the report's floors use.  The
- * probe's worker has exited, so the card is free.  A failure only says so
- * on stderr: the probe's results stand, and the report falls back to the
- * model's nominal rate.
- */
-static void record_copy_bw(const hct_probe_opts_t *o) {
-  hct_device_t dev;
-  double bw = 0;
-  char path[4096], host[256];
-  hct_db_t *db = NULL;
-  int rc = hct__device_find(o->device ? o->device : "0", &dev);
-  if (rc == 0) rc = hct__copy_bw_measure(&dev, &bw);
-  if (rc == 0 && o->db_path) hct__strlcpy(path, o->db_path, sizeof path);
-  else if (rc == 0) rc = hct__default_db_path(path, sizeof path, 1);
-  if (rc == 0) rc = hct__db_open(path, 0, &db);
-  hct__hostname(host, sizeof host);
-  if (rc == 0) rc = hct__db_device_copy_bw_set(db, dev.uuid, host, bw);
-  hct__db_close(db);
-  if (rc != 0) {
-    fprintf(stderr, "hctune probe: copy bandwidth not recorded: %s\n", hct_last_error());
-    return;
-  }
-  if (!o->quiet && !o->json)
-    printf("copy bandwidth of %s: %.2f TB/s (device to device, read + write), recorded\n",
-           dev.name, bw / 1e12);
-}
-
 int cmd_probe(int argc, char **argv) {
   hct_probe_opts_t o;
   memset(&o, 0, sizeof o);
@@ -161,8 +132,9 @@ int cmd_probe(int argc, char **argv) {
     vo.fleet_db = fleet_db;
     rc = hct__fleet_verify(&vo);
   } else {
+    /* The card's copy rate too, measured by the probe in its worker. */
+    o.copy_bw = !o.no_decide;
     rc = hct__probe(&o);
-    if (rc == 0 && !o.no_decide) record_copy_bw(&o);
   }
   if (rc != 0) {
     const int code = rc;

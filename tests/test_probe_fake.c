@@ -768,7 +768,7 @@ static void test_probe_breakdown(void **state) {
         strcmp(stage, "verify") == 0 || strcmp(stage, "record") == 0)
       if (json_integer_value(json_object_get(x, "n")) <= 0) fail_msg("stage %s counted nothing: %s", stage, res);
   }
-  if (i != 12 || llabs(sum - total) > 12) fail_msg("%zu stages add up to %lld ms of %lld: %s", i, sum, total, res);
+  if (i != 13 || llabs(sum - total) > 13) fail_msg("%zu stages add up to %lld ms of %lld: %s", i, sum, total, res);
   if (checks != count(log, "check ")) fail_msg("%lld checks in the breakdown, %d in the worker's log", checks, count(log, "check "));
   json_decref(r);
   free(out);

@@ -9,10 +9,12 @@
  * copy is never faster than the card, only slower when something else
  * shares it.  Errors are values; nothing is left allocated.
  *
- * Called by `hctune probe` (cli/cmd_probe.c) once the probe's worker has
- * exited and the card is free.  KNOWN-GAP: written without a GPU at hand
- * (issue 30), tested on the fake driver only (test_kernel_fake); not yet
- * run on a card.
+ * Measured by `hctune probe` in its worker once every count is probed
+ * (hct__copy_bw_on, the worker's 'copy_bw': its context is open and the
+ * card idle, issue 34), or here where the worker cannot (a card of its
+ * own opened after the worker exited).  KNOWN-GAP: written without a GPU
+ * at hand (issue 30), tested on the fake driver only (test_kernel_fake);
+ * not yet run on a card.
  */
 #include <math.h>
 #include <string.h>
@@ -47,12 +49,20 @@ static size_t copy_size(hct_gpu_t *g) {
 int hct__copy_bw_measure(const hct_device_t *dev, double *bytes_per_s) {
   *bytes_per_s = 0;
   hct_gpu_t *g = NULL;
+  int rc = hct__gpu_open(dev, &g);
+  if (rc == 0) rc = hct__copy_bw_on(g, bytes_per_s);
+  if (g != NULL) hct__gpu_close(g);
+  return rc;
+}
+
+int hct__copy_bw_on(hct_gpu_t *g, double *bytes_per_s) {
+  *bytes_per_s = 0;
   hct_dptr_t src = 0, dst = 0;
   hct_event_t *a = NULL, *b = NULL;
-  int rc = hct__gpu_open(dev, &g);
-  size_t n = rc == 0 ? copy_size(g) : 0;
-  if (rc == 0 && n < ((size_t)16 << 20))
-    rc = hct__error(HCT_ENOMEM, "copy bandwidth: under 16 MiB to copy on '%s'", dev->name);
+  int rc = 0;
+  size_t n = copy_size(g);
+  if (n < ((size_t)16 << 20))
+    rc = hct__error(HCT_ENOMEM, "copy bandwidth: under 16 MiB to copy on '%s'", hct__gpu_device(g)->name);
   if (rc == 0) rc = hct__gpu_alloc(g, n, &src);
   if (rc == 0) rc = hct__gpu_alloc(g, n, &dst);
   if (rc == 0) rc = hct__gpu_fill32(g, src, 0x3f800000u, n / 4);
@@ -69,7 +79,6 @@ int hct__copy_bw_measure(const hct_device_t *dev, double *bytes_per_s) {
   if (b != NULL) hct__gpu_event_destroy(g, b);
   if (dst != 0) hct__gpu_free(g, dst);
   if (src != 0) hct__gpu_free(g, src);
-  if (g != NULL) hct__gpu_close(g);
   if (rc != 0) *bytes_per_s = 0;
   return rc;
 }

@@ -217,6 +217,32 @@ static int probe_count(probe_t *P, int k, int sets) {
   return o->check_only ? 0 : hct__probe_time_T(P, k, 1);
 }
 
+/*
+ * The card's copy bandwidth, recorded with it (hct__db_device_copy_bw_set):
+ * the rate `hctune report` measures winners' floors against.  Measured in
+ * the worker, whose context is open and whose card is idle now (issue 34:
+ * no second context after the worker exits); where the worker cannot (an
+ * older one, a fake), on a card of the probe's own.  A failure only says
+ * so: the probe's results stand, and the report falls back to the model's
+ * nominal rate.
+ */
+static void copy_bw(probe_t *P) {
+  const int was = hct__probe_stage(P, HCT_PS_COPYBW);
+  double bw = 0;
+  int rc = hct__worker_copy_bw(P->w, &bw);
+  if (rc != 0) {
+    hct__error_clear();
+    rc = hct__copy_bw_measure(&P->dev, &bw);
+  }
+  char host[256];
+  hct__hostname(host, sizeof host);
+  if (rc == 0) rc = hct__db_device_copy_bw_set(P->db, P->dev.uuid, host, bw);
+  if (rc != 0) fprintf(stderr, "hctune probe: copy bandwidth not recorded: %s\n", hct_last_error());
+  hct__error_clear();
+  P->copy_bw = rc == 0 ? bw : 0;
+  hct__probe_stage(P, was);
+}
+
 /* The candidates through every stage up to the decisions: compiled,
  * loaded, every count checked and timed.  An error here ends the run as
  * "failed" (probe_fail). */
@@ -234,6 +260,7 @@ static int probe_run(probe_t *P) {
   for (int k = 0; k < P->tokens.n; k++)
     if ((rc = probe_count(P, k, sets)) != 0) return rc;
   hct__probe_progress_end(P);
+  if (o->copy_bw) copy_bw(P);
   return 0;
 }
 
@@ -266,6 +293,9 @@ static int probe_finish(probe_t *P) {
     hct__probe_result_json(result);
   } else if (rc == 0 && !o->no_table && !o->check_only) {
     hct__probe_table(P);
+    if (P->copy_bw > 0)
+      printf("copy bandwidth of %s: %.2f TB/s (device to device, read + write), recorded\n", P->dev.name,
+             P->copy_bw / 1e12);
     hct__probe_breakdown_print(P->breakdown, stdout, "");
     printf("probe took %.1f s; results in %s\n", (double)(hct__now_ns() - P->t0) / 1e9, P->dbpath);
   }

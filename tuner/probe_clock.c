@@ -40,6 +40,7 @@ static const struct {
     [HCT_PS_TIMING] = {"timing", "timing", "timing requests"},
     [HCT_PS_VERIFY] = {"verify", "verify", "candidates"},
     [HCT_PS_DECIDE] = {"decide", "decide", "decision rows"},
+    [HCT_PS_COPYBW] = {"copy_bw", "copy bandwidth", ""},
     [HCT_PS_RECORD] = {"record", "record", "rows"},
     [HCT_PS_OTHER] = {"other", "other", ""},
 };

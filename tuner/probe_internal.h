@@ -56,6 +56,7 @@ typedef enum {
   HCT_PS_TIMING,         /* the deciding timing and the other mode */
   HCT_PS_VERIFY,         /* the timed launches' outputs checked */
   HCT_PS_DECIDE,         /* winners, ranges, decisions */
+  HCT_PS_COPYBW,         /* the card's copy bandwidth (the report's floor) */
   HCT_PS_RECORD,         /* writing trials, faults, decisions */
   HCT_PS_OTHER,          /* the rest: opening, candidates, output */
   HCT_PS_N
@@ -137,6 +138,7 @@ typedef struct probe_s {
   uint64_t time_seed;    /* one seed a count for every timing there: the
                             worker draws its inputs once (issue 34) */
   probe_clock_t clock;   /* where the time goes (probe_clock.c) */
+  double copy_bw;        /* measured at the end (o->copy_bw), bytes/s */
   json_t *breakdown;     /* the clock's JSON, once the probe ended */
 } probe_t;
 

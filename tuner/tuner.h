@@ -626,6 +626,10 @@ typedef struct hct_probe_opts_s {
   int exhaustive;            /* time every point of every family, whatever
                                 the manifest's "search" says (hctune
                                 verify-decisions --exhaustive) */
+  int copy_bw;               /* measure the card's copy bandwidth once every
+                                count is probed, record it with the card
+                                (hct__db_device_copy_bw_set) and say so:
+                                the rate the report's floors use */
 } hct_probe_opts_t;
 
 /*
@@ -647,6 +651,8 @@ void hct__probe_breakdown_print(const struct json_t *breakdown, FILE *f, const c
  * counted read and written (tuner/copy_bw.c): the best of 3 rounds of 20
  * copies of up to 256 MiB.  0, or an error code (then *bytes_per_s = 0). */
 int hct__copy_bw_measure(const hct_device_t *dev, double *bytes_per_s);
+/* The same on a card already open (the probe's worker, issue 34). */
+int hct__copy_bw_on(hct_gpu_t *g, double *bytes_per_s);
 
 /* ---- verify-only adoption of fleet decisions (tuner/fleet_verify.c) ------- */
 

@@ -898,6 +898,16 @@ int hct__worker_verify(hct_worker_t *w, const int *cands, int n, int ref, int ti
 
 int hct__worker_time_fits(const hct_worker_t *w) { return w->time_fits; }
 
+int hct__worker_copy_bw(hct_worker_t *w, double *bytes_per_s) {
+  *bytes_per_s = 0;
+  json_t *reply = NULL;
+  int rc = call_new(w, json_pack("{s:s}", "cmd", "copy_bw"), 60000, &reply);
+  if (rc == 0 && hct__json_double_value(json_object_get(reply, "bytes_per_s"), bytes_per_s) != 0)
+    rc = hct__error(HCT_EPROTO, "copy_bw reply: no 'bytes_per_s'");
+  json_decref(reply);
+  return rc;
+}
+
 const char *const hct__worker_phase_names[HCT_WP_N] = {"inputs", "runs", "figures", "memory"};
 
 void hct__worker_phases_of(json_t *reply, hct_worker_phases_t *out) {

@@ -48,6 +48,7 @@
  *                                    bitwise figures are against `ref`
  *   time   {cands:[...], tokens, seed, ...}
  *                                 -> results: [{cand, median_us, ...}]
+ *   copy_bw                       -> bytes_per_s: the card's copy rate
  *   quit                          -> {}; then the worker exits 0
  *
  * Watchdog.  Every call has a deadline (hct__worker_deadline_ms: 2 s, or
@@ -330,6 +331,10 @@ int hct__worker_verify(hct_worker_t *w, const int *cands, int n, int ref, int ti
  */
 int hct__worker_time(hct_worker_t *w, const int *cands, int n, int T, uint64_t seed,
                      json_t *opts, int timeout_ms, hct_timing_res_t *res, int *failed);
+/* The card's device-to-device copy rate measured in the worker
+ * (hct__copy_bw_on), bytes per second. */
+int hct__worker_copy_bw(hct_worker_t *w, double *bytes_per_s);
+
 /* After hct__worker_time failed with HCT_ENOMEM: how many of its first
  * candidates the worker's memory holds at once (the reply's "fits"), or
  * -1 when the reply said nothing of it. */

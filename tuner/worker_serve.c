@@ -1757,6 +1757,18 @@ static int req_verify(worker_t *W, json_t *req, json_t *reply) {
   return rc;
 }
 
+/* copy_bw: the card's copy rate (tuner/copy_bw.c), measured here where a
+ * context is open and the card idle: the probe opens no card of its own
+ * for it after its worker exits (issue 34). */
+static int req_copy_bw(worker_t *W, json_t *req, json_t *reply) {
+  inset_clear(W);
+  hct__devpool_flush(&W->pool, W->gpu);
+  double bw = 0;
+  int rc = hct__copy_bw_on(W->gpu, &bw);
+  if (rc == 0) json_object_set_new(reply, "bytes_per_s", hct__json_double(bw));
+  return rc;
+}
+
 static int req_quit(worker_t *W, json_t *req, json_t *reply) {
   W->quit = 1;
   return 0;
@@ -1776,6 +1788,7 @@ static const struct {
     {"reference", req_reference, NEED_GPU},
     {"check", req_check, NEED_GPU},   {"time", req_time, NEED_GPU},
     {"verify", req_verify, NEED_GPU},
+    {"copy_bw", req_copy_bw, NEED_GPU},
     {"quit", req_quit, 0},
 };
 
