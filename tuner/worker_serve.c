@@ -1392,6 +1392,7 @@ static int req_time(worker_t *W, json_t *req, json_t *reply) {
   uint64_t held = 0;
   reuse_sets(W, prev, &q, tt, &held);
   timed_free(W, prev, 0);
+  hct__devpool_flush(&W->pool, W->gpu); /* its kept outputs too: the timing's memory */
   size_t set_bytes = 0;
   const uint64_t t0 = hct__now_ns();
   if ((rc = time_inputs(W, &q, tt, &set_bytes, held, reply)) != 0) {
