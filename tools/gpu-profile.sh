@@ -12,6 +12,9 @@
 #            wgmma variant's kernels, all at T = 8192
 #   decode   relay (NG=4, PDL=1) and relay_t (TG=8, UPT=8, PDL=1) at T = 1, 8
 #   torch    tools/torch-prefill.py at T = 2048, 8192, 32768 (the anchor)
+#   bits     an experiment: the wgmma variant at KSPLIT 1 (the spec's norm,
+#            no split of k) declared bitwise against pair_mma, checked at
+#            T = 16, 2048: do wgmma's k16 steps give mma.sync's bits?
 # Output: OUTDIR/profile.txt (every report's details), OUTDIR/reps.tgz (the
 # .ncu-rep files), OUTDIR/torch.txt, a log a part.
 set -u
@@ -19,7 +22,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 out=${1:?usage: tools/gpu-profile.sh OUTDIR [prefill|decode|torch ...]}
 shift
-parts=${*:-prefill decode torch}
+parts=${*:-prefill decode torch bits}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$root/build/gpu HCT_BIN=$root/bin
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
@@ -64,6 +67,24 @@ for part in $parts; do
       t0=$(date +%s)
       timeout 200 python3 tools/torch-prefill.py --tokens 2048,8192,32768 > "$out/torch.txt" 2>&1
       echo "torch: exit $? in $(( $(date +%s) - t0 )) s"; cat "$out/torch.txt" ;;
+    bits)
+      rm -rf "${ops:?}/hc_read_prefill"
+      python3 tools/one-point.py kernels-src/hc_read_prefill "$ops/hc_read_prefill" \
+        pair_mma:DBM=128,DBN=160,DWR=32,UBM=128 wgmma:DBM=64,KSPLIT=1,UBC=64 || continue
+      python3 - "$ops/hc_read_prefill/manifest.json" <<'PY'
+import json, sys
+p = sys.argv[1]; m = json.load(open(p))
+w = [v for v in m["variants"] if v["name"] == "wgmma"][0]
+b = json.loads(json.dumps(w)); b["name"] = "wgmma_bits"; b["class"] = "bitwise"; b["reference"] = "pair_mma"
+m["variants"].append(b); m.pop("families", None); json.dump(m, open(p, "w"), indent=2)
+PY
+      t0=$(date +%s)
+      HCTUNE_KERNELS=$ops timeout 200 bin/hctune bench --db "$ops/bits.db" --op hc_read_prefill \
+        --variants pair_mma,wgmma,wgmma_bits --tokens 16,2048 > "$out/bits.txt" 2>&1
+      echo "bits: exit $? in $(( $(date +%s) - t0 )) s"
+      HCTUNE_KERNELS=$ops bin/hctune show --db "$ops/bits.db" --op hc_read_prefill --variant wgmma_bits \
+        >> "$out/bits.txt" 2>&1
+      grep -v "^hctune: \(compile\|check\|time\)" "$out/bits.txt" | tail -30 ;;
     *) echo "gpu-profile: unknown part '$part'" >&2 ;;
   esac
 done
