@@ -15,8 +15,9 @@
 #   bits     an experiment: the wgmma variant at KSPLIT 1 (the spec's norm,
 #            no split of k) declared bitwise against pair_mma, checked at
 #            T = 16, 2048: do wgmma's k16 steps give mma.sync's bits?
-# Output: OUTDIR/profile.txt (every report's details), OUTDIR/reps.tgz (the
-# .ncu-rep files), OUTDIR/torch.txt, a log a part.
+# Output (at most 8 files, as the device tool brings back): OUTDIR/profile.txt
+# (every report's details), reps.tgz (the .ncu-rep files), logs.tgz (a log
+# a part), torch.txt, bits.txt; a summary of the profiles last on stdout.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
@@ -29,8 +30,8 @@ ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/
 [ -n "$ncu" ] || echo "gpu-profile: no ncu found: profiles skipped" >&2
 ops=$(mktemp -d /tmp/gpu-profile.XXXXXX)
 cp -r kernels-src/common "$ops/"
-reps=$ops/reps
-mkdir -p "$reps"
+reps=$ops/reps logs=$ops/logs
+mkdir -p "$reps" "$logs"
 
 # one OPDIR NAME T REGEX COUNT VARIANT[:P=V,...]...: a profile of the first
 # COUNT launches matching REGEX in a bench of the variants at T.
@@ -46,7 +47,7 @@ one() {
     --kernel-name "regex:$regex" --launch-count "$count" --set full \
     -o "$reps/$name" -f \
     bin/hctune bench --db "$ops/bench.db" --op "$op" --variants "${v%,}" --tokens "$T" \
-    > "$out/$name.log" 2>&1
+    > "$logs/$name.log" 2>&1
   echo "$name: exit $? in $(( $(date +%s) - t0 )) s"
   { echo "=================== $name (T = $T; $*)"
     "$ncu" -i "$reps/$name.ncu-rep" --page details --print-units base 2>&1; } >> "$out/profile.txt"
@@ -89,4 +90,7 @@ PY
   esac
 done
 tar -C "$reps" -czf "$out/reps.tgz" . 2>/dev/null
+tar -C "$logs" -czf "$out/logs.tgz" . 2>/dev/null
+# A summary to read first: each profiled kernel's duration and throughputs.
+grep -E "^===|^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per" "$out/profile.txt" | head -150
 ls -la "$out"
