@@ -12,6 +12,9 @@
 #            wgmma variant's kernels, all at T = 8192
 #   decode   relay (NG=4, PDL=1) and relay_t (TG=8, UPT=8, PDL=1) at T = 1, 8
 #   torch    tools/torch-prefill.py at T = 2048, 8192, 32768 (the anchor)
+#   pfnew    the persistent up kernels (wgmma_pu.h) under ncu at T = 8192,
+#            then bench of wgmma_pu and wgmma_pb (every point) beside
+#            wgmma, wgmma_fn and upmix (one point each) at T = 2048, 8192
 #   bits     an experiment: the wgmma variant at KSPLIT 1 (the spec's norm,
 #            no split of k) declared bitwise against pair_mma, checked at
 #            T = 16, 2048: do wgmma's k16 steps give mma.sync's bits?
@@ -44,7 +47,7 @@ one() {
   v=$(for s in "$@"; do printf '%s,' "${s%%:*}"; done)
   local t0=$(date +%s)
   HCTUNE_KERNELS=$ops timeout 240 "$ncu" --clock-control none --target-processes all \
-    --kernel-name "regex:$regex" --launch-count "$count" --set full \
+    --kernel-name "regex:$regex" --launch-count "$count" ${NCU_SECTIONS:---set full} \
     -o "$reps/$name" -f \
     bin/hctune bench --db "$ops/bench.db" --op "$op" --variants "${v%,}" --tokens "$T" \
     > "$logs/$name.log" 2>&1
@@ -60,14 +63,33 @@ for part in $parts; do
       one hc_read_prefill pf_upmix 8192 'hc_um_upmix|hc_pm_' 3 upmix:DBM=128,DBN=160,DWR=32,UBM=128
       one hc_read_prefill pf_wgmma 8192 'hcp_wg_|hc_pf_norm' 6 wgmma:DBM=128,KSPLIT=2,UBC=64 ;;
     decode)
+      # --set full fails on relay's clustered, PDL-launched kernels ("Failed
+      # to profile", H100, 2026-12-06); these sections profiled the lab's
+      # relay on the H200 (docs/perf/h200.md).
+      export NCU_SECTIONS="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables --section Occupancy --section LaunchStats --section InstructionStats --section ComputeWorkloadAnalysis"
       for T in 1 8; do
         one hc_read dec_relay_T$T $T 'hc_rl_read' 1 relay:PDL=1,NG=4
         one hc_read dec_relay_t_T$T $T 'hc_rt_read' 1 relay_t:PDL=1,TG=8,UPT=8
-      done ;;
+      done
+      unset NCU_SECTIONS ;;
     torch)
       t0=$(date +%s)
       timeout 200 python3 tools/torch-prefill.py --tokens 2048,8192,32768 > "$out/torch.txt" 2>&1
       echo "torch: exit $? in $(( $(date +%s) - t0 )) s"; cat "$out/torch.txt" ;;
+    pfnew)
+      one hc_read_prefill pf_wgmma_pu 8192 'hcp_fp_up' 1 wgmma_pu:NCW=2,PFD=2
+      one hc_read_prefill pf_wgmma_pb 8192 'hcp_pb_up|hcp_wg_down' 2 wgmma_pb:DBM=128,NCW=2,PFD=2
+      for T in 2048 8192; do
+        rm -rf "${ops:?}/hc_read_prefill"
+        python3 tools/one-point.py kernels-src/hc_read_prefill "$ops/hc_read_prefill" 'wgmma_pu:*' 'wgmma_pb:*' \
+          wgmma_fn:UBM=64 wgmma:DBM=128,KSPLIT=2,UBC=64 upmix:DBM=128,DBN=160,DWR=32,UBM=128 > /dev/null || continue
+        t0=$(date +%s)
+        HCTUNE_KERNELS=$ops timeout 200 bin/hctune bench --db "$ops/pfnew.db" --op hc_read_prefill \
+          --variants wgmma_pu,wgmma_pb,wgmma,wgmma_fn,upmix,pair_mma --tokens $T > "$logs/pfnew_$T.log" 2>&1
+        echo "pfnew T=$T: exit $? in $(( $(date +%s) - t0 )) s"
+        grep -v "^hctune: \(compile\|check\|time\|verify\|search\)" "$logs/pfnew_$T.log" | tail -8
+      done
+      HCTUNE_KERNELS=$ops bin/hctune show --db "$ops/pfnew.db" --op hc_read_prefill --json > "$out/pfnew.json" 2>&1 ;;
     bits)
       rm -rf "${ops:?}/hc_read_prefill"
       python3 tools/one-point.py kernels-src/hc_read_prefill "$ops/hc_read_prefill" \

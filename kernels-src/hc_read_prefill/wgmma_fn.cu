@@ -53,7 +53,12 @@
 #include "hct_kernel.h"
 #include "hct_cluster.h"
 #include "wgmma.h"
+#if defined(UBM)
 #include "wgmma_up.h"
+#endif
+#if defined(PBM)
+#include "wgmma_pu.h"
+#endif
 
 #if !defined(S) || !defined(C) || !defined(D) || !defined(K)
 #error "wgmma_fn: the op constants S, C, D, K must be defined"
@@ -285,6 +290,7 @@ HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
 #endif
 }
 
+#if defined(UBM)
 /* Steps 3 and 4 (wgmma_up.h), forming R' = fl(R + P) and storing it. */
 HCT_ENTRY void HCP_UP_CLUSTER __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
     hcp_fn_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
@@ -292,3 +298,15 @@ HCT_ENTRY void HCP_UP_CLUSTER __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
               hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
   hcp_up_body<true>(&tm_lo, &tm_wu, &tm_r, resid, pending, mixed, mixed_bf16, mixed_f16, T);
 }
+#endif
+
+#if defined(PBM)
+/* Steps 3 and 4 as one persistent kernel (wgmma_pu.h), for wgmma_pu,
+ * forming R' = fl(R + P) and storing it. */
+HCT_ENTRY void __launch_bounds__(HCP_PU_THREADS, 1)
+    hcp_fp_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
+              const __grid_constant__ hct_tmap tm_r, float *resid, const float *pending, float *mixed,
+              hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
+  hcp_pu_body<true>(&tm_lo, &tm_wu, &tm_r, resid, pending, mixed, mixed_bf16, mixed_f16, T);
+}
+#endif
