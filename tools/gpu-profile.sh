@@ -12,7 +12,7 @@
 #            wgmma variant's kernels, all at T = 8192
 #   decode   relay (NG=4, PDL=1) and relay_t (TG=8, UPT=8, PDL=1) at T = 1, 8
 #   torch    tools/torch-prefill.py at T = 2048, 8192, 32768 (the anchor)
-#   pfnew    the persistent up kernels (wgmma_pu.h) under ncu at T = 8192,
+#   pfnew    the persistent up kernel (wgmma_pu.h) under ncu at T = 8192,
 #            then bench of wgmma_pu and wgmma_pb (every point) beside
 #            wgmma, wgmma_fn and upmix (one point each) at T = 2048, 8192
 #   bits     an experiment: the wgmma variant at KSPLIT 1 (the spec's norm,
@@ -78,13 +78,12 @@ for part in $parts; do
       echo "torch: exit $? in $(( $(date +%s) - t0 )) s"; cat "$out/torch.txt" ;;
     pfnew)
       one hc_read_prefill pf_wgmma_pu 8192 'hcp_fp_up' 1 wgmma_pu:NCW=2,PFD=2
-      one hc_read_prefill pf_wgmma_pb 8192 'hcp_pb_up|hcp_wg_down' 2 wgmma_pb:DBM=128,NCW=2,PFD=2
       for T in 2048 8192; do
         rm -rf "${ops:?}/hc_read_prefill"
         python3 tools/one-point.py kernels-src/hc_read_prefill "$ops/hc_read_prefill" 'wgmma_pu:*' 'wgmma_pb:*' \
           wgmma_fn:UBM=64 wgmma:DBM=128,KSPLIT=2,UBC=64 upmix:DBM=128,DBN=160,DWR=32,UBM=128 > /dev/null || continue
         t0=$(date +%s)
-        HCTUNE_KERNELS=$ops timeout 200 bin/hctune bench --db "$ops/pfnew.db" --op hc_read_prefill \
+        HCTUNE_KERNELS=$ops timeout 150 bin/hctune bench --db "$ops/pfnew.db" --op hc_read_prefill \
           --variants wgmma_pu,wgmma_pb,wgmma,wgmma_fn,upmix,pair_mma --tokens $T > "$logs/pfnew_$T.log" 2>&1
         echo "pfnew T=$T: exit $? in $(( $(date +%s) - t0 )) s"
         grep -v "^hctune: \(compile\|check\|time\|verify\|search\)" "$logs/pfnew_$T.log" | tail -8
