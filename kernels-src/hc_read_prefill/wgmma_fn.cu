@@ -66,6 +66,9 @@
 #if !defined(FSTAGES) || !defined(MC)
 #error "wgmma_fn: FSTAGES and MC must be defined"
 #endif
+#ifndef FPF
+#define FPF 0 /* R tiles prefetched into L2 this many k blocks ahead; 0: none */
+#endif
 static_assert(MC == 1 || MC == 2, "MC: blocks a cluster sharing w_down's tiles, 1 or 2");
 static_assert(D == S * C, "D must be S*C");
 static_assert(K == 320, "the down tile is two halves of N = 160");
@@ -95,6 +98,10 @@ HCT_DEV int hcp_fn_issue(const hcp_ring &r, const hct_tmap *tm_r, const hct_tmap
   const hct_u32 base = r.tiles + st * HCP_FN_STAGE;
   const hct_u32 b = base + HCP_FN_R_BYTES + HCP_FN_A_BYTES;
   hct_tma_load_2d(base, tm_r, kb * 64, m0, &r.full[st]);
+  /* R's tile FPF blocks on, into L2 (w_down's tiles, read by every block,
+   * are there already): its load then waits for L2, not memory, and the
+   * two loads in flight of a shallow ring cover that. */
+  if (FPF > 0 && kb + FPF < HCP_FN_KB) hct_tma_prefetch_l2_2d(tm_r, (kb + FPF) * 64, m0);
 #if MC > 1
   hct_tma_load_2d_multicast(b + rank * 160 * HCP_TILE_ROW_BYTES, tm_wd, kb * 64, rank * 160,
                             &r.full[st], (hct_u16)((1u << MC) - 1u));
