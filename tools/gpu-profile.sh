@@ -8,13 +8,13 @@
 # launches of the kernels named, and writes the report's details as text.
 #
 # Parts (default: prefill decode torch):
-#   prefill  wgmma_fn's down and up, upmix's up (and pair_mma's GEMMs), the
-#            wgmma variant's kernels, all at T = 8192
+#   prefill  wgmma_pu's down (wgmma_fn.cu, FSPLIT 1) and up, upmix's up (and
+#            pair_mma's GEMMs), the wgmma variant's kernels, all at T = 8192
 #   decode   relay (NG=4, PDL=1) and relay_t (TG=8, UPT=8, PDL=1) at T = 1, 8
 #   torch    tools/torch-prefill.py at T = 2048, 8192, 32768 (the anchor)
 #   pfnew    the persistent up kernel (wgmma_pu.h) under ncu at T = 8192,
 #            then bench of wgmma_pu and wgmma_pb (every point) beside
-#            wgmma, wgmma_fn and upmix (one point each) at T = 2048, 8192
+#            wgmma and upmix (one point each) at T = 2048, 8192
 #   bits     an experiment: the wgmma variant at KSPLIT 1 (the spec's norm,
 #            no split of k) declared bitwise against pair_mma, checked at
 #            T = 16, 2048: do wgmma's k16 steps give mma.sync's bits?
@@ -59,7 +59,7 @@ one() {
 for part in $parts; do
   case $part in
     prefill)
-      one hc_read_prefill pf_wgmma_fn 8192 'hcp_fn_' 2 wgmma_fn:UBM=64
+      one hc_read_prefill pf_wgmma_pu_fn 8192 'hcp_fn_down|hcp_fp_up' 2 wgmma_pu:FSPLIT=1,NCW=4
       one hc_read_prefill pf_upmix 8192 'hc_um_upmix|hc_pm_' 3 upmix:DBM=128,DBN=160,DWR=32,UBM=128
       one hc_read_prefill pf_wgmma 8192 'hcp_wg_|hc_pf_norm' 6 wgmma:DBM=128,KSPLIT=2,UBC=64 ;;
     decode)
@@ -77,14 +77,14 @@ for part in $parts; do
       timeout 200 python3 tools/torch-prefill.py --tokens 2048,8192,32768 > "$out/torch.txt" 2>&1
       echo "torch: exit $? in $(( $(date +%s) - t0 )) s"; cat "$out/torch.txt" ;;
     pfnew)
-      one hc_read_prefill pf_wgmma_pu 8192 'hcp_fp_up' 1 wgmma_pu:NCW=2,PFD=2
+      one hc_read_prefill pf_wgmma_pu 8192 'hcp_fp_up' 1 wgmma_pu:NCW=4
       for T in 2048 8192; do
         rm -rf "${ops:?}/hc_read_prefill"
         python3 tools/one-point.py kernels-src/hc_read_prefill "$ops/hc_read_prefill" 'wgmma_pu:*' 'wgmma_pb:*' \
-          wgmma_fn:UBM=64 wgmma:DBM=128,KSPLIT=2,UBC=64 upmix:DBM=128,DBN=160,DWR=32,UBM=128 > /dev/null || continue
+          wgmma:DBM=128,KSPLIT=2,UBC=64 upmix:DBM=128,DBN=160,DWR=32,UBM=128 > /dev/null || continue
         t0=$(date +%s)
         HCTUNE_KERNELS=$ops timeout 150 bin/hctune bench --db "$ops/pfnew.db" --op hc_read_prefill \
-          --variants wgmma_pu,wgmma_pb,wgmma,wgmma_fn,upmix,pair_mma --tokens $T > "$logs/pfnew_$T.log" 2>&1
+          --variants wgmma_pu,wgmma_pb,wgmma,upmix,pair_mma --tokens $T > "$logs/pfnew_$T.log" 2>&1
         echo "pfnew T=$T: exit $? in $(( $(date +%s) - t0 )) s"
         grep -v "^hctune: \(compile\|check\|time\|verify\|search\)" "$logs/pfnew_$T.log" | tail -8
       done

@@ -90,6 +90,20 @@ HCT_DEV void hcp_regs_inc(void) {
 
 #include "wgmma_mma.h"
 
+/* lo = bf16(sum of SPLIT f32 partials [SPLIT][T][K], in split order), one
+ * element a thread of a grid of cdiv(T*K, 256) blocks of 256; nothing
+ * when SPLIT is 1 (the down kernel wrote lo itself).  Needs K. */
+template <int SPLIT>
+HCT_DEV void hcp_split_reduce(const float *part, hct_u16 *lo, int T) {
+  if (SPLIT == 1) return;
+  const long long n = (long long)T * K, idx = (long long)blockIdx.x * 256 + threadIdx.x;
+  if (idx >= n) return;
+  float v = part[idx];
+#pragma unroll
+  for (int k = 1; k < SPLIT; ++k) v += part[k * n + idx];
+  lo[idx] = hct_f32_to_bf16(v);
+}
+
 /* ---- the ring of stages shared by the GEMMs ---------------------------------- */
 
 /* Shared memory of a CTA: STAGES stages of STAGE_BYTES (a multiple of

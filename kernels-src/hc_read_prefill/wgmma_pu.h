@@ -1,7 +1,7 @@
 /*
  * wgmma_pu.h: steps 3 and 4 of hc_read_prefill on Hopper as one
  * persistent kernel: the up GEMM u = lo . w_up^T with the gate and the mix
- * as its epilogue, for the variants wgmma_pu (kl, after wgmma_fn's fused
+ * as its epilogue, for the variants wgmma_pu (kl, after wgmma_fn.cu's fused
  * down) and wgmma_pb (pair_mma's bits, after the spec's norm and wgmma's
  * down without a split of k).
  *
@@ -12,7 +12,7 @@
  * nothing in flight while its GEMM and epilogue run, so an SM has little
  * memory traffic outstanding most of the time.  Here a CTA an SM walks a
  * run of tiles and its producer keeps the next tile's operands and R'
- * in flight (and the one after that on its way into L2) while the
+ * in flight while the
  * consumers multiply and mix the current one.
  *
  * A tile is PBM (64) tokens x PBC channels of all 4 streams, so each
@@ -43,14 +43,18 @@
  * pair_mma's bit for bit (measured: wgmma at KSPLIT 1 passed bitwise
  * against pair_mma at T = 16, 1025, 1041, 2048, 4095, 4096 on an H100).
  *
- * Needs PBM, PBC, NCW, PST, PFD (tiles ahead whose R' is prefetched into
- * L2, 0 for none) and the op constants; wgmma.h first.
+ * Measured (H100, 2026-12-06, T = 8192, docs/perf/h100.md): also asking
+ * for a later tile's R' into L2 (cp.async.bulk.prefetch.tensor, two tiles
+ * ahead) made every read 70-120 us slower; four consumer warpgroups beat
+ * two by 5%.
+ *
+ * Needs PBM, PBC, NCW, PST and the op constants; wgmma.h first.
  */
 #ifndef HCP_WGMMA_PU_H
 #define HCP_WGMMA_PU_H
 
-#if !defined(PBM) || !defined(PBC) || !defined(NCW) || !defined(PST) || !defined(PFD)
-#error "wgmma_pu.h: PBM, PBC, NCW, PST, PFD must be defined"
+#if !defined(PBM) || !defined(PBC) || !defined(NCW) || !defined(PST)
+#error "wgmma_pu.h: PBM, PBC, NCW, PST must be defined"
 #endif
 static_assert(PBM == 64, "PBM: one m64 wgmma row block a tile");
 static_assert(PBC % 32 == 0 && C % PBC == 0, "PBC: whole 32-channel R' boxes");
@@ -86,7 +90,7 @@ HCT_DEV void hcp_pu_run(int nt, int *t0, int *t1) {
  * tm_lo: lo, dims [K, T], box [64, PBM]; tm_wu: w_up, dims [K, D], box
  * [64, PBC/NCW]; tm_r: resid, f32, dims [D, T], box [32, PBM], 128B.  With
  * ADD_PENDING and pending given, R' = fl(R + P) is formed in the
- * epilogue and stored into resid (wgmma_fn's down leaves resid as it
+ * epilogue and stored into resid (wgmma_fn.cu's down leaves resid as it
  * was). */
 template <bool ADD_PENDING>
 HCT_DEV void hcp_pu_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, const hct_tmap *tm_r,
@@ -150,16 +154,6 @@ HCT_DEV void hcp_pu_body(const hct_tmap *tm_lo, const hct_tmap *tm_wu, const hct
           hct_tma_load_2d(rt + (s * (PBC / 32) + hb) * HCP_PU_R_BOX, tm_r, s * C + c0 + 32 * hb, m0, &full[st]);
 #pragma unroll
       for (int kb = 0; kb < HCP_PU_KB; ++kb) hct_tma_load_2d(a + kb * HCP_PU_A_KB, tm_lo, kb * 64, m0, &full[st]);
-      if (PFD > 0 && t + PST + PFD - 1 < t1) {
-        /* The R' of a tile further on, into L2, so that its load (issued
-         * once a stage frees) waits for L2 rather than memory. */
-        const int tp = t + PST + PFD - 1;
-        const int cp = (tp / mt_count) * PBC, mp = (tp % mt_count) * PBM;
-#pragma unroll
-        for (int s = 0; s < S; ++s)
-#pragma unroll
-          for (int hb = 0; hb < PBC / 32; ++hb) hct_tma_prefetch_l2_2d(tm_r, s * C + cp + 32 * hb, mp);
-      }
     }
     return;
   }
