@@ -4,7 +4,7 @@ a PyTorch engine gets from cuBLAS?  Issue 33's "the engine's bits, measured".
 
   cublas-bits.py [--tokens 16,33,100,2048,8192,32768] [--point NAME=V,...]
                  [--seed N] [--no-pending] [--no-profile]
-                 [--no-reduced-reduction] [--op-dir DIR] [--json]
+                 [--no-reduced-reduction] [--op-dir DIR] [--json [FILE]]
   cublas-bits.py --dry-run DIR [--arch sm_90] [--point NAME=V,...]
 
 pair_mma's kernels are compiled as hctune compiles them (jit/options.c,
@@ -808,7 +808,14 @@ def run(a, op):
             break
         torch.cuda.empty_cache()
     out["cublas"] = cublas_info()  # loaded by now, by the first GEMM
-    if a.json:
+    if a.json and a.json != "-":
+        try:
+            with open(a.json, "w") as f:
+                f.write(json.dumps(out) + "\n")
+        except OSError as e:
+            print_table(out)
+            raise Fail(1, "--json '%s': %s" % (a.json, e))
+    if a.json == "-":
         print(json.dumps(out))
     else:
         print_table(out)
@@ -905,7 +912,8 @@ def parse_args(argv):
     p.add_argument("--no-reduced-reduction", action="store_true",
                    help="torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False")
     p.add_argument("--op-dir", default=OP_DIR, help="the op folder (default kernels-src/hc_read_prefill)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                   help="one JSON object: instead of the table, or with FILE into FILE and the table printed")
     p.add_argument("--dry-run", metavar="DIR", help="write the sources, options and launches to DIR; no GPU")
     p.add_argument("--arch", default="sm_90", help="--dry-run's arch (default sm_90; on the GPU the card's)")
     a = p.parse_args(argv)
