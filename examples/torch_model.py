@@ -106,6 +106,12 @@ def model_class(torch):
     return Layer, Model
 
 
+def recompile_limit(torch):
+    """Dynamo's recompile limit (cache_size_limit before torch 2.7)."""
+    config = torch._dynamo.config
+    return config.recompile_limit if hasattr(config, "recompile_limit") else config.cache_size_limit
+
+
 def run(torch, models, tokens, mode, seed=7, log=None):
     """Compiles each model of `models` ({name: Model}) with
     torch.compile(fullgraph=True, mode=mode), calls it at every T of
@@ -206,7 +212,7 @@ def main():
     ok = not res["mismatches"] and res["graphs"] <= a.max_graphs
     out = dict(gpu=torch.cuda.get_device_name(0), torch=torch.__version__, mode=a.mode,
                layers=a.layers, tokens=a.tokens, shared_handles=a.shared_handles,
-               recompile_limit=torch._dynamo.config.recompile_limit, note=note,
+               recompile_limit=recompile_limit(torch), note=note,
                graphs=res["graphs"], cache_entries=res["cache_entries"], calls=res["calls"],
                seconds=round(res["seconds"], 1), mismatches=res["mismatches"], choices=choices, ok=ok)
     if a.json:

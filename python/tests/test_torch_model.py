@@ -105,7 +105,7 @@ class TestTorchModel(unittest.TestCase):
 
     def test_two_instances_compile_once_per_dynamism(self):
         torch._dynamo.reset()
-        self.assertEqual(torch._dynamo.config.recompile_limit, 8, "not Dynamo's default limit")
+        self.assertEqual(torch_model.recompile_limit(torch), 8, "not Dynamo's default limit")
         models = self.models(per_layer_handle=True)
         # Reads per call of each instance by kernel, from its pattern.
         want = {name: {p: 2 * sum(torch_model.PATTERNS[name](l) == p for l in range(self.LAYERS))
