@@ -55,7 +55,9 @@ torch_why=$(python3 -c "import torch; assert torch.cuda.is_available(), 'torch.c
 case $torch_why in torch\ *) echo "$torch_why"; have_torch=1 ;; *) have_torch=0 ;; esac
 pyrun() { PYTHONPATH="$root/python" HCTUNE_LIB="$bin/../lib/libhctune.so.0" "$@"; }
 
-"$bin/hctune" probe --tokens 1-8 > "$tmp/probe.out" 2> "$tmp/probe.err" || bad "probe of hc_read: $(tail -2 "$tmp/probe.err")"
+if want model || want window; then
+  "$bin/hctune" probe --tokens 1-8 > "$tmp/probe.out" 2> "$tmp/probe.err" || bad "probe of hc_read: $(tail -2 "$tmp/probe.err")"
+fi
 "$bin/hctuned" --socket "$sock" --db "$HCTUNE_DB" --kernels "$HCTUNE_KERNELS" --quiet 2> "$tmp/daemon.err" &
 daemon=$!
 for i in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.1; done
