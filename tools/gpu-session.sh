@@ -6,14 +6,21 @@
 #   tools/gpu-session.sh prepare      here, on the machine without a GPU:
 #                                     make STATIC=1, and build/gpu/ with the
 #                                     GPU test programs and libcmocka
-#   tools/gpu-session.sh run OUTDIR   there, with bin/ lib/ build/gpu carried
+#   tools/gpu-session.sh run OUTDIR [PART...]
+#                                     there, with bin/ lib/ build/gpu carried
 #                                     (the device tool's carry), OUTDIR $OUT
 #
-# Parts, in order: the worker's GPU tests (test_worker's test_gpu_*: the
-# figures made on the card against the host's, the self-test op through
-# the worker), tests/gpu-check.sh, hctune bench of the decode variants at
-# T = 1..8, tests/gpu-prefill.sh, tests/gpu-engine.sh.  A log a part;
-# a summary last.
+# Parts, in order: worker (test_worker's test_gpu_*: the figures made on
+# the card against the host's, the self-test op through the worker),
+# gpucheck (tests/gpu-check.sh), bench (hctune bench of the decode variants
+# at T = 1..8), prefill (tests/gpu-prefill.sh), engine
+# (tests/gpu-engine.sh), torch (tests/gpu-torch.sh's model and window: the
+# two-instance model compiled at Dynamo's default limits, the compiled
+# decode window; about 6 minutes) and torchprefill (its prefill part: the
+# prefill window in C and Python after a probe of the prefill op; about 5
+# minutes).  Named PARTs run alone, in that order: all of them do not fit
+# one call's 550 s, so the torch parts get calls of their own
+# (`run OUT torch`, `run OUT torchprefill`).  A log a part; a summary last.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
@@ -27,9 +34,13 @@ case ${1:-} in
     git rev-parse --short HEAD > build/gpu/commit
     echo "build/gpu ready at $(cat build/gpu/commit): carry bin lib build/gpu"
     exit 0 ;;
-  run) out=${2:?usage: tools/gpu-session.sh run OUTDIR} ;;
-  *) echo "usage: tools/gpu-session.sh prepare | run OUTDIR" >&2; exit 2 ;;
+  run) out=${2:?usage: tools/gpu-session.sh run OUTDIR [PART...]}; shift 2; only=" $* " ;;
+  *) echo "usage: tools/gpu-session.sh prepare | run OUTDIR [PART...]" >&2; exit 2 ;;
 esac
+parts=" worker gpucheck bench prefill engine torch torchprefill "
+for p in $only; do
+  case $parts in *" $p "*) ;; *) echo "gpu-session: '$p': no such part (${parts# })" >&2; exit 2 ;; esac
+done
 [ -x build/gpu/test_worker ] || { echo "gpu-session: no build/gpu/test_worker: run 'tools/gpu-session.sh prepare' first and carry build/gpu" >&2; exit 2; }
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$root/build/gpu HCT_BIN=$root/bin
@@ -41,11 +52,12 @@ start=$(date +%s)
 cat "$out/env.txt"
 part() { # NAME CAP command...
   local name=$1 cap=$2; shift 2
+  case $only in "  ") ;; *" $name "*) ;; *) return ;; esac
   local left=$(( ${BUDGET:-550} - ($(date +%s) - start) ))
   if [ $left -lt 45 ]; then echo "$name: skipped (${left} s left)"; return; fi
   [ "$cap" -gt $left ] && cap=$left
   local t0=$(date +%s)
-  timeout "$cap" "$@" > "$out/$name.txt" 2>&1
+  HCT_TORCH_BUDGET=$((cap - 10)) timeout "$cap" "$@" > "$out/$name.txt" 2>&1
   echo "$name: exit $? in $(( $(date +%s) - t0 )) s (limit $cap s)"
 }
 part worker 150 env HCT_TEST_FILTER='test_gpu_*' build/gpu/test_worker
@@ -54,9 +66,15 @@ part bench 130 env HCTUNE_DB=/tmp/gpu-session-bench.db bin/hctune bench \
   --variants v1,relay,pipe,persist,relay_t --tokens 1-8
 part prefill 200 tests/gpu-prefill.sh bin
 part engine 200 tests/gpu-engine.sh bin
+part torch 550 tests/gpu-torch.sh bin model window
+part torchprefill 550 tests/gpu-torch.sh bin prefill
 echo "== worker"; grep -E "OK \]|FAILED|PASSED|ERROR|skipped" "$out/worker.txt" 2>/dev/null | head -20
 echo "== gpu-check"; grep -E "^ok|^FAILED|passed|skipped" "$out/gpucheck.txt" 2>/dev/null
 echo "== bench"; grep -v "^hctune: \(compile\|check\|time\)" "$out/bench.txt" 2>/dev/null | tail -45
 echo "== prefill"; grep -E "^ok|^FAILED|passed|skipped" "$out/prefill.txt" 2>/dev/null
 echo "== engine"; tail -25 "$out/engine.txt" 2>/dev/null
+for t in torch torchprefill; do
+  [ -f "$out/$t.txt" ] || continue
+  echo "== $t"; grep -E "^ok|^FAILED|^skipped|passed|graphs compiled|copies alone|hctune kl compiled|Dynamo:|bit-identical|DIFFER" "$out/$t.txt"
+done
 exit 0
