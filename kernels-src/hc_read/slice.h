@@ -277,11 +277,11 @@ HCT_DEV int sl_rs_bytes(int T, int nr, int r) { return sl_rs_slots(T, nr, r) * H
  * threads tn and tn^1 load the same weights and tn and tn^2 the same
  * activations (a shared load whose thread pairs agree returns twice the
  * registers a clock), and a quarter warp's loads fall on distinct banks
- * (rows rp, rp+1 and tokens tp, tp+1 sit on opposite halves).  A second
- * token past T is computed from the first's activations and not sent.
+ * (rows rp, rp+1 and tokens tp, tp+1 sit on opposite halves).  NTOK: 1
+ * at T = 1 (no second token), else 2.
  */
-template <class Send>
-HCT_DEV void sl_down(int T, const char *sm, const sl_geo &o, int tid, Send send) {
+template <int NTOK, class Send>
+HCT_DEV void sl_chains(int T, const char *sm, const sl_geo &o, int tid, Send send) {
   const int H = (T + 1) / 2;      /* token pairs */
   const int tb = H >= 2 ? 1 : 0;  /* a token bit lowest */
   const int tp0 = tid & tb, rest = tid >> tb;
@@ -300,11 +300,14 @@ HCT_DEV void sl_down(int T, const char *sm, const sl_geo &o, int tid, Send send)
     float fa[8], fb[8];
     sl_widen(wa[4 * q], fa);
     sl_widen(wb[4 * q], fb);
-    const hct_f4 x0 = xa[8 * q], x1 = xa[8 * q + 1], y0 = xb[8 * q], y1 = xb[8 * q + 1];
+    const hct_f4 x0 = xa[8 * q], x1 = xa[8 * q + 1];
     a00 = sl_dot8(fa, x0, x1, a00);
     a10 = sl_dot8(fb, x0, x1, a10);
-    a01 = sl_dot8(fa, y0, y1, a01);
-    a11 = sl_dot8(fb, y0, y1, a11);
+    if (NTOK == 2) {
+      const hct_f4 y0 = xb[8 * q], y1 = xb[8 * q + 1];
+      a01 = sl_dot8(fa, y0, y1, a01);
+      a11 = sl_dot8(fb, y0, y1, a11);
+    }
   }
   const int L = 4 * o.r + l4;
   const float acc[2][2] = {{a00, a01}, {a10, a11}};
@@ -313,12 +316,22 @@ HCT_DEV void sl_down(int T, const char *sm, const sl_geo &o, int tid, Send send)
     const int j = rp + h * SL_NRP;
     if (j >= o.nr) continue;
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
+    for (int u = 0; u < NTOK; ++u) {
       if (u == 1 && tp + H >= T) continue;
       const int pi = sl_rs_pair(u == 0 ? ta : tp + H, j, o.nr);
       send(SL_OFF_RSUM + ((pi / SL_CL) * HCT_LW + L) * 4, acc[h][u], pi % SL_CL);
     }
   }
+}
+
+/* sl_chains for every T: one token a thread at T = 1 (where a second
+ * would only repeat the first: the chains' latency is the stage there),
+ * two otherwise (at odd T a thread's second token may be past T: computed
+ * on the first's activations, not sent). */
+template <class Send>
+HCT_DEV void sl_down(int T, const char *sm, const sl_geo &o, int tid, Send send) {
+  if (T == 1) sl_chains<1>(T, sm, o, tid, send);
+  else sl_chains<2>(T, sm, o, tid, send);
 }
 
 /* Once this rank's row partials have landed: a warp a slot, lane L the
