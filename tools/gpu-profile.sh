@@ -11,14 +11,13 @@
 # Parts (default: prefill decode torch):
 #   prefill  wgmma_fn's down and up, upmix's up (and pair_mma's GEMMs), the
 #            wgmma variant's kernels, all at T = 8192
-#   decode   relay (NG=4, PDL=1), relay_t (TG=8, UPT=8, PDL=1) and slice
-#            (NCL=15) at T = 1, 8
+#   decode   relay (NG=4, PDL=1) and slice (NCL=15) at T = 1, 8
 #   slice    slice (NCL=15) at T = 1, 8 only
 #   torch    tools/torch-prefill.py at T = 2048, 8192, 32768 (the anchor)
 # The decode kernels (clusters and a programmatic dependent launch) are
 # profiled with DECODE_SECTIONS, not --set full: under --set full ncu gave
-# up on relay and relay_t ("Failed to profile" after 8-9 passes, exit 9;
-# 2026-12-06, H100).
+# up on relay and on relay_t (retired since): "Failed to profile" after
+# 8-9 passes, exit 9; 2026-12-06, H100.
 # Output: OUTDIR/profile.txt (every report's details), OUTDIR/reps.tgz (the
 # .ncu-rep files), OUTDIR/torch.txt, a log a part.
 set -u
@@ -71,7 +70,6 @@ for part in $parts; do
       ncu_what=("${DECODE_SECTIONS[@]}")
       for T in 1 8; do
         one hc_read dec_relay_T$T $T 'hc_rl_read' 1 relay:PDL=1,NG=4
-        one hc_read dec_relay_t_T$T $T 'hc_rt_read' 1 relay_t:PDL=1,TG=8,UPT=8
         one hc_read dec_slice_T$T $T 'hc_sl_read' 1 slice:NCL=15
       done
       ncu_what=(--set full) ;;

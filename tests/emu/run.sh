@@ -20,18 +20,6 @@ for p in "4 8 1 1,3" "8 4 2 3" "4 4 4 3,8" "8 8 8 8"; do
     -DDOWN_WARPS=$1 -DUP_WARPS=$2 -DTPL=$3 "-DEMU_TS=$4" -o "$bin" tests/emu/hc_read_emu.cc
   "$bin" || fail=1
 done
-# relay_t (tests/emu/relay_t_emu.cc) at its shipped sizes (its split is
-# fixed to C = 2560, K = 320), a point per TG and UPT of the manifest's:
-# TG, UPT, then the token counts (whole groups, partial groups, T < TG,
-# partial up passes).
-for p in "2 4 1,3,4" "4 4 3,4,6" "4 8 5,8" "8 8 1,7,8" "8 4 6"; do
-  set -- $p
-  bin="$out/relay_t_emu_$1_$2"
-  g++ -std=c++17 -O1 -g -Wall -Wno-unused-function -Wno-unknown-pragmas -ffp-contract=off -Itests/emu \
-    -Ikernels-src/common -Ikernels-src/hc_read -DS=4 -DC=2560 -DD=10240 -DK=320 \
-    -DTG=$1 -DUPT=$2 "-DEMU_TS=$3" -o "$bin" tests/emu/relay_t_emu.cc
-  "$bin" || fail=1
-done
 # slice (tests/emu/slice_emu.cc) at its shipped sizes (its split is fixed
 # to C = 2560, K = 320), both NCL: 15 (uneven rows and channels: 21 or 22)
 # and 16; token counts with one token pair (1, 2), partial pairs (3, 5, 7),
