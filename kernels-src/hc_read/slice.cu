@@ -30,10 +30,13 @@
  *   - the up stage four streams x four tokens a thread (a group of 8 per
  *     channel, canonical lanes ul, ul+8, ul+16, ul+24 and chunk ul+32), the
  *     gates and the mix in the registers of the group's lanes.
- * Weights: w_down's tile and w_norm's by cp.async before the PDL wait
- * (rows padded in shared memory, so a quarter warp's loads fall on
- * distinct banks), w_up's rows once the block has arrived at the grid
- * barrier (relay: a release waits for the block's copies in flight).
+ * Weights: w_norm's tile and w_down's by cp.async before the PDL wait,
+ * two groups (xn waits for the first only; rows padded in shared memory,
+ * so a quarter warp's loads fall on distinct banks), w_up's rows once the
+ * block has arrived at the grid barrier (relay: a release waits for the
+ * block's copies in flight).  R of the block's columns by plain loads in
+ * the norm (prefetched into L2 before the wait, as relay does), R of its
+ * mix channels while the cluster's norm sums travel.
  *
  * Parameters: NCL, clusters: 16 (128 blocks, even splits) or 15 (120
  * blocks; clusters of 8 may hold 21 or 22 rows, blocks 21 or 22 channels):
@@ -95,8 +98,11 @@ HCT_ENTRY void __cluster_dims__(SL_CL, 1, 1) __launch_bounds__(SL_NT, 2)
     hct_bulk_expect(bar + SL_BAR_NS, (hct_u32)sl_ns_bytes(T));
     hct_bulk_expect(bar + SL_BAR_RS, (hct_u32)sl_rs_bytes(T, o.nr, o.r));
   }
-  sl_load_tiles(sm, w_down, w_norm, o, tid, [](void *d, const void *s) { hct_cp_async16(d, s); });
-  hct_cp_async_commit();
+  const auto cp16 = [](void *d, const void *s) { hct_cp_async16(d, s); };
+  sl_load_wn(sm, w_norm, o, tid, cp16);
+  hct_cp_async_commit(); /* group 1: w_norm, for xn */
+  sl_load_wd(sm, w_down, o, tid, cp16);
+  hct_cp_async_commit(); /* group 2: w_down, for the chains */
   __syncthreads();              /* the mbarriers' init, before any wait names them */
   hct_cluster_arrive_relaxed(); /* waited for before the first st.async */
   hcr_pdl_wait();
@@ -107,11 +113,13 @@ HCT_ENTRY void __cluster_dims__(SL_CL, 1, 1) __launch_bounds__(SL_NT, 2)
   hct_cluster_wait(); /* every block of the cluster has initialised its mbarriers */
   const auto send_ns = [&](int off, float v, int rank) { hct_st_async((float *)(sm + off), v, bar + SL_BAR_NS, rank); };
   sl_norm_send(T, sm, o, tid, send_ns);
+  sl_load_rm(T, resid, pending, sm, o, tid); /* needed after the grid barrier: loaded while the sums travel */
   hct_bulk_wait(bar + SL_BAR_NS, 0);
   sl_scales(T, sm, tid);
-  hct_cp_async_wait<0>(); /* this thread's copies of w_down and w_norm */
+  hct_cp_async_wait<1>(); /* this thread's copies of w_norm (w_down may still be on its way) */
   __syncthreads();
   sl_xn(T, sm, tid);
+  hct_cp_async_wait<0>(); /* w_down */
   __syncthreads();
 
   /* ---- down: whole lane chains; each row's lane sums to its reducer ------ */
@@ -122,7 +130,7 @@ HCT_ENTRY void __cluster_dims__(SL_CL, 1, 1) __launch_bounds__(SL_NT, 2)
   hct_grid_arrive(&grid);
   /* w_up into w_down's place (every chain is done with it: the arrival's
    * __syncthreads), landing while the barrier completes. */
-  sl_load_wup(sm, w_up, o, tid, [](void *d, const void *s) { hct_cp_async16(d, s); });
+  sl_load_wup(sm, w_up, o, tid, cp16);
   hct_cp_async_commit();
   if (!hct_grid_wait(&grid)) return;
 

@@ -121,44 +121,38 @@ HCT_DEV long long sl_col(int r, int q, int i) { return (long long)(q / SL_QS) * 
 
 /* ---- before the wait: the weights ------------------------------------------*/
 
-/* The cluster's rows of w_down over the block's columns, and w_norm of
- * those columns, 16 bytes a copy (copy16(dst, src)), by every thread.
+/* w_norm of the block's columns, then the cluster's rows of w_down over
+ * them, 16 bytes a copy (copy16(dst, src)), by every thread (slice.cu
+ * commits each as a cp.async group of its own: xn needs only the first).
  * Rows past nr are left alone (their chains run on whatever is there, and
  * are never sent). */
 template <class Copy16>
-HCT_DEV void sl_load_tiles(char *sm, const hct_u16 *w_down, const hct_u16 *w_norm, const sl_geo &o, int tid,
-                           Copy16 copy16) {
-  for (int p = tid; p < SL_NRM * SL_Q * 4; p += SL_NT) {
-    const int i = p / (SL_Q * 4), q = (p / 4) % SL_Q, k = p % 4;
-    if (i < o.nr)
-      copy16(sm + SL_OFF_W + i * SL_WDS + q * 64 + 16 * k,
-             w_down + (long long)(o.j0 + i) * D + sl_col(o.r, q, 8 * k));
-  }
+HCT_DEV void sl_load_wn(char *sm, const hct_u16 *w_norm, const sl_geo &o, int tid, Copy16 copy16) {
   for (int p = tid; p < SL_Q * 4; p += SL_NT) {
     const int q = p / 4, k = p % 4;
     copy16(sm + SL_OFF_WN + q * 64 + 16 * k, w_norm + sl_col(o.r, q, 8 * k));
   }
 }
 
+template <class Copy16>
+HCT_DEV void sl_load_wd(char *sm, const hct_u16 *w_down, const sl_geo &o, int tid, Copy16 copy16) {
+  for (int p = tid; p < SL_NRM * SL_Q * 4; p += SL_NT) {
+    const int i = p / (SL_Q * 4), q = (p / 4) % SL_Q, k = p % 4;
+    if (i < o.nr)
+      copy16(sm + SL_OFF_W + i * SL_WDS + q * 64 + 16 * k,
+             w_down + (long long)(o.j0 + i) * D + sl_col(o.r, q, 8 * k));
+  }
+}
+
 /* ---- after the wait: R', the norm's warp sums --------------------------------*/
 
 /* By every thread.  R' = fl(R + P) of the block's columns into X
- * ([t][q][32]) and of its mix channels into RM ([t][s][channel]); and
- * norm warp r's sum of every (token, stream) pair p = 4t + s into NSL[p]:
- * a warp a pair, lane i the canonical thread 32r + i (fmaf over m
- * ascending, then the warp's butterfly 16 .. 1). */
+ * ([t][q][32]), and norm warp r's sum of every (token, stream) pair
+ * p = 4t + s into NSL[p]: a warp a pair, lane i the canonical thread
+ * 32r + i (fmaf over m ascending, then the warp's butterfly 16 .. 1). */
 HCT_DEV void sl_norm(int T, const float *resid, const float *pending, char *sm, const sl_geo &o, int tid) {
-  float *xs = (float *)(sm + SL_OFF_X), *nsl = (float *)(sm + SL_OFF_NSL), *rm = (float *)(sm + SL_OFF_RM);
+  float *xs = (float *)(sm + SL_OFF_X), *nsl = (float *)(sm + SL_OFF_NSL);
   const int lane = tid % HCT_LW, wp = tid / HCT_LW;
-  for (int i = tid; i < T * S * SL_NCM; i += SL_NT) {
-    const int t = i / (S * SL_NCM), s = (i / SL_NCM) % S, cl = i % SL_NCM;
-    if (cl < o.ncu) {
-      const long long at = ((long long)t * S + s) * C + o.cu0 + cl;
-      float v = resid[at];
-      if (pending != 0) v = v + pending[at];
-      rm[i] = v;
-    }
-  }
 #pragma unroll 2
   for (int p = wp; p < T * S; p += SL_NW) {
     const int t = p / S, s = p % S;
@@ -177,6 +171,22 @@ HCT_DEV void sl_norm(int T, const float *resid, const float *pending, char *sm, 
     }
     a = hct_warp_sum(a);
     if (lane == 0) nsl[p] = a;
+  }
+}
+
+/* By every thread, R' = fl(R + P) of the block's mix channels into RM
+ * ([t][s][channel]), for the mix and the store after the grid barrier
+ * (slice.cu loads them while the cluster's norm sums travel). */
+HCT_DEV void sl_load_rm(int T, const float *resid, const float *pending, char *sm, const sl_geo &o, int tid) {
+  float *rm = (float *)(sm + SL_OFF_RM);
+  for (int i = tid; i < T * S * SL_NCM; i += SL_NT) {
+    const int t = i / (S * SL_NCM), s = (i / SL_NCM) % S, cl = i % SL_NCM;
+    if (cl < o.ncu) {
+      const long long at = ((long long)t * S + s) * C + o.cu0 + cl;
+      float v = resid[at];
+      if (pending != 0) v = v + pending[at];
+      rm[i] = v;
+    }
   }
 }
 

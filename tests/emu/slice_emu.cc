@@ -106,12 +106,15 @@ void emu_norm(const float *resid, const float *pending, const hct_u16 *w_norm, c
   char *sm = (char *)smv;
   const int tid = (int)threadIdx.x;
   const sl_geo o = geo();
-  sl_load_tiles(sm, w_down, w_norm, o, tid, [](void *d, const void *s) { memcpy(d, s, 16); });
+  const auto cp16 = [](void *d, const void *s) { memcpy(d, s, 16); };
+  sl_load_wn(sm, w_norm, o, tid, cp16);
+  sl_load_wd(sm, w_down, o, tid, cp16);
   sl_norm(T, resid, pending, sm, o, tid);
   __syncthreads();
   sl_norm_send(T, sm, o, tid, [&](int off, float v, int rank) {
     post(0, o.g * SL_CL + rank, off, v, SL_OFF_NS, SL_OFF_NS + T * S * SL_CL * 4);
   });
+  sl_load_rm(T, resid, pending, sm, o, tid);
   save(sm, o.b);
 }
 
