@@ -129,7 +129,10 @@ HCT_ENTRY void __cluster_dims__(SL_CL, 1, 1) __launch_bounds__(SL_NT, 2)
   sl_rows(T, sm, lo, o, tid);
   hct_grid_arrive(&grid);
   /* w_up into w_down's place (every chain is done with it: the arrival's
-   * __syncthreads), landing while the barrier completes. */
+   * __syncthreads), landing while the barrier completes; issued once
+   * thread 0's arrival is (relay: a release waits for the block's copies
+   * in flight, and relay's arriving thread issues its copies after it). */
+  __syncthreads();
   sl_load_wup(sm, w_up, o, tid, cp16);
   hct_cp_async_commit();
   if (!hct_grid_wait(&grid)) return;
