@@ -208,6 +208,43 @@ static void test_forced_relay_pdl(void **state) {
   unsetenv("HCTUNE_FORCE");
 }
 
+/* slice, forced at NCL=15: its manifest's expressions evaluated as the
+ * kernel's layout has them (kernels-src/hc_read/slice.h: 68,624 bytes
+ * before X, X max(5184 T, 10496); the kernel traps on less), 120 blocks
+ * of 352 threads, always a programmatic dependent launch. */
+static void test_forced_slice(void **state) {
+  if (!have_nvrtc()) skip();
+  setenv("HCTUNE_FORCE", "hc_read=slice{\"NCL\":15}", 1);
+  free(take_log());
+  hct_kernel_t *k = NULL;
+  assert_int_equal(hct_kernel_load(NULL, "hc_read", 1, 8, NULL, NULL, &k), HCT_FALLBACK);
+  char *log = take_log();
+  assert_non_null(strstr(log, "func_attr hc_sl_read 8 110096"));
+  unsigned long long ws = alloc_of(log, 68, 0), lo = alloc_of(log, 8 * 320 * 4 + 4, 0);
+  assert_true(ws && lo);
+  free(log);
+  hct_choice_t ch;
+  assert_int_equal(hct_kernel_choice(k, 2, &ch, NULL), HCT_FALLBACK);
+  assert_string_equal(ch.variant, "slice");
+  uint64_t bufs[8] = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 0x8000};
+  static const struct {
+    int T, smem;
+  } at[] = {{2, 68624 + 10496}, {8, 68624 + 8 * 5184}};
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    assert_int_equal(hct_kernel_launch(k, (void *)0x99, at[i].T, bufs, 8), 0);
+    log = take_log();
+    char want[400];
+    snprintf(want, sizeof want,
+             "launch_pdl hc_sl_read grid 120 1 1 block 352 1 1 smem %d stream 0x99 args 0x1000 0x2000 "
+             "0x3000 0x4000 0x5000 0x%llx 0x%llx 0x6000 0x7000 0x8000 %d",
+             at[i].smem, lo, ws, at[i].T);
+    if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
+    free(log);
+  }
+  hct_kernel_free(k);
+  unsetenv("HCTUNE_FORCE");
+}
+
 /* A range of more than HCT_MAX_TOKENS_PER_KERNEL counts (a prefill kernel):
  * one answer for the whole range without a daemon, the scratch sized for
  * the largest T, and each launch's plan evaluated for its own T. */
@@ -624,6 +661,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_python_kernel),
       cmocka_unit_test(test_copy_bw),
       cmocka_unit_test(test_tuner_launches),
+      cmocka_unit_test(test_forced_slice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,13 +4,15 @@
 # and build/gpu carried (tools/gpu-session.sh prepare).  Each part copies
 # the op with tools/one-point.py (only the variants named, one point each,
 # the baseline and references at their first point), runs `hctune bench`
-# on that copy under ncu (--set full, --clock-control none) for the first
-# launches of the kernels named, and writes the report's details as text.
+# on that copy under ncu (--clock-control none; --set full, or for the
+# decode kernels the sections below) for the first launches of the kernels
+# named, and writes the report's details as text.
 #
 # Parts (default: prefill decode torch):
 #   prefill  wgmma_pu's down (wgmma_fn.cu, FSPLIT 1) and up, upmix's up (and
 #            pair_mma's GEMMs), the wgmma variant's kernels, all at T = 8192
-#   decode   relay (NG=4, PDL=1) and relay_t (TG=8, UPT=8, PDL=1) at T = 1, 8
+#   decode   relay (NG=4, PDL=1) and slice (NCL=15) at T = 1, 8
+#   slice    slice (NCL=15) at T = 1, 8 only
 #   torch    tools/torch-prefill.py at T = 2048, 8192, 32768 (the anchor)
 #   pfnew    the persistent up kernel (wgmma_pu.h) under ncu at T = 8192,
 #            then bench of wgmma_pu and wgmma_pb (every point) beside
@@ -18,6 +20,10 @@
 #   bits     an experiment: the wgmma variant at KSPLIT 1 (the spec's norm,
 #            no split of k) declared bitwise against pair_mma, checked at
 #            T = 16, 2048: do wgmma's k16 steps give mma.sync's bits?
+# The decode kernels (clusters and a programmatic dependent launch) are
+# profiled with DECODE_SECTIONS, not --set full: under --set full ncu gave
+# up on relay and on relay_t (retired since): "Failed to profile" after
+# 8-9 passes, exit 9; 2026-12-06, H100.
 # Output (at most 8 files, as the device tool brings back): OUTDIR/profile.txt
 # (every report's details), reps.tgz (the .ncu-rep files), logs.tgz (a log
 # a part), torch.txt, bits.txt; a summary of the profiles last on stdout.
@@ -35,6 +41,11 @@ ops=$(mktemp -d /tmp/gpu-profile.XXXXXX)
 cp -r kernels-src/common "$ops/"
 reps=$ops/reps logs=$ops/logs
 mkdir -p "$reps" "$logs"
+# What ncu collects: --set full, or (decode kernels) these sections.
+ncu_what=(--set full)
+DECODE_SECTIONS=(--section SpeedOfLight --section WarpStateStats --section SchedulerStats
+  --section MemoryWorkloadAnalysis_Tables --section Occupancy --section LaunchStats
+  --section InstructionStats --section ComputeWorkloadAnalysis)
 
 # one OPDIR NAME T REGEX COUNT VARIANT[:P=V,...]...: a profile of the first
 # COUNT launches matching REGEX in a bench of the variants at T.
@@ -47,7 +58,7 @@ one() {
   v=$(for s in "$@"; do printf '%s,' "${s%%:*}"; done)
   local t0=$(date +%s)
   HCTUNE_KERNELS=$ops timeout 240 "$ncu" --clock-control none --target-processes all \
-    --kernel-name "regex:$regex" --launch-count "$count" ${NCU_SECTIONS:---set full} \
+    --kernel-name "regex:$regex" --launch-count "$count" "${ncu_what[@]}" \
     -o "$reps/$name" -f \
     bin/hctune bench --db "$ops/bench.db" --op "$op" --variants "${v%,}" --tokens "$T" \
     > "$logs/$name.log" 2>&1
@@ -63,15 +74,16 @@ for part in $parts; do
       one hc_read_prefill pf_upmix 8192 'hc_um_upmix|hc_pm_' 3 upmix:DBM=128,DBN=160,DWR=32,UBM=128
       one hc_read_prefill pf_wgmma 8192 'hcp_wg_|hc_pf_norm' 6 wgmma:DBM=128,KSPLIT=2,UBC=64 ;;
     decode)
-      # --set full fails on relay's clustered, PDL-launched kernels ("Failed
-      # to profile", H100, 2026-12-06); these sections profiled the lab's
-      # relay on the H200 (docs/perf/h200.md).
-      export NCU_SECTIONS="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables --section Occupancy --section LaunchStats --section InstructionStats --section ComputeWorkloadAnalysis"
+      ncu_what=("${DECODE_SECTIONS[@]}")
       for T in 1 8; do
         one hc_read dec_relay_T$T $T 'hc_rl_read' 1 relay:PDL=1,NG=4
-        one hc_read dec_relay_t_T$T $T 'hc_rt_read' 1 relay_t:PDL=1,TG=8,UPT=8
+        one hc_read dec_slice_T$T $T 'hc_sl_read' 1 slice:NCL=15
       done
-      unset NCU_SECTIONS ;;
+      ncu_what=(--set full) ;;
+    slice)
+      ncu_what=("${DECODE_SECTIONS[@]}")
+      for T in 1 8; do one hc_read dec_slice_T$T $T 'hc_sl_read' 1 slice:NCL=15; done
+      ncu_what=(--set full) ;;
     torch)
       t0=$(date +%s)
       timeout 200 python3 tools/torch-prefill.py --tokens 2048,8192,32768 > "$out/torch.txt" 2>&1

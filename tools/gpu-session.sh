@@ -63,7 +63,7 @@ part() { # NAME CAP command...
 part worker 150 env HCT_TEST_FILTER='test_gpu_*' build/gpu/test_worker
 part gpucheck 260 tests/gpu-check.sh bin
 part bench 130 env HCTUNE_DB=/tmp/gpu-session-bench.db bin/hctune bench \
-  --variants v1,relay,pipe,persist,relay_t --tokens 1-8
+  --variants v1,relay,pipe,persist,slice --tokens 1-8
 part prefill 200 tests/gpu-prefill.sh bin
 part engine 200 tests/gpu-engine.sh bin
 part torch 550 tests/gpu-torch.sh bin model window
