@@ -201,24 +201,25 @@ $(O)/tests/test_parity_card: tests/emu/parity_card_emu.cc tests/emu/emu.h tests/
 	  $(LDFLAGS) -o $@ $< $(INTERNAL) $(LIB)/libhctune.a -lcmocka $(LDLIBS_DEPS) $(LDLIBS_SYS)
 tests: $(O)/tests/test_parity_card
 
-# test_relay_t_emu: relay_t's arithmetic (kernels-src/hc_read/relay_t.h)
-# on the CPU emulator against the spec's canonical order, bit for bit, at
-# one point (TG=4, UPT=8; T = 5, a partial token group and up pass, with
-# and without pending); tests/emu/run.sh runs more points.
-# Under the sanitizers (eight times slower) T = 3 only, still a partial
-# group and a partial up pass.
-RELAY_T_EMU_TS := 5
+# test_slice_emu: slice's arithmetic (kernels-src/hc_read/slice.h) on the
+# CPU emulator against the spec's canonical order, bit for bit, and its
+# exchanges' byte counts against its mbarriers', at one point (NCL=15:
+# rows and channels split unevenly; T = 5, a partial token pair and up
+# quad, with and without pending); tests/emu/run.sh runs more points and
+# the mutants that must fail.  Under the sanitizers T = 3 (a partial pair,
+# the one-quad up stage).
+SLICE_EMU_TS := 5
 ifeq ($(BUILD),asan)
-  RELAY_T_EMU_TS := 3
+  SLICE_EMU_TS := 3
 endif
-$(O)/tests/test_relay_t_emu: tests/emu/relay_t_emu.cc tests/emu/emu.h tests/emu/hc_read_canon.h tests/test_main.h \
-    kernels-src/hc_read/relay_t.h kernels-src/hc_read/fast_common.h kernels-src/common/hc_read.h \
-    kernels-src/common/hct_kernel.h kernels-src/common/hct_convert.h
+$(O)/tests/test_slice_emu: tests/emu/slice_emu.cc tests/emu/emu.h tests/emu/hc_read_canon.h tests/test_main.h \
+    kernels-src/hc_read/slice.h kernels-src/common/hc_read.h kernels-src/common/hct_kernel.h \
+    kernels-src/common/hct_convert.h
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) -Itests/emu -Ikernels-src/common -Ikernels-src/hc_read $(CXXFLAGS_EMU) -Wno-unknown-pragmas \
-	  -DS=4 -DC=2560 -DD=10240 -DK=320 -DTG=4 -DUPT=8 -DEMU_TS=$(RELAY_T_EMU_TS) -DEMU_CMOCKA \
+	  -DS=4 -DC=2560 -DD=10240 -DK=320 -DNCL=15 -DEMU_TS=$(SLICE_EMU_TS) -DEMU_CMOCKA \
 	  $(LDFLAGS) -o $@ $< -lcmocka
-tests: $(O)/tests/test_relay_t_emu
+tests: $(O)/tests/test_slice_emu
 
 # The CPU cross-check of hc_read's reference rounds every product and sum
 # apart, as its GPU template does (kernels-src/common/hc_read_ref.h).

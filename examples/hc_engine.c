@@ -1,8 +1,8 @@
 /*
- * hc_engine: the decode side of an inference engine, run on what hctune
- * chose.
+ * hc_engine: an inference engine's windows, run on what hctune chose.
  *
- * A window is 48 layers x 2 reads of hc_read for T tokens, each layer with
+ * --window decode (the default): 48 layers x 2 reads of hc_read for T tokens
+ * (1..8), each layer with
  * its own (seeded) weights, the layer's pending write on its first read,
  * and before each read the layer's other work: a kernel that streams
  * --stream-mb of memory (a copy), so that the read starts with a cold L2
@@ -17,8 +17,19 @@
  * bitwise choice's outputs (all 96 reads' mixed, mixed_bf16, mixed_f16, and
  * resid) after the windows are bit-identical to all-v1's, and gives the kl
  * choice's metrics against v1 (tuner/parity.c: KL mean, max error ratio,
- * argmax agreement).  Exit 0 when every check holds, 1 when one fails,
- * 2 on bad arguments or no GPU.
+ * argmax agreement).
+ *
+ * --window prefill: the same window of hc_read_prefill at T = 2,048 and
+ * 8,192 (--tokens, 16..32768), for: pair_mma (HCTUNE_FORCE, the
+ * reference), the daemon's bits:pair_mma choice, checked bit-identical to
+ * pair_mma's resid and every read's three outputs over the window, and its
+ * kl choice, with the metrics against pair_mma over the first two reads and
+ * the last (the outputs are GBs: 96 reads at T = 8,192 are 16 GB on the
+ * card, the reference's copy 16 GB on the host, the layers' pending writes
+ * 16 GB more on the card).
+ *
+ * Exit 0 when every check holds, 1 when one fails, 2 on bad arguments or
+ * no GPU.
  *
  * The engine's own CUDA is the driver API, loaded with dlopen like
  * everything of hctune; its other-work kernel is PTX text below.
@@ -39,7 +50,7 @@
 #define C 2560
 #define D (S * C)
 #define K 320
-#define MAX_T 8
+#define MAX_DECODE_T 8
 #define MAX_CONFIGS 8
 
 /* ---- the engine's CUDA -------------------------------------------------- */
@@ -161,9 +172,21 @@ static const char stream_ptx[] =
 
 /* ---- options -------------------------------------------------------------- */
 
+/* The windows: the op each reads, its token range, defaults. */
+typedef struct {
+  const char *name, *op, *tokens;
+  int tmin, tmax, windows;
+} window_kind_t;
+
+static const window_kind_t window_kinds[] = {
+    {"decode", "hc_read", "1,4,8", 1, MAX_DECODE_T, 100},
+    {"prefill", "hc_read_prefill", "2048,8192", 16, 32768, 10},
+};
+
 typedef struct {
   const char *socket;
-  int tokens[MAX_T];
+  const window_kind_t *kind;
+  int tokens[HCT_MAX_TOKEN_LIST];
   int n_tokens;
   int windows;
   int layers;
@@ -174,24 +197,28 @@ typedef struct {
   uint64_t seed;
   int json;
   int timeout_ms;
+  int windows_given;
 } opts_t;
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hc_engine [options]\n"
-          "  The decode side of an engine: per window, L layers x 2 reads of hc_read\n"
-          "  (pending on each layer's first read), each read after the layer's other work\n"
-          "  (a copy kernel streaming --stream-mb), captured in one CUDA graph; runs what\n"
-          "  the hctune daemon chose, all-v1 and any forced variant, reports ms per window\n"
-          "  and the reads' share, and checks the bitwise choice bit-identical to all-v1\n"
-          "  (outputs and resid) and the kl choice's metrics against v1.\n"
+          "  An engine's window: L layers x 2 reads (pending on each layer's first read),\n"
+          "  each read after the layer's other work (a copy kernel streaming --stream-mb),\n"
+          "  captured in one CUDA graph; reports ms per window and the reads' share.\n"
+          "  decode (hc_read): what the hctune daemon chose, all-v1 and any forced\n"
+          "  variant; the bitwise choice checked bit-identical to all-v1 (outputs and\n"
+          "  resid), the kl choice's metrics against v1.  prefill (hc_read_prefill):\n"
+          "  pair_mma, the bits:pair_mma choice checked bit-identical to it, the kl choice.\n"
+          "  --window W         decode or prefill (default decode)\n"
           "  --socket PATH      daemon socket (default: $HCTUNE_SOCKET, $XDG_RUNTIME_DIR,\n"
           "                     /run/hctune); without a daemon the baseline runs, said so\n"
-          "  --tokens LIST      token counts, 1..8 (default 1,4,8)\n"
-          "  --windows N        windows replayed per configuration (default 100)\n"
+          "  --tokens LIST      token counts, 1..8 (default 1,4,8); prefill 16..32768\n"
+          "                     (default 2048,8192)\n"
+          "  --windows N        windows replayed per configuration (default 100; prefill 10)\n"
           "  --layers N         layers per window (default 48)\n"
           "  --stream-mb MB     memory the other work copies before each read (default 64)\n"
-          "  --parity P         bitwise, kl or both (default both)\n"
+          "  --parity P         bitwise, kl or both (default both; decode only)\n"
           "  --force V[{json}]  also run variant V (at that point), e.g. relay{\"PDL\":1,...};\n"
           "                     may be given several times\n"
           "  --seed N           weights and inputs (default 1)\n"
@@ -211,9 +238,9 @@ static long parse_long(const char *opt, const char *s, long lo, long hi) {
 }
 
 static void parse_opts(int argc, char **argv, opts_t *o) {
+  const char *tokens = NULL;
   memset(o, 0, sizeof *o);
-  o->tokens[0] = 1, o->tokens[1] = 4, o->tokens[2] = 8, o->n_tokens = 3;
-  o->windows = 100;
+  o->kind = &window_kinds[0];
   o->layers = 48;
   o->stream_mb = 64;
   o->parity = "both";
@@ -229,21 +256,23 @@ static void parse_opts(int argc, char **argv, opts_t *o) {
     } else if (strcmp(a, "--json") == 0) {
       o->json = 1;
       takes = 0;
-    } else if (strstr(" --socket --tokens --windows --layers --stream-mb --parity --force --seed "
-                      "--timeout-ms ", a) == NULL || strncmp(a, "--", 2) != 0) {
+    } else if (strstr(" --window --socket --tokens --windows --layers --stream-mb --parity --force "
+                      "--seed --timeout-ms ", a) == NULL || strncmp(a, "--", 2) != 0) {
       die(2, "%s: unknown option (see --help)", a);
     } else if (v == NULL) {
       die(2, "%s: needs a value (see --help)", a);
+    } else if (strcmp(a, "--window") == 0) {
+      o->kind = NULL;
+      for (size_t k = 0; k < HCT_ARRAY_SIZE(window_kinds); k++)
+        if (strcmp(v, window_kinds[k].name) == 0) o->kind = &window_kinds[k];
+      if (o->kind == NULL) die(2, "--window '%s': want decode or prefill", v);
     } else if (strcmp(a, "--socket") == 0) {
       o->socket = v;
     } else if (strcmp(a, "--tokens") == 0) {
-      hct_tokens_t set;
-      if (hct__parse_token_list(v, &set) <= 0) die(2, "--tokens '%s': %s", v, hct_last_error());
-      if (set.t[set.n - 1] > MAX_T) die(2, "--tokens '%s': the decode window takes T = 1..%d", v, MAX_T);
-      o->n_tokens = 0;
-      for (int k = 0; k < set.n; k++) o->tokens[o->n_tokens++] = set.t[k];
+      tokens = v;
     } else if (strcmp(a, "--windows") == 0) {
       o->windows = (int)parse_long(a, v, 1, 100000);
+      o->windows_given = 1;
     } else if (strcmp(a, "--layers") == 0) {
       o->layers = (int)parse_long(a, v, 1, 256);
     } else if (strcmp(a, "--stream-mb") == 0) {
@@ -267,6 +296,17 @@ static void parse_opts(int argc, char **argv, opts_t *o) {
     }
     i += takes;
   }
+  /* The token list after the loop: its range is the window's. */
+  const window_kind_t *w = o->kind;
+  const char *list = tokens ? tokens : w->tokens;
+  hct_tokens_t set;
+  if (hct__parse_token_list(list, &set) <= 0) die(2, "--tokens '%s': %s", list, hct_last_error());
+  if (set.t[0] < w->tmin || set.t[set.n - 1] > w->tmax)
+    die(2, "--tokens '%s': the %s window takes T = %d..%d", list, w->name, w->tmin, w->tmax);
+  for (int k = 0; k < set.n; k++) o->tokens[o->n_tokens++] = set.t[k];
+  if (!o->windows_given) o->windows = w->windows;
+  if (w != &window_kinds[0] && (strcmp(o->parity, "both") != 0 || o->n_forced > 0))
+    die(2, "--parity and --force: the decode window only");
 }
 
 /* ---- the model's memory --------------------------------------------------- */
@@ -282,9 +322,10 @@ typedef struct {
 
 typedef struct {
   int layers;
+  int tmax;                /* the largest T: every buffer holds that many tokens */
   layer_t *layer;
   out_t *out;              /* 2 per layer */
-  CUdeviceptr resid;       /* [MAX_T][S][C] */
+  CUdeviceptr resid;       /* [tmax][S][C] */
   float *resid0;           /* its initial value (host) */
   CUdeviceptr src, dst;    /* the other work's memory */
   size_t stream_bytes;
@@ -309,14 +350,20 @@ static CUdeviceptr upload_bf16(hct_rng_t *r, size_t n, float scale, uint16_t *tm
   return p;
 }
 
+/* Values drawn per layer for its pending write; a longer one repeats them
+ * (48 layers x 84 M draws at T = 8,192 would take a minute to start). */
+#define PENDING_DRAW ((size_t)1 << 20)
+
 static void model_init(model_t *m, const opts_t *o) {
   memset(m, 0, sizeof *m);
   m->layers = o->layers;
+  m->tmax = o->tokens[o->n_tokens - 1];
+  const size_t n_tsc = (size_t)m->tmax * S * C;
   m->layer = calloc((size_t)o->layers, sizeof *m->layer);
   m->out = calloc((size_t)o->layers * 2, sizeof *m->out);
   uint16_t *tmp = malloc((size_t)K * D * 2);
-  float *f = malloc((size_t)MAX_T * S * C * 4);
-  m->resid0 = malloc((size_t)MAX_T * S * C * 4);
+  float *f = malloc(n_tsc * 4);
+  m->resid0 = malloc(n_tsc * 4);
   if (!m->layer || !m->out || !tmp || !f || !m->resid0) die(2, "out of memory");
   /* sqrt(3) makes the uniform's deviation 1/sqrt(fan-in), as the spec's
    * normal weights have. */
@@ -331,20 +378,20 @@ static void model_init(model_t *m, const opts_t *o) {
     CU(cuMemcpyHtoD(L->w_norm, tmp, (size_t)S * C * 2));
     L->w_down = upload_bf16(&r, (size_t)K * D, down_scale, tmp);
     L->w_up = upload_bf16(&r, (size_t)D * K, up_scale, tmp);
-    for (size_t i = 0; i < (size_t)MAX_T * S * C; i++) f[i] = uniform(&r, 0.1f);
-    CU(cuMemAlloc(&L->pending, (size_t)MAX_T * S * C * 4));
-    CU(cuMemcpyHtoD(L->pending, f, (size_t)MAX_T * S * C * 4));
+    for (size_t i = 0; i < n_tsc; i++) f[i] = i < PENDING_DRAW ? uniform(&r, 0.1f) : f[i % PENDING_DRAW];
+    CU(cuMemAlloc(&L->pending, n_tsc * 4));
+    CU(cuMemcpyHtoD(L->pending, f, n_tsc * 4));
     for (int k = 0; k < 2; k++) {
       out_t *ot = &m->out[2 * l + k];
-      CU(cuMemAlloc(&ot->mixed, (size_t)MAX_T * C * 4));
-      CU(cuMemAlloc(&ot->mixed_bf16, (size_t)MAX_T * C * 2));
-      CU(cuMemAlloc(&ot->mixed_f16, (size_t)MAX_T * C * 2));
+      CU(cuMemAlloc(&ot->mixed, (size_t)m->tmax * C * 4));
+      CU(cuMemAlloc(&ot->mixed_bf16, (size_t)m->tmax * C * 2));
+      CU(cuMemAlloc(&ot->mixed_f16, (size_t)m->tmax * C * 2));
     }
   }
   hct_rng_t r;
   hct__rng_seed(&r, o->seed ^ 0x5eed);
-  for (size_t i = 0; i < (size_t)MAX_T * S * C; i++) m->resid0[i] = uniform(&r, 1.7f);
-  CU(cuMemAlloc(&m->resid, (size_t)MAX_T * S * C * 4));
+  for (size_t i = 0; i < n_tsc; i++) m->resid0[i] = uniform(&r, 1.7f);
+  CU(cuMemAlloc(&m->resid, n_tsc * 4));
   m->stream_bytes = ((size_t)(o->stream_mb * 1048576.0) + 15) / 16 * 16;
   CU(cuMemAlloc(&m->src, m->stream_bytes ? m->stream_bytes : 16));
   CU(cuMemAlloc(&m->dst, m->stream_bytes ? m->stream_bytes : 16));
@@ -419,7 +466,7 @@ static double run_windows(model_t *m, hct_kernel_t *k, int T, int windows) {
    * state. */
   for (int i = 0; i < 2; i++) CU(cuGraphLaunch(exec, m->stream));
   CU(cuStreamSynchronize(m->stream));
-  CU(cuMemcpyHtoD(m->resid, m->resid0, (size_t)MAX_T * S * C * 4));
+  CU(cuMemcpyHtoD(m->resid, m->resid0, (size_t)m->tmax * S * C * 4));
   CUevent *ev = malloc(sizeof *ev * (size_t)(windows + 1));
   float *ms = malloc(sizeof *ms * (size_t)windows);
   if (ev == NULL || ms == NULL) die(2, "out of memory");
@@ -483,21 +530,9 @@ static void result_free(result_t *r) {
   free(r->f16);
 }
 
-/* Elements whose bits differ, over resid and the three outputs. */
-static size_t bit_mismatches(const result_t *a, const result_t *b, size_t n_out, size_t n_resid) {
-  size_t bad = 0;
-  for (size_t i = 0; i < n_resid; i++) bad += memcmp(&a->resid[i], &b->resid[i], 4) != 0;
-  for (size_t i = 0; i < n_out; i++) {
-    bad += memcmp(&a->mixed[i], &b->mixed[i], 4) != 0;
-    bad += a->bf16[i] != b->bf16[i];
-    bad += a->f16[i] != b->f16[i];
-  }
-  return bad;
-}
-
-/* The spec's metrics of `out` against v1's mixed, by tuner/parity.c: v1's
- * output is the reference, rows of C channels. */
-static void kl_metrics(const result_t *out, const result_t *v1, size_t n, hct_parity_figs_t *f) {
+/* The spec's metrics of `out` against the reference's mixed (v1's, or
+ * pair_mma's), by tuner/parity.c: rows of C channels. */
+static void kl_metrics(const float *out, const float *ref, size_t n, hct_parity_figs_t *f) {
   hct_buffer_t spec;
   memset(&spec, 0, sizeof spec);
   hct__strlcpy(spec.name, "mixed", sizeof spec.name);
@@ -510,10 +545,62 @@ static void kl_metrics(const result_t *out, const result_t *v1, size_t n, hct_pa
   b.row_len = C;
   b.ref = malloc(n * sizeof *b.ref);
   if (b.ref == NULL) die(2, "out of memory");
-  for (size_t i = 0; i < n; i++) b.ref[i] = v1->mixed[i];
+  for (size_t i = 0; i < n; i++) b.ref[i] = ref[i];
   memset(f, 0, sizeof *f);
-  hct__parity_metrics(&b, out->mixed, f);
+  hct__parity_metrics(&b, out, f);
   free(b.ref);
+}
+
+/* Whether read i's mixed enters the KL metrics: every read of a decode
+ * window; the first two and the last of a prefill one, whose 96 reads are
+ * 786,432 rows at T = 8,192 (the bit comparison takes every read). */
+static int sampled(const model_t *m, int i) {
+  return m->tmax <= MAX_DECODE_T || i < 2 || i == 2 * m->layers - 1;
+}
+
+typedef struct {
+  size_t bad;             /* elements whose bits differ: resid and every output */
+  size_t bad_resid;       /* of them, resid's */
+  hct_parity_figs_t figs; /* KL metrics of the sampled reads' mixed */
+} compare_t;
+
+/* Compares what the window left on the card with the reference's copy,
+ * a read at a time (a prefill window's outputs are GBs: the host holds
+ * the reference's alone). */
+static void compare_window(model_t *m, int T, const result_t *ref, compare_t *c) {
+  size_t tc = (size_t)T * C, n_resid = (size_t)T * S * C, n_sample = 0;
+  for (int i = 0; i < 2 * m->layers; i++) n_sample += sampled(m, i) ? tc : 0;
+  float *resid = malloc(n_resid * 4), *mixed = malloc(tc * 4);
+  uint16_t *bf16 = malloc(tc * 2), *f16 = malloc(tc * 2);
+  float *got = malloc(n_sample * 4), *want = malloc(n_sample * 4);
+  if (!resid || !mixed || !bf16 || !f16 || !got || !want) die(2, "out of memory");
+  memset(c, 0, sizeof *c);
+  CU(cuStreamSynchronize(m->stream));
+  CU(cuMemcpyDtoH(resid, m->resid, n_resid * 4));
+  for (size_t i = 0; i < n_resid; i++) c->bad_resid += memcmp(&resid[i], &ref->resid[i], 4) != 0;
+  c->bad = c->bad_resid;
+  size_t at = 0;
+  for (int i = 0; i < 2 * m->layers; i++) {
+    CU(cuMemcpyDtoH(mixed, m->out[i].mixed, tc * 4));
+    CU(cuMemcpyDtoH(bf16, m->out[i].mixed_bf16, tc * 2));
+    CU(cuMemcpyDtoH(f16, m->out[i].mixed_f16, tc * 2));
+    const float *rm = ref->mixed + (size_t)i * tc;
+    const uint16_t *rb = ref->bf16 + (size_t)i * tc, *rh = ref->f16 + (size_t)i * tc;
+    for (size_t e = 0; e < tc; e++)
+      c->bad += (memcmp(&mixed[e], &rm[e], 4) != 0) + (bf16[e] != rb[e]) + (f16[e] != rh[e]);
+    if (sampled(m, i)) {
+      memcpy(got + at, mixed, tc * 4);
+      memcpy(want + at, rm, tc * 4);
+      at += tc;
+    }
+  }
+  kl_metrics(got, want, n_sample, &c->figs);
+  free(resid);
+  free(mixed);
+  free(bf16);
+  free(f16);
+  free(got);
+  free(want);
 }
 
 static void json_str(FILE *f, const char *s) {
@@ -549,8 +636,26 @@ int main(int argc, char **argv) {
   model_init(&m, &o);
 
   config_t cfg[MAX_CONFIGS];
-  int n_cfg = 0;
+  int n_cfg = 0, ref;
   memset(cfg, 0, sizeof cfg);
+  const char *op = o.kind->op;
+  static char force_env[MAX_CONFIGS][400];
+  if (o.kind != &window_kinds[0]) {
+    /* prefill: pair_mma the reference, the bit family of it checked
+     * against it, the kl choice's metrics against it */
+    ref = n_cfg;
+    snprintf(cfg[n_cfg].name, sizeof cfg[n_cfg].name, "pair_mma");
+    snprintf(force_env[0], sizeof force_env[0], "%s=pair_mma", op);
+    cfg[n_cfg].parity = "bitwise";
+    cfg[n_cfg].force = force_env[0];
+    cfg[n_cfg++].is_ref = 1;
+    snprintf(cfg[n_cfg].name, sizeof cfg[n_cfg].name, "bits:pair_mma choice");
+    cfg[n_cfg].parity = "bits:pair_mma";
+    cfg[n_cfg++].check_bitwise = 1;
+    snprintf(cfg[n_cfg].name, sizeof cfg[n_cfg].name, "kl choice");
+    cfg[n_cfg].parity = "kl";
+    cfg[n_cfg++].check_kl = 1;
+  } else {
   if (strcmp(o.parity, "kl") != 0) {
     snprintf(cfg[n_cfg].name, sizeof cfg[n_cfg].name, "bitwise choice");
     cfg[n_cfg].parity = "bitwise";
@@ -561,12 +666,11 @@ int main(int argc, char **argv) {
     cfg[n_cfg].parity = "kl";
     cfg[n_cfg++].check_kl = 1;
   }
-  int ref = n_cfg;
+  ref = n_cfg;
   snprintf(cfg[n_cfg].name, sizeof cfg[n_cfg].name, "all-v1");
   cfg[n_cfg].parity = "bitwise";
   cfg[n_cfg].force = "hc_read=v1";
   cfg[n_cfg++].is_ref = 1;
-  static char force_env[MAX_CONFIGS][400];
   for (int i = 0; i < o.n_forced; i++) {
     snprintf(cfg[n_cfg].name, sizeof cfg[n_cfg].name, "forced %.60s", o.forced[i]);
     snprintf(force_env[i], sizeof force_env[i], "hc_read=%s", o.forced[i]);
@@ -574,6 +678,8 @@ int main(int argc, char **argv) {
     cfg[n_cfg].force = force_env[i];
     cfg[n_cfg++].check_kl = 1; /* a forced variant: its metrics against v1 */
   }
+  }
+  const char *ref_name = cfg[ref].name;
 
   int tmin = o.tokens[0], tmax = o.tokens[o.n_tokens - 1];
   const char *user_force = getenv("HCTUNE_FORCE");
@@ -582,9 +688,9 @@ int main(int argc, char **argv) {
     if (cfg[i].force) setenv("HCTUNE_FORCE", cfg[i].force, 1);
     else if (saved_force) setenv("HCTUNE_FORCE", saved_force, 1);
     else unsetenv("HCTUNE_FORCE");
-    cfg[i].load_rc = hct_kernel_load(client, "hc_read", tmin, tmax, NULL, cfg[i].parity, &cfg[i].k);
+    cfg[i].load_rc = hct_kernel_load(client, op, tmin, tmax, NULL, cfg[i].parity, &cfg[i].k);
     if (cfg[i].load_rc < 0) {
-      if (cfg[i].is_ref) check_hct(cfg[i].load_rc, "loading all-v1");
+      if (cfg[i].is_ref) check_hct(cfg[i].load_rc, ref_name);
       fprintf(stderr, "%s: %s: %s\n", prog, cfg[i].name, hct_last_error());
     }
   }
@@ -598,12 +704,13 @@ int main(int argc, char **argv) {
     json_str(out, gpu);
     fprintf(out, ",\"daemon\":%s,\"note\":", client ? "true" : "false");
     json_str(out, daemon_note);
-    fprintf(out, ",\"layers\":%d,\"windows\":%d,\"stream_mb\":%g,\"rows\":[", o.layers, o.windows,
-            o.stream_mb);
+    fprintf(out, ",\"window\":\"%s\",\"op\":\"%s\",\"layers\":%d,\"windows\":%d,\"stream_mb\":%g,"
+            "\"rows\":[", o.kind->name, op, o.layers, o.windows, o.stream_mb);
   } else {
-    printf("hc_engine on %s: %d layers x 2 reads a window, %g MB of other work before each read, "
-           "median of %d windows%s\n",
-           gpu, o.layers, o.stream_mb, o.windows, client ? "" : " (no daemon: the baseline)");
+    printf("hc_engine %s window on %s: %d layers x 2 reads of %s, %g MB of other work before each "
+           "read, median of %d windows%s\n",
+           o.kind->name, gpu, o.layers, op, o.stream_mb, o.windows,
+           client ? "" : " (no daemon: the baseline)");
     printf("%-3s %-24s %-44s %9s %8s %7s  %s\n", "T", "configuration", "runs", "ms/window",
            "reads ms", "share", "check");
   }
@@ -611,9 +718,9 @@ int main(int argc, char **argv) {
   for (int ti = 0; ti < o.n_tokens; ti++) {
     int T = o.tokens[ti];
     double other = run_windows(&m, NULL, T, o.windows);
-    result_t res[MAX_CONFIGS];
+    result_t res;
     double ms[MAX_CONFIGS];
-    memset(res, 0, sizeof res);
+    memset(&res, 0, sizeof res);
     /* The reference first: the others compare against it. */
     int order[MAX_CONFIGS], n_order = 0;
     order[n_order++] = ref;
@@ -638,25 +745,24 @@ int main(int argc, char **argv) {
         snprintf(runs, sizeof runs, "%s %s [%s%s]", ch.variant, ch.params, hct_source_name(ch.source),
                  lrc == HCT_FALLBACK ? ", compiled here" : "");
         ms[i] = run_windows(&m, c->k, T, o.windows);
-        download(&m, T, &res[i]);
-        size_t n = (size_t)m.layers * 2 * T * C;
+        compare_t cmp;
+        if (i == ref) download(&m, T, &res);
+        else compare_window(&m, T, &res, &cmp);
         if (c->check_bitwise) {
-          size_t bad = bit_mismatches(&res[i], &res[ref], n, (size_t)T * S * C);
-          ok = bad == 0;
-          if (bad == 0)
-            snprintf(check, sizeof check, "bit-identical to all-v1 (resid and %d reads x 3 outputs)",
-                     m.layers * 2);
+          ok = cmp.bad == 0;
+          if (cmp.bad == 0)
+            snprintf(check, sizeof check, "bit-identical to %s (resid and %d reads x 3 outputs)",
+                     ref_name, m.layers * 2);
           else
-            snprintf(check, sizeof check, "DIFFERS from all-v1: %zu elements", bad);
+            snprintf(check, sizeof check, "DIFFERS from %s: %zu elements", ref_name, cmp.bad);
           failed |= !ok;
         } else if (c->check_kl) {
-          hct_parity_figs_t f;
-          kl_metrics(&res[i], &res[ref], n, &f);
-          size_t bad = bit_mismatches(&res[i], &res[ref], 0, (size_t)T * S * C);
-          snprintf(check, sizeof check, "vs v1: KL mean %.3g, max err ratio %.3g, argmax %.4f%s%s",
-                   f.kl_mean, f.max_err_ratio, f.argmax_agree, f.nonfinite ? ", NON-FINITE" : "",
-                   bad ? ", resid DIFFERS" : "");
-          ok = f.nonfinite == 0 && f.unwritten == 0 && bad == 0;
+          const hct_parity_figs_t *f = &cmp.figs;
+          snprintf(check, sizeof check, "vs %s%s: KL mean %.3g, max err ratio %.3g, argmax %.4f%s%s",
+                   ref_name, m.tmax <= MAX_DECODE_T ? "" : " (reads 1, 2, last)", f->kl_mean,
+                   f->max_err_ratio, f->argmax_agree, f->nonfinite ? ", NON-FINITE" : "",
+                   cmp.bad_resid ? ", resid DIFFERS" : "");
+          ok = f->nonfinite == 0 && f->unwritten == 0 && cmp.bad_resid == 0;
           failed |= !ok;
         } else {
           snprintf(check, sizeof check, "reference");
@@ -684,7 +790,7 @@ int main(int argc, char **argv) {
       }
     }
     if (!o.json) printf("%-3d %-24s %-44s %9.3f\n", T, "other work alone", "", other);
-    for (int i = 0; i < n_cfg; i++) result_free(&res[i]);
+    result_free(&res);
   }
   if (o.json) fprintf(out, "],\"ok\":%s}\n", failed ? "false" : "true");
   for (int i = 0; i < n_cfg; i++) hct_kernel_free(cfg[i].k);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# hc_read_prefill's Hopper variants wgmma and wgmma_fn (the norm fused into
+# hc_read_prefill's Hopper variants wgmma, wgmma_pu (the norm fused into
 # the down GEMM) on an H200 (sm_90): stage by stage,
 # then the probe's verdict, then its speed.  Skips, saying why, without an
 # sm_90 card.  Needs python3 to read JSON.
@@ -15,7 +15,7 @@
 #    pattern there.  HCT_WGMMA_VARIANT=wgmma HCT_WGMMA_POINT='{"DBM":64,...}'
 #    checks one point, HCT_WGMMA_T="16 100" other counts.  It also times
 #    each launch (hot).
-# 2. The probe: hctune probe --variants wgmma,wgmma_fn at T = 16, 100, 2048;
+# 2. The probe: hctune probe --variants wgmma,wgmma_pu,wgmma_pb at T = 16, 100, 2048;
 #    every parity trial of each (with and without pending) must pass kl
 #    against the baseline; a failing one is printed with its figures and
 #    log (one line per variant: wgmma's is the one this test is about).
@@ -81,7 +81,7 @@ names = [v["name"] for v in json.load(open(sys.argv[1]))["variants"]]
 print(",".join([n for n in sys.argv[2].split(",") if n in names]))
 ' "$root/kernels-src/hc_read_prefill/manifest.json" "$1"
 }
-hopper=$(names wgmma,wgmma_fn)
+hopper=$(names wgmma,wgmma_pu,wgmma_pb)
 case ",$hopper," in *,wgmma,*) ;; *) bad "the manifest has no variant wgmma";; esac
 
 # 2. The probe's verdict at T = 16, 100, 2048.
@@ -131,7 +131,7 @@ done
 fi
 
 # 3. Speed, cold, beside the other tensor-core variants where they exist.
-vars=$(names wgmma,wgmma_fn,pair_mma,upmix)
+vars=$(names wgmma,wgmma_pu,wgmma_pb,pair_mma,upmix)
 if ! step bench; then
   echo "bench: not asked for (HCT_WGMMA_STEPS)"
 elif "$bin/hctune" bench --device "$dev" --op hc_read_prefill --variants "$vars" --tokens 2048,8192 \

@@ -209,6 +209,43 @@ static void test_forced_relay_pdl(void **state) {
   unsetenv("HCTUNE_FORCE");
 }
 
+/* slice, forced at NCL=15: its manifest's expressions evaluated as the
+ * kernel's layout has them (kernels-src/hc_read/slice.h: 68,624 bytes
+ * before X, X max(5184 T, 10496); the kernel traps on less), 120 blocks
+ * of 352 threads, always a programmatic dependent launch. */
+static void test_forced_slice(void **state) {
+  if (!have_nvrtc()) skip();
+  setenv("HCTUNE_FORCE", "hc_read=slice{\"NCL\":15}", 1);
+  free(take_log());
+  hct_kernel_t *k = NULL;
+  assert_int_equal(hct_kernel_load(NULL, "hc_read", 1, 8, NULL, NULL, &k), HCT_FALLBACK);
+  char *log = take_log();
+  assert_non_null(strstr(log, "func_attr hc_sl_read 8 110096"));
+  unsigned long long ws = alloc_of(log, 68, 0), lo = alloc_of(log, 8 * 320 * 4 + 4, 0);
+  assert_true(ws && lo);
+  free(log);
+  hct_choice_t ch;
+  assert_int_equal(hct_kernel_choice(k, 2, &ch, NULL), HCT_FALLBACK);
+  assert_string_equal(ch.variant, "slice");
+  uint64_t bufs[8] = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 0x8000};
+  static const struct {
+    int T, smem;
+  } at[] = {{2, 68624 + 10496}, {8, 68624 + 8 * 5184}};
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    assert_int_equal(hct_kernel_launch(k, (void *)0x99, at[i].T, bufs, 8), 0);
+    log = take_log();
+    char want[400];
+    snprintf(want, sizeof want,
+             "launch_pdl hc_sl_read grid 120 1 1 block 352 1 1 smem %d stream 0x99 args 0x1000 0x2000 "
+             "0x3000 0x4000 0x5000 0x%llx 0x%llx 0x6000 0x7000 0x8000 %d",
+             at[i].smem, lo, ws, at[i].T);
+    if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
+    free(log);
+  }
+  hct_kernel_free(k);
+  unsetenv("HCTUNE_FORCE");
+}
+
 /* A range of more than HCT_MAX_TOKENS_PER_KERNEL counts (a prefill kernel):
  * one answer for the whole range without a daemon, the scratch sized for
  * the largest T, and each launch's plan evaluated for its own T. */
@@ -434,6 +471,47 @@ static void test_hc_engine_runs(void **state) {
   assert_int_equal(WEXITSTATUS(st), 2);
 }
 
+/* bin/hc_engine's prefill window on the fake card (issue 36): pair_mma
+ * forced as the reference, bits:pair_mma and kl without a daemon (pair_mma
+ * itself and the baseline pair_simt, compiled here), the bit comparison a
+ * read at a time, --json. */
+static void test_hc_engine_prefill_runs(void **state) {
+  if (!have_nvrtc()) skip();
+  const char *bin = getenv("HCT_BIN");
+  char cmd[3000], out[400];
+  snprintf(out, sizeof out, "%s.prefill", logpath);
+  snprintf(cmd, sizeof cmd,
+           "'%s/hc_engine' --window prefill --socket /nonexistent/hctune.sock --layers 2 --windows 2 "
+           "--stream-mb 1 --tokens 16 --json > '%s' 2> '%s.err'",
+           bin ? bin : "bin", out, out);
+  int rc = system(cmd);
+  if (rc != 0) fail_msg("hc_engine --window prefill exited with status 0x%x (see %s.err)", rc, out);
+  json_error_t err;
+  json_t *j = json_load_file(out, 0, &err);
+  if (j == NULL) fail_msg("hc_engine --window prefill --json: %s", err.text);
+  assert_true(json_is_true(json_object_get(j, "ok")));
+  assert_string_equal(json_string_value(json_object_get(j, "op")), "hc_read_prefill");
+  json_t *rows = json_object_get(j, "rows");
+  assert_int_equal(json_array_size(rows), 3);
+  static const char *const want[][3] = {{"pair_mma", "pair_mma", "reference"},
+                                        {"bits:pair_mma choice", "pair_mma", "bit-identical to pair_mma"},
+                                        {"kl choice", "pair_simt", "vs pair_mma (reads 1, 2, last)"}};
+  for (size_t i = 0; i < 3; i++) {
+    json_t *r = json_array_get(rows, i);
+    assert_string_equal(json_string_value(json_object_get(r, "config")), want[i][0]);
+    assert_string_equal(json_string_value(json_object_get(r, "variant")), want[i][1]);
+    const char *check = json_string_value(json_object_get(r, "check"));
+    if (check == NULL || strncmp(check, want[i][2], strlen(want[i][2])) != 0)
+      fail_msg("row %zu: check '%s', want '%s...'", i, check ? check : "(none)", want[i][2]);
+    assert_true(json_is_true(json_object_get(r, "ok")));
+  }
+  json_decref(j);
+  /* The prefill op's range: one line, status 2, before any GPU work. */
+  snprintf(cmd, sizeof cmd, "'%s/hc_engine' --window prefill --tokens 8 2> '%s.err'",
+           bin ? bin : "bin", out);
+  assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+}
+
 /* The probe's copy bandwidth (tuner/copy_bw.c) on the fake: the size it
  * chose (a quarter of the free memory, under 256 MiB), the copies queued
  * between events 1 ms apart, each byte counted read and written. */
@@ -625,11 +703,13 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_large_range),
       cmocka_unit_test(test_forced_tmaps),
       cmocka_unit_test(test_hc_engine_runs),
+      cmocka_unit_test(test_hc_engine_prefill_runs),
       cmocka_unit_test(test_daemon_plan),
       cmocka_unit_test(test_python_kernel),
       cmocka_unit_test(test_copy_bw),
       cmocka_unit_test(test_tuner_launches),
       cmocka_unit_test(test_check_waits),
+      cmocka_unit_test(test_forced_slice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /*
  * test_wgmma.c: hc_read_prefill's Hopper variants (kernels-src/hc_read_prefill/
- * wgmma.cu, wgmma_fn.cu) stage by stage on an sm_90 card, so that one GPU run tells a
+ * wgmma.cu, wgmma_fn.cu, the up kernels of wgmma_up.h and wgmma_pu.h) stage by stage on an sm_90 card, so that one GPU run tells a
  * wrong operand layout (a descriptor, a swizzle, a fragment map) from a
  * wrong pipeline, and where: it runs the variant's launches as the tuner
  * does (tuner/run.c, tensor maps and all), then checks each intermediate
@@ -8,7 +8,7 @@
  *   R'  resid after the read == fl(R + P), every element (with pending);
  *   xn  the norm, bf16, against the exact norm of R' (sampled rows);
  *   lo  xn . w_down^T from the device's xn, bf16 (sampled rows); for
- *       wgmma_fn, which has no xn, from the exact norm of R' (looser);
+ *       wgmma_pu, which has no xn, from the exact norm of R' (looser);
  *   mixed  the gate and the mix from the device's lo (sampled rows), and
  *       mixed_bf16 / mixed_f16 the exact images of mixed (every element).
  * A stage that fails prints its first wrong elements (row, column, got,
@@ -18,7 +18,7 @@
  * launch and the whole read are timed (hot, events) at T = 8192.
  *
  * Skips without an sm_90 card or NVRTC, saying which.  Environment:
- *   HCT_WGMMA_VARIANT  the variants checked (default "wgmma wgmma_fn", those
+ *   HCT_WGMMA_VARIANT  the variants checked (default "wgmma wgmma_pu wgmma_pb", those
  *                    the manifest has)
  *   HCT_WGMMA_POINT  one point as JSON ({"DBM":64,...}); default: points
  *                    covering every parameter value of each variant
@@ -51,8 +51,10 @@ static const struct {
     {"wgmma", "{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":128,\"UBC\":32,\"USTAGES\":2,\"UMC\":1}"},
     {"wgmma", "{\"DBM\":128,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":128,\"UBC\":32,\"USTAGES\":2,\"UMC\":1}"},
     {"wgmma", "{\"DBM\":64,\"KSPLIT\":2,\"DSTAGES\":4,\"UBM\":128,\"UBC\":64,\"USTAGES\":2,\"UMC\":1}"},
-    {"wgmma_fn", "{\"FSTAGES\":3,\"MC\":1,\"UBM\":64,\"UBC\":32,\"USTAGES\":2,\"UMC\":1}"},
-    {"wgmma_fn", "{\"FSTAGES\":3,\"MC\":1,\"UBM\":128,\"UBC\":32,\"USTAGES\":2,\"UMC\":1}"},
+    {"wgmma_pu", "{\"FSTAGES\":3,\"MC\":1,\"FSPLIT\":4,\"PBM\":64,\"PBC\":32,\"NCW\":4,\"PST\":2}"},
+    {"wgmma_pu", "{\"FSTAGES\":3,\"MC\":1,\"FSPLIT\":1,\"PBM\":64,\"PBC\":32,\"NCW\":2,\"PST\":2}"},
+    {"wgmma_pb", "{\"DBM\":128,\"KSPLIT\":1,\"DSTAGES\":4,\"DNS\":2,\"PBM\":64,\"PBC\":32,\"NCW\":4,\"PST\":2}"},
+    {"wgmma_pb", "{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"DNS\":1,\"PBM\":64,\"PBC\":32,\"NCW\":2,\"PST\":2}"},
 };
 
 typedef struct {
@@ -417,7 +419,7 @@ static void test_wgmma_stages(void **state) {
   printf("card: %s %s, %s\n", E.dev.name, E.dev.arch, ver);
 
   const char *one = getenv("HCT_WGMMA_POINT"), *vars = getenv("HCT_WGMMA_VARIANT");
-  if (vars == NULL) vars = "wgmma wgmma_fn";
+  if (vars == NULL) vars = "wgmma wgmma_pu wgmma_pb";
   const char *tlist = getenv("HCT_WGMMA_T");
   const char *bt = getenv("HCT_WGMMA_BENCH");
   const int bench_T = bt ? atoi(bt) : 8192;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """torch-prefill.py: the prefill hyper-connection read written in PyTorch,
-timed the way hctune bench times its variants, so that docs/perf/h200.md can
+timed the way hctune bench times its variants, so that docs/perf/ can
 put both in one table from one run.
 
   torch-prefill.py [--tokens 2048,8192,32768] [--modes eager,max-autotune]

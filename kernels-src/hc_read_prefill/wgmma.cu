@@ -52,14 +52,21 @@
 #include "hct_kernel.h"
 #include "prefill.h"
 #include "wgmma.h"
+#if defined(UBM)
 #include "wgmma_up.h"
+#endif
+#if defined(PBM)
+#include "wgmma_pu.h"
+#endif
 
 #if !defined(S) || !defined(C) || !defined(D) || !defined(K)
 #error "wgmma: the op constants S, C, D, K must be defined"
 #endif
-#if !defined(DBM) || !defined(KSPLIT) || !defined(DSTAGES) || !defined(UBM) || !defined(UBC) || \
-    !defined(USTAGES) || !defined(UMC)
-#error "wgmma: DBM, KSPLIT, DSTAGES, UBM, UBC, USTAGES, UMC must be defined"
+#if !defined(DBM) || !defined(KSPLIT) || !defined(DSTAGES)
+#error "wgmma: DBM, KSPLIT, DSTAGES must be defined"
+#endif
+#if !defined(UBM) && !defined(PBM)
+#error "wgmma: an up kernel's parameters: UBM, UBC, USTAGES, UMC (wgmma_up.h) or PBM, PBC, NCW, PST (wgmma_pu.h)"
 #endif
 static_assert(D == S * C, "D must be S*C");
 static_assert(K == 320, "the down tile is two wgmma of N = 160");
@@ -72,14 +79,19 @@ static_assert(K % 64 == 0, "K: whole 64-wide k blocks");
 
 /* ---- step 2: down, lo = xn . w_down^T ------------------------------------- */
 
+#ifndef DNS
+#define DNS 1 /* blocks along lo's 320 columns: 1, or 2 of 160 each */
+#endif
+static_assert(DNS == 1 || DNS == 2, "DNS: the down tile's columns in 1 or 2 blocks");
 #define HCP_DOWN_NC (DBM / 64)                           /* consumer warpgroups */
+#define HCP_DOWN_N (K / DNS)                             /* columns of a block */
 #define HCP_DOWN_THREADS (HCP_WG_THREADS * (HCP_DOWN_NC + 1))
 #define HCP_DOWN_A_BYTES (DBM * HCP_TILE_ROW_BYTES)
-#define HCP_DOWN_B_BYTES (K * HCP_TILE_ROW_BYTES)
+#define HCP_DOWN_B_BYTES (HCP_DOWN_N * HCP_TILE_ROW_BYTES)
 #define HCP_DOWN_STAGE (HCP_DOWN_A_BYTES + HCP_DOWN_B_BYTES)
 #define HCP_DOWN_KB (D / 64 / KSPLIT)                    /* k blocks of a CTA */
 
-/* Grid (cdiv(T, DBM), KSPLIT).  tm_xn: xn, dims [D, T], box [64, DBM];
+/* Grid (cdiv(T, DBM), KSPLIT, DNS).  tm_xn: xn, dims [D, T], box [64, DBM];
  * tm_wd: w_down, dims [D, K], box [64, 160]. */
 HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
     hcp_wg_down(const __grid_constant__ hct_tmap tm_xn, const __grid_constant__ hct_tmap tm_wd,
@@ -88,6 +100,7 @@ HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
   const int wg = (int)threadIdx.x / HCP_WG_THREADS;
   const int m0 = (int)blockIdx.x * DBM;
   const int kb0 = (int)blockIdx.y * HCP_DOWN_KB;
+  const int n0 = (int)blockIdx.z * HCP_DOWN_N; /* this block's first column of lo */
   const hcp_ring r = hcp_ring_setup<DSTAGES, HCP_DOWN_STAGE>(smem, 4 * HCP_DOWN_NC);
 
   if (wg == 0) {
@@ -104,8 +117,8 @@ HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
         hct_bulk_expect(&r.full[st], HCP_DOWN_STAGE);
         const hct_u32 a = r.tiles + st * HCP_DOWN_STAGE, b = a + HCP_DOWN_A_BYTES;
         hct_tma_load_2d(a, &tm_xn, kx, m0, &r.full[st]);
-        hct_tma_load_2d(b, &tm_wd, kx, 0, &r.full[st]);
-        hct_tma_load_2d(b + 160 * HCP_TILE_ROW_BYTES, &tm_wd, kx, 160, &r.full[st]);
+        hct_tma_load_2d(b, &tm_wd, kx, n0, &r.full[st]);
+        if (DNS == 1) hct_tma_load_2d(b + 160 * HCP_TILE_ROW_BYTES, &tm_wd, kx, 160, &r.full[st]);
       }
     }
     return;
@@ -115,9 +128,9 @@ HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
 #endif
   const int cw = wg - 1; /* this consumer's 64 rows of the tile */
   const int tid = (int)threadIdx.x % HCP_WG_THREADS, warp = tid / 32, lane = tid % 32;
-  float acc[K / 2];
+  float acc[HCP_DOWN_N / 2];
 #pragma unroll
-  for (int i = 0; i < K / 2; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < HCP_DOWN_N / 2; ++i) acc[i] = 0.0f;
   for (int kb = 0; kb < HCP_DOWN_KB; ++kb) {
     const int st = kb % DSTAGES;
     if (!hcp_ring_wait_full<DSTAGES>(r, kb)) return;
@@ -125,22 +138,22 @@ HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
     const hct_u32 b = r.tiles + st * HCP_DOWN_STAGE + HCP_DOWN_A_BYTES;
     const hct_u64 da = hcp_desc_sw128(a), db0 = hcp_desc_sw128(b),
                   db1 = hcp_desc_sw128(b + 160 * HCP_TILE_ROW_BYTES);
-    hcp_fence_acc<K / 2>(acc);
+    hcp_fence_acc<HCP_DOWN_N / 2>(acc);
     hcp_wgmma_fence();
 #pragma unroll
     for (int k16 = 0; k16 < 4; ++k16) {
       /* +32 bytes a k16 step: 2 in the descriptor's address field. */
       hcp_wgmma<160>(acc, da + 2 * k16, db0 + 2 * k16);
-      hcp_wgmma<160>(acc + 80, da + 2 * k16, db1 + 2 * k16);
+      if (DNS == 1) hcp_wgmma<160>(acc + 80, da + 2 * k16, db1 + 2 * k16);
     }
     hcp_wgmma_commit();
-    hcp_fence_acc<K / 2>(acc);
+    hcp_fence_acc<HCP_DOWN_N / 2>(acc);
     /* The previous block's wgmmas are done: its stage may be refilled. */
     hcp_wgmma_wait<1>();
     if (kb > 0 && lane == 0) hct_mbar_arrive(&r.empty[(kb - 1) % DSTAGES]);
   }
   hcp_wgmma_wait<0>();
-  hcp_fence_acc<K / 2>(acc);
+  hcp_fence_acc<HCP_DOWN_N / 2>(acc);
 
   /* Epilogue: row 16*warp + lane/4 + 8i of this warpgroup's 64, column
    * h*160 + 8j + 2(lane%4) + e. */
@@ -149,10 +162,10 @@ HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
     const int row = m0 + cw * 64 + 16 * warp + lane / 4 + 8 * i;
     if (row >= T) continue;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < 2 / DNS; ++h) {
 #pragma unroll
       for (int j = 0; j < 20; ++j) {
-        const int col = h * 160 + 8 * j + 2 * (lane % 4);
+        const int col = n0 + h * 160 + 8 * j + 2 * (lane % 4);
         const float v0 = acc[h * 80 + 4 * j + 2 * i], v1 = acc[h * 80 + 4 * j + 2 * i + 1];
         if (KSPLIT == 1) {
           const hct_u32 w = (hct_u32)hct_f32_to_bf16(v0) | ((hct_u32)hct_f32_to_bf16(v1) << 16);
@@ -169,15 +182,10 @@ HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
 
 /* Grid (max(1, (KSPLIT > 1) * cdiv(T*K, 256))), 256 threads. */
 HCT_ENTRY void __launch_bounds__(256) hcp_wg_reduce(const float *part, hct_u16 *lo, int T) {
-  if (KSPLIT == 1) return;
-  const long long n = (long long)T * K, idx = (long long)blockIdx.x * 256 + threadIdx.x;
-  if (idx >= n) return;
-  float v = part[idx];
-#pragma unroll
-  for (int k = 1; k < KSPLIT; ++k) v += part[k * n + idx];
-  lo[idx] = hct_f32_to_bf16(v);
+  hcp_split_reduce<KSPLIT>(part, lo, T);
 }
 
+#if defined(UBM)
 /* Steps 3 and 4 (wgmma_up.h): resid holds R' already (the norm stored it). */
 HCT_ENTRY void HCP_UP_CLUSTER __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
     hcp_wg_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
@@ -185,3 +193,15 @@ HCT_ENTRY void HCP_UP_CLUSTER __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
               hct_u16 *mixed_f16, int T) {
   hcp_up_body<false>(&tm_lo, &tm_wu, &tm_r, resid, 0, mixed, mixed_bf16, mixed_f16, T);
 }
+#endif
+
+#if defined(PBM)
+/* Steps 3 and 4 as one persistent kernel (wgmma_pu.h), for wgmma_pb: with
+ * the spec's norm and KSPLIT 1 its outputs are pair_mma's bits. */
+HCT_ENTRY void __launch_bounds__(HCP_PU_THREADS, 1)
+    hcp_pb_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
+              const __grid_constant__ hct_tmap tm_r, float *resid, float *mixed, hct_u16 *mixed_bf16,
+              hct_u16 *mixed_f16, int T) {
+  hcp_pu_body<false>(&tm_lo, &tm_wu, &tm_r, resid, 0, mixed, mixed_bf16, mixed_f16, T);
+}
+#endif

@@ -32,6 +32,12 @@
 #endif
 
 #define HCP_WG_THREADS 128
+
+/* Two floats as one 8-byte access (the up epilogues' pairs of channels,
+ * c even: the pair is aligned). */
+struct alignas(8) hcp_f2 {
+  float x, y;
+};
 #define HCP_TILE_ROW_BYTES 128 /* 64 bf16 along K */
 
 HCT_DEV hct_u64 hcp_desc_sw128(hct_u32 smem_addr) {
@@ -83,6 +89,20 @@ HCT_DEV void hcp_regs_inc(void) {
 }
 
 #include "wgmma_mma.h"
+
+/* lo = bf16(sum of SPLIT f32 partials [SPLIT][T][K], in split order), one
+ * element a thread of a grid of cdiv(T*K, 256) blocks of 256; nothing
+ * when SPLIT is 1 (the down kernel wrote lo itself).  Needs K. */
+template <int SPLIT>
+HCT_DEV void hcp_split_reduce(const float *part, hct_u16 *lo, int T) {
+  if (SPLIT == 1) return;
+  const long long n = (long long)T * K, idx = (long long)blockIdx.x * 256 + threadIdx.x;
+  if (idx >= n) return;
+  float v = part[idx];
+#pragma unroll
+  for (int k = 1; k < SPLIT; ++k) v += part[k * n + idx];
+  lo[idx] = hct_f32_to_bf16(v);
+}
 
 /* ---- the ring of stages shared by the GEMMs ---------------------------------- */
 

@@ -1,66 +1,57 @@
 /*
- * wgmma_fn: hc_read_prefill on Hopper (sm_90a) with the norm fused into
- * the down GEMM, so xn never goes through memory.  Class kl: xn is not
- * formed as the spec rounds it.  The down GEMM's A operand is
- * bf16(R' * w_norm) (R' = fl(R + P)), converted in shared memory from R
- * tiles as they stream in, while the same pass sums R'^2 per row and
- * stream; at the end of each stream's 40 k blocks the accumulators are
- * scaled by that stream's rs = rsqrtf(ss / C + EPS) into lo:
+ * wgmma_fn.cu: the variant wgmma_pu, hc_read_prefill on Hopper (sm_90a)
+ * with the norm fused into the down GEMM, so xn never goes through
+ * memory.  Class kl: xn is not formed as the spec rounds it.  The down
+ * GEMM's A operand is bf16(R' * w_norm) (R' = fl(R + P)), converted in
+ * shared memory from R tiles as they stream in, while the same pass sums
+ * R'^2 per row and stream; at the end of each stream's 40 k blocks the
+ * accumulators are scaled by that stream's rs = rsqrtf(ss / C + EPS) into
+ * lo:
  *     lo[t][j] = sum over s of rs[t][s] * sum over k of stream s of
  *                bf16(R'[t][k] * w_norm[k]) * w_down[j][k]
  * which is the exact lo up to bf16 rounding at another scale (the same
- * relative size as the spec's).  Two launches:
+ * relative size as the spec's).  Three launches:
  *
- *   hcp_fn_down  grid cdiv(T, 64), 384 threads: warpgroup 0 converts
- *                each k block's R tile (TMA, f32, 64 x 64) into the bf16
- *                A tile (128B-swizzled, as wgmma reads it) and sums the
- *                squares, its thread 0 also issuing the TMA loads FSTAGES-1
- *                blocks ahead; warpgroups 1 and 2 each hold one half
- *                (N = 160) of the 64 x 320 tile, with the stream's
- *                accumulators and lo's (80 + 80 registers: setmaxnreg).
- *                R read once (335 MB at T = 8192): ~100 us with MC 2
- *                (w_down's tiles, 6.5 MB a block row, then read 64 times
- *                from L2, 420 MB); ~170 us with MC 1 if L2 gives ~7 TB/s
- *                (840 MB of w_down); the MMA alone ~60 us.
- *                Measured 229 us at MC 1, FSTAGES 3 (372 at MC 2: MC 2
- *                is out of the space; its code stays).  Why, as far as
- *                the figures tell: 1.18 GB through L2 (w_down 840 MB, R
- *                335 MB) in 229 us is 5.1 TB/s, where wgmma's down kernel
- *                at DBM 64 moved 1.0 GB at 8.4 TB/s with 4 stages of
- *                48 KB; here at most two 56 KB loads are in flight a
- *                block (the third stage is being converted or multiplied),
- *                and at ~3 us of L2 latency under that load (Little's law
- *                on wgmma's down figures) two stages give ~37 GB/s an SM,
- *                4.9 TB/s in all: the ring is too shallow.  The fix (not
- *                made: untested here) is a deeper w_down ring apart from
- *                the R and A tiles (e.g. 4 x 40 KB of w_down, 2 x 16 KB of
- *                R, 2 x 8 KB of A: 208 KB): ~150-160 us expected.
- *   hcp_fn_up    wgmma_up.h with ADD_PENDING: R' formed again from R and
- *                P and stored into resid there.  Measured ~390 us when its
- *                epilogue loaded R' itself; ~150-190 us expected now that
- *                R' comes by TMA during the GEMM (pending, when there is
- *                one, is still read in the epilogue).
- * Expected at T = 8192 on the H200: ~380-420 us for the read.
+ *   hcp_fn_down    grid (cdiv(T, 64), FSPLIT), 384 threads: block (x, y)
+ *                  takes 64 tokens and streams y*S/FSPLIT .. of them, so
+ *                  that small T still fills the card (T = 2048 is 32
+ *                  token tiles).  Warpgroup 0 converts each k block's R
+ *                  tile (TMA, f32, 64 x 64) into the bf16 A tile
+ *                  (128B-swizzled, as wgmma reads it) and sums the squares,
+ *                  its thread 0 also issuing the TMA loads FSTAGES-1 blocks
+ *                  ahead; warpgroups 1 and 2 each hold one half (N = 160)
+ *                  of the 64 x 320 tile, with the stream's accumulators and
+ *                  lo's (80 + 80 registers: setmaxnreg).  With FSPLIT 1 it
+ *                  writes lo (bf16); else its f32 share into part.
+ *                  Measured at FSPLIT 1 (H100, 2026-12-06, T = 8192):
+ *                  233 us, DRAM 44%, 0.3 eligible warps a scheduler:
+ *                  latency-bound, its 3-stage ring holding at most two
+ *                  56 KB loads in flight (a prefetch of R's tiles into L2
+ *                  four blocks ahead gained nothing: 643 against 637 us a
+ *                  read).  MC 2 (w_down's tiles multicast to clusters of
+ *                  two) measured slower on the H200 (372 against 229 us)
+ *                  and is out of the space; its code stays.
+ *   hcp_fn_reduce  lo = bf16(sum of the FSPLIT shares); nothing at 1.
+ *   hcp_fp_up      wgmma_pu.h with R' formed again from R and P and
+ *                  stored into resid there.
  *
- * Parameters: FSTAGES (2, 3: stages of 64 KB, R 16 KB + A 8 KB + w_down
- * 40 KB), MC (1; the code also has 2, out of the space since it measured
- * slower, 372 us against 229: the down kernel then runs in clusters of
- * two blocks, each loading one 160-row half of a w_down tile by
- * multicast into both: half the L2 traffic of w_down, which at 64 token
- * rows a block is read 128 times at T = 8192), UBM, UBC, USTAGES, UMC
- * (the up kernel's, as in wgmma; USTAGES 2 or 5).
+ * Parameters: FSTAGES (stages of 64 KB: R 16 KB + A 8 KB + w_down 40 KB),
+ * MC (1, or 2 as above), FSPLIT (1, 2, 4), and wgmma_pu.h's PBM, PBC,
+ * NCW, PST.
  */
 #include "hct_kernel.h"
 #include "hct_cluster.h"
 #include "wgmma.h"
-#include "wgmma_up.h"
+#include "wgmma_pu.h"
 
 #if !defined(S) || !defined(C) || !defined(D) || !defined(K)
 #error "wgmma_fn: the op constants S, C, D, K must be defined"
 #endif
-#if !defined(FSTAGES) || !defined(MC)
-#error "wgmma_fn: FSTAGES and MC must be defined"
+#if !defined(FSTAGES) || !defined(MC) || !defined(FSPLIT)
+#error "wgmma_fn: FSTAGES, MC and FSPLIT must be defined"
 #endif
+static_assert(FSPLIT == 1 || FSPLIT == 2 || FSPLIT == 4, "FSPLIT: whole streams a block (4, 2 or 1 of them)");
+static_assert(MC == 1 || FSPLIT == 1, "MC 2 shares w_down's tiles of one k range");
 static_assert(MC == 1 || MC == 2, "MC: blocks a cluster sharing w_down's tiles, 1 or 2");
 static_assert(D == S * C, "D must be S*C");
 static_assert(K == 320, "the down tile is two halves of N = 160");
@@ -75,28 +66,29 @@ static_assert(C % 64 == 0, "a stream is whole 64-wide k blocks");
 #define HCP_FN_TX (HCP_FN_R_BYTES + HCP_FN_B_BYTES) /* what TMA brings a stage */
 #define HCP_FN_KB (D / 64)
 #define HCP_FN_KB_STREAM (C / 64)
+#define HCP_FN_KBC (HCP_FN_KB / FSPLIT) /* k blocks of a block: S / FSPLIT whole streams */
 static_assert(HCP_FN_STAGE % 1024 == 0, "stages keep 1024-byte alignment");
 
-/* The loads of k block kb into its stage, by one thread: R rows m0.. and
+/* The loads of the block's k block kb (kx of the whole D) into its stage, by one thread: R rows m0.. and
  * all 320 rows of w_down (two boxes of 160; with MC 2, this block's half
  * into both blocks of the cluster, the peer's half comes from the peer);
  * 0 when the wait for the stage timed out (hcp_wait).  The stage's empty
  * barrier counts the consumer warps of every block it is written into. */
 HCT_DEV int hcp_fn_issue(const hcp_ring &r, const hct_tmap *tm_r, const hct_tmap *tm_wd, int kb,
-                         int m0, int rank) {
+                         int kx, int m0, int rank) {
   const int st = kb % FSTAGES;
   if (!hcp_ring_acquire<FSTAGES>(r, kb)) return 0;
   hct_bulk_expect(&r.full[st], HCP_FN_TX);
   const hct_u32 base = r.tiles + st * HCP_FN_STAGE;
   const hct_u32 b = base + HCP_FN_R_BYTES + HCP_FN_A_BYTES;
-  hct_tma_load_2d(base, tm_r, kb * 64, m0, &r.full[st]);
+  hct_tma_load_2d(base, tm_r, kx * 64, m0, &r.full[st]);
 #if MC > 1
-  hct_tma_load_2d_multicast(b + rank * 160 * HCP_TILE_ROW_BYTES, tm_wd, kb * 64, rank * 160,
+  hct_tma_load_2d_multicast(b + rank * 160 * HCP_TILE_ROW_BYTES, tm_wd, kx * 64, rank * 160,
                             &r.full[st], (hct_u16)((1u << MC) - 1u));
 #else
   (void)rank;
-  hct_tma_load_2d(b, tm_wd, kb * 64, 0, &r.full[st]);
-  hct_tma_load_2d(b + 160 * HCP_TILE_ROW_BYTES, tm_wd, kb * 64, 160, &r.full[st]);
+  hct_tma_load_2d(b, tm_wd, kx * 64, 0, &r.full[st]);
+  hct_tma_load_2d(b + 160 * HCP_TILE_ROW_BYTES, tm_wd, kx * 64, 160, &r.full[st]);
 #endif
   return 1;
 }
@@ -112,11 +104,13 @@ HCT_DEV int hcp_fn_issue(const hcp_ring &r, const hct_tmap *tm_r, const hct_tmap
  * [D, K], box [64, 160], 128B. */
 HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
     hcp_fn_down(const __grid_constant__ hct_tmap tm_r, const __grid_constant__ hct_tmap tm_wd,
-                const float *pending, const hct_u16 *w_norm, hct_u16 *lo, int T) {
+                const float *pending, const hct_u16 *w_norm, hct_u16 *lo, float *part, int T) {
   HCT_DYN_SHARED(unsigned char, smem);
   const int wg = (int)threadIdx.x / HCP_WG_THREADS;
   const int tid = (int)threadIdx.x % HCP_WG_THREADS, warp = tid / 32, lane = tid % 32;
   const int m0 = (int)blockIdx.x * HCP_FN_BM;
+  /* This block's streams: k blocks kb0 .. kb0 + HCP_FN_KBC - 1 of D. */
+  const int kb0 = (int)blockIdx.y * HCP_FN_KBC;
   /* ring: full (TMA), empty (8 consumer warps); then conv[FSTAGES] (the
    * 128 converter threads wrote the stage's A tile), rsb[S] (a stream's rs
    * is in rs_buf), rs_buf[S][64].  Every converter thread arrives itself,
@@ -154,11 +148,11 @@ HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
     if (tid == 0) {
       hct_tma_prefetch(&tm_r);
       hct_tma_prefetch(&tm_wd);
-      for (int kb = 0; kb < FSTAGES - 1 && kb < HCP_FN_KB; ++kb)
-        hcp_fn_issue(r, &tm_r, &tm_wd, kb, m0, rank);
+      for (int kb = 0; kb < FSTAGES - 1 && kb < HCP_FN_KBC; ++kb)
+        hcp_fn_issue(r, &tm_r, &tm_wd, kb, kb0 + kb, m0, rank);
     }
-    for (int kb = 0; kb < HCP_FN_KB; ++kb) {
-      const int st = kb % FSTAGES, k0 = kb * 64 + c16 * 4;
+    for (int kb = 0; kb < HCP_FN_KBC; ++kb) {
+      const int ka = kb0 + kb, st = kb % FSTAGES, k0 = ka * 64 + c16 * 4;
       hct_f4 pv[8];
       if (pending != 0) {
         /* Issued before the wait, so their latency hides behind it. */
@@ -200,8 +194,8 @@ HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
       /* The A tile is read by wgmma (the async proxy). */
       hcp_fence_async_smem();
       hct_mbar_arrive(&conv[st]);
-      if (kb % HCP_FN_KB_STREAM == HCP_FN_KB_STREAM - 1) {
-        const int s = kb / HCP_FN_KB_STREAM;
+      if (ka % HCP_FN_KB_STREAM == HCP_FN_KB_STREAM - 1) {
+        const int s = ka / HCP_FN_KB_STREAM;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           float v = ss[j];
@@ -216,8 +210,8 @@ HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
       }
       /* The loads FSTAGES-1 blocks ahead, into the stage of block kb-1,
        * which the consumers are about done with by now. */
-      if (tid == 0 && kb + FSTAGES - 1 < HCP_FN_KB &&
-          !hcp_fn_issue(r, &tm_r, &tm_wd, kb + FSTAGES - 1, m0, rank))
+      if (tid == 0 && kb + FSTAGES - 1 < HCP_FN_KBC &&
+          !hcp_fn_issue(r, &tm_r, &tm_wd, kb + FSTAGES - 1, ka + FSTAGES - 1, m0, rank))
         return;
     }
 #if MC > 1
@@ -233,8 +227,8 @@ HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
   float acc[80], lacc[80];
 #pragma unroll
   for (int i = 0; i < 80; ++i) acc[i] = lacc[i] = 0.0f;
-  for (int kb = 0; kb < HCP_FN_KB; ++kb) {
-    const int st = kb % FSTAGES;
+  for (int kb = 0; kb < HCP_FN_KBC; ++kb) {
+    const int ka = kb0 + kb, st = kb % FSTAGES;
     if (!hcp_wait(&conv[st], (hct_u32)(kb / FSTAGES) & 1u)) return;
     const hct_u32 a = r.tiles + st * HCP_FN_STAGE + HCP_FN_R_BYTES;
     const hct_u32 b = a + HCP_FN_A_BYTES + h * 160 * HCP_TILE_ROW_BYTES;
@@ -253,11 +247,11 @@ HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
       hcp_mbar_arrive_remote(hct_mapa(&r.empty[(kb - 1) % FSTAGES], rank ^ 1));
 #endif
     }
-    if (kb % HCP_FN_KB_STREAM == HCP_FN_KB_STREAM - 1) {
+    if (ka % HCP_FN_KB_STREAM == HCP_FN_KB_STREAM - 1) {
       /* The stream is summed: scale it by its rs into lo's accumulators. */
       hcp_wgmma_wait<0>();
       hcp_fence_acc<80>(acc);
-      const int s = kb / HCP_FN_KB_STREAM;
+      const int s = ka / HCP_FN_KB_STREAM;
       if (!hcp_wait(&rsb[s], 0)) return;
       const float rs0 = rs_buf[s * HCP_FN_BM + 16 * warp + lane / 4];
       const float rs1 = rs_buf[s * HCP_FN_BM + 16 * warp + lane / 4 + 8];
@@ -275,9 +269,15 @@ HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
 #pragma unroll
     for (int j = 0; j < 20; ++j) {
       const int col = h * 160 + 8 * j + 2 * (lane % 4);
-      const hct_u32 w = (hct_u32)hct_f32_to_bf16(lacc[4 * j + 2 * i]) |
-                        ((hct_u32)hct_f32_to_bf16(lacc[4 * j + 2 * i + 1]) << 16);
-      *(hct_u32 *)(lo + (long long)row * K + col) = w;
+      if (FSPLIT == 1) {
+        const hct_u32 w = (hct_u32)hct_f32_to_bf16(lacc[4 * j + 2 * i]) |
+                          ((hct_u32)hct_f32_to_bf16(lacc[4 * j + 2 * i + 1]) << 16);
+        *(hct_u32 *)(lo + (long long)row * K + col) = w;
+      } else {
+        /* This block's streams' share of lo, summed by hcp_fn_reduce. */
+        *(hcp_f2 *)(part + ((long long)blockIdx.y * T + row) * K + col) =
+            hcp_f2{lacc[4 * j + 2 * i], lacc[4 * j + 2 * i + 1]};
+      }
     }
   }
 #if MC > 1
@@ -285,10 +285,18 @@ HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
 #endif
 }
 
-/* Steps 3 and 4 (wgmma_up.h), forming R' = fl(R + P) and storing it. */
-HCT_ENTRY void HCP_UP_CLUSTER __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
-    hcp_fn_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
+/* lo = bf16(sum of the FSPLIT blocks' shares, in split order); does
+ * nothing (one block) when FSPLIT is 1.  Grid (max(1, (FSPLIT > 1) *
+ * cdiv(T*K, 256))), 256 threads. */
+HCT_ENTRY void __launch_bounds__(256) hcp_fn_reduce(const float *part, hct_u16 *lo, int T) {
+  hcp_split_reduce<FSPLIT>(part, lo, T);
+}
+
+/* Steps 3 and 4 as one persistent kernel (wgmma_pu.h), forming R' =
+ * fl(R + P) and storing it (the down kernel leaves resid as it was). */
+HCT_ENTRY void __launch_bounds__(HCP_PU_THREADS, 1)
+    hcp_fp_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
               const __grid_constant__ hct_tmap tm_r, float *resid, const float *pending, float *mixed,
               hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
-  hcp_up_body<true>(&tm_lo, &tm_wu, &tm_r, resid, pending, mixed, mixed_bf16, mixed_f16, T);
+  hcp_pu_body<true>(&tm_lo, &tm_wu, &tm_r, resid, pending, mixed, mixed_bf16, mixed_f16, T);
 }

@@ -1,12 +1,12 @@
 /*
  * wgmma_up.h: steps 3 and 4 of hc_read_prefill on Hopper, the up GEMM
  * u = lo . w_up^T with the gate and the mix as its epilogue, for the
- * variants wgmma and wgmma_fn (each defines its entry point around
+ * variant wgmma (which defines its entry point around
  * hcp_up_body).  A CTA's tile is UBM tokens x (4 x UBC) columns: the same
  * UBC channels c0.. of the 4 streams (rows s*C + c0.. of w_up, one TMA box
  * a stream), so each thread holds every stream of its (token, channel)
  * and mixes in registers: g = 1 / (1 + expf(-u)), m = g0*r0, then fmaf for
- * s = 1..3.  With ADD_PENDING (wgmma_fn, whose down kernel leaves resid
+ * s = 1..3.  With ADD_PENDING (once wgmma_fn, whose down kernel left resid
  * as it was), R' = fl(R + P) is formed here and stored into resid, by the
  * one thread that reads it.
  *
@@ -46,11 +46,6 @@ static_assert(UBM % 64 == 0 && UBM <= 128, "UBM: 64 or 128");
 static_assert(UBC % 32 == 0 && 4 * UBC <= 256 && C % UBC == 0,
               "UBC: whole 32-channel R' boxes, 4*UBC is one wgmma N");
 static_assert(S == 4, "the up epilogue mixes 4 streams");
-
-/* Two floats as one 8-byte access (c is even: the pair is aligned). */
-struct alignas(8) hcp_f2 {
-  float x, y;
-};
 
 #define HCP_UP_NC (UBM / 64)
 #define HCP_UP_THREADS (HCP_WG_THREADS * (HCP_UP_NC + 1))

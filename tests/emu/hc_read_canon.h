@@ -42,10 +42,20 @@ struct Outs {
   std::vector<uint16_t> mb, mh;
 };
 
-/* The spec, step by step. */
+/* Steps on the way, for a test that checks them too: the norm's warp
+ * sums [t][s][warp] and scales [t][s], and lo [t][K]. */
+struct Inter {
+  std::vector<float> w8, rs, lo;
+};
+
+/* The spec, step by step (and its intermediates into *in when given). */
 static Outs canonical(int T, const std::vector<float> &R, const float *P, const std::vector<uint16_t> &wn,
-                      const std::vector<uint16_t> &wd, const std::vector<uint16_t> &wu) {
+                      const std::vector<uint16_t> &wd, const std::vector<uint16_t> &wu, Inter *in = nullptr) {
   std::vector<float> rp((size_t)T * D), xn((size_t)T * D), lo((size_t)T * K), g((size_t)T * D);
+  if (in) {
+    in->w8.assign((size_t)T * S * 8, 0.0f);
+    in->rs.assign((size_t)T * S, 0.0f);
+  }
   for (size_t e = 0; e < rp.size(); e++) rp[e] = P ? R[e] + P[e] : R[e];
   for (int t = 0; t < T; t++)
     for (int s = 0; s < S; s++) {
@@ -56,8 +66,10 @@ static Outs canonical(int T, const std::vector<float> &R, const float *P, const 
         for (int c = i; c < C; c += 256) a[i] = fmaf(x[c], x[c], a[i]);
       }
       for (int w = 0; w < 8; w++) w8[w] = butterfly(a + 32 * w, 32);
+      if (in) memcpy(&in->w8[((size_t)t * S + s) * 8], w8, sizeof(float) * 8);
       const float ss = butterfly(w8, 8);
       const float rs = 1.0f / sqrtf(ss / (float)C + 1e-6f);
+      if (in) in->rs[(size_t)t * S + s] = rs;
       for (int c = 0; c < C; c++) {
         const float y = x[c] * bf(wn[(size_t)s * C + c]);
         xn[(size_t)t * D + (size_t)s * C + c] = y * rs;
@@ -76,6 +88,7 @@ static Outs canonical(int T, const std::vector<float> &R, const float *P, const 
       }
       lo[(size_t)t * K + j] = butterfly(acc, 32);
     }
+  if (in) in->lo = lo;
   for (int t = 0; t < T; t++)
     for (int i = 0; i < D; i++) {
       float acc[32];
