@@ -672,6 +672,13 @@ static int card_session(worker_t *W, const hct_cand_t *c, int repeat, int produc
     if (rc == 0 && c->v->grid_barrier && hct__session_barrier_word(c, &s, &word)) {
       rc = hct__gpu_copy(W->gpu, flags + 8 * (hct_dptr_t)k, word, sizeof(uint32_t));
       flagged[k] = rc == 0;
+      if (rc == HCT_EUNSUPPORTED) {
+        /* A driver without device copies: this run's flag waited for. */
+        hct__error_clear();
+        uint32_t flag = 0;
+        rc = hct__gpu_download(W->gpu, &flag, word, sizeof flag);
+        if (rc == 0 && flag != 0 && *timed_out_run < 0) *timed_out_run = k;
+      }
     }
     phase_add(W, HCT_WP_RUNS, t0);
     if (rc != 0) break;
