@@ -33,7 +33,7 @@ step() {
 }
 
 P=$tmp/prefill.db D=$tmp/decode.db
-step prefill-cold 160 env HCTUNE_DB="$P" "$bin/hctune" probe --op hc_read_prefill
+step prefill-cold 125 env HCTUNE_DB="$P" "$bin/hctune" probe --op hc_read_prefill
 { echo "== prefill decisions and breakdown"; cat "$logs/prefill-cold.out"
   grep -A30 "where the time went" "$logs/prefill-cold.err" | head -30; } >> "$summary"
 HCTUNE_DB=$P "$bin/hctune" show --op hc_read_prefill --json 2> /dev/null > "$tmp/prefill-trials.json"
@@ -70,14 +70,14 @@ txt = re.sub(r"<[^>]+>", " ", s[i:i + 6000]) if i >= 0 else "no 'fraction of flo
 print(re.sub(r"\s+", " ", html.unescape(txt))[:1500])
 PY
 
-step torch 65 python3 tools/torch-prefill.py --tokens 2048,8192,32768
+step torch 55 python3 tools/torch-prefill.py --tokens 2048,8192,32768
 { echo "== PyTorch, same call"; cat "$logs/torch.out"; } >> "$summary"
-step cublas 55 python3 tools/cublas-bits.py --no-profile --json "$out/cublas-bits.json"
+step cublas 40 python3 tools/cublas-bits.py --no-profile --json "$out/cublas-bits.json"
 { echo "== cuBLAS bits"; cat "$logs/cublas.out"; tail -3 "$logs/cublas.err"; } >> "$summary"
 
-step decode-cold 60 env HCTUNE_DB="$D" "$bin/hctune" probe --tokens 1-8
-step decode-warm 40 env HCTUNE_DB="$D" "$bin/hctune" probe --tokens 1-8
-step decode-verify 30 env HCTUNE_DB="$D" "$bin/hctune" verify-decisions --op hc_read
+step decode-cold 45 env HCTUNE_DB="$D" "$bin/hctune" probe --tokens 1-8
+step decode-warm 30 env HCTUNE_DB="$D" "$bin/hctune" probe --tokens 1-8
+step decode-verify 20 env HCTUNE_DB="$D" "$bin/hctune" verify-decisions --op hc_read
 { echo "== decode cold"; cat "$logs/decode-cold.out"; echo "== decode warm"; cat "$logs/decode-warm.out"
   echo "== verify"; tail -25 "$logs/decode-verify.out"; } >> "$summary"
 HCTUNE_DB=$D "$bin/hctune" show --op hc_read --json 2> /dev/null | gzip > "$out/decode-trials.json.gz"
