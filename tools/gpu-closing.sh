@@ -1,5 +1,5 @@
 #!/bin/bash
-# tools/gpu-closing.sh OUTDIR: a session's closing measurement in one device
+# tools/gpu-closing.sh OUTDIR [PART...]: a session's closing measurement in one device
 # call, when the device time left allows one call only, each part capped so
 # that the whole fits 430 s: the prefill op's cold probe (every variant,
 # T = 16..32768) with its breakdown, the report's fraction of the floor,
@@ -8,6 +8,8 @@
 # verify-decisions.  bin/, lib/ and build/gpu carried
 # (tools/gpu-session.sh prepare).  OUTDIR gets summary.txt (read it first),
 # the trials (JSON, gzip), the report and a log archive: at most 8 files.
+# Parts, in the order named (default: prefill torch cublas decode warm
+# verify); CAP_SCALE (a percentage, default 100) scales every cap.
 set -u
 out=${1:?usage: tools/gpu-closing.sh OUTDIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,7 +26,7 @@ summary=$out/summary.txt
 # step NAME LIMIT command...: stopped with SIGINT past LIMIT (a probe then
 # still says where its time went); wall time and status into the summary.
 step() {
-  local name=$1 limit=$2; shift 2
+  local name=$1 limit=$(( $2 * ${CAP_SCALE:-100} / 100 )); shift 2
   local t0=$(date +%s.%N)
   timeout -s INT -k 15 "$limit" "$@" > "$logs/$name.out" 2> "$logs/$name.err"
   local rc=$?
@@ -33,6 +35,9 @@ step() {
 }
 
 P=$tmp/prefill.db D=$tmp/decode.db
+shift
+parts=${*:-prefill torch cublas decode warm verify}
+prefill() {
 step prefill-cold 125 env HCTUNE_DB="$P" "$bin/hctune" probe --op hc_read_prefill
 { echo "== prefill decisions and breakdown"; cat "$logs/prefill-cold.out"
   grep -A30 "where the time went" "$logs/prefill-cold.err" | head -30; } >> "$summary"
@@ -69,18 +74,34 @@ i = s.find("fraction of floor")
 txt = re.sub(r"<[^>]+>", " ", s[i:i + 6000]) if i >= 0 else "no 'fraction of floor' in the report"
 print(re.sub(r"\s+", " ", html.unescape(txt))[:1500])
 PY
-
+}
+torch() {
 step torch 55 python3 tools/torch-prefill.py --tokens 2048,8192,32768
 { echo "== PyTorch, same call"; cat "$logs/torch.out"; } >> "$summary"
+}
+cublas() {
 step cublas 40 python3 tools/cublas-bits.py --no-profile --json "$out/cublas-bits.json"
 { echo "== cuBLAS bits"; cat "$logs/cublas.out"; tail -3 "$logs/cublas.err"; } >> "$summary"
-
+}
+decode() {
 step decode-cold 45 env HCTUNE_DB="$D" "$bin/hctune" probe --tokens 1-8
-step decode-warm 30 env HCTUNE_DB="$D" "$bin/hctune" probe --tokens 1-8
-step decode-verify 20 env HCTUNE_DB="$D" "$bin/hctune" verify-decisions --op hc_read
-{ echo "== decode cold"; cat "$logs/decode-cold.out"; echo "== decode warm"; cat "$logs/decode-warm.out"
-  echo "== verify"; tail -25 "$logs/decode-verify.out"; } >> "$summary"
+{ echo "== decode cold"; cat "$logs/decode-cold.out"; } >> "$summary"
 HCTUNE_DB=$D "$bin/hctune" show --op hc_read --json 2> /dev/null | gzip > "$out/decode-trials.json.gz"
+}
+warm() {
+step decode-warm 30 env HCTUNE_DB="$D" "$bin/hctune" probe --tokens 1-8
+{ echo "== decode warm"; cat "$logs/decode-warm.out"; } >> "$summary"
+}
+verify() {
+step decode-verify 20 env HCTUNE_DB="$D" "$bin/hctune" verify-decisions --op hc_read
+{ echo "== verify"; tail -25 "$logs/decode-verify.out"; } >> "$summary"
+}
+for part in $parts; do
+  case $part in
+    prefill|torch|cublas|decode|warm|verify) "$part" ;;
+    *) echo "gpu-closing: unknown part '$part'" | tee -a "$summary" ;;
+  esac
+done
 tar -C "$tmp" -czf "$out/logs.tgz" logs
 rm -rf "$tmp"
 cat "$summary"
