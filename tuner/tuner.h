@@ -11,8 +11,9 @@
  *   tuner/reference.c an op's float64 reference: its template compiled
  *                     like a variant and run on the GPU for those rows
  *   tuner/parity.c    bitwise comparison, normwise error, KL metrics
- *   tuner/stats.c     medians, confidence intervals, stopping and
- *                     significance rules, winners -> ranges
+ *   tuner/stats.c     medians, confidence intervals, whether a timing
+ *                     pass stands (the winner and range rules it uses
+ *                     are db/decide.c's)
  *   tuner/run.c       running a variant on a GPU: buffers, launches, graphs
  *   tuner/probe.c     the probe: compile, check, time, decide, record,
  *                     a stage a file (probe_cands.c, probe_check.c,
