@@ -206,7 +206,7 @@ static int tx_end(hct_pg_t *f, int rc) {
 /*
  * migrations[N - 1] takes the server from version N - 1 to N.  Append only:
  * servers in the field ran the released steps; change the schema with a
- * new step.  Tables and columns are those of a fleet file (db/export.c),
+ * new step.  Tables and columns are those of a fleet file (db/fleet_format.c),
  * plus when a row was pushed.  The checks are the server's own line of
  * defence against a host that pushes hostile rows; every row read back is
  * checked again against the fleet file's column tables, because a server
