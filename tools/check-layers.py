@@ -76,8 +76,6 @@ KNOWN_LOOPS = [
       'tuner/probe_record.c', 'tuner/probe_search.c', 'tuner/probe_serve.c',
       'tuner/probe_time.c'},
      'the probe\'s stages call back into probe.c and into each other'),
-    ({'tuner/producer.c', 'tuner/run.c'},
-     'the producer kernel and the run share device buffer sets both ways'),
 ]
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -14,7 +14,9 @@
  *   tuner/stats.c     medians, confidence intervals, whether a timing
  *                     pass stands (the winner and range rules it uses
  *                     are db/decide.c's)
- *   tuner/run.c       running a variant on a GPU: buffers, launches, graphs
+ *   tuner/devset.c    device buffer sets: allocate, free, upload, poison
+ *   tuner/run.c       running a variant on a GPU: scratch, launches, runs
+ *                     (the producer kernel ahead of it: tuner/producer.c)
  *   tuner/probe.c     the probe: compile, check, time, decide, record,
  *                     a stage a file (probe_cands.c, probe_check.c,
  *                     probe_judge.c, probe_search.c, probe_time.c,
@@ -374,11 +376,17 @@ int hct__run_load(hct_gpu_t *g, const hct_op_t *op, const hct_variant_t *v, cons
 void hct__run_unload(hct_gpu_t *g, hct_cand_t *c);
 
 /* Allocates device buffers for a host set's shapes (absent optional
- * buffers get no memory and pass a null pointer). */
+ * buffers get no memory and pass a null pointer).  The devset calls are
+ * tuner/devset.c's. */
 int hct__devset_alloc(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d);
 void hct__devset_free(hct_gpu_t *g, hct_devset_t *d);
 /* Uploads inputs, weights and inouts; poisons outputs. */
 int hct__devset_upload(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d);
+/* Writes the poison pattern over a device buffer of b's shape. */
+int hct__buf_poison(hct_gpu_t *g, const hct_hbuf_t *b, hct_dptr_t p);
+/* 1 for an input of a run: what the kernel before it on the stream writes
+ * in an engine (R, pending), as opposed to weights and outputs. */
+int hct__buf_is_input(hct_buf_role_t r);
 /* Allocates the candidate's scratch at T; buffers marked "zero": "once"
  * come back zeroed. */
 int hct__scratch_alloc(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_t *s);
