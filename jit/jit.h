@@ -613,8 +613,8 @@ typedef struct hct_compile_opts_s {
   char text[8192];     /* storage of argv */
 } hct_compile_opts_t;
 typedef struct hct_backend_ops_s hct_backend_ops_t;
-/* jit/options.c; `ops` is the job's backend (the backends pass their own,
- * others hct__backend(job->backend)). */
+/* jit/options.c; `ops` is the job's backend (a backend's compile passes
+ * the table it was called through, others hct__backend(job->backend)). */
 int hct__compile_options(const hct_backend_ops_t *ops, const hct_compile_job_t *job,
                          hct_compile_opts_t *o);
 /* Appends one printf-formatted option; HCT_ERANGE when the list is full. */
@@ -762,8 +762,12 @@ struct hct_backend_ops_s {
   int (*device_count)(int *n);
   int (*device_get)(int ordinal, hct_device_t *out);
   int (*compiler_version)(char *buf, size_t len);
-  /* Compiles job (thread-safe); fills image, log, resources. */
-  int (*compile)(hct_compile_job_t *job, const char *source, const char *include_dir);
+  /* Compiles job (thread-safe); fills image, log, resources.  `ops` is
+   * this table, passed in so that a backend whose compiler lives in a file
+   * of its own (jit/hip_rtc.c) builds its options without naming the table
+   * that names it. */
+  int (*compile)(const hct_backend_ops_t *ops, hct_compile_job_t *job, const char *source,
+                 const char *include_dir);
   int (*open)(const hct_device_t *dev, hct_gpu_t **out);
   void (*close)(hct_gpu_t *g);
   int (*alloc)(hct_gpu_t *g, size_t bytes, hct_dptr_t *out);

@@ -70,8 +70,6 @@ KNOWN_LOOPS = [
       'daemon/pins.c', 'daemon/probe.c', 'daemon/proto.c', 'daemon/report.c',
       'daemon/snapshot.c', 'daemon/verbs.c'},
      'the verbs\' handlers and the connection, snapshot and report call each other'),
-    ({'jit/hip.c', 'jit/hip_rtc.c'},
-     'the AMD backend\'s table and its compiler name each other'),
     ({'tuner/probe.c', 'tuner/probe_cands.c', 'tuner/probe_check.c', 'tuner/probe_judge.c',
       'tuner/probe_record.c', 'tuner/probe_search.c', 'tuner/probe_serve.c',
       'tuner/probe_time.c'},
