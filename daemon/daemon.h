@@ -9,8 +9,8 @@
  *                      only, so the fuzz target links it alone)
  *   daemon/dispatch.c  one request line: parse, check the peer's rights,
  *                      call the verb's handler, answer errors
- *   daemon/conn.c      connections and I/O: accept, read lines, write
- *                      replies, close
+ *   daemon/conn.c      connections and I/O: accept, read lines (each to
+ *                      d->on_line), write replies, close
  *   daemon/answer.c    the answer policy: pin, the card's own decision, the
  *                      fleet's, the baseline (choose, module)
  *   daemon/report.c    list, devices, status
@@ -356,6 +356,9 @@ struct hct_daemon_s {
   int n_conns;
   uint64_t next_serial;
   hct_conn_t *ready_head, *ready_tail;
+  /* What a connection does with each request line it reads (server.c sets
+   * hct__dispatch_line): conn.c calls up through it, naming nothing above. */
+  void (*on_line)(hct_conn_t *c, const char *line, size_t n);
   hct_probe_t *probes;
   int n_probes;
   uint64_t requests;
@@ -363,10 +366,6 @@ struct hct_daemon_s {
   uint64_t started_ns;
   int stopping;
 };
-
-/* Puts `prefix: ` before this thread's error message (hct__error cannot
- * take hct_last_error() as an argument: it writes that same buffer). */
-int hct__error_prefixed(int code, const char *prefix);
 
 /* conn.c: connections and replies.  A reply is one line; `id` is the
  * request's id as JSON text ("" or NULL: none). */
