@@ -100,8 +100,9 @@ endif
 # unless listed here.
 LOWER_SRC  := common/error.c common/names.c common/util.c common/log.c common/tokens.c \
               common/base64.c common/socket_path.c \
-              jit/expr.c jit/manifest.c jit/options.c jit/plan.c jit/cuda.c jit/cuda_driver.c jit/nvml.c \
-              jit/vendor_lib.c
+              jit/expr.c jit/manifest.c jit/manifest_fields.c jit/manifest_variant.c jit/variants.c \
+              jit/points.c jit/op_figures.c jit/options.c jit/plan.c jit/cuda.c jit/cuda_driver.c \
+              jit/nvml.c jit/vendor_lib.c
 CLIENT_SRC := $(wildcard client/*.c) $(LOWER_SRC)
 CORE_SRC   := $(filter-out $(CLIENT_SRC) cli/main.c,$(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/*.c) \
               $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c)))

@@ -5,7 +5,13 @@
  *
  * Files:
  *   jit/expr.c      integer expressions of the manifests ("cdiv(K,ROWS)")
- *   jit/manifest.c  loads kernels-src/<op>/manifest.json
+ *   jit/manifest.c  loads kernels-src/<op>/manifest.json (with
+ *                   manifest_variant.c and manifest_fields.c: see
+ *                   jit/manifest_load.h)
+ *   jit/variants.c  a loaded op's variants looked up: baseline, reference,
+ *                   competing class, bit families
+ *   jit/points.c    parameter points, fit and constraints, tensor maps
+ *   jit/op_figures.c  an op's figures at T: batch, floor bytes, flops
  *   jit/backend.c   the backend table, device discovery across vendors,
  *                   and the hct__gpu_* dispatch
  *   jit/cuda.c      CUDA driver + NVRTC, both loaded with dlopen
@@ -58,7 +64,8 @@ int hct__symtab_get(const hct_symtab_t *t, const char *name, int64_t *value);
  * in syms) with a message naming the expression and the cause. */
 int hct__expr_eval(const char *expr, const hct_symtab_t *syms, int64_t *out);
 
-/* ---- manifests (jit/manifest.c) ----------------------------------------- */
+/* ---- manifests (jit/manifest.c loads them; jit/variants.c, jit/points.c and
+ *      jit/op_figures.c answer questions about a loaded one) --------------- */
 
 #define HCT_MAX_PARAMS 8
 #define HCT_MAX_PARAM_VALUES 16
@@ -449,7 +456,7 @@ int hct__uuid_matches(const char *uuid, const char *spec);
  * `hctune devices --json` and the devices table. */
 struct json_t *hct__device_json(const hct_device_t *d);
 
-/* ---- which variants and points may run where (jit/manifest.c) ---------- */
+/* ---- which variants and points may run where (jit/points.c) ------------- */
 
 /*
  * 1 when variant v may run at all on a card of this backend, arch number
