@@ -124,6 +124,7 @@ $(O)/tests/test_cuda_abi.o: CPPFLAGS += -DHCT_TOOLKIT_CUDA_H='"$(CUDA_HOME)/incl
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/jit/hip_%.o: CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/db/fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
+$(O)/db/fleet_pg_sync.o: CPPFLAGS += -I$(PG_INCLUDE)
 $(O)/tests/test_fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
 $(O)/daemon/fleet_pull.o: CPPFLAGS += -I$(PG_INCLUDE)
 
