@@ -23,7 +23,8 @@
  *                     probe_decide.c, probe_record.c, probe_output.c;
  *                     probe_internal.h says which does what)
  *   tuner/stale.c     what probe --stale re-probes (software keys)
- *   tuner/worker.c, worker_serve.c, quarantine.c: see worker.h
+ *   tuner/worker.c, worker_serve.c (and a file per request beside it),
+ *                     quarantine.c: see worker.h
  */
 #ifndef HCT_TUNER_H
 #define HCT_TUNER_H
@@ -340,7 +341,7 @@ int hct__pcheck_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hbuf_t *b, const 
                      hct_dptr_t out, hct_dptr_t want, hct_dptr_t src, int image, hct_parity_figs_t *f);
 
 /* The figures of every output and inout of hs from the run whose buffers
- * are d, on the card: what figures_of in tuner/worker_serve.c gives on the
+ * are d, on the card: what hct__ws_figures_of (tuner/worker_state.c) gives on the
  * host (want[i]: the outputs they must equal bit for bit, or 0; want
  * NULL: none; dref[i]: buffer i's reference on the card). */
 int hct__pcheck_set_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hostset_t *hs, const hct_devset_t *d,
