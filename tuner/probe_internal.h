@@ -23,6 +23,7 @@
  *   tuner/probe_record.c   trials and faults into the DB, a candidate that
  *                          failed (quarantine, a fresh worker)
  *   tuner/probe_output.c   progress lines, the decision table
+ *   tuner/probe_interrupt.c  Ctrl-C: the flag every stage asks about
  *
  * Loop thread only: a probe is one thread, its GPU calls go to a worker
  * process (tuner/worker.c).
@@ -111,11 +112,16 @@ typedef struct verdict_s {
   char figures[2048];
 } verdict_t;
 
-/* ---- tuner/probe.c ------------------------------------------------------- */
+/* ---- tuner/probe_interrupt.c --------------------------------------------- */
 
 /* HCT_EINTERRUPTED with its message after Ctrl-C (or SIGTERM), else 0:
  * every stage asks between candidates. */
 int hct__probe_check_interrupt(const probe_t *P);
+/* The handler hct__probe installs for SIGINT and SIGTERM: the first sets
+ * the flag, a second ends the process. */
+void hct__probe_on_interrupt(int sig);
+/* Clears the flag, before a probe begins. */
+void hct__probe_interrupt_clear(void);
 
 /* ---- tuner/probe_output.c ------------------------------------------------ */
 
