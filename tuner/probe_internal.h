@@ -8,8 +8,9 @@
  *   tuner/probe_cands.c    candidates: which variants and points, what
  *                          each is checked against, compiling them
  *   tuner/probe_check.c    checks: every candidate's outputs at a count,
- *                          with and without pending (check_T), and the
- *                          large counts where only finalists are checked
+ *                          with and without pending (check_T)
+ *   tuner/probe_late.c     the large counts where only the search's
+ *                          finalists are checked, then timed
  *   tuner/probe_judge.c    verdicts: figures of a check or of timed
  *                          launches against the op's rules (no GPU call)
  *   tuner/probe_search.c   the search of a family's points (halving)
@@ -185,9 +186,6 @@ int hct__probe_timed_ok(probe_t *P, const cand_t *c, const hct_worker_verify_t *
 /* Checks the candidates in play (only[i], or all) at the k-th count on one
  * fresh input set, with or without pending. */
 int hct__probe_check_T(probe_t *P, int k, int pending, const uint8_t *only);
-/* The k-th count above checks.all_points_up_to: search, check the
- * finalists, time. */
-int hct__probe_check_late(probe_t *P, int k, int sets);
 
 /*
  * Issue 29: checks cover what is served.  Candidate i (and the references
@@ -224,6 +222,12 @@ int hct__probe_time_grouped(probe_t *P, const int *ids, int n, int T, json_t *op
                             hct_timing_res_t *res, int *failed, int *groups);
 /* Times (and verifies) the candidates that passed at the k-th count. */
 int hct__probe_time_T(probe_t *P, int k, int search);
+
+/* ---- tuner/probe_late.c -------------------------------------------------- */
+
+/* The k-th count above checks.all_points_up_to: search, check the
+ * finalists, time. */
+int hct__probe_check_late(probe_t *P, int k, int sets);
 
 /* ---- tuner/probe_decide.c ------------------------------------------------ */
 
