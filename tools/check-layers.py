@@ -22,8 +22,7 @@ A use the table forbids is one line naming the file, what it uses (the
 header, or the symbol and the file defining it) and what its folder may
 use.  A loop is a set of files each reaching every other through uses of
 either kind; each is one line, "loop:" and a cycle through it with the
-symbols or headers of each step; a loop within a set of KNOWN_LOOPS is
-printed as known and does not fail.  Every source of the product folders must
+symbols or headers of each step.  Every source of the product folders must
 have its object (a missing one would hide its calls), except those listed
 in BUILT_ELSEWHERE.  Exits 1 naming every problem, 0 with a summary line.
 """
@@ -55,17 +54,6 @@ SOURCE_EXTS = ('.c', '.h')
 BUILT_ELSEWHERE = {
     'daemon/fuzz_request.c': 'make fuzz compiles it with clang straight into the fuzzer',
 }
-# Loops known and being taken apart (issue 37): the set of files each lies
-# within, and why it is still there.  A loop within one of these sets is
-# printed as known and does not fail; an entry whose files all exist but no
-# loop lies within any more fails, so the list cannot outlive its loops.
-# The goal is an empty list.
-KNOWN_LOOPS = [
-    ({'tuner/probe.c', 'tuner/probe_cands.c', 'tuner/probe_check.c', 'tuner/probe_judge.c',
-      'tuner/probe_record.c', 'tuner/probe_search.c', 'tuner/probe_serve.c',
-      'tuner/probe_time.c'},
-     'the probe\'s stages call back into probe.c and into each other'),
-]
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -256,8 +244,6 @@ def main(argv):
                     problems.append('layers: %s calls %s of %s: %s/ may use %s only'
                                     % (f, what, g, mine, allowed))
 
-    known_used = set()
-    known = []
     for comp in sorted(strongly_connected(set(edges), edges), key=lambda c: sorted(c)):
         cycle = find_cycle(comp, edges)
         steps = []
@@ -267,21 +253,7 @@ def main(argv):
             steps.append('%s -> %s (%s%s)' % (a, b, ', '.join(what[:3]), more))
         others = sorted(comp - set(cycle))
         tail = '; with %s' % ', '.join(others) if others else ''
-        line = 'loop: %s%s' % ('; '.join(steps), tail)
-        k = next((k for k, (fs, _) in enumerate(KNOWN_LOOPS) if comp <= fs), None)
-        if k is None:
-            problems.append(line)
-        else:
-            known_used.add(k)
-            known.append('known %s (%s)' % (line, KNOWN_LOOPS[k][1]))
-    present = set(files)
-    for k, (fs, why) in enumerate(KNOWN_LOOPS):
-        if k not in known_used and fs <= present:
-            problems.append('known loop within %s (%s) is gone: take it off KNOWN_LOOPS in '
-                            'tools/check-layers.py' % (', '.join(sorted(fs)), why))
-
-    for line in known:
-        print(line)
+        problems.append('loop: %s%s' % ('; '.join(steps), tail))
 
     for p in problems:
         print(p)

@@ -16,6 +16,8 @@
  *   tuner/probe_search.c   the search of a family's points (halving)
  *   tuner/probe_time.c     timing: the deciding pass, the other mode, the
  *                          verification of the timed launches' outputs
+ *   tuner/probe_time_groups.c  the worker's timing in groups that fit the
+ *                          card's memory, for the timing and the search
  *   tuner/probe_serve.c    checks cover what is served: a count's winners
  *                          checked where its decision reaches, before
  *                          they are decided for
@@ -215,11 +217,13 @@ int hct__probe_serve_T(probe_t *P, int k, uint8_t *out, int *again);
 /* The search of every family that asks for one at the k-th count. */
 int hct__probe_search_T(probe_t *P, int k);
 
-/* ---- tuner/probe_time.c -------------------------------------------------- */
+/* ---- tuner/probe_time_groups.c ------------------------------------------- */
 
 /* hct__worker_time over as many requests as the card's memory needs. */
 int hct__probe_time_grouped(probe_t *P, const int *ids, int n, int T, json_t *opts, int deadline,
                             hct_timing_res_t *res, int *failed, int *groups);
+
+/* ---- tuner/probe_time.c -------------------------------------------------- */
 /* Times (and verifies) the candidates that passed at the k-th count. */
 int hct__probe_time_T(probe_t *P, int k, int search);
 
