@@ -6,7 +6,7 @@ register spelled out (N/2 of them), which is what this script writes; run
 it again when the list of N changes:  tools/gen-wgmma-mma.py > FILE."""
 import sys
 
-NS = [64, 128, 160, 256]
+NS = [32, 64, 128, 160, 256]
 
 out = [
     "/*",

@@ -12,22 +12,29 @@
 #            wgmma variant's kernels, all at T = 8192
 #   decode   relay (NG=4, PDL=1) and relay_t (TG=8, UPT=8, PDL=1) at T = 1, 8
 #   torch    tools/torch-prefill.py at T = 2048, 8192, 32768 (the anchor)
-# Output: OUTDIR/profile.txt (every report's details), OUTDIR/reps.tgz (the
-# .ncu-rep files), OUTDIR/torch.txt, a log a part.
+#   pfnew    the persistent up kernel (wgmma_pu.h) under ncu at T = 8192,
+#            then bench of wgmma_pu and wgmma_pb (every point) beside
+#            wgmma, wgmma_fn and upmix (one point each) at T = 2048, 8192
+#   bits     an experiment: the wgmma variant at KSPLIT 1 (the spec's norm,
+#            no split of k) declared bitwise against pair_mma, checked at
+#            T = 16, 2048: do wgmma's k16 steps give mma.sync's bits?
+# Output (at most 8 files, as the device tool brings back): OUTDIR/profile.txt
+# (every report's details), reps.tgz (the .ncu-rep files), logs.tgz (a log
+# a part), torch.txt, bits.txt; a summary of the profiles last on stdout.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 out=${1:?usage: tools/gpu-profile.sh OUTDIR [prefill|decode|torch ...]}
 shift
-parts=${*:-prefill decode torch}
+parts=${*:-prefill decode torch bits}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$root/build/gpu HCT_BIN=$root/bin
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || echo "gpu-profile: no ncu found: profiles skipped" >&2
 ops=$(mktemp -d /tmp/gpu-profile.XXXXXX)
 cp -r kernels-src/common "$ops/"
-reps=$ops/reps
-mkdir -p "$reps"
+reps=$ops/reps logs=$ops/logs
+mkdir -p "$reps" "$logs"
 
 # one OPDIR NAME T REGEX COUNT VARIANT[:P=V,...]...: a profile of the first
 # COUNT launches matching REGEX in a bench of the variants at T.
@@ -40,10 +47,10 @@ one() {
   v=$(for s in "$@"; do printf '%s,' "${s%%:*}"; done)
   local t0=$(date +%s)
   HCTUNE_KERNELS=$ops timeout 240 "$ncu" --clock-control none --target-processes all \
-    --kernel-name "regex:$regex" --launch-count "$count" --set full \
+    --kernel-name "regex:$regex" --launch-count "$count" ${NCU_SECTIONS:---set full} \
     -o "$reps/$name" -f \
     bin/hctune bench --db "$ops/bench.db" --op "$op" --variants "${v%,}" --tokens "$T" \
-    > "$out/$name.log" 2>&1
+    > "$logs/$name.log" 2>&1
   echo "$name: exit $? in $(( $(date +%s) - t0 )) s"
   { echo "=================== $name (T = $T; $*)"
     "$ncu" -i "$reps/$name.ncu-rep" --page details --print-units base 2>&1; } >> "$out/profile.txt"
@@ -56,16 +63,55 @@ for part in $parts; do
       one hc_read_prefill pf_upmix 8192 'hc_um_upmix|hc_pm_' 3 upmix:DBM=128,DBN=160,DWR=32,UBM=128
       one hc_read_prefill pf_wgmma 8192 'hcp_wg_|hc_pf_norm' 6 wgmma:DBM=128,KSPLIT=2,UBC=64 ;;
     decode)
+      # --set full fails on relay's clustered, PDL-launched kernels ("Failed
+      # to profile", H100, 2026-12-06); these sections profiled the lab's
+      # relay on the H200 (docs/perf/h200.md).
+      export NCU_SECTIONS="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables --section Occupancy --section LaunchStats --section InstructionStats --section ComputeWorkloadAnalysis"
       for T in 1 8; do
         one hc_read dec_relay_T$T $T 'hc_rl_read' 1 relay:PDL=1,NG=4
         one hc_read dec_relay_t_T$T $T 'hc_rt_read' 1 relay_t:PDL=1,TG=8,UPT=8
-      done ;;
+      done
+      unset NCU_SECTIONS ;;
     torch)
       t0=$(date +%s)
       timeout 200 python3 tools/torch-prefill.py --tokens 2048,8192,32768 > "$out/torch.txt" 2>&1
       echo "torch: exit $? in $(( $(date +%s) - t0 )) s"; cat "$out/torch.txt" ;;
+    pfnew)
+      one hc_read_prefill pf_wgmma_pu 8192 'hcp_fp_up' 1 wgmma_pu:NCW=2,PFD=2
+      for T in 2048 8192; do
+        rm -rf "${ops:?}/hc_read_prefill"
+        python3 tools/one-point.py kernels-src/hc_read_prefill "$ops/hc_read_prefill" 'wgmma_pu:*' 'wgmma_pb:*' \
+          wgmma_fn:UBM=64 wgmma:DBM=128,KSPLIT=2,UBC=64 upmix:DBM=128,DBN=160,DWR=32,UBM=128 > /dev/null || continue
+        t0=$(date +%s)
+        HCTUNE_KERNELS=$ops timeout 150 bin/hctune bench --db "$ops/pfnew.db" --op hc_read_prefill \
+          --variants wgmma_pu,wgmma_pb,wgmma,wgmma_fn,upmix,pair_mma --tokens $T > "$logs/pfnew_$T.log" 2>&1
+        echo "pfnew T=$T: exit $? in $(( $(date +%s) - t0 )) s"
+        grep -v "^hctune: \(compile\|check\|time\|verify\|search\)" "$logs/pfnew_$T.log" | tail -8
+      done
+      HCTUNE_KERNELS=$ops bin/hctune show --db "$ops/pfnew.db" --op hc_read_prefill --json > "$out/pfnew.json" 2>&1 ;;
+    bits)
+      rm -rf "${ops:?}/hc_read_prefill"
+      python3 tools/one-point.py kernels-src/hc_read_prefill "$ops/hc_read_prefill" \
+        pair_mma:DBM=128,DBN=160,DWR=32,UBM=128 wgmma:DBM=64,KSPLIT=1,UBC=64 || continue
+      python3 - "$ops/hc_read_prefill/manifest.json" <<'PY'
+import json, sys
+p = sys.argv[1]; m = json.load(open(p))
+w = [v for v in m["variants"] if v["name"] == "wgmma"][0]
+b = json.loads(json.dumps(w)); b["name"] = "wgmma_bits"; b["class"] = "bitwise"; b["reference"] = "pair_mma"
+m["variants"].append(b); m.pop("families", None); json.dump(m, open(p, "w"), indent=2)
+PY
+      t0=$(date +%s)
+      HCTUNE_KERNELS=$ops timeout 200 bin/hctune bench --db "$ops/bits.db" --op hc_read_prefill \
+        --variants pair_mma,wgmma,wgmma_bits --tokens 16,2048 > "$out/bits.txt" 2>&1
+      echo "bits: exit $? in $(( $(date +%s) - t0 )) s"
+      HCTUNE_KERNELS=$ops bin/hctune show --db "$ops/bits.db" --op hc_read_prefill --variant wgmma_bits \
+        >> "$out/bits.txt" 2>&1
+      grep -v "^hctune: \(compile\|check\|time\)" "$out/bits.txt" | tail -30 ;;
     *) echo "gpu-profile: unknown part '$part'" >&2 ;;
   esac
 done
 tar -C "$reps" -czf "$out/reps.tgz" . 2>/dev/null
+tar -C "$logs" -czf "$out/logs.tgz" . 2>/dev/null
+# A summary to read first: each profiled kernel's duration and throughputs.
+grep -E "^===|^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per" "$out/profile.txt" | head -150
 ls -la "$out"

@@ -2,10 +2,11 @@
 """one-point.py: copy an op folder, keeping only the variants named, each at
 one parameter point, so that a profiler sees exactly the launches asked for.
 
-  one-point.py SRC_OP_DIR DST_OP_DIR VARIANT[:NAME=V,NAME=V...] ...
+  one-point.py SRC_OP_DIR DST_OP_DIR VARIANT[:NAME=V,NAME=V...|:*] ...
 
 The baseline (and any variant a kept one names as its reference) is kept at
-its first point.  A parameter not named keeps its first value.  The copy's
+its first point.  A parameter not named keeps its first value; VARIANT:*
+keeps every point of that variant.  The copy's
 templates are the source's files (copied, not linked: a profile needs the
 exact text).  Exit 1 with one line when a variant or value is unknown.
 """
@@ -36,6 +37,9 @@ def main(argv):
         if name not in by_name:
             die("%s: no variant '%s' (have %s)" % (src, name, ", ".join(by_name)))
         fixed = {}
+        if params == "*":
+            want[name] = None
+            continue
         for kv in filter(None, params.split(",")):
             k, _, v = kv.partition("=")
             fixed[k] = v
@@ -52,8 +56,11 @@ def main(argv):
         if v["name"] not in want:
             continue
         fixed = want[v["name"]]
+        if fixed is None:
+            kept.append(v)
+            continue
         names = {p["name"] for p in v["params"]}
-        for k in fixed:
+        for k in fixed or {}:
             if k not in names:
                 die("%s: variant %s has no parameter %s" % (src, v["name"], k))
         for p in v["params"]:

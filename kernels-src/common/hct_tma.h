@@ -70,6 +70,14 @@ HCT_DEV void hct_bulk_prefetch_l2(const void *src, hct_u32 bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
 }
 
+/* Asks for a box of a 2-D map (element coordinates as hct_tma_load_2d) to
+ * be brought into L2, by one thread, without waiting: a hint. */
+HCT_DEV void hct_tma_prefetch_l2_2d(const hct_tmap *map, int x, int y) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"((hct_u64)map), "r"(x),
+               "r"(y)
+               : "memory");
+}
+
 /* Fetches a map's 128 bytes ahead of its first use. */
 HCT_DEV void hct_tma_prefetch(const hct_tmap *map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"((hct_u64)map) : "memory");

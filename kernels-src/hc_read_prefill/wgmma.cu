@@ -52,14 +52,21 @@
 #include "hct_kernel.h"
 #include "prefill.h"
 #include "wgmma.h"
+#if defined(UBM)
 #include "wgmma_up.h"
+#endif
+#if defined(PBM)
+#include "wgmma_pu.h"
+#endif
 
 #if !defined(S) || !defined(C) || !defined(D) || !defined(K)
 #error "wgmma: the op constants S, C, D, K must be defined"
 #endif
-#if !defined(DBM) || !defined(KSPLIT) || !defined(DSTAGES) || !defined(UBM) || !defined(UBC) || \
-    !defined(USTAGES) || !defined(UMC)
-#error "wgmma: DBM, KSPLIT, DSTAGES, UBM, UBC, USTAGES, UMC must be defined"
+#if !defined(DBM) || !defined(KSPLIT) || !defined(DSTAGES)
+#error "wgmma: DBM, KSPLIT, DSTAGES must be defined"
+#endif
+#if !defined(UBM) && !defined(PBM)
+#error "wgmma: an up kernel's parameters: UBM, UBC, USTAGES, UMC (wgmma_up.h) or PBM, PBC, NCW, PST, PFD (wgmma_pu.h)"
 #endif
 static_assert(D == S * C, "D must be S*C");
 static_assert(K == 320, "the down tile is two wgmma of N = 160");
@@ -178,6 +185,7 @@ HCT_ENTRY void __launch_bounds__(256) hcp_wg_reduce(const float *part, hct_u16 *
   lo[idx] = hct_f32_to_bf16(v);
 }
 
+#if defined(UBM)
 /* Steps 3 and 4 (wgmma_up.h): resid holds R' already (the norm stored it). */
 HCT_ENTRY void HCP_UP_CLUSTER __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
     hcp_wg_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
@@ -185,3 +193,15 @@ HCT_ENTRY void HCP_UP_CLUSTER __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
               hct_u16 *mixed_f16, int T) {
   hcp_up_body<false>(&tm_lo, &tm_wu, &tm_r, resid, 0, mixed, mixed_bf16, mixed_f16, T);
 }
+#endif
+
+#if defined(PBM)
+/* Steps 3 and 4 as one persistent kernel (wgmma_pu.h), for wgmma_pb: with
+ * the spec's norm and KSPLIT 1 its outputs are pair_mma's bits. */
+HCT_ENTRY void __launch_bounds__(HCP_PU_THREADS, 1)
+    hcp_pb_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
+              const __grid_constant__ hct_tmap tm_r, float *resid, float *mixed, hct_u16 *mixed_bf16,
+              hct_u16 *mixed_f16, int T) {
+  hcp_pu_body<false>(&tm_lo, &tm_wu, &tm_r, resid, 0, mixed, mixed_bf16, mixed_f16, T);
+}
+#endif

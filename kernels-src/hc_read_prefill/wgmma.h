@@ -32,6 +32,12 @@
 #endif
 
 #define HCP_WG_THREADS 128
+
+/* Two floats as one 8-byte access (the up epilogues' pairs of channels,
+ * c even: the pair is aligned). */
+struct alignas(8) hcp_f2 {
+  float x, y;
+};
 #define HCP_TILE_ROW_BYTES 128 /* 64 bf16 along K */
 
 HCT_DEV hct_u64 hcp_desc_sw128(hct_u32 smem_addr) {

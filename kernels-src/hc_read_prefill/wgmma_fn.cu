@@ -53,13 +53,21 @@
 #include "hct_kernel.h"
 #include "hct_cluster.h"
 #include "wgmma.h"
+#if defined(UBM)
 #include "wgmma_up.h"
+#endif
+#if defined(PBM)
+#include "wgmma_pu.h"
+#endif
 
 #if !defined(S) || !defined(C) || !defined(D) || !defined(K)
 #error "wgmma_fn: the op constants S, C, D, K must be defined"
 #endif
 #if !defined(FSTAGES) || !defined(MC)
 #error "wgmma_fn: FSTAGES and MC must be defined"
+#endif
+#ifndef FPF
+#define FPF 0 /* R tiles prefetched into L2 this many k blocks ahead; 0: none */
 #endif
 static_assert(MC == 1 || MC == 2, "MC: blocks a cluster sharing w_down's tiles, 1 or 2");
 static_assert(D == S * C, "D must be S*C");
@@ -90,6 +98,10 @@ HCT_DEV int hcp_fn_issue(const hcp_ring &r, const hct_tmap *tm_r, const hct_tmap
   const hct_u32 base = r.tiles + st * HCP_FN_STAGE;
   const hct_u32 b = base + HCP_FN_R_BYTES + HCP_FN_A_BYTES;
   hct_tma_load_2d(base, tm_r, kb * 64, m0, &r.full[st]);
+  /* R's tile FPF blocks on, into L2 (w_down's tiles, read by every block,
+   * are there already): its load then waits for L2, not memory, and the
+   * two loads in flight of a shallow ring cover that. */
+  if (FPF > 0 && kb + FPF < HCP_FN_KB) hct_tma_prefetch_l2_2d(tm_r, (kb + FPF) * 64, m0);
 #if MC > 1
   hct_tma_load_2d_multicast(b + rank * 160 * HCP_TILE_ROW_BYTES, tm_wd, kb * 64, rank * 160,
                             &r.full[st], (hct_u16)((1u << MC) - 1u));
@@ -285,6 +297,7 @@ HCT_ENTRY void HCP_FN_CLUSTER __launch_bounds__(HCP_FN_THREADS, 1)
 #endif
 }
 
+#if defined(UBM)
 /* Steps 3 and 4 (wgmma_up.h), forming R' = fl(R + P) and storing it. */
 HCT_ENTRY void HCP_UP_CLUSTER __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
     hcp_fn_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
@@ -292,3 +305,15 @@ HCT_ENTRY void HCP_UP_CLUSTER __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
               hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
   hcp_up_body<true>(&tm_lo, &tm_wu, &tm_r, resid, pending, mixed, mixed_bf16, mixed_f16, T);
 }
+#endif
+
+#if defined(PBM)
+/* Steps 3 and 4 as one persistent kernel (wgmma_pu.h), for wgmma_pu,
+ * forming R' = fl(R + P) and storing it. */
+HCT_ENTRY void __launch_bounds__(HCP_PU_THREADS, 1)
+    hcp_fp_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
+              const __grid_constant__ hct_tmap tm_r, float *resid, const float *pending, float *mixed,
+              hct_u16 *mixed_bf16, hct_u16 *mixed_f16, int T) {
+  hcp_pu_body<true>(&tm_lo, &tm_wu, &tm_r, resid, pending, mixed, mixed_bf16, mixed_f16, T);
+}
+#endif

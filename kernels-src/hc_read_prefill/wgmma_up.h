@@ -47,11 +47,6 @@ static_assert(UBC % 32 == 0 && 4 * UBC <= 256 && C % UBC == 0,
               "UBC: whole 32-channel R' boxes, 4*UBC is one wgmma N");
 static_assert(S == 4, "the up epilogue mixes 4 streams");
 
-/* Two floats as one 8-byte access (c is even: the pair is aligned). */
-struct alignas(8) hcp_f2 {
-  float x, y;
-};
-
 #define HCP_UP_NC (UBM / 64)
 #define HCP_UP_THREADS (HCP_WG_THREADS * (HCP_UP_NC + 1))
 #define HCP_UP_N (4 * UBC)
