@@ -100,8 +100,9 @@ endif
 # unless listed here.
 LOWER_SRC  := common/error.c common/names.c common/util.c common/log.c common/tokens.c \
               common/base64.c common/socket_path.c \
-              jit/expr.c jit/manifest.c jit/options.c jit/plan.c jit/cuda.c jit/cuda_driver.c jit/nvml.c \
-              jit/vendor_lib.c
+              jit/expr.c jit/manifest.c jit/manifest_fields.c jit/manifest_variant.c jit/variants.c \
+              jit/points.c jit/op_figures.c jit/options.c jit/plan.c jit/cuda.c jit/cuda_driver.c \
+              jit/nvml.c jit/vendor_lib.c
 CLIENT_SRC := $(wildcard client/*.c) $(LOWER_SRC)
 CORE_SRC   := $(filter-out $(CLIENT_SRC) cli/main.c,$(wildcard common/*.c jit/*.c db/*.c tuner/*.c cli/*.c) \
               $(filter-out daemon/main.c daemon/fuzz_%.c,$(wildcard daemon/*.c)))
@@ -123,6 +124,7 @@ $(O)/tests/test_cuda_abi.o: CPPFLAGS += -DHCT_TOOLKIT_CUDA_H='"$(CUDA_HOME)/incl
 $(O)/jit/hip.o:  CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/jit/hip_%.o: CPPFLAGS += -D__HIP_PLATFORM_AMD__
 $(O)/db/fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
+$(O)/db/fleet_pg_sync.o: CPPFLAGS += -I$(PG_INCLUDE)
 $(O)/tests/test_fleet_pg.o: CPPFLAGS += -I$(PG_INCLUDE)
 $(O)/daemon/fleet_pull.o: CPPFLAGS += -I$(PG_INCLUDE)
 

@@ -48,8 +48,9 @@ typedef struct hct_cli_env_s {
  */
 int hct__cli_options(int argc, char **argv, const hct_option_t *opts, const char *usage,
                      hct_cli_env_t *env);
-/* The setup column of command `name` (cli/cmd_table.c); 0 for none. */
-unsigned hct__cli_setup_flags(const char *name);
+/* The dispatcher (cli/cmd_table.c) names the setup column of the command
+ * it is about to run; hct__cli_options then does that setup. */
+void hct__cli_running(unsigned setup);
 /* Runs that setup: db_path is --db's value (NULL: the default). */
 int hct__cli_setup(unsigned flags, const char *db_path, hct_cli_env_t *env);
 

@@ -1,11 +1,11 @@
 /*
- * cmd_table.c: the hctune command table, its dispatcher, and the setup a
- * row can ask for.
+ * cmd_table.c: the hctune command table and its dispatcher, which hands
+ * the row's setup column to cli/setup.c before calling the command.
  *
  * To add a command: write cli/cmd_NAME.c with `int cmd_NAME(int argc,
  * char **argv)` (argv[0] is the command's name) that begins with
  * hct__cli_options() (its options through common/cmdline.c, --help, and the setup
- * below), declare it in cli.h, and add a row below.  The rows are kept in
+ * in cli/setup.c), declare it in cli.h, and add a row below.  The rows are kept in
  * the order `hctune --help` prints them.  The setup column, as git's
  * RUN_SETUP: HCT_SETUP_KERNELS finds the templates folder, HCT_SETUP_DB
  * opens the results database read-only (and gives the command --db PATH),
@@ -58,58 +58,10 @@ int hct__cli_main(int argc, char **argv) {
     return HCT_EXIT_OK;
   }
   for (size_t i = 0; i < HCT_ARRAY_SIZE(commands); i++)
-    if (strcmp(argv[0], commands[i].name) == 0) return commands[i].fn(argc, argv);
+    if (strcmp(argv[0], commands[i].name) == 0) {
+      hct__cli_running(commands[i].setup);
+      return commands[i].fn(argc, argv);
+    }
   fprintf(stderr, "hctune: '%s' is not a command (see 'hctune --help')\n", argv[0]);
   return HCT_EXIT_USAGE;
-}
-
-int hct__cli_fail(int code) {
-  hct__error_print("hctune", code);
-  return HCT_EXIT_FAIL;
-}
-
-int hct__cli_open_db(const char *db_path, char *path, size_t len, hct_db_t **db) {
-  if (db_path != NULL)
-    hct__strlcpy(path, db_path, len);
-  else {
-    int rc = hct__default_db_path(path, len, 0);
-    if (rc != 0) return rc;
-  }
-  return hct__db_open(path, HCT_DB_NOCREATE | HCT_DB_READONLY, db);
-}
-
-unsigned hct__cli_setup_flags(const char *name) {
-  for (size_t i = 0; i < HCT_ARRAY_SIZE(commands); i++)
-    if (strcmp(name, commands[i].name) == 0) return commands[i].setup;
-  return 0;
-}
-
-int hct__cli_setup(unsigned flags, const char *db_path, hct_cli_env_t *env) {
-  int rc;
-  if ((flags & HCT_SETUP_KERNELS) && (rc = hct__kernels_dir(env->kernels, sizeof env->kernels)) != 0)
-    return hct__cli_fail(rc);
-  if ((flags & HCT_SETUP_DB) &&
-      (rc = hct__cli_open_db(db_path, env->db_path, sizeof env->db_path, &env->db)) != 0)
-    return hct__cli_fail(rc);
-  return 0;
-}
-
-int hct__cli_options(int argc, char **argv, const hct_option_t *opts, const char *usage,
-                     hct_cli_env_t *env) {
-  const char *cmd = argv[0], *db_path = NULL;
-  const unsigned setup = hct__cli_setup_flags(cmd);
-  if (env != NULL) memset(env, 0, sizeof *env);
-  if (setup != 0 && env == NULL)
-    return hct__usage_error(cmd, "internal: the command's setup has no place");
-  /* An HCT_SETUP_DB command takes --db PATH: the rows, and that one. */
-  size_t n = 0;
-  while (opts[n].name != NULL) n++;
-  hct_option_t *all = calloc(n + 2, sizeof *all);
-  if (all == NULL) return hct__cli_fail(hct__error(HCT_ENOMEM, "out of memory"));
-  memcpy(all, opts, n * sizeof *all);
-  if (setup & HCT_SETUP_DB) all[n] = (hct_option_t)HCT_OPT_STRING("db", &db_path);
-  int rc = hct__parse_options(argc, argv, cmd, all, usage);
-  free(all);
-  if (rc != 0 || setup == 0) return rc;
-  return hct__cli_setup(setup, db_path, env);
 }

@@ -8,7 +8,11 @@
  *   cli/report_svg.c   a small SVG plotting helper (axes, linear and log
  *                      scales, ticks, number formats) and HTML escaping;
  *                      it knows nothing of hctune
- *   cli/report_html.c  the page: summary lines, plots, tables
+ *   cli/report_html.c  the page: a section per card and op
+ *   cli/report_timings.c  a section's summary lines and timing plots
+ *   cli/report_tables.c   a section's tables, and the parity and floor plots
+ *   cli/report_look.c  what the page's files share: escaping, styles,
+ *                      names, numbers, the plots' frames
  *   cli/cmd_report.c   the command: options, the DB, the output file
  *
  * Everything in a section comes from the DB file, which may be hostile:
@@ -188,5 +192,58 @@ void hct__svg_axes(FILE *f, const hct_svg_plot_t *p, const double *xt, int xn,
 /* Moves label positions y[0..n) apart by at least gap pixels, keeping
  * their order and staying inside [lo, hi] where they can. */
 void hct__svg_spread(double *y, int n, double gap, double lo, double hi);
+
+/* ---- the page's files (cli/report_html.c calls down to the others) ------- */
+
+/* Markers of the plots' lines, and the fixed colours of the page. */
+enum { MK_CIRCLE, MK_SQUARE, MK_TRIANGLE, MK_TRIANGLE_DOWN, MK_N };
+#define BASELINE_COLOUR "#3a3a3a"
+#define BASELINE_DASH "7 4"
+#define FLOOR_COLOUR "#000000"
+#define BITWISE_COLOUR "#1d4ed8"
+#define KL_COLOUR "#c2410c"
+
+/* The style of the k-th line of a plot that is not the baseline. */
+typedef struct style_s {
+  const char *colour, *dash;
+  int marker;
+} hct_rp_style_t;
+
+/* cli/report_look.c: escaping, styles, names, numbers, the plots' frames. */
+void hct__rp_esc(FILE *f, const char *s);
+const char *hct__rp_class_name(int k);
+hct_rp_style_t hct__rp_style_of(int k);
+hct_rp_style_t hct__rp_family_style(const hct_rp_section_t *s, int fam);
+const char *hct__rp_family_colour(const hct_rp_section_t *s, int fam);
+void hct__rp_marker(FILE *f, int mk, double x, double y, double r, const char *fill,
+                    const char *stroke);
+void hct__rp_dash_attr(FILE *f, const char *dash);
+void hct__rp_num(double v, char *buf, size_t len);
+void hct__rp_iso(int64_t t, char *buf, size_t len);
+void hct__rp_series_name(FILE *f, const hct_rp_section_t *s, int series);
+void hct__rp_win_name(FILE *f, const hct_rp_section_t *s, const hct_rp_win_t *w);
+void hct__rp_params_text(FILE *f, const char *params);
+double hct__rp_speedup(const hct_rp_win_t *w);
+hct_svg_plot_t hct__rp_t_frame(const hct_rp_section_t *s, double h, double top, double bottom_gap);
+double hct__rp_bars_begin(FILE *f, const hct_rp_section_t *s, int height, double ymax,
+                          const char *cls, const char *title, const char *ylabel,
+                          const char *onelabel, hct_svg_plot_t *p);
+void hct__rp_bars_end(FILE *f, const hct_svg_plot_t *p, const char *kl_style);
+/* The parity classes' names, by HCT_RP_PAR_*. */
+extern const char *const hct__rp_parity_names[HCT_RP_NPAR];
+
+/* cli/report_timings.c: a section's timing part. */
+void hct__rp_summary(FILE *f, const hct_rp_section_t *s);
+void hct__rp_time_plot(FILE *f, const hct_rp_section_t *s);
+void hct__rp_speedup_plot(FILE *f, const hct_rp_section_t *s);
+void hct__rp_history_plot(FILE *f, const hct_rp_section_t *s);
+
+/* cli/report_tables.c: a section's tables (and the plots beside them). */
+void hct__rp_decisions_table(FILE *f, const hct_rp_section_t *s);
+void hct__rp_breakdown_table(FILE *f, const hct_rp_section_t *s);
+void hct__rp_parity_table(FILE *f, const hct_rp_section_t *s);
+void hct__rp_parity_plot(FILE *f, const hct_rp_section_t *s);
+void hct__rp_floor_part(FILE *f, const hct_rp_section_t *s);
+void hct__rp_faults_table(FILE *f, const hct_rp_section_t *s);
 
 #endif /* HCT_REPORT_H */

@@ -398,7 +398,7 @@ static int compile_here(const hct_ecard_t *card, const hct_op_t *m, const hct_va
   if (rc < 0)
     rc = hct__error(HCT_ETEMPLATE, "template '%s/%s': %s", m->name, v->template_file, hct_last_error());
   else
-    rc = hct__cuda_backend.compile(job, source, NULL);
+    rc = hct__cuda_backend.compile(&hct__cuda_backend, job, source, NULL);
   free(source);
   free(job->log);
   if (rc == 0) {

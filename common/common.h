@@ -36,6 +36,9 @@ int hct__verror(int code, const char *fmt, va_list ap);
 void hct__error_clear(void);
 /* Prints "hctune: <last error, or the code's message>" to stderr. */
 void hct__error_print(const char *prog, int code);
+/* Puts `prefix: ` before this thread's error message and returns `code`
+ * (the daemon's handlers name the request a message was raised under). */
+int hct__error_prefixed(int code, const char *prefix);
 
 /* ---- logging (common/log.c) ----------------------------------------------*/
 

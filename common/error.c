@@ -71,6 +71,12 @@ void hct__error_print(const char *prog, int code) {
     fprintf(stderr, "%s: %s\n", prog, hct_strerror(code));
 }
 
+int hct__error_prefixed(int code, const char *prefix) {
+  char why[1024];
+  snprintf(why, sizeof why, "%s", hct_last_error());
+  return hct__error(code, "%s: %s", prefix, why);
+}
+
 int hct__code_map(const hct_code_map_t *map, size_t n, int native, int otherwise) {
   for (size_t i = 0; i < n; i++)
     if (map[i].native == native) return map[i].code;

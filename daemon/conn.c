@@ -20,6 +20,11 @@
  * A half-close (the peer's shutdown(SHUT_WR)) is not a close: the
  * requests it sent are answered and written out, then the connection
  * closes.
+ *
+ * Each line read goes to d->on_line (hct__dispatch_line, set by
+ * daemon/server.c): the verbs' handlers write their replies through this
+ * file, so it names none of them, as libuv's streams call back their
+ * owner's read callback.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -346,7 +351,7 @@ static void conn_pump(hct_conn_t *c) {
      * return freely. */
     size_t k = 0;
     while (k < n && (line[k] == ' ' || line[k] == '\t')) k++;
-    if (k < n) hct__dispatch_line(c, line, n);
+    if (k < n) c->d->on_line(c, line, n);
     else served--;
   }
   if (c->closing || c->draining) return;

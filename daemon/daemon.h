@@ -9,14 +9,17 @@
  *                      only, so the fuzz target links it alone)
  *   daemon/dispatch.c  one request line: parse, check the peer's rights,
  *                      call the verb's handler, answer errors
- *   daemon/conn.c      connections and I/O: accept, read lines, write
- *                      replies, close
+ *   daemon/conn.c      connections and I/O: accept, read lines (each to
+ *                      d->on_line), write replies, close
  *   daemon/answer.c    the answer policy: pin, the card's own decision, the
  *                      fleet's, the baseline (choose, module)
+ *   daemon/softkeys.c  whether a decision is stale on this host (its
+ *                      software key against what it would compile now)
  *   daemon/report.c    list, devices, status
  *   daemon/pins.c      pin, unpin: the writes
  *   daemon/probe.c     the probe supervisor: probes as child processes
- *   daemon/snapshot.c  the DB snapshot and the manifests: load, poll, reload
+ *   daemon/snapshot.c  the DB snapshot: load, poll, reload, the DB lane
+ *   daemon/opset.c     the manifests served from: load, reload, look up
  *   daemon/server.c    start-up and shut-down: socket, signals, the loop
  *   daemon/options.c   hctuned's command line (hct__daemon_main)
  *   daemon/fleet_pull.c  --fleet-url: the live fleet's decisions pulled on a
@@ -356,6 +359,9 @@ struct hct_daemon_s {
   int n_conns;
   uint64_t next_serial;
   hct_conn_t *ready_head, *ready_tail;
+  /* What a connection does with each request line it reads (server.c sets
+   * hct__dispatch_line): conn.c calls up through it, naming nothing above. */
+  void (*on_line)(hct_conn_t *c, const char *line, size_t n);
   hct_probe_t *probes;
   int n_probes;
   uint64_t requests;
@@ -363,10 +369,6 @@ struct hct_daemon_s {
   uint64_t started_ns;
   int stopping;
 };
-
-/* Puts `prefix: ` before this thread's error message (hct__error cannot
- * take hct_last_error() as an argument: it writes that same buffer). */
-int hct__error_prefixed(int code, const char *prefix);
 
 /* conn.c: connections and replies.  A reply is one line; `id` is the
  * request's id as JSON text ("" or NULL: none). */
@@ -399,9 +401,6 @@ void hct__dispatch_line(hct_conn_t *c, const char *line, size_t n);
 
 /* The verbs' handlers (rows of verbs.c). */
 int hct__req_choose(hct_conn_t *c, hct_req_t *r);  /* answer.c */
-/* Asks this host's cards and compilers once (the software keys' driver and
- * compiler parts), before the first request; loop thread (answer.c). */
-void hct__answer_prepare(hct_daemon_t *d);
 int hct__req_module(hct_conn_t *c, hct_req_t *r);  /* answer.c */
 int hct__req_list(hct_conn_t *c, hct_req_t *r);    /* report.c */
 int hct__req_devices(hct_conn_t *c, hct_req_t *r); /* report.c */
@@ -410,12 +409,21 @@ int hct__req_pin(hct_conn_t *c, hct_req_t *r);     /* pins.c */
 int hct__req_unpin(hct_conn_t *c, hct_req_t *r);   /* pins.c */
 int hct__req_probe(hct_conn_t *c, hct_req_t *r);   /* probe.c */
 
+/* softkeys.c: asks this host's cards and compilers once (the software
+ * keys' driver and compiler parts), before the first request; loop
+ * thread. */
+void hct__softkeys_prepare(hct_daemon_t *d);
+/* Whether decision `dec`, answered for card `device` (NULL: its own), is
+ * stale here; 1 with the reason in why, else 0.  Loop thread. */
+int hct__softkeys_stale(hct_daemon_t *d, const hct_db_decision_t *dec, const char *device,
+                        char *why, size_t len);
+
 /* answer.c: "hc_read on GPU-8d1c... (NVIDIA H200): v3 for T=1-8, bitwise
  * against v1<how>", the log line of a decision served or recorded. */
 void hct__log_decision(hct_daemon_t *d, const char *op, const char *device,
                        const hct_db_decision_t *dec, const char *how);
 
-/* report.c: a params text as JSON (a string when it is not JSON), a pin as
+/* index.c: a params text as JSON (a string when it is not JSON), a pin as
  * its reply object. */
 json_t *hct__params_json(const char *text);
 json_t *hct__pin_json(const hct_db_pin_t *p);
@@ -427,7 +435,7 @@ int hct__probe_close_handle(hct_daemon_t *d, uv_handle_t *h);
 /* The running probes as a JSON array, for status. */
 json_t *hct__probes_json(hct_daemon_t *d);
 
-/* ---- snapshot.c: manifests, the DB snapshot, and the DB lane ------------ */
+/* ---- opset.c: the manifests ---------------------------------------------- */
 
 /* Loads every op of kernels_dir into a new opset (refs 1).  An op that
  * does not load is listed in broken[] and logged (once per load, a
@@ -446,6 +454,13 @@ void hct__opset_unref(hct_opset_t *s);
  * tuner and are never offered to engines. */
 const hct_op_t *hct__op_find(hct_daemon_t *d, const char *name);
 const hct_op_t *hct__op_get(hct_daemon_t *d, const char *name);
+/* Whether a row's (op, variant, params) may be served: 0, or a negative
+ * code with the reason (ctx: the opset, a hct_row_check_t for the index).
+ * An op without a manifest here cannot be checked: its rows are served as
+ * recorded.  Any thread: the opset is not changed while a job holds it. */
+int hct__opset_row_check(void *ctx, const char *op_name, const char *variant, const char *params);
+
+/* ---- snapshot.c: the DB snapshot, and the DB lane ------------------------- */
 
 /*
  * The DB lane: every SQLite read and write of the daemon but module's

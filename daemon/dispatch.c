@@ -11,12 +11,6 @@
 
 #include "daemon.h"
 
-int hct__error_prefixed(int code, const char *prefix) {
-  char why[1024];
-  hct__strlcpy(why, hct_last_error(), sizeof why);
-  return hct__error(code, "%s: %s", prefix, why);
-}
-
 /* Whether the peer may run an admin verb; the error says why not. */
 static int check_admin(hct_conn_t *c, const char *verb) {
   hct_daemon_t *d = c->d;

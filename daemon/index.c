@@ -7,6 +7,10 @@
  * own decisions) and by card model key (answers for a card the DB has never
  * seen, from cards of the same model: source "fleet").  A snapshot is never
  * changed after it is built; the loop thread builds a new one on reload.
+ *
+ * The rows' JSON as the protocol writes it is here too (a decision, its
+ * params, a pin): the index renders its replies once at load with it, and
+ * the verbs that answer, list, pin and probe call down to it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +182,18 @@ json_t *hct__decision_json(const hct_db_decision_t *d, const char *source) {
                    source, "template_hash", d->template_hash, "device", d->keys.uuid, "model",
                    d->keys.model_key, "tokens", d->tmin, d->tmax, "measured_tokens", measured,
                    "evidence", ev != NULL ? ev : json_object());
+}
+
+json_t *hct__params_json(const char *text) {
+  json_t *p = json_loads(text[0] ? text : "{}", 0, NULL);
+  return p != NULL ? p : json_string(text);
+}
+
+json_t *hct__pin_json(const hct_db_pin_t *p) {
+  return json_pack("{s:s, s:s, s:[i,i], s:s, s:o, s:I, s:I}", "device", p->uuid, "op", p->op,
+                   "tokens", p->tmin, p->tmax, "variant", p->variant, "params",
+                   hct__params_json(p->params), "until", (json_int_t)p->until, "created_at",
+                   (json_int_t)p->created_at);
 }
 
 /* Whether every text is valid UTF-8 (jansson refuses anything else, and a

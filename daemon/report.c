@@ -9,18 +9,6 @@
 
 #include "daemon.h"
 
-json_t *hct__params_json(const char *text) {
-  json_t *p = json_loads(text[0] ? text : "{}", 0, NULL);
-  return p != NULL ? p : json_string(text);
-}
-
-json_t *hct__pin_json(const hct_db_pin_t *p) {
-  return json_pack("{s:s, s:s, s:[i,i], s:s, s:o, s:I, s:I}", "device", p->uuid, "op", p->op,
-                   "tokens", p->tmin, p->tmax, "variant", p->variant, "params",
-                   hct__params_json(p->params), "until", (json_int_t)p->until, "created_at",
-                   (json_int_t)p->created_at);
-}
-
 static int list_match(const hct_req_t *r, const char *uuid, const char *op) {
   return (r->device == NULL || strcmp(r->device, uuid) == 0) &&
          (r->op == NULL || strcmp(r->op, op) == 0);

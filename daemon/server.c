@@ -271,6 +271,7 @@ static int start(hct_daemon_t *d, const hct_daemon_opts_t *o) {
       return rc;
     }
   }
+  d->on_line = hct__dispatch_line;
   if ((rc = uv_listen((uv_stream_t *)&d->server, SOMAXCONN, hct__conn_accept)) < 0) {
     if (!d->socket_activated) unlink(d->socket_path);
     return hct__error(HCT_EIO, "cannot listen on '%s': %s", d->socket_path, uv_strerror(rc));

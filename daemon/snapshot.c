@@ -2,8 +2,8 @@
  * snapshot.c: what the daemon answers from, and every SQLite access it
  * makes.
  *
- * The manifests of the kernels folder are an opset, loaded at start and on
- * SIGHUP.  The DB's decisions, pins and devices are a snapshot
+ * The manifests of the kernels folder are an opset (daemon/opset.c),
+ * loaded at start and on SIGHUP.  The DB's decisions, pins and devices are a snapshot
  * (daemon/index.c), rebuilt when the file changes: the watch looks at the
  * file's inode (a DB replaced by rename, install or rsync is a new inode,
  * opened afresh) and at `PRAGMA data_version` (another process committed).
@@ -65,116 +65,6 @@ struct hct_lane_s {
   ino_t bin_ino;
 };
 
-/* ---- manifests ------------------------------------------------------------ */
-
-static const hct_op_t *opset_find(const hct_opset_t *s, const char *name);
-
-/* Records op `name` of s as broken (the error just raised) and serves the
- * manifest prev holds for it, if any. */
-static int opset_broken(hct_opset_t *s, const hct_opset_t *prev, const char *name) {
-  if (s->n_broken == HCT_MAX_OPS) return 0;
-  hct_broken_op_t *b = &s->broken[s->n_broken++];
-  hct__strlcpy(b->name, name, sizeof b->name);
-  hct__strlcpy(b->why, hct_last_error(), sizeof b->why);
-  hct__error_clear();
-  const hct_op_t *old = opset_find(prev, name);
-  if (old != NULL && s->n < HCT_MAX_OPS && hct__manifest_copy(old, &s->ops[s->n]) == 0) {
-    s->n++;
-    b->kept = 1;
-  }
-  hct__log(HCT_LOG_WARN, "%s: %s", b->why,
-           b->kept ? "keeping the manifest read before" : "op not served");
-  return 0;
-}
-
-int hct__opset_load(const char *kernels_dir, const hct_opset_t *prev, hct_opset_t **out) {
-  hct_opset_t *s = calloc(1, sizeof *s);
-  if (s == NULL) return hct__error(HCT_ENOMEM, "manifests: out of memory");
-  s->refs = 1;
-  if (kernels_dir[0] != '\0') {
-    char names[HCT_MAX_OPS][32];
-    int n = hct__manifest_list(kernels_dir, names, HCT_MAX_OPS);
-    for (int i = 0; n > 0 && i < n; i++) {
-      int rc = hct__manifest_load(kernels_dir, names[i], &s->ops[s->n]);
-      if (rc == HCT_ENOMEM) {
-        n = rc;
-        break;
-      }
-      if (rc < 0) opset_broken(s, prev, names[i]);
-      else s->n++;
-    }
-    if (n < 0) {
-      hct__opset_unref(s);
-      return n;
-    }
-  }
-  *out = s;
-  return 0;
-}
-
-json_t *hct__opset_broken_json(const hct_opset_t *s) {
-  json_t *arr = json_array();
-  for (int i = 0; arr != NULL && s != NULL && i < s->n_broken; i++)
-    json_array_append_new(arr, json_pack("{s:s, s:s, s:b}", "op", s->broken[i].name, "why",
-                                         s->broken[i].why, "kept", s->broken[i].kept));
-  return arr;
-}
-
-void hct__opset_unref(hct_opset_t *s) {
-  if (s == NULL || --s->refs > 0) return;
-  for (int i = 0; i < s->n; i++) hct__manifest_free(s->ops[i]);
-  free(s);
-}
-
-static const hct_op_t *opset_find(const hct_opset_t *s, const char *name) {
-  for (int i = 0; s != NULL && i < s->n; i++)
-    if (strcmp(s->ops[i]->name, name) == 0) return s->ops[i];
-  return NULL;
-}
-
-const char *hct__op_broken(const hct_daemon_t *d, const char *name) {
-  for (int i = 0; d->ops != NULL && i < d->ops->n_broken; i++)
-    if (strcmp(d->ops->broken[i].name, name) == 0 && !d->ops->broken[i].kept)
-      return d->ops->broken[i].why;
-  return NULL;
-}
-
-const hct_op_t *hct__op_find(hct_daemon_t *d, const char *name) {
-  const hct_op_t *op = opset_find(d->ops, name);
-  if (op != NULL) return op;
-  /* The engine falls back either way; the asker learns why. */
-  const char *why = hct__op_broken(d, name);
-  if (why != NULL) {
-    hct__error(HCT_ENOENT, "op '%s' is broken, not served: %s", name, why);
-    return NULL;
-  }
-  if (d->kernels_dir[0] == '\0') hct__error(HCT_ENOENT, "op '%s': no kernel templates folder", name);
-  else hct__error(HCT_ENOENT, "op '%s': no manifest in '%s'", name, d->kernels_dir);
-  return NULL;
-}
-
-const hct_op_t *hct__op_get(hct_daemon_t *d, const char *name) {
-  const hct_op_t *op = hct__op_find(d, name);
-  if (op != NULL && op->selftest) {
-    hct__error(HCT_ENOENT, "op '%s': a self-test op, never offered to engines", name);
-    return NULL;
-  }
-  return op;
-}
-
-/* Whether a row's (op, variant, params) may be served: 0, or a negative
- * code with the reason.  An op without a manifest here cannot be checked:
- * its rows are served as recorded.  Any thread: the opset is not changed
- * while a job holds it. */
-static int row_check(void *ctx, const char *op_name, const char *variant, const char *params) {
-  const hct_op_t *op = opset_find(ctx, op_name);
-  if (op == NULL) return 0;
-  const hct_variant_t *v = hct__variant_find(op, variant);
-  if (v == NULL) return hct__error(HCT_ENOENT, "op '%s' has no variant '%s'", op_name, variant);
-  hct_point_t pt;
-  return hct__point_parse(v, params, &pt);
-}
-
 /* ---- the fleet overlay ---------------------------------------------------- */
 
 /* Reads the fleet file into a new index checked against `ops`; *st gets
@@ -191,7 +81,7 @@ static int fleet_load(const char *path, hct_opset_t *ops, hct_index_t **out, str
     for (int i = 0; dec != NULL && i < f.n_decisions; i++)
       hct__fleet_decision_to_db(&f.decisions[i], &dec[i]);
   }
-  if (rc == 0) rc = hct__index_from_decisions(dec, f.n_decisions, row_check, ops, out);
+  if (rc == 0) rc = hct__index_from_decisions(dec, f.n_decisions, hct__opset_row_check, ops, out);
   free(dec);
   hct__fleet_free(&f);
   return rc;
@@ -304,7 +194,7 @@ static void refresh(hct_lane_t *L, int reopen, int reload) {
   if (rc == 0) rc = hct__db_data_version(L->db, &v);
   if (rc == 0 && !reload && v == L->version) return;
   hct_index_t *ix = NULL;
-  if (rc == 0) rc = hct__index_load(L->db, row_check, L->ops_used, &ix);
+  if (rc == 0) rc = hct__index_load(L->db, hct__opset_row_check, L->ops_used, &ix);
   if (rc < 0) {
     L->stale = 1;
     hct__strlcpy(L->why, hct_last_error(), sizeof L->why);
@@ -525,11 +415,11 @@ int hct__snapshot_start(hct_daemon_t *d) {
   }
   if (L->db != NULL) {
     if ((rc = hct__db_data_version(L->db, &L->version)) < 0) return rc;
-    if ((rc = hct__index_load(L->db, row_check, d->ops, &L->ix_new)) < 0) return rc;
+    if ((rc = hct__index_load(L->db, hct__opset_row_check, d->ops, &L->ix_new)) < 0) return rc;
     /* Decisions with software keys are checked against this host's cards
      * and compiler: ask them now, not during the first request (a database
      * of unkeyed decisions needs neither, and the daemon stays small). */
-    if (hct__db_decisions_keyed(L->db) > 0) hct__answer_prepare(d);
+    if (hct__db_decisions_keyed(L->db) > 0) hct__softkeys_prepare(d);
     hct__error_clear();
   } else if ((rc = hct__index_empty(&L->ix_new)) < 0) {
     return rc;

@@ -3,9 +3,11 @@
  * hosts (docs/fleet.md).
  *
  * Files:
- *   db/export.c    the fleet file format (its SQLite schema, format marker
- *                  and columns), writing a fleet set to a new file, and
- *                  `db export`: the local DB's rows as a fleet set
+ *   db/fleet_format.c  the fleet file format (its SQLite schema, format
+ *                  marker and columns), a value checked against its
+ *                  column, a fleet decision as a local row
+ *   db/export.c    writing a fleet set to a new file, and `db export`:
+ *                  the local DB's rows as a fleet set
  *   db/untrusted.c reading a fleet file that came from elsewhere: its bytes
  *                  checked before SQLite sees them, its whole schema
  *                  against the expected one, then every row validated
@@ -153,7 +155,7 @@ typedef struct hct_fleet_s {
 
 void hct__fleet_free(hct_fleet_t *f);
 
-/* ---- the format (db/export.c) --------------------------------------------- */
+/* ---- the format (db/fleet_format.c) ---------------------------------------- */
 
 /* The schema of a fleet file, as SQL run on an empty database. */
 extern const char hct__fleet_schema_sql[];
@@ -199,6 +201,8 @@ const hct_fleet_table_t *hct__fleet_table(const char *name);
 int hct__fleet_check_text(const hct_fleet_col_t *c, const char *s, size_t len, char *why,
                           size_t wlen);
 
+/* ---- writing and exporting (db/export.c) ----------------------------------- */
+
 /*
  * Writes `f` to a new fleet file at `path`: built in "<path>.tmp-<pid>"
  * and renamed over `path` once complete, so a failed write leaves no file
@@ -239,7 +243,7 @@ int hct__fleet_read_some(const char *path, int tables, hct_fleet_t *out);
 /* ---- for the files of db/ only ------------------------------------------- */
 
 struct sqlite3;
-/* Reads the rows of `sql` (its columns in the order of T->cols; ?1 bound to
+/* Reads the rows of `sql` (db/untrusted.c; its columns in the order of T->cols; ?1 bound to
  * bind_prefix when not NULL) into a malloc'd array of checked rows.  With
  * `repair` (the local DB's own rows, for an export) JSON that does not
  * parse is wrapped as {"text": ...} and control characters become '?';
@@ -248,7 +252,7 @@ int hct__fleet_read_rows(struct sqlite3 *h, const char *sql, const char *bind_pr
                          const hct_fleet_table_t *T, const char *file, int repair, void **arr,
                          int *n);
 /* `s` when it is a JSON object text, else {"text": s} cut to fit in max
- * bytes (malloc'd; NULL on out of memory). */
+ * bytes (malloc'd; NULL on out of memory; db/fleet_format.c). */
 char *hct__fleet_json_or_wrapped(const char *s, size_t max);
 
 /* ---- merging (db/merge.c) ------------------------------------------------- */
@@ -291,7 +295,8 @@ typedef struct hct_fleet_import_stats_s {
  * error. */
 int hct__fleet_import(hct_db_t *db, const hct_fleet_t *f, hct_fleet_import_stats_t *stats);
 
-/* A fleet decision as the daemon's and the probe's decision row. */
+/* A fleet decision as the daemon's and the probe's decision row
+ * (db/fleet_format.c). */
 void hct__fleet_decision_to_db(const hct_fleet_decision_t *fd, hct_db_decision_t *d);
 
 #endif /* HCT_FLEET_H */

@@ -32,16 +32,16 @@
  *     that card's own figures, so merging one export decides what its
  *     probe decided;
  *   - the winner per T and class comes from hct__pick_winner
- *     (tuner/stats.c), the probe's own rule, with the baseline as the
+ *     (db/decide.c), the probe's own rule, with the baseline as the
  *     incumbent and the probe's margin; per-T winners become ranges with
- *     hct__cover_ranges (tuner/stats.c), the probe's own function: each
+ *     hct__cover_ranges (db/decide.c), the probe's own function: each
  *     count timed covers up to the geometric midpoints to its neighbours,
  *     and the outermost reach the ends of the range the inputs' own
  *     decisions covered (the op's range as the probes saw it), so a merge
  *     of sparse counts (prefill: 16, 128, ..., 32768) leaves no gaps
  *     between them and decides what one probe of the same figures would.
- * tuner/stats.h is pure functions over figures; db/ calls them so that
- * there is one winner rule.
+ * db/decide.h holds both rules, below the tuner that calls them too, so
+ * that there is one winner rule and one range rule.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -51,7 +51,7 @@
 #include <xxhash.h>
 
 #include "fleet.h"
-#include "stats.h"
+#include "decide.h"
 
 /* ---- generic rows ------------------------------------------------------- */
 

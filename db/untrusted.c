@@ -26,7 +26,7 @@
  *      table, index, view or trigger, any changed column, is refused.
  *   5. PRAGMA quick_check reads every page.
  *   6. Only then are rows read, each value checked against its column
- *      (db/export.c): SQLite type, size, UTF-8, range, finite.
+ *      (db/fleet_format.c): SQLite type, size, UTF-8, range, finite.
  *
  * Nothing here ATTACHes the file to another database, and nothing writes.
  */

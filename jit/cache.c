@@ -242,7 +242,7 @@ static void compile_keyed(hct_compile_job_t *job) {
   else if (ops->compile == NULL)
     rc = hct__error(HCT_EUNSUPPORTED, "backend '%s' cannot compile yet", ops->name);
   else
-    rc = ops->compile(job, source, common);
+    rc = ops->compile(ops, job, source, common);
   free(source);
   job->compile_ms = (double)(hct__now_ns() - t0) / 1e6;
   if (rc < 0) {

@@ -332,13 +332,14 @@ static int cuda_target_options(const char *arch, hct_compile_opts_t *o) {
  * through the toolkit's include folder, so a machine with only the NVRTC
  * libraries compiles the same code.
  */
-static int cuda_compile(hct_compile_job_t *job, const char *source, const char *include_dir) {
+static int cuda_compile(const hct_backend_ops_t *ops, hct_compile_job_t *job, const char *source,
+                        const char *include_dir) {
   (void)include_dir; /* in the option list already */
   int rc = nvrtc_load();
   if (rc < 0) return rc;
   hct_compile_opts_t *o = malloc(sizeof *o);
   if (o == NULL) return hct__error(HCT_ENOMEM, "out of memory compiling '%s'", job->variant->name);
-  rc = hct__compile_options(&hct__cuda_backend, job, o);
+  rc = hct__compile_options(ops, job, o);
   if (rc < 0) {
     free(o);
     return rc;
@@ -604,7 +605,7 @@ static int cuda_launch_pdl(hct_gpu_t *gpu, hct_function_t *f, const unsigned gri
 }
 
 /* Free and total device memory of the context's card: the worker takes
- * its timing allocations in groups that fit (tuner/worker_serve.c). */
+ * its timing allocations in groups that fit (tuner/worker_time.c). */
 static int cuda_mem_info(hct_gpu_t *g, size_t *free_bytes, size_t *total_bytes) {
   if (hct__cu.cuMemGetInfo_v2 == NULL) return hct__error(HCT_EUNSUPPORTED, "cuda: the driver has no cuMemGetInfo_v2");
   ENTER(g);

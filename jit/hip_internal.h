@@ -146,7 +146,8 @@ int hct__hip_device_get(int ordinal, hct_device_t *d);
 /* ---- compiling (jit/hip_rtc.c) ------------------------------------------ */
 
 int hct__hip_compiler_version(char *buf, size_t len);
-int hct__hip_compile(hct_compile_job_t *job, const char *source, const char *include_dir);
+int hct__hip_compile(const hct_backend_ops_t *ops, hct_compile_job_t *job, const char *source,
+                     const char *include_dir);
 int hct__hip_target_options(const char *arch, hct_compile_opts_t *o);
 
 #endif /* HCT_HIP_INTERNAL_H */

@@ -209,14 +209,15 @@ static int hip_rtc_run(const char *source, const char *name, const char *target,
  * of hct__compile_options.  The code object (an ELF file that
  * hipModuleLoadData takes) goes to job->image, its resources to job.
  */
-int hct__hip_compile(hct_compile_job_t *job, const char *source, const char *include_dir) {
+int hct__hip_compile(const hct_backend_ops_t *ops, hct_compile_job_t *job, const char *source,
+                     const char *include_dir) {
   (void)include_dir; /* in the option list already */
   int rc = hct__hiprtc_load();
   if (rc < 0) return job_keep(job, rc);
   hct_compile_opts_t *o = malloc(sizeof *o);
   if (o == NULL)
     return job_keep(job, hct__error(HCT_ENOMEM, "hiprtc: out of memory building options"));
-  rc = hct__compile_options(&hct__hip_backend, job, o);
+  rc = hct__compile_options(ops, job, o);
   if (rc < 0) {
     free(o);
     return job_keep(job, rc);

@@ -5,7 +5,13 @@
  *
  * Files:
  *   jit/expr.c      integer expressions of the manifests ("cdiv(K,ROWS)")
- *   jit/manifest.c  loads kernels-src/<op>/manifest.json
+ *   jit/manifest.c  loads kernels-src/<op>/manifest.json (with
+ *                   manifest_variant.c and manifest_fields.c: see
+ *                   jit/manifest_load.h)
+ *   jit/variants.c  a loaded op's variants looked up: baseline, reference,
+ *                   competing class, bit families
+ *   jit/points.c    parameter points, fit and constraints, tensor maps
+ *   jit/op_figures.c  an op's figures at T: batch, floor bytes, flops
  *   jit/backend.c   the backend table, device discovery across vendors,
  *                   and the hct__gpu_* dispatch
  *   jit/cuda.c      CUDA driver + NVRTC, both loaded with dlopen
@@ -58,7 +64,8 @@ int hct__symtab_get(const hct_symtab_t *t, const char *name, int64_t *value);
  * in syms) with a message naming the expression and the cause. */
 int hct__expr_eval(const char *expr, const hct_symtab_t *syms, int64_t *out);
 
-/* ---- manifests (jit/manifest.c) ----------------------------------------- */
+/* ---- manifests (jit/manifest.c loads them; jit/variants.c, jit/points.c and
+ *      jit/op_figures.c answer questions about a loaded one) --------------- */
 
 #define HCT_MAX_PARAMS 8
 #define HCT_MAX_PARAM_VALUES 16
@@ -449,7 +456,7 @@ int hct__uuid_matches(const char *uuid, const char *spec);
  * `hctune devices --json` and the devices table. */
 struct json_t *hct__device_json(const hct_device_t *d);
 
-/* ---- which variants and points may run where (jit/manifest.c) ---------- */
+/* ---- which variants and points may run where (jit/points.c) ------------- */
 
 /*
  * 1 when variant v may run at all on a card of this backend, arch number
@@ -613,8 +620,8 @@ typedef struct hct_compile_opts_s {
   char text[8192];     /* storage of argv */
 } hct_compile_opts_t;
 typedef struct hct_backend_ops_s hct_backend_ops_t;
-/* jit/options.c; `ops` is the job's backend (the backends pass their own,
- * others hct__backend(job->backend)). */
+/* jit/options.c; `ops` is the job's backend (a backend's compile passes
+ * the table it was called through, others hct__backend(job->backend)). */
 int hct__compile_options(const hct_backend_ops_t *ops, const hct_compile_job_t *job,
                          hct_compile_opts_t *o);
 /* Appends one printf-formatted option; HCT_ERANGE when the list is full. */
@@ -762,8 +769,12 @@ struct hct_backend_ops_s {
   int (*device_count)(int *n);
   int (*device_get)(int ordinal, hct_device_t *out);
   int (*compiler_version)(char *buf, size_t len);
-  /* Compiles job (thread-safe); fills image, log, resources. */
-  int (*compile)(hct_compile_job_t *job, const char *source, const char *include_dir);
+  /* Compiles job (thread-safe); fills image, log, resources.  `ops` is
+   * this table, passed in so that a backend whose compiler lives in a file
+   * of its own (jit/hip_rtc.c) builds its options without naming the table
+   * that names it. */
+  int (*compile)(const hct_backend_ops_t *ops, hct_compile_job_t *job, const char *source,
+                 const char *include_dir);
   int (*open)(const hct_device_t *dev, hct_gpu_t **out);
   void (*close)(hct_gpu_t *g);
   int (*alloc)(hct_gpu_t *g, size_t bytes, hct_dptr_t *out);

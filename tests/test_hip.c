@@ -145,7 +145,7 @@ static void tiny_job(hct_compile_job_t *job, const hct_op_t *op, const char *arc
 
 static int compile_tiny(hct_compile_job_t *job, const hct_op_t *op, const char *arch) {
   tiny_job(job, op, arch);
-  return hct__hip_backend.compile(job, tiny_source, NULL);
+  return hct__hip_backend.compile(&hct__hip_backend, job, tiny_source, NULL);
 }
 
 static int one_line(const char *s) { return s[0] != '\0' && strchr(s, '\n') == NULL; }

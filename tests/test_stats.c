@@ -1,7 +1,8 @@
 /*
  * test_stats.c: the statistics of tuner/stats.c on synthetic samples: ranks
- * of the median's confidence interval, its coverage, summaries, the
- * significance rule, the choice of a winner and range merging.
+ * of the median's confidence interval, its coverage, summaries; and the
+ * rules of db/decide.c: significance, the choice of a winner and range
+ * merging.
  */
 #include <math.h>
 #include <setjmp.h>

@@ -30,29 +30,6 @@
 
 #include "probe_internal.h"
 
-/*
- * Ctrl-C (or SIGTERM) during a probe: the probe stops at the next
- * candidate, marks its run "interrupted" and keeps every trial recorded so
- * far; a second one ends the process at once (the database stays sound:
- * every trial is its own transaction, and the worker dies with us).
- */
-static volatile sig_atomic_t probe_interrupted;
-
-static void on_interrupt(int sig) {
-  if (probe_interrupted) {
-    signal(sig, SIG_DFL);
-    raise(sig);
-    return;
-  }
-  probe_interrupted = 1;
-}
-
-int hct__probe_check_interrupt(const probe_t *P) {
-  if (!probe_interrupted) return 0;
-  return hct__error(HCT_EINTERRUPTED, "probe interrupted: the trials recorded so far are kept in '%s'",
-                    P->dbpath);
-}
-
 static int device_fingerprint_json(const hct_device_t *d, char **out) {
   json_t *j = hct__device_json(d);
   *out = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -362,9 +339,9 @@ int hct__probe(const hct_probe_opts_t *o) {
   hct__probe_clock_start(&P);
   struct sigaction sa, old_int, old_term;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_interrupt;
+  sa.sa_handler = hct__probe_on_interrupt;
   sigemptyset(&sa.sa_mask);
-  probe_interrupted = 0;
+  hct__probe_interrupt_clear();
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   int rc = probe_stages(&P);

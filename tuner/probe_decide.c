@@ -3,7 +3,7 @@
  * each decision (the classes bitwise and kl, and the op's bit families,
  * issue 29) by
  * the one winner rule (hct__pick_winner), ranges by the one range rule
- * (hct__cover_ranges, tuner/stats.c), and the decisions into the DB.
+ * (hct__cover_ranges, db/decide.c), and the decisions into the DB.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,7 +91,7 @@ void hct__probe_trim(probe_t *P, const cand_t *c, int first, int last, int *lo, 
 /* The decision ranges of one class: the winner per probed count (win[],
  * indexed like P->tokens), each count covering the counts up to the
  * geometric midpoints to its neighbours among the op's representative
- * counts, equal neighbours merged (hct__cover_ranges, tuner/stats.c), and
+ * counts, equal neighbours merged (hct__cover_ranges, db/decide.c), and
  * each range trimmed to its winner's support (lo[], hi[]).  Returns the
  * count of ranges or an error. */
 typedef struct class_ranges_s {

@@ -8,13 +8,16 @@
  *   tuner/probe_cands.c    candidates: which variants and points, what
  *                          each is checked against, compiling them
  *   tuner/probe_check.c    checks: every candidate's outputs at a count,
- *                          with and without pending (check_T), and the
- *                          large counts where only finalists are checked
+ *                          with and without pending (check_T)
+ *   tuner/probe_late.c     the large counts where only the search's
+ *                          finalists are checked, then timed
  *   tuner/probe_judge.c    verdicts: figures of a check or of timed
  *                          launches against the op's rules (no GPU call)
  *   tuner/probe_search.c   the search of a family's points (halving)
  *   tuner/probe_time.c     timing: the deciding pass, the other mode, the
  *                          verification of the timed launches' outputs
+ *   tuner/probe_time_groups.c  the worker's timing in groups that fit the
+ *                          card's memory, for the timing and the search
  *   tuner/probe_serve.c    checks cover what is served: a count's winners
  *                          checked where its decision reaches, before
  *                          they are decided for
@@ -25,6 +28,7 @@
  *   tuner/probe_output.c   progress lines, the decision table
  *   tuner/probe_clock.c    where the time goes: every moment of the probe
  *                          in one stage, the breakdown at its end
+ *   tuner/probe_interrupt.c  Ctrl-C: the flag every stage asks about
  *
  * Loop thread only: a probe is one thread, its GPU calls go to a worker
  * process (tuner/worker.c).
@@ -154,11 +158,16 @@ typedef struct verdict_s {
   char figures[2048];
 } verdict_t;
 
-/* ---- tuner/probe.c ------------------------------------------------------- */
+/* ---- tuner/probe_interrupt.c --------------------------------------------- */
 
 /* HCT_EINTERRUPTED with its message after Ctrl-C (or SIGTERM), else 0:
  * every stage asks between candidates. */
 int hct__probe_check_interrupt(const probe_t *P);
+/* The handler hct__probe installs for SIGINT and SIGTERM: the first sets
+ * the flag, a second ends the process. */
+void hct__probe_on_interrupt(int sig);
+/* Clears the flag, before a probe begins. */
+void hct__probe_interrupt_clear(void);
 
 /* ---- tuner/probe_clock.c ------------------------------------------------- */
 
@@ -245,9 +254,6 @@ int hct__probe_timed_ok(probe_t *P, const cand_t *c, const hct_worker_verify_t *
 /* Checks the candidates in play (only[i], or all) at the k-th count on one
  * fresh input set, with or without pending. */
 int hct__probe_check_T(probe_t *P, int k, int pending, const uint8_t *only);
-/* The k-th count above checks.all_points_up_to: search, check the
- * finalists, time. */
-int hct__probe_check_late(probe_t *P, int k, int sets);
 
 /*
  * Issue 29: checks cover what is served.  The candidates who[0..n) (each
@@ -280,13 +286,21 @@ int hct__probe_serve_T(probe_t *P, int k, uint8_t *out, int *again);
 /* The search of every family that asks for one at the k-th count. */
 int hct__probe_search_T(probe_t *P, int k);
 
-/* ---- tuner/probe_time.c -------------------------------------------------- */
+/* ---- tuner/probe_time_groups.c ------------------------------------------- */
 
 /* hct__worker_time over as many requests as the card's memory needs. */
 int hct__probe_time_grouped(probe_t *P, const int *ids, int n, int T, json_t *opts, int deadline,
                             hct_timing_res_t *res, int *failed, int *groups);
+
+/* ---- tuner/probe_time.c -------------------------------------------------- */
 /* Times (and verifies) the candidates that passed at the k-th count. */
 int hct__probe_time_T(probe_t *P, int k, int search);
+
+/* ---- tuner/probe_late.c -------------------------------------------------- */
+
+/* The k-th count above checks.all_points_up_to: search, check the
+ * finalists, time. */
+int hct__probe_check_late(probe_t *P, int k, int sets);
 
 /* ---- tuner/probe_decide.c ------------------------------------------------ */
 

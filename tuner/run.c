@@ -1,7 +1,9 @@
 /*
- * run.c: a candidate on a GPU: load its module, size and fill its buffers,
- * enqueue its launch sequence from the manifest, run it once and read the
- * results back.  The probe and the worker process are built on these.
+ * run.c: a candidate on a GPU: load its module, size its scratch, enqueue
+ * its launch sequence from the manifest, run it once and read the results
+ * back.  Its buffers are a device set (tuner/devset.c); a session may run
+ * the producer kernel ahead of it (tuner/producer.c).  The probe and the
+ * worker process are built on these.
  *
  * Loop thread only: everything here uses the GPU handle of the calling
  * thread.
@@ -52,44 +54,6 @@ int hct__run_load(hct_gpu_t *g, const hct_op_t *op, const hct_variant_t *v, cons
 void hct__run_unload(hct_gpu_t *g, hct_cand_t *c) {
   if (c->mod != NULL) hct__gpu_module_unload(g, c->mod);
   c->mod = NULL;
-}
-
-int hct__devset_alloc(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d) {
-  memset(d, 0, sizeof *d);
-  for (int i = 0; i < hs->n; i++) {
-    const hct_hbuf_t *b = &hs->bufs[i];
-    if (b->data == NULL) continue; /* an absent optional buffer */
-    d->bytes[i] = b->elems * hct__dtype_size(b->spec->dtype);
-    int rc = hct__gpu_alloc(g, d->bytes[i], &d->ptr[i]);
-    if (rc != 0) {
-      hct__devset_free(g, d);
-      return rc;
-    }
-  }
-  return 0;
-}
-
-void hct__devset_free(hct_gpu_t *g, hct_devset_t *d) {
-  for (int i = 0; i < HCT_MAX_BUFFERS; i++)
-    if (d->ptr[i]) hct__gpu_free(g, d->ptr[i]);
-  memset(d, 0, sizeof *d);
-}
-
-/* Writes the poison pattern over a device buffer. */
-static int poison(hct_gpu_t *g, const hct_hbuf_t *b, hct_dptr_t p) {
-  if (hct__dtype_size(b->spec->dtype) == 2) return hct__gpu_fill16(g, p, HCT_POISON_16, b->elems);
-  return hct__gpu_fill32(g, p, HCT_POISON_F32, b->elems);
-}
-
-int hct__devset_upload(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d) {
-  for (int i = 0; i < hs->n; i++) {
-    const hct_hbuf_t *b = &hs->bufs[i];
-    if (d->ptr[i] == 0) continue;
-    int rc = b->spec->role == HCT_BUF_OUTPUT ? poison(g, b, d->ptr[i])
-                                             : hct__gpu_upload(g, d->ptr[i], b->data, d->bytes[i]);
-    if (rc != 0) return rc;
-  }
-  return 0;
 }
 
 int hct__scratch_alloc(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_t *s) {
@@ -270,22 +234,6 @@ int hct__run_launches_with(hct_gpu_t *g, const hct_cand_t *c, const hct_symtab_t
   return rc;
 }
 
-/* An input of a run: what the kernel before it on the stream writes in an
- * engine (R, pending), as opposed to weights and outputs. */
-static int is_input(hct_buf_role_t r) {
-  return r == HCT_BUF_INPUT || r == HCT_BUF_INOUT || r == HCT_BUF_OPTIONAL;
-}
-
-int hct__devset_upload_inputs(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d) {
-  for (int i = 0; i < hs->n; i++) {
-    const hct_hbuf_t *b = &hs->bufs[i];
-    if (d->ptr[i] == 0 || !is_input(b->spec->role)) continue;
-    int rc = hct__gpu_upload(g, d->ptr[i], b->data, d->bytes[i]);
-    if (rc != 0) return rc;
-  }
-  return 0;
-}
-
 int hct__session_prepare(hct_gpu_t *g, const hct_cand_t *c, hct_scratchset_t *s) {
   int rc = 0;
   /* Scratch is poisoned: a variant must not depend on what a previous
@@ -303,40 +251,17 @@ int hct__session_begin(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_
   return rc;
 }
 
-int hct__devset_copy_inputs(hct_gpu_t *g, const hct_hostset_t *hs, const hct_devset_t *from, hct_devset_t *d) {
-  for (int i = 0; i < hs->n; i++) {
-    if (d->ptr[i] == 0 || from->ptr[i] == 0 || !is_input(hs->bufs[i].spec->role)) continue;
-    int rc = hct__gpu_copy(g, d->ptr[i], from->ptr[i], d->bytes[i]);
-    if (rc != 0) return rc;
-  }
-  return 0;
-}
-
-int hct__devset_inputs_alloc(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d) {
-  memset(d, 0, sizeof *d);
-  int rc = 0;
-  for (int i = 0; rc == 0 && i < hs->n; i++) {
-    const hct_hbuf_t *b = &hs->bufs[i];
-    if (b->data == NULL || !is_input(b->spec->role)) continue;
-    d->bytes[i] = b->elems * hct__dtype_size(b->spec->dtype);
-    rc = hct__gpu_alloc(g, d->bytes[i], &d->ptr[i]);
-    if (rc == 0) rc = hct__gpu_upload(g, d->ptr[i], b->data, d->bytes[i]);
-  }
-  if (rc != 0) hct__devset_free(g, d);
-  return rc;
-}
-
 int hct__session_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t *hs, hct_devset_t *d,
                          hct_scratchset_t *s, const hct_producer_t *pre, const hct_devset_t *from) {
   int rc = 0;
   for (int i = 0; rc == 0 && i < hs->n; i++)
-    if (d->ptr[i] && hs->bufs[i].spec->role == HCT_BUF_OUTPUT) rc = poison(g, &hs->bufs[i], d->ptr[i]);
+    if (d->ptr[i] && hs->bufs[i].spec->role == HCT_BUF_OUTPUT) rc = hct__buf_poison(g, &hs->bufs[i], d->ptr[i]);
   if (rc == 0) rc = hct__run_zero_each(g, c, s);
   if (rc == 0 && pre != NULL) {
     /* The inputs hold poison until the producer writes them: a candidate
      * that reads them before its griddepcontrol.wait reads poison. */
     for (int i = 0; rc == 0 && i < hs->n; i++)
-      if (d->ptr[i] && is_input(hs->bufs[i].spec->role)) rc = poison(g, &hs->bufs[i], d->ptr[i]);
+      if (d->ptr[i] && hct__buf_is_input(hs->bufs[i].spec->role)) rc = hct__buf_poison(g, &hs->bufs[i], d->ptr[i]);
     if (rc == 0) rc = hct__producer_enqueue(g, pre);
   } else if (rc == 0) {
     rc = from != NULL ? hct__devset_copy_inputs(g, hs, from, d) : HCT_EUNSUPPORTED;

@@ -11,16 +11,21 @@
  *   tuner/reference.c an op's float64 reference: its template compiled
  *                     like a variant and run on the GPU for those rows
  *   tuner/parity.c    bitwise comparison, normwise error, KL metrics
- *   tuner/stats.c     medians, confidence intervals, stopping and
- *                     significance rules, winners -> ranges
- *   tuner/run.c       running a variant on a GPU: buffers, launches, graphs
+ *   tuner/stats.c     medians, confidence intervals, whether a timing
+ *                     pass stands (the winner and range rules it uses
+ *                     are db/decide.c's)
+ *   tuner/devset.c    device buffer sets: allocate, free, upload, copy,
+ *                     poison
+ *   tuner/run.c       running a variant on a GPU: scratch, launches, runs
+ *                     (the producer kernel ahead of it: tuner/producer.c)
  *   tuner/probe.c     the probe: compile, check, time, decide, record,
  *                     a stage a file (probe_cands.c, probe_check.c,
  *                     probe_judge.c, probe_search.c, probe_time.c,
  *                     probe_decide.c, probe_record.c, probe_output.c;
  *                     probe_internal.h says which does what)
  *   tuner/stale.c     what probe --stale re-probes (software keys)
- *   tuner/worker.c, worker_serve.c, quarantine.c: see worker.h
+ *   tuner/worker.c, worker_serve.c (and a file per request beside it),
+ *                     quarantine.c: see worker.h
  */
 #ifndef HCT_TUNER_H
 #define HCT_TUNER_H
@@ -349,7 +354,7 @@ int hct__pcheck_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hbuf_t *b, const 
                      hct_dptr_t out, hct_dptr_t want, hct_dptr_t src, int image, hct_parity_figs_t *f);
 
 /* The figures of every output and inout of hs from the run whose buffers
- * are d, on the card: what figures_of in tuner/worker_serve.c gives on the
+ * are d, on the card: what hct__ws_figures_of (tuner/worker_state.c) gives on the
  * host (want[i]: the outputs they must equal bit for bit, or 0; want
  * NULL: none; dref[i]: buffer i's reference on the card). */
 int hct__pcheck_set_figs(hct_gpu_t *g, hct_pcheck_t *pc, const hct_hostset_t *hs, const hct_devset_t *d,
@@ -433,11 +438,17 @@ int hct__run_load(hct_gpu_t *g, const hct_op_t *op, const hct_variant_t *v, cons
 void hct__run_unload(hct_gpu_t *g, hct_cand_t *c);
 
 /* Allocates device buffers for a host set's shapes (absent optional
- * buffers get no memory and pass a null pointer). */
+ * buffers get no memory and pass a null pointer).  The devset calls are
+ * tuner/devset.c's. */
 int hct__devset_alloc(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d);
 void hct__devset_free(hct_gpu_t *g, hct_devset_t *d);
 /* Uploads inputs, weights and inouts; poisons outputs. */
 int hct__devset_upload(hct_gpu_t *g, const hct_hostset_t *hs, hct_devset_t *d);
+/* Writes the poison pattern over a device buffer of b's shape. */
+int hct__buf_poison(hct_gpu_t *g, const hct_hbuf_t *b, hct_dptr_t p);
+/* 1 for an input of a run: what the kernel before it on the stream writes
+ * in an engine (R, pending), as opposed to weights and outputs. */
+int hct__buf_is_input(hct_buf_role_t r);
 /* Allocates the candidate's scratch at T; buffers marked "zero": "once"
  * come back zeroed. */
 int hct__scratch_alloc(hct_gpu_t *g, const hct_cand_t *c, int T, hct_scratchset_t *s);
@@ -562,7 +573,8 @@ int hct__session_enqueue(hct_gpu_t *g, const hct_cand_t *c, const hct_hostset_t 
  * the scratch "ws", kernels-src/common/hct_grid.h), 0 when c has none. */
 int hct__session_barrier_word(const hct_cand_t *c, const hct_scratchset_t *s, hct_dptr_t *out);
 /* The inputs of hs (input, inout and optional buffers present in both)
- * copied from the device set `from` into d, queued on the stream. */
+ * copied from the device set `from` into d, queued on the stream.  This
+ * and the next are tuner/devset.c's, as the other devset calls. */
 int hct__devset_copy_inputs(hct_gpu_t *g, const hct_hostset_t *hs, const hct_devset_t *from, hct_devset_t *d);
 /* A device set holding only hs's inputs (the pristine copy for
  * hct__session_run's `from`), uploaded from the host. */

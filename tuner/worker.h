@@ -8,7 +8,9 @@
  *   tuner/worker.c    the parent side: spawn (libuv), JSON-lines calls with
  *                     a watchdog, restart and replay of the setup requests
  *   tuner/worker_serve.c the worker side: the request loop `hctune worker`
- *                     runs (cli/cmd_worker.c is the command around it)
+ *                     runs (cli/cmd_worker.c is the command around it),
+ *                     with a file per kind of request beside it
+ *                     (tuner/worker_serve.h lists them)
  *   tuner/quarantine.c the quarantine policy: fault reasons, what a fault
  *                     covers, whether the probe skips a candidate
  *
@@ -340,7 +342,7 @@ int hct__worker_copy_bw(hct_worker_t *w, double *bytes_per_s);
  * -1 when the reply said nothing of it. */
 int hct__worker_time_fits(const hct_worker_t *w);
 
-/* ---- the serving side (tuner/worker_serve.c) -------------------------------- */
+/* ---- the serving side (tuner/worker_serve.c, tuner/worker_time.c) ---------- */
 
 /*
  * The worker process's loop (what `hctune worker` runs): reads one request
