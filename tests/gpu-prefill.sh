@@ -2,12 +2,13 @@
 # GPU test of the prefill op hc_read_prefill and of what a sparse probe
 # promises (issue 34's finalists policy):
 #   1. a probe at T = 16, 100 (not a multiple of any tile: rows past T
-#      guarded) and 2048 with pair_simt, pair_mma, upmix and fused,
+#      guarded) and 2048 with pair_simt, pair_mma and upmix (the variants
+#      of every card from sm_80 up; tests/gpu-wgmma.sh has sm_90's),
 #      deciding, so that every winner is also checked where its decision
 #      serves;
 #   2. up to checks.all_points_up_to (128) every point passed its class at
 #      every T with and without pending (pair_simt against the float64
-#      reference, pair_mma and fused kl, upmix bitwise against pair_mma);
+#      reference, pair_mma kl, upmix bitwise against pair_mma);
 #      above it only the search's finalists are checked: no parity trial
 #      failed, the others say "unchecked", every variant has a passing one;
 #   3. every decision's variant passed every check, with and without
@@ -30,7 +31,7 @@ tmp=$(mktemp -d /tmp/hctune-gpu-prefill.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 export HCTUNE_DB="$tmp/gpu.db"
 op=hc_read_prefill
-variants=pair_simt,pair_mma,upmix,fused
+variants=pair_simt,pair_mma,upmix
 tokens=16,100,2048
 pass=0 fail=0
 

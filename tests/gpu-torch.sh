@@ -13,7 +13,7 @@
 #            eager, the compiled copies-alone row within 10% of the captured
 #            one) within 300 s
 #   prefill  a probe of hc_read_prefill at T = 2048,8192 (pair_mma, upmix,
-#            wgmma and the baseline), then bin/hc_engine --window prefill and
+#            wgmma_pb and the baseline), then bin/hc_engine --window prefill and
 #            examples/torch_engine.py --window prefill: bits:pair_mma
 #            bit-identical to pair_mma over the window
 # Skips, saying why, without a GPU; without torch (with CUDA) the torch
@@ -112,7 +112,7 @@ if want prefill; then
     t0=$(date +%s)
     limit=$(( budget - (t0 - start) - 120 )); [ $limit -gt 240 ] && limit=240
     if timeout "$limit" "$bin/hctune" probe --op hc_read_prefill --tokens 2048,8192 \
-         --variants pair_mma,upmix,wgmma > "$tmp/probe_pf.out" 2> "$tmp/probe_pf.err"; then
+         --variants pair_mma,upmix,wgmma_pb > "$tmp/probe_pf.out" 2> "$tmp/probe_pf.err"; then
       ok "probe of hc_read_prefill at T = 2048,8192 ($(($(date +%s) - t0)) s)"; cat "$tmp/probe_pf.out"
     else
       bad "probe of hc_read_prefill (exit $?, limit $limit s): $(tail -2 "$tmp/probe_pf.err"); the windows run what the library falls back to"

@@ -1,6 +1,6 @@
 #!/bin/sh
-# hc_read_prefill's Hopper variants wgmma, wgmma_pu (the norm fused into
-# the down GEMM) on an H200 (sm_90): stage by stage,
+# hc_read_prefill's Hopper variants wgmma_pu (the norm fused into the down
+# GEMM, kl) and wgmma_pb (pair_mma's bits) on an sm_90 card: stage by stage,
 # then the probe's verdict, then its speed.  Skips, saying why, without an
 # sm_90 card.  Needs python3 to read JSON.
 #   tests/gpu-wgmma.sh [bin [tests folder]]      (defaults: bin, build/release/tests)
@@ -12,13 +12,14 @@
 #    stage prints its first wrong elements as "lo[row][col] = got, want
 #    x", and where the first one's value belongs ("holds the value of
 #    [row][col]"): a wrong descriptor, swizzle or fragment map shows as a
-#    pattern there.  HCT_WGMMA_VARIANT=wgmma HCT_WGMMA_POINT='{"DBM":64,...}'
+#    pattern there.  HCT_WGMMA_VARIANT=wgmma_pb HCT_WGMMA_POINT='{"DBM":64,...}'
 #    checks one point, HCT_WGMMA_T="16 100" other counts.  It also times
 #    each launch (hot).
-# 2. The probe: hctune probe --variants wgmma,wgmma_pu,wgmma_pb at T = 16, 100, 2048;
-#    every parity trial of each (with and without pending) must pass kl
-#    against the baseline; a failing one is printed with its figures and
-#    log (one line per variant: wgmma's is the one this test is about).
+# 2. The probe: hctune probe --variants wgmma_pu,wgmma_pb at T = 16, 100,
+#    2048; every parity trial of each (with and without pending) must pass
+#    its class (wgmma_pu kl against the baseline, wgmma_pb bitwise against
+#    pair_mma); a failing one is printed with its figures and log (one
+#    line per variant).
 # 3. hctune bench of both (and pair_mma, upmix when the manifest has them)
 #    at T = 2048 and 8192, cold.
 # HCT_WGMMA_STEPS="stages probe bench" (the default) picks the steps, to
@@ -72,8 +73,8 @@ else
   bad "stages: $tests/test_wgmma not built (make tests)"
 fi
 
-# The Hopper variants the manifest has (wgmma at least), then the others
-# timed beside them.
+# The Hopper variants the manifest has (wgmma_pb at least), then the
+# others timed beside them.
 names() {
   python3 -c '
 import json, sys
@@ -81,8 +82,8 @@ names = [v["name"] for v in json.load(open(sys.argv[1]))["variants"]]
 print(",".join([n for n in sys.argv[2].split(",") if n in names]))
 ' "$root/kernels-src/hc_read_prefill/manifest.json" "$1"
 }
-hopper=$(names wgmma,wgmma_pu,wgmma_pb)
-case ",$hopper," in *,wgmma,*) ;; *) bad "the manifest has no variant wgmma";; esac
+hopper=$(names wgmma_pu,wgmma_pb)
+case ",$hopper," in *,wgmma_pb,*) ;; *) bad "the manifest has no variant wgmma_pb";; esac
 
 # 2. The probe's verdict at T = 16, 100, 2048.
 if step probe; then
@@ -122,16 +123,16 @@ rc=$?
 # 0: every point passed everywhere; 2: some point passes at every (T,
 # pending) but others failed (a bug in those configurations); 1: not.
 case $rc in
-  0) ok "probe: $v passes kl at T=16, 100, 2048 with and without pending, every point" ;;
-  2) ok "probe: $v passes kl at T=16, 100, 2048 with and without pending"
+  0) ok "probe: $v passes its class at T=16, 100, 2048 with and without pending, every point" ;;
+  2) ok "probe: $v passes its class at T=16, 100, 2048 with and without pending"
      bad "probe: some points of $v fail (above): those configurations are wrong" ;;
-  *) bad "probe: $v not passing kl at every T (above)" ;;
+  *) bad "probe: $v not passing its class at every T (above)" ;;
 esac
 done
 fi
 
 # 3. Speed, cold, beside the other tensor-core variants where they exist.
-vars=$(names wgmma,wgmma_pu,wgmma_pb,pair_mma,upmix)
+vars=$(names wgmma_pu,wgmma_pb,pair_mma,upmix)
 if ! step bench; then
   echo "bench: not asked for (HCT_WGMMA_STEPS)"
 elif "$bin/hctune" bench --device "$dev" --op hc_read_prefill --variants "$vars" --tokens 2048,8192 \

@@ -409,13 +409,13 @@ static void test_single_export(void **state) {
 /* ---- sparse token counts ------------------------------------------------ */
 
 /* Prefill's kind of probe: counts 16, 128, 2048 of a range 16..32768.  kl
- * winners pair_mma, pair_mma, fused (the baseline pair_simt alone in
+ * winners pair_mma, pair_mma, wgmma_pu (the baseline pair_simt alone in
  * bitwise). */
 static const int sparse_T[] = {16, 128, 2048};
 static const cand_spec_t sparse_cands[] = {
     {"pair_simt", "{}", 10.0, 10.0},
     {"pair_mma", "{}", 5.0, 9.0},  /* us: at 16 and 128; us_b: at 2048 */
-    {"fused", "{}", 8.0, 4.0},
+    {"wgmma_pu", "{}", 8.0, 4.0},
 };
 
 /* One host's DB of one card probed at sparse_T, its figures times f, and
@@ -448,7 +448,7 @@ static void make_sparse_host(const char *dbpath, const char *host, double f) {
   }
   trial_op = NULL;
   /* Its probe's decisions: kl by the probe's rule, bitwise the baseline. */
-  const char *w[] = {"pair_mma", "pair_mma", "fused"};
+  const char *w[] = {"pair_mma", "pair_mma", "wgmma_pu"};
   hct_cover_t r[3];
   int nr = hct__cover_ranges(sparse_T, w, 3, sparse_T, 3, 16, 32768, r, 3);
   assert_int_equal(nr, 2);
@@ -477,7 +477,7 @@ static void make_sparse_host(const char *dbpath, const char *host, double f) {
 /*
  * Issue 27: a merge of two hosts' sparse results decides the ranges their
  * probes did (one function, hct__cover_ranges): kl pair_mma 16..512 (to
- * the geometric midpoint of 128 and 2048), fused 513..32768, bitwise the
+ * the geometric midpoint of 128 and 2048), wgmma_pu 513..32768, bitwise the
  * baseline over the whole range.  The merge's own rule (adjacent T only)
  * left 17..127 and everything between the counts undecided.  upmix, timed
  * fastest but checked on no card, is served nowhere (issue 29).
@@ -501,7 +501,7 @@ static void test_merge_sparse(void **state) {
   static const struct {
     const char *parity, *variant;
     int tmin, tmax;
-  } want[] = {{"bitwise", "pair_simt", 16, 32768}, {"kl", "pair_mma", 16, 512}, {"kl", "fused", 513, 32768}};
+  } want[] = {{"bitwise", "pair_simt", 16, 32768}, {"kl", "pair_mma", 16, 512}, {"kl", "wgmma_pu", 513, 32768}};
   int n = 0;
   for (int i = 0; i < m.n_decisions; i++) n += strcmp(m.decisions[i].op, "hc_read_prefill") == 0;
   assert_int_equal(n, (int)HCT_ARRAY_SIZE(want));

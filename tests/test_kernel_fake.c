@@ -283,51 +283,68 @@ static void test_large_range(void **state) {
   free(take_log());
 }
 
-/* A variant whose launches take tensor maps (hc_read_prefill's wgmma,
- * forced): the map over scratch (xn) is encoded once at load, the one over
- * the engine's w_down at the launch, from the address it passes; each is
- * passed by value where the kernel takes it, with the manifest's dims. */
+/* A variant whose launches take tensor maps (hc_read_prefill's wgmma_pb,
+ * forced): the maps over scratch (xn, lo) are encoded once at load, those
+ * over the engine's w_down, w_up and resid at the launch, from the
+ * addresses it passes; each is passed by value where the kernel takes it,
+ * with the manifest's dims and boxes. */
 static void test_forced_tmaps(void **state) {
   if (!have_nvrtc()) skip();
   setenv("HCTUNE_FORCE",
-         "hc_read_prefill=wgmma{\"DBM\":64,\"KSPLIT\":1,\"DSTAGES\":4,\"UBM\":128,\"UBC\":32,"
-         "\"USTAGES\":2,\"UMC\":1}",
+         "hc_read_prefill=wgmma_pb{\"DBM\":64,\"DSTAGES\":4,\"DNS\":1,\"PBM\":64,\"PBC\":32,\"NCW\":2,"
+         "\"PST\":2}",
          1);
   free(take_log());
   hct_kernel_t *k = NULL;
   int rc = hct_kernel_load(NULL, "hc_read_prefill", 16, 17, NULL, NULL, &k);
   unsetenv("HCTUNE_FORCE");
-  if (rc == HCT_ENOENT && strstr(hct_last_error(), "wgmma") != NULL) {
-    printf("skipped: hc_read_prefill has no wgmma here (%s)\n", hct_last_error());
+  if (rc == HCT_ENOENT && strstr(hct_last_error(), "wgmma_pb") != NULL) {
+    printf("skipped: hc_read_prefill has no wgmma_pb here (%s)\n", hct_last_error());
     skip();
   }
   if (rc != HCT_FALLBACK) fail_msg("load: %d %s", rc, hct_last_error());
   char *log = take_log();
   /* xn (scratch, T*D*2 at the largest T, 17) and lo: their maps at load,
-   * bf16 (type 9), dims [D, T] and [K, T], 128B swizzle (3), for T = 16
-   * and 17 each. */
+   * bf16 (type 9), dims [D, T] and [K, T], boxes [64, DBM] and [64, PBM],
+   * 128B swizzle (3), for T = 16 and 17 each. */
   unsigned long long xn = alloc_of(log, 17 * 10240 * 2 + 4, 0), lo = alloc_of(log, 17 * 320 * 2 + 4, 0);
   assert_true(xn && lo);
   char want[300];
   snprintf(want, sizeof want, "tmap type 9 base 0x%llx dims 10240 16 strides 20480 box 64 64 swizzle 3", xn);
   if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
-  snprintf(want, sizeof want, "tmap type 9 base 0x%llx dims 320 17 strides 640 box 64 128 swizzle 3", lo);
+  snprintf(want, sizeof want, "tmap type 9 base 0x%llx dims 320 17 strides 640 box 64 64 swizzle 3", lo);
   if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
-  assert_null(strstr(log, "base 0x4000")); /* w_down's comes with the launch */
+  /* w_down's, w_up's and resid's come with the launch. */
+  assert_null(strstr(log, "base 0x4000"));
+  assert_null(strstr(log, "base 0x5000"));
+  assert_null(strstr(log, "base 0x1000"));
   free(log);
   uint64_t bufs[8] = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 0x8000};
   assert_int_equal(hct_kernel_launch(k, (void *)0x77, 16, bufs, 8), 0);
   log = take_log();
   printf("launch T=16:\n%s", log);
-  if (strstr(log, "tmap type 9 base 0x4000 dims 10240 320 strides 20480 box 64 160 swizzle 3") == NULL)
-    fail_msg("no map over w_down at the launch:\n%s", log);
+  static const char *const maps[] = {
+      "tmap type 9 base 0x4000 dims 10240 320 strides 20480 box 64 160 swizzle 3", /* w_down */
+      "tmap type 9 base 0x5000 dims 320 10240 strides 640 box 64 16 swizzle 3",    /* w_up, PBC/NCW rows */
+      "tmap type 7 base 0x1000 dims 10240 16 strides 40960 box 32 64 swizzle 3",   /* resid, f32 */
+  };
+  for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++)
+    if (strstr(log, maps[i]) == NULL) fail_msg("want '%s' at the launch:\n%s", maps[i], log);
+  /* The norm; the down GEMM over all of k, (cdiv(T, DBM), DNS) blocks,
+   * smem DSTAGES*(DBM*128 + K*128) + 1280; the persistent up kernel on
+   * min(SM_COUNT, (C/PBC)*cdiv(T, PBM)) = 80 blocks of 128*(NCW+1). */
+  snprintf(want, sizeof want,
+           "launch hc_pf_norm grid 4 16 1 block 256 1 1 smem 0 stream 0x77 args 0x1000 0x2000 0x3000 0x%llx 16\n",
+           xn);
+  if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
   snprintf(want, sizeof want,
            "launch hcp_wg_down grid 1 1 1 block 256 1 1 smem 197888 stream 0x77 args tmap:0x%llx "
-           "tmap:0x4000 0x%llx", xn, lo);
+           "tmap:0x4000 0x%llx 16\n", xn, lo);
   if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
-  if (strstr(log, "launch hcp_wg_up grid 80 1 1 block 384 1 1") == NULL ||
-      strstr(log, "tmap:0x5000 tmap:0x1000 0x1000 0x6000 0x7000 0x8000 16") == NULL)
-    fail_msg("up launch not as planned:\n%s", log);
+  snprintf(want, sizeof want,
+           "launch hcp_pb_up grid 80 1 1 block 384 1 1 smem 230656 stream 0x77 args tmap:0x%llx "
+           "tmap:0x5000 tmap:0x1000 0x1000 0x6000 0x7000 0x8000 16\n", lo);
+  if (strstr(log, want) == NULL) fail_msg("want '%s' in:\n%s", want, log);
   free(log);
   /* A null buffer under a map: refused before any map is made. */
   bufs[3] = 0;

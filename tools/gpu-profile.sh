@@ -10,29 +10,29 @@
 #
 # Parts (default: prefill decode torch):
 #   prefill  wgmma_pu's down (wgmma_fn.cu, FSPLIT 1) and up, upmix's up (and
-#            pair_mma's GEMMs), the wgmma variant's kernels, all at T = 8192
+#            pair_mma's GEMMs), wgmma_pb's norm, down and up, all at T = 8192
 #   decode   relay (NG=4, PDL=1) and slice (NCL=15) at T = 1, 8
 #   slice    slice (NCL=15) at T = 1, 8 only
 #   torch    tools/torch-prefill.py at T = 2048, 8192, 32768 (the anchor)
 #   pfnew    the persistent up kernel (wgmma_pu.h) under ncu at T = 8192,
 #            then bench of wgmma_pu and wgmma_pb (every point) beside
-#            wgmma and upmix (one point each) at T = 2048, 8192
-#   bits     an experiment: the wgmma variant at KSPLIT 1 (the spec's norm,
-#            no split of k) declared bitwise against pair_mma, checked at
-#            T = 16, 2048: do wgmma's k16 steps give mma.sync's bits?
+#            upmix and pair_mma (one point each) at T = 2048, 8192
+# (The part bits, which asked whether wgmma's k16 steps give mma.sync's
+# bits, is gone: they do, on an H100, docs/perf/h100.md; wgmma_pb is the
+# answer, and the variant it ran, wgmma, is retired.)
 # The decode kernels (clusters and a programmatic dependent launch) are
 # profiled with DECODE_SECTIONS, not --set full: under --set full ncu gave
 # up on relay and on relay_t (retired since): "Failed to profile" after
 # 8-9 passes, exit 9; 2026-12-06, H100.
 # Output (at most 8 files, as the device tool brings back): OUTDIR/profile.txt
 # (every report's details), reps.tgz (the .ncu-rep files), logs.tgz (a log
-# a part), torch.txt, bits.txt; a summary of the profiles last on stdout.
+# a part), torch.txt, pfnew.json; a summary of the profiles last on stdout.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 out=${1:?usage: tools/gpu-profile.sh OUTDIR [prefill|decode|torch ...]}
 shift
-parts=${*:-prefill decode torch bits}
+parts=${*:-prefill decode torch}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$root/build/gpu HCT_BIN=$root/bin
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
@@ -72,7 +72,7 @@ for part in $parts; do
     prefill)
       one hc_read_prefill pf_wgmma_pu_fn 8192 'hcp_fn_down|hcp_fp_up' 2 wgmma_pu:FSPLIT=1,NCW=4
       one hc_read_prefill pf_upmix 8192 'hc_um_upmix|hc_pm_' 3 upmix:DBM=128,DBN=160,DWR=32,UBM=128
-      one hc_read_prefill pf_wgmma 8192 'hcp_wg_|hc_pf_norm' 6 wgmma:DBM=128,KSPLIT=2,UBC=64 ;;
+      one hc_read_prefill pf_wgmma_pb 8192 'hcp_wg_down|hcp_pb_up|hc_pf_norm' 3 wgmma_pb:DBM=128,DNS=2,NCW=4 ;;
     decode)
       ncu_what=("${DECODE_SECTIONS[@]}")
       for T in 1 8; do
@@ -93,32 +93,14 @@ for part in $parts; do
       for T in 2048 8192; do
         rm -rf "${ops:?}/hc_read_prefill"
         python3 tools/one-point.py kernels-src/hc_read_prefill "$ops/hc_read_prefill" 'wgmma_pu:*' 'wgmma_pb:*' \
-          wgmma:DBM=128,KSPLIT=2,UBC=64 upmix:DBM=128,DBN=160,DWR=32,UBM=128 > /dev/null || continue
+          upmix:DBM=128,DBN=160,DWR=32,UBM=128 > /dev/null || continue
         t0=$(date +%s)
         HCTUNE_KERNELS=$ops timeout 150 bin/hctune bench --db "$ops/pfnew.db" --op hc_read_prefill \
-          --variants wgmma_pu,wgmma_pb,wgmma,upmix,pair_mma --tokens $T > "$logs/pfnew_$T.log" 2>&1
+          --variants wgmma_pu,wgmma_pb,upmix,pair_mma --tokens $T > "$logs/pfnew_$T.log" 2>&1
         echo "pfnew T=$T: exit $? in $(( $(date +%s) - t0 )) s"
         grep -v "^hctune: \(compile\|check\|time\|verify\|search\)" "$logs/pfnew_$T.log" | tail -8
       done
       HCTUNE_KERNELS=$ops bin/hctune show --db "$ops/pfnew.db" --op hc_read_prefill --json > "$out/pfnew.json" 2>&1 ;;
-    bits)
-      rm -rf "${ops:?}/hc_read_prefill"
-      python3 tools/one-point.py kernels-src/hc_read_prefill "$ops/hc_read_prefill" \
-        pair_mma:DBM=128,DBN=160,DWR=32,UBM=128 wgmma:DBM=64,KSPLIT=1,UBC=64 || continue
-      python3 - "$ops/hc_read_prefill/manifest.json" <<'PY'
-import json, sys
-p = sys.argv[1]; m = json.load(open(p))
-w = [v for v in m["variants"] if v["name"] == "wgmma"][0]
-b = json.loads(json.dumps(w)); b["name"] = "wgmma_bits"; b["class"] = "bitwise"; b["reference"] = "pair_mma"
-m["variants"].append(b); m.pop("families", None); json.dump(m, open(p, "w"), indent=2)
-PY
-      t0=$(date +%s)
-      HCTUNE_KERNELS=$ops timeout 200 bin/hctune bench --db "$ops/bits.db" --op hc_read_prefill \
-        --variants pair_mma,wgmma,wgmma_bits --tokens 16,2048 > "$out/bits.txt" 2>&1
-      echo "bits: exit $? in $(( $(date +%s) - t0 )) s"
-      HCTUNE_KERNELS=$ops bin/hctune show --db "$ops/bits.db" --op hc_read_prefill --variant wgmma_bits \
-        >> "$out/bits.txt" 2>&1
-      grep -v "^hctune: \(compile\|check\|time\)" "$out/bits.txt" | tail -30 ;;
     *) echo "gpu-profile: unknown part '$part'" >&2 ;;
   esac
 done

@@ -55,7 +55,8 @@ static int record_times(probe_t *P, int kT, const int *ids, int n, const hct_tim
 /* A candidate's rank in the timing's pruning (a candidate is pruned only
  * by a faster one of at most its rank): 1 for what competes in kl alone,
  * 0 for the rest, bit families' members included (issue 29: upmix, kl by
- * its class, must not be pruned out of pair_mma's family by wgmma). */
+ * its class, must not be pruned out of pair_mma's family by a faster
+ * kl-only variant such as wgmma_pu). */
 static int prune_rank(const probe_t *P, const cand_t *c) {
   if (c->competes != HCT_PARITY_KL) return 0;
   for (int f = 0; f < P->op->n_families; f++)

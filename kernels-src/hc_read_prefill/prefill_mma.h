@@ -229,7 +229,7 @@ HCT_DEV void pm_gemm(const hct_u16 *A, int M, int m0, const hct_u16 *B, int nbas
 #if defined(DBM) && defined(DBN) && defined(DWR) && defined(DST)
 typedef pm_cfg<DBM, DBN, PM_BK, DBM / DWR, 2, DST, 1> pm_down_cfg;
 
-/* lo = bf16(acc) for the down tile's rows below T (every down entry's end). */
+/* lo = bf16(acc) for the down tile's rows below T (hc_pm_down's end). */
 HCT_DEV void pm_store_lo(const float (&acc)[pm_down_cfg::MT][pm_down_cfg::NT][4], hct_u16 *lo, int T, int m0,
                          int n0) {
   typedef pm_down_cfg CF;
@@ -251,8 +251,6 @@ HCT_DEV void pm_store_lo(const float (&acc)[pm_down_cfg::MT][pm_down_cfg::NT][4]
     }
 }
 
-/* fused.cu has a down entry of its own (reading R' itself). */
-#if !defined(PM_OWN_DOWN)
 HCT_ENTRY void __launch_bounds__(pm_down_cfg::THREADS)
     hc_pm_down(const hct_u16 *w_down, const hct_u16 *xn, hct_u16 *lo, int T) {
   typedef pm_down_cfg CF;
@@ -262,7 +260,6 @@ HCT_ENTRY void __launch_bounds__(pm_down_cfg::THREADS)
   pm_gemm<CF, D, 0>(xn, T, m0, w_down, n0, smem, acc);
   pm_store_lo(acc, lo, T, m0, n0);
 }
-#endif /* !PM_OWN_DOWN */
 #endif
 
 /*

@@ -1,6 +1,6 @@
 /*
- * prefill_upmix.h: the up GEMM with the mix as its epilogue, of upmix and
- * fused (the gated tensor never written): a block holds the same UBN/S
+ * prefill_upmix.h: the up GEMM with the mix as its epilogue, of upmix (the
+ * gated tensor never written): a block holds the same UBN/S
  * channels of all S streams (w_up rows s*C + c), so each thread has, in
  * registers, the 4 gates of its (token, channel) pairs and mixes them with
  * R' read from resid.  Each u is prefill_mma.h's mma sequence, the gate

@@ -1,78 +1,63 @@
 /*
- * wgmma: hc_read_prefill on Hopper (sm_90a): the two GEMMs on wgmma with
- * operands brought by TMA, the up GEMM with the gate and the mix as its
- * epilogue.  Class kl (wgmma's summation order inside a k16 step is the
- * hardware's, not mma.sync's).  Four launches:
+ * wgmma.cu: the variant wgmma_pb, pair_mma's bits on Hopper (sm_90a): the
+ * spec's norm, the down GEMM on wgmma with operands brought by TMA over
+ * all of k in order, then wgmma_pu.h's persistent up GEMM with the gate
+ * and the mix as its epilogue.  Class bitwise against pair_mma: wgmma's
+ * k16 steps sum as mma.sync's do (measured bit for bit on an H100 and an
+ * H200: docs/perf/h100.md, h200.md), and k is never split, so every lo is
+ * pair_mma's sum over k in ascending order.  Three launches:
  *
- *   hc_pf_norm     grid (S, T), 256 threads (prefill.h): the spec's canonical norm per
- *                  (token, stream), writes xn bf16 [T][D] (and R' into
- *                  resid with pending).  Memory bound: R read once (335 MB
- *                  at T = 8192) and xn written (168 MB): ~125 us there.
- *   hcp_wg_down    lo = xn . w_down^T (the TN GEMM, both K-major), one CTA
- *                  a DBM x 320 tile (two m64n160k16 per warpgroup and k16
- *                  step), over D / KSPLIT of K; a producer warp issues TMA
- *                  loads into a DSTAGES-deep ring of 128B-swizzled tiles
- *                  (full / empty mbarriers), DBM/64 consumer warpgroups.
- *                  KSPLIT 1 writes lo bf16 [T][K]; more writes f32
- *                  partials [KSPLIT][T][K] for hcp_wg_reduce.  53.7 GFLOP
- *                  at T = 8192: ~80 us (tensor cores ~56 us; w_down is
- *                  streamed from L2 by every CTA row, 420 MB at DBM 128,
- *                  twice that at 64; KSPLIT 2 gives DBM 128 enough CTAs).
- *   hcp_wg_reduce  lo = bf16(sum of the partials in split order); does
- *                  nothing (one block) when KSPLIT is 1.  ~5 us.
- *   hcp_wg_up      u = lo . w_up^T for a UBM x (4 x UBC) tile whose columns
- *                  are the same UBC channels of the 4 streams (rows
- *                  s*C + c0 .. of w_up, one TMA box a stream), so each
- *                  thread holds all 4 streams of its (token, channel) and
- *                  mixes in registers: g = 1 / (1 + expf(-u)), m = g0*r0,
- *                  then fmaf for s = 1..3; writes mixed, mixed_bf16,
- *                  mixed_f16.  The CTA's R' tile comes by TMA into shared
- *                  memory while the GEMM runs.  53.7 GFLOP plus R read
- *                  again (335 MB) and 168 MB written: measured 415 us when
- *                  the epilogue loaded R' itself; expected now ~150-190 us
- *                  (wgmma_up.h says why).
- * Expected at T = 8192 on the H200: ~390 us for the read (measured: norm
- * 131, down 90, reduce 8; the up kernel as above).
+ *   hc_pf_norm     grid (S, T), 256 threads (prefill.h): the spec's
+ *                  canonical norm per (token, stream), writes xn bf16
+ *                  [T][D] (and R' into resid with pending).  Memory bound:
+ *                  R read once (335 MB at T = 8192) and xn written (168
+ *                  MB): measured 131 us there on the H200, 159-161 us on
+ *                  the H100.
+ *   hcp_wg_down    grid (cdiv(T, DBM), DNS): lo = xn . w_down^T (the TN
+ *                  GEMM, both K-major), one CTA a DBM x 320/DNS tile (one
+ *                  or two m64n160k16 per warpgroup and k16 step) over all
+ *                  of D; a producer warp issues TMA loads into a
+ *                  DSTAGES-deep ring of 128B-swizzled tiles (full / empty
+ *                  mbarriers), DBM/64 consumer warpgroups; writes lo bf16
+ *                  [T][K].  53.7 GFLOP at T = 8192 (90 us measured on the
+ *                  H200 with k split in two, ~590 TFLOPS; w_down is
+ *                  streamed from L2 by every CTA row, 420 MB at DBM 128).
+ *                  DNS 2 splits lo's columns instead of k, so that small T
+ *                  still fills the card (T = 2048 is 16 row tiles of 128)
+ *                  without changing a single sum.
+ *   hcp_pb_up      grid min(SM_COUNT, tiles) (wgmma_pu.h): u = lo .
+ *                  w_up^T a tile of 64 tokens x PBC channels of the 4
+ *                  streams, the gate g = 1 / (1 + expf(-u)), the mix m =
+ *                  g0*r0 then fmaf for s = 1..3; resid holds R' already
+ *                  (the norm stored it).
+ * Measured (H200, 2026-12-06, the closing call in docs/perf/h200.md), us a
+ * read, cold: 74.6 at T = 16, 173.4 at 2048, 461.9 at 8192, 1775.2 at
+ * 32768; the fastest variant at 8192 and 32768 of either class.
  *
- * Parameters: DBM (64, 128: token rows of a down CTA), KSPLIT (1, 2),
- * DSTAGES (4: the deepest ring that fits both DBM; any value works), UBM
- * (64, 128), UBC (32, 64: channels of an up CTA), USTAGES (2, 3, 5; the
- * up GEMM has only 5 k blocks: with 5 all of K comes at once, one round
- * trip to L2 instead of three at 2, where the shared memory allows it:
- * UBC 32), UMC (1, 2: with 2 the up kernel runs in clusters of two
- * blocks along the tokens sharing each w_up tile by TMA multicast:
- * wgmma_up.h).  UBM 128 and UBC 64 run one up CTA an SM (shared memory:
- * R' takes UBM*UBC*16 bytes), UBM 64 with UBC 32 two.  A warpgroup holds
- * 64 rows of a tile; the down kernel's
- * 160 accumulators a thread need setmaxnreg when two consumer warpgroups
- * share the SM's registers with the producer.
+ * Parameters: DBM (64, 128: token rows of a down CTA), DSTAGES (4: the
+ * deepest ring that fits both DBM; any value works), DNS (1, 2: the down
+ * tile's columns in one block or two of 160), and wgmma_pu.h's PBM, PBC,
+ * NCW, PST.  A warpgroup holds 64 rows of a tile; the down kernel's 160
+ * accumulators a thread need setmaxnreg when two consumer warpgroups share
+ * the SM's registers with the producer.
  *
  * Tails: TMA fills rows past T with zeros; the epilogues store rows < T.
  */
 #include "hct_kernel.h"
 #include "prefill.h"
 #include "wgmma.h"
-#if defined(UBM)
-#include "wgmma_up.h"
-#endif
-#if defined(PBM)
 #include "wgmma_pu.h"
-#endif
 
 #if !defined(S) || !defined(C) || !defined(D) || !defined(K)
 #error "wgmma: the op constants S, C, D, K must be defined"
 #endif
-#if !defined(DBM) || !defined(KSPLIT) || !defined(DSTAGES)
-#error "wgmma: DBM, KSPLIT, DSTAGES must be defined"
-#endif
-#if !defined(UBM) && !defined(PBM)
-#error "wgmma: an up kernel's parameters: UBM, UBC, USTAGES, UMC (wgmma_up.h) or PBM, PBC, NCW, PST (wgmma_pu.h)"
+#if !defined(DBM) || !defined(DSTAGES)
+#error "wgmma: DBM, DSTAGES must be defined"
 #endif
 static_assert(D == S * C, "D must be S*C");
 static_assert(K == 320, "the down tile is two wgmma of N = 160");
 static_assert(DBM % 64 == 0 && DBM <= 128, "DBM: 64 or 128");
-static_assert(D % (64 * KSPLIT) == 0, "KSPLIT must split D into whole 64-wide k blocks");
-static_assert(K % 64 == 0, "K: whole 64-wide k blocks");
+static_assert(D % 64 == 0 && K % 64 == 0, "D, K: whole 64-wide k blocks");
 
 /* ---- step 1: the norm: prefill.h's hc_pf_norm (the spec's canonical order,
  * xn as bf16), the pair variants' own, so every variant's xn is one code. */
@@ -89,18 +74,17 @@ static_assert(DNS == 1 || DNS == 2, "DNS: the down tile's columns in 1 or 2 bloc
 #define HCP_DOWN_A_BYTES (DBM * HCP_TILE_ROW_BYTES)
 #define HCP_DOWN_B_BYTES (HCP_DOWN_N * HCP_TILE_ROW_BYTES)
 #define HCP_DOWN_STAGE (HCP_DOWN_A_BYTES + HCP_DOWN_B_BYTES)
-#define HCP_DOWN_KB (D / 64 / KSPLIT)                    /* k blocks of a CTA */
+#define HCP_DOWN_KB (D / 64)                             /* k blocks: all of D */
 
-/* Grid (cdiv(T, DBM), KSPLIT, DNS).  tm_xn: xn, dims [D, T], box [64, DBM];
+/* Grid (cdiv(T, DBM), DNS).  tm_xn: xn, dims [D, T], box [64, DBM];
  * tm_wd: w_down, dims [D, K], box [64, 160]. */
 HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
-    hcp_wg_down(const __grid_constant__ hct_tmap tm_xn, const __grid_constant__ hct_tmap tm_wd,
-                hct_u16 *lo, float *part, int T) {
+    hcp_wg_down(const __grid_constant__ hct_tmap tm_xn, const __grid_constant__ hct_tmap tm_wd, hct_u16 *lo,
+                int T) {
   HCT_DYN_SHARED(unsigned char, smem);
   const int wg = (int)threadIdx.x / HCP_WG_THREADS;
   const int m0 = (int)blockIdx.x * DBM;
-  const int kb0 = (int)blockIdx.y * HCP_DOWN_KB;
-  const int n0 = (int)blockIdx.z * HCP_DOWN_N; /* this block's first column of lo */
+  const int n0 = (int)blockIdx.y * HCP_DOWN_N; /* this block's first column of lo */
   const hcp_ring r = hcp_ring_setup<DSTAGES, HCP_DOWN_STAGE>(smem, 4 * HCP_DOWN_NC);
 
   if (wg == 0) {
@@ -112,7 +96,7 @@ HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
       hct_tma_prefetch(&tm_xn);
       hct_tma_prefetch(&tm_wd);
       for (int kb = 0; kb < HCP_DOWN_KB; ++kb) {
-        const int st = kb % DSTAGES, kx = (kb0 + kb) * 64;
+        const int st = kb % DSTAGES, kx = kb * 64;
         if (!hcp_ring_acquire<DSTAGES>(r, kb)) return;
         hct_bulk_expect(&r.full[st], HCP_DOWN_STAGE);
         const hct_u32 a = r.tiles + st * HCP_DOWN_STAGE, b = a + HCP_DOWN_A_BYTES;
@@ -167,41 +151,18 @@ HCT_ENTRY void __launch_bounds__(HCP_DOWN_THREADS, 1)
       for (int j = 0; j < 20; ++j) {
         const int col = n0 + h * 160 + 8 * j + 2 * (lane % 4);
         const float v0 = acc[h * 80 + 4 * j + 2 * i], v1 = acc[h * 80 + 4 * j + 2 * i + 1];
-        if (KSPLIT == 1) {
-          const hct_u32 w = (hct_u32)hct_f32_to_bf16(v0) | ((hct_u32)hct_f32_to_bf16(v1) << 16);
-          *(hct_u32 *)(lo + (long long)row * K + col) = w;
-        } else {
-          float *p = part + ((long long)blockIdx.y * T + row) * K + col;
-          p[0] = v0;
-          p[1] = v1;
-        }
+        const hct_u32 w = (hct_u32)hct_f32_to_bf16(v0) | ((hct_u32)hct_f32_to_bf16(v1) << 16);
+        *(hct_u32 *)(lo + (long long)row * K + col) = w;
       }
     }
   }
 }
 
-/* Grid (max(1, (KSPLIT > 1) * cdiv(T*K, 256))), 256 threads. */
-HCT_ENTRY void __launch_bounds__(256) hcp_wg_reduce(const float *part, hct_u16 *lo, int T) {
-  hcp_split_reduce<KSPLIT>(part, lo, T);
-}
-
-#if defined(UBM)
-/* Steps 3 and 4 (wgmma_up.h): resid holds R' already (the norm stored it). */
-HCT_ENTRY void HCP_UP_CLUSTER __launch_bounds__(HCP_UP_THREADS, HCP_UP_MINB)
-    hcp_wg_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
-              const __grid_constant__ hct_tmap tm_r, float *resid, float *mixed, hct_u16 *mixed_bf16,
-              hct_u16 *mixed_f16, int T) {
-  hcp_up_body<false>(&tm_lo, &tm_wu, &tm_r, resid, 0, mixed, mixed_bf16, mixed_f16, T);
-}
-#endif
-
-#if defined(PBM)
-/* Steps 3 and 4 as one persistent kernel (wgmma_pu.h), for wgmma_pb: with
- * the spec's norm and KSPLIT 1 its outputs are pair_mma's bits. */
+/* Steps 3 and 4 as one persistent kernel (wgmma_pu.h): after the spec's
+ * norm and the down GEMM above, its outputs are pair_mma's bits. */
 HCT_ENTRY void __launch_bounds__(HCP_PU_THREADS, 1)
     hcp_pb_up(const __grid_constant__ hct_tmap tm_lo, const __grid_constant__ hct_tmap tm_wu,
               const __grid_constant__ hct_tmap tm_r, float *resid, float *mixed, hct_u16 *mixed_bf16,
               hct_u16 *mixed_f16, int T) {
   hcp_pu_body<false>(&tm_lo, &tm_wu, &tm_r, resid, 0, mixed, mixed_bf16, mixed_f16, T);
 }
-#endif

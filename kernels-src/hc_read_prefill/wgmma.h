@@ -1,8 +1,8 @@
 /*
  * wgmma.h: the warpgroup MMA of sm_90a (wgmma.mma_async) as hc_read_prefill's
- * Hopper variant uses it: shared memory descriptors of 128B-swizzled,
- * K-major tiles, the fence / commit / wait sequence, and the register
- * reconfiguration of producer and consumer warpgroups.
+ * Hopper variants (wgmma_pu, wgmma_pb) use it: shared memory descriptors
+ * of 128B-swizzled, K-major tiles, the fence / commit / wait sequence, and
+ * the register reconfiguration of producer and consumer warpgroups.
  *
  * Tiles.  An operand tile is ROWS rows of 64 bf16 (128 bytes, one swizzle
  * span) along K, written by a TMA box [64, ROWS] with SWIZZLE_128B: in

@@ -2,23 +2,24 @@
  * wgmma_pu.h: steps 3 and 4 of hc_read_prefill on Hopper as one
  * persistent kernel: the up GEMM u = lo . w_up^T with the gate and the mix
  * as its epilogue, for the variants wgmma_pu (kl, after wgmma_fn.cu's fused
- * down) and wgmma_pb (pair_mma's bits, after the spec's norm and wgmma's
- * down without a split of k).
+ * down) and wgmma_pb (pair_mma's bits, after the spec's norm and wgmma.cu's
+ * down over all of k in order).
  *
- * Why (ncu on an H100, 2026-12-06, T = 8192, docs/perf/h100.md): the
- * one-tile-a-CTA up kernel of wgmma_up.h took 444 us at 35% of DRAM's
- * bandwidth, 9 warps an SM resident, an instruction every 4 cycles a
- * scheduler: each CTA loads its R' tile once, at its start, and holds
- * nothing in flight while its GEMM and epilogue run, so an SM has little
- * memory traffic outstanding most of the time.  Here a CTA an SM walks a
- * run of tiles and its producer keeps the next tile's operands and R'
- * in flight while the
- * consumers multiply and mix the current one.
+ * Why (ncu on an H100, 2026-12-06, T = 8192, docs/perf/h100.md): the up
+ * kernel this one replaced (of the variants wgmma and wgmma_fn, retired
+ * since) took one UBM x (4 x UBC) tile a CTA, up to two CTAs an SM, each
+ * loading its R' tile by TMA once, at its start; it took 444 us at 35% of
+ * DRAM's bandwidth, 9 warps an SM resident, an instruction every 4 cycles
+ * a scheduler: a CTA held nothing in flight while its GEMM and epilogue
+ * ran, so an SM had little memory traffic outstanding most of the time.
+ * Here a CTA an SM walks a run of tiles and its producer keeps the next
+ * tile's operands and R' in flight while the consumers multiply and mix
+ * the current one.
  *
  * A tile is PBM (64) tokens x PBC channels of all 4 streams, so each
  * thread holds every stream of its (token, channel) and mixes in
- * registers, as wgmma_up.h does.  Tiles are numbered channel block major
- * (tile = cb * MT + mt, MT = cdiv(T, PBM)) and each CTA takes a
+ * registers, as the old up kernel did.  Tiles are numbered channel block
+ * major (tile = cb * MT + mt, MT = cdiv(T, PBM)) and each CTA takes a
  * contiguous run of them, so its w_up block (the 4*PBC rows of its
  * channels, all K = 320: 80 KB at PBC 32) is loaded once per channel
  * block, at most a few times a CTA, and stays in shared memory; what
@@ -37,11 +38,13 @@
  * [32, PBM] f32, 128B-swizzled) + barriers.  The stage is freed after the
  * epilogue has read its R'.
  *
- * The epilogue's arithmetic is wgmma_up.h's, expression for expression
- * (g = 1 / (1 + expf(-u)) in IEEE float, m = g0*r0 then fmaf for s =
- * 1..3), so with the spec's norm and an unsplit down GEMM the outputs are
- * pair_mma's bit for bit (measured: wgmma at KSPLIT 1 passed bitwise
- * against pair_mma at T = 16, 1025, 1041, 2048, 4095, 4096 on an H100).
+ * The epilogue's arithmetic is the old up kernel's, expression for
+ * expression (g = 1 / (1 + expf(-u)) in IEEE float, m = g0*r0 then fmaf
+ * for s = 1..3), so with the spec's norm and an unsplit down GEMM the
+ * outputs are pair_mma's bit for bit (measured: the retired variant wgmma
+ * at KSPLIT 1, wgmma.cu's down kernel and the old up kernel, passed
+ * bitwise against pair_mma at T = 16, 1025, 1041, 2048, 4095, 4096 on an
+ * H100; wgmma_pb since at every count checked on an H100 and an H200).
  *
  * Measured (H100, 2026-12-06, T = 8192, docs/perf/h100.md): also asking
  * for a later tile's R' into L2 (cp.async.bulk.prefetch.tensor, two tiles

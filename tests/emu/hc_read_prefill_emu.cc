@@ -1,15 +1,12 @@
 /*
  * hc_read_prefill_emu.cc: runs one hc_read_prefill template (EMU_VARIANT:
- * 1 pair_simt, 2 pair_mma, 3 upmix, 4 fused) on the CPU emulator (emu.h)
- * at reduced sizes and checks every output bit against the prefill op's
+ * 1 pair_simt, 2 pair_mma, 3 upmix) on the CPU emulator (emu.h) at
+ * reduced sizes and checks every output bit against the prefill op's
  * canonical order computed here step by step in float32: the canonical
  * norm, xn rounded to bf16, each lo and u one fmaf chain in ascending k
- * from 0, lo rounded to bf16, the gate, the canonical mix.  fused (class
- * kl) is checked against its own order, written out here the same way:
- * per stream a chain over bf16(R' * w_norm), the scale from its four
- * quarters' sums of squares folded in by fmaf.  At the first token count
- * the op's float64 reference (reference.cu) runs too, on three rows, and
- * the variant must be within the baseline's bound of it.
+ * from 0, lo rounded to bf16, the gate, the canonical mix.  At the first
+ * token count the op's float64 reference (reference.cu) runs too, on three
+ * rows, and the variant must be within the baseline's bound of it.
  *
  * The tensor-core variants run on emulations of ldmatrix.x4 and
  * mma.m16n8k16 written from the PTX ISA's fragment layouts (below): the
@@ -127,11 +124,8 @@ static const char *const variant = "pair_mma";
 #elif EMU_VARIANT == 3
 #include "upmix.cu"
 static const char *const variant = "upmix";
-#elif EMU_VARIANT == 4
-#include "fused.cu"
-static const char *const variant = "fused";
 #else
-#error "EMU_VARIANT must be 1, 2, 3 or 4"
+#error "EMU_VARIANT must be 1, 2 or 3"
 #endif
 /* The op's float64 reference (hc_pf_ref_*), checked against the variant. */
 #include "reference.cu"
@@ -196,31 +190,6 @@ static Outs canonical(int T, const std::vector<float> &R, const float *P, const 
       for (int k = 0; k < D; k++) acc = fmaf(bf(xn[(size_t)t * D + k]), bf(wd[(size_t)j * D + k]), acc);
       lo[(size_t)t * K + j] = to_bf(acc);
     }
-#if EMU_VARIANT == 4
-  /* fused's down: the scale after each stream's chain over bf16(R' * w). */
-  for (int t = 0; t < T; t++) {
-    float rs[S];
-    for (int s = 0; s < S; s++) {
-      const float *x = &rp[(size_t)t * D + (size_t)s * C];
-      float q4[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* the quarters of 8 of each tile of 32 */
-      for (int c = 0; c < C; c++) q4[(c % 32) / 8] = fmaf(x[c], x[c], q4[(c % 32) / 8]);
-      const float v = (q4[0] + q4[1]) + (q4[2] + q4[3]);
-      rs[s] = 1.0f / sqrtf(v / (float)C + 1e-6f);
-    }
-    for (int j = 0; j < K; j++) {
-      float tot = 0.0f;
-      for (int s = 0; s < S; s++) {
-        float acc = 0.0f;
-        for (int c = 0; c < C; c++) {
-          const size_t k = (size_t)s * C + c;
-          acc = fmaf(bf(to_bf(rp[(size_t)t * D + k] * bf(wn[k]))), bf(wd[(size_t)j * D + k]), acc);
-        }
-        tot = fmaf(rs[s], acc, tot);
-      }
-      lo[(size_t)t * K + j] = to_bf(tot);
-    }
-  }
-#endif
   for (int t = 0; t < T; t++)
     for (int i = 0; i < D; i++) {
       float acc = 0.0f;
@@ -257,16 +226,7 @@ static Outs run(int T, std::vector<float> R, const float *P, const std::vector<u
   o.mh.assign((size_t)T * C, 0x7fd3);
   float *r = R.data();
   const hct_u16 *pn = wn.data(), *pd = wd.data(), *pu = wu.data();
-#if EMU_VARIANT == 4
-  emu::launch(d3(4), d3(256), 0, hc_fu_pending, r, P, T);
-  emu::launch(d3(K / DBN, cdiv(T, DBM)), d3((DBM / DWR) * 2 * 32), (size_t)DST * (DBM * 144 + DBN * 80) + DBM * 164,
-              hc_fu_down, (const float *)r, pn, pd, lo.data(), T);
-  emu::launch(d3(D / UBN, cdiv(T, UBM)), d3((UBM / UWR) * (UBN / 64) * 32), (size_t)UST * (UBM + UBN) * 80,
-              hc_um_upmix, (const float *)r, pu, (const hct_u16 *)lo.data(), o.mixed.data(), o.mb.data(), o.mh.data(),
-              T);
-#else
   emu::launch(d3(S, T), d3(256), 0, hc_pf_norm, r, P, pn, xn.data(), T);
-#endif
 #if EMU_VARIANT == 1
   std::vector<float> gated((size_t)T * D, __uint_as_float(0x7fc0dead));
   emu::launch(d3(K / DBN, cdiv(T, DBM)), d3(DBM * DBN / 32), 0, hc_ps_down, pd, (const hct_u16 *)xn.data(),
@@ -275,7 +235,7 @@ static Outs run(int T, std::vector<float> R, const float *P, const std::vector<u
               gated.data(), T);
   emu::launch(d3(cdiv(T * C, 256)), d3(256), 0, hc_pf_mix, (const float *)r, (const float *)gated.data(),
               o.mixed.data(), o.mb.data(), o.mh.data(), T);
-#elif EMU_VARIANT != 4
+#else
   emu::launch(d3(K / DBN, cdiv(T, DBM)), d3((DBM / DWR) * 2 * 32), (size_t)DST * (DBM + DBN) * 80, hc_pm_down, pd,
               (const hct_u16 *)xn.data(), lo.data(), T);
   const size_t up_smem = (size_t)UST * (UBM + UBN) * 80;

@@ -230,8 +230,7 @@ static const struct {
   const char *entry, *sig;
 } sigs[] = {{"hc_v1_norm", "ppppi"},  {"hc_v1_down", "pppi"}, {"hc_v1_up", "pppi"},
             {"hc_v1_mix", "pppppi"},  {"hc_rl_read", "ppppppppppi"}, {"hc_sl_read", "ppppppppppi"},
-            {"hc_pf_norm", "ppppi"}, {"hcp_wg_down", "ttppi"}, {"hcp_wg_reduce", "ppi"},
-            {"hcp_wg_up", "tttppppi"},
+            {"hc_pf_norm", "ppppi"}, {"hcp_wg_down", "ttpi"}, {"hcp_pb_up", "tttppppi"},
             {"hc_ref_norm", "pppppp"}, {"hc_ref_mix", "ppppp"}, /* hc_read's reference */
             {"k2", "ppi"} /* the test daemon's manifest */};
 
