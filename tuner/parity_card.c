@@ -143,7 +143,8 @@ int hct__pc_launches(const hct_pc_plan_t *p, const hct_pc_ptrs_t *x, hct_pc_laun
   return n;
 }
 
-size_t hct__pc_dist_work_bytes(uint64_t n) {
+/* The plan of the distance's element pass over n f32 elements. */
+static hct_pc_plan_t dist_plan(uint64_t n) {
   hct_hbuf_t b;
   hct_buffer_t spec;
   memset(&b, 0, sizeof b);
@@ -153,21 +154,17 @@ size_t hct__pc_dist_work_bytes(uint64_t n) {
   b.elems = n;
   hct_pc_plan_t p;
   hct__pc_plan(&b, HCT_PC_IMAGE_NONE, &p);
-  return (size_t)p.e_blocks * sizeof(hct_pc_part_t);
+  return p;
+}
+
+size_t hct__pc_dist_work_bytes(uint64_t n) {
+  return (size_t)dist_plan(n).e_blocks * sizeof(hct_pc_part_t);
 }
 
 int hct__pc_dist_launches(uint64_t n, hct_dptr_t out, hct_dptr_t base, hct_dptr_t work, hct_dptr_t res,
                           hct_pc_launch_t L[2]) {
   /* The blocks of the element pass over n f32 elements (hct__pc_plan). */
-  hct_hbuf_t b;
-  hct_buffer_t spec;
-  memset(&b, 0, sizeof b);
-  memset(&spec, 0, sizeof spec);
-  spec.dtype = HCT_DT_F32;
-  b.spec = &spec;
-  b.elems = n;
-  hct_pc_plan_t p;
-  hct__pc_plan(&b, HCT_PC_IMAGE_NONE, &p);
+  const hct_pc_plan_t p = dist_plan(n);
   int k = 0;
   hct_pc_launch_t *l = launch_new(L, &k, HCT_PC_K_DIST, p.e_blocks, HCT_PC_THREADS);
   arg_u(l, out), arg_u(l, base), arg_u(l, n), arg_u(l, p.e_chunk), arg_u(l, work);
