@@ -33,6 +33,13 @@ static int prefill(worker_t *W, timed_t *t, int s, int i, int stale) {
  * more (the same launches on the same sets and scratch), outputs prefilled
  * first (poison, or with `stale` 1.0), every used set's outputs downloaded
  * into out[set][buffer]. */
+/* The timed candidate with this id, or -1 when it was not timed. */
+static int timed_index(const timed_t *t, int id) {
+  for (int q = 0; q < t->n; q++)
+    if (t->ids[q] == id) return q;
+  return -1;
+}
+
 static int replay_launch(worker_t *W, timed_t *t, int k, int stale) {
   int rc = 0;
   for (int s = 0; rc == 0 && s < t->used_sets; s++)
@@ -138,9 +145,7 @@ static int verify_card(worker_t *W, timed_t *t, json_t *ids, int64_t ref_id, int
   }
   json_t *results = json_array();
   for (size_t j = 0; rc == 0 && j < json_array_size(ids); j++) {
-    int id = (int)json_integer_value(json_array_get(ids, j)), k = -1;
-    for (int q = 0; q < t->n; q++)
-      if (t->ids[q] == id) k = q;
+    const int id = (int)json_integer_value(json_array_get(ids, j)), k = timed_index(t, id);
     if (k < 0) {
       rc = hct__error(HCT_ENOENT, "request 'verify': candidate %d was not timed", id);
       break;
@@ -267,9 +272,7 @@ int hct__ws_req_verify(worker_t *W, json_t *req, json_t *reply) {
   if (out == NULL) return hct__error(HCT_ENOMEM, "out of memory");
   json_t *results = json_array();
   for (size_t j = 0; rc == 0 && j < json_array_size(ids); j++) {
-    int id = (int)json_integer_value(json_array_get(ids, j)), k = -1;
-    for (int q = 0; q < t->n; q++)
-      if (t->ids[q] == id) k = q;
+    const int id = (int)json_integer_value(json_array_get(ids, j)), k = timed_index(t, id);
     if (k < 0) {
       rc = hct__error(HCT_ENOENT, "request 'verify': candidate %d was not timed", id);
       break;
