@@ -165,6 +165,22 @@ static void session_close(worker_t *W, hct_scratchset_t *s) {
 }
 
 /* The float64 reference of the set on the card, once a set. */
+/* Whether run k of a check is made (the repeat runs with repeat, the
+ * producer's with producer, the twin with twin); the twin's run gets a
+ * session of its own, opened afresh (*rc says whether that worked). */
+static int run_begin(worker_t *W, const hct_cand_t *c, int T, hct_scratchset_t *s, int k, int repeat,
+                     int producer, int twin, int *rc) {
+  if ((k == RUN_FRESH || k == RUN_AGAIN) && !repeat) return 0;
+  if (k == RUN_PRODUCER && !producer) return 0;
+  if (k != RUN_TWIN) return 1;
+  if (!twin) return 0;
+  const uint64_t t0 = hct__now_ns();
+  session_close(W, s);
+  *rc = session_open(W, c, T, s);
+  hct__ws_phase_add(W, HCT_WP_MEMORY, t0);
+  return 1;
+}
+
 static int set_on_card(worker_t *W, runset_t *set) {
   if (set->dref_ok) return 0;
   const uint64_t t0 = hct__now_ns();
@@ -217,16 +233,9 @@ static int card_session(worker_t *W, const hct_cand_t *c, int repeat, int produc
   hct__ws_phase_add(W, HCT_WP_MEMORY, t0);
   uint8_t queued[N_RUNS] = {0}, flagged[N_RUNS] = {0};
   for (int k = 0; rc == 0 && k < N_RUNS; k++) {
-    if ((k == RUN_FRESH || k == RUN_AGAIN) && !repeat) continue;
-    if (k == RUN_PRODUCER && !producer) continue;
-    if (k == RUN_TWIN) {
-      if (!twin) continue;
-      t0 = hct__now_ns();
-      session_close(W, &s);
-      rc = session_open(W, c, in->T, &s);
-      hct__ws_phase_add(W, HCT_WP_MEMORY, t0);
-      if (rc != 0) break;
-    }
+    const int made = run_begin(W, c, in->T, &s, k, repeat, producer, twin, &rc);
+    if (rc != 0) break;
+    if (!made) continue;
     runset_t *set = &in->set[run_set[k]];
     t0 = hct__now_ns();
     rc = hct__session_enqueue(W->gpu, c, &set->hs, &in->dev, &s, k == RUN_PRODUCER ? &W->producer : NULL,
@@ -310,16 +319,9 @@ static int run_session(worker_t *W, const hct_cand_t *c, int repeat, int produce
     return rc;
   }
   for (int k = 0; rc == 0 && k < N_RUNS; k++) {
-    if ((k == RUN_FRESH || k == RUN_AGAIN) && !repeat) continue;
-    if (k == RUN_PRODUCER && !producer) continue;
-    if (k == RUN_TWIN) {
-      if (!twin) continue;
-      t0 = hct__now_ns();
-      session_close(W, &s);
-      rc = session_open(W, c, in->T, &s);
-      hct__ws_phase_add(W, HCT_WP_MEMORY, t0);
-      if (rc != 0) break;
-    }
+    const int made = run_begin(W, c, in->T, &s, k, repeat, producer, twin, &rc);
+    if (rc != 0) break;
+    if (!made) continue;
     const hct_hostset_t *hs = &in->set[run_set[k]].hs;
     if ((rc = hct__ws_outs_alloc(hs, r->out[k])) != 0) break;
     uint32_t flag = 0;
